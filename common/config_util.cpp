@@ -1,0 +1,186 @@
+// Implementation of the strict YAML helpers: typed getters that fail with line and key.
+#include "common/config_util.h"
+
+#include <cctype>
+#include <fstream>
+#include <limits>
+#include <set>
+
+namespace pgwarden::config {
+
+namespace {
+
+std::string join(const std::string& path, const char* key) {
+  return path.empty() ? std::string(key) : path + "." + key;
+}
+
+}  // namespace
+
+int lineOf(const YAML::Node& node) {
+  if (!node.IsDefined()) return 0;
+  const YAML::Mark m = node.Mark();
+  return m.line >= 0 ? m.line + 1 : 0;
+}
+
+void fail(const YAML::Node& node, const std::string& key, const std::string& message) {
+  throw ConfigError(lineOf(node), key, message);
+}
+
+void requireMap(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) fail(node, path, "expected a mapping");
+}
+
+void requireSequence(const YAML::Node& node, const std::string& path) {
+  if (!node.IsSequence()) fail(node, path, "expected a list");
+}
+
+void checkKeys(const YAML::Node& map, const std::string& path,
+               std::initializer_list<const char*> allowed) {
+  requireMap(map, path);
+  std::set<std::string> ok;
+  for (const char* k : allowed) ok.insert(k);
+  for (const auto& kv : map) {
+    const std::string k = kv.first.as<std::string>();
+    if (!ok.count(k)) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw ConfigError(lineOf(kv.first), join(path, k.c_str()),
+                        "unknown key '" + k + "' (allowed here: " + list + ")");
+    }
+  }
+}
+
+std::optional<std::string> getOptionalString(const YAML::Node& map, const std::string& path,
+                                             const char* key) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return std::nullopt;
+  if (!n.IsScalar()) fail(n, join(path, key), "expected a string");
+  return n.as<std::string>();
+}
+
+std::string getString(const YAML::Node& map, const std::string& path, const char* key,
+                      const std::string& fallback) {
+  auto v = getOptionalString(map, path, key);
+  return v ? *v : fallback;
+}
+
+int64_t getInt(const YAML::Node& map, const std::string& path, const char* key, int64_t fallback,
+               int64_t min, int64_t max) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) {
+    fail(n, join(path, key), "expected an integer");
+  }
+  if (v < min || v > max) {
+    fail(n, join(path, key),
+         "value " + std::to_string(v) + " out of range [" + std::to_string(min) + ", " +
+             std::to_string(max) + "]");
+  }
+  return v;
+}
+
+double getDouble(const YAML::Node& map, const std::string& path, const char* key,
+                 double fallback) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) {
+    fail(n, join(path, key), "expected a number");
+  }
+  return v;
+}
+
+bool getBool(const YAML::Node& map, const std::string& path, const char* key, bool fallback) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+    fail(n, join(path, key), "expected true or false");
+  }
+  return v;
+}
+
+std::vector<std::string> getStringList(const YAML::Node& map, const std::string& path,
+                                       const char* key) {
+  std::vector<std::string> out;
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (n.IsScalar()) {
+    out.push_back(n.as<std::string>());
+    return out;
+  }
+  if (!n.IsSequence()) fail(n, join(path, key), "expected a list of strings");
+  for (const auto& item : n) {
+    if (!item.IsScalar()) fail(item, join(path, key), "expected a list of strings");
+    out.push_back(item.as<std::string>());
+  }
+  return out;
+}
+
+std::optional<std::chrono::milliseconds> parseDuration(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  size_t start = i;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == start || i - start > 12) return std::nullopt;
+  const int64_t n = std::stoll(text.substr(start, i - start));
+  std::string unit = text.substr(i);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
+  int64_t ms = 0;
+  if (unit.empty() || unit == "s") ms = n * 1000;
+  else if (unit == "ms") ms = n;
+  else if (unit == "m" || unit == "min") ms = n * 60'000;
+  else if (unit == "h") ms = n * 3'600'000;
+  else if (unit == "d") ms = n * 86'400'000;
+  else return std::nullopt;
+  return std::chrono::milliseconds(ms);
+}
+
+std::optional<uint64_t> parseSize(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 15) return std::nullopt;
+  const uint64_t n = std::stoull(text.substr(0, i));
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (unit.empty() || unit == "b") return n;
+  if (unit == "k" || unit == "kb" || unit == "kib") return n << 10;
+  if (unit == "m" || unit == "mb" || unit == "mib") return n << 20;
+  if (unit == "g" || unit == "gb" || unit == "gib") return n << 30;
+  return std::nullopt;
+}
+
+std::chrono::milliseconds getDuration(const YAML::Node& map, const std::string& path,
+                                      const char* key, std::chrono::milliseconds fallback) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  if (!n.IsScalar()) fail(n, join(path, key), "expected a duration like 500ms, 10s or 5m");
+  auto d = parseDuration(n.as<std::string>());
+  if (!d) fail(n, join(path, key), "expected a duration like 500ms, 10s or 5m");
+  return *d;
+}
+
+uint64_t getSize(const YAML::Node& map, const std::string& path, const char* key,
+                 uint64_t fallback) {
+  const YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  if (!n.IsScalar()) fail(n, join(path, key), "expected a size like 65536, 64KiB or 1MiB");
+  auto s = parseSize(n.as<std::string>());
+  if (!s) fail(n, join(path, key), "expected a size like 65536, 64KiB or 1MiB");
+  return *s;
+}
+
+std::string readSecretFile(const YAML::Node& node, const std::string& key,
+                           const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail(node, key, "cannot read file " + file);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+  return line;
+}
+
+}  // namespace pgwarden::config

@@ -1,0 +1,63 @@
+// Strict YAML helpers shared by every module that owns a config section. Unknown keys are errors,
+// and every error carries the line and the dotted key path so `--check-config` can name them.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pgwarden::config {
+
+// Thrown only while loading config (never on the data path). The daemon prefixes the file name.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(int line, std::string key, const std::string& message)
+      : std::runtime_error(message), line_(line), key_(std::move(key)) {}
+  int line() const { return line_; }          // 1-based; 0 when unknown
+  const std::string& key() const { return key_; }
+
+ private:
+  int line_;
+  std::string key_;
+};
+
+int lineOf(const YAML::Node& node);  // 1-based line of a node, 0 if unknown
+[[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& message);
+
+// Rejects any key of `map` not in `allowed`; `path` is the dotted path of the map itself.
+void checkKeys(const YAML::Node& map, const std::string& path,
+               std::initializer_list<const char*> allowed);
+void requireMap(const YAML::Node& node, const std::string& path);
+void requireSequence(const YAML::Node& node, const std::string& path);
+
+std::string getString(const YAML::Node& map, const std::string& path, const char* key,
+                      const std::string& fallback);
+std::optional<std::string> getOptionalString(const YAML::Node& map, const std::string& path,
+                                             const char* key);
+int64_t getInt(const YAML::Node& map, const std::string& path, const char* key, int64_t fallback,
+               int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+double getDouble(const YAML::Node& map, const std::string& path, const char* key, double fallback);
+bool getBool(const YAML::Node& map, const std::string& path, const char* key, bool fallback);
+std::vector<std::string> getStringList(const YAML::Node& map, const std::string& path,
+                                       const char* key);
+// Durations: "250ms", "10s", "5m", "1h", "2d", or a bare integer meaning seconds. "0" disables.
+std::chrono::milliseconds getDuration(const YAML::Node& map, const std::string& path,
+                                      const char* key, std::chrono::milliseconds fallback);
+// Sizes: "64KiB", "1MiB", "2GiB", "512" (bytes), also kB/MB/GB as powers of 1024.
+uint64_t getSize(const YAML::Node& map, const std::string& path, const char* key,
+                 uint64_t fallback);
+
+std::optional<std::chrono::milliseconds> parseDuration(const std::string& text);
+std::optional<uint64_t> parseSize(const std::string& text);
+
+// Reads a secret from a file (first line, trailing newline stripped). Throws ConfigError.
+std::string readSecretFile(const YAML::Node& node, const std::string& key,
+                           const std::string& file);
+
+}  // namespace pgwarden::config

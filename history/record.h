@@ -1,0 +1,53 @@
+// One query-history record: a statement and what became of it. Plain data, filled by the session
+// and handed to a Recorder; nothing here knows about sockets or guards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgwarden::history {
+
+enum class Outcome {
+  kOk,          // allowed and completed
+  kError,       // allowed, failed on the server (sqlstate set)
+  kDenied,      // denied by a guard (deny_code set); never reached the server
+  kCancelled,   // cancelled by the client (CancelRequest) or statement_timeout
+  kClientGone,  // the client disconnected mid-statement
+  kBudget,      // denied because a budget was exhausted
+};
+const char* outcomeName(Outcome o);  // "ok", "error", "denied", "cancelled", "client_gone", "budget"
+
+struct Record {
+  int64_t started_at_us = 0;   // unix epoch microseconds
+  int64_t finished_at_us = 0;
+  int64_t duration_us = 0;
+  std::string instance_id;
+  uint64_t session_id = 0;
+  std::string user;
+  std::string database;
+  std::string policy_group;
+  std::string client_addr;
+  std::string application_name;
+  std::string agent_id;
+  std::string conversation_id;
+  std::string query_intent_sent;
+  std::string query_intent_inferred;
+  std::string statement_kind;
+  std::vector<std::string> tables;
+  std::string sql_text;        // bounded by history.max_sql_bytes
+  bool sql_truncated = false;
+  std::string fingerprint;     // hex
+  std::string guard_actions;   // JSON list of {guard, action, code, reason}
+  Outcome outcome = Outcome::kOk;
+  std::string deny_code;
+  std::string sqlstate;
+  std::string error_message;
+  int64_t rows_returned = 0;
+  bool truncated = false;      // row cap cut the result
+  int64_t rows_affected = 0;
+  int64_t bytes_sent = 0;
+  std::string protocol;        // "simple" or "extended"
+};
+
+}  // namespace pgwarden::history

@@ -1,0 +1,56 @@
+// The recorder: a bounded queue from the event loop to a writer thread that batches records into
+// a store (SQLite, PostgreSQL, JSON lines). submit() never blocks; when the queue is full the
+// record is dropped and counted.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "history/record.h"
+
+namespace pgwarden::history {
+
+struct HistoryConfig {
+  std::string store = "sqlite";   // sqlite | postgres | jsonl | off
+  std::string path;               // sqlite file or jsonl file
+  std::string dsn;                // postgres: libpq connection string
+  size_t queue_size = 65536;
+  size_t batch_size = 512;
+  std::chrono::milliseconds flush_interval{200};
+  size_t max_sql_bytes = 4096;
+  bool redact_literals = false;
+  std::chrono::milliseconds max_age{0};  // 0: keep forever
+  int64_t max_rows = 0;                  // 0: no row cap
+};
+
+// Parses the `history:` section (absent node -> defaults with the given default sqlite path).
+// Throws config::ConfigError.
+HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& default_path);
+
+struct RecorderStats {
+  uint64_t submitted = 0;
+  uint64_t written = 0;
+  uint64_t dropped = 0;
+  uint64_t write_errors = 0;
+  size_t queue_depth = 0;
+};
+
+class Recorder {
+ public:
+  virtual ~Recorder() = default;
+  // Non-blocking; returns false when the record was dropped (queue full or store off).
+  virtual bool submit(Record&& record) = 0;
+  // Flushes what is queued (waiting up to `timeout`) and stops the writer thread.
+  virtual void shutdown(std::chrono::milliseconds timeout) = 0;
+  virtual RecorderStats stats() const = 0;
+};
+
+// Starts the writer thread for the configured store. Throws std::runtime_error if the store
+// cannot be opened at start-up (a store that goes away later is retried with backoff).
+std::unique_ptr<Recorder> makeRecorder(const HistoryConfig& config);
+
+}  // namespace pgwarden::history

@@ -1,0 +1,75 @@
+// Authentication mechanics, both sides: SCRAM-SHA-256 (RFC 5802 / RFC 7677) as server (clients
+// proving a password against a stored verifier) and as client (pgwarden logging in upstream),
+// and PostgreSQL's md5 scheme. Crypto from OpenSSL. Knows nothing of users or config.
+// https://www.postgresql.org/docs/15/sasl-authentication.html
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace pgwarden::protocol {
+
+// A parsed "SCRAM-SHA-256$<iterations>:<salt b64>$<StoredKey b64>:<ServerKey b64>" verifier.
+struct ScramVerifier {
+  int iterations = 0;
+  std::string salt;        // raw bytes
+  std::string stored_key;  // raw 32 bytes
+  std::string server_key;  // raw 32 bytes
+};
+Result<ScramVerifier> parseScramVerifier(std::string_view text);
+// Builds a verifier string from a password (random 16-byte salt, 4096 iterations by default).
+std::string makeScramVerifier(std::string_view password, int iterations = 4096);
+// Same with a given salt, for tests.
+std::string makeScramVerifierWithSalt(std::string_view password, std::string_view salt,
+                                      int iterations);
+
+// Server side of one SCRAM-SHA-256 exchange (no channel binding: we advertise SCRAM-SHA-256 only).
+class ScramServer {
+ public:
+  explicit ScramServer(ScramVerifier verifier);
+  // client-first-message -> server-first-message. Fails on a malformed message.
+  Result<std::string> handleClientFirst(std::string_view client_first);
+  // client-final-message -> server-final-message ("v=..."). Fails on malformed input or a wrong
+  // proof; the caller answers 28P01 either way without saying which.
+  Result<std::string> handleClientFinal(std::string_view client_final);
+  // For tests: fixes the server nonce part instead of a random one.
+  void setNonceForTest(std::string nonce) { test_nonce_ = std::move(nonce); }
+
+ private:
+  ScramVerifier verifier_;
+  std::string client_first_bare_, server_first_, nonce_, test_nonce_;
+};
+
+// Client side of one SCRAM-SHA-256 exchange.
+class ScramClient {
+ public:
+  ScramClient(std::string user, std::string password);
+  std::string clientFirst();  // "n,,n=,r=<nonce>"
+  Result<std::string> handleServerFirst(std::string_view server_first);  // -> client-final
+  Status verifyServerFinal(std::string_view server_final);
+  void setNonceForTest(std::string nonce) { test_nonce_ = std::move(nonce); }
+
+ private:
+  std::string user_, password_, nonce_, test_nonce_, client_first_bare_, auth_message_;
+  std::string server_signature_;
+};
+
+// PostgreSQL md5: "md5" + md5hex(md5hex(password + user) + salt).
+std::string md5Hash(std::string_view data);                       // hex digest
+std::string md5Verifier(std::string_view user, std::string_view password);  // "md5" + hex
+std::string md5Response(std::string_view md5_verifier_hex_with_prefix, const uint8_t salt[4]);
+std::string md5PasswordResponse(std::string_view user, std::string_view password,
+                                const uint8_t salt[4]);
+
+std::string base64Encode(std::string_view raw);
+std::optional<std::string> base64Decode(std::string_view text);
+// Cryptographically random bytes (OpenSSL RAND_bytes).
+std::string randomBytes(size_t n);
+// Constant-time comparison.
+bool constantTimeEquals(std::string_view a, std::string_view b);
+
+}  // namespace pgwarden::protocol
