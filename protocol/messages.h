@@ -41,18 +41,33 @@ struct FrameLimits {
   uint32_t max_backend = 1u << 30;      // any message from the server (DataRow can be large)
 };
 
+// The cap that applies to a message of `type`: max_backend for anything from the server;
+// max_bind for the client's Bind ('B'), CopyData ('d') and FunctionCall ('F'); max_message else.
+uint32_t frameCap(char type, const FrameLimits& limits, bool from_backend);
+
 // Accumulates bytes from a stream and hands out whole messages. Peeks at the header first and
 // rejects an oversized length before buffering the body. Owns its bytes; views handed out stay
 // valid until the next append()/consume().
+//
+// On the hot path: consumed bytes are only skipped (an offset moves); the unread tail is moved
+// to the front lazily, when the offset passes half the buffer or an append would otherwise grow
+// it, so each byte is moved a bounded number of times. Capacity is kept between messages and
+// released when the buffer drains after holding an unusually large message.
 class FrameBuffer {
  public:
   void append(const char* data, size_t len);
   // `from_backend` selects FrameLimits::max_backend; otherwise the per-type client caps apply.
   FrameStatus next(Frame& out, const FrameLimits& limits, bool from_backend) const;
+  // Drops `n` bytes from the front (clamped to size()).
   void consume(size_t n);
   size_t size() const { return buf_.size() - off_; }
   const char* data() const { return buf_.data() + off_; }
   void clear() { buf_.clear(); off_ = 0; }
+  // Bytes held including consumed-but-not-yet-compacted ones and spare capacity (for metrics).
+  size_t capacity() const { return buf_.capacity(); }
+
+  // Capacity above this is given back once the buffer drains.
+  static constexpr size_t kKeepCapacity = 1u << 20;
 
  private:
   std::string buf_;
@@ -68,6 +83,9 @@ inline constexpr uint32_t kSslRequestCode = 80877103;
 inline constexpr uint32_t kGssEncRequestCode = 80877104;
 inline constexpr uint32_t kCancelRequestCode = 80877102;
 inline constexpr uint32_t kMaxStartupPacket = 10000;  // as PostgreSQL's MAX_STARTUP_PACKET_LENGTH
+
+inline constexpr uint16_t protocolMajor(uint32_t version) { return uint16_t(version >> 16); }
+inline constexpr uint16_t protocolMinor(uint32_t version) { return uint16_t(version & 0xffff); }
 
 enum class StartupKind { kStartup, kSslRequest, kGssEncRequest, kCancel };
 
@@ -154,6 +172,23 @@ Result<ReadyForQueryMsg> parseReadyForQuery(std::string_view body);
 Result<CommandCompleteMsg> parseCommandComplete(std::string_view body);
 Result<RowDescriptionMsg> parseRowDescription(std::string_view body);
 Result<DataRowMsg> parseDataRow(std::string_view body);
+// Full column descriptions of a RowDescription, for code that reads results itself.
+struct RowField {
+  std::string_view name;
+  uint32_t table_oid = 0;
+  int16_t column = 0;
+  uint32_t type_oid = 0;
+  int16_t type_len = 0;
+  int32_t type_mod = 0;
+  int16_t format = 0;
+};
+Result<std::vector<RowField>> parseRowDescriptionFields(std::string_view body);
+// CopyInResponse 'G', CopyOutResponse 'H', CopyBothResponse 'W' share one layout.
+struct CopyResponseMsg {
+  int8_t format = 0;                   // 0 text, 1 binary
+  std::vector<int16_t> column_formats;
+};
+Result<CopyResponseMsg> parseCopyResponse(std::string_view body);
 // Cells of a DataRow, for code that reads results itself (catalog refresh, EXPLAIN, console).
 Result<std::vector<std::optional<std::string_view>>> parseDataRowValues(std::string_view body);
 
@@ -187,7 +222,11 @@ void writeParseComplete(std::string& out);
 void writeBindComplete(std::string& out);
 void writeCloseComplete(std::string& out);
 void writeNoData(std::string& out);
+void writePortalSuspended(std::string& out);
 void writeParameterDescription(std::string& out, const std::vector<uint32_t>& types);
+// `newest_minor` is the newest 3.x minor we speak (0 today). On the wire the field carries the
+// whole version number, as PostgreSQL sends it (PG_PROTOCOL_LATEST) and libpq reads it; a value
+// above 0xffff is taken as an already whole version and sent unchanged.
 void writeNegotiateProtocolVersion(std::string& out, uint32_t newest_minor,
                                    const std::vector<std::string>& unrecognized);
 struct ColumnDesc {
@@ -217,6 +256,15 @@ void writeTerminate(std::string& out);
 void writePassword(std::string& out, std::string_view password);   // 'p', NUL-terminated
 void writeSaslInitial(std::string& out, std::string_view mechanism, std::string_view data);
 void writeSaslResponse(std::string& out, std::string_view data);
+void writeGssEncRequest(std::string& out);
+// COPY sub-protocol, both directions: CopyData 'd', CopyDone 'c', CopyFail 'f' (frontend only;
+// how a proxy refuses COPY FROM STDIN after the server's CopyInResponse).
+void writeCopyData(std::string& out, std::string_view data);
+void writeCopyDone(std::string& out);
+void writeCopyFail(std::string& out, std::string_view message);
+
+// String fields are NUL-terminated on the wire: every encoder cuts a value at its first NUL so a
+// message always stays well formed.
 
 // Big-endian helpers for code that patches messages in place.
 inline uint32_t readU32(const char* p) {
