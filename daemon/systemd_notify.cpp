@@ -1,0 +1,219 @@
+// sd_notify(3), sd_watchdog_enabled(3) and sd_listen_fds(3) behind small calls that never throw,
+// and the stderr sink that writes syslog-priority prefixed lines when journald is reading them.
+// See systemd_notify.h for the contract each call keeps.
+#include "daemon/systemd_notify.h"
+
+#include <spdlog/details/log_msg.h>
+#include <spdlog/sinks/base_sink.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace pgwarden::daemon {
+
+namespace {
+
+std::string errnoText(int err) { return std::strerror(err < 0 ? -err : err); }
+
+}  // namespace
+
+SystemdNotifier::SystemdNotifier() {
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  enabled_ = socket != nullptr && socket[0] != '\0';
+  uint64_t usec = 0;
+  // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, is this process.
+  if (sd_watchdog_enabled(0, &usec) > 0) {
+    watchdogInterval_ = std::chrono::microseconds(usec);
+  }
+}
+
+std::chrono::milliseconds SystemdNotifier::watchdogPingPeriod() const {
+  if (watchdogInterval_.count() == 0) return std::chrono::milliseconds(0);
+  // Half the interval, but never zero: a sub-millisecond WatchdogSec would otherwise turn the
+  // timer off while systemd still expects pings.
+  auto half = std::chrono::duration_cast<std::chrono::milliseconds>(watchdogInterval_ / 2);
+  return half.count() > 0 ? half : std::chrono::milliseconds(1);
+}
+
+Status SystemdNotifier::ready(std::string_view status) {
+  if (!enabled_) return {};
+  std::string state = "READY=1";
+  if (!status.empty()) {
+    state += '\n';
+    state += "STATUS=";
+    for (char c : status) state += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  return send(state);
+}
+
+Status SystemdNotifier::reloading() {
+  if (!enabled_) return {};
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t usec =
+      static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+  char state[64];
+  std::snprintf(state, sizeof state, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, usec);
+  return send(state);
+}
+
+Status SystemdNotifier::stopping() {
+  if (!enabled_) return {};
+  return send("STOPPING=1");
+}
+
+Status SystemdNotifier::status(std::string_view text) {
+  if (!enabled_) return {};
+  std::string state = "STATUS=";
+  for (char c : text) state += (c == '\n' || c == '\r') ? ' ' : c;
+  return send(state);
+}
+
+Status SystemdNotifier::watchdogPing() {
+  if (!enabled_ || watchdogInterval_.count() == 0) return {};
+  return send("WATCHDOG=1");
+}
+
+Status SystemdNotifier::send(const std::string& state) {
+  // sd_notify returns > 0 when sent, 0 when NOTIFY_SOCKET vanished, < 0 (-errno) on failure.
+  int r = sd_notify(0, state.c_str());
+  if (r < 0) return Status::fail("sd_notify failed: " + errnoText(r));
+  if (r == 0) return Status::fail("sd_notify: NOTIFY_SOCKET is no longer set");
+  return {};
+}
+
+Result<std::vector<InheritedSocket>> listenFds() {
+  char** names = nullptr;
+  // unset_environment=1: the variables describe this process only; a child must not take them.
+  int n = sd_listen_fds_with_names(1, &names);
+  if (n < 0) return Result<std::vector<InheritedSocket>>::fail("sd_listen_fds failed: " + errnoText(n));
+  std::vector<InheritedSocket> sockets;
+  std::string error;
+  for (int i = 0; i < n; ++i) {
+    InheritedSocket s;
+    s.fd = SD_LISTEN_FDS_START + i;
+    s.name = (names != nullptr && names[i] != nullptr) ? names[i] : "unknown";
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (sd_is_socket(s.fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0 ||
+        getsockname(s.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      if (error.empty()) {
+        error = "inherited descriptor " + std::to_string(s.fd) + " (" + s.name +
+                ") is not a listening stream socket";
+      }
+    } else {
+      s.family = addr.ss_family;
+    }
+    sockets.push_back(std::move(s));
+  }
+  if (names != nullptr) {
+    for (int i = 0; i < n; ++i) std::free(names[i]);
+    std::free(names);
+  }
+  if (!error.empty()) return Result<std::vector<InheritedSocket>>::fail(error);
+  return sockets;
+}
+
+bool stderrIsJournal() {
+  const char* env = std::getenv("JOURNAL_STREAM");
+  if (env == nullptr) return false;
+  uintmax_t dev = 0;
+  uintmax_t ino = 0;
+  if (std::sscanf(env, "%ju:%ju", &dev, &ino) != 2) return false;
+  struct stat st{};
+  if (fstat(STDERR_FILENO, &st) != 0) return false;
+  return static_cast<uintmax_t>(st.st_dev) == dev && static_cast<uintmax_t>(st.st_ino) == ino;
+}
+
+namespace {
+
+// sd-daemon.h's SD_* prefixes, by spdlog level.
+const char* priorityPrefix(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+    case spdlog::level::debug:
+      return SD_DEBUG;
+    case spdlog::level::info:
+      return SD_INFO;
+    case spdlog::level::warn:
+      return SD_WARNING;
+    case spdlog::level::err:
+      return SD_ERR;
+    case spdlog::level::critical:
+      return SD_CRIT;
+    case spdlog::level::off:
+    case spdlog::level::n_levels:
+      return SD_INFO;
+  }
+  return SD_INFO;
+}
+
+// Writes whole lines to a file descriptor with write(2): stderr is unbuffered anyway, and one
+// write per record keeps lines from different threads from interleaving on a pipe.
+class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  StderrSink(int fd, bool journal) : fd_(fd), journal_(journal) {
+    set_pattern_(journal ? kJournalLogPattern : kConsoleLogPattern);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    if (!journal_) {
+      writeAll(formatted.data(), formatted.size());
+      return;
+    }
+    // journald takes the priority from each line's own prefix, so a message that spans lines
+    // gets it on every line (otherwise the continuation lines would be logged at info).
+    const char* prefix = priorityPrefix(msg.level);
+    std::string out;
+    out.reserve(formatted.size() + 8);
+    bool lineStart = true;
+    for (char c : std::string_view(formatted.data(), formatted.size())) {
+      if (lineStart) out += prefix;
+      out += c;
+      lineStart = (c == '\n');
+    }
+    if (!lineStart) out += '\n';
+    writeAll(out.data(), out.size());
+  }
+  void flush_() override {}
+
+ private:
+  void writeAll(const char* data, size_t size) {
+    while (size > 0) {
+      ssize_t n = ::write(fd_, data, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;  // nowhere left to report a logging failure
+      }
+      data += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+
+  int fd_;
+  bool journal_;
+};
+
+}  // namespace
+
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink(int fd, bool journal) {
+  return std::make_shared<StderrSink>(fd, journal);
+}
+
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink() {
+  return makeStderrSink(STDERR_FILENO, stderrIsJournal());
+}
+
+}  // namespace pgwarden::daemon
