@@ -17,6 +17,8 @@ enum class Outcome {
   kBudget,      // denied because a budget was exhausted
 };
 const char* outcomeName(Outcome o);  // "ok", "error", "denied", "cancelled", "client_gone", "budget"
+// The inverse of outcomeName; false when `name` is not one of them.
+bool parseOutcome(const std::string& name, Outcome* out);
 
 struct Record {
   int64_t started_at_us = 0;   // unix epoch microseconds
@@ -42,12 +44,15 @@ struct Record {
   Outcome outcome = Outcome::kOk;
   std::string deny_code;
   std::string sqlstate;
-  std::string error_message;
+  std::string error_message;   // server error text, or for a denial the message sent to the client
   int64_t rows_returned = 0;
   bool truncated = false;      // row cap cut the result
   int64_t rows_affected = 0;
   int64_t bytes_sent = 0;
   std::string protocol;        // "simple" or "extended"
+  // The result was exactly one row of one column whose value is zero (e.g. count(*) = 0): with
+  // rows_returned == 0 this is what the `zeros` report calls a confident wrong answer.
+  bool single_zero = false;
 };
 
 }  // namespace pgwarden::history

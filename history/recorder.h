@@ -17,7 +17,8 @@ namespace pgwarden::history {
 struct HistoryConfig {
   std::string store = "sqlite";   // sqlite | postgres | jsonl | off
   std::string path;               // sqlite file or jsonl file
-  std::string dsn;                // postgres: libpq connection string
+  std::string dsn;                // postgres: libpq connection string (or read from dsn_file)
+  std::string dsn_file;           // postgres: file holding the connection string (a secret)
   size_t queue_size = 65536;
   size_t batch_size = 512;
   std::chrono::milliseconds flush_interval{200};
@@ -25,6 +26,7 @@ struct HistoryConfig {
   bool redact_literals = false;
   std::chrono::milliseconds max_age{0};  // 0: keep forever
   int64_t max_rows = 0;                  // 0: no row cap
+  std::string instance_id;               // "" : the host name, filled in by makeRecorder
 };
 
 // Parses the `history:` section (absent node -> defaults with the given default sqlite path).
@@ -35,14 +37,18 @@ struct RecorderStats {
   uint64_t submitted = 0;
   uint64_t written = 0;
   uint64_t dropped = 0;
-  uint64_t write_errors = 0;
+  uint64_t write_errors = 0;   // failed write attempts (each retry counts once)
+  uint64_t rejected = 0;       // records the store refused even on their own; lost and logged
+  // Records accepted and not yet written (queued plus the batch being written). Invariant:
+  // submitted == written + dropped + rejected + queue_depth (store `off` counts nothing).
   size_t queue_depth = 0;
 };
 
 class Recorder {
  public:
   virtual ~Recorder() = default;
-  // Non-blocking; returns false when the record was dropped (queue full or store off).
+  // Non-blocking, O(1), no I/O: safe on the event loop. Returns false when the record was
+  // dropped (queue full, or after shutdown) or the store is `off` (not counted as a drop).
   virtual bool submit(Record&& record) = 0;
   // Flushes what is queued (waiting up to `timeout`) and stops the writer thread.
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;

@@ -1,0 +1,91 @@
+// Parses the `history:` config section into a HistoryConfig. Strict: unknown keys, bad values and
+// combinations that cannot work are errors with line and dotted key, raised at load time.
+#include <limits>
+
+#include "common/config_util.h"
+#include "history/recorder.h"
+
+namespace pgwarden::history {
+
+namespace {
+
+constexpr const char* kPath = "history";
+
+}  // namespace
+
+HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& default_path) {
+  HistoryConfig c;
+  c.path = default_path;
+  if (!node.IsDefined() || node.IsNull()) return c;
+  config::checkKeys(node, kPath,
+                    {"store", "path", "dsn", "dsn_file", "queue_size", "batch_size",
+                     "flush_interval", "max_sql_bytes", "redact_literals", "max_age", "max_rows",
+                     "instance_id"});
+
+  c.store = config::getString(node, kPath, "store", c.store);
+  if (c.store != "sqlite" && c.store != "postgres" && c.store != "jsonl" && c.store != "off") {
+    config::fail(node["store"], "history.store",
+                 "unknown store '" + c.store + "' (expected sqlite, postgres, jsonl or off)");
+  }
+
+  const auto path = config::getOptionalString(node, kPath, "path");
+  if (path) {
+    if (path->empty()) config::fail(node["path"], "history.path", "must not be empty");
+    c.path = *path;
+  }
+  if (c.store == "jsonl" && !path) {
+    config::fail(node, "history.path", "the jsonl store needs history.path (the file to append to)");
+  }
+  if (c.store == "postgres" && path) {
+    config::fail(node["path"], "history.path",
+                 "the postgres store takes history.dsn or history.dsn_file, not a path");
+  }
+
+  const auto dsn = config::getOptionalString(node, kPath, "dsn");
+  const auto dsn_file = config::getOptionalString(node, kPath, "dsn_file");
+  if (dsn && dsn_file) {
+    config::fail(node["dsn_file"], "history.dsn_file", "give history.dsn or history.dsn_file, not both");
+  }
+  if ((dsn || dsn_file) && c.store != "postgres") {
+    const char* key = dsn ? "dsn" : "dsn_file";
+    config::fail(node[key], std::string("history.") + key,
+                 "only the postgres store uses a connection string (store is " + c.store + ")");
+  }
+  if (dsn) c.dsn = *dsn;
+  if (dsn_file) {
+    c.dsn_file = *dsn_file;
+    c.dsn = config::readSecretFile(node["dsn_file"], "history.dsn_file", *dsn_file);
+    if (c.dsn.empty()) config::fail(node["dsn_file"], "history.dsn_file", "the file is empty");
+  }
+  if (c.store == "postgres" && c.dsn.empty()) {
+    config::fail(node, "history.dsn", "the postgres store needs history.dsn or history.dsn_file");
+  }
+
+  c.queue_size = static_cast<size_t>(
+      config::getInt(node, kPath, "queue_size", static_cast<int64_t>(c.queue_size), 1, 10'000'000));
+  c.batch_size = static_cast<size_t>(
+      config::getInt(node, kPath, "batch_size", static_cast<int64_t>(c.batch_size), 1, 100'000));
+  c.flush_interval = config::getDuration(node, kPath, "flush_interval", c.flush_interval);
+  if (c.flush_interval.count() <= 0) {
+    config::fail(node["flush_interval"], "history.flush_interval", "must be greater than 0");
+  }
+  c.max_sql_bytes = config::getSize(node, kPath, "max_sql_bytes", c.max_sql_bytes);
+  if (c.max_sql_bytes < 64 || c.max_sql_bytes > (16u << 20)) {
+    config::fail(node["max_sql_bytes"], "history.max_sql_bytes",
+                 "must be between 64 bytes and 16MiB");
+  }
+  c.redact_literals = config::getBool(node, kPath, "redact_literals", c.redact_literals);
+  c.max_age = config::getDuration(node, kPath, "max_age", c.max_age);
+  c.max_rows = config::getInt(node, kPath, "max_rows", c.max_rows, 0,
+                              std::numeric_limits<int64_t>::max());
+  if ((c.max_age.count() > 0 || c.max_rows > 0) && (c.store == "jsonl" || c.store == "off")) {
+    const char* key = c.max_age.count() > 0 ? "max_age" : "max_rows";
+    config::fail(node[key], std::string("history.") + key,
+                 "retention applies to the sqlite and postgres stores (rotate a jsonl file with "
+                 "logrotate)");
+  }
+  c.instance_id = config::getString(node, kPath, "instance_id", c.instance_id);
+  return c;
+}
+
+}  // namespace pgwarden::history

@@ -1,0 +1,242 @@
+// The PostgreSQL store: libpq on the writer thread (blocking is fine there), the schema created
+// if missing under an advisory lock, one COPY per batch, and a reconnect (with the recorder's
+// backoff) whenever the connection fails. Data errors are "rejected", everything else "retry".
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "history/schema.h"
+#include "history/store.h"
+#include "history/text.h"
+
+namespace pgwarden::history {
+
+namespace {
+
+// Serializes schema creation between pgwarden instances sharing one database.
+constexpr const char* kSchemaLockKey = "7432001";
+
+void appendCopyText(std::string& out, std::string_view s) {
+  // COPY text format: backslash, newline, carriage return and tab must be escaped.
+  for (char c : s) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out.push_back(c);
+    }
+  }
+}
+
+std::string resultError(const PGresult* res, const PGconn* conn) {
+  const char* m = res != nullptr ? PQresultErrorMessage(res) : nullptr;
+  std::string msg = (m != nullptr && *m != '\0') ? m : PQerrorMessage(conn);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  return msg;
+}
+
+class PostgresStore final : public Store {
+ public:
+  explicit PostgresStore(std::string dsn) : dsn_(std::move(dsn)) {
+    copy_sql_ = std::string("COPY ") + kHistoryTable + " (" + columnList() + ") FROM STDIN";
+  }
+
+  ~PostgresStore() override { disconnect(); }
+
+  const char* name() const override { return "postgres"; }
+
+  Status open() override { return connect(); }
+
+  WriteResult write(std::span<const Record> records) override {
+    if (conn_ == nullptr) {
+      if (auto s = connect(); !s.ok()) return {WriteOutcome::kRetry, s.error()};
+    }
+    buffer_.clear();
+    for (const Record& r : records) appendRow(r);
+
+    PGresult* res = PQexec(conn_, copy_sql_.c_str());
+    if (PQresultStatus(res) != PGRES_COPY_IN) return fail(res, "COPY");
+    PQclear(res);
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t off = 0; off < buffer_.size(); off += kChunk) {
+      const size_t n = std::min(kChunk, buffer_.size() - off);
+      if (PQputCopyData(conn_, buffer_.data() + off, static_cast<int>(n)) != 1) {
+        return fail(nullptr, "COPY data");
+      }
+    }
+    if (PQputCopyEnd(conn_, nullptr) != 1) return fail(nullptr, "COPY end");
+    WriteResult out;
+    while ((res = PQgetResult(conn_)) != nullptr) {
+      if (PQresultStatus(res) != PGRES_COMMAND_OK && out.outcome == WriteOutcome::kOk) {
+        out = classify(res, "COPY");
+      }
+      PQclear(res);
+    }
+    if (out.outcome == WriteOutcome::kRetry) disconnect();
+    return out;
+  }
+
+  Result<int64_t> prune(const Retention& retention) override {
+    if (conn_ == nullptr) return Result<int64_t>::fail("not connected");
+    const std::string t = kHistoryTable;
+    int64_t deleted = 0;
+    const std::string chunk = std::to_string(retention.chunk);
+    if (retention.cutoff_us > 0) {
+      const std::string cutoff = formatTimestampUs(retention.cutoff_us);
+      auto n = exec("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
+                        " WHERE started_at < $1 ORDER BY id LIMIT $2)",
+                    {cutoff, chunk});
+      if (!n.ok()) return n;
+      deleted += *n;
+    }
+    if (retention.max_rows > 0 && deleted < retention.chunk) {
+      auto n = exec("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
+                        " WHERE id <= (SELECT id FROM " + t +
+                        " ORDER BY id DESC LIMIT 1 OFFSET $1) ORDER BY id LIMIT $2)",
+                    {std::to_string(retention.max_rows), std::to_string(retention.chunk - deleted)});
+      if (!n.ok()) return n;
+      deleted += *n;
+    }
+    return deleted;
+  }
+
+ private:
+  Status connect() {
+    disconnect();
+    // Defaults first; the DSN (expanded from `dbname`) overrides them; client_encoding last so
+    // the text we send is always read as UTF-8 (it is repaired to UTF-8 before it gets here).
+    const char* keys[] = {"connect_timeout", "application_name", "keepalives",
+                          "keepalives_idle", "keepalives_interval", "keepalives_count",
+                          "tcp_user_timeout", "dbname", "client_encoding", nullptr};
+    const char* values[] = {"5", "pgwarden-history", "1", "10", "5", "3", "30000",
+                            dsn_.c_str(), "UTF8", nullptr};
+    conn_ = PQconnectdbParams(keys, values, 1);
+    if (conn_ == nullptr) return Status::fail("out of memory");
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      std::string msg = resultError(nullptr, conn_);
+      disconnect();
+      return Status::fail(msg);
+    }
+    if (auto s = ensureSchema(); !s.ok()) {
+      disconnect();
+      return s;
+    }
+    return {};
+  }
+
+  Status ensureSchema() {
+    if (auto n = exec("BEGIN", {}); !n.ok()) return Status::fail(n.error());
+    auto run = [&]() -> Status {
+      if (auto n = exec(std::string("SELECT pg_advisory_xact_lock(") + kSchemaLockKey + ")", {});
+          !n.ok()) {
+        return Status::fail(n.error());
+      }
+      for (const auto& sql : schemaStatements(Dialect::kPostgres)) {
+        if (auto n = exec(sql, {}); !n.ok()) return Status::fail(n.error());
+      }
+      PGresult* res =
+          PQexec(conn_, (std::string("SELECT max(version) FROM ") + kSchemaTable).c_str());
+      if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        std::string msg = resultError(res, conn_);
+        PQclear(res);
+        return Status::fail(msg);
+      }
+      const int version = PQgetisnull(res, 0, 0) ? 0 : std::atoi(PQgetvalue(res, 0, 0));
+      PQclear(res);
+      if (version > kSchemaVersion) {
+        return Status::fail("history schema version " + std::to_string(version) +
+                            " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) +
+                            ")");
+      }
+      return {};
+    };
+    Status s = run();
+    if (!s.ok()) {
+      (void)exec("ROLLBACK", {});
+      return s;
+    }
+    if (auto n = exec("COMMIT", {}); !n.ok()) return Status::fail(n.error());
+    return {};
+  }
+
+  // Runs one statement with text parameters; returns the affected row count.
+  Result<int64_t> exec(const std::string& sql, std::initializer_list<std::string> params) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p.c_str());
+    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                 values.data(), nullptr, nullptr, 0);
+    const auto st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      std::string msg = resultError(res, conn_);
+      PQclear(res);
+      if (PQstatus(conn_) != CONNECTION_OK) disconnect();
+      return Result<int64_t>::fail(msg);
+    }
+    const char* n = PQcmdTuples(res);
+    const int64_t count = (n != nullptr && *n != '\0') ? std::atoll(n) : 0;
+    PQclear(res);
+    return count;
+  }
+
+  WriteResult classify(const PGresult* res, const char* what) {
+    WriteResult out{WriteOutcome::kRetry, std::string(what) + ": " + resultError(res, conn_)};
+    if (PQstatus(conn_) != CONNECTION_OK) return out;
+    const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    // Data exceptions, integrity violations and program limits: this data will never go in.
+    if (state != nullptr && (std::strncmp(state, "22", 2) == 0 ||
+                             std::strncmp(state, "23", 2) == 0 ||
+                             std::strncmp(state, "54", 2) == 0)) {
+      out.outcome = WriteOutcome::kRejected;
+    }
+    return out;
+  }
+
+  WriteResult fail(PGresult* res, const char* what) {
+    WriteResult out = classify(res, what);
+    PQclear(res);
+    // Anything but a data error: start over on a fresh connection (which also re-creates the
+    // table if someone dropped it).
+    if (out.outcome == WriteOutcome::kRetry) disconnect();
+    return out;
+  }
+
+  void appendRow(const Record& r) {
+    const RowValues row(r);
+    bool first = true;
+    for (const Value& v : row.values()) {
+      if (!first) buffer_.push_back('\t');
+      first = false;
+      switch (v.type) {
+        case ColumnType::kTimestamp: buffer_ += formatTimestampUs(v.i); break;
+        case ColumnType::kInt: buffer_ += std::to_string(v.i); break;
+        case ColumnType::kBool: buffer_.push_back(v.i != 0 ? 't' : 'f'); break;
+        case ColumnType::kText:
+        case ColumnType::kJson: appendCopyText(buffer_, v.text); break;
+      }
+    }
+    buffer_.push_back('\n');
+  }
+
+  void disconnect() {
+    if (conn_ != nullptr) PQfinish(conn_);
+    conn_ = nullptr;
+  }
+
+  std::string dsn_;
+  std::string copy_sql_;
+  std::string buffer_;
+  PGconn* conn_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> makePostgresStore(const std::string& dsn) {
+  return std::make_unique<PostgresStore>(dsn);
+}
+
+}  // namespace pgwarden::history

@@ -1,0 +1,403 @@
+// The recorder: submit() (event loop) puts records on a bounded queue; one writer thread takes
+// batches, prepares them (redaction, UTF-8 repair, truncation) and writes them to the store,
+// retrying with capped exponential backoff while the store is down. Only a full queue drops.
+#include "history/recorder.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "history/json.h"
+#include "history/store.h"
+#include "history/text.h"
+
+namespace pgwarden::history {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kBackoffInitial{100};
+constexpr milliseconds kBackoffMax{2000};
+constexpr milliseconds kPruneInterval{2000};
+constexpr milliseconds kDropLogInterval{5000};
+constexpr std::chrono::seconds kDestructorFlush{5};
+// With redact_literals the full text must reach the writer to be normalized, so submit cuts it
+// only at this much larger bound (a text cut here no longer parses and is stored redacted).
+constexpr size_t kMaxRawSqlBytes = 1 << 20;
+
+// Memory a queued record holds, near enough to bound the queue in bytes as well as records.
+size_t approxBytes(const Record& r) {
+  size_t n = sizeof(Record) + r.sql_text.capacity() + r.error_message.capacity() +
+             r.guard_actions.capacity() + r.user.size() + r.database.size() +
+             r.policy_group.size() + r.client_addr.size() + r.application_name.size() +
+             r.agent_id.size() + r.conversation_id.size() + r.query_intent_sent.size() +
+             r.query_intent_inferred.size() + r.statement_kind.size() + r.fingerprint.size() +
+             r.deny_code.size() + r.sqlstate.size() + r.protocol.size() + r.instance_id.size();
+  for (const auto& t : r.tables) n += t.size() + sizeof(std::string);
+  return n;
+}
+
+void cutAndShrink(std::string& s, size_t max, bool* flag) {
+  if (truncateUtf8(s, max)) {
+    s.shrink_to_fit();  // a copy of at most `max` bytes: bounded work, and the memory is freed
+    if (flag != nullptr) *flag = true;
+  }
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "pgwarden";
+  return buf;
+}
+
+// Store `off`: nothing is queued, nothing counted.
+class OffRecorder final : public Recorder {
+ public:
+  bool submit(Record&&) override { return false; }
+  void shutdown(milliseconds) override {}
+  RecorderStats stats() const override { return {}; }
+};
+
+class QueueRecorder final : public Recorder {
+ public:
+  QueueRecorder(HistoryConfig config, std::unique_ptr<Store> store)
+      : config_(std::move(config)),
+        store_(std::move(store)),
+        max_bytes_(config_.queue_size * (2 * config_.max_sql_bytes + 1024)) {
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~QueueRecorder() override { shutdown(kDestructorFlush); }
+
+  bool submit(Record&& r) override {
+    // Cut the text now so a queued record holds a bounded amount of it; with redact_literals the
+    // cut to max_sql_bytes waits for the writer (normalize first, then cut).
+    cutAndShrink(r.sql_text, config_.redact_literals ? kMaxRawSqlBytes : config_.max_sql_bytes,
+                 &r.sql_truncated);
+    cutAndShrink(r.error_message, config_.max_sql_bytes, nullptr);
+    const size_t bytes = approxBytes(r);
+    submitted_.fetch_add(1, std::memory_order_relaxed);
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || queue_.size() + inflight_ >= config_.queue_size ||
+          pending_bytes_ + bytes > max_bytes_) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      queue_.push_back(std::move(r));
+      pending_bytes_ += bytes;
+      wake = queue_.size() == config_.batch_size;
+    }
+    if (wake) cv_.notify_one();
+    return true;
+  }
+
+  void shutdown(milliseconds timeout) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_) {
+        stopping_ = true;
+        deadline_ = Clock::now() + timeout;
+      }
+    }
+    cv_.notify_all();
+    std::lock_guard<std::mutex> join_lock(join_mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  RecorderStats stats() const override {
+    RecorderStats s;
+    s.submitted = submitted_.load(std::memory_order_relaxed);
+    s.written = written_.load(std::memory_order_relaxed);
+    s.dropped = dropped_.load(std::memory_order_relaxed);
+    s.write_errors = write_errors_.load(std::memory_order_relaxed);
+    s.rejected = rejected_.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    s.queue_depth = queue_.size() + inflight_;
+    return s;
+  }
+
+ private:
+  // Writer thread.
+  void run() {
+    Clock::time_point next_prune = Clock::now();
+    Clock::time_point next_drop_log = Clock::now() + kDropLogInterval;
+    uint64_t drops_logged = 0;
+    const bool retention = config_.max_age.count() > 0 || config_.max_rows > 0;
+    std::vector<Record> batch;
+    batch.reserve(config_.batch_size);
+    for (;;) {
+      size_t batch_bytes = 0;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!stopping_ && queue_.size() < config_.batch_size) {
+          cv_.wait_for(lock, config_.flush_interval,
+                       [&] { return stopping_ || queue_.size() >= config_.batch_size; });
+        }
+        if (queue_.empty() && stopping_) {
+          closed_ = true;
+          break;
+        }
+        const size_t n = std::min(config_.batch_size, queue_.size());
+        for (size_t i = 0; i < n; ++i) {
+          batch_bytes += approxBytes(queue_.front());
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        inflight_ = n;
+      }
+      bool abandoned = false;
+      if (!batch.empty()) {
+        for (auto& r : batch) prepareRecord(r, config_);
+        abandoned = !writeBatch(batch);
+        batch.clear();
+        std::lock_guard<std::mutex> lock(mu_);
+        inflight_ = 0;
+        pending_bytes_ -= std::min(pending_bytes_, batch_bytes);
+      }
+      if (abandoned) {
+        abandonQueue();
+        break;
+      }
+
+      const auto now = Clock::now();
+      const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+      if (dropped != drops_logged && now >= next_drop_log) {
+        spdlog::warn("history: {} records dropped because the queue was full (queue_size={}, "
+                     "{} dropped in total)",
+                     dropped - drops_logged, config_.queue_size, dropped);
+        drops_logged = dropped;
+        next_drop_log = now + kDropLogInterval;
+      }
+      if (retention && !down_ && !isStopping() && now >= next_prune) {
+        next_prune = now + kPruneInterval;
+        Retention ret;
+        if (config_.max_age.count() > 0) {
+          const auto age_us =
+              std::chrono::duration_cast<std::chrono::microseconds>(config_.max_age).count();
+          const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+          ret.cutoff_us = now_us - age_us;
+        }
+        ret.max_rows = config_.max_rows;
+        auto deleted = store_->prune(ret);
+        if (!deleted.ok()) {
+          spdlog::warn("history: pruning the {} store failed: {}", store_->name(), deleted.error());
+        } else if (*deleted >= ret.chunk) {
+          next_prune = now;  // more to delete: go on after the next batch
+        }
+      }
+    }
+    const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+    if (dropped != drops_logged) {
+      spdlog::warn("history: {} records dropped because the queue was full ({} in total)",
+                   dropped - drops_logged, dropped);
+    }
+  }
+
+  bool isStopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  // Writes the batch, retrying while the store is down. Records the store refuses are isolated
+  // by writing the rest one by one, so one bad record cannot hold up the others. Returns false
+  // when shutdown's deadline passed first (the rest of the batch is then counted as dropped).
+  bool writeBatch(std::vector<Record>& batch) {
+    size_t pos = 0;
+    bool one_by_one = false;
+    milliseconds backoff = kBackoffInitial;
+    while (pos < batch.size()) {
+      const size_t n = one_by_one ? 1 : batch.size() - pos;
+      const WriteResult res = store_->write(std::span<const Record>(batch.data() + pos, n));
+      switch (res.outcome) {
+        case WriteOutcome::kOk:
+          written_.fetch_add(n, std::memory_order_relaxed);
+          pos += n;
+          backoff = kBackoffInitial;
+          if (down_) {
+            down_ = false;
+            spdlog::info("history: the {} store is writable again after {} ms", store_->name(),
+                         std::chrono::duration_cast<milliseconds>(Clock::now() - down_since_)
+                             .count());
+          }
+          break;
+        case WriteOutcome::kRejected:
+          if (n > 1) {
+            one_by_one = true;
+            spdlog::warn("history: the {} store refused a batch of {} ({}); writing its records "
+                         "one by one",
+                         store_->name(), n, res.error);
+          } else {
+            rejected_.fetch_add(1, std::memory_order_relaxed);
+            spdlog::error("history: the {} store refused a record (session {}, outcome {}): {}",
+                          store_->name(), batch[pos].session_id, outcomeName(batch[pos].outcome),
+                          res.error);
+            ++pos;
+          }
+          break;
+        case WriteOutcome::kRetry: {
+          write_errors_.fetch_add(1, std::memory_order_relaxed);
+          if (!down_) {
+            down_ = true;
+            down_since_ = Clock::now();
+            spdlog::warn("history: the {} store is unavailable ({}); {} records wait in the queue "
+                         "and writes are retried with backoff",
+                         store_->name(), res.error, stats().queue_depth);
+          } else {
+            spdlog::debug("history: retrying the {} store failed: {}", store_->name(), res.error);
+          }
+          if (!sleepBackoff(backoff)) {
+            const size_t lost = batch.size() - pos;
+            dropped_.fetch_add(lost, std::memory_order_relaxed);
+            spdlog::error("history: shutdown deadline passed with the {} store unavailable ({}); "
+                          "{} records of the current batch not written",
+                          store_->name(), res.error, lost);
+            return false;
+          }
+          backoff = std::min(backoff * 2, kBackoffMax);
+          break;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Waits `delay` before the next attempt; wakes early when shutdown starts so the deadline is
+  // honoured. Returns false when shutdown's deadline has passed.
+  bool sleepBackoff(milliseconds delay) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool was_stopping = stopping_;
+    auto until = Clock::now() + delay;
+    if (stopping_) until = std::min(until, deadline_);
+    cv_.wait_until(lock, until, [&] { return stopping_ != was_stopping; });
+    return !(stopping_ && Clock::now() >= deadline_);
+  }
+
+  // After shutdown's deadline: what is still queued will not be written; count it.
+  void abandonQueue() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t lost = queue_.size();
+    dropped_.fetch_add(lost, std::memory_order_relaxed);
+    if (lost > 0) {
+      spdlog::error("history: {} queued records not written at shutdown", lost);
+    }
+    queue_.clear();
+    pending_bytes_ = 0;
+    closed_ = true;
+  }
+
+  const HistoryConfig config_;
+  std::unique_ptr<Store> store_;
+  const size_t max_bytes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Record> queue_;
+  size_t inflight_ = 0;       // records the writer holds (taken off the queue, not yet resolved)
+  size_t pending_bytes_ = 0;  // approxBytes of queued and in-flight records
+  bool stopping_ = false;
+  bool closed_ = false;       // the writer has exited: submit drops
+  Clock::time_point deadline_{};
+
+  // Writer-thread state.
+  bool down_ = false;
+  Clock::time_point down_since_{};
+
+  std::atomic<uint64_t> submitted_{0};
+  std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> write_errors_{0};
+  std::atomic<uint64_t> rejected_{0};
+
+  std::mutex join_mu_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+void prepareRecord(Record& r, const HistoryConfig& config) {
+  if (r.instance_id.empty()) r.instance_id = config.instance_id;
+  // The daemon fingerprints every statement it parses; fill the gap for one it did not, from the
+  // raw text (a cut text would give a different shape).
+  if (r.fingerprint.empty() && !r.sql_text.empty() && !r.sql_truncated) {
+    auto fp = fingerprintSql(r.sql_text);
+    if (fp.ok()) r.fingerprint = std::move(*fp);
+  }
+  if (config.redact_literals && !r.sql_text.empty()) {
+    // Normalize before cutting: a cut text may not parse, and its literals would be kept.
+    auto normalized = r.sql_truncated ? Result<std::string>::fail("cut") : normalizeSql(r.sql_text);
+    r.sql_text = normalized.ok() ? std::move(*normalized) : std::string(kRedactedUnparsable);
+  }
+  for (std::string* s :
+       {&r.instance_id, &r.user, &r.database, &r.policy_group, &r.client_addr,
+        &r.application_name, &r.agent_id, &r.conversation_id, &r.query_intent_sent,
+        &r.query_intent_inferred, &r.statement_kind, &r.sql_text, &r.fingerprint,
+        &r.guard_actions, &r.deny_code, &r.sqlstate, &r.error_message, &r.protocol}) {
+    sanitizeUtf8(*s);
+  }
+  for (auto& t : r.tables) sanitizeUtf8(t);
+  if (truncateUtf8(r.sql_text, config.max_sql_bytes)) r.sql_truncated = true;
+  truncateUtf8(r.error_message, config.max_sql_bytes);
+
+  if (r.guard_actions.empty()) {
+    r.guard_actions = "[]";
+  } else if (!isJsonValue(r.guard_actions)) {
+    // Keep what was given, as a JSON string, rather than lose it or poison the batch.
+    std::string quoted;
+    appendJsonString(quoted, r.guard_actions);
+    r.guard_actions = std::move(quoted);
+  }
+  // Valid JSON can still span lines (whitespace between tokens: a raw newline cannot sit inside
+  // a JSON string); one record must stay one line in the jsonl store.
+  for (char& c : r.guard_actions) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  // PostgreSQL's jsonb refuses the \u0000 escape; the text itself is never NUL after repair.
+  for (size_t p = r.guard_actions.find("\\u0000"); p != std::string::npos;
+       p = r.guard_actions.find("\\u0000", p)) {
+    r.guard_actions.replace(p, 6, "\\ufffd");
+  }
+}
+
+std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
+                                                std::unique_ptr<Store> store) {
+  HistoryConfig c = config;
+  if (c.instance_id.empty()) c.instance_id = hostName();
+  if (c.batch_size > c.queue_size) c.batch_size = c.queue_size;
+  const Status opened = store->open();
+  if (!opened.ok()) {
+    throw std::runtime_error("history: cannot open the " + std::string(store->name()) +
+                             " store: " + opened.error());
+  }
+  return std::make_unique<QueueRecorder>(std::move(c), std::move(store));
+}
+
+std::unique_ptr<Recorder> makeRecorder(const HistoryConfig& config) {
+  if (config.store == "off") return std::make_unique<OffRecorder>();
+  std::unique_ptr<Store> store;
+  if (config.store == "sqlite") {
+    store = makeSqliteStore(config.path);
+  } else if (config.store == "postgres") {
+    store = makePostgresStore(config.dsn);
+  } else if (config.store == "jsonl") {
+    store = makeJsonlStore(config.path);
+  } else {
+    throw std::runtime_error("history: unknown store '" + config.store + "'");
+  }
+  return makeRecorderWithStore(config, std::move(store));
+}
+
+}  // namespace pgwarden::history

@@ -1,0 +1,111 @@
+// DDL for the history table in both dialects, and Record -> column values. Both dialects use the
+// same column names so that the reports' SQL runs against either store.
+#include "history/schema.h"
+
+#include "history/json.h"
+
+namespace pgwarden::history {
+
+namespace {
+
+const char* sqlType(ColumnType t, Dialect d) {
+  const bool pg = d == Dialect::kPostgres;
+  switch (t) {
+    case ColumnType::kTimestamp: return pg ? "timestamptz NOT NULL" : "TEXT NOT NULL";
+    case ColumnType::kInt: return pg ? "bigint NOT NULL DEFAULT 0" : "INTEGER NOT NULL DEFAULT 0";
+    case ColumnType::kText: return pg ? "text NOT NULL DEFAULT ''" : "TEXT NOT NULL DEFAULT ''";
+    case ColumnType::kBool:
+      return pg ? "boolean NOT NULL DEFAULT false" : "INTEGER NOT NULL DEFAULT 0";
+    case ColumnType::kJson: return pg ? "jsonb NOT NULL DEFAULT '[]'" : "TEXT NOT NULL DEFAULT '[]'";
+  }
+  return "TEXT";
+}
+
+}  // namespace
+
+RowValues::RowValues(const Record& r) {
+  JsonWriter w;
+  w.beginArray();
+  for (const auto& t : r.tables) w.string(t);
+  w.endArray();
+  tables_json_ = w.take();
+
+  auto ts = [](int64_t v) { return Value{ColumnType::kTimestamp, v, {}}; };
+  auto num = [](int64_t v) { return Value{ColumnType::kInt, v, {}}; };
+  auto txt = [](std::string_view v) { return Value{ColumnType::kText, 0, v}; };
+  auto flag = [](bool v) { return Value{ColumnType::kBool, v ? 1 : 0, {}}; };
+  auto json = [](std::string_view v) { return Value{ColumnType::kJson, 0, v}; };
+  values_ = {{
+      ts(r.started_at_us),
+      ts(r.finished_at_us),
+      num(r.duration_us),
+      txt(r.instance_id),
+      num(static_cast<int64_t>(r.session_id)),
+      txt(r.user),
+      txt(r.database),
+      txt(r.policy_group),
+      txt(r.client_addr),
+      txt(r.application_name),
+      txt(r.agent_id),
+      txt(r.conversation_id),
+      txt(r.query_intent_sent),
+      txt(r.query_intent_inferred),
+      txt(r.statement_kind),
+      json(tables_json_),
+      txt(r.sql_text),
+      flag(r.sql_truncated),
+      txt(r.fingerprint),
+      json(r.guard_actions.empty() ? std::string_view("[]") : std::string_view(r.guard_actions)),
+      txt(outcomeName(r.outcome)),
+      txt(r.deny_code),
+      txt(r.sqlstate),
+      txt(r.error_message),
+      num(r.rows_returned),
+      flag(r.truncated),
+      num(r.rows_affected),
+      num(r.bytes_sent),
+      txt(r.protocol),
+      flag(r.single_zero),
+  }};
+}
+
+std::string columnList() {
+  std::string out;
+  for (const auto& c : kColumns) {
+    if (!out.empty()) out += ", ";
+    out += c.name;
+  }
+  return out;
+}
+
+std::array<std::string, 7> schemaStatements(Dialect d) {
+  const bool pg = d == Dialect::kPostgres;
+  std::string table = std::string("CREATE TABLE IF NOT EXISTS ") + kHistoryTable + " (\n  id " +
+                      (pg ? "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+                          : "INTEGER PRIMARY KEY");
+  for (const auto& c : kColumns) {
+    table += std::string(",\n  ") + c.name + " " + sqlType(c.type, d);
+  }
+  table += "\n)";
+  const std::string version =
+      std::string("CREATE TABLE IF NOT EXISTS ") + kSchemaTable + " (version " +
+      (pg ? "integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+          : "INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT "
+            "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+  auto index = [&](const char* col) {
+    return std::string("CREATE INDEX IF NOT EXISTS ") + kHistoryTable + "_" + col + "_idx ON " +
+           kHistoryTable + " (" + col + ")";
+  };
+  const std::string record_version =
+      std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
+      std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";
+  return {table,
+          version,
+          index("started_at"),
+          index("conversation_id"),
+          index("fingerprint"),
+          index("outcome"),
+          record_version};
+}
+
+}  // namespace pgwarden::history

@@ -1,0 +1,86 @@
+// The history table as both SQL stores hold it: one column list, the DDL for SQLite and for
+// PostgreSQL, and the mapping from a Record to column values. docs/history.md describes it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "history/record.h"
+
+namespace pgwarden::history {
+
+inline constexpr const char* kHistoryTable = "pgwarden_history";
+inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
+inline constexpr int kSchemaVersion = 1;
+
+enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson };
+
+struct Column {
+  const char* name;
+  ColumnType type;
+};
+
+// Every column but `id` (which the store assigns), in insert order.
+inline constexpr std::array<Column, 30> kColumns{{
+    {"started_at", ColumnType::kTimestamp},
+    {"finished_at", ColumnType::kTimestamp},
+    {"duration_us", ColumnType::kInt},
+    {"instance_id", ColumnType::kText},
+    {"session_id", ColumnType::kInt},
+    {"user_name", ColumnType::kText},
+    {"database_name", ColumnType::kText},
+    {"policy_group", ColumnType::kText},
+    {"client_addr", ColumnType::kText},
+    {"application_name", ColumnType::kText},
+    {"agent_id", ColumnType::kText},
+    {"conversation_id", ColumnType::kText},
+    {"query_intent_sent", ColumnType::kText},
+    {"query_intent_inferred", ColumnType::kText},
+    {"statement_kind", ColumnType::kText},
+    {"tables", ColumnType::kJson},
+    {"sql_text", ColumnType::kText},
+    {"sql_truncated", ColumnType::kBool},
+    {"fingerprint", ColumnType::kText},
+    {"guard_actions", ColumnType::kJson},
+    {"outcome", ColumnType::kText},
+    {"deny_code", ColumnType::kText},
+    {"sqlstate", ColumnType::kText},
+    {"error_message", ColumnType::kText},
+    {"rows_returned", ColumnType::kInt},
+    {"result_truncated", ColumnType::kBool},
+    {"rows_affected", ColumnType::kInt},
+    {"bytes_sent", ColumnType::kInt},
+    {"protocol", ColumnType::kText},
+    {"single_zero", ColumnType::kBool},
+}};
+
+// One column's value for a record. Text and JSON point into the record or into `json_tables`
+// of the RowValues that holds it.
+struct Value {
+  ColumnType type = ColumnType::kText;
+  int64_t i = 0;             // kTimestamp (epoch microseconds), kInt; kBool as 0/1
+  std::string_view text;     // kText, kJson
+};
+
+// The values of one record in kColumns order. Keeps the JSON it builds for `tables`.
+class RowValues {
+ public:
+  explicit RowValues(const Record& r);
+  const std::array<Value, kColumns.size()>& values() const { return values_; }
+
+ private:
+  std::string tables_json_;
+  std::array<Value, kColumns.size()> values_;
+};
+
+enum class Dialect { kSqlite, kPostgres };
+
+// Statements that create the schema if missing (idempotent), in order.
+std::array<std::string, 7> schemaStatements(Dialect dialect);
+
+// "started_at, finished_at, ..." in kColumns order.
+std::string columnList();
+
+}  // namespace pgwarden::history

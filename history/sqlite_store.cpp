@@ -1,0 +1,232 @@
+// The SQLite store: a WAL-mode file, one transaction per batch through a prepared INSERT, and
+// retention pruned in small chunks. Busy/locked/IO errors are "retry"; data errors are "rejected".
+#include <sqlite3.h>
+
+#include <string>
+
+#include "history/schema.h"
+#include "history/store.h"
+#include "history/text.h"
+
+namespace pgwarden::history {
+
+namespace {
+
+// How long one statement waits for another connection's lock before the writer backs off.
+// Readers (reports) never block a WAL writer; only another writer can.
+constexpr int kWriteBusyTimeoutMs = 250;
+constexpr int kOpenBusyTimeoutMs = 5000;
+
+WriteOutcome classify(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT:
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE:
+      return WriteOutcome::kRejected;
+    default:
+      return WriteOutcome::kRetry;  // BUSY, LOCKED, IOERR, FULL, READONLY, CANTOPEN...
+  }
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(std::string path) : path_(std::move(path)) {}
+
+  ~SqliteStore() override {
+    sqlite3_finalize(insert_);
+    sqlite3_finalize(prune_age_);
+    sqlite3_finalize(prune_rows_);
+    sqlite3_close_v2(db_);
+  }
+
+  const char* name() const override { return "sqlite"; }
+
+  Status open() override {
+    int rc = sqlite3_open_v2(path_.c_str(), &db_,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) return Status::fail(path_ + ": " + errorText(rc));
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, kOpenBusyTimeoutMs);
+    // WAL: reports read while the writer writes; synchronous=NORMAL syncs at checkpoints, so a
+    // power loss may lose the last batches but never corrupts the file.
+    std::string mode;
+    if (auto s = queryText("PRAGMA journal_mode=WAL", &mode); !s.ok()) return s;
+    if (mode != "wal") return Status::fail(path_ + ": cannot switch to WAL mode (got " + mode + ")");
+    if (auto s = exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+    if (auto s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    for (const auto& sql : schemaStatements(Dialect::kSqlite)) {
+      if (auto s = exec(sql.c_str()); !s.ok()) {
+        (void)exec("ROLLBACK");
+        return s;
+      }
+    }
+    std::string version;
+    if (auto s = queryText((std::string("SELECT max(version) FROM ") + kSchemaTable).c_str(),
+                           &version);
+        !s.ok()) {
+      (void)exec("ROLLBACK");
+      return s;
+    }
+    if (auto s = exec("COMMIT"); !s.ok()) return s;
+    if (std::stoi(version.empty() ? "0" : version) > kSchemaVersion) {
+      return Status::fail(path_ + ": history schema version " + version +
+                          " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) +
+                          ")");
+    }
+
+    std::string insert = std::string("INSERT INTO ") + kHistoryTable + " (" + columnList() +
+                         ") VALUES (";
+    for (size_t i = 0; i < kColumns.size(); ++i) insert += i == 0 ? "?" : ", ?";
+    insert += ")";
+    if (auto s = prepare(insert, &insert_); !s.ok()) return s;
+    const std::string t = kHistoryTable;
+    if (auto s = prepare("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
+                             " WHERE started_at < ?1 ORDER BY id LIMIT ?2)",
+                         &prune_age_);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = prepare("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
+                             " WHERE id <= (SELECT id FROM " + t +
+                             " ORDER BY id DESC LIMIT 1 OFFSET ?1) ORDER BY id LIMIT ?2)",
+                         &prune_rows_);
+        !s.ok()) {
+      return s;
+    }
+    sqlite3_busy_timeout(db_, kWriteBusyTimeoutMs);
+    return {};
+  }
+
+  WriteResult write(std::span<const Record> records) override {
+    // A failed ROLLBACK can leave a transaction open; never nest the next batch inside it.
+    if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return {classify(rc), "BEGIN: " + errorText(rc)};
+    for (const Record& r : records) {
+      rc = insertOne(r);
+      if (rc != SQLITE_DONE) {
+        WriteResult res{classify(rc), "INSERT: " + errorText(rc)};
+        sqlite3_reset(insert_);
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        return res;
+      }
+    }
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      WriteResult res{classify(rc), "COMMIT: " + errorText(rc)};
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      return res;
+    }
+    return {};
+  }
+
+  Result<int64_t> prune(const Retention& retention) override {
+    int64_t deleted = 0;
+    if (retention.cutoff_us > 0) {
+      const std::string cutoff = formatTimestampUs(retention.cutoff_us);
+      sqlite3_bind_text(prune_age_, 1, cutoff.c_str(), static_cast<int>(cutoff.size()),
+                        SQLITE_TRANSIENT);
+      sqlite3_bind_int64(prune_age_, 2, retention.chunk);
+      const int rc = sqlite3_step(prune_age_);
+      sqlite3_reset(prune_age_);
+      if (rc != SQLITE_DONE) return Result<int64_t>::fail("max_age: " + errorText(rc));
+      deleted += sqlite3_changes(db_);
+    }
+    if (retention.max_rows > 0 && deleted < retention.chunk) {
+      sqlite3_bind_int64(prune_rows_, 1, retention.max_rows);
+      sqlite3_bind_int64(prune_rows_, 2, retention.chunk - deleted);
+      const int rc = sqlite3_step(prune_rows_);
+      sqlite3_reset(prune_rows_);
+      if (rc != SQLITE_DONE) return Result<int64_t>::fail("max_rows: " + errorText(rc));
+      deleted += sqlite3_changes(db_);
+    }
+    return deleted;
+  }
+
+ private:
+  int insertOne(const Record& r) {
+    const RowValues row(r);
+    sqlite3_reset(insert_);
+    int idx = 1;
+    for (const Value& v : row.values()) {
+      switch (v.type) {
+        case ColumnType::kTimestamp: {
+          const std::string ts = formatTimestampUs(v.i);
+          sqlite3_bind_text(insert_, idx, ts.c_str(), static_cast<int>(ts.size()),
+                            SQLITE_TRANSIENT);
+          break;
+        }
+        case ColumnType::kInt:
+        case ColumnType::kBool:
+          sqlite3_bind_int64(insert_, idx, v.i);
+          break;
+        case ColumnType::kText:
+        case ColumnType::kJson:
+          // The record outlives the step, so SQLite need not copy the text.
+          sqlite3_bind_text(insert_, idx, v.text.data(), static_cast<int>(v.text.size()),
+                            SQLITE_STATIC);
+          break;
+      }
+      ++idx;
+    }
+    const int rc = sqlite3_step(insert_);
+    sqlite3_reset(insert_);
+    sqlite3_clear_bindings(insert_);
+    return rc;
+  }
+
+  std::string errorText(int rc) const {
+    std::string msg = sqlite3_errstr(rc);
+    if (db_ != nullptr) {
+      const char* detail = sqlite3_errmsg(db_);
+      if (detail != nullptr && msg != detail) msg += std::string(" (") + detail + ")";
+    }
+    return msg;
+  }
+
+  Status exec(const char* sql) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+    if (rc == SQLITE_OK) return {};
+    std::string msg = path_ + ": " + (err != nullptr ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    return Status::fail(msg);
+  }
+
+  Status queryText(const char* sql, std::string* out) {
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql, -1, &st, nullptr);
+    if (rc != SQLITE_OK) return Status::fail(path_ + ": " + errorText(rc));
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      const auto* t = sqlite3_column_text(st, 0);
+      *out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
+      rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return Status::fail(path_ + ": " + errorText(rc));
+    return {};
+  }
+
+  Status prepare(const std::string& sql, sqlite3_stmt** st) {
+    const int rc = sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, st, nullptr);
+    if (rc != SQLITE_OK) return Status::fail(path_ + ": " + errorText(rc));
+    return {};
+  }
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* insert_ = nullptr;
+  sqlite3_stmt* prune_age_ = nullptr;
+  sqlite3_stmt* prune_rows_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> makeSqliteStore(const std::string& path) {
+  return std::make_unique<SqliteStore>(path);
+}
+
+}  // namespace pgwarden::history
