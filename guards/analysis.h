@@ -33,13 +33,37 @@ const char* kindName(StatementKind kind);  // "select", "insert", ...
 enum class Intent { kCatalog, kLookup, kAggregation, kWrite, kDdl, kAdmin, kOther };
 const char* intentName(Intent intent);     // "catalog", "lookup", ...
 
-enum class LimitKind { kNone, kConstant, kParameter, kOther };
+// kAll: LIMIT ALL / LIMIT NULL, which is "no limit" but occupies the LIMIT clause.
+enum class LimitKind { kNone, kConstant, kParameter, kOther, kAll };
 
 struct RelationRef {
   std::string schema;        // as written ("" when unqualified), lower-cased unless quoted
   std::string name;
   bool has_predicate = false;  // read under a non-trivial WHERE/JOIN condition
   bool written = false;        // target of INSERT/UPDATE/DELETE/MERGE
+  // Some read of it sends its rows towards the client (not only inside an aggregate, a sublink,
+  // EXPLAIN or a write).
+  bool reaches_client = false;
+  // Some read of it reaches the client with neither a non-trivial predicate nor an aggregate on
+  // the way: what require_predicate looks for.
+  bool unbounded_read = false;
+  // A WHERE/ON clause was written for it but cannot filter (1=1, true, x = x, OR true, ...).
+  bool trivial_predicate = false;
+};
+
+// A constant argument of a function call, as the parser decoded it.
+struct ConstArg {
+  enum class Type { kNone, kInteger, kFloat, kString, kBool, kNull };
+  Type type = Type::kNone;     // kNone: not a constant (a column, an expression, a parameter)
+  std::string text;            // the literal as decoded (numbers as written)
+  double number = 0;           // for kInteger/kFloat
+};
+
+struct FunctionCall {
+  std::string schema;          // as written ("" when unqualified)
+  std::string name;            // as decoded by the parser (quotes and U& escapes resolved)
+  std::vector<ConstArg> args;  // positional arguments
+  bool aggregate_star = false; // f(*)
 };
 
 struct StatementInfo {
@@ -69,6 +93,16 @@ struct StatementInfo {
   StatementKind inner_kind = StatementKind::kOther;
   bool copy_from = false;               // COPY ... FROM
   bool copy_to_file = false;            // COPY ... TO 'file' / PROGRAM
+
+  // Added beyond the first interface, for guards and history:
+  std::string command;                  // command tag style name: "SELECT", "CREATE TABLE", "SET", ...
+  std::vector<FunctionCall> calls;      // every function call with its constant arguments
+  int limit_length = 0;                 // bytes of the LIMIT literal at limit_location
+  int max_param = 0;                    // highest $n referenced (0: none)
+  bool unbounded_recursion = false;     // WITH RECURSIVE whose recursive arm has no stop condition
+  bool two_phase = false;               // PREPARE TRANSACTION / COMMIT PREPARED / ROLLBACK PREPARED
+  // set_config(name, ...) calls: the setting names, lower case; "*" when the name is not a constant.
+  std::vector<std::string> set_config_names;
 };
 
 struct Analysis {
@@ -80,10 +114,11 @@ struct Analysis {
   std::string fingerprint_hex;
 };
 
-// Thread-compatible (one per event loop). Bounded LRU keyed by the exact text.
+// Thread-compatible (one per event loop). Bounded LRU keyed by the exact text. Texts longer than
+// `max_cached_bytes` are analysed every time rather than pinning large strings in the cache.
 class Analyzer {
  public:
-  explicit Analyzer(size_t cache_entries = 4096);
+  explicit Analyzer(size_t cache_entries = 4096, size_t max_cached_bytes = 64 * 1024);
   ~Analyzer();
   std::shared_ptr<const Analysis> analyze(std::string_view sql);
   uint64_t cacheHits() const;

@@ -1,0 +1,84 @@
+// Small read-only helpers over libpg_query's JSON parse tree held in a simdjson DOM: node
+// unwrapping ({"Type": {...}}), typed field access and constant decoding. Internal to guards/.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "guards/analysis.h"
+
+namespace pgwarden::guards::pgjson {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+// A parse-tree node: libpg_query writes every Node* as a one-key object {"TypeName": {fields}}.
+// Fields typed as a concrete struct (RangeVar* relation, larg/rarg, intoClause) come unwrapped.
+struct Node {
+  std::string_view type;  // "" when `e` is not a wrapped node
+  object body;
+  explicit operator bool() const { return !type.empty(); }
+};
+
+inline Node asNode(element e) {
+  object o;
+  if (e.get_object().get(o) != simdjson::SUCCESS) return {};
+  for (auto field : o) {
+    object body;
+    if (field.value.get_object().get(body) != simdjson::SUCCESS) return {};
+    return Node{field.key, body};
+  }
+  return {};
+}
+
+inline bool get(object o, std::string_view key, element& out) {
+  return o.at_key(key).get(out) == simdjson::SUCCESS;
+}
+inline bool has(object o, std::string_view key) {
+  element e;
+  return get(o, key, e);
+}
+inline bool getObject(object o, std::string_view key, object& out) {
+  element e;
+  return get(o, key, e) && e.get_object().get(out) == simdjson::SUCCESS;
+}
+inline bool getArray(object o, std::string_view key, array& out) {
+  element e;
+  return get(o, key, e) && e.get_array().get(out) == simdjson::SUCCESS;
+}
+inline std::string_view str(object o, std::string_view key) {
+  element e;
+  std::string_view s;
+  if (!get(o, key, e) || e.get_string().get(s) != simdjson::SUCCESS) return {};
+  return s;
+}
+inline int64_t int64(object o, std::string_view key, int64_t fallback = 0) {
+  element e;
+  int64_t v = 0;
+  if (!get(o, key, e) || e.get_int64().get(v) != simdjson::SUCCESS) return fallback;
+  return v;
+}
+inline bool boolean(object o, std::string_view key) {
+  element e;
+  bool v = false;
+  if (!get(o, key, e) || e.get_bool().get(v) != simdjson::SUCCESS) return false;
+  return v;
+}
+// The sval of a {"String": {"sval": "..."}} node ("" for an empty or non-String node).
+inline std::string_view stringNode(element e) {
+  Node n = asNode(e);
+  if (n.type != "String") return {};
+  return str(n.body, "sval");
+}
+
+// Decodes an A_Const body (and a TypeCast of one, and unary minus on a number) into a ConstArg.
+ConstArg constOf(element e);
+
+// True when two subtrees are the same expression, ignoring "location" fields.
+bool sameTree(element a, element b);
+
+}  // namespace pgwarden::guards::pgjson
