@@ -62,8 +62,8 @@ std::string base64Encode(std::string_view raw) {
   return out;
 }
 
-// Strict RFC 4648: padded to a multiple of 4, no whitespace, padding only at the end. SCRAM
-// attributes never contain anything else, so anything else is a malformed message.
+// Strict RFC 4648: padded to a multiple of 4, no whitespace, padding only at the end, canonical.
+// SCRAM attributes never contain anything else, so anything else is a malformed message.
 std::optional<std::string> base64Decode(std::string_view text) {
   if (text.size() % 4 != 0) return std::nullopt;
   size_t pad = 0;
@@ -83,6 +83,11 @@ std::optional<std::string> base64Decode(std::string_view text) {
         if (d < 0) return std::nullopt;
       }
       v = (v << 6) | uint32_t(d);
+    }
+    // Canonical only: the bits a short final group leaves over must be zero, so each byte
+    // string has exactly one accepted encoding.
+    if ((digits == 2 && (v & 0xffff) != 0) || (digits == 3 && (v & 0xff) != 0)) {
+      return std::nullopt;
     }
     out.push_back(char(v >> 16));
     if (digits > 2) out.push_back(char(v >> 8));

@@ -215,8 +215,9 @@ ScramServer::~ScramServer() {
 
 Result<std::string> ScramServer::handleClientFirst(std::string_view client_first) {
   using R = Result<std::string>;
-  if (state_ != State::kExpectFirst) return R::fail("unexpected SCRAM client-first-message");
-  state_ = State::kFailed;  // until proven otherwise
+  const bool in_order = state_ == State::kExpectFirst;
+  state_ = State::kFailed;  // until proven otherwise; a step out of order ends the exchange
+  if (!in_order) return R::fail("unexpected SCRAM client-first-message");
 
   // gs2-header: gs2-cbind-flag "," [authzid] ","
   if (client_first.size() < 3) return R::fail("malformed SCRAM message: too short");
@@ -263,8 +264,9 @@ Result<std::string> ScramServer::handleClientFirst(std::string_view client_first
 
 Result<std::string> ScramServer::handleClientFinal(std::string_view client_final) {
   using R = Result<std::string>;
-  if (state_ != State::kExpectFinal) return R::fail("unexpected SCRAM client-final-message");
+  const bool in_order = state_ == State::kExpectFinal;
   state_ = State::kFailed;
+  if (!in_order) return R::fail("unexpected SCRAM client-final-message");
 
   // client-final-message: "c=" b64(gs2-header) ",r=" nonce ["," extensions] ",p=" proof
   AttrReader a(client_final);
@@ -347,8 +349,9 @@ std::string ScramClient::clientFirst() {
 
 Result<std::string> ScramClient::handleServerFirst(std::string_view server_first) {
   using R = Result<std::string>;
-  if (state_ != State::kFirstSent) return R::fail("unexpected SCRAM server-first-message");
+  const bool in_order = state_ == State::kFirstSent;
   state_ = State::kFailed;
+  if (!in_order) return R::fail("unexpected SCRAM server-first-message");
 
   // server-first-message: [reserved-mext ","] "r=" nonce ",s=" salt ",i=" iteration-count
   AttrReader a(server_first);
@@ -389,8 +392,9 @@ Result<std::string> ScramClient::handleServerFirst(std::string_view server_first
 }
 
 Status ScramClient::verifyServerFinal(std::string_view server_final) {
-  if (state_ != State::kFinalSent) return Status::fail("unexpected SCRAM server-final-message");
+  const bool in_order = state_ == State::kFinalSent;
   state_ = State::kFailed;
+  if (!in_order) return Status::fail("unexpected SCRAM server-final-message");
   AttrReader a(server_final);
   char name = 0;
   std::string_view value;
