@@ -331,8 +331,12 @@ class Pgwarden:
         return self.proc.returncode
 
     def kill(self):
+        """SIGKILL to the daemon's whole process group (it was started in a session of its own)."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait(10)
 
     def destroy(self):
