@@ -5,7 +5,10 @@
 
 #include <spdlog/details/log_msg.h>
 #include <spdlog/sinks/base_sink.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -15,6 +18,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 
@@ -23,6 +27,33 @@ namespace pgwarden::daemon {
 namespace {
 
 std::string errnoText(int err) { return std::strerror(err < 0 ? -err : err); }
+
+std::string formatAddress(const sockaddr_storage& addr, socklen_t len) {
+  char host[INET6_ADDRSTRLEN] = {};
+  switch (addr.ss_family) {
+    case AF_INET: {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(addr);
+      inet_ntop(AF_INET, &in.sin_addr, host, sizeof host);
+      return std::string(host) + ":" + std::to_string(ntohs(in.sin_port));
+    }
+    case AF_INET6: {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
+      inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof host);
+      return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6.sin6_port));
+    }
+    case AF_UNIX: {
+      const auto& un = reinterpret_cast<const sockaddr_un&>(addr);
+      const size_t pathLen = len > offsetof(sockaddr_un, sun_path)
+                                 ? static_cast<size_t>(len) - offsetof(sockaddr_un, sun_path)
+                                 : 0;
+      if (pathLen == 0) return "";
+      if (un.sun_path[0] == '\0') return "@" + std::string(un.sun_path + 1, pathLen - 1);
+      return std::string(un.sun_path, strnlen(un.sun_path, pathLen));
+    }
+    default:
+      return "";
+  }
+}
 
 }  // namespace
 
@@ -112,6 +143,7 @@ Result<std::vector<InheritedSocket>> listenFds() {
       }
     } else {
       s.family = addr.ss_family;
+      s.localAddress = formatAddress(addr, len);
     }
     sockets.push_back(std::move(s));
   }

@@ -63,6 +63,9 @@ struct InheritedSocket {
   int fd = -1;
   std::string name;  // FileDescriptorName= of the socket unit, "unknown" when unnamed
   int family = 0;    // AF_INET, AF_INET6 or AF_UNIX (from getsockname)
+  // The bound address in the config's spelling, to match against `listen:`: "127.0.0.1:6432",
+  // "[::1]:6432", or the socket's path ("/run/pgwarden/.s.PGSQL.6432").
+  std::string localAddress;
 };
 
 // The listening sockets systemd passed in (sd_listen_fds(3)), in the socket unit's order. Empty

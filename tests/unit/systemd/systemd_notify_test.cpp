@@ -228,6 +228,10 @@ int listenFdsChild() {
   if (fds->size() != 2) return 6;
   if ((*fds)[0].fd != 3 || (*fds)[0].name != "tcp" || (*fds)[0].family != AF_INET) return 7;
   if ((*fds)[1].fd != 4 || (*fds)[1].name != "unix" || (*fds)[1].family != AF_UNIX) return 8;
+  socklen_t inLen = sizeof in;
+  getsockname(tcp, reinterpret_cast<sockaddr*>(&in), &inLen);
+  if ((*fds)[0].localAddress != "127.0.0.1:" + std::to_string(ntohs(in.sin_port))) return 11;
+  if ((*fds)[1].localAddress != path) return 12;
   if (getenv("LISTEN_FDS") != nullptr || getenv("LISTEN_PID") != nullptr) return 9;
   if ((fcntl(3, F_GETFD) & FD_CLOEXEC) == 0 || (fcntl(4, F_GETFD) & FD_CLOEXEC) == 0) return 10;
   return 0;
