@@ -2,6 +2,7 @@
 // if missing under an advisory lock, one COPY per batch, and a reconnect (with the recorder's
 // backoff) whenever the connection fails. Data errors are "rejected", everything else "retry".
 #include <libpq-fe.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,11 +34,31 @@ void appendCopyText(std::string& out, std::string_view s) {
   }
 }
 
+// One line for the log: the primary message and SQLSTATE only. DETAIL and CONTEXT are left out
+// on purpose: for a refused row they quote the row itself (statement text, literals).
 std::string resultError(const PGresult* res, const PGconn* conn) {
-  const char* m = res != nullptr ? PQresultErrorMessage(res) : nullptr;
-  std::string msg = (m != nullptr && *m != '\0') ? m : PQerrorMessage(conn);
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  std::string msg;
+  const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  if (primary != nullptr && *primary != '\0') {
+    msg = primary;
+    if (state != nullptr) msg += std::string(" (SQLSTATE ") + state + ")";
+  } else {
+    msg = PQerrorMessage(conn);
+  }
+  for (char& c : msg) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  }
+  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
   return msg;
+}
+
+// Server notices (e.g. "relation already exists, skipping" from CREATE ... IF NOT EXISTS) are
+// expected; keep them out of stderr.
+void onNotice(void*, const char* message) {
+  std::string m = message != nullptr ? message : "";
+  while (!m.empty() && m.back() == '\n') m.pop_back();
+  spdlog::debug("history: postgres notice: {}", m);
 }
 
 class PostgresStore final : public Store {
@@ -122,6 +143,7 @@ class PostgresStore final : public Store {
       disconnect();
       return Status::fail(msg);
     }
+    PQsetNoticeProcessor(conn_, onNotice, nullptr);
     if (auto s = ensureSchema(); !s.ok()) {
       disconnect();
       return s;

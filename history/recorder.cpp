@@ -93,6 +93,7 @@ class QueueRecorder final : public Recorder {
       if (closed_ || queue_.size() + inflight_ >= config_.queue_size ||
           pending_bytes_ + bytes > max_bytes_) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
+        if (!closed_) overflow_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
       queue_.push_back(std::move(r));
@@ -172,7 +173,7 @@ class QueueRecorder final : public Recorder {
       }
 
       const auto now = Clock::now();
-      const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+      const uint64_t dropped = overflow_.load(std::memory_order_relaxed);
       if (dropped != drops_logged && now >= next_drop_log) {
         spdlog::warn("history: {} records dropped because the queue was full (queue_size={}, "
                      "{} dropped in total)",
@@ -200,7 +201,7 @@ class QueueRecorder final : public Recorder {
         }
       }
     }
-    const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+    const uint64_t dropped = overflow_.load(std::memory_order_relaxed);
     if (dropped != drops_logged) {
       spdlog::warn("history: {} records dropped because the queue was full ({} in total)",
                    dropped - drops_logged, dropped);
@@ -321,6 +322,7 @@ class QueueRecorder final : public Recorder {
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> write_errors_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> overflow_{0};  // the part of dropped_ due to a full queue (for the log)
 
   std::mutex join_mu_;
   std::thread thread_;

@@ -149,6 +149,7 @@ class PostgresReader final : public Reader {
       return Status::fail(msg);
     }
     PQsetClientEncoding(conn_, "UTF8");
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     auto t = query(std::string("SELECT to_regclass('") + kHistoryTable + "') IS NOT NULL", {});
     if (!t.ok()) return Status::fail(t.error());
     if (t->rows.empty() || t->rows[0][0].text != "t") {
@@ -288,84 +289,91 @@ bool parseReportKind(const std::string& name, ReportKind* out) {
 }
 
 std::string reportSql(ReportKind kind, Dialect d, bool with_since) {
-  const std::string t = kHistoryTable;
+  // Each report groups `r` (the records in scope, ranked newest first within their group, so
+  // rn = 1 is the example / latest reason) and joins each group to its newest record.
+  auto ranked = [](const std::string& from, const std::string& keys) {
+    return ",\nr AS (\n  SELECT s.*, ROW_NUMBER() OVER (PARTITION BY " + keys +
+           " ORDER BY started_at DESC, id DESC) AS rn\n  FROM " + from + "\n)";
+  };
   std::string sql = baseCte(with_since);
   switch (kind) {
     case ReportKind::kRetries:
-      sql += ",\ng AS (\n"
+      sql += ranked("h s WHERE fingerprint <> ''", "conv, fingerprint") +
+             ",\ng AS (\n"
              "  SELECT conv, fingerprint, MAX(agent_id) AS agent_id, COUNT(*) AS attempts,\n"
              "         COUNT(DISTINCT sql_text) AS variants,\n"
              "         SUM(CASE WHEN " + std::string(kDenied) + " THEN 1 ELSE 0 END) AS denials,\n"
              "         SUM(CASE WHEN outcome = 'error' THEN 1 ELSE 0 END) AS errors,\n"
              "         SUM(CASE WHEN " + kZero + " THEN 1 ELSE 0 END) AS zeros,\n"
-             "         MAX(started_at) AS last_seen, MAX(id) AS last_id\n"
-             "  FROM h WHERE fingerprint <> ''\n"
+             "         MAX(started_at) AS last_seen\n"
+             "  FROM r\n"
              "  GROUP BY conv, fingerprint\n"
              "  HAVING COUNT(DISTINCT sql_text) >= ?\n"
              ")\n"
              "SELECT g.conv AS conversation, g.agent_id, g.fingerprint, g.attempts, g.variants,\n"
              "       g.denials, g.errors, g.zeros, " + tsOut(d, "g.last_seen") + " AS last_seen,\n"
              "       x.sql_text AS example\n"
-             "FROM g JOIN " + t + " x ON x.id = g.last_id\n"
-             "ORDER BY g.variants DESC, g.attempts DESC, g.last_id DESC\n"
+             "FROM g JOIN r x ON x.conv = g.conv AND x.fingerprint = g.fingerprint AND x.rn = 1\n"
+             "ORDER BY g.variants DESC, g.attempts DESC, g.last_seen DESC, g.conv\n"
              "LIMIT ?";
       break;
     case ReportKind::kRepeats:
-      sql += ",\ng AS (\n"
+      sql += ranked("h s WHERE fingerprint <> ''", "fingerprint") +
+             ",\ng AS (\n"
              "  SELECT fingerprint, COUNT(DISTINCT conv) AS conversations,\n"
              "         COUNT(DISTINCT instance_id || ':' || CAST(session_id AS TEXT)) AS sessions,\n"
              "         COUNT(*) AS runs, COUNT(DISTINCT sql_text) AS texts,\n"
              "         SUM(CASE WHEN " + std::string(kDenied) + " THEN 1 ELSE 0 END) AS denials,\n"
-             "         MAX(started_at) AS last_seen, MAX(id) AS last_id\n"
-             "  FROM h WHERE fingerprint <> ''\n"
+             "         MAX(started_at) AS last_seen\n"
+             "  FROM r\n"
              "  GROUP BY fingerprint\n"
              "  HAVING COUNT(DISTINCT conv) > 1\n"
              ")\n"
              "SELECT g.fingerprint, g.conversations, g.sessions, g.runs, g.texts, g.denials,\n"
              "       " + tsOut(d, "g.last_seen") + " AS last_seen,\n"
              "       CAST(x.tables AS TEXT) AS tables, x.sql_text AS example\n"
-             "FROM g JOIN " + t + " x ON x.id = g.last_id\n"
-             "ORDER BY g.conversations DESC, g.runs DESC, g.last_id DESC\n"
+             "FROM g JOIN r x ON x.fingerprint = g.fingerprint AND x.rn = 1\n"
+             "ORDER BY g.conversations DESC, g.runs DESC, g.last_seen DESC, g.fingerprint\n"
              "LIMIT ?";
       break;
     case ReportKind::kDenials:
       sql += ",\nd AS (\n"
-             "  SELECT h.id, h.conv, h.deny_code, h.policy_group, h.started_at,\n"
+             "  SELECT h.id, h.conv, h.deny_code, h.policy_group, h.started_at, h.error_message,\n"
              "         COALESCE(tb.value, '') AS table_name\n"
              "  FROM h " +
              std::string(d == Dialect::kSqlite
                              ? "LEFT JOIN json_each(h.tables) AS tb"
                              : "LEFT JOIN LATERAL jsonb_array_elements_text(h.tables) AS tb(value) "
                                "ON TRUE") +
-             "\n  WHERE h." + kDenied + "\n"
-             "),\n"
-             "g AS (\n"
+             "\n  WHERE h." + kDenied + "\n)" +
+             ranked("d s", "deny_code, table_name, policy_group") +
+             ",\ng AS (\n"
              "  SELECT deny_code, table_name, policy_group, COUNT(*) AS denials,\n"
-             "         COUNT(DISTINCT conv) AS conversations, MAX(started_at) AS last_seen,\n"
-             "         MAX(id) AS last_id\n"
-             "  FROM d GROUP BY deny_code, table_name, policy_group\n"
+             "         COUNT(DISTINCT conv) AS conversations, MAX(started_at) AS last_seen\n"
+             "  FROM r GROUP BY deny_code, table_name, policy_group\n"
              ")\n"
              "SELECT g.deny_code, g.table_name, g.policy_group, g.denials, g.conversations,\n"
              "       " + tsOut(d, "g.last_seen") + " AS last_seen, x.error_message AS latest_reason\n"
-             "FROM g JOIN " + t + " x ON x.id = g.last_id\n"
+             "FROM g JOIN r x ON x.deny_code = g.deny_code AND x.table_name = g.table_name\n"
+             "             AND x.policy_group = g.policy_group AND x.rn = 1\n"
              "ORDER BY g.denials DESC, g.deny_code, g.table_name, g.policy_group\n"
              "LIMIT ?";
       break;
     case ReportKind::kZeros:
-      sql += ",\ng AS (\n"
+      sql += ranked("h s WHERE " + std::string(kZero), "conv, fingerprint") +
+             ",\ng AS (\n"
              "  SELECT conv, fingerprint, MAX(agent_id) AS agent_id, COUNT(*) AS results,\n"
              "         SUM(CASE WHEN single_zero = TRUE THEN 0 ELSE 1 END) AS empty_results,\n"
              "         SUM(CASE WHEN single_zero = TRUE THEN 1 ELSE 0 END) AS zero_counts,\n"
-             "         COUNT(DISTINCT sql_text) AS texts,\n"
-             "         MAX(started_at) AS last_seen, MAX(id) AS last_id\n"
-             "  FROM h WHERE " + std::string(kZero) + "\n"
+             "         COUNT(DISTINCT sql_text) AS texts, MAX(started_at) AS last_seen\n"
+             "  FROM r\n"
              "  GROUP BY conv, fingerprint\n"
              ")\n"
              "SELECT g.conv AS conversation, g.agent_id, g.fingerprint, g.results,\n"
              "       g.empty_results, g.zero_counts, g.texts,\n"
              "       " + tsOut(d, "g.last_seen") + " AS last_seen, x.sql_text AS example\n"
-             "FROM g JOIN " + t + " x ON x.id = g.last_id\n"
-             "ORDER BY g.results DESC, g.last_id DESC\n"
+             "FROM g JOIN r x ON x.conv = g.conv AND x.fingerprint = g.fingerprint AND x.rn = 1\n"
+             "ORDER BY g.results DESC, g.last_seen DESC, g.conv\n"
              "LIMIT ?";
       break;
   }

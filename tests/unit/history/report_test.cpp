@@ -1,0 +1,182 @@
+// history: each report on a seeded SQLite store gives the expected rows; text and JSON output;
+// the `pgwarden report` command line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "history/recorder.h"
+#include "history/report.h"
+#include "report_expect.h"
+#include "test_util.h"
+
+namespace pgwarden::history {
+namespace {
+
+using test::TempDir;
+
+class SqliteReports : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HistoryConfig c;
+    c.store = "sqlite";
+    c.path = dir_.file("history.db");
+    c.flush_interval = std::chrono::milliseconds(10);
+    auto rec = makeRecorder(c);
+    for (auto& r : test::reportSeed(now_us_)) ASSERT_TRUE(rec->submit(std::move(r)));
+    rec->shutdown(std::chrono::seconds(5));
+    ASSERT_EQ(rec->stats().written, test::reportSeed(now_us_).size());
+    path_ = c.path;
+  }
+
+  ReportTable run(ReportKind kind, std::chrono::milliseconds since = {}, int64_t min_variants = 3) {
+    ReportOptions o;
+    o.kind = kind;
+    o.store = "sqlite";
+    o.target = path_;
+    o.since = since;
+    o.min_variants = min_variants;
+    o.now_us = now_us_;
+    auto t = runReport(o);
+    EXPECT_TRUE(t.ok()) << t.error();
+    return t.ok() ? *t : ReportTable{};
+  }
+
+  // argv for runReportCommand, from strings.
+  int command(std::vector<std::string> args, std::string* out, std::string* err) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    std::ostringstream o;
+    std::ostringstream e;
+    const int rc = runReportCommand(static_cast<int>(argv.size()), argv.data(), o, e);
+    *out = o.str();
+    *err = e.str();
+    return rc;
+  }
+
+  TempDir dir_;
+  std::string path_;
+  const int64_t now_us_ = test::nowUs();
+};
+
+TEST_F(SqliteReports, Retries) { test::expectRetries(run(ReportKind::kRetries), now_us_); }
+
+TEST_F(SqliteReports, RetriesMinVariants) {
+  // With 2, nothing more qualifies (c2's shape has one text); with 1, every (conversation,
+  // fingerprint) pair does.
+  EXPECT_EQ(run(ReportKind::kRetries, {}, 2).rows.size(), 3u);
+  EXPECT_EQ(run(ReportKind::kRetries, {}, 1).rows.size(), 8u);
+  EXPECT_EQ(run(ReportKind::kRetries, {}, 6).rows.size(), 0u);
+}
+
+TEST_F(SqliteReports, Repeats) { test::expectRepeats(run(ReportKind::kRepeats), false); }
+
+TEST_F(SqliteReports, RepeatsSince) {
+  test::expectRepeats(run(ReportKind::kRepeats, std::chrono::hours(24 * 7)), true);
+}
+
+TEST_F(SqliteReports, Denials) { test::expectDenials(run(ReportKind::kDenials)); }
+
+TEST_F(SqliteReports, Zeros) { test::expectZeros(run(ReportKind::kZeros)); }
+
+TEST_F(SqliteReports, TextTableIsAligned) {
+  const std::string text = formatReportText(run(ReportKind::kRetries));
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 6u) << text;  // header, rule, 3 rows, count
+  EXPECT_EQ(lines[0].rfind("conversation", 0), 0u);
+  EXPECT_EQ(lines[5], "(3 rows)");
+  // Every column starts where its rule segment starts.
+  const std::string& rule = lines[1];
+  std::vector<size_t> starts = {0};
+  for (size_t i = 1; i < rule.size(); ++i) {
+    if (rule[i] == '-' && rule[i - 1] == ' ') starts.push_back(i);
+  }
+  EXPECT_EQ(starts.size(), 10u);
+  // Numeric columns are right-aligned: "attempts" (4th) ends where its rule ends.
+  const size_t attempts_end = rule.find(' ', starts[3]);
+  EXPECT_EQ(lines[0].substr(starts[3], attempts_end - starts[3]), "attempts");
+  EXPECT_EQ(lines[2][attempts_end - 1], '6') << lines[2];
+  EXPECT_EQ(lines[2].substr(0, 2), "c1");
+}
+
+TEST_F(SqliteReports, CommandPrintsJson) {
+  std::string out;
+  std::string err;
+  ASSERT_EQ(command({"report", "denials", "--store", "sqlite:" + path_, "--json"}, &out, &err), 0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["report"], "denials");
+  ASSERT_EQ(j["rows"].size(), 3u);
+  EXPECT_EQ(j["rows"][0]["deny_code"], "require_predicate");
+  EXPECT_EQ(j["rows"][0]["denials"], 4);
+  EXPECT_EQ(j["rows"][0]["latest_reason"], "users needs a WHERE on id or email (latest)");
+}
+
+TEST_F(SqliteReports, CommandLimitSinceAndConfig) {
+  const std::string cfg = dir_.file("pgwarden.yaml");
+  std::ofstream(cfg) << "listen:\n  addresses: [\"127.0.0.1:6432\"]\nhistory:\n  store: sqlite\n"
+                        "  path: " << path_ << "\n";
+  std::string out;
+  std::string err;
+  ASSERT_EQ(command({"report", "repeats", "--config", cfg, "--limit=1", "--since", "7d", "--json"},
+                    &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["rows"][0]["conversations"], 2);
+  ASSERT_EQ(command({"report", "zeros", "--store=sqlite:" + path_}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("(3 rows)"), std::string::npos) << out;
+}
+
+TEST_F(SqliteReports, CommandErrors) {
+  std::string out;
+  std::string err;
+  EXPECT_EQ(command({"report"}, &out, &err), 2);
+  EXPECT_EQ(command({"report", "bogus", "--store", "sqlite:" + path_}, &out, &err), 2);
+  EXPECT_NE(err.find("unknown report 'bogus'"), std::string::npos);
+  EXPECT_EQ(command({"report", "retries", "--store", "mysql:x"}, &out, &err), 2);
+  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--limit", "0"}, &out,
+                    &err),
+            2);
+  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--since", "soon"}, &out,
+                    &err),
+            2);
+  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--frobnicate"}, &out,
+                    &err),
+            2);
+  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + dir_.file("missing.db")}, &out,
+                    &err),
+            1);
+  EXPECT_NE(err.find("no such file"), std::string::npos) << err;
+  const std::string bad_cfg = dir_.file("bad.yaml");
+  std::ofstream(bad_cfg) << "history:\n  store: sqlite\n  pathh: x\n";
+  EXPECT_EQ(command({"report", "retries", "--config", bad_cfg}, &out, &err), 1);
+  EXPECT_NE(err.find(":3: history.pathh:"), std::string::npos) << err;
+  EXPECT_EQ(command({"report", "--help"}, &out, &err), 0);
+  EXPECT_NE(out.find("usage: pgwarden report KIND"), std::string::npos);
+}
+
+TEST(Reports, EmptyTableStillPrintsHeader) {
+  ReportTable t;
+  t.columns = {"deny_code", "denials"};
+  EXPECT_EQ(formatReportText(t), "deny_code  denials\n---------  -------\n(0 rows)\n");
+  EXPECT_EQ(formatReportJson(ReportKind::kDenials, t), "{\"report\":\"denials\",\"rows\":[]}\n");
+}
+
+TEST(Reports, LongAndMultiLineCellsAreCutForDisplayOnly) {
+  ReportTable t;
+  t.columns = {"example"};
+  t.rows.push_back({ReportCell{"SELECT\n" + std::string(100, 'x'), false, false}});
+  const std::string text = formatReportText(t);
+  EXPECT_NE(text.find("SELECT xxx"), std::string::npos);
+  EXPECT_NE(text.find("...\n"), std::string::npos);
+  const auto j = nlohmann::json::parse(formatReportJson(ReportKind::kRetries, t));
+  EXPECT_EQ(j["rows"][0]["example"], "SELECT\n" + std::string(100, 'x'));
+}
+
+}  // namespace
+}  // namespace pgwarden::history
