@@ -70,6 +70,13 @@ simdjson::dom::parser& jsonParser() {
   return parser;
 }
 
+// simdjson reads up to SIMDJSON_PADDING bytes past the end; pg_query's buffer has no such slack,
+// so the JSON is copied into one reused, padded buffer instead of a fresh allocation per parse.
+std::string& paddedBuffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
 void fingerprint(const std::string& text, Analysis& out) {
   PgQueryFingerprintResult f = pg_query_fingerprint(text.c_str());
   if (!f.error) {
@@ -97,7 +104,13 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
   }
 
   simdjson::dom::element root;
-  const auto err = jsonParser().parse(parsed.parse_tree, std::strlen(parsed.parse_tree)).get(root);
+  std::string& buffer = paddedBuffer();
+  const size_t json_len = std::strlen(parsed.parse_tree);
+  if (buffer.capacity() < json_len + simdjson::SIMDJSON_PADDING) {
+    buffer.reserve(json_len + simdjson::SIMDJSON_PADDING);
+  }
+  buffer.assign(parsed.parse_tree, json_len);
+  const auto err = jsonParser().parse(buffer.data(), json_len, false).get(root);
   if (err) {
     // Nesting deeper than the JSON parser's depth limit: refuse rather than guess.
     analysis->error = "statement is too deeply nested to analyse";

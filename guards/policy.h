@@ -18,6 +18,8 @@
 
 namespace pgwarden::guards {
 
+struct GuardResult;
+
 enum class Action { kAllow, kWarn, kDeny, kRewrite };
 const char* actionName(Action a);
 
@@ -30,6 +32,7 @@ struct Verdict {
   std::string message;   // one sentence: what was wrong and what to do next
   std::string detail;    // compact JSON object with the facts
   std::string hint;      // an example query that would pass
+  int position = 0;      // 1-based cursor position in the text (syntax errors), 0 = none
 };
 
 struct Decision {
@@ -40,19 +43,36 @@ struct Decision {
   std::optional<std::string> rewritten_sql;  // forward this text instead of the original
   int64_t max_rows = -1;                 // >= 0: the client receives at most this many rows
   std::string truncation_notice;         // message to send when max_rows cut the result
+  // The full NoticeResponse for a cut result (code ROWS_TRUNCATED, SQLSTATE 01000, message =
+  // truncation_notice, detail, hint), valid when max_rows >= 0. The session sends it only when the
+  // server produced more than max_rows rows (it asked for max_rows + 1).
+  Verdict truncation;
+
+  // cost_gate: when set, the statement may not run yet. The daemon runs this text (it is
+  // "EXPLAIN (FORMAT JSON) " + the text to forward, never ANALYZE) on the same server
+  // connection, then calls PolicyGroup::evaluatePlan() with the single JSON value it returns, or
+  // PolicyGroup::planUnavailable() if it could not get one. If the EXPLAIN itself fails with a
+  // server error (an unknown column, say), that error is the statement's answer: forward it.
+  std::optional<std::string> explain_sql;
+  // The text has $n parameters: send explain_sql through Parse/Bind with the statement's own
+  // parameter types and values (extended protocol), not as a simple Query.
+  bool explain_needs_params = false;
+  // Chain positions of the guards waiting for the plan (read by evaluatePlan).
+  std::vector<size_t> plan_guards;
 };
 
 // What the catalog says about tables, refreshed by the daemon on its own server connection.
 struct TableStats {
   int64_t estimated_rows = 0;
   std::vector<std::string> indexed_columns;  // leading column of each index, best first
+  std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
 };
 class TableStatsSnapshot {
  public:
   // The query the daemon runs (read-only, catalog only); each row: schema, table, reltuples,
-  // comma-separated leading index columns.
+  // comma-separated leading index columns (btree first), comma-separated types of those columns.
   static const char* catalogQuery();
-  // Builds a snapshot from that query's text-format rows.
+  // Builds a snapshot from that query's text-format rows (4 or 5 columns; bad rows are skipped).
   static std::shared_ptr<const TableStatsSnapshot> fromRows(
       const std::vector<std::vector<std::string>>& rows);
   const TableStats* find(std::string_view schema, std::string_view table) const;
@@ -77,30 +97,57 @@ struct RequestContext {
 
 class Guard;  // defined in guards/guard.h
 
+struct GroupSettings;   // defined in guards/guard.h
+class GuardRegistry;    // defined in guards/guard.h
+
+// Operator-written reasons: code -> (table or "*") -> message. The message replaces the generated
+// one; {fact} placeholders (e.g. {table}, {estimated_rows}, {limit}) take the verdict's facts.
+using ReasonOverrides = std::map<std::string, std::map<std::string, std::string, std::less<>>, std::less<>>;
+
 class PolicyGroup {
  public:
   PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> guards,
-              std::vector<std::string> search_path);
+              std::vector<std::string> search_path, ReasonOverrides reasons = {});
   ~PolicyGroup();
   const std::string& name() const { return name_; }
   const std::vector<std::string>& searchPath() const { return search_path_; }
   const std::vector<std::unique_ptr<Guard>>& guards() const { return guards_; }
-  // Runs the chain once over all statements of the text. `stats` may be null (not loaded yet).
+  const GroupSettings& settings() const { return *settings_; }
+
+  // Runs the chain once over all statements of the text: guard by guard in config order, each
+  // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
+  // null (not loaded yet). `analysis` must be ok (use syntaxErrorVerdict otherwise).
   Decision evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                     const TableStatsSnapshot* stats) const;
 
+  // Second half of a decision that set explain_sql: `plan_json` is the one value EXPLAIN
+  // (FORMAT JSON) returned. Returns `pending` with explain_sql cleared when the plan passes (its
+  // rewrite, row cap and warnings kept), or a denial (SEQ_SCAN, COST_TOO_HIGH; PLAN_UNAVAILABLE
+  // when the JSON cannot be read and the gate fails closed).
+  Decision evaluatePlan(const Decision& pending, std::string_view plan_json,
+                        const TableStatsSnapshot* stats) const;
+  // The EXPLAIN could not run (timeout, lost connection): applies the gate's fail_behavior.
+  Decision planUnavailable(const Decision& pending) const;
+
  private:
+  Verdict finalize(const Guard& guard, GuardResult r) const;
   std::string name_;
   std::vector<std::unique_ptr<Guard>> guards_;
   std::vector<std::string> search_path_;
+  ReasonOverrides reasons_;
+  std::unique_ptr<GroupSettings> settings_;
 };
 
 using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std::less<>>;
 
 // Parses the `groups:` section. Throws config::ConfigError with line and key on any problem.
+// Each group: `search_path` (list), `reasons` (map CODE -> message, or CODE -> {table: message}),
+// `guards` (ordered list of maps with `kind:`; see packaging/pgwarden.yaml and docs/denials.md).
 PolicyMap parsePolicyGroups(const YAML::Node& groups);
+PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& registry);
 
-// The denial for text libpg_query cannot parse (SQLSTATE 42601, parser message and position).
-Verdict syntaxErrorVerdict(const Analysis& analysis);
+// The denial for text libpg_query cannot parse (SQLSTATE 42601, parser message and position;
+// with `sql`, the hint quotes the text around the position).
+Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql = {});
 
 }  // namespace pgwarden::guards

@@ -810,42 +810,83 @@ class Walker {
     return static_cast<int>(ctes_.size()) - 1;
   }
 
+  // The fields of a SelectStmt that the walk looks at, gathered in one pass over the object
+  // (key lookups are linear scans; doing them one by one cost more than the rest of the walk).
+  struct SelectFields {
+    object with, larg, rarg, into;
+    bool has_with = false, has_larg = false, has_rarg = false, has_into = false;
+    array from;
+    bool has_from = false;
+    element where;
+    bool has_where = false;
+    bool locking = false, group = false, distinct = false, having = false;
+    std::string_view op;
+  };
+
+  static SelectFields selectFields(object sel) {
+    SelectFields f;
+    for (auto field : sel) {
+      const std::string_view k = field.key;
+      if (k == "fromClause") {
+        f.has_from = !field.value.get_array().get(f.from);
+      } else if (k == "whereClause") {
+        f.where = field.value;
+        f.has_where = true;
+      } else if (k == "withClause") {
+        f.has_with = !field.value.get_object().get(f.with);
+      } else if (k == "op") {
+        f.op = field.value.get_string().value_unsafe();
+      } else if (k == "larg") {
+        f.has_larg = !field.value.get_object().get(f.larg);
+      } else if (k == "rarg") {
+        f.has_rarg = !field.value.get_object().get(f.rarg);
+      } else if (k == "intoClause") {
+        f.has_into = !field.value.get_object().get(f.into);
+      } else if (k == "lockingClause") {
+        f.locking = true;
+      } else if (k == "groupClause") {
+        f.group = true;
+      } else if (k == "distinctClause") {
+        f.distinct = true;
+      } else if (k == "havingClause") {
+        f.having = true;
+      }
+    }
+    return f;
+  }
+
   // Returns whether this query level reduces its rows (aggregate, GROUP BY, DISTINCT, HAVING).
   bool walkSelect(object sel, Ctx ctx, bool outermost) {
     const size_t visible = visible_.size();
-    object with;
-    if (pgjson::getObject(sel, "withClause", with)) walkWith(with, ctx);
-    if (pgjson::has(sel, "lockingClause")) out_.locking_clause = true;
+    const SelectFields f = selectFields(sel);
+    if (f.has_with) walkWith(f.with, ctx);
+    if (f.locking) out_.locking_clause = true;
     bool aggregated = false;
-    const std::string_view op = pgjson::str(sel, "op");
     Level* saved = level_;
-    if (!op.empty() && op != "SETOP_NONE") {
-      object l, r;
-      const bool al = pgjson::getObject(sel, "larg", l) ? walkSelect(l, ctx, false) : true;
-      const bool ar = pgjson::getObject(sel, "rarg", r) ? walkSelect(r, ctx, false) : true;
+    if (!f.op.empty() && f.op != "SETOP_NONE") {
+      const bool al = f.has_larg ? walkSelect(f.larg, ctx, false) : true;
+      const bool ar = f.has_rarg ? walkSelect(f.rarg, ctx, false) : true;
       aggregated = al && ar;
       level_ = nullptr;
-      for (std::string_view key : {"sortClause", "limitCount", "limitOffset"}) {
-        element e;
-        if (pgjson::get(sel, key, e)) walkAny(e, Ctx{false, ctx.reaches, ctx.cte});
+      for (auto field : sel) {
+        const std::string_view k = field.key;
+        if (k == "sortClause" || k == "limitCount" || k == "limitOffset") {
+          walkAny(field.value, Ctx{false, ctx.reaches, ctx.cte});
+        }
       }
     } else {
       Names names;
-      array from;
-      const bool has_from = pgjson::getArray(sel, "fromClause", from);
-      if (has_from) {
-        for (element item : from) fromNames(item, names);
+      if (f.has_from) {
+        for (element item : f.from) fromNames(item, names);
       }
-      element where;
-      const bool has_where = pgjson::get(sel, "whereClause", where);
       std::vector<Refs> filters;
-      if (has_where) filters = filtersOf(where, names);
-      const bool trivial_where = has_where && filters.empty();
+      if (f.has_where) filters = filtersOf(f.where, names);
+      const bool trivial_where = f.has_where && filters.empty();
 
       level_ = nullptr;
       const size_t from_begin = refs_.size();
-      if (has_from) {
-        for (element item : from) walkFrom(item, ctx, filters, false, trivial_where);
+      if (f.has_from) {
+        for (element item : f.from) walkFrom(item, ctx, filters, false, trivial_where);
       }
       const size_t from_end = refs_.size();
 
@@ -860,16 +901,15 @@ class Walker {
           walkAny(field.value, expr);
         }
       }
-      aggregated = level.aggregate || pgjson::has(sel, "groupClause") ||
-                   pgjson::has(sel, "distinctClause") || pgjson::has(sel, "havingClause");
+      aggregated = level.aggregate || f.group || f.distinct || f.having;
       if (level.collecting) aggregated = false;
       if (aggregated) {
         for (size_t i = from_begin; i < from_end; ++i) refs_[i].aggregated = true;
       }
-      object into, rel;
-      if (pgjson::getObject(sel, "intoClause", into)) {
+      object rel;
+      if (f.has_into) {
         if (outermost) out_.select_into = true;
-        if (pgjson::getObject(into, "rel", rel)) recordRangeVar(rel, ctx, false, true, false);
+        if (pgjson::getObject(f.into, "rel", rel)) recordRangeVar(rel, ctx, false, true, false);
       }
     }
     level_ = saved;
@@ -1000,13 +1040,15 @@ class Walker {
     }
     object o;
     if (e.get_object().get(o)) return;
-    if (pgjson::has(o, "relname")) {  // a RangeVar written unwrapped (a typed struct field)
-      recordRangeVar(o, ctx, ctx.filtered, false, false);
-      return;
-    }
     for (auto field : o) {
-      if (!isContainer(field.value)) continue;
       const std::string_view k = field.key;
+      if (k == "relname") {
+        // A RangeVar written unwrapped (a typed struct field such as COPY's relation). Its
+        // fields before relname are scalars, so nothing below it was walked yet.
+        recordRangeVar(o, ctx, ctx.filtered, false, false);
+        return;
+      }
+      if (!isContainer(field.value)) continue;
       object body;
       if (k == "ColumnRef" || k == "A_Const" || k == "typeName" || k == "TypeName" ||
           k == "alias" || k == "String") {

@@ -1,0 +1,48 @@
+// The documented denial/notice codes and the SQLSTATE each one is sent with (docs/denials.md).
+// One place, so guards, the daemon and the docs cannot drift apart.
+#pragma once
+
+#include <string_view>
+
+namespace pgwarden::guards::codes {
+
+// Policy: the statement is not allowed here at all (42501 insufficient_privilege).
+inline constexpr std::string_view kReadOnly = "READ_ONLY";
+inline constexpr std::string_view kProtectedSetting = "PROTECTED_SETTING";
+inline constexpr std::string_view kMultiStatement = "MULTI_STATEMENT";
+inline constexpr std::string_view kFunctionDenied = "FUNCTION_DENIED";
+inline constexpr std::string_view kTableDenied = "TABLE_DENIED";
+// Limits: the statement would read or return too much (54000 program_limit_exceeded).
+inline constexpr std::string_view kMissingPredicate = "MISSING_PREDICATE";
+inline constexpr std::string_view kLimitTooLarge = "LIMIT_TOO_LARGE";
+inline constexpr std::string_view kLimitRequired = "LIMIT_REQUIRED";
+inline constexpr std::string_view kFunctionLimit = "FUNCTION_LIMIT";
+inline constexpr std::string_view kRecursionUnbounded = "RECURSION_UNBOUNDED";
+inline constexpr std::string_view kSeqScan = "SEQ_SCAN";
+inline constexpr std::string_view kCostTooHigh = "COST_TOO_HIGH";
+// The text does not parse (42601 syntax_error).
+inline constexpr std::string_view kSyntaxError = "SYNTAX_ERROR";
+// A check that needs the server could not run (58000 system_error).
+inline constexpr std::string_view kPlanUnavailable = "PLAN_UNAVAILABLE";
+// Rewrites and notices (01000 warning): the result is capped / was cut at max_rows.
+inline constexpr std::string_view kRowsCapped = "ROWS_CAPPED";
+inline constexpr std::string_view kRowsTruncated = "ROWS_TRUNCATED";
+
+inline constexpr std::string_view kSqlstatePolicy = "42501";
+inline constexpr std::string_view kSqlstateLimit = "54000";
+inline constexpr std::string_view kSqlstateSyntax = "42601";
+inline constexpr std::string_view kSqlstateUnavailable = "58000";
+inline constexpr std::string_view kSqlstateWarning = "01000";
+
+// The SQLSTATE a code is sent with; 42501 for codes this table does not know (operator- or
+// script-defined codes are policy denials unless their guard says otherwise).
+std::string_view sqlstateFor(std::string_view code);
+
+// Every built-in code, in documentation order.
+inline constexpr std::string_view kAll[] = {
+    kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
+    kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
+    kSeqScan,        kCostTooHigh,      kSyntaxError,         kPlanUnavailable, kRowsCapped,
+    kRowsTruncated};
+
+}  // namespace pgwarden::guards::codes

@@ -1,0 +1,171 @@
+// The Guard interface every guard kind implements, and what the chain hands it. A guard looks
+// at the analysed text (once per text and once per statement) and answers with a GuardResult;
+// it never touches sockets or the server. Guard kinds are registered by name in a GuardRegistry
+// so kinds added later (Lua scripts, HTTP webhooks, budgets) plug into the same config parser.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "guards/analysis.h"
+#include "guards/policy.h"
+
+namespace pgwarden::guards {
+
+// Group-wide settings a guard may need when it is built or run.
+struct GroupSettings {
+  std::string name;
+  std::vector<std::string> search_path;         // as configured; empty = server default
+  std::vector<std::string> protected_settings;  // lower case; read_only and functions deny changes
+};
+
+// Facts about a verdict, in order. Rendered as the compact JSON object in Verdict::detail and
+// available to operator-written reasons as {key} placeholders.
+class Facts {
+ public:
+  Facts& add(std::string key, std::string_view text);  // JSON string
+  Facts& add(std::string key, const char* text) { return add(std::move(key), std::string_view(text)); }
+  Facts& add(std::string key, int64_t n);
+  Facts& add(std::string key, double n);
+  Facts& add(std::string key, bool b);
+  Facts& add(std::string key, const std::vector<std::string>& list);
+  // {"code":CODE, ...facts...} as one line of JSON.
+  std::string json(std::string_view code) const;
+  // The plain-text value of a fact (numbers as digits, lists comma-separated); nullptr if absent.
+  const std::string* text(std::string_view key) const;
+  bool empty() const { return items_.empty(); }
+
+ private:
+  struct Item {
+    std::string key;
+    std::string json;  // encoded value
+    std::string text;  // for placeholders
+  };
+  std::vector<Item> items_;
+};
+
+// A replacement of bytes [offset, offset + length) of the statement text.
+struct TextEdit {
+  size_t offset = 0;
+  size_t length = 0;
+  std::string replacement;
+};
+
+// A guard's answer. kAllow with nothing else set means "no objection" and is not recorded.
+struct GuardResult {
+  Action action = Action::kAllow;
+  std::string code;
+  std::string sqlstate;  // filled from the code's documented SQLSTATE when left empty
+  std::string message;
+  std::string hint;
+  Facts facts;           // becomes Verdict::detail
+  std::string subject;   // the table/function/setting the verdict is about (for per-table reasons)
+  // kRewrite: edits of the text, the row cap the session enforces, the notice it sends on a cut.
+  std::vector<TextEdit> edits;
+  int64_t max_rows = -1;
+  std::string truncation_notice;
+  // cost_gate: the statement must be planned (EXPLAIN) before it may run.
+  bool wants_plan = false;
+
+  static GuardResult allow() { return {}; }
+  bool objects() const { return action != Action::kAllow || wants_plan || !edits.empty() || max_rows >= 0; }
+};
+
+// Everything a guard may read while checking one text. The analysis is the cached one.
+struct GuardInput {
+  const Analysis& analysis;
+  std::string_view sql;
+  const RequestContext& ctx;
+  const TableStatsSnapshot* stats;  // null until the first catalog refresh
+  const GroupSettings& group;
+};
+
+// One scan node of an EXPLAIN (FORMAT JSON) plan, and the plan's total cost.
+struct PlanScan {
+  std::string node_type;   // "Seq Scan", "Index Scan", ...
+  std::string schema;      // present only when the plan was VERBOSE
+  std::string relation;
+  std::string alias;
+  double total_cost = 0;
+  double plan_rows = 0;
+};
+struct PlanSummary {
+  double total_cost = 0;
+  double plan_rows = 0;
+  std::vector<PlanScan> scans;
+};
+
+struct PlanInput {
+  const PlanSummary& plan;
+  const TableStatsSnapshot* stats;
+  const GroupSettings& group;
+};
+
+class Guard {
+ public:
+  virtual ~Guard() = default;
+  // The config `kind:` of this guard, e.g. "require_predicate".
+  virtual std::string_view kind() const = 0;
+  // The codes this guard can answer with (for validating `reasons:`); {"*"} for any code.
+  virtual std::vector<std::string_view> codes() const = 0;
+
+  // Called once per text before the per-statement checks (multi-statement rules).
+  virtual GuardResult checkText(const GuardInput& in) const {
+    (void)in;
+    return {};
+  }
+  // Called once for every statement of the text.
+  virtual GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const {
+    (void)in;
+    (void)st;
+    return {};
+  }
+  // Called by PolicyGroup::evaluatePlan for guards that set wants_plan.
+  virtual GuardResult checkPlan(const PlanInput& in) const {
+    (void)in;
+    return {};
+  }
+  // Called by PolicyGroup::planUnavailable for guards that set wants_plan: what to do when no
+  // plan could be had (deny with PLAN_UNAVAILABLE, or allow).
+  virtual GuardResult planUnavailable() const { return {}; }
+  // `action: warn` in config turns this guard's denials into warnings (a dry run).
+  bool warnOnly() const { return warn_only_; }
+  void setWarnOnly(bool w) { warn_only_ = w; }
+
+ private:
+  bool warn_only_ = false;
+};
+
+// Builds a guard from its config node. `path` is the dotted config path of the node, for errors.
+using GuardFactory = std::function<std::unique_ptr<Guard>(
+    const YAML::Node& node, const std::string& path, const GroupSettings& group)>;
+
+class GuardRegistry {
+ public:
+  // The built-in kinds: read_only, functions, tables, multi_statement, require_predicate,
+  // row_limit, cost_gate.
+  static const GuardRegistry& builtin();
+  GuardRegistry() = default;
+  void add(std::string kind, GuardFactory factory) { factories_[std::move(kind)] = std::move(factory); }
+  const GuardFactory* find(std::string_view kind) const;
+  std::vector<std::string> kinds() const;
+
+ private:
+  std::map<std::string, GuardFactory, std::less<>> factories_;
+};
+
+// Guard config keys every kind accepts besides its own.
+inline constexpr const char* kCommonGuardKeys[] = {"kind", "action"};
+// Checks `node`'s keys against `own` plus the common keys (ConfigError with line and key).
+void checkGuardKeys(const YAML::Node& node, const std::string& path,
+                    std::initializer_list<const char*> own);
+
+}  // namespace pgwarden::guards

@@ -1,0 +1,159 @@
+// row_limit: `max_limit` refuses an explicit LIMIT above it; `max_rows` caps what a client
+// receives by rewriting the statement so the engine itself stops after max_rows + 1 rows (the
+// extra row tells the session the result was cut). The rewrite edits only what the parser located:
+// an existing LIMIT literal is replaced in place, a missing LIMIT is added on a new line after the
+// statement's last byte, so a trailing ';' or '-- comment' cannot swallow it.
+#include "common/config_util.h"
+#include "guards/builtin_guards.h"
+#include "guards/codes.h"
+#include "guards/guard_util.h"
+
+namespace pgwarden::guards {
+
+namespace {
+
+class RowLimitGuard final : public Guard {
+ public:
+  RowLimitGuard(int64_t max_limit, int64_t max_rows, bool deny_recursion)
+      : max_limit_(max_limit), max_rows_(max_rows), deny_recursion_(deny_recursion) {}
+
+  std::string_view kind() const override { return "row_limit"; }
+  std::vector<std::string_view> codes() const override {
+    return {codes::kLimitTooLarge, codes::kLimitRequired, codes::kRecursionUnbounded,
+            codes::kRowsCapped, codes::kRowsTruncated};
+  }
+
+  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+    if (deny_recursion_ && st.unbounded_recursion) return unboundedRecursion();
+    const bool direct = st.kind == StatementKind::kSelect && st.returns_rows;
+    const bool deferred = (st.kind == StatementKind::kPrepare || st.kind == StatementKind::kDeclareCursor) &&
+                          st.inner_kind == StatementKind::kSelect;
+    const bool copy = st.kind == StatementKind::kCopy && st.returns_rows;
+    if (!direct && !deferred && !copy) return {};
+
+    const int64_t bound = max_limit_ >= 0 ? max_limit_ : max_rows_;
+    if (st.limit == LimitKind::kOther) return limitNotConstant(bound);
+    if (max_limit_ >= 0 && st.limit == LimitKind::kConstant && st.limit_value > max_limit_) {
+      return limitTooLarge(in.sql, st);
+    }
+    if (max_rows_ < 0) return {};
+    if (copy) {
+      if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
+      return limitRequired();
+    }
+    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
+
+    // Reads the session runs now get max_rows + 1 (to see a cut); a cursor or prepared statement
+    // runs later, row by row, so it gets the cap itself and a notice now.
+    const int64_t cap = direct ? max_rows_ + 1 : max_rows_;
+    GuardResult r;
+    r.action = direct ? Action::kRewrite : Action::kWarn;
+    r.code = std::string(codes::kRowsCapped);
+    const std::string n = std::to_string(max_rows_);
+    if (st.limit == LimitKind::kNone) {
+      r.edits.push_back(TextEdit{static_cast<size_t>(st.location + st.length), 0,
+                                 "\nLIMIT " + std::to_string(cap)});
+    } else if ((st.limit == LimitKind::kAll || st.limit == LimitKind::kConstant) &&
+               st.limit_location >= 0 && st.limit_length > 0) {
+      r.edits.push_back(TextEdit{static_cast<size_t>(st.limit_location),
+                                 static_cast<size_t>(st.limit_length), std::to_string(cap)});
+    }  // LIMIT $n: the value comes with Bind; the session's row cap still applies
+    if (direct) {
+      r.max_rows = max_rows_;
+      r.message = "The result is capped at " + n + " rows.";
+      r.truncation_notice = "The result was truncated at " + n +
+                            " rows; add a WHERE condition, aggregate with GROUP BY, or use ORDER "
+                            "BY ... LIMIT to choose which rows you get.";
+      const std::string_view text = util::statementText(in.sql, st);
+      r.hint = text.size() <= 500 ? "SELECT count(*) FROM (" + std::string(text) + ") AS t"
+                                  : std::string("SELECT count(*) FROM ... to learn how many rows match");
+    } else {
+      r.message = "Rows from this " + std::string(st.kind == StatementKind::kPrepare ? "prepared statement"
+                                                                                     : "cursor") +
+                  " are capped at " + n +
+                  "; add a WHERE condition or ORDER BY ... LIMIT to choose which rows you get.";
+    }
+    r.facts.add("max_rows", max_rows_);
+    if (st.limit == LimitKind::kConstant) r.facts.add("limit", st.limit_value);
+    r.facts.add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    return r;
+  }
+
+ private:
+  GuardResult limitTooLarge(std::string_view sql, const StatementInfo& st) const {
+    GuardResult r;
+    r.action = Action::kDeny;
+    r.code = std::string(codes::kLimitTooLarge);
+    const std::string max = std::to_string(max_limit_);
+    r.message = "LIMIT " + std::to_string(st.limit_value) + " is above the maximum of " + max +
+                " rows; use LIMIT " + max + " or less, or aggregate the rows with GROUP BY.";
+    r.facts.add("limit", st.limit_value).add("max_limit", max_limit_)
+        .add("next_step", "use LIMIT " + max + " or less");
+    const size_t begin = static_cast<size_t>(st.location);
+    const size_t end = begin + static_cast<size_t>(st.length);
+    if (st.limit_location >= 0 && st.limit_length > 0 && end <= sql.size() && st.length <= 1000 &&
+        static_cast<size_t>(st.limit_location) >= begin) {
+      const size_t at = static_cast<size_t>(st.limit_location);
+      r.hint = util::excerpt(std::string(sql.substr(begin, at - begin)) + max +
+                                 std::string(sql.substr(at + st.limit_length, end - at - st.limit_length)),
+                             1000);
+    }
+    return r;
+  }
+
+  GuardResult limitNotConstant(int64_t bound) const {
+    GuardResult r;
+    r.action = Action::kDeny;
+    r.code = std::string(codes::kLimitTooLarge);
+    const std::string max = std::to_string(bound);
+    r.message = "LIMIT must be a plain number (or a $n parameter) on this connection so the row "
+                "limit can be checked; write LIMIT " + max + " or less.";
+    r.facts.add("max_limit", bound).add("next_step", "write LIMIT as a plain number");
+    return r;
+  }
+
+  GuardResult limitRequired() const {
+    GuardResult r;
+    r.action = Action::kDeny;
+    r.code = std::string(codes::kLimitRequired);
+    const std::string n = std::to_string(max_rows_);
+    r.message = "COPY ... TO STDOUT needs a query with LIMIT " + n +
+                " or less on this connection; write COPY (SELECT ... LIMIT " + n + ") TO STDOUT.";
+    r.facts.add("max_rows", max_rows_).add("next_step", "COPY a query with LIMIT " + n + " or less");
+    r.hint = "COPY (SELECT 1 LIMIT " + n + ") TO STDOUT";
+    return r;
+  }
+
+  static GuardResult unboundedRecursion() {
+    GuardResult r;
+    r.action = Action::kDeny;
+    r.code = std::string(codes::kRecursionUnbounded);
+    r.message = "The recursive part of this WITH RECURSIVE query has no condition that stops it, so "
+                "it would run until the statement timeout; add a stop condition such as WHERE n < "
+                "100 to the recursive SELECT.";
+    r.facts.add("next_step", "add a WHERE condition to the recursive SELECT");
+    r.hint = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100) SELECT n FROM r";
+    return r;
+  }
+
+  int64_t max_limit_;
+  int64_t max_rows_;
+  bool deny_recursion_;
+};
+
+}  // namespace
+
+std::unique_ptr<Guard> makeRowLimitGuard(const YAML::Node& node, const std::string& path,
+                                         const GroupSettings& group) {
+  (void)group;
+  checkGuardKeys(node, path, {"max_limit", "max_rows", "deny_unbounded_recursion"});
+  const int64_t max_limit = config::getInt(node, path, "max_limit", -1, 1);
+  const int64_t max_rows = config::getInt(node, path, "max_rows", -1, 1, INT64_MAX - 1);
+  if (max_limit < 0 && max_rows < 0) {
+    config::fail(node, path, "a row_limit guard needs max_limit, max_rows or both");
+  }
+  const bool recursion = config::getBool(node, path, "deny_unbounded_recursion", true);
+  return std::make_unique<RowLimitGuard>(max_limit, max_rows, recursion);
+}
+
+}  // namespace pgwarden::guards

@@ -1,0 +1,97 @@
+// tables: allow and deny lists of "schema.table" glob patterns over every relation a statement
+// names (read or written, CTE names excluded). An unqualified name is checked under every schema
+// it could resolve to: denied if any of them is denied, allowed only if all of them are allowed.
+#include "common/config_util.h"
+#include "guards/builtin_guards.h"
+#include "guards/codes.h"
+#include "guards/guard_util.h"
+
+namespace pgwarden::guards {
+
+namespace {
+
+// Readable views that answer what an agent usually wants from a catalog that holds secrets.
+const char* alternativeFor(const std::string& qualified) {
+  if (qualified == "pg_catalog.pg_authid" || qualified == "pg_catalog.pg_shadow") {
+    return "pg_catalog.pg_roles";
+  }
+  return nullptr;
+}
+
+class TablesGuard final : public Guard {
+ public:
+  TablesGuard(std::vector<std::string> allow, std::vector<std::string> deny)
+      : allow_(std::move(allow)), deny_(std::move(deny)) {}
+
+  std::string_view kind() const override { return "tables"; }
+  std::vector<std::string_view> codes() const override { return {codes::kTableDenied}; }
+
+  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+    for (const auto& rel : st.relations) {
+      const std::vector<std::string> names = util::candidates(rel, in.group);
+      for (const auto& n : names) {
+        for (const auto& p : deny_) {
+          if (util::globMatch(p, n, true)) return denied(rel, n);
+        }
+      }
+      if (!allow_.empty()) {
+        for (const auto& n : names) {
+          bool ok = false;
+          for (const auto& p : allow_) ok = ok || util::globMatch(p, n, false);
+          if (!ok) return denied(rel, n);
+        }
+      }
+    }
+    return {};
+  }
+
+ private:
+  GuardResult denied(const RelationRef& rel, const std::string& resolved) const {
+    GuardResult r;
+    r.action = Action::kDeny;
+    r.code = std::string(codes::kTableDenied);
+    r.subject = resolved;
+    const std::string shown = rel.schema.empty() ? resolved : util::displayName(rel.schema, rel.name);
+    const char* alt = alternativeFor(util::lower(resolved));
+    std::string next;
+    if (alt) {
+      next = std::string("use ") + alt + " instead";
+      r.hint = std::string("SELECT * FROM ") + alt + " LIMIT 100";
+    } else if (!allow_.empty()) {
+      next = "query only the tables listed as allowed";
+    } else {
+      next = "query other tables";
+    }
+    r.message = shown + " is not available through this connection; " + next + ".";
+    r.facts.add("table", resolved);
+    if (!allow_.empty()) r.facts.add("allowed", allow_);
+    r.facts.add("next_step", next);
+    return r;
+  }
+
+  std::vector<std::string> allow_;
+  std::vector<std::string> deny_;
+};
+
+}  // namespace
+
+std::unique_ptr<Guard> makeTablesGuard(const YAML::Node& node, const std::string& path,
+                                       const GroupSettings& group) {
+  (void)group;
+  checkGuardKeys(node, path, {"allow", "deny"});
+  std::vector<std::string> allow = config::getStringList(node, path, "allow");
+  std::vector<std::string> deny = config::getStringList(node, path, "deny");
+  if (allow.empty() && deny.empty()) {
+    config::fail(node, path, "a tables guard needs an allow or a deny list");
+  }
+  for (const auto* list : {&allow, &deny}) {
+    for (const auto& p : *list) {
+      if (p.find('.') == std::string::npos) {
+        config::fail(node, path, "pattern '" + p + "' must be schema-qualified (\"schema.table\" or \"schema.*\")");
+      }
+    }
+  }
+  return std::make_unique<TablesGuard>(std::move(allow), std::move(deny));
+}
+
+}  // namespace pgwarden::guards

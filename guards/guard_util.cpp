@@ -1,0 +1,306 @@
+// Shared guard helpers (see guard_util.h), the Facts renderer, the code -> SQLSTATE table and the
+// guard registry plumbing.
+#include "guards/guard_util.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "common/config_util.h"
+#include "guards/codes.h"
+
+namespace pgwarden::guards {
+
+namespace codes {
+
+std::string_view sqlstateFor(std::string_view code) {
+  if (code == kMissingPredicate || code == kLimitTooLarge || code == kLimitRequired ||
+      code == kFunctionLimit || code == kRecursionUnbounded || code == kSeqScan ||
+      code == kCostTooHigh) {
+    return kSqlstateLimit;
+  }
+  if (code == kSyntaxError) return kSqlstateSyntax;
+  if (code == kPlanUnavailable) return kSqlstateUnavailable;
+  if (code == kRowsCapped || code == kRowsTruncated) return kSqlstateWarning;
+  return kSqlstatePolicy;
+}
+
+}  // namespace codes
+
+// ---- Facts ----
+
+Facts& Facts::add(std::string key, std::string_view text) {
+  items_.push_back(Item{std::move(key), "\"" + util::jsonEscape(text) + "\"", std::string(text)});
+  return *this;
+}
+
+Facts& Facts::add(std::string key, int64_t n) {
+  items_.push_back(Item{std::move(key), std::to_string(n), std::to_string(n)});
+  return *this;
+}
+
+Facts& Facts::add(std::string key, double n) {
+  char buf[64];
+  if (!std::isfinite(n)) n = 0;
+  std::snprintf(buf, sizeof buf, "%.2f", n);
+  items_.push_back(Item{std::move(key), buf, buf});
+  return *this;
+}
+
+Facts& Facts::add(std::string key, bool b) {
+  items_.push_back(Item{std::move(key), b ? "true" : "false", b ? "true" : "false"});
+  return *this;
+}
+
+Facts& Facts::add(std::string key, const std::vector<std::string>& list) {
+  std::string json = "[";
+  std::string text;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i) {
+      json += ",";
+      text += ", ";
+    }
+    json += "\"" + util::jsonEscape(list[i]) + "\"";
+    text += list[i];
+  }
+  json += "]";
+  items_.push_back(Item{std::move(key), std::move(json), std::move(text)});
+  return *this;
+}
+
+std::string Facts::json(std::string_view code) const {
+  std::string out = "{\"code\":\"" + util::jsonEscape(code) + "\"";
+  for (const auto& it : items_) {
+    out += ",\"" + util::jsonEscape(it.key) + "\":" + it.json;
+  }
+  out += "}";
+  return out;
+}
+
+const std::string* Facts::text(std::string_view key) const {
+  for (const auto& it : items_) {
+    if (it.key == key) return &it.text;
+  }
+  return nullptr;
+}
+
+// ---- registry ----
+
+const GuardFactory* GuardRegistry::find(std::string_view kind) const {
+  auto it = factories_.find(kind);
+  return it == factories_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> GuardRegistry::kinds() const {
+  std::vector<std::string> out;
+  for (const auto& [k, f] : factories_) out.push_back(k);
+  return out;
+}
+
+void checkGuardKeys(const YAML::Node& node, const std::string& path,
+                    std::initializer_list<const char*> own) {
+  // config::checkKeys takes an initializer_list; build the union here and check by hand with the
+  // same message shape.
+  std::vector<std::string> allowed(std::begin(kCommonGuardKeys), std::end(kCommonGuardKeys));
+  for (const char* k : own) allowed.emplace_back(k);
+  config::requireMap(node, path);
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == key;
+    if (!ok) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      throw config::ConfigError(config::lineOf(kv.first), path + "." + key,
+                                "unknown key '" + key + "' (allowed here: " + list + ")");
+    }
+  }
+}
+
+namespace util {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool globMatch(std::string_view p, std::string_view t, bool icase) {
+  auto eq = [icase](char a, char b) {
+    return icase ? std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b))
+                 : a == b;
+  };
+  // Iterative matcher with one backtrack point: linear for the patterns config holds.
+  size_t pi = 0, ti = 0, star = std::string_view::npos, mark = 0;
+  while (ti < t.size()) {
+    if (pi < p.size() && (p[pi] == '?' || (p[pi] != '*' && eq(p[pi], t[ti])))) {
+      ++pi;
+      ++ti;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = ti;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1;
+      ti = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+std::string jsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n);
+  const bool neg = digits[0] == '-';
+  if (neg) digits.erase(0, 1);
+  std::string out;
+  const size_t len = digits.size();
+  for (size_t i = 0; i < len; ++i) {
+    out += digits[i];
+    if ((len - i - 1) % 3 == 0 && i + 1 < len) out += ',';
+  }
+  return neg ? "-" + out : out;
+}
+
+std::string approxCount(int64_t n) {
+  if (n < 100) return "about " + withCommas(n);
+  int64_t scale = 1;
+  while (n / scale >= 100) scale *= 10;
+  const int64_t rounded = static_cast<int64_t>(std::llround(static_cast<double>(n) / scale)) * scale;
+  return "about " + withCommas(rounded);
+}
+
+std::string quoteIdent(std::string_view name) {
+  bool plain = !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) {
+    plain = plain && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
+                      c == '_');
+  }
+  if (plain) return std::string(name);
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string displayName(std::string_view schema, std::string_view name) {
+  if (schema.empty()) return quoteIdent(name);
+  return quoteIdent(schema) + "." + quoteIdent(name);
+}
+
+std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group) {
+  std::vector<std::string> out;
+  if (!rel.schema.empty()) {
+    out.push_back(rel.schema + "." + rel.name);
+    return out;
+  }
+  bool catalog_listed = false;
+  for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
+  if (!catalog_listed && rel.name.rfind("pg_", 0) == 0) out.push_back("pg_catalog." + rel.name);
+  if (group.search_path.empty()) {
+    out.push_back("public." + rel.name);
+  } else {
+    for (const auto& s : group.search_path) {
+      if (s == "$user") continue;  // the server role's schema: not known here
+      out.push_back(s + "." + rel.name);
+    }
+  }
+  return out;
+}
+
+const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
+                            const GroupSettings& group, std::string* resolved) {
+  const std::vector<std::string> names = candidates(rel, group);
+  for (const auto& n : names) {
+    const size_t dot = n.find('.');
+    const TableStats* t = stats ? stats->find(std::string_view(n).substr(0, dot),
+                                              std::string_view(n).substr(dot + 1))
+                                : nullptr;
+    if (t) {
+      if (resolved) *resolved = n;
+      return t;
+    }
+  }
+  if (resolved) *resolved = names.empty() ? rel.name : names.front();
+  return nullptr;
+}
+
+std::string examplePredicate(std::string_view column, std::string_view type) {
+  const std::string col = quoteIdent(column);
+  const std::string t = lower(type);
+  if (t == "date") return col + " >= current_date - 7";
+  if (t.rfind("timestamp", 0) == 0) return col + " >= now() - interval '7 days'";
+  if (t == "smallint" || t == "integer" || t == "bigint" || t.rfind("numeric", 0) == 0 ||
+      t == "real" || t == "double precision" || t == "int2" || t == "int4" || t == "int8") {
+    return col + " = 42";
+  }
+  if (t == "boolean") return col + " = true";
+  if (t == "uuid") return col + " = '00000000-0000-0000-0000-000000000000'";
+  return col + " = 'value'";
+}
+
+std::string excerpt(std::string_view s, size_t max) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  if (out.size() <= max) return out;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  return out.substr(0, cut) + "...";
+}
+
+std::string_view statementText(std::string_view sql, const StatementInfo& st) {
+  const size_t begin = std::min<size_t>(static_cast<size_t>(std::max(st.location, 0)), sql.size());
+  const size_t len = std::min<size_t>(static_cast<size_t>(std::max(st.length, 0)), sql.size() - begin);
+  std::string_view t = sql.substr(begin, len);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.remove_suffix(1);
+  return t;
+}
+
+}  // namespace util
+}  // namespace pgwarden::guards

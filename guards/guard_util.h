@@ -1,0 +1,50 @@
+// Helpers the built-in guards share: name resolution against the group's search_path, table
+// statistics lookup, glob patterns, and the small text formatting reasons need. Internal to guards/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guards/analysis.h"
+#include "guards/guard.h"
+#include "guards/policy.h"
+
+namespace pgwarden::guards::util {
+
+std::string lower(std::string_view s);
+bool iequals(std::string_view a, std::string_view b);
+// Shell-style glob: '*' any run, '?' one character. Case-insensitive when `icase`.
+bool globMatch(std::string_view pattern, std::string_view text, bool icase);
+
+std::string jsonEscape(std::string_view s);
+std::string withCommas(int64_t n);
+// "about 1,000,000" style: two significant digits, for a person reading a reason.
+std::string approxCount(int64_t n);
+
+// An identifier as it would be written in SQL: bare when lower-case simple, else double-quoted.
+std::string quoteIdent(std::string_view name);
+// "schema.table" with quoting where needed (schema left out when empty).
+std::string displayName(std::string_view schema, std::string_view name);
+
+// The schema-qualified names an unqualified relation could resolve to, in the server's search
+// order: pg_catalog first for names starting with "pg_" (pg_catalog is searched implicitly before
+// the path), then each search_path schema ("public" when the group configures none). A qualified
+// relation has exactly one candidate.
+std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group);
+
+// The statistics of the table a relation most likely resolves to, with its resolved name.
+const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
+                            const GroupSettings& group, std::string* resolved);
+
+// An example condition on an indexed column of the given type, e.g. "ship_date >= current_date - 7".
+std::string examplePredicate(std::string_view column, std::string_view type);
+
+// The first `max` bytes of `s` on a UTF-8 boundary, with "..." when cut; whitespace collapsed.
+std::string excerpt(std::string_view s, size_t max);
+
+// The text of one statement (location/length applied), without surrounding whitespace.
+std::string_view statementText(std::string_view sql, const StatementInfo& st);
+
+}  // namespace pgwarden::guards::util

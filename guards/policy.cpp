@@ -1,0 +1,397 @@
+// The guard chain (PolicyGroup::evaluate and its plan half), operator reason overrides, the
+// `groups:` config parser, and the syntax-error denial.
+#include "guards/policy.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/config_util.h"
+#include "guards/builtin_guards.h"
+#include "guards/codes.h"
+#include "guards/guard.h"
+#include "guards/guard_util.h"
+#include "guards/plan.h"
+
+namespace pgwarden::guards {
+
+const char* actionName(Action a) {
+  switch (a) {
+    case Action::kAllow: return "allow";
+    case Action::kWarn: return "warn";
+    case Action::kDeny: return "deny";
+    case Action::kRewrite: return "rewrite";
+  }
+  return "allow";
+}
+
+const GuardRegistry& GuardRegistry::builtin() {
+  static const GuardRegistry registry = [] {
+    GuardRegistry r;
+    r.add("read_only", makeReadOnlyGuard);
+    r.add("functions", makeFunctionsGuard);
+    r.add("tables", makeTablesGuard);
+    r.add("multi_statement", makeMultiStatementGuard);
+    r.add("require_predicate", makeRequirePredicateGuard);
+    r.add("row_limit", makeRowLimitGuard);
+    r.add("cost_gate", makeCostGateGuard);
+    return r;
+  }();
+  return registry;
+}
+
+namespace {
+
+// Replaces {fact} placeholders with the verdict's facts; unknown ones stay as written.
+std::string substitute(const std::string& text, const Facts& facts, const std::string& subject) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '{') {
+      const size_t close = text.find('}', i + 1);
+      if (close != std::string::npos) {
+        const std::string key = text.substr(i + 1, close - i - 1);
+        const std::string* v = facts.text(key);
+        if (v) {
+          out += *v;
+          i = close + 1;
+          continue;
+        }
+        if (key == "subject") {
+          out += subject;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += text[i++];
+  }
+  return out;
+}
+
+// Applies non-overlapping edits (earlier-registered wins on overlap) to `text`, whose first byte
+// is at `base` in the coordinates the edits use.
+std::string applyEdits(std::string_view text, size_t base, std::vector<TextEdit> edits) {
+  std::vector<TextEdit> kept;
+  for (auto& e : edits) {
+    if (e.offset < base || e.offset + e.length > base + text.size()) continue;
+    bool clash = false;
+    for (const auto& k : kept) {
+      clash = clash || (e.offset < k.offset + k.length && k.offset < e.offset + e.length) ||
+              e.offset == k.offset;
+    }
+    if (!clash) kept.push_back(std::move(e));
+  }
+  std::sort(kept.begin(), kept.end(), [](const TextEdit& a, const TextEdit& b) { return a.offset > b.offset; });
+  std::string out(text);
+  for (const auto& e : kept) out.replace(e.offset - base, e.length, e.replacement);
+  return out;
+}
+
+std::vector<std::string> protectedFor(const std::vector<std::string>& search_path) {
+  std::vector<std::string> out = defaultProtectedSettings();
+  if (!search_path.empty()) out.push_back("search_path");
+  return out;
+}
+
+}  // namespace
+
+PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> guards,
+                         std::vector<std::string> search_path, ReasonOverrides reasons)
+    : name_(std::move(name)),
+      guards_(std::move(guards)),
+      search_path_(std::move(search_path)),
+      reasons_(std::move(reasons)),
+      settings_(std::make_unique<GroupSettings>(GroupSettings{name_, search_path_, protectedFor(search_path_)})) {}
+
+PolicyGroup::~PolicyGroup() = default;
+
+Verdict PolicyGroup::finalize(const Guard& guard, GuardResult r) const {
+  Verdict v;
+  v.guard = std::string(guard.kind());
+  v.action = r.action;
+  if (v.action == Action::kDeny && guard.warnOnly()) v.action = Action::kWarn;
+  v.code = r.code;
+  v.sqlstate = v.action == Action::kDeny
+                   ? (r.sqlstate.empty() ? std::string(codes::sqlstateFor(r.code)) : r.sqlstate)
+                   : std::string(codes::kSqlstateWarning);
+  v.message = std::move(r.message);
+  if (auto code = reasons_.find(r.code); code != reasons_.end()) {
+    auto it = code->second.find(r.subject);
+    if (it == code->second.end()) it = code->second.find("*");
+    if (it != code->second.end()) v.message = substitute(it->second, r.facts, r.subject);
+  }
+  v.detail = r.facts.json(r.code);
+  v.hint = std::move(r.hint);
+  return v;
+}
+
+Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                               const TableStatsSnapshot* stats) const {
+  Decision d;
+  if (!analysis.ok) {
+    d.denied = true;
+    d.deny = syntaxErrorVerdict(analysis, sql);
+    d.actions.push_back(d.deny);
+    return d;
+  }
+  const GuardInput in{analysis, sql, ctx, stats, *settings_};
+  std::vector<TextEdit> edits;
+  int64_t max_rows = -1;
+  const Guard* cap_guard = nullptr;
+  GuardResult cap_result;
+
+  for (size_t i = 0; i < guards_.size(); ++i) {
+    const Guard& g = *guards_[i];
+    // Returns true when the chain must stop (a deny).
+    auto take = [&](GuardResult r) {
+      if (r.wants_plan && std::find(d.plan_guards.begin(), d.plan_guards.end(), i) == d.plan_guards.end()) {
+        d.plan_guards.push_back(i);
+      }
+      for (auto& e : r.edits) edits.push_back(std::move(e));
+      r.edits.clear();
+      if (r.max_rows >= 0 && (max_rows < 0 || r.max_rows < max_rows)) {
+        max_rows = r.max_rows;
+        cap_guard = &g;
+        cap_result.truncation_notice = r.truncation_notice;
+        cap_result.hint = r.hint;
+      }
+      if (r.action == Action::kAllow) return false;
+      Verdict v = finalize(g, std::move(r));
+      d.actions.push_back(v);
+      if (v.action == Action::kDeny) {
+        d.denied = true;
+        d.deny = std::move(v);
+        return true;
+      }
+      if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
+      return false;
+    };
+    if (take(g.checkText(in))) break;
+    bool stop = false;
+    for (const auto& st : analysis.statements) {
+      if ((stop = take(g.checkStatement(in, st)))) break;
+    }
+    if (stop) break;
+  }
+  if (d.denied) {
+    d.plan_guards.clear();
+    return d;
+  }
+
+  if (!edits.empty()) d.rewritten_sql = applyEdits(sql, 0, edits);
+  if (max_rows >= 0) {
+    d.max_rows = max_rows;
+    d.truncation_notice = cap_result.truncation_notice;
+    Verdict& t = d.truncation;
+    t.guard = std::string(cap_guard->kind());
+    t.action = Action::kWarn;
+    t.code = std::string(codes::kRowsTruncated);
+    t.sqlstate = std::string(codes::kSqlstateWarning);
+    t.message = cap_result.truncation_notice;
+    Facts facts;
+    facts.add("max_rows", max_rows).add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    if (auto code = reasons_.find(codes::kRowsTruncated); code != reasons_.end()) {
+      if (auto it = code->second.find("*"); it != code->second.end()) t.message = substitute(it->second, facts, "");
+    }
+    t.detail = facts.json(codes::kRowsTruncated);
+    t.hint = cap_result.hint;
+  }
+  if (!d.plan_guards.empty() && analysis.statements.size() == 1) {
+    const StatementInfo& st = analysis.statements.front();
+    const size_t begin = static_cast<size_t>(std::max(st.location, 0));
+    const size_t len = std::min(static_cast<size_t>(std::max(st.length, 0)), sql.size() - begin);
+    d.explain_sql = "EXPLAIN (FORMAT JSON) " + applyEdits(sql.substr(begin, len), begin, edits);
+    d.explain_needs_params = st.max_param > 0;
+  } else {
+    d.plan_guards.clear();
+  }
+  return d;
+}
+
+Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view plan_json,
+                                   const TableStatsSnapshot* stats) const {
+  auto plan = parsePlanJson(plan_json);
+  if (!plan.ok()) return planUnavailable(pending);
+  Decision d = pending;
+  d.explain_sql.reset();
+  d.explain_needs_params = false;
+  const PlanInput in{*plan, stats, *settings_};
+  for (size_t i : pending.plan_guards) {
+    if (i >= guards_.size()) continue;
+    GuardResult r = guards_[i]->checkPlan(in);
+    if (r.action == Action::kAllow) continue;
+    Verdict v = finalize(*guards_[i], std::move(r));
+    d.actions.push_back(v);
+    if (v.action == Action::kDeny) {
+      d.denied = true;
+      d.deny = std::move(v);
+      d.rewritten_sql.reset();
+      d.max_rows = -1;
+      d.truncation_notice.clear();
+      d.truncation = Verdict{};
+      break;
+    }
+    if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
+  }
+  d.plan_guards.clear();
+  return d;
+}
+
+Decision PolicyGroup::planUnavailable(const Decision& pending) const {
+  Decision d = pending;
+  d.explain_sql.reset();
+  d.explain_needs_params = false;
+  for (size_t i : pending.plan_guards) {
+    if (i >= guards_.size()) continue;
+    GuardResult r = guards_[i]->planUnavailable();
+    if (r.action == Action::kAllow) continue;
+    Verdict v = finalize(*guards_[i], std::move(r));
+    d.actions.push_back(v);
+    if (v.action == Action::kDeny) {
+      d.denied = true;
+      d.deny = std::move(v);
+      d.rewritten_sql.reset();
+      d.max_rows = -1;
+      d.truncation_notice.clear();
+      d.truncation = Verdict{};
+      break;
+    }
+    if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
+  }
+  d.plan_guards.clear();
+  return d;
+}
+
+Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql) {
+  Verdict v;
+  v.guard = "parser";
+  v.action = Action::kDeny;
+  v.code = std::string(codes::kSyntaxError);
+  v.sqlstate = std::string(codes::kSqlstateSyntax);
+  v.message = analysis.error.empty() ? "syntax error" : analysis.error;
+  v.position = analysis.error_position;
+  Facts facts;
+  std::string next = "fix the SQL and send it again";
+  if (analysis.error_position > 0) {
+    facts.add("position", static_cast<int64_t>(analysis.error_position));
+    next = "fix the SQL near position " + std::to_string(analysis.error_position) + " and send it again";
+  }
+  facts.add("next_step", next);
+  v.detail = facts.json(codes::kSyntaxError);
+  if (analysis.error_position > 0 && !sql.empty()) {
+    // The position counts characters; step over UTF-8 continuation bytes to find the byte.
+    size_t byte = 0;
+    int chars = 1;
+    while (byte < sql.size() && chars < analysis.error_position) {
+      ++byte;
+      while (byte < sql.size() && (static_cast<unsigned char>(sql[byte]) & 0xC0) == 0x80) ++byte;
+      ++chars;
+    }
+    size_t from = byte > 30 ? byte - 30 : 0;
+    while (from < byte && (static_cast<unsigned char>(sql[from]) & 0xC0) == 0x80) ++from;
+    v.hint = "The error is near: " + util::excerpt(sql.substr(from, std::min<size_t>(60, sql.size() - from)), 60);
+  }
+  return v;
+}
+
+// ---- config ----
+
+namespace {
+
+bool validCode(const std::string& code) {
+  if (code.empty() || !std::isupper(static_cast<unsigned char>(code[0]))) return false;
+  for (char c : code) {
+    if (!std::isupper(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+ReasonOverrides parseReasons(const YAML::Node& node, const std::string& path,
+                             const std::vector<std::unique_ptr<Guard>>& guards) {
+  ReasonOverrides out;
+  if (!node.IsDefined() || node.IsNull()) return out;
+  config::requireMap(node, path);
+  std::vector<std::string_view> known;
+  bool any_code = false;
+  for (const auto& g : guards) {
+    for (auto c : g->codes()) {
+      any_code = any_code || c == "*";
+      known.push_back(c);
+    }
+  }
+  for (const auto& kv : node) {
+    const std::string code = kv.first.as<std::string>();
+    const std::string key = path + "." + code;
+    if (!validCode(code)) config::fail(kv.first, key, "reason codes are upper case, like MISSING_PREDICATE");
+    if (!any_code && std::find(known.begin(), known.end(), code) == known.end()) {
+      std::string list;
+      for (auto c : known) list += (list.empty() ? "" : ", ") + std::string(c);
+      config::fail(kv.first, key, "no guard of this group answers with " + code + " (codes here: " + list + ")");
+    }
+    if (kv.second.IsScalar()) {
+      out[code]["*"] = kv.second.as<std::string>();
+    } else if (kv.second.IsMap()) {
+      for (const auto& t : kv.second) {
+        const std::string table = t.first.as<std::string>();
+        if (!t.second.IsScalar()) config::fail(t.second, key + "." + table, "expected a message string");
+        out[code][table] = t.second.as<std::string>();
+      }
+    } else {
+      config::fail(kv.second, key, "expected a message, or a map of table -> message");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PolicyMap parsePolicyGroups(const YAML::Node& groups) {
+  return parsePolicyGroups(groups, GuardRegistry::builtin());
+}
+
+PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& registry) {
+  PolicyMap out;
+  config::requireMap(groups, "groups");
+  for (const auto& kv : groups) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string path = "groups." + name;
+    const YAML::Node node = kv.second;
+    config::checkKeys(node, path, {"search_path", "reasons", "guards"});
+    std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
+    const GroupSettings settings{name, search_path, protectedFor(search_path)};
+
+    std::vector<std::unique_ptr<Guard>> chain;
+    const YAML::Node list = node["guards"];
+    if (list.IsDefined() && !list.IsNull()) {
+      config::requireSequence(list, path + ".guards");
+      for (size_t i = 0; i < list.size(); ++i) {
+        const YAML::Node g = list[i];
+        const std::string gpath = path + ".guards[" + std::to_string(i) + "]";
+        config::requireMap(g, gpath);
+        const auto kind = config::getOptionalString(g, gpath, "kind");
+        if (!kind) config::fail(g, gpath + ".kind", "every guard needs a kind");
+        const GuardFactory* factory = registry.find(*kind);
+        if (!factory) {
+          std::string known;
+          for (const auto& k : registry.kinds()) known += (known.empty() ? "" : ", ") + k;
+          config::fail(g["kind"], gpath + ".kind", "unknown guard kind '" + *kind + "' (known: " + known + ")");
+        }
+        const std::string action = config::getString(g, gpath, "action", "deny");
+        if (action != "deny" && action != "warn") {
+          config::fail(g["action"], gpath + ".action", "expected deny or warn, got '" + action + "'");
+        }
+        std::unique_ptr<Guard> guard = (*factory)(g, gpath, settings);
+        guard->setWarnOnly(action == "warn");
+        chain.push_back(std::move(guard));
+      }
+    }
+    ReasonOverrides reasons = parseReasons(node["reasons"], path + ".reasons", chain);
+    out[name] = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path), std::move(reasons));
+  }
+  return out;
+}
+
+}  // namespace pgwarden::guards

@@ -1,0 +1,94 @@
+// The catalog snapshot require_predicate and cost_gate read: estimated rows and the leading
+// columns of each table's indexes. The daemon runs catalogQuery() on its own connection at
+// start-up and on a timer; guards only ever see an immutable snapshot.
+#include <charconv>
+
+#include "guards/guard_util.h"
+#include "guards/policy.h"
+
+namespace pgwarden::guards {
+
+const char* TableStatsSnapshot::catalogQuery() {
+  // Row estimates: the planner's own rule. reltuples/relpages scaled to the current size when
+  // both are known; for a table never vacuumed or analysed (reltuples < 0, relpages 0) the size
+  // on disk at an assumed 60 rows per page, so a freshly loaded big table still counts as big.
+  // Index columns: the first key column of every valid index, btree first, then primary and
+  // unique indexes.
+  return "SELECT n.nspname, c.relname,"
+         " greatest(CASE"
+         "   WHEN c.reltuples > 0 AND c.relpages > 0 THEN c.reltuples / c.relpages *"
+         "     greatest(sz.pages, c.relpages)"
+         "   WHEN c.reltuples > 0 THEN c.reltuples"
+         "   ELSE sz.pages * 60 END, 0)::bigint::text,"
+         " coalesce(ix.cols, ''), coalesce(ix.types, '')"
+         " FROM pg_catalog.pg_class c"
+         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+         " CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind IN ('r', 'm')"
+         "   THEN pg_catalog.pg_relation_size(c.oid) / current_setting('block_size')::bigint"
+         "   ELSE 0 END AS pages) sz"
+         " LEFT JOIN LATERAL ("
+         "   SELECT string_agg(a.attname::text, ',' ORDER BY am.amname <> 'btree',"
+         "       i.indisprimary DESC, i.indisunique DESC, a.attnum) AS cols,"
+         "     string_agg(pg_catalog.format_type(a.atttypid, NULL), ',' ORDER BY am.amname <> 'btree',"
+         "       i.indisprimary DESC, i.indisunique DESC, a.attnum) AS types"
+         "   FROM pg_catalog.pg_index i"
+         "   JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid"
+         "   JOIN pg_catalog.pg_am am ON am.oid = ic.relam"
+         "   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+         "   WHERE i.indrelid = c.oid AND i.indkey[0] <> 0 AND i.indisvalid) ix ON true"
+         " WHERE c.relkind IN ('r', 'p', 'm', 'f')"
+         " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+         " AND n.nspname !~ '^pg_(toast|temp_)'";
+}
+
+namespace {
+
+std::vector<std::string> splitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
+    const std::vector<std::vector<std::string>>& rows) {
+  auto snap = std::make_shared<TableStatsSnapshot>();
+  for (const auto& row : rows) {
+    if (row.size() < 4 || row[0].empty() || row[1].empty()) continue;
+    int64_t n = 0;
+    const auto& t = row[2];
+    const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+    if (ec != std::errc() || ptr != t.data() + t.size() || n < 0) continue;
+    TableStats stats;
+    stats.estimated_rows = n;
+    const std::vector<std::string> cols = splitCommas(row[3]);
+    const std::vector<std::string> types = row.size() >= 5 ? splitCommas(row[4]) : std::vector<std::string>{};
+    for (size_t i = 0; i < cols.size(); ++i) {
+      bool seen = false;
+      for (const auto& c : stats.indexed_columns) seen = seen || c == cols[i];
+      if (seen || cols[i].empty()) continue;
+      stats.indexed_columns.push_back(cols[i]);
+      stats.indexed_column_types.push_back(i < types.size() ? types[i] : "");
+    }
+    snap->tables_[row[0] + "." + row[1]] = std::move(stats);
+  }
+  return snap;
+}
+
+const TableStats* TableStatsSnapshot::find(std::string_view schema, std::string_view table) const {
+  std::string key;
+  key.reserve(schema.size() + table.size() + 1);
+  key.append(schema).append(".").append(table);
+  auto it = tables_.find(key);
+  return it == tables_.end() ? nullptr : &it->second;
+}
+
+}  // namespace pgwarden::guards
