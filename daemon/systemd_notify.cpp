@@ -3,22 +3,22 @@
 // See systemd_notify.h for the contract each call keeps.
 #include "daemon/systemd_notify.h"
 
-#include <spdlog/details/log_msg.h>
-#include <spdlog/sinks/base_sink.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <spdlog/details/log_msg.h>
+#include <spdlog/sinks/base_sink.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <cstddef>
 #include <cstring>
 #include <mutex>
 
@@ -126,7 +126,8 @@ Result<std::vector<InheritedSocket>> listenFds() {
   char** names = nullptr;
   // unset_environment=1: the variables describe this process only; a child must not take them.
   int n = sd_listen_fds_with_names(1, &names);
-  if (n < 0) return Result<std::vector<InheritedSocket>>::fail("sd_listen_fds failed: " + errnoText(n));
+  if (n < 0)
+    return Result<std::vector<InheritedSocket>>::fail("sd_listen_fds failed: " + errnoText(n));
   std::vector<InheritedSocket> sockets;
   std::string error;
   for (int i = 0; i < n; ++i) {
@@ -161,7 +162,7 @@ bool stderrIsJournal() {
   uintmax_t dev = 0;
   uintmax_t ino = 0;
   if (std::sscanf(env, "%ju:%ju", &dev, &ino) != 2) return false;
-  struct stat st{};
+  struct stat st {};
   if (fstat(STDERR_FILENO, &st) != 0) return false;
   return static_cast<uintmax_t>(st.st_dev) == dev && static_cast<uintmax_t>(st.st_ino) == ino;
 }

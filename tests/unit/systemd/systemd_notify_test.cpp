@@ -1,6 +1,8 @@
 // The systemd integration spoken to as systemd would: a real datagram socket stands in for
 // $NOTIFY_SOCKET, real listening sockets are passed as descriptors 3 and up, and the stderr sink
 // writes to a real file whose device and inode play the journal's stream.
+#include "daemon/systemd_notify.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,13 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <regex>
 #include <string>
-
-#include "daemon/systemd_notify.h"
+#include <string_view>
 
 namespace pgwarden::daemon {
 namespace {
@@ -28,6 +30,25 @@ uint64_t monotonicUsec() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+// std::regex is avoided here: GCC 12 warns inside it under -fsanitize, and the sanitizer build
+// treats warnings as errors. `shape` is a template where 'd' stands for any digit.
+bool matchesShape(std::string_view text, std::string_view shape) {
+  if (text.size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(text[i]))
+                        : text[i] != shape[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool allDigits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
 }
 
 void clearSystemdEnv() {
@@ -112,10 +133,11 @@ TEST_F(SystemdNotifyTest, LifecycleMessagesArriveInOrder) {
   EXPECT_EQ(listener_.next(), "READY=1");
   auto reload = listener_.next();
   ASSERT_TRUE(reload.has_value());
-  std::smatch m;
-  ASSERT_TRUE(std::regex_match(*reload, m, std::regex("RELOADING=1\nMONOTONIC_USEC=([0-9]+)")))
-      << *reload;
-  const uint64_t stamp = std::stoull(m[1].str());
+  const std::string prefix = "RELOADING=1\nMONOTONIC_USEC=";
+  ASSERT_EQ(reload->rfind(prefix, 0), 0u) << *reload;
+  const std::string digits = reload->substr(prefix.size());
+  ASSERT_TRUE(allDigits(digits)) << *reload;
+  const uint64_t stamp = std::stoull(digits);
   EXPECT_GE(stamp, before);
   EXPECT_LE(stamp, after);
   EXPECT_EQ(listener_.next(), "READY=1");
@@ -283,7 +305,7 @@ class LogFile {
   }
   int fd() const { return fd_; }
   std::string journalStream() const {
-    struct stat st{};
+    struct stat st {};
     fstat(fd_, &st);
     return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
   }
@@ -324,7 +346,7 @@ TEST(SystemdJournal, StderrIsJournalOnlyWhenDeviceAndInodeMatch) {
   EXPECT_FALSE(stderrIsJournal());
   setenv("JOURNAL_STREAM", file.journalStream().c_str(), 1);
   EXPECT_TRUE(stderrIsJournal());
-  struct stat st{};
+  struct stat st {};
   fstat(file.fd(), &st);
   std::string other = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1);
   setenv("JOURNAL_STREAM", other.c_str(), 1);
@@ -345,8 +367,7 @@ TEST(SystemdJournal, JournalLinesCarrySyslogPrioritiesAndNoTimestamp) {
   logger.error("e");
   logger.critical("c");
   logger.error("first line\nsecond line");
-  EXPECT_EQ(file.contents(),
-            "<7>t\n<7>d\n<6>i\n<4>w\n<3>e\n<2>c\n<3>first line\n<3>second line\n");
+  EXPECT_EQ(file.contents(), "<7>t\n<7>d\n<6>i\n<4>w\n<3>e\n<2>c\n<3>first line\n<3>second line\n");
 }
 
 TEST(SystemdJournal, ConsoleLinesAreTimestampedWithoutPriorityPrefix) {
@@ -354,9 +375,7 @@ TEST(SystemdJournal, ConsoleLinesAreTimestampedWithoutPriorityPrefix) {
   spdlog::logger logger("test", makeStderrSink(file.fd(), /*journal=*/false));
   logger.warn("upstream unreachable");
   const std::string out = file.contents();
-  EXPECT_TRUE(std::regex_match(
-      out, std::regex(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[warning\] upstream unreachable\n)")))
-      << out;
+  EXPECT_TRUE(matchesShape(out, "dddd-dd-dd dd:dd:dd.ddd [warning] upstream unreachable\n")) << out;
 }
 
 TEST(SystemdJournal, DefaultSinkFollowsJournalStream) {
