@@ -74,9 +74,15 @@ struct GuardResult {
   std::string truncation_notice;
   // cost_gate: the statement must be planned (EXPLAIN) before it may run.
   bool wants_plan = false;
+  // http_webhook: the chain pauses here until the daemon has POSTed webhook_body to the guard's
+  // service; PolicyGroup::resumeWebhook hands the answer to checkWebhookAnswer and goes on.
+  bool wants_webhook = false;
+  std::string webhook_body;
 
   static GuardResult allow() { return {}; }
-  bool objects() const { return action != Action::kAllow || wants_plan || !edits.empty() || max_rows >= 0; }
+  bool objects() const {
+    return action != Action::kAllow || wants_plan || wants_webhook || !edits.empty() || max_rows >= 0;
+  }
 };
 
 // Everything a guard may read while checking one text. The analysis is the cached one.
@@ -136,6 +142,12 @@ class Guard {
   // Called by PolicyGroup::planUnavailable for guards that set wants_plan: what to do when no
   // plan could be had (deny with PLAN_UNAVAILABLE, or allow).
   virtual GuardResult planUnavailable() const { return {}; }
+  // Called by PolicyGroup::resumeWebhook for a guard that set wants_webhook: the service's answer
+  // (or why there is none) becomes this guard's verdict.
+  virtual GuardResult checkWebhookAnswer(const WebhookOutcome& outcome) const {
+    (void)outcome;
+    return {};
+  }
   // `action: warn` in config turns this guard's denials into warnings (a dry run).
   bool warnOnly() const { return warn_only_; }
   void setWarnOnly(bool w) { warn_only_ = w; }

@@ -126,6 +126,19 @@ Verdict PolicyGroup::finalize(const Guard& guard, GuardResult r) const {
   return v;
 }
 
+// Where the chain is: the guard (and, inside it, the statement) to run next, and what the guards
+// before it asked for. A paused decision keeps it so the chain can go on where it stopped.
+struct ChainState {
+  size_t guard = 0;
+  size_t statement = 0;        // next statement of `guard` to check
+  bool text_done = false;      // `guard`'s checkText already ran
+  std::vector<TextEdit> edits;
+  int64_t max_rows = -1;
+  size_t cap_guard = 0;
+  std::string cap_notice;
+  std::string cap_hint;
+};
+
 Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                                const TableStatsSnapshot* stats) const {
   Decision d;
@@ -135,26 +148,32 @@ Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, c
     d.actions.push_back(d.deny);
     return d;
   }
-  const GuardInput in{analysis, sql, ctx, stats, *settings_};
-  std::vector<TextEdit> edits;
-  int64_t max_rows = -1;
-  const Guard* cap_guard = nullptr;
-  GuardResult cap_result;
+  return runChain(analysis, sql, ctx, stats, std::move(d), ChainState{});
+}
 
-  for (size_t i = 0; i < guards_.size(); ++i) {
+Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                               const TableStatsSnapshot* stats, Decision d, ChainState st) const {
+  const GuardInput in{analysis, sql, ctx, stats, *settings_};
+
+  for (; st.guard < guards_.size(); ++st.guard, st.statement = 0, st.text_done = false) {
+    const size_t i = st.guard;
     const Guard& g = *guards_[i];
-    // Returns true when the chain must stop (a deny).
+    // Returns true when the chain must stop (a deny, or a pause for a webhook).
     auto take = [&](GuardResult r) {
       if (r.wants_plan && std::find(d.plan_guards.begin(), d.plan_guards.end(), i) == d.plan_guards.end()) {
         d.plan_guards.push_back(i);
       }
-      for (auto& e : r.edits) edits.push_back(std::move(e));
+      for (auto& e : r.edits) st.edits.push_back(std::move(e));
       r.edits.clear();
-      if (r.max_rows >= 0 && (max_rows < 0 || r.max_rows < max_rows)) {
-        max_rows = r.max_rows;
-        cap_guard = &g;
-        cap_result.truncation_notice = r.truncation_notice;
-        cap_result.hint = r.hint;
+      if (r.max_rows >= 0 && (st.max_rows < 0 || r.max_rows < st.max_rows)) {
+        st.max_rows = r.max_rows;
+        st.cap_guard = i;
+        st.cap_notice = r.truncation_notice;
+        st.cap_hint = r.hint;
+      }
+      if (r.wants_webhook && r.action == Action::kAllow) {
+        d.webhook = Decision::WebhookCall{i, std::move(r.webhook_body), nullptr};
+        return true;
       }
       if (r.action == Action::kAllow) return false;
       Verdict v = finalize(g, std::move(r));
@@ -167,46 +186,92 @@ Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, c
       if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
       return false;
     };
-    if (take(g.checkText(in))) break;
+    if (!st.text_done) {
+      st.text_done = true;
+      if (take(g.checkText(in))) break;
+    }
     bool stop = false;
-    for (const auto& st : analysis.statements) {
-      if ((stop = take(g.checkStatement(in, st)))) break;
+    while (st.statement < analysis.statements.size()) {
+      const auto& stmt = analysis.statements[st.statement++];
+      if ((stop = take(g.checkStatement(in, stmt)))) break;
     }
     if (stop) break;
+  }
+  if (d.webhook) {
+    // Paused: the rest of the chain (and the plan, rewrite and cap) waits for the answer.
+    d.webhook->state = std::make_shared<const ChainState>(std::move(st));
+    return d;
   }
   if (d.denied) {
     d.plan_guards.clear();
     return d;
   }
 
-  if (!edits.empty()) d.rewritten_sql = applyEdits(sql, 0, edits);
-  if (max_rows >= 0) {
-    d.max_rows = max_rows;
-    d.truncation_notice = cap_result.truncation_notice;
+  if (!st.edits.empty()) d.rewritten_sql = applyEdits(sql, 0, st.edits);
+  if (st.max_rows >= 0) {
+    d.max_rows = st.max_rows;
+    d.truncation_notice = st.cap_notice;
     Verdict& t = d.truncation;
-    t.guard = std::string(cap_guard->kind());
+    t.guard = std::string(guards_[st.cap_guard]->kind());
     t.action = Action::kWarn;
     t.code = std::string(codes::kRowsTruncated);
     t.sqlstate = std::string(codes::kSqlstateWarning);
-    t.message = cap_result.truncation_notice;
+    t.message = st.cap_notice;
     Facts facts;
-    facts.add("max_rows", max_rows).add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    facts.add("max_rows", st.max_rows).add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
     if (auto code = reasons_.find(codes::kRowsTruncated); code != reasons_.end()) {
       if (auto it = code->second.find("*"); it != code->second.end()) t.message = substitute(it->second, facts, "");
     }
     t.detail = facts.json(codes::kRowsTruncated);
-    t.hint = cap_result.hint;
+    t.hint = st.cap_hint;
   }
   if (!d.plan_guards.empty() && analysis.statements.size() == 1) {
-    const StatementInfo& st = analysis.statements.front();
-    const size_t begin = static_cast<size_t>(std::max(st.location, 0));
-    const size_t len = std::min(static_cast<size_t>(std::max(st.length, 0)), sql.size() - begin);
-    d.explain_sql = "EXPLAIN (FORMAT JSON) " + applyEdits(sql.substr(begin, len), begin, edits);
-    d.explain_needs_params = st.max_param > 0;
+    const StatementInfo& stmt = analysis.statements.front();
+    const size_t begin = static_cast<size_t>(std::max(stmt.location, 0));
+    const size_t len = std::min(static_cast<size_t>(std::max(stmt.length, 0)), sql.size() - begin);
+    d.explain_sql = "EXPLAIN (FORMAT JSON) " + applyEdits(sql.substr(begin, len), begin, st.edits);
+    d.explain_needs_params = stmt.max_param > 0;
   } else {
     d.plan_guards.clear();
   }
   return d;
+}
+
+Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcome& outcome,
+                                    const Analysis& analysis, std::string_view sql,
+                                    const RequestContext& ctx, const TableStatsSnapshot* stats) const {
+  if (!pending.webhook || !pending.webhook->state || pending.webhook->guard >= guards_.size()) return pending;
+  Decision d = pending;
+  const size_t i = d.webhook->guard;
+  ChainState st = *d.webhook->state;
+  d.webhook.reset();
+  GuardResult r = guards_[i]->checkWebhookAnswer(outcome);
+  r.wants_webhook = false;  // one call per guard and text: an answer cannot ask again
+  for (auto& e : r.edits) st.edits.push_back(std::move(e));
+  r.edits.clear();
+  if (r.action != Action::kAllow) {
+    Verdict v = finalize(*guards_[i], std::move(r));
+    d.actions.push_back(v);
+    if (v.action == Action::kDeny) {
+      d.denied = true;
+      d.deny = std::move(v);
+      d.plan_guards.clear();
+      return d;
+    }
+    if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
+  }
+  return runChain(analysis, sql, ctx, stats, std::move(d), std::move(st));
+}
+
+Verdict PolicyGroup::render(size_t index, GuardResult r) const {
+  if (index >= guards_.size()) {
+    Verdict v;
+    v.action = r.action;
+    v.code = r.code;
+    v.message = r.message;
+    return v;
+  }
+  return finalize(*guards_[index], std::move(r));
 }
 
 Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view plan_json,

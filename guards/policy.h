@@ -19,6 +19,8 @@
 namespace pgwarden::guards {
 
 struct GuardResult;
+struct ChainState;     // where a paused chain stopped (policy.cpp)
+class BudgetLedger;    // per-conversation budget state (guards/budget.h)
 
 enum class Action { kAllow, kWarn, kDeny, kRewrite };
 const char* actionName(Action a);
@@ -59,6 +61,26 @@ struct Decision {
   bool explain_needs_params = false;
   // Chain positions of the guards waiting for the plan (read by evaluatePlan).
   std::vector<size_t> plan_guards;
+
+  // http_webhook: when set, the chain is paused at guard `guard` (a guards/webhook_guard.h
+  // WebhookGuard). The daemon POSTs `body` to that guard's service without blocking and calls
+  // PolicyGroup::resumeWebhook() with the outcome; the statement waits until then.
+  struct WebhookCall {
+    size_t guard = 0;
+    std::string body;
+    std::shared_ptr<const ChainState> state;
+  };
+  std::optional<WebhookCall> webhook;
+};
+
+// An HTTP policy service's answer, or why there is none. `error` is for the log only.
+struct WebhookOutcome {
+  enum class Status { kOk, kTimeout, kTransport, kHttpError, kOverloaded, kCancelled };
+  Status status = Status::kTransport;
+  long http_status = 0;
+  std::string body;
+  std::string error;
+  int attempts = 0;
 };
 
 // What the catalog says about tables, refreshed by the daemon on its own server connection.
@@ -93,6 +115,10 @@ struct RequestContext {
   std::string_view application_name;
   std::string_view client_addr;
   bool extended = false;  // came through Parse rather than Query
+  // Budgets: the session (the conversation when no conversation_id is known) and the loop's
+  // ledger; a null ledger means no budget state is available and budget guards pass.
+  uint64_t session_id = 0;
+  const BudgetLedger* budgets = nullptr;
 };
 
 class Guard;  // defined in guards/guard.h
@@ -129,8 +155,21 @@ class PolicyGroup {
   // The EXPLAIN could not run (timeout, lost connection): applies the gate's fail_behavior.
   Decision planUnavailable(const Decision& pending) const;
 
+  // Second half of a decision that set `webhook`: the outcome becomes the paused guard's verdict
+  // and the chain goes on at the next guard (it may pause again, or set explain_sql). Pass the
+  // same text, analysis, context and statistics as to evaluate().
+  Decision resumeWebhook(const Decision& pending, const WebhookOutcome& outcome, const Analysis& analysis,
+                         std::string_view sql, const RequestContext& ctx,
+                         const TableStatsSnapshot* stats) const;
+
+  // A verdict for guard `index` reached outside the chain (a budget checked when the statement
+  // runs), with the group's reason overrides applied as for any other verdict.
+  Verdict render(size_t index, GuardResult r) const;
+
  private:
   Verdict finalize(const Guard& guard, GuardResult r) const;
+  Decision runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                    const TableStatsSnapshot* stats, Decision d, ChainState st) const;
   std::string name_;
   std::vector<std::unique_ptr<Guard>> guards_;
   std::vector<std::string> search_path_;
