@@ -1,0 +1,445 @@
+// The HTTP endpoint on a real libuv loop (its own thread) driven through real sockets: routes,
+// status codes, HEAD, auth, garbage, oversized and slow clients, the client cap, 1,000 requests
+// in a row without growth, and a clean close.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "test_util.h"
+
+namespace pgwarden::daemon::metrics {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LoopServer;
+
+HttpServerOptions testOptions() {
+  HttpServerOptions o;
+  o.listen = "127.0.0.1:0";
+  return o;
+}
+
+// Polls `pred` for up to `limit`.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 3000ms) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+TEST(HttpServer, MetricsServesTheTextFormat) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started()) << s.startError();
+  s.metrics().client_connections_accepted.inc(17);
+  auto r = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(r->headers["content-length"], std::to_string(r->body.size()));
+  EXPECT_EQ(r->headers["connection"], "close");
+  EXPECT_NE(r->body.find("# TYPE pgwarden_statements_total counter\n"), std::string::npos);
+  EXPECT_NE(r->body.find("\npgwarden_client_connections_accepted_total 17\n"), std::string::npos);
+  EXPECT_EQ(r->body.find("# EOF"), std::string::npos);
+  EXPECT_EQ(s.metrics().http_scrapes.with({"text"}).value(), 1u);
+  EXPECT_EQ(s.metrics().http_requests.with({"metrics", "200"}).value(), 1u);
+}
+
+TEST(HttpServer, MetricsServesTextEvenWhenOpenMetricsIsAskedUnlessEnabled) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  auto r = testing::get(s.port(), "/metrics", {"Accept: application/openmetrics-text"});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(r->body.find("# EOF"), std::string::npos);
+}
+
+TEST(HttpServer, MetricsServesOpenMetricsWhenEnabledAndAsked) {
+  HttpServerOptions o = testOptions();
+  o.openmetrics = true;
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  auto text = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(text->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  auto r = testing::get(s.port(), "/metrics",
+                        {"Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5"});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->headers["content-type"],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  ASSERT_GE(r->body.size(), 6u);
+  EXPECT_EQ(r->body.substr(r->body.size() - 6), "# EOF\n");
+  EXPECT_NE(r->body.find("# TYPE pgwarden_statements counter\n"), std::string::npos);
+  EXPECT_EQ(s.metrics().http_scrapes.with({"openmetrics"}).value(), 1u);
+}
+
+TEST(HttpServer, HealthzIsOk) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  auto r = testing::get(s.port(), "/healthz");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->body, "ok\n");
+}
+
+TEST(HttpServer, ReadyzFollowsTheReadinessCallback) {
+  std::atomic<bool> ready{false};
+  LoopServer s(testOptions(), [&] {
+    return ready.load() ? Readiness{true, ""} : Readiness{false, "upstream unreachable"};
+  });
+  ASSERT_TRUE(s.started());
+  auto down = testing::get(s.port(), "/readyz");
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->code, 503);
+  EXPECT_EQ(down->body, "upstream unreachable\n");
+  ready = true;
+  auto up = testing::get(s.port(), "/readyz");
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->code, 200);
+  EXPECT_EQ(up->body, "ready\n");
+  EXPECT_EQ(s.metrics().http_requests.with({"readyz", "503"}).value(), 1u);
+  EXPECT_EQ(s.metrics().http_requests.with({"readyz", "200"}).value(), 1u);
+}
+
+TEST(HttpServer, UnknownPathsAre404) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  for (const char* path : {"/", "/metrics/", "/metricsx", "/debug/pprof", "/healthz/x"}) {
+    auto r = testing::get(s.port(), path);
+    ASSERT_TRUE(r.has_value()) << path;
+    EXPECT_EQ(r->code, 404) << path;
+  }
+  auto q = testing::get(s.port(), "/healthz?verbose=1");  // a query string does not matter
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->code, 200);
+}
+
+TEST(HttpServer, HeadSendsHeadersOnly) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  auto r = testing::get(s.port(), "/metrics", {}, "HEAD");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_GT(std::stoul(r->headers["content-length"]), 1000u);
+  auto h = testing::get(s.port(), "/healthz", {}, "HEAD");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->headers["content-length"], "3");
+  EXPECT_TRUE(h->body.empty());
+}
+
+TEST(HttpServer, OtherMethodsAre405AndBodiesAre400) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  auto post = testing::get(s.port(), "/metrics", {}, "POST");
+  ASSERT_TRUE(post.has_value());
+  EXPECT_EQ(post->code, 405);
+  EXPECT_EQ(post->headers["allow"], "GET, HEAD");
+  auto body = testing::get(s.port(), "/metrics", {"Content-Length: 5"});
+  ASSERT_TRUE(body.has_value());
+  EXPECT_EQ(body->code, 400);
+}
+
+TEST(HttpServer, GarbageGets400AndTheConnectionCloses) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  const std::string inputs[] = {
+      std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11),  // TLS ClientHello
+      "GET /metrics HTTP/9.9\r\n\r\n",
+      "GET metrics HTTP/1.1\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nNoColon\r\n\r\n",
+      std::string("GET /met\0rics HTTP/1.1\r\n\r\n", 26),
+      "\r\n\r\n",
+  };
+  for (const auto& input : inputs) {
+    int fd = testing::connectLocal(s.port(), 5000ms);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(testing::sendAll(fd, input));
+    bool closed = false;
+    auto started = std::chrono::steady_clock::now();
+    std::string reply = testing::readAll(fd, &closed);
+    ::close(fd);
+    EXPECT_TRUE(closed) << "connection left open after garbage";
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);  // refused at once, no timeout
+    auto r = testing::parseResponse(reply);
+    ASSERT_TRUE(r.has_value()) << reply;
+    EXPECT_EQ(r->code, 400);
+    EXPECT_EQ(r->body.rfind("bad request", 0), 0u) << r->body;
+  }
+  EXPECT_EQ(s.metrics().http_requests.with({"other", "400"}).value(), std::size(inputs));
+  auto ok = testing::get(s.port(), "/healthz");  // and the server still serves
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->code, 200);
+}
+
+TEST(HttpServer, OversizedRequestsGet400AndClose) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  // Never terminated: refused as soon as 8 KiB have arrived.
+  int fd = testing::connectLocal(s.port(), 5000ms);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(testing::sendAll(fd, "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(9000, 'a')));
+  bool closed = false;
+  auto r = testing::parseResponse(testing::readAll(fd, &closed));
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 400);
+  EXPECT_NE(r->body.find("too large"), std::string::npos);
+  // Terminated, but over the limit.
+  auto big = testing::get(s.port(), "/metrics", {"X-Pad: " + std::string(8500, 'b')});
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->code, 400);
+  // Just under the limit is fine.
+  auto fits = testing::get(s.port(), "/healthz", {"X-Pad: " + std::string(7000, 'c')});
+  ASSERT_TRUE(fits.has_value());
+  EXPECT_EQ(fits->code, 200);
+}
+
+TEST(HttpServer, ExtraBytesAfterTheRequestDoNotResetTheResponse) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  std::string junk(32 * 1024, 'j');
+  auto r = testing::rawRequest(s.port(), "GET /metrics HTTP/1.1\r\n\r\n" + junk);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->headers["content-length"], std::to_string(r->body.size()));
+}
+
+TEST(HttpServer, RequestSentByteByByteIsServed) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  int fd = testing::connectLocal(s.port());
+  ASSERT_GE(fd, 0);
+  std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (char c : req) {
+    ASSERT_TRUE(testing::sendAll(fd, std::string(1, c)));
+    std::this_thread::sleep_for(1ms);
+  }
+  auto r = testing::parseResponse(testing::readAll(fd));
+  ::close(fd);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+}
+
+TEST(HttpServer, SlowlorisIsClosedAfterTheReadTimeout) {
+  HttpServerOptions o = testOptions();
+  o.read_timeout = 400ms;
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  int fd = testing::connectLocal(s.port(), 100ms);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(testing::sendAll(fd, "GET /metrics HTTP/1.1\r\n"));
+  auto started = std::chrono::steady_clock::now();
+  // One header byte every 50 ms, each keeping the connection "busy", until the server hangs up.
+  bool closed = false;
+  std::string header = "X-Slow: " + std::string(200, 's');
+  for (size_t i = 0; i < header.size() && !closed; ++i) {
+    if (!testing::sendAll(fd, std::string(1, header[i]))) {
+      closed = true;
+      break;
+    }
+    char buf[256];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);  // 100 ms receive timeout paces the loop
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) closed = true;
+    if (n > 0) ADD_FAILURE() << "unexpected response to an incomplete request";
+  }
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  ::close(fd);
+  ASSERT_TRUE(closed) << "slow client still connected after "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+                      << " ms";
+  EXPECT_GE(elapsed, 300ms);  // not before the timeout (with the loop clock's slack)
+  EXPECT_LT(elapsed, 3s);
+  EXPECT_EQ(s.metrics().http_connections_rejected.with({"read_timeout"}).value(), 1u);
+  EXPECT_TRUE(eventually([&] { return s.clientCount() == 0; }));
+}
+
+TEST(HttpServer, SilentClientIsClosedAfterTheReadTimeout) {
+  HttpServerOptions o = testOptions();
+  o.read_timeout = 200ms;
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  int fd = testing::connectLocal(s.port(), 3000ms);
+  ASSERT_GE(fd, 0);
+  bool closed = false;
+  auto started = std::chrono::steady_clock::now();
+  std::string reply = testing::readAll(fd, &closed);
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(reply.empty());
+  EXPECT_LT(elapsed, 2s);
+}
+
+TEST(HttpServer, ConcurrentClientsAreCapped) {
+  HttpServerOptions o = testOptions();
+  o.max_clients = 4;
+  o.read_timeout = 10s;
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(testing::connectLocal(s.port(), 2000ms));
+    ASSERT_GE(idle.back(), 0);
+  }
+  ASSERT_TRUE(eventually([&] { return s.clientCount() == 4; }));
+  // The fifth is accepted and closed at once, with no response.
+  int extra = testing::connectLocal(s.port(), 2000ms);
+  ASSERT_GE(extra, 0);
+  testing::sendAll(extra, "GET /healthz HTTP/1.1\r\n\r\n");
+  bool closed = false;
+  std::string reply = testing::readAll(extra, &closed);
+  ::close(extra);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(reply.empty()) << reply;
+  EXPECT_EQ(s.metrics().http_connections_rejected.with({"max_clients"}).value(), 1u);
+  EXPECT_EQ(s.clientCount(), 4u);
+  // The held connections are still served, and a freed slot is reused.
+  ASSERT_TRUE(testing::sendAll(idle[0], "GET /healthz HTTP/1.1\r\n\r\n"));
+  auto r = testing::parseResponse(testing::readAll(idle[0]));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200);
+  ::close(idle[0]);
+  ASSERT_TRUE(eventually([&] { return s.clientCount() == 3; }));
+  auto again = testing::get(s.port(), "/healthz");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->code, 200);
+  for (size_t i = 1; i < idle.size(); ++i) ::close(idle[i]);
+  EXPECT_TRUE(eventually([&] { return s.clientCount() == 0; }));
+}
+
+TEST(HttpServer, AThousandRequestsInARowDoNotGrowFdsOrMemory) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  testing::populate(s.metrics());
+  auto scrape = [&](int i) {
+    const char* paths[] = {"/metrics", "/healthz", "/readyz", "/nope"};
+    auto r = testing::get(s.port(), paths[i % 4]);
+    return r.has_value() && r->code == (i % 4 == 3 ? 404 : 200);
+  };
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(scrape(i));  // warm-up: buffers, allocator arenas
+  ASSERT_TRUE(eventually([&] { return s.clientCount() == 0; }));
+  uint64_t scrapes_before = s.metrics().http_scrapes.with({"text"}).value();
+  size_t fds_before = testing::countOpenFds();
+  size_t rss_before = testing::residentBytes();
+  auto started = std::chrono::steady_clock::now();
+  int failures = 0;
+  for (int i = 0; i < 1000; ++i) failures += scrape(i) ? 0 : 1;
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(failures, 0);
+  ASSERT_TRUE(eventually([&] { return s.clientCount() == 0; }));
+  size_t fds_after = testing::countOpenFds();
+  size_t rss_after = testing::residentBytes();
+  EXPECT_LE(fds_after, fds_before);
+  std::printf("[ measure  ] 1000 requests in %lld ms; fds %zu -> %zu; RSS %zu -> %zu KiB\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
+              fds_before, fds_after, rss_before / 1024, rss_after / 1024);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine, so RSS says nothing here; its leak check does.
+#else
+  EXPECT_LT(rss_after, rss_before + 4 * 1024 * 1024);
+#endif
+  EXPECT_EQ(s.metrics().http_scrapes.with({"text"}).value() - scrapes_before, 250u);
+}
+
+TEST(HttpServer, BearerTokenProtectsMetricsOnly) {
+  HttpServerOptions o = testOptions();
+  o.auth = HttpAuth{HttpAuth::Kind::kBearer, "tok-42"};
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  auto none = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->code, 401);
+  EXPECT_EQ(none->headers["www-authenticate"], "Bearer");
+  EXPECT_EQ(none->body.find("pgwarden_"), std::string::npos);
+  auto wrong = testing::get(s.port(), "/metrics", {"Authorization: Bearer tok-43"});
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ(wrong->code, 401);
+  auto right = testing::get(s.port(), "/metrics", {"Authorization: Bearer tok-42"});
+  ASSERT_TRUE(right.has_value());
+  EXPECT_EQ(right->code, 200);
+  auto health = testing::get(s.port(), "/healthz");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->code, 200);
+}
+
+TEST(HttpServer, BasicAuthProtectsMetrics) {
+  HttpServerOptions o = testOptions();
+  o.auth = HttpAuth{HttpAuth::Kind::kBasic, "prom:pw"};
+  LoopServer s(o);
+  ASSERT_TRUE(s.started());
+  auto none = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->code, 401);
+  EXPECT_EQ(none->headers["www-authenticate"], "Basic realm=\"pgwarden\"");
+  auto right = testing::get(s.port(), "/metrics", {"Authorization: Basic cHJvbTpwdw=="});
+  ASSERT_TRUE(right.has_value());
+  EXPECT_EQ(right->code, 200);
+}
+
+TEST(HttpServer, StartFailsWithTheAddressWhenThePortIsTaken) {
+  LoopServer first(testOptions());
+  ASSERT_TRUE(first.started());
+  HttpServerOptions o = testOptions();
+  o.listen = "127.0.0.1:" + std::to_string(first.port());
+  LoopServer second(o);
+  EXPECT_FALSE(second.started());
+  EXPECT_NE(second.startError().find(o.listen), std::string::npos) << second.startError();
+  EXPECT_NE(second.startError().find("address already in use"), std::string::npos)
+      << second.startError();
+  EXPECT_EQ(second.stop(), 0);  // the half-opened listener was closed: no handle leaks
+}
+
+TEST(HttpServer, CloseHangsUpOnConnectedClients) {
+  LoopServer s(testOptions());
+  ASSERT_TRUE(s.started());
+  int held = testing::connectLocal(s.port(), 3000ms);
+  ASSERT_GE(held, 0);
+  ASSERT_TRUE(eventually([&] { return s.clientCount() == 1; }));
+  EXPECT_EQ(s.stop(), 0);  // closes the server; uv_loop_close then finds no handle left
+  bool closed = false;
+  testing::readAll(held, &closed);
+  ::close(held);
+  EXPECT_TRUE(closed);
+}
+
+TEST(HttpServer, CloseCallbacksRunOnceEach) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  Metrics m(BuildInfo{"v", "s"});
+  HttpServerOptions o = testOptions();
+  int before_start = 0;
+  {
+    auto never = HttpServer::create(&loop, m, o, {});
+    never->close([&] { ++before_start; });  // nothing open: runs at once
+    never->close([&] { ++before_start; });
+  }
+  EXPECT_EQ(before_start, 2);
+  auto server = HttpServer::create(&loop, m, o, {});
+  ASSERT_TRUE(server->start().ok());
+  int a = 0, b = 0;
+  server->close([&] { ++a; });
+  server->close([&] { ++b; });
+  EXPECT_TRUE(server->closing());
+  std::weak_ptr<HttpServer> weak = server;
+  server.reset();  // the server keeps itself alive until its handles are closed
+  EXPECT_FALSE(weak.expired());
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b, 1);
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon::metrics
