@@ -55,6 +55,9 @@ class SqliteStore final : public Store {
     if (auto s = queryText("PRAGMA journal_mode=WAL", &mode); !s.ok()) return s;
     if (mode != "wal") return Status::fail(path_ + ": cannot switch to WAL mode (got " + mode + ")");
     if (auto s = exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+    // The four indexes take random page reads per insert; a 16 MiB page cache keeps their hot
+    // pages in memory instead of re-reading them from the OS for every batch.
+    if (auto s = exec("PRAGMA cache_size=-16384"); !s.ok()) return s;
     if (auto s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     for (const auto& sql : schemaStatements(Dialect::kSqlite)) {
       if (auto s = exec(sql.c_str()); !s.ok()) {

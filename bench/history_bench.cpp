@@ -1,0 +1,179 @@
+// Query-history throughput: how many records per second each writer stores when it always has
+// a full queue (submit everything, then shutdown flushes), and what submit() costs the caller.
+// PostgreSQL figures need a connection string in PGWARDEN_BENCH_DSN (rows go to its
+// pgwarden_history table). Figures are measured and reported, never asserted.
+#include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "history/recorder.h"
+
+namespace {
+
+using pgwarden::history::HistoryConfig;
+using pgwarden::history::makeRecorder;
+using pgwarden::history::Outcome;
+using pgwarden::history::Record;
+
+Record sampleRecord(uint64_t i) {
+  Record r;
+  r.started_at_us = 1714564800000000 + static_cast<int64_t>(i) * 1000;
+  r.finished_at_us = r.started_at_us + 1800;
+  r.duration_us = 1800;
+  r.session_id = i % 64;
+  r.user = "agent";
+  r.database = "analytics";
+  r.policy_group = "agents";
+  r.client_addr = "10.1.2.3:51234";
+  r.application_name = "langchain";
+  r.agent_id = "agent-17";
+  r.conversation_id = "conv-" + std::to_string(i % 1000);
+  r.query_intent_sent = "lookup";
+  r.query_intent_inferred = "lookup";
+  r.statement_kind = "select";
+  r.tables = {"public.shipments", "public.customers"};
+  r.sql_text =
+      "SELECT s.id, s.status, c.name FROM shipments s JOIN customers c ON c.id = s.customer_id "
+      "WHERE s.status = 'late' AND s.shipped_at > now() - interval '7 days' ORDER BY s.id LIMIT " +
+      std::to_string(100 + i % 50);
+  r.fingerprint = "a1b2c3d4e5f60718";
+  r.guard_actions =
+      R"([{"guard":"row_limit","action":"rewrite","code":"limit_added","reason":"LIMIT 1000 added"}])";
+  r.outcome = Outcome::kOk;
+  r.rows_returned = 42;
+  r.bytes_sent = 4096;
+  r.protocol = "extended";
+  return r;
+}
+
+std::string tempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "pgw-history-bench-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+  return tmpl;
+}
+
+// Submits `n` records to a recorder that has room for all of them, then flushes: the elapsed time
+// is the writer's, from the first record to the last stored.
+double processCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+void writeAll(benchmark::State& state, HistoryConfig config) {
+  const auto n = static_cast<uint64_t>(state.range(0));
+  config.queue_size = n;
+  config.batch_size = static_cast<size_t>(state.range(1));
+  config.flush_interval = std::chrono::milliseconds(50);
+  uint64_t written = 0;
+  const double cpu0 = processCpuSeconds();
+  for (auto _ : state) {
+    auto rec = makeRecorder(config);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!rec->submit(sampleRecord(i))) state.SkipWithError("record dropped");
+    }
+    rec->shutdown(std::chrono::minutes(5));
+    written += rec->stats().written;
+  }
+  const double cpu = processCpuSeconds() - cpu0;
+  state.SetItemsProcessed(static_cast<int64_t>(written));
+  // Wall-clock rates depend on what else runs on the machine; records per CPU-second of the
+  // whole process (loop-side submit and writer thread together) does not, as much.
+  state.counters["records_per_cpu_s"] = cpu > 0 ? static_cast<double>(written) / cpu : 0;
+  state.counters["records_per_s"] =
+      benchmark::Counter(static_cast<double>(written), benchmark::Counter::kIsRate);
+}
+
+void BM_SqliteWriter(benchmark::State& state) {
+  const std::string dir = tempDir();
+  HistoryConfig c;
+  c.store = "sqlite";
+  c.path = dir + "/history.db";
+  c.redact_literals = state.range(2) != 0;
+  writeAll(state, c);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SqliteWriter)
+    ->ArgNames({"records", "batch", "redact"})
+    ->Args({100000, 64, 0})
+    ->Args({100000, 512, 0})
+    ->Args({100000, 4096, 0})
+    ->Args({100000, 512, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+void BM_JsonlWriter(benchmark::State& state) {
+  const std::string dir = tempDir();
+  HistoryConfig c;
+  c.store = "jsonl";
+  c.path = dir + "/history.jsonl";
+  writeAll(state, c);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_JsonlWriter)
+    ->ArgNames({"records", "batch"})
+    ->Args({100000, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+void BM_PostgresWriter(benchmark::State& state) {
+  const char* dsn = std::getenv("PGWARDEN_BENCH_DSN");
+  if (dsn == nullptr || *dsn == '\0') {
+    state.SkipWithError("set PGWARDEN_BENCH_DSN to a libpq connection string to measure this");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  HistoryConfig c;
+  c.store = "postgres";
+  c.dsn = dsn;
+  writeAll(state, c);
+}
+BENCHMARK(BM_PostgresWriter)
+    ->ArgNames({"records", "batch"})
+    ->Args({100000, 64})
+    ->Args({100000, 512})
+    ->Args({100000, 4096})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// What the event loop pays per statement: copying a record in and queueing it (the writer runs
+// meanwhile; the queue is large enough that nothing is dropped).
+void BM_Submit(benchmark::State& state) {
+  const std::string dir = tempDir();
+  HistoryConfig c;
+  c.store = "sqlite";
+  c.path = dir + "/history.db";
+  c.queue_size = 1 << 20;
+  auto rec = makeRecorder(c);
+  const Record sample = sampleRecord(1);
+  for (auto _ : state) {
+    Record r = sample;
+    benchmark::DoNotOptimize(rec->submit(std::move(r)));
+  }
+  state.counters["dropped"] = static_cast<double>(rec->stats().dropped);
+  rec->shutdown(std::chrono::minutes(5));
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_Submit)->Iterations(200000);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
