@@ -1,0 +1,263 @@
+"""Turns raw benchmark runs into cells (median tps, pooled latency percentiles, ratios), checks
+them against the published targets, and renders the text table bench/run prints."""
+
+import pgbench
+
+# The targets the figures are compared with (reported, never asserted).
+TPS_RATIO_GOAL = 1.0          # pgwarden / PgBouncer where the proxy is the bottleneck
+TPS_RATIO_FLOOR = 0.9         # ... and never below this anywhere
+ADDED_MEDIAN_US_GOAL = 50     # median latency added over direct, 1 client
+ANALYSIS_MISS_NS_GOAL = 10_000
+ANALYSIS_HIT_NS_GOAL = 1_000
+BYTES_PER_CONN_GOAL = 64 * 1024
+SLOW_READER_GROWTH_KIB_GOAL = 4 * 1024   # "within a few MiB" of idle, read as <= 4 MiB
+
+
+def _ratio(a, b):
+    return round(a / b, 3) if a is not None and b else None
+
+
+def summarize_cells(runs, modes, clients, targets):
+    cells = []
+    for mode in modes:
+        for c in clients:
+            cell = {"mode": mode, "clients": c, "targets": {}}
+            for t in targets:
+                rs = [r for r in runs if r["mode"] == mode and r["clients"] == c
+                      and r["target"] == t]
+                ok = [r for r in rs if "error" not in r]
+                lat = sorted(x for r in ok for x in r.get("latencies_us") or [])
+                cpu = [r["proxy_cpu_us_per_tx"] for r in ok if "proxy_cpu_us_per_tx" in r]
+                cell["targets"][t] = {
+                    "tps_median": pgbench.median([r["tps"] for r in ok]),
+                    "tps_runs": [r["tps"] for r in ok],
+                    "latency_median_us": pgbench.median(lat),
+                    "latency_p99_us": pgbench.percentile(lat, 99),
+                    "transactions": sum(r["transactions"] for r in ok),
+                    "failed": sum(r.get("failed", 0) for r in ok),
+                    "runs": len(rs),
+                    "errors": [r["error"] for r in rs if "error" in r],
+                }
+                if cpu:
+                    cell["targets"][t]["proxy_cpu_us_per_tx"] = pgbench.median(cpu)
+            tt = cell["targets"]
+            g = lambda t, k: tt.get(t, {}).get(k)  # noqa: E731
+            cell["ratios"] = {
+                "pgwarden_over_direct_tps": _ratio(g("pgwarden", "tps_median"),
+                                                   g("direct", "tps_median")),
+                "pgwarden_over_pgbouncer_tps": _ratio(g("pgwarden", "tps_median"),
+                                                      g("pgbouncer", "tps_median")),
+            }
+            if g("pgwarden", "latency_median_us") is not None:
+                cell["added_latency_us"] = {
+                    "median_over_direct": _diff(g("pgwarden", "latency_median_us"),
+                                                g("direct", "latency_median_us")),
+                    "median_over_pgbouncer": _diff(g("pgwarden", "latency_median_us"),
+                                                   g("pgbouncer", "latency_median_us")),
+                }
+            cells.append(cell)
+    return cells
+
+
+def _diff(a, b):
+    return round(a - b, 1) if a is not None and b is not None else None
+
+
+def micro_case(b):
+    """One Google Benchmark entry, with its time in ns (per iteration, and per item when the
+    benchmark counts items: its statements or records)."""
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}.get(b.get("time_unit", "ns"), 1)
+    case = {"name": b.get("name"), "iterations": b.get("iterations"),
+            "cpu_ns": round(b.get("cpu_time", 0) * scale, 1),
+            "real_ns": round(b.get("real_time", 0) * scale, 1)}
+    if b.get("items_per_second"):
+        case["ns_per_item"] = round(1e9 / b["items_per_second"], 1)
+    if b.get("label"):
+        case["label"] = b["label"]
+    extra = {k: v for k, v in b.items() if k not in (
+        "name", "family_index", "per_family_instance_index", "run_name", "run_type",
+        "repetitions", "repetition_index", "threads", "iterations", "real_time", "cpu_time",
+        "time_unit", "items_per_second", "label", "bytes_per_second")}
+    if extra:
+        case["counters"] = extra
+    return case
+
+
+def ns_per_statement(case):
+    return case.get("ns_per_item", case["cpu_ns"])
+
+
+def evaluate_targets(results):
+    out = {}
+    cells = results.get("cells") or []
+    ratios = [(c["mode"], c["clients"], c["ratios"]["pgwarden_over_pgbouncer_tps"])
+              for c in cells]
+    known = [r for r in ratios if r[2] is not None]
+    if cells:
+        below_goal = [f"{m} c={n}: {r}" for m, n, r in known if r < TPS_RATIO_GOAL]
+        below_floor = [f"{m} c={n}: {r}" for m, n, r in known if r < TPS_RATIO_FLOOR]
+        status = ("unmeasured" if len(known) < len(ratios) and not known else
+                  "met" if not below_goal and len(known) == len(ratios) else
+                  "floor met" if not below_floor and len(known) == len(ratios) else "missed")
+        out["throughput_vs_pgbouncer"] = {
+            "goal": f">= {TPS_RATIO_GOAL}x PgBouncer where the proxy is the bottleneck, "
+                    f"never below {TPS_RATIO_FLOOR}x",
+            "min_ratio": min((r for _, _, r in known), default=None),
+            "cells_below_goal": below_goal, "cells_below_floor": below_floor,
+            "cells_unmeasured": [f"{m} c={n}" for m, n, r in ratios if r is None],
+            "status": status}
+        one = [c for c in cells if c["clients"] == 1 and c.get("added_latency_us")]
+        added = {c["mode"]: c["added_latency_us"]["median_over_direct"] for c in one}
+        vals = [v for v in added.values() if v is not None]
+        out["added_latency_1_client"] = {
+            "goal": f"median <= {ADDED_MEDIAN_US_GOAL} us over direct at 1 client",
+            "median_added_us_by_mode": added,
+            "status": ("unmeasured" if not vals else
+                       "met" if max(vals) <= ADDED_MEDIAN_US_GOAL else
+                       f"missed by {max(vals) - ADDED_MEDIAN_US_GOAL:.0f} us")}
+    micro = (results.get("micro") or {}).get("binaries", {})
+    analysis = micro.get("analysis_bench", {}).get("cases", [])
+    if analysis or "micro" in results:
+        def pick(words):
+            return [c for c in analysis if any(w in c["name"].lower() for w in words)]
+        miss = pick(("miss", "cold", "uncached", "parse"))
+        hit = [c for c in pick(("hit", "cached", "warm")) if c not in miss]
+        miss_ns = max((ns_per_statement(c) for c in miss), default=None)
+        hit_ns = max((ns_per_statement(c) for c in hit), default=None)
+        out["guard_analysis"] = {
+            "goal": f"<= {ANALYSIS_MISS_NS_GOAL} ns on a parse-cache miss, "
+                    f"<= {ANALYSIS_HIT_NS_GOAL} ns on a hit (one-table SELECT)",
+            "worst_miss_case_ns": miss_ns, "worst_hit_case_ns": hit_ns,
+            "status": ("unmeasured (no analysis_bench)" if not analysis else
+                       "see cases" if miss_ns is None or hit_ns is None else
+                       "met" if miss_ns <= ANALYSIS_MISS_NS_GOAL and
+                       hit_ns <= ANALYSIS_HIT_NS_GOAL else "missed")}
+    mem = results.get("memory") or {}
+    idle = mem.get("pgwarden_idle")
+    if idle:
+        per = {lv["connections"]: lv.get("bytes_per_connection") for lv in idle["levels"]}
+        worst = max((v for v in per.values() if v is not None), default=None)
+        out["memory_per_idle_connection"] = {
+            "goal": f"<= {BYTES_PER_CONN_GOAL} bytes per idle client connection",
+            "bytes_per_connection": per,
+            "status": ("unmeasured" if worst is None else "met" if worst <= BYTES_PER_CONN_GOAL
+                       else f"missed by {worst - BYTES_PER_CONN_GOAL} bytes")}
+    slow = mem.get("slow_reader")
+    if slow:
+        g = slow["growth_over_idle_kib"]
+        out["slow_reader_bounded"] = {
+            "goal": f"RSS within {SLOW_READER_GROWTH_KIB_GOAL // 1024} MiB of idle",
+            "growth_kib": g, "completed": slow.get("error") is None,
+            "status": "met" if g <= SLOW_READER_GROWTH_KIB_GOAL else
+                      f"missed by {(g - SLOW_READER_GROWTH_KIB_GOAL) / 1024:.1f} MiB"}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+
+def _f(v, fmt="{:.0f}", none="-"):
+    return none if v is None else fmt.format(v)
+
+
+def render(results):
+    lines = []
+    env = results.get("environment", {})
+    st = results.get("settings", {})
+    lines.append(f"pgwarden benchmark ({results.get('mode')}): {env.get('cpus')} CPUs "
+                 f"{env.get('cpu_model') or ''}, pgbench -S scale {st.get('scale')}, "
+                 f"{st.get('duration_s')} s x {st.get('repeats')} repeat(s) per cell, "
+                 f"pgwarden {env.get('pgwarden_build_type')} build")
+    if results.get("cells"):
+        lines.append("")
+        lines.append("tps: median over repeats; p50/p99 latency in us over every transaction; "
+                     "cpu: proxy CPU us per transaction")
+        head = (f"{'mode':8s} {'c':>3s} | {'direct tps':>10s} {'p50':>5s} {'p99':>5s} | "
+                f"{'pgbouncer':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | "
+                f"{'pgwarden':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | "
+                f"{'w/direct':>8s} {'w/bouncer':>9s} {'+p50':>5s}")
+        lines.append(head)
+        lines.append("-" * len(head))
+        for c in results["cells"]:
+            t = c["targets"]
+
+            def part(name, cpu=False):
+                x = t.get(name, {})
+                if x.get("tps_median") is None:
+                    return f"{'error':>10s} {'':>5s} {'':>5s}" + (f" {'':>5s}" if cpu else "")
+                s = (f"{x['tps_median']:>10.0f} {_f(x['latency_median_us']):>5s} "
+                     f"{_f(x['latency_p99_us']):>5s}")
+                if cpu:
+                    s += f" {_f(x.get('proxy_cpu_us_per_tx'), '{:.1f}'):>5s}"
+                return s
+            r = c["ratios"]
+            added = (c.get("added_latency_us") or {}).get("median_over_direct")
+            lines.append(
+                f"{c['mode']:8s} {c['clients']:>3d} | {part('direct')} | "
+                f"{part('pgbouncer', True)} | {part('pgwarden', True)} | "
+                f"{_f(r['pgwarden_over_direct_tps'], '{:.2f}'):>8s} "
+                f"{_f(r['pgwarden_over_pgbouncer_tps'], '{:.2f}'):>9s} {_f(added):>5s}")
+        errs = [(c["mode"], c["clients"], n, e) for c in results["cells"]
+                for n, x in c["targets"].items() for e in x["errors"][:1]]
+        for m, n, name, e in errs:
+            lines.append(f"  error {m} c={n} {name}: {e[:300]}")
+    mem = results.get("memory") or {}
+    if mem:
+        lines.append("")
+        lines.append("memory (RSS)")
+        for key, label in (("pgwarden_idle", "pgwarden"), ("pgbouncer_idle", "pgbouncer")):
+            m = mem.get(key)
+            if not m:
+                continue
+            parts = [f"idle {m['idle_rss_kib'] / 1024:.1f} MiB"]
+            for lv in m["levels"]:
+                per = lv.get("bytes_per_connection")
+                parts.append(f"{lv['connections']} clients {lv['rss_kib'] / 1024:.1f} MiB "
+                             f"({_f(per and per / 1024, '{:.1f}')} KiB/conn)")
+            parts.append(f"after close {m['rss_after_close_kib'] / 1024:.1f} MiB")
+            lines.append(f"  {label:9s} " + ", ".join(parts))
+        s = mem.get("slow_reader")
+        if s:
+            lines.append(f"  slow reader: {s['bytes_read'] / 1e6:.0f} MB in {s['seconds']} s "
+                         f"({s['command_tag'] or s['error']}); pgwarden RSS idle "
+                         f"{s['idle_rss_kib'] / 1024:.1f} MiB, peak "
+                         f"{(s['idle_rss_kib'] + s['growth_over_idle_kib']) / 1024:.1f} MiB "
+                         f"(+{s['growth_over_idle_kib'] / 1024:.1f} MiB)")
+    micro = (results.get("micro") or {}).get("binaries", {})
+    if micro:
+        lines.append("")
+        lines.append("micro-benchmarks (ns per statement/record where the benchmark counts "
+                     "items, else per iteration; CPU time)")
+        for name, entry in micro.items():
+            if entry.get("error"):
+                lines.append(f"  {name}: {entry['error']}")
+            for c in entry.get("cases", []):
+                lines.append(f"  {name:16s} {c['name']:60s} {ns_per_statement(c):>12.1f} ns")
+    tg = results.get("targets") or {}
+    if tg:
+        lines.append("")
+        lines.append("targets")
+        for k, v in tg.items():
+            lines.append(f"  {k:28s} {v['status']}   ({v['goal']})")
+    return "\n".join(lines)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def mem_total_mib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
