@@ -65,7 +65,8 @@ class RowLimitGuard final : public Guard {
                             " rows; add a WHERE condition, aggregate with GROUP BY, or use ORDER "
                             "BY ... LIMIT to choose which rows you get.";
       const std::string_view text = util::statementText(in.sql, st);
-      r.hint = text.size() <= 500 ? "SELECT count(*) FROM (" + std::string(text) + ") AS t"
+      // On its own lines, so a trailing "-- comment" in the statement cannot swallow the ")".
+      r.hint = text.size() <= 500 ? "SELECT count(*) FROM (\n" + std::string(text) + "\n) AS t"
                                   : std::string("SELECT count(*) FROM ... to learn how many rows match");
     } else {
       r.message = "Rows from this " + std::string(st.kind == StatementKind::kPrepare ? "prepared statement"

@@ -42,7 +42,7 @@ Facts& Facts::add(std::string key, int64_t n) {
 Facts& Facts::add(std::string key, double n) {
   char buf[64];
   if (!std::isfinite(n)) n = 0;
-  std::snprintf(buf, sizeof buf, "%.2f", n);
+  std::snprintf(buf, sizeof buf, "%.10g", n);
   items_.push_back(Item{std::move(key), buf, buf});
   return *this;
 }

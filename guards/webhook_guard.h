@@ -1,0 +1,61 @@
+// `kind: http_webhook`: the chain pauses while the daemon POSTs the ctx document (the same one
+// Lua scripts see) to an operator's policy service, and the service's answer
+// {action, code, reason, detail, hint} becomes this guard's verdict. The guard only builds the
+// request and reads the answer; the HTTP exchange is the daemon's (daemon/webhook_client.h).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "guards/guard.h"
+
+namespace pgwarden::guards {
+
+namespace webhook_codes {
+inline constexpr std::string_view kPolicyDenied = "POLICY_DENIED";       // a deny without a code
+inline constexpr std::string_view kPolicyWarning = "POLICY_WARNING";     // a warn without a code
+inline constexpr std::string_view kPolicyUnavailable = "POLICY_UNAVAILABLE";
+}  // namespace webhook_codes
+
+struct WebhookOptions {
+  std::string url;
+  std::chrono::milliseconds timeout{1000};  // whole exchange, retries included
+  int retries = 1;                          // extra attempts on transport errors and 5xx
+  // Header name and resolved value. Values may be secrets (env:NAME, file:/path): never logged.
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool fail_open = false;                   // fail_behavior: allow
+  size_t max_response_bytes = 64u << 10;
+};
+
+class WebhookGuard final : public Guard {
+ public:
+  explicit WebhookGuard(WebhookOptions opts) : opts_(std::move(opts)) {}
+  std::string_view kind() const override { return "http_webhook"; }
+  std::vector<std::string_view> codes() const override { return {"*"}; }
+  // Asks the chain to pause with the ctx document as the request body.
+  GuardResult checkText(const GuardInput& in) const override;
+  // Reads the service's answer; failures apply fail_behavior with a reason that names nothing
+  // internal (no URL, no transport error, no header).
+  GuardResult checkWebhookAnswer(const WebhookOutcome& outcome) const override;
+
+  const WebhookOptions& options() const { return opts_; }
+  // The URL with any user:password removed, for logs.
+  std::string urlForLog() const;
+
+ private:
+  GuardResult unavailable(const std::string& log_reason, const WebhookOutcome& outcome) const;
+  WebhookOptions opts_;
+};
+
+std::unique_ptr<Guard> makeWebhookGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
+
+// The registry with every kind pgwarden knows: the built-in ones plus lua, http_webhook, budget.
+const GuardRegistry& agentGuardRegistry();
+
+// parsePolicyGroups with agentGuardRegistry(), plus the checks that span a group's guards (at
+// most one budget guard per group). Throws config::ConfigError with line and key.
+PolicyMap parseAgentPolicyGroups(const YAML::Node& groups);
+
+}  // namespace pgwarden::guards

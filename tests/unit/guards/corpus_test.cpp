@@ -1,0 +1,123 @@
+// guards: the security corpus (tests/security/bypass_corpus.tsv) must be denied, each line with its
+// expected code, and the ordinary reads (tests/security/allowed_reads.tsv) must pass, both against
+// the `agents` group of the example config with the sample table's catalog snapshot.
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "guards/codes.h"
+#include "tests/unit/guards/guard_test_util.h"
+
+namespace pgwarden::guards {
+namespace {
+
+struct Line {
+  int number = 0;
+  std::string category, expect, sql;
+};
+
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      const char n = s[++i];
+      out += n == 't' ? '\t' : n == 'n' ? '\n' : n;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::vector<Line> load(const std::string& file) {
+  std::ifstream in(test::sourcePath(file));
+  EXPECT_TRUE(in.good()) << file;
+  std::vector<Line> out;
+  std::string text;
+  int n = 0;
+  while (std::getline(in, text)) {
+    ++n;
+    if (text.empty() || text[0] == '#') continue;
+    const size_t a = text.find('\t');
+    const size_t b = a == std::string::npos ? a : text.find('\t', a + 1);
+    if (b == std::string::npos) {
+      ADD_FAILURE() << file << ":" << n << ": expected three tab-separated columns";
+      continue;
+    }
+    out.push_back(Line{n, text.substr(0, a), text.substr(a + 1, b - a - 1), unescape(text.substr(b + 1))});
+  }
+  return out;
+}
+
+const PolicyGroup& agents() {
+  const auto& groups = test::exampleGroups();
+  auto it = groups.find("agents");
+  EXPECT_NE(it, groups.end());
+  return *it->second;
+}
+
+TEST(SecurityCorpus, EveryBypassAttemptIsDeniedWithItsCode) {
+  const auto lines = load("tests/security/bypass_corpus.tsv");
+  ASSERT_GE(lines.size(), 80u);
+  const auto stats = test::sampleStats();
+  std::set<std::string> known(std::begin(codes::kAll), std::end(codes::kAll));
+  for (const auto& l : lines) {
+    SCOPED_TRACE("bypass_corpus.tsv:" + std::to_string(l.number) + " [" + l.category + "] " + l.sql);
+    EXPECT_TRUE(known.count(l.expect)) << "unknown code " << l.expect;
+    for (bool extended : {false, true}) {
+      const Decision d = test::evaluate(agents(), l.sql, stats.get(), extended);
+      ASSERT_TRUE(d.denied) << "allowed" << (d.rewritten_sql ? " as: " + *d.rewritten_sql : "");
+      EXPECT_EQ(d.deny.code, l.expect) << d.deny.message;
+      EXPECT_EQ(d.deny.action, Action::kDeny);
+      EXPECT_FALSE(d.deny.message.empty());
+      EXPECT_EQ(d.deny.sqlstate, std::string(codes::sqlstateFor(d.deny.code)));
+      EXPECT_EQ(d.deny.detail.rfind("{\"code\":\"" + l.expect + "\"", 0), 0u) << d.deny.detail;
+      EXPECT_FALSE(d.rewritten_sql.has_value());
+      EXPECT_FALSE(d.explain_sql.has_value());
+      ASSERT_FALSE(d.actions.empty());
+      EXPECT_EQ(d.actions.back().code, d.deny.code);
+    }
+  }
+}
+
+TEST(SecurityCorpus, CoversEveryClassOfTheSecuritySuite) {
+  std::map<std::string, int> per_category;
+  for (const auto& l : load("tests/security/bypass_corpus.tsv")) ++per_category[l.category];
+  for (const char* c : {"multi_statement", "modifying_cte", "select_into", "locking", "protected_setting",
+                        "read_write_transaction", "session_characteristics", "explain_analyze", "prepare",
+                        "do_call", "create_function", "copy", "large_object", "file_access", "remote",
+                        "signal", "sleep_series", "sequence", "advisory_lock", "listen_notify", "role",
+                        "discard", "with_hold", "temp_table", "alter_system", "maintenance", "merge",
+                        "lexical", "recursion", "secret_catalog", "trivial_predicate"}) {
+    EXPECT_GE(per_category[c], 2) << c;
+  }
+}
+
+TEST(AllowedReads, OrdinaryAnalyticsReadsPass) {
+  const auto lines = load("tests/security/allowed_reads.tsv");
+  ASSERT_GE(lines.size(), 40u);
+  const auto stats = test::sampleStats();
+  for (const auto& l : lines) {
+    SCOPED_TRACE("allowed_reads.tsv:" + std::to_string(l.number) + " [" + l.category + "] " + l.sql);
+    const Decision d = test::evaluate(agents(), l.sql, stats.get());
+    ASSERT_FALSE(d.denied) << d.deny.code << ": " << d.deny.message;
+    if (l.expect == "ALLOW") {
+      EXPECT_FALSE(d.rewritten_sql.has_value()) << *d.rewritten_sql;
+    } else if (l.expect == "CAPPED") {
+      ASSERT_TRUE(d.rewritten_sql.has_value());
+      EXPECT_EQ(d.max_rows, 1000);
+      // The rewritten text is still one valid statement, capped at max_rows + 1.
+      const auto again = analyzeUncached(*d.rewritten_sql);
+      ASSERT_TRUE(again->ok) << again->error << "\n" << *d.rewritten_sql;
+      ASSERT_EQ(again->statements.size(), 1u);
+      EXPECT_EQ(again->statements[0].limit, LimitKind::kConstant);
+      EXPECT_EQ(again->statements[0].limit_value, 1001);
+    } else {
+      ADD_FAILURE() << "unknown expectation " << l.expect;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pgwarden::guards

@@ -1,0 +1,508 @@
+// guards: the chain (order, first deny, warnings, every statement), operator reasons, warn-only
+// guards, and each built-in guard's decisions and reasons.
+#include "guards/codes.h"
+#include "guards/guard.h"
+#include "tests/unit/guards/guard_test_util.h"
+
+namespace pgwarden::guards {
+namespace {
+
+using test::evaluate;
+
+std::shared_ptr<const PolicyGroup> group(const std::string& yaml_guards, const std::string& extra = "") {
+  const auto groups = test::groupsFromYaml("g:\n" + extra + "  guards:\n" + yaml_guards);
+  return groups.at("g");
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// ---- read_only ----
+
+const auto& readOnly() {
+  static const auto g = group("    - kind: read_only\n", "  search_path: [public]\n");
+  return *g;
+}
+
+class ReadOnlyAllows : public ::testing::TestWithParam<const char*> {};
+TEST_P(ReadOnlyAllows, Passes) {
+  const Decision d = evaluate(readOnly(), GetParam(), nullptr);
+  EXPECT_FALSE(d.denied) << d.deny.message;
+  EXPECT_TRUE(d.actions.empty());
+}
+INSTANTIATE_TEST_SUITE_P(
+    Reads, ReadOnlyAllows,
+    ::testing::Values("SELECT 1", "SELECT * FROM t WHERE a = 1", "SHOW search_path", "EXPLAIN SELECT 1",
+                      "EXPLAIN DELETE FROM t", "EXPLAIN ANALYZE SELECT 1", "BEGIN", "BEGIN READ ONLY",
+                      "BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT", "ROLLBACK", "SAVEPOINT a",
+                      "SET work_mem = '64MB'", "SET application_name = 'x'", "RESET work_mem",
+                      "PREPARE p AS SELECT 1", "EXECUTE p", "DEALLOCATE p", "DECLARE c CURSOR FOR SELECT 1",
+                      "FETCH 10 FROM c", "CLOSE c", "COPY t TO STDOUT", "COPY (SELECT 1) TO STDOUT",
+                      "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "VALUES (1)",
+                      "SELECT current_setting('statement_timeout')", "SELECT set_config('work_mem', '1MB', false)"));
+
+struct Denial {
+  const char* sql;
+  const char* code;
+  const char* mentions;  // the reason names what was wrong
+};
+std::ostream& operator<<(std::ostream& os, const Denial& d) { return os << d.sql; }
+
+class ReadOnlyDenies : public ::testing::TestWithParam<Denial> {};
+TEST_P(ReadOnlyDenies, WithAReasonNamingTheStatement) {
+  const Denial& c = GetParam();
+  const Decision d = evaluate(readOnly(), c.sql, nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.guard, "read_only");
+  EXPECT_EQ(d.deny.code, c.code);
+  EXPECT_EQ(d.deny.sqlstate, "42501");
+  EXPECT_TRUE(contains(d.deny.message, c.mentions)) << d.deny.message;
+  EXPECT_TRUE(contains(d.deny.detail, "\"next_step\":")) << d.deny.detail;
+}
+INSTANTIATE_TEST_SUITE_P(
+    Writes, ReadOnlyDenies,
+    ::testing::Values(
+        Denial{"INSERT INTO t VALUES (1)", "READ_ONLY", "INSERT"},
+        Denial{"UPDATE t SET a = 1", "READ_ONLY", "UPDATE"},
+        Denial{"DELETE FROM t", "READ_ONLY", "DELETE"},
+        Denial{"MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE", "READ_ONLY", "MERGE"},
+        Denial{"TRUNCATE t", "READ_ONLY", "TRUNCATE"},
+        Denial{"CREATE TABLE x (a int)", "READ_ONLY", "CREATE TABLE"},
+        Denial{"CREATE TEMP TABLE x (a int)", "READ_ONLY", "CREATE TABLE"},
+        Denial{"CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'select 1'", "READ_ONLY", "CREATE FUNCTION"},
+        Denial{"DROP TABLE t", "READ_ONLY", "DROP"},
+        Denial{"WITH d AS (DELETE FROM t RETURNING 1) SELECT * FROM d", "READ_ONLY", "WITH"},
+        Denial{"SELECT * INTO x FROM t", "READ_ONLY", "SELECT INTO"},
+        Denial{"SELECT * FROM t FOR UPDATE", "READ_ONLY", "FOR UPDATE"},
+        Denial{"EXPLAIN ANALYZE DELETE FROM t", "READ_ONLY", "EXPLAIN ANALYZE"},
+        Denial{"PREPARE p AS DELETE FROM t", "READ_ONLY", "PREPARE"},
+        Denial{"DO $$ BEGIN END $$", "READ_ONLY", "DO"},
+        Denial{"CALL p()", "READ_ONLY", "CALL"},
+        Denial{"COPY t FROM STDIN", "READ_ONLY", "COPY ... FROM"},
+        Denial{"COPY t TO '/tmp/x'", "READ_ONLY", "file or program"},
+        Denial{"COPY (SELECT 1) TO PROGRAM 'id'", "READ_ONLY", "file or program"},
+        Denial{"COPY (DELETE FROM t RETURNING *) TO STDOUT", "READ_ONLY", "COPY"},
+        Denial{"LISTEN ch", "READ_ONLY", "LISTEN"},
+        Denial{"NOTIFY ch", "READ_ONLY", "NOTIFY"},
+        Denial{"VACUUM t", "READ_ONLY", "VACUUM"},
+        Denial{"ANALYZE t", "READ_ONLY", "ANALYZE"},
+        Denial{"CLUSTER t", "READ_ONLY", "CLUSTER"},
+        Denial{"REINDEX TABLE t", "READ_ONLY", "REINDEX"},
+        Denial{"LOCK TABLE t", "READ_ONLY", "LOCK TABLE"},
+        Denial{"ALTER SYSTEM SET work_mem = '1GB'", "READ_ONLY", "ALTER SYSTEM"},
+        Denial{"LOAD 'x'", "READ_ONLY", "LOAD"},
+        Denial{"DISCARD ALL", "READ_ONLY", "DISCARD"},
+        Denial{"DECLARE c CURSOR WITH HOLD FOR SELECT 1", "READ_ONLY", "WITH HOLD"},
+        Denial{"BEGIN READ WRITE", "READ_ONLY", "READ WRITE"},
+        Denial{"START TRANSACTION READ WRITE", "READ_ONLY", "READ WRITE"},
+        Denial{"SET TRANSACTION READ WRITE", "READ_ONLY", "READ WRITE"},
+        Denial{"SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "READ_ONLY", "READ WRITE"},
+        Denial{"PREPARE TRANSACTION 'x'", "READ_ONLY", "two-phase"},
+        Denial{"SET statement_timeout = 0", "PROTECTED_SETTING", "statement_timeout"},
+        Denial{"SET lock_timeout = 0", "PROTECTED_SETTING", "lock_timeout"},
+        Denial{"SET idle_in_transaction_session_timeout = 0", "PROTECTED_SETTING", "idle_in_transaction"},
+        Denial{"SET default_transaction_read_only = off", "PROTECTED_SETTING", "default_transaction_read_only"},
+        Denial{"SET transaction_read_only = off", "PROTECTED_SETTING", "transaction_read_only"},
+        Denial{"SET ROLE postgres", "PROTECTED_SETTING", "role"},
+        Denial{"SET SESSION AUTHORIZATION postgres", "PROTECTED_SETTING", "session_authorization"},
+        Denial{"RESET ROLE", "PROTECTED_SETTING", "role"},
+        Denial{"RESET statement_timeout", "PROTECTED_SETTING", "statement_timeout"},
+        Denial{"RESET ALL", "PROTECTED_SETTING", "RESET ALL"},
+        Denial{"SET search_path = evil", "PROTECTED_SETTING", "search_path"},
+        Denial{"SELECT set_config('statement_timeout', '0', false)", "PROTECTED_SETTING", "statement_timeout"},
+        Denial{"SELECT set_config(x, '0', false) FROM t", "PROTECTED_SETTING", "not a constant"}));
+
+TEST(ReadOnly, SearchPathIsProtectedOnlyWhenTheGroupFixesIt) {
+  const auto free = group("    - kind: read_only\n");
+  EXPECT_FALSE(evaluate(*free, "SET search_path = public, x", nullptr).denied);
+  EXPECT_TRUE(evaluate(readOnly(), "SET search_path = public, x", nullptr).denied);
+}
+
+TEST(ReadOnly, OperatorCanProtectMoreSettings) {
+  const auto g = group("    - kind: read_only\n      protected_settings: [work_mem]\n");
+  const Decision d = evaluate(*g, "SET work_mem = '1GB'", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "PROTECTED_SETTING");
+  EXPECT_FALSE(evaluate(*g, "SET application_name = 'x'", nullptr).denied);
+}
+
+TEST(ReadOnly, WriteHintIsAReadThatPasses) {
+  const Decision d = evaluate(readOnly(), "DELETE FROM public.t WHERE a = 1", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.hint, "SELECT count(*) FROM public.t");
+  EXPECT_FALSE(evaluate(readOnly(), d.deny.hint, nullptr).denied);
+}
+
+// ---- functions ----
+
+TEST(Functions, SleepIsBounded) {
+  const auto g = group("    - kind: functions\n      max_sleep_seconds: 2\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_sleep(1.5)", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_sleep_for('500 ms')", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_sleep_for('00:00:02')", nullptr).denied);
+  for (const char* sql : {"SELECT pg_sleep(3)", "SELECT pg_catalog.pg_sleep(10)", "SELECT pg_sleep_for('1 minute')",
+                          "SELECT pg_sleep_for('00:00:05')", "SELECT pg_sleep_until(now())",
+                          "SELECT pg_sleep(x) FROM t", "SELECT PG_SLEEP(100)", "SELECT pg_sleep('7')"}) {
+    SCOPED_TRACE(sql);
+    const Decision d = evaluate(*g, sql, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "FUNCTION_LIMIT");
+    EXPECT_EQ(d.deny.sqlstate, "54000");
+    EXPECT_TRUE(contains(d.deny.message, "2 seconds")) << d.deny.message;
+  }
+  const Decision d = evaluate(*g, "SELECT pg_sleep(30)", nullptr);
+  EXPECT_TRUE(contains(d.deny.message, "30 seconds")) << d.deny.message;
+  EXPECT_EQ(d.deny.hint, "SELECT pg_sleep(2)");
+}
+
+TEST(Functions, NoSleepAtAllWhenTheBoundIsZero) {
+  const auto g = group("    - kind: functions\n      max_sleep_seconds: 0\n");
+  const Decision d = evaluate(*g, "SELECT pg_sleep(0.01)", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "FUNCTION_LIMIT");
+}
+
+TEST(Functions, GenerateSeriesIsBounded) {
+  const auto g = group("    - kind: functions\n      max_series_rows: 1000000\n");
+  for (const char* ok : {"SELECT * FROM generate_series(1, 1000)", "SELECT * FROM generate_series(1, 1000000)",
+                         "SELECT * FROM generate_series(1, 1e9, 1000)",
+                         "SELECT * FROM generate_series('2024-01-01'::date, '2024-12-31', '1 day')",
+                         "SELECT * FROM generate_series(1, (SELECT max(id) FROM t))",
+                         "SELECT * FROM generate_series(10, 1)"}) {
+    EXPECT_FALSE(evaluate(*g, ok, nullptr).denied) << ok;
+  }
+  for (const char* bad : {"SELECT * FROM generate_series(1, 1000001)", "SELECT count(*) FROM generate_series(-5e9, 5e9)",
+                          "SELECT * FROM generate_series(1, 1e12::bigint, 2)",
+                          "SELECT * FROM generate_series('2000-01-01 00:00'::timestamp, '2001-01-01', '1 second')",
+                          "SELECT * FROM generate_series('2000-01-01'::timestamp, '2001-01-01', interval '10 seconds')"}) {
+    SCOPED_TRACE(bad);
+    const Decision d = evaluate(*g, bad, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "FUNCTION_LIMIT");
+    EXPECT_TRUE(contains(d.deny.message, "1,000,000 allowed")) << d.deny.message;
+  }
+}
+
+TEST(Functions, DefaultDenyListCoversEachCategory) {
+  const auto g = group("    - kind: functions\n");
+  struct Call {
+    const char* sql;
+    const char* category;
+  };
+  for (const Call& c : {Call{"SELECT pg_read_file('x')", "file_access"},
+                        Call{"SELECT pg_ls_waldir()", "file_access"},
+                        Call{"SELECT lo_unlink(1)", "large_object"},
+                        Call{"SELECT loread(0, 1)", "large_object"},
+                        Call{"SELECT dblink_exec('x', 'y')", "remote_connection"},
+                        Call{"SELECT pg_terminate_backend(1)", "server_control"},
+                        Call{"SELECT pg_drop_replication_slot('s')", "server_control"},
+                        Call{"SELECT pg_stat_reset()", "server_control"},
+                        Call{"SELECT pg_advisory_xact_lock_shared(1)", "advisory_lock"},
+                        Call{"SELECT pg_notify('c', 'p')", "notification"},
+                        Call{"SELECT setval('s', 5)", "sequence"},
+                        Call{"SELECT txid_current()", "transaction_id"},
+                        Call{"SELECT pg_current_xact_id()", "transaction_id"},
+                        Call{"SELECT cursor_to_xml('c', 1, true, true, '')", "sql_as_text"},
+                        Call{"SELECT database_to_xml(true, true, '')", "sql_as_text"},
+                        Call{"SELECT inet_server_addr()", "server_address"}}) {
+    SCOPED_TRACE(c.sql);
+    const Decision d = evaluate(*g, c.sql, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "FUNCTION_DENIED");
+    EXPECT_TRUE(contains(d.deny.detail, std::string("\"category\":\"") + c.category + "\"")) << d.deny.detail;
+  }
+}
+
+TEST(Functions, MatchedWhateverTheSpelling) {
+  const auto g = group("    - kind: functions\n");
+  for (const char* sql : {"SELECT pg_read_file('x')", "SELECT PG_READ_FILE('x')", "SELECT \"pg_read_file\"('x')",
+                          "SELECT pg_catalog.pg_read_file('x')", "SELECT \"pg_catalog\".\"pg_read_file\"('x')",
+                          "SELECT U&\"pg_read\\005ffile\"('x')", "SELECT other.pg_read_file('x')",
+                          "SELECT * FROM t WHERE a = (SELECT length(pg_read_file('x')))",
+                          "SELECT * FROM pg_read_file('x') AS f"}) {
+    SCOPED_TRACE(sql);
+    const Decision d = evaluate(*g, sql, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "FUNCTION_DENIED");
+  }
+}
+
+TEST(Functions, AllowListMode) {
+  const auto g = group("    - kind: functions\n      mode: allow\n      allow: [count, lower, \"pg_catalog.now\"]\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT count(*), lower('A'), now() FROM t", nullptr).denied);
+  const Decision d = evaluate(*g, "SELECT upper('a')", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "FUNCTION_DENIED");
+  EXPECT_TRUE(contains(d.deny.detail, "\"allowed\":[\"count\",\"lower\",\"pg_catalog.now\"]")) << d.deny.detail;
+  EXPECT_TRUE(evaluate(*g, "SELECT myschema.now()", nullptr).denied);
+}
+
+TEST(Functions, OperatorDenyAndAllowExceptions) {
+  const auto g = group("    - kind: functions\n      deny: [md5, \"public.secret_*\"]\n      allow: [pg_ls_dir]\n",
+                       "  search_path: [public]\n");
+  EXPECT_TRUE(evaluate(*g, "SELECT md5('x')", nullptr).denied);
+  EXPECT_TRUE(evaluate(*g, "SELECT public.secret_key()", nullptr).denied);
+  EXPECT_TRUE(evaluate(*g, "SELECT secret_key()", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT other.secret_key()", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_ls_dir('.')", nullptr).denied);
+  EXPECT_TRUE(evaluate(*g, "SELECT pg_read_file('x')", nullptr).denied);
+}
+
+TEST(Functions, BuiltinListCanBeDropped) {
+  const auto g = group("    - kind: functions\n      builtin_deny: false\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_read_file('x')", nullptr).denied);
+  EXPECT_TRUE(evaluate(*g, "SELECT pg_sleep(100)", nullptr).denied);  // bounds stay
+}
+
+TEST(Functions, SetConfigOfProtectedSettings) {
+  const auto g = group("    - kind: functions\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT set_config('work_mem', '1MB', false)", nullptr).denied);
+  for (const char* sql : {"SELECT set_config('statement_timeout', '0', false)", "SELECT set_config('ROLE', 'x', false)",
+                          "SELECT set_config(n, 'x', false) FROM t"}) {
+    const Decision d = evaluate(*g, sql, nullptr);
+    ASSERT_TRUE(d.denied) << sql;
+    EXPECT_EQ(d.deny.code, "PROTECTED_SETTING");
+    EXPECT_EQ(d.deny.guard, "functions");
+  }
+}
+
+// ---- tables ----
+
+TEST(Tables, DenyPatternsResolveUnqualifiedNames) {
+  const auto g = group("    - kind: tables\n      deny: [\"secret.*\", \"pg_catalog.pg_authid\"]\n",
+                       "  search_path: [secret, public]\n");
+  for (const char* sql : {"SELECT * FROM secret.keys", "SELECT * FROM keys", "SELECT * FROM pg_authid",
+                          "SELECT * FROM pg_catalog.pg_authid", "SELECT * FROM PG_AUTHID",
+                          "DELETE FROM secret.keys", "SELECT * FROM public.t JOIN secret.k ON true"}) {
+    SCOPED_TRACE(sql);
+    const Decision d = evaluate(*g, sql, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "TABLE_DENIED");
+    EXPECT_EQ(d.deny.sqlstate, "42501");
+  }
+  EXPECT_FALSE(evaluate(*g, "SELECT * FROM public.t", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "WITH keys AS (SELECT 1) SELECT * FROM keys", nullptr).denied);
+  const Decision d = evaluate(*g, "SELECT rolpassword FROM pg_authid", nullptr);
+  EXPECT_TRUE(contains(d.deny.message, "pg_catalog.pg_roles")) << d.deny.message;
+  EXPECT_EQ(d.deny.hint, "SELECT * FROM pg_catalog.pg_roles LIMIT 100");
+}
+
+TEST(Tables, AllowListNeedsEveryPossibleResolution) {
+  const auto g = group("    - kind: tables\n      allow: [\"public.*\", \"pg_catalog.pg_class\"]\n",
+                       "  search_path: [public]\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT * FROM t", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT * FROM pg_class", nullptr).denied);
+  const Decision other = evaluate(*g, "SELECT * FROM other.t", nullptr);
+  ASSERT_TRUE(other.denied);
+  EXPECT_TRUE(contains(other.deny.detail, "\"allowed\":[\"public.*\",\"pg_catalog.pg_class\"]")) << other.deny.detail;
+  // An unqualified pg_ name resolves to pg_catalog first.
+  EXPECT_TRUE(evaluate(*g, "SELECT * FROM pg_authid", nullptr).denied);
+
+  const auto two = group("    - kind: tables\n      allow: [\"a.*\"]\n", "  search_path: [a, b]\n");
+  EXPECT_TRUE(evaluate(*two, "SELECT * FROM t", nullptr).denied);  // could be b.t
+  EXPECT_FALSE(evaluate(*two, "SELECT * FROM a.t", nullptr).denied);
+}
+
+// ---- multi_statement ----
+
+TEST(MultiStatement, CountsStatementsAndHintsTheFirst) {
+  const auto one = group("    - kind: multi_statement\n");
+  EXPECT_FALSE(evaluate(*one, "SELECT 1;", nullptr).denied);
+  const Decision d = evaluate(*one, "SELECT 1; SELECT 2", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "MULTI_STATEMENT");
+  EXPECT_TRUE(contains(d.deny.message, "one at a time")) << d.deny.message;
+  EXPECT_EQ(d.deny.hint, "SELECT 1");
+  EXPECT_TRUE(contains(d.deny.detail, "\"statements\":2")) << d.deny.detail;
+  const auto two = group("    - kind: multi_statement\n      max_statements: 2\n");
+  EXPECT_FALSE(evaluate(*two, "SELECT 1; SELECT 2", nullptr).denied);
+  EXPECT_TRUE(evaluate(*two, "SELECT 1; SELECT 2; SELECT 3", nullptr).denied);
+}
+
+// ---- require_predicate ----
+
+TEST(RequirePredicate, NamesTableSizeColumnAndExample) {
+  const auto stats = test::sampleStats();
+  const auto g = group("    - kind: require_predicate\n      min_rows: 100000\n", "  search_path: [public]\n");
+  const Decision d = evaluate(*g, "SELECT * FROM fct_shipments", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "MISSING_PREDICATE");
+  EXPECT_EQ(d.deny.sqlstate, "54000");
+  EXPECT_TRUE(contains(d.deny.message, "public.fct_shipments")) << d.deny.message;
+  EXPECT_TRUE(contains(d.deny.message, "about 1,000,000 rows")) << d.deny.message;
+  EXPECT_TRUE(contains(d.deny.message, "ship_date >= current_date - 7")) << d.deny.message;
+  EXPECT_EQ(d.deny.detail,
+            "{\"code\":\"MISSING_PREDICATE\",\"table\":\"public.fct_shipments\",\"estimated_rows\":1000000,"
+            "\"indexed_columns\":[\"ship_date\",\"id\"],\"example_predicate\":\"ship_date >= current_date - 7\","
+            "\"trivial_predicate\":false,\"next_step\":\"add a WHERE condition on an indexed column such as "
+            "ship_date (for example ship_date >= current_date - 7), or aggregate with GROUP BY\"}");
+  EXPECT_EQ(d.deny.hint, "SELECT * FROM public.fct_shipments WHERE ship_date >= current_date - 7 LIMIT 100");
+  // The hint is a query that passes, also through the whole example chain.
+  EXPECT_FALSE(evaluate(*g, d.deny.hint, stats.get()).denied);
+  const auto& agents = *test::exampleGroups().at("agents");
+  EXPECT_FALSE(evaluate(agents, d.deny.hint, stats.get()).denied);
+}
+
+TEST(RequirePredicate, TrivialPredicateIsCalledOut) {
+  const auto stats = test::sampleStats();
+  const auto g = group("    - kind: require_predicate\n");
+  const Decision d = evaluate(*g, "SELECT * FROM public.fct_shipments WHERE 1=1", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_TRUE(contains(d.deny.message, "cannot filter")) << d.deny.message;
+  EXPECT_TRUE(contains(d.deny.detail, "\"trivial_predicate\":true"));
+}
+
+TEST(RequirePredicate, AggregatesAndSmallTablesPass) {
+  const auto stats = test::sampleStats();
+  const auto g = group("    - kind: require_predicate\n");
+  for (const char* sql : {"SELECT count(*) FROM fct_shipments", "SELECT status, count(*) FROM fct_shipments GROUP BY 1",
+                          "SELECT DISTINCT status FROM fct_shipments", "SELECT * FROM dim_region",
+                          "SELECT * FROM fct_shipments WHERE ship_date = '2024-01-01'",
+                          "SELECT * FROM fct_shipments WHERE status = 'DELAYED'",
+                          "EXPLAIN SELECT * FROM fct_shipments", "SELECT * FROM other_schema.fct_shipments"}) {
+    EXPECT_FALSE(evaluate(*g, sql, stats.get()).denied) << sql;
+  }
+}
+
+TEST(RequirePredicate, ThresholdListedTablesAndMissingStats) {
+  const auto stats = test::sampleStats();
+  const auto high = group("    - kind: require_predicate\n      min_rows: 2000000\n");
+  EXPECT_FALSE(evaluate(*high, "SELECT * FROM fct_shipments", stats.get()).denied);
+  const auto listed = group("    - kind: require_predicate\n      min_rows: 0\n      tables: [\"public.events\"]\n");
+  EXPECT_FALSE(evaluate(*listed, "SELECT * FROM fct_shipments", stats.get()).denied);
+  const Decision d = evaluate(*listed, "SELECT * FROM events", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_TRUE(contains(d.deny.message, "public.events is a large table")) << d.deny.message;
+  EXPECT_EQ(d.deny.hint, "SELECT count(*) FROM public.events");
+  EXPECT_FALSE(evaluate(*listed, d.deny.hint, nullptr).denied);
+  // No snapshot yet: only listed tables are known to be big.
+  const auto plain = group("    - kind: require_predicate\n");
+  EXPECT_FALSE(evaluate(*plain, "SELECT * FROM fct_shipments", nullptr).denied);
+}
+
+TEST(RequirePredicate, TableWithoutIndexGetsAGenericAdvice) {
+  const auto stats = TableStatsSnapshot::fromRows({{"public", "logs", "5000000", ""}});
+  const auto g = group("    - kind: require_predicate\n");
+  const Decision d = evaluate(*g, "SELECT * FROM logs", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_TRUE(contains(d.deny.message, "about 5,000,000 rows")) << d.deny.message;
+  EXPECT_TRUE(contains(d.deny.message, "narrows the rows")) << d.deny.message;
+  EXPECT_FALSE(evaluate(*g, d.deny.hint, stats.get()).denied);
+}
+
+TEST(RequirePredicate, CursorsPreparedStatementsAndCopyAreReads) {
+  const auto stats = test::sampleStats();
+  const auto g = group("    - kind: require_predicate\n");
+  for (const char* sql : {"DECLARE c CURSOR FOR SELECT * FROM fct_shipments", "PREPARE p AS SELECT * FROM fct_shipments",
+                          "COPY fct_shipments TO STDOUT", "COPY (SELECT * FROM fct_shipments) TO STDOUT",
+                          "SELECT ARRAY(SELECT id FROM fct_shipments)"}) {
+    EXPECT_TRUE(evaluate(*g, sql, stats.get()).denied) << sql;
+  }
+}
+
+// ---- the chain ----
+
+TEST(Chain, StopsAtTheFirstDenyInConfigOrder) {
+  const auto fr = group("    - kind: functions\n    - kind: read_only\n");
+  const Decision a = evaluate(*fr, "DELETE FROM t WHERE pg_sleep(100) IS NULL", nullptr);
+  ASSERT_TRUE(a.denied);
+  EXPECT_EQ(a.deny.code, "FUNCTION_LIMIT");
+  EXPECT_EQ(a.actions.size(), 1u);
+  const auto rf = group("    - kind: read_only\n    - kind: functions\n");
+  const Decision b = evaluate(*rf, "DELETE FROM t WHERE pg_sleep(100) IS NULL", nullptr);
+  EXPECT_EQ(b.deny.code, "READ_ONLY");
+}
+
+TEST(Chain, EveryStatementOfTheTextIsChecked) {
+  const auto g = group("    - kind: functions\n");
+  const Decision d = evaluate(*g, "SELECT 1; SELECT 2; SELECT pg_read_file('x')", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "FUNCTION_DENIED");
+}
+
+TEST(Chain, WarnOnlyGuardsWarnAndTheChainGoesOn) {
+  const auto stats = test::sampleStats();
+  const auto g = group(
+      "    - kind: require_predicate\n      action: warn\n    - kind: row_limit\n      max_rows: 10\n");
+  const Decision d = evaluate(*g, "SELECT * FROM fct_shipments", stats.get());
+  EXPECT_FALSE(d.denied);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_EQ(d.warnings[0].code, "MISSING_PREDICATE");
+  EXPECT_EQ(d.warnings[0].action, Action::kWarn);
+  EXPECT_EQ(d.warnings[0].sqlstate, "01000");
+  ASSERT_EQ(d.actions.size(), 2u);
+  EXPECT_EQ(d.actions[0].code, "MISSING_PREDICATE");
+  EXPECT_EQ(d.actions[1].code, "ROWS_CAPPED");
+  EXPECT_EQ(d.actions[1].action, Action::kRewrite);
+  EXPECT_EQ(d.max_rows, 10);
+}
+
+TEST(Chain, SyntaxErrorsAreDeniedWithPosition) {
+  const std::string sql = "SELECT * FORM fct_shipments";
+  const auto a = analyzeUncached(sql);
+  ASSERT_FALSE(a->ok);
+  const Verdict v = syntaxErrorVerdict(*a, sql);
+  EXPECT_EQ(v.code, "SYNTAX_ERROR");
+  EXPECT_EQ(v.sqlstate, "42601");
+  EXPECT_EQ(v.action, Action::kDeny);
+  EXPECT_EQ(v.position, 10);
+  EXPECT_TRUE(contains(v.message, "syntax error at or near \"FORM\"")) << v.message;
+  EXPECT_EQ(v.detail, "{\"code\":\"SYNTAX_ERROR\",\"position\":10,\"next_step\":\"fix the SQL near position 10 and send it again\"}");
+  EXPECT_TRUE(contains(v.hint, "FORM fct_shipments")) << v.hint;
+  // evaluate() on a failed analysis gives the same denial.
+  const auto& agents = *test::exampleGroups().at("agents");
+  RequestContext ctx;
+  const Decision d = agents.evaluate(*a, sql, ctx, nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "SYNTAX_ERROR");
+}
+
+TEST(Chain, EmptyTextIsAllowedWithNothingToRecord) {
+  const auto& agents = *test::exampleGroups().at("agents");
+  const Decision d = evaluate(agents, "  -- nothing\n", nullptr);
+  EXPECT_FALSE(d.denied);
+  EXPECT_TRUE(d.actions.empty());
+  EXPECT_FALSE(d.rewritten_sql.has_value());
+}
+
+// ---- operator-written reasons ----
+
+TEST(Reasons, OverrideTheMessageWithFacts) {
+  const auto stats = test::sampleStats();
+  const auto g = group("    - kind: require_predicate\n",
+                       "  reasons:\n"
+                       "    MISSING_PREDICATE: \"{table} has about 5M rows; filter on ship_date; status holds "
+                       "DELIVERED, DELAYED, RETURNED (try {example_predicate})\"\n");
+  const Decision d = evaluate(*g, "SELECT * FROM fct_shipments", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.message,
+            "public.fct_shipments has about 5M rows; filter on ship_date; status holds DELIVERED, DELAYED, "
+            "RETURNED (try ship_date >= current_date - 7)");
+  // The facts stay as they were: tools read the detail, people and models read the message.
+  EXPECT_TRUE(contains(d.deny.detail, "\"estimated_rows\":1000000"));
+}
+
+TEST(Reasons, PerTableWithDefault) {
+  const auto stats = TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "1000000", "ship_date", "date"}, {"public", "events", "900000", "", ""}});
+  const auto g = group("    - kind: require_predicate\n",
+                       "  reasons:\n"
+                       "    MISSING_PREDICATE:\n"
+                       "      public.fct_shipments: \"Filter fct_shipments on ship_date.\"\n"
+                       "      \"*\": \"Filter {table} first; it has {estimated_rows} rows.\"\n");
+  EXPECT_EQ(evaluate(*g, "SELECT * FROM fct_shipments", stats.get()).deny.message, "Filter fct_shipments on ship_date.");
+  EXPECT_EQ(evaluate(*g, "SELECT * FROM events", stats.get()).deny.message,
+            "Filter public.events first; it has 900000 rows.");
+}
+
+TEST(Reasons, TruncationNoticeCanBeRewritten) {
+  const auto g = group("    - kind: row_limit\n      max_rows: 50\n",
+                       "  reasons:\n    ROWS_TRUNCATED: \"Only {max_rows} rows are shown; ask for less.\"\n");
+  const Decision d = evaluate(*g, "SELECT * FROM t", nullptr);
+  EXPECT_EQ(d.truncation.message, "Only 50 rows are shown; ask for less.");
+  EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED");
+}
+
+}  // namespace
+}  // namespace pgwarden::guards

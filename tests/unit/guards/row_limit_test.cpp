@@ -1,0 +1,187 @@
+// guards: row_limit. LIMIT above max_limit is refused; reads are rewritten so the engine stops at
+// max_rows + 1, editing only what the parser located, on texts built to trip a naive rewrite.
+#include "tests/unit/guards/guard_test_util.h"
+
+namespace pgwarden::guards {
+namespace {
+
+using test::evaluate;
+
+const PolicyGroup& limits() {
+  static const auto groups = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: row_limit\n      max_limit: 10000\n      max_rows: 1000\n");
+  return *groups.at("g");
+}
+
+struct Rewrite {
+  const char* sql;
+  const char* expected;  // nullptr: forwarded unchanged
+};
+std::ostream& operator<<(std::ostream& os, const Rewrite& r) { return os << r.sql; }
+
+class RowLimitRewrite : public ::testing::TestWithParam<Rewrite> {};
+
+TEST_P(RowLimitRewrite, EngineStopsAfterMaxRowsPlusOne) {
+  const Rewrite& c = GetParam();
+  const Decision d = evaluate(limits(), c.sql, nullptr);
+  ASSERT_FALSE(d.denied) << d.deny.message;
+  EXPECT_EQ(d.max_rows, 1000);
+  EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED");
+  EXPECT_NE(d.truncation_notice.find("truncated at 1000 rows"), std::string::npos) << d.truncation_notice;
+  if (!c.expected) {
+    EXPECT_FALSE(d.rewritten_sql.has_value()) << *d.rewritten_sql;
+    return;
+  }
+  ASSERT_TRUE(d.rewritten_sql.has_value());
+  EXPECT_EQ(*d.rewritten_sql, c.expected);
+  // Whatever the text, the result parses, keeps its statement count, and every read is capped.
+  const auto before = analyzeUncached(c.sql);
+  const auto after = analyzeUncached(*d.rewritten_sql);
+  ASSERT_TRUE(after->ok) << after->error;
+  ASSERT_EQ(after->statements.size(), before->statements.size());
+  for (const auto& st : after->statements) {
+    EXPECT_EQ(st.limit, LimitKind::kConstant);
+    EXPECT_EQ(st.limit_value, 1001);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Texts, RowLimitRewrite,
+    ::testing::Values(
+        Rewrite{"SELECT * FROM t", "SELECT * FROM t\nLIMIT 1001"},
+        Rewrite{"SELECT * FROM t;", "SELECT * FROM t\nLIMIT 1001;"},
+        Rewrite{"SELECT * FROM t ;  \n", "SELECT * FROM t \nLIMIT 1001;  \n"},
+        Rewrite{"SELECT * FROM t -- trailing comment", "SELECT * FROM t -- trailing comment\nLIMIT 1001"},
+        Rewrite{"SELECT * FROM t -- comment\n;", "SELECT * FROM t -- comment\n\nLIMIT 1001;"},
+        Rewrite{"SELECT * FROM t; -- comment after", "SELECT * FROM t\nLIMIT 1001; -- comment after"},
+        Rewrite{"SELECT * FROM t /* block */", "SELECT * FROM t /* block */\nLIMIT 1001"},
+        Rewrite{"SELECT * FROM t LIMIT 5000", "SELECT * FROM t LIMIT 1001"},
+        Rewrite{"SELECT * FROM t LIMIT 10000;", "SELECT * FROM t LIMIT 1001;"},
+        Rewrite{"SELECT * FROM t LIMIT 5000 OFFSET 20", "SELECT * FROM t LIMIT 1001 OFFSET 20"},
+        Rewrite{"SELECT * FROM t OFFSET 20 LIMIT 5000", "SELECT * FROM t OFFSET 20 LIMIT 1001"},
+        Rewrite{"SELECT * FROM t LIMIT ALL", "SELECT * FROM t LIMIT 1001"},
+        Rewrite{"SELECT * FROM t LIMIT 2e3", "SELECT * FROM t LIMIT 1001"},
+        Rewrite{"SELECT * FROM t OFFSET 5", "SELECT * FROM t OFFSET 5\nLIMIT 1001"},
+        Rewrite{"SELECT * FROM t ORDER BY a DESC", "SELECT * FROM t ORDER BY a DESC\nLIMIT 1001"},
+        Rewrite{"SELECT a FROM t UNION SELECT b FROM u", "SELECT a FROM t UNION SELECT b FROM u\nLIMIT 1001"},
+        Rewrite{"SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1",
+                "SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1\nLIMIT 1001"},
+        Rewrite{"(SELECT a FROM t LIMIT 5) UNION (SELECT b FROM u)",
+                "(SELECT a FROM t LIMIT 5) UNION (SELECT b FROM u)\nLIMIT 1001"},
+        Rewrite{"SELECT * FROM t FETCH FIRST 5000 ROWS ONLY", "SELECT * FROM t FETCH FIRST 1001 ROWS ONLY"},
+        Rewrite{"SELECT * FROM t ORDER BY a FETCH NEXT 5000 ROWS WITH TIES",
+                "SELECT * FROM t ORDER BY a FETCH NEXT 1001 ROWS WITH TIES"},
+        Rewrite{"WITH x AS (SELECT * FROM t LIMIT 99999) SELECT * FROM x",
+                "WITH x AS (SELECT * FROM t LIMIT 99999) SELECT * FROM x\nLIMIT 1001"},
+        Rewrite{"VALUES (1), (2)", "VALUES (1), (2)\nLIMIT 1001"},
+        Rewrite{"TABLE t", "TABLE t\nLIMIT 1001"},
+        Rewrite{"(SELECT 1)", "(SELECT 1)\nLIMIT 1001"},
+        Rewrite{"SELECT 'it''s -- not a comment', $$ ; LIMIT 5 $$ FROM t",
+                "SELECT 'it''s -- not a comment', $$ ; LIMIT 5 $$ FROM t\nLIMIT 1001"},
+        Rewrite{"SELECT 'ünïcødé' AS x FROM t LIMIT 5000", "SELECT 'ünïcødé' AS x FROM t LIMIT 1001"},
+        Rewrite{"/* lead */ SELECT * FROM t", "/* lead */ SELECT * FROM t\nLIMIT 1001"},
+        Rewrite{"SELECT 1; SELECT 2 LIMIT 3000", "SELECT 1\nLIMIT 1001; SELECT 2 LIMIT 1001"},
+        Rewrite{"SELECT * FROM t WHERE a = $1 LIMIT $2", nullptr}));
+
+TEST(RowLimit, SmallLimitsAreLeftAlone) {
+  for (const char* sql : {"SELECT * FROM t LIMIT 10", "SELECT * FROM t LIMIT 1000", "SELECT * FROM t FETCH FIRST ROW ONLY"}) {
+    const Decision d = evaluate(limits(), sql, nullptr);
+    EXPECT_FALSE(d.denied);
+    EXPECT_FALSE(d.rewritten_sql.has_value()) << sql;
+    EXPECT_EQ(d.max_rows, -1) << sql;
+    EXPECT_TRUE(d.actions.empty());
+  }
+}
+
+TEST(RowLimit, LimitAboveMaximumIsRefused) {
+  const Decision d = evaluate(limits(), "SELECT * FROM t WHERE a = 1 LIMIT 10001", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "LIMIT_TOO_LARGE");
+  EXPECT_EQ(d.deny.sqlstate, "54000");
+  EXPECT_EQ(d.deny.message, "LIMIT 10001 is above the maximum of 10000 rows; use LIMIT 10000 or less, or aggregate the rows with GROUP BY.");
+  EXPECT_EQ(d.deny.detail, "{\"code\":\"LIMIT_TOO_LARGE\",\"limit\":10001,\"max_limit\":10000,\"next_step\":\"use LIMIT 10000 or less\"}");
+  EXPECT_EQ(d.deny.hint, "SELECT * FROM t WHERE a = 1 LIMIT 10000");
+  EXPECT_FALSE(evaluate(limits(), d.deny.hint, nullptr).denied);
+}
+
+TEST(RowLimit, LimitExpressionsAreRefused) {
+  for (const char* sql : {"SELECT * FROM t LIMIT 10 * 1000", "SELECT * FROM t LIMIT (SELECT 5)", "SELECT * FROM t LIMIT '5'"}) {
+    const Decision d = evaluate(limits(), sql, nullptr);
+    ASSERT_TRUE(d.denied) << sql;
+    EXPECT_EQ(d.deny.code, "LIMIT_TOO_LARGE");
+  }
+}
+
+TEST(RowLimit, NonReadsAreNotTouched) {
+  for (const char* sql : {"SELECT * INTO x FROM t", "EXPLAIN SELECT * FROM t", "SHOW ALL", "INSERT INTO t SELECT * FROM u",
+                          "FETCH ALL FROM c", "BEGIN"}) {
+    const Decision d = evaluate(limits(), sql, nullptr);
+    EXPECT_FALSE(d.denied) << sql;
+    EXPECT_FALSE(d.rewritten_sql.has_value()) << sql;
+    EXPECT_EQ(d.max_rows, -1) << sql;
+  }
+}
+
+TEST(RowLimit, CursorsAndPreparedStatementsAreCappedWithANotice) {
+  for (const char* sql : {"DECLARE c CURSOR FOR SELECT * FROM t", "PREPARE p AS SELECT * FROM t"}) {
+    SCOPED_TRACE(sql);
+    const Decision d = evaluate(limits(), sql, nullptr);
+    ASSERT_FALSE(d.denied);
+    ASSERT_TRUE(d.rewritten_sql.has_value());
+    EXPECT_EQ(*d.rewritten_sql, std::string(sql) + "\nLIMIT 1000");
+    EXPECT_EQ(d.max_rows, -1);
+    ASSERT_EQ(d.warnings.size(), 1u);
+    EXPECT_EQ(d.warnings[0].code, "ROWS_CAPPED");
+    EXPECT_NE(d.warnings[0].message.find("capped at 1000"), std::string::npos);
+  }
+}
+
+TEST(RowLimit, CopyToClientNeedsASmallLimit) {
+  EXPECT_FALSE(evaluate(limits(), "COPY (SELECT * FROM t LIMIT 500) TO STDOUT", nullptr).denied);
+  for (const char* sql : {"COPY t TO STDOUT", "COPY (SELECT * FROM t) TO STDOUT", "COPY (SELECT * FROM t LIMIT 5000) TO STDOUT"}) {
+    const Decision d = evaluate(limits(), sql, nullptr);
+    ASSERT_TRUE(d.denied) << sql;
+    EXPECT_EQ(d.deny.code, "LIMIT_REQUIRED");
+    EXPECT_EQ(d.deny.hint, "COPY (SELECT 1 LIMIT 1000) TO STDOUT");
+  }
+}
+
+TEST(RowLimit, UnboundedRecursionIsRefusedUnlessTurnedOff) {
+  const char* sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r";
+  const Decision d = evaluate(limits(), sql, nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "RECURSION_UNBOUNDED");
+  EXPECT_FALSE(evaluate(limits(), d.deny.hint, nullptr).denied);
+  const auto off = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: row_limit\n      max_rows: 10\n      deny_unbounded_recursion: false\n");
+  const Decision lazy = evaluate(*off.at("g"), sql, nullptr);
+  ASSERT_FALSE(lazy.denied);
+  EXPECT_EQ(*lazy.rewritten_sql, std::string(sql) + "\nLIMIT 11");
+}
+
+TEST(RowLimit, TwoCapsInOneChainGiveOneLimitAndTheSmallerCap) {
+  const auto groups = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: row_limit\n      max_rows: 100\n    - kind: row_limit\n      max_rows: 50\n");
+  const Decision d = evaluate(*groups.at("g"), "SELECT * FROM t", nullptr);
+  EXPECT_EQ(d.max_rows, 50);
+  ASSERT_TRUE(d.rewritten_sql.has_value());
+  const auto again = analyzeUncached(*d.rewritten_sql);
+  ASSERT_TRUE(again->ok) << *d.rewritten_sql;
+  EXPECT_EQ(again->statements[0].limit, LimitKind::kConstant);
+  EXPECT_GT(again->statements[0].limit_value, 50);  // the engine still overshoots the cap, so a cut shows
+}
+
+TEST(RowLimit, TruncationNoticeAndHint) {
+  const Decision d = evaluate(limits(), "SELECT * FROM t -- see all", nullptr);
+  EXPECT_EQ(d.truncation.action, Action::kWarn);
+  EXPECT_EQ(d.truncation.sqlstate, "01000");
+  EXPECT_EQ(d.truncation.detail,
+            "{\"code\":\"ROWS_TRUNCATED\",\"max_rows\":1000,\"next_step\":\"narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT\"}");
+  EXPECT_EQ(d.truncation.hint, "SELECT count(*) FROM (\nSELECT * FROM t -- see all\n) AS t");
+  const auto hint = analyzeUncached(d.truncation.hint);
+  ASSERT_TRUE(hint->ok);
+  EXPECT_TRUE(hint->statements[0].has_aggregate);
+}
+
+}  // namespace
+}  // namespace pgwarden::guards
