@@ -332,7 +332,7 @@ Result<std::unique_ptr<LuaGuard>> LuaGuard::create(LuaGuardOptions opts, int* er
   lua_settop(L, 0);
   lua_gc(L, LUA_GCCOLLECT);
   sb.baseline = sb.used;
-  return std::move(g);
+  return Result<std::unique_ptr<LuaGuard>>(std::move(g));
 }
 
 size_t LuaGuard::memoryInUse() const {
