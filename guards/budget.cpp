@@ -383,8 +383,15 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
   // The guard may be gone by the time the answer comes (a reload): keep what is needed.
   auto guard = std::make_shared<BudgetGuard>(g);
   std::weak_ptr<bool> alive = alive_;
+  // A store should answer later, but if it answers inside admit() the answer is returned here.
+  struct CallState {
+    bool in_call = true;
+    std::optional<Admission> sync;
+  };
+  auto call = std::make_shared<CallState>();
+  pending_[ticket] = PendingAdmit{store, 0};
   const uint64_t store_ticket = store->admit(
-      key, g.limits(), [this, alive, ticket, key, guard, done = std::move(done)](Result<SharedBudgetStore::Answer> r) {
+      key, g.limits(), [this, alive, ticket, key, guard, call, done = std::move(done)](Result<SharedBudgetStore::Answer> r) {
         if (alive.expired() || !*alive.lock()) return;
         if (pending_.erase(ticket) == 0) return;  // cancelled
         Admission out;
@@ -412,9 +419,15 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
             }
           }
         }
+        if (call->in_call) {
+          call->sync = std::move(out);
+          return;
+        }
         if (done) done(std::move(out));
       });
-  pending_[ticket] = PendingAdmit{store, store_ticket};
+  call->in_call = false;
+  if (call->sync) return std::move(*call->sync);
+  if (auto it = pending_.find(ticket); it != pending_.end()) it->second.store_ticket = store_ticket;
   return a;
 }
 
