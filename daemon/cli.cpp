@@ -1,0 +1,161 @@
+// Command implementations. Logging goes to stderr (journald-aware) so pgwarden runs under
+// systemd as a plain foreground process.
+#include "daemon/cli.h"
+
+#include <spdlog/spdlog.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "daemon/systemd_notify.h"
+#include "pgwarden_version.h"
+#include "protocol/auth.h"
+
+namespace pgwarden::daemon {
+
+CommandLine parseCommandLine(const std::vector<std::string>& args) {
+  CommandLine cl;
+  if (args.empty()) {
+    cl.error = "nothing to do: give --config FILE (see --help)";
+    return cl;
+  }
+  const std::string& a = args[0];
+  const auto needsValue = [&](Command c, std::string& field) {
+    if (args.size() != 2 || args[1].empty()) {
+      cl.error = a + " takes exactly one argument";
+      return;
+    }
+    cl.command = c;
+    field = args[1];
+  };
+  if (a == "--help" || a == "-h") {
+    cl.command = Command::kHelp;
+  } else if (a == "--version" || a == "-V") {
+    cl.command = Command::kVersion;
+  } else if (a == "--config" || a == "-c") {
+    needsValue(Command::kRun, cl.config_path);
+  } else if (a.rfind("--config=", 0) == 0 && a.size() > 9 && args.size() == 1) {
+    cl.command = Command::kRun;
+    cl.config_path = a.substr(9);
+  } else if (a == "--check-config") {
+    needsValue(Command::kCheckConfig, cl.config_path);
+  } else if (a.rfind("--check-config=", 0) == 0 && a.size() > 15 && args.size() == 1) {
+    cl.command = Command::kCheckConfig;
+    cl.config_path = a.substr(15);
+  } else if (a == "passwd") {
+    needsValue(Command::kPasswd, cl.user);
+  } else if (a == "report") {
+    cl.command = Command::kReport;
+  } else {
+    cl.error = "unknown argument \"" + a + "\" (see --help)";
+  }
+  return cl;
+}
+
+std::string usageText() {
+  return "pgwarden: a PostgreSQL proxy that checks every statement an agent sends.\n"
+         "\n"
+         "Usage:\n"
+         "  pgwarden --config FILE        run in the foreground (logs to stderr)\n"
+         "  pgwarden --check-config FILE  validate FILE; exit 0 when valid, 1 otherwise\n"
+         "  pgwarden passwd USER          read a password from stdin, print a SCRAM-SHA-256\n"
+         "                                verifier for USER's `password` in the config\n"
+         "  pgwarden report KIND ...      read the query history (see `pgwarden report --help`)\n"
+         "  pgwarden --version            print the version\n"
+         "  pgwarden --help               print this help\n"
+         "\n"
+         "Signals: SIGTERM stops accepting and lets running statements finish (up to\n"
+         "limits.shutdown_timeout); SIGINT does the same with a shorter wait; SIGHUP reloads.\n";
+}
+
+std::string versionText() {
+  return std::string("pgwarden ") + kVersion + " (git " + kGitSha + ")\n";
+}
+
+int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream& err) {
+  try {
+    auto cfg = loadConfig(path);
+    for (const auto& w : cfg->warnings) err << "warning: " << w << "\n";
+    out << path << ": ok (" << cfg->users.size() << " user" << (cfg->users.size() == 1 ? "" : "s")
+        << ", " << cfg->groups.size() << " group" << (cfg->groups.size() == 1 ? "" : "s") << ")\n";
+    return 0;
+  } catch (const std::exception& e) {
+    err << e.what() << "\n";
+    return 1;
+  }
+}
+
+namespace {
+
+std::string readPassword(const std::string& user, std::ostream& err, bool& ok) {
+  ok = false;
+  std::string line;
+  if (isatty(STDIN_FILENO)) {
+    err << "Password for " << user << ": " << std::flush;
+    termios old_t{};
+    const bool have_t = tcgetattr(STDIN_FILENO, &old_t) == 0;
+    if (have_t) {
+      termios t = old_t;
+      t.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+    }
+    ok = static_cast<bool>(std::getline(std::cin, line));
+    if (have_t) tcsetattr(STDIN_FILENO, TCSAFLUSH, &old_t);
+    err << "\n";
+  } else {
+    ok = static_cast<bool>(std::getline(std::cin, line));
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err) {
+  bool ok = false;
+  std::string password = readPassword(user, err, ok);
+  if (!ok || password.empty()) {
+    err << "pgwarden passwd: no password given on stdin\n";
+    return 1;
+  }
+  const std::string verifier = protocol::makeScramVerifier(password);
+  // Overwrite our copy; the verifier is all that leaves this function.
+  std::fill(password.begin(), password.end(), '\0');
+  out << verifier << "\n";
+  return 0;
+}
+
+int runCommand(const std::string& path) {
+  std::shared_ptr<const Config> config;
+  try {
+    config = loadConfig(path);
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  auto logger = std::make_shared<spdlog::logger>("pgwarden", makeStderrSink());
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config->logging.level));
+  spdlog::flush_on(spdlog::level::info);
+  for (const auto& w : config->warnings) spdlog::warn("{}", w);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  SystemdNotifier notifier;
+  Daemon daemon(config);
+  daemon.setNotifier(&notifier);
+  if (!daemon.start()) {
+    spdlog::error("pgwarden could not start");
+    return 1;
+  }
+  spdlog::info("pgwarden {} (git {}) started with {}", kVersion, kGitSha, path);
+  if (auto st = notifier.ready("accepting connections"); !st) {
+    spdlog::warn("systemd notify failed: {}", st.error());
+  }
+  return daemon.run();
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,33 @@
+// The command line: `--config FILE` (run), `--check-config FILE`, `passwd USER`, `report ...`,
+// `--version`, `--help`. Parsing is pure so it can be tested; running is in cli.cpp.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace pgwarden::daemon {
+
+enum class Command { kRun, kCheckConfig, kPasswd, kReport, kVersion, kHelp, kUsageError };
+
+struct CommandLine {
+  Command command = Command::kUsageError;
+  std::string config_path;  // kRun, kCheckConfig
+  std::string user;         // kPasswd
+  std::string error;        // kUsageError
+};
+
+CommandLine parseCommandLine(const std::vector<std::string>& args);  // args without argv[0]
+
+std::string usageText();
+std::string versionText();
+
+// `--check-config FILE`: 0 when valid, 1 otherwise (errors as "FILE:LINE: key: message").
+int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream& err);
+// `passwd USER`: reads the password (without echo on a terminal, else the first line of stdin)
+// and prints a SCRAM-SHA-256 verifier.
+int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err);
+// `--config FILE`: runs the daemon in the foreground until SIGTERM/SIGINT.
+int runCommand(const std::string& path);
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,1533 @@
+// Client session: startup, authentication, attach, and the proxy data path with its queue of
+// what the server still owes. That queue is what lets pgwarden answer a denied statement in its
+// proper place in a pipelined batch, cap rows per portal, and record every statement once.
+// Message flow: https://www.postgresql.org/docs/15/protocol-flow.html
+#include "daemon/client_session.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "daemon/daemon.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+int64_t nowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Server-side parameters that the server does not report with ParameterStatus (PG 15).
+bool isReportedParam(std::string_view name) {
+  return name != "extra_float_digits" && name != "search_path";
+}
+
+std::string quoteLiteral(std::string_view v) {
+  std::string out;
+  const bool backslash = v.find('\\') != std::string_view::npos;
+  if (backslash) out.push_back('E');
+  out.push_back('\'');
+  for (char c : v) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+// The last number in a command tag ("SELECT 5", "INSERT 0 3"), or 0.
+int64_t tagCount(std::string_view tag) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return 0;
+  int64_t n = 0;
+  for (size_t i = sp + 1; i < tag.size(); ++i) {
+    if (tag[i] < '0' || tag[i] > '9') return 0;
+    n = n * 10 + (tag[i] - '0');
+  }
+  return n;
+}
+
+// A tag with its count replaced ("SELECT 1001" -> "SELECT 1000").
+std::string retag(std::string_view tag, int64_t count) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return std::string(tag);
+  return std::string(tag.substr(0, sp + 1)) + std::to_string(count);
+}
+
+bool isZeroCell(std::string_view v) {
+  if (v == "0") return true;
+  if (v.size() == 2 || v.size() == 4 || v.size() == 8) {
+    for (char c : v) {
+      if (c != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// A verifier for a user that does not exist, so the exchange runs to the end and fails exactly
+// like a wrong password (PostgreSQL does the same): salt derived from the name with a key made
+// once per process, keys random.
+protocol::ScramVerifier mockVerifier(const std::string& user) {
+  static const std::string key = protocol::randomBytes(32);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(user.data()), user.size(), mac, &mac_len);
+  protocol::ScramVerifier v;
+  v.iterations = 4096;
+  v.salt.assign(reinterpret_cast<const char*>(mac), 16);
+  v.stored_key = protocol::randomBytes(32);
+  v.server_key = protocol::randomBytes(32);
+  return v;
+}
+
+history::Outcome outcomeForError(std::string_view sqlstate) {
+  return sqlstate == "57014" ? history::Outcome::kCancelled : history::Outcome::kError;
+}
+
+StatementOutcome counterOutcome(history::Outcome o) {
+  switch (o) {
+    case history::Outcome::kOk: return StatementOutcome::kOk;
+    case history::Outcome::kError: return StatementOutcome::kError;
+    case history::Outcome::kDenied: return StatementOutcome::kDenied;
+    case history::Outcome::kCancelled: return StatementOutcome::kCancelled;
+    case history::Outcome::kClientGone: return StatementOutcome::kClientGone;
+    case history::Outcome::kBudget: return StatementOutcome::kBudget;
+  }
+  return StatementOutcome::kError;
+}
+
+// Most queued client messages tolerated before we stop reading the client (pipelining).
+constexpr size_t kMaxPendingEntries = 65536;
+// How long a closing session waits for its last bytes (a FATAL message) to drain.
+constexpr uint64_t kCloseFlushMs = 5000;
+
+}  // namespace
+
+ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
+    : daemon_(daemon),
+      id_(id),
+      config_(daemon.config()),
+      client_(daemon.loop(), this),
+      via_unix_(via_unix) {
+  limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
+  limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
+}
+
+ClientSession::~ClientSession() = default;
+
+int ClientSession::accept(uv_stream_t* listener) {
+  int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
+  if (rc != 0) return rc;
+  ++daemon_.counters().clients_current;
+  rc = client_.acceptFrom(listener);
+  if (rc != 0) {
+    setState(ClientState::kClosing);
+    client_.close();
+    return rc;
+  }
+  peer_ = client_.peerName();
+  peer_host_ = client_.peerHost();
+  connected_ms_ = daemon_.nowMs();
+  last_active_ms_ = connected_ms_;
+  deadline_ms_ = connected_ms_ + static_cast<uint64_t>(config_->limits.startup_timeout.count());
+  rc = client_.startRead();
+  if (rc != 0) closeSession("cannot read from the client");
+  return 0;
+}
+
+std::string ClientSession::logPrefix() const {
+  std::string p = "s" + std::to_string(id_);
+  if (!user_.empty()) p += " user=" + user_;
+  if (!database_.empty()) p += " db=" + database_;
+  p += " peer=" + peer_;
+  if (!agent_id_.empty()) p += " agent_id=" + agent_id_;
+  if (!conversation_id_.empty()) p += " conversation_id=" + conversation_id_;
+  return p;
+}
+
+void ClientSession::setState(ClientState to) {
+  if (to == state_) return;
+  if (!legalTransition(state_, to)) {
+    spdlog::error("{}: illegal state change {} -> {}", logPrefix(), stateName(state_),
+                  stateName(to));
+  }
+  state_ = to;
+}
+
+void ClientSession::flushClient() {
+  if (client_.open() && client_.flush() != 0) closeSession("write to the client failed");
+}
+
+void ClientSession::flushServer() {
+  if (server_ && server_->flush() != 0) server_->close("write to the server failed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input from the client
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::onStreamData(Stream&, const char* data, size_t len) {
+  last_active_ms_ = daemon_.nowMs();
+  in_.append(data, len);
+  processInput();
+}
+
+void ClientSession::processInput() {
+  while (true) {
+    switch (state_) {
+      case ClientState::kStartup:
+        if (!handleStartupPacket()) goto done;
+        continue;
+      case ClientState::kAuth: {
+        protocol::Frame f;
+        const auto st = in_.next(f, limits_, false);
+        if (st == protocol::FrameStatus::kNeedMore) goto done;
+        if (st != protocol::FrameStatus::kFrame) {
+          protocolViolation("invalid message length during authentication");
+          goto done;
+        }
+        const bool go_on = handleAuthMessage(f);
+        in_.consume(f.raw.size());
+        if (!go_on) goto done;
+        continue;
+      }
+      case ClientState::kAcquiring:
+      case ClientState::kAttaching:
+        // Anything the client sends early waits in the buffer; keep that bounded.
+        if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+        goto done;
+      case ClientState::kReady: {
+        if (client_paused_) goto done;
+        protocol::Frame f;
+        const auto st = in_.next(f, limits_, false);
+        if (st == protocol::FrameStatus::kNeedMore) goto done;
+        if (st == protocol::FrameStatus::kTooLarge) {
+          protocolViolation(std::string("message of type '") + in_.data()[0] +
+                            "' is larger than the limit (limits.max_message_bytes / "
+                            "limits.max_bind_bytes)");
+          goto done;
+        }
+        if (st != protocol::FrameStatus::kFrame) {
+          protocolViolation("invalid message length");
+          goto done;
+        }
+        const bool go_on = handleClientMessage(f);
+        in_.consume(f.raw.size());
+        if (!go_on) goto done;
+        if (pending_.size() > kMaxPendingEntries ||
+            (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
+          updateBackpressure();
+        }
+        continue;
+      }
+      case ClientState::kClosing:
+      case ClientState::kClosed:
+        goto done;
+    }
+  }
+done:
+  flushServer();
+  flushClient();
+  updateBackpressure();
+}
+
+void ClientSession::updateBackpressure() {
+  if (state_ != ClientState::kReady) return;
+  const uint64_t limit = config_->limits.client_write_buffer;
+  // Client -> server: stop reading the client while the server has not taken what we sent.
+  const bool server_full =
+      (server_ && server_->pendingBytes() > limit) || pending_.size() > kMaxPendingEntries;
+  if (server_full && !client_paused_) {
+    client_paused_ = true;
+    client_.stopRead();
+  } else if (!server_full && client_paused_ && !shutting_down_ &&
+             (!server_ || server_->pendingBytes() <= limit / 2)) {
+    client_paused_ = false;
+    if (client_.startRead() != 0) {
+      closeSession("cannot read from the client");
+      return;
+    }
+    if (in_.size() > 0) processInput();
+  }
+  // Server -> client: stop reading the server while the client is slow to take its results.
+  if (!server_) return;
+  if (client_.pendingBytes() > limit) {
+    if (!server_paused_) {
+      server_paused_ = true;
+      server_->pauseReading();
+    }
+  } else if (server_paused_ && client_.pendingBytes() <= limit / 2) {
+    server_paused_ = false;
+    server_->resumeReading();
+  }
+}
+
+bool ClientSession::handleStartupPacket() {
+  protocol::StartupPacket pkt;
+  size_t used = 0;
+  std::string err;
+  const auto st = protocol::parseStartup(std::string_view(in_.data(), in_.size()), pkt, used, err);
+  if (st == protocol::StartupStatus::kNeedMore) return false;
+  if (st == protocol::StartupStatus::kBad) {
+    protocolViolation("invalid startup packet: " + err);
+    return false;
+  }
+  in_.consume(used);
+  switch (pkt.kind) {
+    case protocol::StartupKind::kSslRequest:
+    case protocol::StartupKind::kGssEncRequest:
+      // No TLS or GSS encryption (yet): 'N', and the client carries on in plaintext or leaves.
+      client_.out().push_back('N');
+      return true;
+    case protocol::StartupKind::kCancel:
+      ++daemon_.counters().cancel_requests_received;
+      daemon_.handleCancelRequest(pkt.cancel_pid, pkt.cancel_key);
+      closeSession("cancel request");
+      return false;
+    case protocol::StartupKind::kStartup:
+      break;
+  }
+
+  auto filtered = filterStartupParams(pkt.params);
+  if (filtered.startup) {
+    user_ = filtered.startup->user;
+    database_ = filtered.startup->database;
+  }
+  if (!filtered.startup) {
+    for (const auto& [n, v] : pkt.params) {
+      if (n == "user") user_ = v;
+      if (n == "database") database_ = v;
+    }
+    spdlog::warn("{}: startup refused: {}", logPrefix(), filtered.refusal.message);
+    fatal(filtered.refusal.sqlstate, filtered.refusal.message, RejectReason::kNotAllowed);
+    return false;
+  }
+  ClientStartup& s = *filtered.startup;
+  client_params_ = std::move(s.params);
+  search_path_ = std::move(s.search_path);
+  application_name_ = std::move(s.application_name);
+  agent_id_ = std::move(s.agent_id);
+  conversation_id_ = std::move(s.conversation_id);
+  query_intent_ = std::move(s.query_intent);
+  if (protocol::protocolMinor(pkt.version) > 0 || !s.unrecognized_protocol_options.empty()) {
+    protocol::writeNegotiateProtocolVersion(client_.out(), 0, s.unrecognized_protocol_options);
+  }
+  if (daemon_.shuttingDown()) {
+    fatal("57P03", "the database system is shutting down", RejectReason::kShutdown);
+    return false;
+  }
+  if (daemon_.authLimiter().blocked(peer_host_, daemon_.nowMs(),
+                                    config_->auth.failed_attempts_per_minute)) {
+    ++daemon_.counters().auth_failures;
+    spdlog::warn("{}: refused: too many failed logins from this address", logPrefix());
+    fatal("28000",
+          "too many failed login attempts from this address; wait a minute before trying again",
+          RejectReason::kAuthFailure);
+    return false;
+  }
+  beginAuth();
+  return state_ == ClientState::kAuth || state_ == ClientState::kAcquiring ||
+         state_ == ClientState::kAttaching || state_ == ClientState::kReady;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication (client -> pgwarden)
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::beginAuth() {
+  user_config_ = config_->findUser(user_);
+  user_known_ = user_config_ != nullptr;
+  const AuthMethod method = user_config_ ? user_config_->method : AuthMethod::kScramSha256;
+  switch (method) {
+    case AuthMethod::kTrust:
+      if (!via_unix_) {
+        spdlog::warn("{}: trust user tried to connect over TCP", logPrefix());
+        fatal("28000", "user \"" + user_ + "\" may connect only over the Unix socket",
+              RejectReason::kAuthFailure);
+        return;
+      }
+      authenticated();
+      return;
+    case AuthMethod::kScramSha256: {
+      protocol::ScramVerifier v;
+      if (user_config_) {
+        auto parsed = protocol::parseScramVerifier(user_config_->secret);
+        if (parsed) v = std::move(*parsed);
+      }
+      if (!user_config_ || v.iterations == 0) v = mockVerifier(user_);
+      scram_ = std::make_unique<protocol::ScramServer>(std::move(v));
+      protocol::writeAuthSasl(client_.out(), {"SCRAM-SHA-256"});
+      auth_step_ = AuthStep::kSaslInitial;
+      setState(ClientState::kAuth);
+      return;
+    }
+    case AuthMethod::kMd5: {
+      const std::string salt = protocol::randomBytes(4);
+      std::memcpy(md5_salt_, salt.data(), 4);
+      protocol::writeAuthMd5(client_.out(), md5_salt_);
+      auth_step_ = AuthStep::kMd5;
+      setState(ClientState::kAuth);
+      return;
+    }
+  }
+}
+
+bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
+  if (f.type != 'p') {
+    protocolViolation(std::string("expected a password message, got message type '") + f.type +
+                      "'");
+    return false;
+  }
+  switch (auth_step_) {
+    case AuthStep::kSaslInitial: {
+      auto m = protocol::parseSaslInitial(f.body);
+      if (!m) {
+        protocolViolation("malformed SASLInitialResponse: " + m.error());
+        return false;
+      }
+      if (m->mechanism != "SCRAM-SHA-256") {
+        protocolViolation("client selected an invalid SASL authentication mechanism");
+        return false;
+      }
+      auto reply = scram_->handleClientFirst(m->data);
+      if (!reply) {
+        authFailed("malformed SCRAM client-first-message");
+        return false;
+      }
+      protocol::writeAuthSaslContinue(client_.out(), *reply);
+      auth_step_ = AuthStep::kSaslFinal;
+      return true;
+    }
+    case AuthStep::kSaslFinal: {
+      auto m = protocol::parseSaslResponse(f.body);
+      if (!m) {
+        protocolViolation("malformed SASLResponse: " + m.error());
+        return false;
+      }
+      auto reply = scram_->handleClientFinal(m->data);
+      scram_.reset();
+      if (!reply || !user_known_) {
+        authFailed(user_known_ ? "wrong password (SCRAM)" : "no such user");
+        return false;
+      }
+      protocol::writeAuthSaslFinal(client_.out(), *reply);
+      authenticated();
+      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
+    }
+    case AuthStep::kMd5: {
+      auto p = protocol::parsePassword(f.body);
+      if (!p) {
+        protocolViolation("malformed password message: " + p.error());
+        return false;
+      }
+      const std::string expected = protocol::md5Response(user_config_->secret, md5_salt_);
+      if (!protocol::constantTimeEquals(expected, p->password)) {
+        authFailed("wrong password (md5)");
+        return false;
+      }
+      authenticated();
+      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
+    }
+    case AuthStep::kNone:
+      break;
+  }
+  protocolViolation("unexpected password message");
+  return false;
+}
+
+void ClientSession::authFailed(const std::string& log_reason) {
+  auto& c = daemon_.counters();
+  ++c.auth_failures;
+  const int n = daemon_.authLimiter().recordFailure(peer_host_, daemon_.nowMs());
+  spdlog::warn("{}: authentication failed: {} ({} failure{} from this address this minute)",
+               logPrefix(), log_reason, n, n == 1 ? "" : "s");
+  // Exactly PostgreSQL's words, and the same whether the user exists or not.
+  fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
+        RejectReason::kAuthFailure);
+}
+
+void ClientSession::authenticated() {
+  protocol::writeAuthOk(client_.out());
+  auth_step_ = AuthStep::kNone;
+  const auto mapped = config_->upstream.mapDatabase(database_);
+  if (!mapped) {
+    fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
+    return;
+  }
+  server_database_ = *mapped;
+  group_ = user_config_->group;
+  policy_ = config_->findGroup(group_);
+  if (search_path_) {
+    if (!config_->groupAllowsSearchPath(group_)) {
+      fatal("42501",
+            "parameter \"search_path\" is not allowed for users of group \"" + group_ +
+                "\": pgwarden resolves table names against the group's own search_path",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    client_params_.emplace_back("search_path", *search_path_);
+  }
+  daemon_.registerCancelKey(this, key_pid_, key_secret_);
+  key_registered_ = true;
+  setState(ClientState::kAcquiring);
+  Pool& pool = daemon_.pools().pool(server_database_);
+  waiting_pool_ = &pool;
+  pool.acquire(this);  // may call onServerReady or onServerFailed before returning
+}
+
+void ClientSession::onServerReady(ServerConnection& c) {
+  waiting_pool_ = nullptr;
+  server_ = &c;
+  c.attach(this);
+  tx_status_ = c.txStatus();
+  setState(ClientState::kAttaching);
+  startAttach();
+}
+
+void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
+  waiting_pool_ = nullptr;
+  spdlog::warn("{}: no server connection: {}", logPrefix(), message);
+  fatal(sqlstate, message,
+        sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
+}
+
+void ClientSession::startAttach() {
+  // Apply the client's own parameters where the pooled connection differs; the server reports
+  // the new values with ParameterStatus, which the connection records.
+  std::string sql;
+  for (const auto& [name, value] : client_params_) {
+    if (isReportedParam(name)) {
+      if (server_->parameter(name) == value) continue;
+    } else {
+      const auto current = server_->unreportedValue(name);
+      if (!current.empty() && current == value) continue;
+      server_->noteUnreported(name, value);
+    }
+    sql += "SET " + name + " = " + quoteLiteral(value) + ";";
+  }
+  if (sql.empty()) {
+    finishAttach();
+    return;
+  }
+  Pending p(Expect::kInternal);
+  pending_.push_back(std::move(p));
+  protocol::writeQuery(server_->out(), sql);
+  flushServer();
+}
+
+void ClientSession::finishAttach() {
+  setState(ClientState::kReady);
+  ++daemon_.counters().clients_ready;
+  std::string& out = client_.out();
+  for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
+  protocol::writeBackendKeyData(out, key_pid_, key_secret_);
+  protocol::writeReadyForQuery(out, server_->txStatus());
+  // The database answered a login, so it exists: keep catalog statistics for it.
+  daemon_.watchDatabase(server_database_);
+  spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
+               group_, application_name_, server_database_, via_unix_ ? "unix" : "tcp");
+  if (client_.open() && !client_.reading() && !client_paused_) {
+    if (client_.startRead() != 0) {
+      closeSession("cannot read from the client");
+      return;
+    }
+  }
+  processInput();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: client -> server
+// ---------------------------------------------------------------------------------------------
+
+bool ClientSession::handleClientMessage(const protocol::Frame& f) {
+  if (deny_skipping_ || server_skipping_) {
+    // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
+    // the next Sync is ignored.
+    if (f.type == 'S') {
+      deny_skipping_ = false;
+      server_skipping_ = false;
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    }
+    if (f.type == 'X') {
+      closeSession("client sent Terminate");
+      return false;
+    }
+    return true;
+  }
+  switch (f.type) {
+    case 'Q': return handleQuery(f);
+    case 'P': return handleParse(f);
+    case 'B': return handleBind(f);
+    case 'E': return handleExecute(f);
+    case 'C': return handleClose(f);
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) {
+        protocolViolation("malformed Describe message: " + d.error());
+        return false;
+      }
+      pushPending(Pending(d->kind == 'S' ? Expect::kDescribeStatement : Expect::kDescribePortal));
+      forward(f);
+      return true;
+    }
+    case 'S':
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    case 'H':
+      forward(f);
+      return true;
+    case 'X':
+      closeSession("client sent Terminate");
+      return false;
+    case 'F': {
+      std::string out;
+      protocol::writeError(out, "ERROR", "0A000",
+                           "the fast-path function call interface is not supported through "
+                           "pgwarden; call the function in a SELECT instead");
+      queueLocal(std::move(out), true);
+      return true;
+    }
+    case 'd':
+    case 'c':
+    case 'f':
+      // CopyData/CopyDone/CopyFail outside COPY FROM STDIN (which pgwarden never starts):
+      // ignored, as PostgreSQL ignores them.
+      return true;
+    case 'p':
+      protocolViolation("unexpected password message after authentication");
+      return false;
+    default:
+      protocolViolation(std::string("invalid frontend message type ") +
+                        std::to_string(static_cast<int>(static_cast<unsigned char>(f.type))));
+      return false;
+  }
+}
+
+void ClientSession::forward(const protocol::Frame& f) {
+  if (!server_) return;
+  server_->out().append(f.raw.data(), f.raw.size());
+  switch (f.type) {
+    case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+      unsynced_ = true;
+      break;
+    case 'S':
+      unsynced_ = false;
+      break;
+    default:
+      break;
+  }
+}
+
+void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
+
+std::shared_ptr<const StatementPlan> ClientSession::planFor(std::string_view sql, bool extended) {
+  guards::RequestContext ctx;
+  ctx.user = user_;
+  ctx.database = database_;
+  ctx.group = group_;
+  ctx.agent_id = agent_id_;
+  ctx.conversation_id = conversation_id_;
+  ctx.query_intent = query_intent_;
+  ctx.application_name = application_name_;
+  ctx.client_addr = peer_host_;
+  ctx.extended = extended;
+  const auto stats = daemon_.tableStats(server_database_);
+  return daemon_.policy().plan(policy_, sql, ctx, stats.get());
+}
+
+void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
+  const auto& v = plan.decision.deny;
+  std::vector<protocol::Field> fields;
+  fields.push_back({'S', "ERROR"});
+  fields.push_back({'V', "ERROR"});
+  fields.push_back({'C', v.sqlstate.empty() ? std::string_view("42501") : v.sqlstate});
+  fields.push_back({'M', v.message});
+  if (!v.detail.empty()) fields.push_back({'D', v.detail});
+  if (!v.hint.empty()) fields.push_back({'H', v.hint});
+  std::string position;
+  if (plan.error_position > 0) {
+    position = std::to_string(plan.error_position);
+    fields.push_back({'P', position});
+  }
+  protocol::writeErrorResponse(out, fields);
+}
+
+void ClientSession::writeWarnings(std::string& out, const StatementPlan& plan) {
+  for (const auto& w : plan.decision.warnings) {
+    protocol::writeNotice(out, "WARNING", w.sqlstate.empty() ? std::string_view("01000") : w.sqlstate,
+                          w.message, w.detail, w.hint);
+    ++daemon_.counters().warnings_sent;
+  }
+}
+
+bool ClientSession::handleQuery(const protocol::Frame& f) {
+  auto q = protocol::parseQuery(f.body);
+  if (!q) {
+    protocolViolation("malformed Query message: " + q.error());
+    return false;
+  }
+  auto plan = planFor(q->sql, false);
+  const auto& d = plan->decision;
+  if (d.denied) {
+    recordDenied(*plan, false);
+    std::string out;
+    writeDeny(out, *plan);
+    queueLocal(std::move(out), true);
+    return true;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  Pending p(Expect::kQuery);
+  const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
+  if (!empty_text) {
+    p.run = startRun(plan, 0, false);
+    p.next_statement = 1;
+  } else {
+    p.next_statement = plan->statements.size();
+  }
+  p.plan = plan;
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeQuery(server_->out(), *d.rewritten_sql);
+  } else {
+    forward(f);
+  }
+  pushPending(std::move(p));
+  return true;
+}
+
+bool ClientSession::handleParse(const protocol::Frame& f) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) {
+    protocolViolation("malformed Parse message: " + m.error());
+    return false;
+  }
+  const std::string name(m->statement);
+  const auto existing = statements_.find(name);
+  if (!name.empty() && existing == statements_.end() &&
+      statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    std::string out;
+    protocol::writeError(out, "ERROR", "54000",
+                         "too many prepared statements in this session (limit " +
+                             std::to_string(config_->limits.max_prepared_statements) +
+                             "); close the ones you no longer need");
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
+  auto plan = planFor(m->sql, true);
+  const auto& d = plan->decision;
+  if (d.denied) {
+    // The denial answers the Parse; the server never sees the text. As after any failed Parse,
+    // the rest of the batch up to Sync is skipped.
+    recordDenied(*plan, true);
+    std::string out;
+    writeDeny(out, *plan);
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    if (name.empty()) statements_.erase(name);
+    return true;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  Pending p(Expect::kParse);
+  p.name = name;
+  if (existing != statements_.end()) {
+    p.had_previous = true;
+    p.previous = existing->second;
+  }
+  statements_[name] = plan;
+  pushPending(std::move(p));
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeParse(server_->out(), m->statement, *d.rewritten_sql, m->param_types);
+    unsynced_ = true;
+  } else {
+    forward(f);
+  }
+  return true;
+}
+
+bool ClientSession::handleBind(const protocol::Frame& f) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) {
+    protocolViolation("malformed Bind message: " + b.error());
+    return false;
+  }
+  const std::string portal(b->portal);
+  auto stmt = statements_.find(std::string(b->statement));
+  std::shared_ptr<const StatementPlan> plan =
+      stmt == statements_.end() ? nullptr : stmt->second;
+  auto it = portals_.find(portal);
+  if (it != portals_.end()) {
+    // Binding the unnamed portal again replaces it (a named one is an error the server reports).
+    if (portal.empty()) {
+      if (it->second.run && !it->second.run->finished) finishRun(*it->second.run, history::Outcome::kOk);
+      it->second = Portal{plan, nullptr};
+    }
+  } else {
+    if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "54000",
+                           "too many open portals in this session (limit " +
+                               std::to_string(config_->limits.max_prepared_statements) +
+                               "); close the ones you no longer need");
+      queueLocal(std::move(out), false);
+      deny_skipping_ = true;
+      return true;
+    }
+    portals_.emplace(portal, Portal{plan, nullptr});
+  }
+  pushPending(Pending(Expect::kBind));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleExecute(const protocol::Frame& f) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) {
+    protocolViolation("malformed Execute message: " + e.error());
+    return false;
+  }
+  std::shared_ptr<StatementRun> run;
+  auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end()) {
+    if (!it->second.run || it->second.run->finished) {
+      it->second.run = startRun(it->second.plan, 0, true);
+    }
+    run = it->second.run;
+  } else {
+    // A portal we never saw bound: the server will refuse it; the record says so.
+    run = startRun(nullptr, 0, true);
+  }
+  Pending p(Expect::kExecute);
+  p.run = std::move(run);
+  pushPending(std::move(p));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleClose(const protocol::Frame& f) {
+  auto c = protocol::parseClose(f.body);
+  if (!c) {
+    protocolViolation("malformed Close message: " + c.error());
+    return false;
+  }
+  const std::string name(c->name);
+  if (c->kind == 'S') {
+    statements_.erase(name);
+  } else {
+    auto it = portals_.find(name);
+    if (it != portals_.end()) {
+      if (it->second.run && !it->second.run->finished) finishRun(*it->second.run, history::Outcome::kOk);
+      portals_.erase(it);
+    }
+  }
+  pushPending(Pending(Expect::kClose));
+  forward(f);
+  return true;
+}
+
+void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
+  if (pending_.empty()) {
+    client_.out().append(bytes);
+    if (with_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    return;
+  }
+  Pending p(Expect::kLocal);
+  p.local = std::move(bytes);
+  p.local_rfq = with_rfq;
+  pending_.push_back(std::move(p));
+}
+
+void ClientSession::emitLocalHeads() {
+  while (!pending_.empty() && pending_.front().kind == Expect::kLocal) {
+    client_.out().append(pending_.front().local);
+    if (pending_.front().local_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    pending_.pop_front();
+  }
+}
+
+void ClientSession::popPending() {
+  if (!pending_.empty()) pending_.pop_front();
+  emitLocalHeads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement runs and history
+// ---------------------------------------------------------------------------------------------
+
+std::shared_ptr<StatementRun> ClientSession::startRun(std::shared_ptr<const StatementPlan> plan,
+                                                      size_t index, bool extended) {
+  auto run = std::make_shared<StatementRun>();
+  run->max_rows = plan ? plan->decision.max_rows : -1;
+  run->plan = std::move(plan);
+  run->index = index;
+  run->extended = extended;
+  run->started_us = nowMicros();
+  return run;
+}
+
+void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
+                              std::string_view sqlstate, std::string_view message) {
+  if (run.finished) return;
+  run.finished = true;
+  ++statement_count_;
+  auto& c = daemon_.counters();
+  c.statement(counterOutcome(outcome));
+  if (run.truncated) ++c.statements_truncated;
+
+  history::Record r;
+  r.started_at_us = run.started_us;
+  r.finished_at_us = nowMicros();
+  r.duration_us = r.finished_at_us - r.started_at_us;
+  r.instance_id = daemon_.instanceId();
+  r.session_id = id_;
+  r.user = user_;
+  r.database = database_;
+  r.policy_group = group_;
+  r.client_addr = peer_host_;
+  r.application_name = application_name_;
+  r.agent_id = agent_id_;
+  r.conversation_id = conversation_id_;
+  r.query_intent_sent = query_intent_;
+  if (run.plan && run.index < run.plan->statements.size()) {
+    const auto& st = run.plan->statements[run.index];
+    r.query_intent_inferred = st.intent;
+    r.statement_kind = st.kind;
+    r.tables = st.tables;
+    r.sql_text = st.sql;
+    r.sql_truncated = st.sql_truncated;
+    r.fingerprint = run.plan->fingerprint;
+    r.guard_actions = run.plan->guard_actions_json;
+  } else {
+    r.guard_actions = "[]";
+  }
+  r.outcome = outcome;
+  if ((outcome == history::Outcome::kDenied || outcome == history::Outcome::kBudget) && run.plan) {
+    r.deny_code = run.plan->decision.deny.code;
+  }
+  r.sqlstate = std::string(sqlstate);
+  r.error_message = std::string(message);
+  r.rows_returned = run.rows_sent;
+  r.truncated = run.truncated;
+  r.rows_affected = run.rows_affected;
+  r.bytes_sent = run.bytes_sent;
+  r.protocol = run.extended ? "extended" : "simple";
+  r.single_zero = run.single_zero && run.rows_sent == 1;
+  daemon_.submitRecord(std::move(r));
+}
+
+void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
+  // A denied text counts as each of its statements.
+  auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
+  for (size_t i = 0; i < plan.statements.size(); ++i) {
+    StatementRun run;
+    run.plan = shared;
+    run.index = i;
+    run.extended = extended;
+    run.started_us = nowMicros();
+    finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
+              plan.decision.deny.sqlstate, plan.decision.deny.message);
+  }
+}
+
+void ClientSession::finishPortals() {
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, history::Outcome::kOk);
+  }
+  portals_.clear();
+}
+
+void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message) {
+  for (auto& p : pending_) {
+    if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      finishRun(*p.run, outcome, {}, message);
+    } else if (p.kind == Expect::kQuery) {
+      if (p.run && !p.run->finished) finishRun(*p.run, outcome, {}, message);
+      p.run.reset();
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        finishRun(*run, outcome, {}, message);
+      }
+    }
+  }
+  pending_.clear();
+  // Suspended portals belong to the statement the client was reading.
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, outcome, {}, message);
+  }
+  portals_.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: server -> client
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (!handleServerMessage(f)) return;
+  // A session shutting down ends once the statement it was running has finished.
+  if (shutting_down_ && state_ == ClientState::kReady && pending_.empty()) {
+    flushClient();
+    terminate("57P01", "terminating connection: pgwarden is shutting down");
+  }
+}
+
+void ClientSession::sendTruncationNotice(StatementRun& run) {
+  if (run.notice_sent) return;
+  run.notice_sent = true;
+  std::string text = run.plan ? run.plan->decision.truncation_notice : std::string();
+  if (text.empty()) {
+    text = "The result was truncated at " + std::to_string(run.max_rows) +
+           " rows. Add a WHERE clause or an aggregate to narrow it.";
+  }
+  protocol::writeNotice(client_.out(), "WARNING", "01000", text);
+}
+
+void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
+  StatementRun* run = head.run.get();
+  auto cc = protocol::parseCommandComplete(f.body);
+  const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (run && run->truncated) {
+    sendTruncationNotice(*run);
+    protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+  } else {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
+  if (run) {
+    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
+      run->rows_affected = tagCount(tag);
+    }
+    if (tag.rfind("COPY", 0) == 0) run->rows_sent = tagCount(tag);
+    run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    finishRun(*run, history::Outcome::kOk);
+  }
+}
+
+bool ClientSession::handleServerMessage(const protocol::Frame& f) {
+  std::string& out = client_.out();
+  // Messages that may come at any time.
+  switch (f.type) {
+    case 'N':
+      if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return true;
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'A':
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'S':
+      // Recorded (and checked) by the server connection; the client sees it as it is, except
+      // while attaching, when finishAttach sends the full set.
+      if (state_ == ClientState::kReady) out.append(f.raw.data(), f.raw.size());
+      return true;
+    default:
+      break;
+  }
+  emitLocalHeads();
+  if (pending_.empty()) {
+    if (f.type == 'E') {
+      // A FATAL the server sends before it goes (administrator command, idle timeout).
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    }
+    spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
+                  logPrefix(), f.type);
+    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+    return false;
+  }
+  Pending& head = pending_.front();
+
+  if (f.type == 'E') {
+    auto e = protocol::parseErrorFields(f.body);
+    const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
+    const std::string message = e ? std::string(e->message()) : std::string();
+    const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
+    if (cls >= 0) ++daemon_.counters().server_errors_by_class[static_cast<size_t>(cls)];
+    switch (head.kind) {
+      case Expect::kInternal:
+        attach_failed_ = true;
+        attach_error_ = message;
+        if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
+        return true;
+      case Expect::kQuery:
+        if (head.run && !head.run->finished) {
+          head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
+        }
+        head.run.reset();
+        // The statements after a failed one in the same Query never run.
+        while (head.plan && head.next_statement < head.plan->statements.size()) {
+          auto run = startRun(head.plan, head.next_statement++, false);
+          finishRun(*run, history::Outcome::kError, sqlstate,
+                    "not executed: an earlier statement in the same query failed");
+        }
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kSync:
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+      case Expect::kLocal:
+        out.append(f.raw.data(), f.raw.size());
+        afterServerError();
+        // Report the failed statement with the server's words.
+        return true;
+    }
+  }
+
+  switch (head.kind) {
+    case Expect::kInternal:
+      if (f.type == 'Z') {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          server_->setTxStatus(z->status);
+        }
+        pending_.pop_front();
+        if (attach_failed_) {
+          // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
+          // connection in that case; so do we, with the server's reason.
+          std::string sqlstate = "22023";
+          std::string message = attach_error_;
+          const auto sep = attach_error_.find('\x1f');
+          if (sep != std::string::npos) {
+            sqlstate = attach_error_.substr(0, sep);
+            message = attach_error_.substr(sep + 1);
+          }
+          fatal(sqlstate, message, RejectReason::kNotAllowed);
+          return false;
+        }
+        finishAttach();
+        return state_ == ClientState::kReady;
+      }
+      return true;  // CommandComplete of the SETs
+    case Expect::kLocal:
+      return true;  // emitted above; cannot be the head here
+    case Expect::kParse:
+      if (f.type == '1') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kBind:
+      if (f.type == '2') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kClose:
+      if (f.type == '3') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribeStatement:
+      if (f.type == 't' && !head.described) {
+        head.described = true;
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      }
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribePortal:
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kSync:
+      if (f.type == 'Z') break;  // handled below
+      break;
+    case Expect::kExecute:
+    case Expect::kQuery:
+      switch (f.type) {
+        case 'T':
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            out.append(f.raw.data(), f.raw.size());
+            return true;
+          }
+          break;
+        case 'D': {
+          StatementRun* run = head.run.get();
+          if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
+            run->truncated = true;  // held back: the client gets max_rows rows
+            return true;
+          }
+          out.append(f.raw.data(), f.raw.size());
+          ++head.rows_this_execute;
+          ++daemon_.counters().rows_returned;
+          if (run) {
+            ++run->rows_sent;
+            run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            if (run->rows_sent == 1) {
+              auto cells = protocol::parseDataRowValues(f.body);
+              run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
+                                 isZeroCell(*(*cells)[0]);
+            }
+          }
+          return true;
+        }
+        case 'C':
+          handleServerCommandComplete(f, head);
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            head.run.reset();
+            if (head.plan && head.next_statement < head.plan->statements.size()) {
+              head.run = startRun(head.plan, head.next_statement++, false);
+            }
+            return true;
+          }
+          popPending();
+          return true;
+        case 'I':
+          out.append(f.raw.data(), f.raw.size());
+          if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+          if (head.kind == Expect::kQuery) {
+            head.run.reset();
+            return true;
+          }
+          popPending();
+          return true;
+        case 's':
+          if (head.kind == Expect::kExecute) {
+            StatementRun* run = head.run.get();
+            if (run && run->truncated) {
+              // The cap is reached: end the portal for the client here.
+              sendTruncationNotice(*run);
+              protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
+              finishRun(*run, history::Outcome::kOk);
+            } else {
+              out.append(f.raw.data(), f.raw.size());
+            }
+            popPending();
+            return true;
+          }
+          break;
+        case 'H':  // CopyOutResponse: COPY ... TO STDOUT streams through
+        case 'd':
+        case 'c':
+          if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          out.append(f.raw.data(), f.raw.size());
+          return true;
+        case 'G':
+          // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
+          // out if the server ever gets that far. The server answers with an ErrorResponse.
+          protocol::writeCopyFail(server_->out(),
+                                  "COPY FROM STDIN is not allowed through pgwarden");
+          flushServer();
+          return true;
+        case 'W':
+          terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
+          return false;
+        case 'Z':
+          break;
+        default:
+          break;
+      }
+      break;
+  }
+
+  if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
+    auto z = protocol::parseReadyForQuery(f.body);
+    if (!z) {
+      terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+      return false;
+    }
+    tx_status_ = z->status;
+    if (server_) server_->setTxStatus(z->status);
+    if (head.kind == Expect::kQuery) {
+      if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+    }
+    // Portals end with their transaction.
+    if (z->status != 'T') finishPortals();
+    out.append(f.raw.data(), f.raw.size());
+    popPending();
+    return true;
+  }
+
+  spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
+                logPrefix(), f.type, static_cast<int>(head.kind));
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+void ClientSession::afterServerError() {
+  // After an error in an extended-protocol message the server skips everything up to Sync:
+  // drop what we expected for those messages, undoing their bookkeeping.
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (p.kind == Expect::kSync || p.kind == Expect::kQuery) break;
+    if (p.kind == Expect::kParse) {
+      if (p.had_previous) {
+        statements_[p.name] = p.previous;
+      } else {
+        statements_.erase(p.name);
+      }
+    }
+    if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      finishRun(*p.run, history::Outcome::kError, {},
+                "not executed: an earlier message in the same batch failed");
+    }
+    pending_.pop_front();
+  }
+  if (pending_.empty()) server_skipping_ = true;
+}
+
+void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
+                                  bool last) {
+  if (state_ != ClientState::kReady) return;
+  if (first) {
+    chunk_forward_ = true;
+    chunk_run_.reset();
+    emitLocalHeads();
+    if (type == 'D' && !pending_.empty() &&
+        (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
+      Pending& head = pending_.front();
+      chunk_run_ = head.run;
+      if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
+        head.run->truncated = true;
+        chunk_forward_ = false;
+      } else {
+        ++head.rows_this_execute;
+        ++daemon_.counters().rows_returned;
+        if (head.run) ++head.run->rows_sent;
+      }
+    }
+  }
+  if (chunk_forward_) {
+    client_.out().append(bytes.data(), bytes.size());
+    if (chunk_run_) chunk_run_->bytes_sent += static_cast<int64_t>(bytes.size());
+    flushClient();
+    updateBackpressure();
+  }
+  if (last) chunk_run_.reset();
+}
+
+void ClientSession::onServerReadDone(ServerConnection&) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  flushClient();
+  updateBackpressure();
+}
+
+void ClientSession::onServerWritten(ServerConnection&) {
+  if (client_paused_) updateBackpressure();
+}
+
+void ClientSession::onStreamWritten(Stream&, int status) {
+  if (status != 0) {
+    closeSession("write to the client failed");
+    return;
+  }
+  if (server_paused_) updateBackpressure();
+}
+
+void ClientSession::onServerLost(ServerConnection&, const std::string& why) {
+  server_ = nullptr;
+  server_paused_ = false;
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  finishAllPending(history::Outcome::kError, "the connection to the database was lost");
+  spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
+  fatal("08006",
+        "the connection to the database was lost; reconnect and try again",
+        RejectReason::kUnreachable);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ending
+// ---------------------------------------------------------------------------------------------
+
+int ClientSession::rfqOwed() const {
+  int n = 0;
+  for (const auto& p : pending_) {
+    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery || p.kind == Expect::kInternal) ? 1 : 0;
+  }
+  return n;
+}
+
+bool ClientSession::unsyncedTail() const {
+  if (server_skipping_) return true;
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    switch (it->kind) {
+      case Expect::kSync:
+      case Expect::kQuery:
+      case Expect::kInternal:
+        return false;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+        return true;
+      case Expect::kLocal:
+        break;
+    }
+  }
+  // Extended messages whose responses all came (after a Flush) still leave the server waiting
+  // for a Sync.
+  return unsynced_;
+}
+
+void ClientSession::releaseServer(bool client_gone) {
+  ServerConnection* s = server_;
+  if (!s) return;
+  server_ = nullptr;
+  if (server_paused_) {
+    server_paused_ = false;
+    s->resumeReading();
+  }
+  const int owed = rfqOwed();
+  const bool need_sync = unsyncedTail();
+  bool running = false;
+  for (const auto& p : pending_) {
+    running = running || p.kind == Expect::kExecute || p.kind == Expect::kQuery;
+  }
+  if (running) {
+    // The client will never read this result: stop the server working on it.
+    daemon_.cancelServerQuery(s->backendPid(), s->backendKey());
+  }
+  if (!pending_.empty() || !portals_.empty()) {
+    finishAllPending(client_gone ? history::Outcome::kClientGone : history::Outcome::kOk,
+                     client_gone ? "the client disconnected before the statement finished" : "");
+  }
+  s->release(owed, need_sync);
+}
+
+void ClientSession::closeSession(const std::string& reason) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  close_reason_ = reason;
+  const ClientState before = state_;
+  if (waiting_pool_) {
+    waiting_pool_->cancelWait(this);
+    waiting_pool_ = nullptr;
+  }
+  const bool mid_statement = !pending_.empty();
+  if (server_) releaseServer(mid_statement);
+  finishPortals();
+  if (key_registered_) {
+    daemon_.unregisterCancelKey(key_pid_, key_secret_);
+    key_registered_ = false;
+  }
+  auto& c = daemon_.counters();
+  if (before == ClientState::kReady && c.clients_ready > 0) --c.clients_ready;
+  if (before != ClientState::kStartup || !user_.empty()) {
+    const uint64_t ms = daemon_.nowMs() - connected_ms_;
+    spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
+                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s", reason);
+  } else {
+    spdlog::debug("{}: closed before startup: {}", logPrefix(), reason);
+  }
+  setState(ClientState::kClosing);
+  deadline_ms_ = daemon_.nowMs() + kCloseFlushMs;
+  client_.closeWhenFlushed();
+}
+
+void ClientSession::fatal(const std::string& sqlstate, const std::string& message,
+                          RejectReason reason) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (state_ != ClientState::kReady) daemon_.counters().reject(reason);
+  protocol::writeError(client_.out(), "FATAL", sqlstate, message);
+  closeSession(message);
+}
+
+void ClientSession::terminate(const std::string& sqlstate, const std::string& message) {
+  fatal(sqlstate, message, RejectReason::kShutdown);
+}
+
+void ClientSession::protocolViolation(const std::string& message) {
+  ++daemon_.counters().protocol_errors;
+  spdlog::warn("{}: protocol violation: {}", logPrefix(), message);
+  fatal("08P01", message, RejectReason::kBadProtocol);
+}
+
+void ClientSession::onStreamEnd(Stream&, int status) {
+  closeSession(status == UV_EOF ? "client closed the connection"
+                                : std::string("client read error: ") + uv_strerror(status));
+}
+
+void ClientSession::onStreamClosed(Stream&) {
+  setState(ClientState::kClosed);
+  auto& c = daemon_.counters();
+  if (c.clients_current > 0) --c.clients_current;
+  daemon_.onSessionClosed(this);
+}
+
+void ClientSession::cancelFromClient() {
+  if (server_ && !pending_.empty()) {
+    daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+  }
+}
+
+void ClientSession::beginShutdown() {
+  shutting_down_ = true;
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (state_ != ClientState::kReady || pending_.empty()) {
+    terminate("57P01", "terminating connection: pgwarden is shutting down");
+    return;
+  }
+  // Busy: let the current statement finish, read nothing new.
+  client_.stopRead();
+  client_paused_ = true;
+}
+
+void ClientSession::tick(uint64_t now_ms) {
+  switch (state_) {
+    case ClientState::kStartup:
+    case ClientState::kAuth:
+      if (now_ms >= deadline_ms_) {
+        spdlog::info("{}: startup timeout", logPrefix());
+        fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
+      }
+      break;
+    case ClientState::kReady:
+      if (config_->limits.client_idle_timeout.count() > 0 && pending_.empty() &&
+          tx_status_ == 'I' &&
+          now_ms - last_active_ms_ >= static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {
+        terminate("57P05", "terminating connection due to idle-session timeout");
+      }
+      break;
+    case ClientState::kClosing:
+      if (now_ms >= deadline_ms_) client_.close();
+      break;
+    case ClientState::kAcquiring:
+    case ClientState::kAttaching:
+    case ClientState::kClosed:
+      break;
+  }
+}
+
+}  // namespace pgwarden::daemon

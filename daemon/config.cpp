@@ -1,0 +1,465 @@
+// Parses and validates the daemon's YAML config. Each section is checked key by key with the
+// strict helpers of common/config_util.h; cross-references (a user's group, admin users) are
+// checked once everything is read. `groups:` belongs to guards, `history:` to history.
+#include "daemon/config.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/config_util.h"
+#include "protocol/auth.h"
+
+namespace pgwarden::daemon {
+
+namespace cfg = pgwarden::config;
+
+namespace {
+
+constexpr const char* kDefaultHistoryPath = "/var/lib/pgwarden/history.db";
+
+bool isIpLiteral(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+std::string dirOf(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string resolveRelative(const std::string& config_path, const std::string& file) {
+  if (file.empty() || file.front() == '/') return file;
+  return dirOf(config_path) + "/" + file;
+}
+
+bool isMd5Hash(const std::string& s) {
+  if (s.size() != 35 || s.compare(0, 3, "md5") != 0) return false;
+  return std::all_of(s.begin() + 3, s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+  });
+}
+
+void parseListen(const YAML::Node& n, ListenConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) {
+    out.addresses.push_back({"127.0.0.1", 6432});
+    out.unix_socket_port = 6432;
+    return;
+  }
+  cfg::checkKeys(n, "listen", {"addresses", "unix_socket_dir", "unix_socket_port"});
+  const auto list = cfg::getStringList(n, "listen", "addresses");
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto parsed = parseListenAddress(list[i]);
+    if (!parsed) cfg::fail(n["addresses"], "listen.addresses", parsed.error());
+    for (auto& a : *parsed) out.addresses.push_back(a);
+  }
+  out.unix_socket_dir = cfg::getString(n, "listen", "unix_socket_dir", "");
+  if (!out.unix_socket_dir.empty() && out.unix_socket_dir.front() != '/') {
+    cfg::fail(n["unix_socket_dir"], "listen.unix_socket_dir", "must be an absolute directory");
+  }
+  const int first_port = out.addresses.empty() ? 6432 : out.addresses.front().port;
+  out.unix_socket_port =
+      static_cast<int>(cfg::getInt(n, "listen", "unix_socket_port", first_port, 1, 65535));
+  if (out.addresses.empty() && out.unix_socket_dir.empty()) {
+    cfg::fail(n, "listen", "no TCP address and no unix_socket_dir: nothing to listen on");
+  }
+}
+
+void parseUpstream(const YAML::Node& n, const std::string& config_path, UpstreamConfig& out,
+                   std::vector<std::string>& warnings) {
+  if (!n.IsDefined() || n.IsNull()) cfg::fail(n, "upstream", "the upstream section is required");
+  cfg::checkKeys(n, "upstream",
+                 {"host", "port", "user", "password", "password_file", "databases",
+                  "connect_timeout", "login_retry", "statement_timeout", "lock_timeout",
+                  "idle_in_transaction_session_timeout", "stats_refresh"});
+  out.host = cfg::getString(n, "upstream", "host", out.host);
+  if (out.host.empty()) cfg::fail(n["host"], "upstream.host", "must not be empty");
+  out.port = static_cast<int>(cfg::getInt(n, "upstream", "port", out.port, 1, 65535));
+  out.user = cfg::getString(n, "upstream", "user", "");
+  if (out.user.empty()) cfg::fail(n, "upstream.user", "the server role is required");
+  const auto password = cfg::getOptionalString(n, "upstream", "password");
+  const auto password_file = cfg::getOptionalString(n, "upstream", "password_file");
+  if (password && password_file) {
+    cfg::fail(n["password_file"], "upstream.password_file",
+              "set either password or password_file, not both");
+  }
+  if (password) out.password = *password;
+  if (password_file) {
+    out.password_file = resolveRelative(config_path, *password_file);
+    if (::access(out.password_file.c_str(), F_OK) != 0) {
+      // Packaged configs name the file before the operator has written it: say so, and let
+      // server logins fail with this reason until it exists and the config is reloaded.
+      warnings.push_back(config_path + ":" + std::to_string(cfg::lineOf(n["password_file"])) +
+                         ": upstream.password_file: " + out.password_file +
+                         " does not exist yet; server logins that need a password will fail");
+    } else {
+      out.password = cfg::readSecretFile(n["password_file"], "upstream.password_file",
+                                         out.password_file);
+    }
+  }
+  const YAML::Node dbs = n["databases"];
+  if (dbs.IsDefined() && !dbs.IsNull()) {
+    cfg::requireMap(dbs, "upstream.databases");
+    for (const auto& kv : dbs) {
+      const std::string key = kv.first.as<std::string>();
+      if (!kv.second.IsScalar() || kv.second.as<std::string>().empty()) {
+        cfg::fail(kv.second, "upstream.databases." + key, "expected a server database name");
+      }
+      const std::string value = kv.second.as<std::string>();
+      if (key == "*" && value != "*") {
+        cfg::fail(kv.second, "upstream.databases.*",
+                  "\"*\" admits any other name unchanged; its value must be \"*\"");
+      }
+      out.databases[key] = value;
+    }
+  }
+  const auto dur = [&](const char* key, Millis& field) {
+    field = cfg::getDuration(n, "upstream", key, field);
+  };
+  dur("connect_timeout", out.connect_timeout);
+  dur("login_retry", out.login_retry);
+  dur("statement_timeout", out.statement_timeout);
+  dur("lock_timeout", out.lock_timeout);
+  dur("idle_in_transaction_session_timeout", out.idle_in_transaction_session_timeout);
+  dur("stats_refresh", out.stats_refresh);
+  if (out.connect_timeout.count() == 0) {
+    cfg::fail(n["connect_timeout"], "upstream.connect_timeout", "must be above 0");
+  }
+}
+
+void parsePool(const YAML::Node& n, PoolConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(n, "pool", {"min_size", "max_size", "acquire_timeout", "idle_timeout"});
+  out.max_size = static_cast<int>(cfg::getInt(n, "pool", "max_size", out.max_size, 1, 100000));
+  out.min_size =
+      static_cast<int>(cfg::getInt(n, "pool", "min_size", out.min_size, 0, out.max_size));
+  out.acquire_timeout = cfg::getDuration(n, "pool", "acquire_timeout", out.acquire_timeout);
+  out.idle_timeout = cfg::getDuration(n, "pool", "idle_timeout", out.idle_timeout);
+  if (out.acquire_timeout.count() == 0) {
+    cfg::fail(n["acquire_timeout"], "pool.acquire_timeout", "must be above 0");
+  }
+}
+
+void parseLimits(const YAML::Node& n, LimitsConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(n, "limits",
+                 {"max_client_connections", "max_message_bytes", "max_bind_bytes",
+                  "startup_timeout", "client_idle_timeout", "shutdown_timeout",
+                  "client_write_buffer", "max_prepared_statements"});
+  out.max_client_connections = static_cast<int>(cfg::getInt(
+      n, "limits", "max_client_connections", out.max_client_connections, 1, 1000000));
+  out.max_message_bytes = cfg::getSize(n, "limits", "max_message_bytes", out.max_message_bytes);
+  out.max_bind_bytes = cfg::getSize(n, "limits", "max_bind_bytes", out.max_bind_bytes);
+  const auto sizeRange = [&](const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
+    if (v < lo || v > hi) {
+      cfg::fail(n[key], std::string("limits.") + key,
+                "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                    " bytes");
+    }
+  };
+  sizeRange("max_message_bytes", out.max_message_bytes, 1024, 1u << 30);
+  sizeRange("max_bind_bytes", out.max_bind_bytes, 1024, 1u << 30);
+  out.startup_timeout = cfg::getDuration(n, "limits", "startup_timeout", out.startup_timeout);
+  out.client_idle_timeout =
+      cfg::getDuration(n, "limits", "client_idle_timeout", out.client_idle_timeout);
+  out.shutdown_timeout = cfg::getDuration(n, "limits", "shutdown_timeout", out.shutdown_timeout);
+  out.client_write_buffer =
+      cfg::getSize(n, "limits", "client_write_buffer", out.client_write_buffer);
+  sizeRange("client_write_buffer", out.client_write_buffer, 4096, 1u << 30);
+  out.max_prepared_statements = static_cast<int>(cfg::getInt(
+      n, "limits", "max_prepared_statements", out.max_prepared_statements, 1, 10000000));
+  if (out.startup_timeout.count() == 0) {
+    cfg::fail(n["startup_timeout"], "limits.startup_timeout", "must be above 0");
+  }
+}
+
+void parseAuth(const YAML::Node& n, AuthConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(n, "auth", {"failed_attempts_per_minute"});
+  out.failed_attempts_per_minute = static_cast<int>(cfg::getInt(
+      n, "auth", "failed_attempts_per_minute", out.failed_attempts_per_minute, 1, 1000000));
+}
+
+void parseClientParameters(const YAML::Node& n, ClientParametersConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(n, "client_parameters", {"allow_search_path"});
+  out.allow_search_path = cfg::getStringList(n, "client_parameters", "allow_search_path");
+}
+
+UserConfig parseUser(const YAML::Node& n, size_t index) {
+  const std::string path = "users[" + std::to_string(index) + "]";
+  cfg::checkKeys(n, path, {"name", "password", "method", "group"});
+  UserConfig u;
+  u.line = cfg::lineOf(n);
+  u.name = cfg::getString(n, path, "name", "");
+  if (u.name.empty()) cfg::fail(n, path + ".name", "a user needs a name");
+  u.group = cfg::getString(n, path, "group", "");
+  if (u.group.empty()) cfg::fail(n, path + ".group", "user \"" + u.name + "\" needs a group");
+  u.secret = cfg::getString(n, path, "password", "");
+  const auto method = cfg::getOptionalString(n, path, "method");
+  if (method) {
+    if (*method == "scram-sha-256") {
+      u.method = AuthMethod::kScramSha256;
+    } else if (*method == "md5") {
+      u.method = AuthMethod::kMd5;
+    } else if (*method == "trust") {
+      u.method = AuthMethod::kTrust;
+    } else {
+      cfg::fail(n["method"], path + ".method",
+                "unknown method '" + *method + "' (scram-sha-256, md5 or trust)");
+    }
+  } else {
+    u.method = isMd5Hash(u.secret) ? AuthMethod::kMd5 : AuthMethod::kScramSha256;
+  }
+  if (u.method == AuthMethod::kTrust) {
+    if (!u.secret.empty()) {
+      cfg::fail(n["password"], path + ".password", "a trust user takes no password");
+    }
+    return u;
+  }
+  if (u.secret.empty()) {
+    cfg::fail(n, path + ".password",
+              "user \"" + u.name + "\" needs a password (a SCRAM-SHA-256 verifier from "
+              "`pgwarden passwd " + u.name + "`, or an md5 hash)");
+  }
+  const bool is_scram = u.secret.rfind("SCRAM-SHA-256$", 0) == 0;
+  if (is_scram) {
+    auto v = protocol::parseScramVerifier(u.secret);
+    if (!v) cfg::fail(n["password"], path + ".password", "invalid SCRAM-SHA-256 verifier");
+    // PostgreSQL does the same: with a SCRAM verifier stored, an md5 user proves it by SCRAM.
+    u.method = AuthMethod::kScramSha256;
+  } else if (isMd5Hash(u.secret)) {
+    if (u.method == AuthMethod::kScramSha256) {
+      cfg::fail(n["password"], path + ".password",
+                "method scram-sha-256 needs a SCRAM-SHA-256 verifier, not an md5 hash");
+    }
+  } else {
+    cfg::fail(n["password"], path + ".password",
+              "expected a SCRAM-SHA-256 verifier (from `pgwarden passwd " + u.name +
+                  "`) or an md5 hash (\"md5\" followed by 32 hex digits); plain passwords are "
+                  "not accepted");
+  }
+  return u;
+}
+
+void parseUsers(const YAML::Node& n, std::vector<UserConfig>& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::requireSequence(n, "users");
+  std::set<std::string> seen;
+  size_t i = 0;
+  for (const auto& item : n) {
+    UserConfig u = parseUser(item, i);
+    if (!seen.insert(u.name).second) {
+      cfg::fail(item["name"], "users[" + std::to_string(i) + "].name",
+                "user \"" + u.name + "\" is listed twice");
+    }
+    out.push_back(std::move(u));
+    ++i;
+  }
+}
+
+void parseLogging(const YAML::Node& n, LoggingConfig& out) {
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(n, "logging", {"level"});
+  out.level = cfg::getString(n, "logging", "level", out.level);
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (!kLevels.count(out.level)) {
+    cfg::fail(n["level"], "logging.level",
+              "unknown level '" + out.level + "' (trace, debug, info, warn, error)");
+  }
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == 0) return "pgwarden";
+  return buf;
+}
+
+std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::string& path) {
+  auto config = std::make_shared<Config>();
+  config->path = path;
+  if (!root.IsDefined() || root.IsNull()) cfg::fail(root, "", "the file is empty");
+  cfg::checkKeys(root, "",
+                 {"instance_id", "listen", "upstream", "pool", "limits", "auth",
+                  "client_parameters", "users", "admin_users", "logging", "metrics", "history",
+                  "groups"});
+  config->instance_id = cfg::getString(root, "", "instance_id", "");
+  if (config->instance_id.empty()) config->instance_id = hostName();
+  parseListen(root["listen"], config->listen);
+  parseUpstream(root["upstream"], path, config->upstream, config->warnings);
+  parsePool(root["pool"], config->pool);
+  parseLimits(root["limits"], config->limits);
+  parseAuth(root["auth"], config->auth);
+  parseClientParameters(root["client_parameters"], config->client_parameters);
+  parseUsers(root["users"], config->users);
+  config->admin_users = cfg::getStringList(root, "", "admin_users");
+  parseLogging(root["logging"], config->logging);
+  config->metrics = metrics::parseMetricsConfig(root["metrics"]);
+  config->history = history::parseHistoryConfig(root["history"], kDefaultHistoryPath);
+
+  const YAML::Node groups = root["groups"];
+  if (!groups.IsDefined() || groups.IsNull()) {
+    cfg::fail(root, "groups", "at least one policy group is required");
+  }
+  config->groups = guards::parsePolicyGroups(groups);
+
+  // Cross-references, each reported at the line that names the missing thing.
+  const YAML::Node users = root["users"];
+  for (size_t i = 0; i < config->users.size(); ++i) {
+    const auto& u = config->users[i];
+    if (!config->groups.count(u.group)) {
+      std::string known;
+      for (const auto& [name, g] : config->groups) known += (known.empty() ? "" : ", ") + name;
+      cfg::fail(users[i]["group"], "users[" + std::to_string(i) + "].group",
+                "user \"" + u.name + "\" names group \"" + u.group +
+                    "\", which is not defined under groups (defined: " + known + ")");
+    }
+  }
+  for (const auto& a : config->admin_users) {
+    if (!config->findUser(a)) {
+      cfg::fail(root["admin_users"], "admin_users",
+                "admin user \"" + a + "\" is not defined under users");
+    }
+  }
+  for (const auto& g : config->client_parameters.allow_search_path) {
+    if (!config->groups.count(g)) {
+      cfg::fail(root["client_parameters"]["allow_search_path"],
+                "client_parameters.allow_search_path",
+                "group \"" + g + "\" is not defined under groups");
+    }
+  }
+  return config;
+}
+
+std::string formatError(const std::string& path, int line, const std::string& key,
+                        const std::string& message) {
+  std::string out = path;
+  if (line > 0) out += ":" + std::to_string(line);
+  out += ": ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+}  // namespace
+
+const char* authMethodName(AuthMethod m) {
+  switch (m) {
+    case AuthMethod::kScramSha256: return "scram-sha-256";
+    case AuthMethod::kMd5: return "md5";
+    case AuthMethod::kTrust: return "trust";
+  }
+  return "?";
+}
+
+std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_db) const {
+  if (databases.empty()) return std::string(client_db);
+  auto it = databases.find(client_db);
+  if (it != databases.end()) return it->second;
+  if (databases.count("*")) return std::string(client_db);
+  return std::nullopt;
+}
+
+const UserConfig* Config::findUser(std::string_view name) const {
+  for (const auto& u : users) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+const guards::PolicyGroup* Config::findGroup(std::string_view name) const {
+  auto it = groups.find(name);
+  return it == groups.end() ? nullptr : it->second.get();
+}
+
+bool Config::groupAllowsSearchPath(std::string_view group) const {
+  const auto& l = client_parameters.allow_search_path;
+  return std::find(l.begin(), l.end(), group) != l.end();
+}
+
+bool Config::isAdmin(std::string_view user) const {
+  return std::find(admin_users.begin(), admin_users.end(), user) != admin_users.end();
+}
+
+Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text) {
+  const std::string s(text);
+  std::string host;
+  std::string port_text;
+  if (!s.empty() && s.front() == '[') {
+    const auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
+      return Result<std::vector<ListenAddress>>::fail("expected \"[ipv6]:port\", got \"" + s +
+                                                      "\"");
+    }
+    host = s.substr(1, close - 1);
+    port_text = s.substr(close + 2);
+  } else {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon) {
+      return Result<std::vector<ListenAddress>>::fail(
+          "expected \"host:port\" (IPv6 as \"[::1]:port\"), got \"" + s + "\"");
+    }
+    host = s.substr(0, colon);
+    port_text = s.substr(colon + 1);
+  }
+  int port = 0;
+  if (port_text.empty() || port_text.size() > 5 ||
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+      (port = std::stoi(port_text)) < 1 || port > 65535) {
+    return Result<std::vector<ListenAddress>>::fail("invalid port in \"" + s + "\"");
+  }
+  std::vector<ListenAddress> out;
+  if (host == "*") {
+    out.push_back({"0.0.0.0", port});
+    out.push_back({"::", port});
+  } else if (host == "localhost") {
+    out.push_back({"127.0.0.1", port});
+    out.push_back({"::1", port});
+  } else if (isIpLiteral(host)) {
+    out.push_back({host, port});
+  } else {
+    return Result<std::vector<ListenAddress>>::fail(
+        "listen host must be an IP address, \"localhost\" or \"*\", got \"" + host + "\"");
+  }
+  return out;
+}
+
+std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigFileError(formatError(path, e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                                      "invalid YAML: " + e.msg));
+  }
+  try {
+    return parseRoot(root, path);
+  } catch (const cfg::ConfigError& e) {
+    throw ConfigFileError(formatError(path, e.line(), e.key(), e.what()));
+  } catch (const YAML::Exception& e) {
+    throw ConfigFileError(formatError(path, e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                                      e.msg));
+  } catch (const ConfigFileError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigFileError(formatError(path, 0, "", e.what()));
+  }
+}
+
+std::shared_ptr<const Config> loadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigFileError(path + ": cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseConfig(ss.str(), path);
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,139 @@
+// The daemon's configuration: the YAML file parsed once, strictly (unknown keys are errors with
+// file, line and dotted key), into an immutable Config that sessions hold through a shared_ptr.
+// A reload parses a new Config and swaps the pointer; sessions keep the one they started with.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "daemon/http_server.h"
+#include "guards/policy.h"
+#include "history/recorder.h"
+
+namespace pgwarden::daemon {
+
+using Millis = std::chrono::milliseconds;
+
+struct ListenAddress {
+  std::string host;  // an IP literal ("127.0.0.1", "::1", "0.0.0.0", "::")
+  int port = 0;
+};
+
+struct ListenConfig {
+  std::vector<ListenAddress> addresses;
+  std::string unix_socket_dir;  // "" disables the Unix socket
+  int unix_socket_port = 0;     // the <port> in .s.PGSQL.<port>
+};
+
+struct UpstreamConfig {
+  std::string host = "127.0.0.1";  // hostname, IP, or a directory holding the server's socket
+  int port = 5432;
+  std::string user;
+  std::string password;            // from `password` or `password_file`; never logged
+  std::string password_file;       // as configured (resolved), "" when not used
+  // Client database name -> server database name. Empty: names pass as they are. "*" -> "*"
+  // admits any other name unchanged.
+  std::map<std::string, std::string, std::less<>> databases;
+  Millis connect_timeout{5000};
+  Millis login_retry{2000};
+  Millis statement_timeout{10000};
+  Millis lock_timeout{3000};
+  Millis idle_in_transaction_session_timeout{15000};
+  Millis stats_refresh{300000};    // catalog statistics refresh period (0: at start-up only)
+
+  bool hostIsSocketDir() const { return !host.empty() && host.front() == '/'; }
+  // The server database for a client's database name; nullopt when the map refuses it.
+  std::optional<std::string> mapDatabase(std::string_view client_db) const;
+};
+
+struct PoolConfig {
+  int min_size = 0;
+  int max_size = 20;
+  Millis acquire_timeout{5000};
+  Millis idle_timeout{600000};
+};
+
+struct LimitsConfig {
+  int max_client_connections = 1000;
+  uint64_t max_message_bytes = 1u << 20;
+  uint64_t max_bind_bytes = 64u << 20;
+  Millis startup_timeout{10000};
+  Millis client_idle_timeout{0};
+  Millis shutdown_timeout{30000};
+  uint64_t client_write_buffer = 256u << 10;
+  int max_prepared_statements = 10000;  // per session: named statements and portals tracked
+};
+
+struct AuthConfig {
+  int failed_attempts_per_minute = 20;
+};
+
+enum class AuthMethod { kScramSha256, kMd5, kTrust };
+const char* authMethodName(AuthMethod m);
+
+struct UserConfig {
+  std::string name;
+  AuthMethod method = AuthMethod::kScramSha256;
+  std::string secret;  // SCRAM verifier or "md5..." hash; empty for trust
+  std::string group;
+  int line = 0;        // where the entry is, for messages
+};
+
+struct ClientParametersConfig {
+  // Groups whose users may set search_path in the startup packet.
+  std::vector<std::string> allow_search_path;
+};
+
+struct LoggingConfig {
+  std::string level = "info";
+};
+
+struct Config {
+  std::string path;         // the file it came from
+  std::string instance_id;  // names this process in history records (default: host name)
+  ListenConfig listen;
+  UpstreamConfig upstream;
+  PoolConfig pool;
+  LimitsConfig limits;
+  AuthConfig auth;
+  ClientParametersConfig client_parameters;
+  std::vector<UserConfig> users;
+  std::vector<std::string> admin_users;
+  LoggingConfig logging;
+  metrics::HttpServerOptions metrics;  // `metrics:`, parsed by the metrics module
+  history::HistoryConfig history;
+  guards::PolicyMap groups;
+  // Problems that do not stop the daemon (a password file not there yet): printed by
+  // --check-config and logged at start-up.
+  std::vector<std::string> warnings;
+
+  const UserConfig* findUser(std::string_view name) const;
+  const guards::PolicyGroup* findGroup(std::string_view name) const;
+  bool groupAllowsSearchPath(std::string_view group) const;
+  bool isAdmin(std::string_view user) const;
+};
+
+// A config that cannot be used. what() is "FILE:LINE: key: message" (LINE omitted when unknown).
+class ConfigFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads and validates a config file. Throws ConfigFileError. Never called on the data path.
+std::shared_ptr<const Config> loadConfig(const std::string& path);
+// Same from text (tests, and `path` is only used in messages and for relative paths).
+std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path);
+
+// Parses "host:port", "[v6]:port", "*:port" (all IPv4 and IPv6) and "localhost:port".
+// Returns the addresses it stands for, or an error message.
+Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text);
+
+}  // namespace pgwarden::daemon

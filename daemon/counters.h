@@ -1,0 +1,71 @@
+// Plain counters the daemon keeps as traffic flows, for the metrics exposition and the admin
+// console to read. Updated and read on the loop thread only: no atomics, no locks, no
+// allocation per statement. Gauges are kept current; totals only ever grow.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace pgwarden::daemon {
+
+// Why a client connection was refused or ended before it was ready.
+enum class RejectReason { kMaxConnections, kAuthFailure, kStartupTimeout, kBadProtocol,
+                          kNotAllowed, kUnreachable, kAcquireTimeout, kShutdown };
+inline constexpr size_t kRejectReasons = 8;
+const char* rejectReasonName(RejectReason r);  // "max_connections", "auth_failure", ...
+
+// How a statement ended, as history records it.
+enum class StatementOutcome { kOk, kError, kDenied, kCancelled, kClientGone, kBudget };
+inline constexpr size_t kStatementOutcomes = 6;
+const char* statementOutcomeName(StatementOutcome o);  // "ok", "error", ...
+
+struct Counters {
+  // Client connections.
+  uint64_t clients_accepted = 0;                          // total accepted sockets
+  std::array<uint64_t, kRejectReasons> clients_rejected{};  // by RejectReason
+  uint64_t clients_current = 0;                           // gauge: sessions alive (any state)
+  uint64_t clients_ready = 0;                             // gauge: authenticated and attached
+  uint64_t auth_failures = 0;
+
+  // Server connections (all pools).
+  uint64_t server_connects = 0;          // login attempts started
+  uint64_t server_connect_errors = 0;    // connect or login failures
+  uint64_t server_current = 0;           // gauge: open server connections
+  uint64_t server_idle = 0;              // gauge: idle in a pool
+  uint64_t server_active = 0;            // gauge: lent to a client
+  uint64_t server_lost = 0;              // connections that died under a client
+  uint64_t cancel_requests_received = 0;
+  uint64_t cancel_requests_forwarded = 0;
+
+  // Statements (one per statement, as history counts them).
+  std::array<uint64_t, kStatementOutcomes> statements{};  // by StatementOutcome
+  uint64_t rows_returned = 0;
+  uint64_t statements_truncated = 0;     // row cap cut the result
+  uint64_t warnings_sent = 0;            // NoticeResponses from guards
+  uint64_t rewrites = 0;                 // statements forwarded as rewritten SQL
+  // Server errors by SQLSTATE class: index = class digits as a base-36 pair (see sqlstateClass).
+  std::array<uint64_t, 36 * 36> server_errors_by_class{};
+  uint64_t protocol_errors = 0;          // bad client messages (08P01 sent)
+
+  // Catalog statistics refresh.
+  uint64_t stats_refreshes = 0;
+  uint64_t stats_refresh_errors = 0;
+
+  // History.
+  uint64_t history_submitted = 0;
+  uint64_t history_dropped = 0;          // submit() refused (queue full)
+
+  void reject(RejectReason r) { ++clients_rejected[static_cast<size_t>(r)]; }
+  void statement(StatementOutcome o) { ++statements[static_cast<size_t>(o)]; }
+  uint64_t statementTotal(StatementOutcome o) const {
+    return statements[static_cast<size_t>(o)];
+  }
+};
+
+// The index into server_errors_by_class for a SQLSTATE ("57014" -> class "57"); -1 if malformed.
+int sqlstateClass(const char* sqlstate, size_t len);
+// The two-character class name for an index ("57").
+void sqlstateClassName(int index, char out[3]);
+
+}  // namespace pgwarden::daemon

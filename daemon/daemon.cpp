@@ -1,0 +1,354 @@
+// Daemon: loop setup, listeners, accept, janitor, signals, graceful shutdown, cancel routing,
+// history submission and reload. Everything runs on the one loop thread.
+#include "daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "daemon/catalog_stats.h"
+#include "daemon/client_session.h"
+#include "daemon/systemd_notify.h"
+#include "protocol/auth.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+constexpr uint64_t kJanitorMs = 100;
+constexpr uint64_t kCancelTimeoutMs = 5000;
+constexpr uint64_t kSigintShutdownMs = 3000;
+constexpr int kBacklog = 512;
+
+uint64_t cancelMapKey(int32_t pid, int32_t key) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(key);
+}
+
+}  // namespace
+
+Daemon::Daemon(std::shared_ptr<const Config> config)
+    : config_(std::move(config)), pools_(&loop_, counters_) {
+  uv_loop_init(&loop_);
+  loop_.data = this;
+  pools_.setConfig(config_);
+  policy_ = std::make_unique<PolicyEngine>(4096, config_->history.max_sql_bytes);
+  catalog_ = std::make_unique<CatalogRefresher>(*this);
+  std::memset(&janitor_, 0, sizeof(janitor_));
+  std::memset(&check_, 0, sizeof(check_));
+}
+
+Daemon::~Daemon() {
+  // run() returns only once every handle is closed; a Daemon that never ran has its timers and
+  // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  sessions_.clear();
+  session_graveyard_.clear();
+  cancels_.clear();
+  cancel_graveyard_.clear();
+  pools_.sweep();
+  uv_loop_close(&loop_);
+}
+
+bool Daemon::start() {
+  const auto& cfg = *config_;
+  try {
+    if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot open the history store ({}): {}", cfg.history.store, e.what());
+    return false;
+  }
+
+  for (const auto& addr : cfg.listen.addresses) {
+    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    std::string err;
+    if (l->listenTcp(addr, kBacklog, err) != 0) {
+      spdlog::error("{}", err);
+      l->close();
+      listeners_.push_back(std::move(l));
+      return false;
+    }
+    spdlog::info("listening on {}", l->name());
+    listeners_.push_back(std::move(l));
+  }
+  if (!cfg.listen.unix_socket_dir.empty()) {
+    std::string dir = cfg.listen.unix_socket_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const std::string path = dir + "/.s.PGSQL." + std::to_string(cfg.listen.unix_socket_port);
+    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    std::string err;
+    if (l->listenUnix(path, kBacklog, err) != 0) {
+      spdlog::error("{}", err);
+      l->close();
+      listeners_.push_back(std::move(l));
+      return false;
+    }
+    spdlog::info("listening on {}", path);
+    listeners_.push_back(std::move(l));
+  }
+
+  uv_timer_init(&loop_, &janitor_);
+  janitor_.data = this;
+  uv_timer_start(&janitor_, &Daemon::onJanitor, kJanitorMs, kJanitorMs);
+  uv_check_init(&loop_, &check_);
+  check_.data = this;
+  uv_check_start(&check_, &Daemon::onCheck);
+  uv_signal_init(&loop_, &sig_term_);
+  uv_signal_init(&loop_, &sig_int_);
+  uv_signal_init(&loop_, &sig_hup_);
+  sig_term_.data = sig_int_.data = sig_hup_.data = this;
+  uv_signal_start(&sig_term_, &Daemon::onSignal, SIGTERM);
+  uv_signal_start(&sig_int_, &Daemon::onSignal, SIGINT);
+  uv_signal_start(&sig_hup_, &Daemon::onSignal, SIGHUP);
+  handles_open_ = 5;
+
+  // Statistics for the databases the config names are loaded before the first client asks.
+  for (const auto& [client_db, server_db] : cfg.upstream.databases) {
+    if (server_db != "*") catalog_->watch(server_db);
+  }
+  return true;
+}
+
+int Daemon::run() {
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  if (recorder_) {
+    // Whatever the shutdown left queued is written before the process exits.
+    recorder_->shutdown(std::chrono::milliseconds(5000));
+    const auto st = recorder_->stats();
+    spdlog::info("history: {} records written, {} dropped", st.written, st.dropped);
+  }
+  spdlog::info("pgwarden stopped");
+  return 0;
+}
+
+void Daemon::onConnection(Listener& l) {
+  const uint64_t id = ++next_session_id_;
+  auto s = std::make_unique<ClientSession>(*this, id, l.isUnix());
+  ClientSession* raw = s.get();
+  sessions_.emplace(id, std::move(s));
+  ++counters_.clients_accepted;
+  const int rc = raw->accept(l.handle());
+  if (rc != 0) {
+    spdlog::warn("accept on {} failed: {}", l.name(), uv_strerror(rc));
+    if (raw->state() == ClientState::kStartup) sessions_.erase(id);  // no handle was opened
+    return;
+  }
+  if (sessions_.size() > static_cast<size_t>(config_->limits.max_client_connections)) {
+    spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached", id, raw->peer(),
+                 config_->limits.max_client_connections);
+    raw->reject("53300", "sorry, too many clients already", RejectReason::kMaxConnections);
+  }
+}
+
+void Daemon::onSessionClosed(ClientSession* s) {
+  auto it = sessions_.find(s->id());
+  if (it == sessions_.end()) return;
+  session_graveyard_.push_back(std::move(it->second));
+  sessions_.erase(it);
+}
+
+void Daemon::forEachSession(const std::function<void(const ClientSession&)>& fn) const {
+  for (const auto& [id, s] : sessions_) fn(*s);
+}
+
+std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(
+    const std::string& server_db) const {
+  return catalog_->get(server_db);
+}
+
+void Daemon::watchDatabase(const std::string& server_db) {
+  if (!shutting_down_) catalog_->watch(server_db);
+}
+
+void Daemon::registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) {
+  for (;;) {
+    const std::string r = protocol::randomBytes(8);
+    uint32_t a = 0;
+    uint32_t b = 0;
+    std::memcpy(&a, r.data(), 4);
+    std::memcpy(&b, r.data() + 4, 4);
+    pid = static_cast<int32_t>(a & 0x7fffffffu);
+    key = static_cast<int32_t>(b);
+    if (pid == 0) continue;
+    if (cancel_keys_.emplace(cancelMapKey(pid, key), s).second) return;
+  }
+}
+
+void Daemon::unregisterCancelKey(int32_t pid, int32_t key) {
+  cancel_keys_.erase(cancelMapKey(pid, key));
+}
+
+void Daemon::handleCancelRequest(int32_t pid, int32_t key) {
+  auto it = cancel_keys_.find(cancelMapKey(pid, key));
+  if (it == cancel_keys_.end()) {
+    spdlog::debug("cancel request with an unknown key ignored");
+    return;
+  }
+  it->second->cancelFromClient();
+}
+
+void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key) {
+  if (cancels_.size() >= kMaxCancelsInFlight) {
+    spdlog::warn("cancel request dropped: {} already in flight", cancels_.size());
+    return;
+  }
+  ++counters_.cancel_requests_forwarded;
+  auto f = std::make_unique<CancelForwarder>(
+      &loop_, config_, server_pid, server_key, [this](CancelForwarder* done) {
+        for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
+          if (it->get() == done) {
+            cancel_graveyard_.push_back(std::move(*it));
+            cancels_.erase(it);
+            return;
+          }
+        }
+      });
+  CancelForwarder* raw = f.get();
+  raw->setDeadline(nowMs() + kCancelTimeoutMs);
+  cancels_.push_back(std::move(f));
+  raw->start();
+}
+
+void Daemon::submitRecord(history::Record&& record) {
+  if (!recorder_) return;
+  ++counters_.history_submitted;
+  if (!recorder_->submit(std::move(record))) ++counters_.history_dropped;
+}
+
+void Daemon::requestShutdown(bool fast) {
+  const uint64_t now = nowMs();
+  const uint64_t timeout = fast ? std::min<uint64_t>(kSigintShutdownMs,
+                                                     config_->limits.shutdown_timeout.count())
+                                : static_cast<uint64_t>(config_->limits.shutdown_timeout.count());
+  if (shutting_down_) {
+    // A second signal: stop waiting.
+    spdlog::info("second shutdown signal: closing every session now");
+    shutdown_deadline_ms_ = now;
+    tick();
+    return;
+  }
+  shutting_down_ = true;
+  shutdown_deadline_ms_ = now + timeout;
+  if (notifier_) (void)notifier_->stopping();
+  spdlog::info("shutting down ({}): no new connections; {} session{} get up to {} ms to finish",
+               fast ? "SIGINT" : "SIGTERM", sessions_.size(), sessions_.size() == 1 ? "" : "s",
+               timeout);
+  for (auto& l : listeners_) l->close();
+  catalog_->stop();
+  std::vector<ClientSession*> all;
+  for (auto& [id, s] : sessions_) all.push_back(s.get());
+  for (ClientSession* s : all) s->beginShutdown();
+  finishShutdownIfDone();
+}
+
+void Daemon::finishShutdownIfDone() {
+  if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
+  stopping_loop_ = true;
+  pools_.closeAll("pgwarden is shutting down");
+  for (auto& c : cancels_) c->close();
+  uv_timer_stop(&janitor_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), &Daemon::onHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), &Daemon::onHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), &Daemon::onHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), &Daemon::onHandleClosed);
+  // The check handle goes last, from its own callback, once the graveyards are empty.
+}
+
+void Daemon::reload() {
+  if (notifier_) (void)notifier_->reloading();
+  std::shared_ptr<const Config> next;
+  try {
+    next = loadConfig(config_->path);
+  } catch (const std::exception& e) {
+    spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
+    if (notifier_) (void)notifier_->ready();
+    return;
+  }
+  const auto sameListen = [](const ListenConfig& a, const ListenConfig& b) {
+    if (a.unix_socket_dir != b.unix_socket_dir || a.unix_socket_port != b.unix_socket_port ||
+        a.addresses.size() != b.addresses.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < a.addresses.size(); ++i) {
+      if (a.addresses[i].host != b.addresses[i].host || a.addresses[i].port != b.addresses[i].port) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!sameListen(config_->listen, next->listen)) {
+    spdlog::warn("reload: listen addresses changed; they take effect after a restart");
+  }
+  if (next->history.store != config_->history.store || next->history.path != config_->history.path) {
+    spdlog::warn("reload: history store settings changed; they take effect after a restart");
+  }
+  config_ = std::move(next);
+  pools_.setConfig(config_);
+  spdlog::level::level_enum level = spdlog::level::from_str(config_->logging.level);
+  spdlog::set_level(level);
+  spdlog::info("configuration reloaded from {}; new sessions use it", config_->path);
+  if (notifier_) (void)notifier_->ready();
+}
+
+void Daemon::tick() {
+  const uint64_t now = nowMs();
+  std::vector<ClientSession*> all;
+  all.reserve(sessions_.size());
+  for (auto& [id, s] : sessions_) all.push_back(s.get());
+  const bool overdue = shutting_down_ && now >= shutdown_deadline_ms_;
+  for (ClientSession* s : all) {
+    if (overdue && s->state() != ClientState::kClosing && s->state() != ClientState::kClosed) {
+      s->terminate("57P01", "terminating connection: pgwarden is shutting down");
+    }
+    s->tick(now);
+  }
+  if (overdue) pools_.closeAll("pgwarden is shutting down");
+  pools_.tick(now);
+  catalog_->tick(now);
+  auth_limiter_.expire(now);
+  if (notifier_ && notifier_->watchdogPingPeriod().count() > 0 &&
+      now - last_watchdog_ms_ >= static_cast<uint64_t>(notifier_->watchdogPingPeriod().count())) {
+    last_watchdog_ms_ = now;
+    (void)notifier_->watchdogPing();
+  }
+  std::vector<CancelForwarder*> cancels;
+  for (auto& c : cancels_) cancels.push_back(c.get());
+  for (CancelForwarder* c : cancels) {
+    if (now >= c->deadlineMs()) c->close();
+  }
+}
+
+void Daemon::sweep() {
+  session_graveyard_.clear();
+  cancel_graveyard_.clear();
+  pools_.sweep();
+  finishShutdownIfDone();
+}
+
+void Daemon::onJanitor(uv_timer_t* t) { static_cast<Daemon*>(t->data)->tick(); }
+
+void Daemon::onCheck(uv_check_t* c) {
+  auto* self = static_cast<Daemon*>(c->data);
+  self->sweep();
+  if (self->stopping_loop_ && self->handles_open_ == 1 && !uv_is_closing(reinterpret_cast<uv_handle_t*>(c))) {
+    uv_check_stop(c);
+    uv_close(reinterpret_cast<uv_handle_t*>(c), &Daemon::onHandleClosed);
+  }
+}
+
+void Daemon::onSignal(uv_signal_t* s, int signum) {
+  auto* self = static_cast<Daemon*>(s->data);
+  switch (signum) {
+    case SIGTERM: self->requestShutdown(false); break;
+    case SIGINT: self->requestShutdown(true); break;
+    case SIGHUP: self->reload(); break;
+    default: break;
+  }
+}
+
+void Daemon::onHandleClosed(uv_handle_t* h) {
+  auto* self = static_cast<Daemon*>(h->data);
+  --self->handles_open_;
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,126 @@
+// The process: one libuv loop with the listeners, the client sessions, the server pools, the
+// janitor timer, signal handling, cancel-key routing, catalog statistics and the history
+// recorder. Owns every session; frees closed ones once per loop iteration, outside callbacks.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/auth_limiter.h"
+#include "daemon/config.h"
+#include "daemon/counters.h"
+#include "daemon/listener.h"
+#include "daemon/pool.h"
+#include "daemon/statement_policy.h"
+#include "daemon/upstream.h"
+#include "guards/policy.h"
+#include "history/recorder.h"
+
+namespace pgwarden::daemon {
+
+class ClientSession;
+class CatalogRefresher;
+class SystemdNotifier;
+
+class Daemon {
+ public:
+  explicit Daemon(std::shared_ptr<const Config> config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // The service manager to tell about readiness, reloads and shutdown (optional).
+  void setNotifier(SystemdNotifier* notifier) { notifier_ = notifier; }
+  // Binds the listeners; returns false (after logging why) when one cannot be bound.
+  bool start();
+  // Runs the loop until shutdown has finished. Returns the process exit code.
+  int run();
+
+  uv_loop_t* loop() { return &loop_; }
+  const std::shared_ptr<const Config>& config() const { return config_; }
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
+  PoolManager& pools() { return pools_; }
+  PolicyEngine& policy() { return *policy_; }
+  AuthLimiter& authLimiter() { return auth_limiter_; }
+  uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
+  bool shuttingDown() const { return shutting_down_; }
+  const std::string& instanceId() const { return config_->instance_id; }
+
+  // Catalog statistics for a server database (null until the first refresh succeeds).
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) const;
+  // Keeps statistics for a server database from now on (a client logged in to it).
+  void watchDatabase(const std::string& server_db);
+
+  // Cancel keys: each session gets a random (pid, key) pair of its own.
+  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key);
+  void unregisterCancelKey(int32_t pid, int32_t key);
+  // A client's CancelRequest (arriving on its own connection).
+  void handleCancelRequest(int32_t pid, int32_t key);
+  // Sends a CancelRequest for a server backend on a new upstream connection.
+  void cancelServerQuery(int32_t server_pid, int32_t server_key);
+
+  // History: never blocks; a record refused by a full queue is counted.
+  void submitRecord(history::Record&& record);
+
+  // Session bookkeeping.
+  void onSessionClosed(ClientSession* s);
+  size_t sessionCount() const { return sessions_.size(); }
+  void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
+
+  // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
+  void requestShutdown(bool fast);
+  // Re-reads the config file; on success new sessions use the new config (SIGHUP).
+  void reload();
+
+ private:
+  void onConnection(Listener& l);
+  void tick();
+  void sweep();
+  void finishShutdownIfDone();
+  void refreshStats();
+
+  static void onJanitor(uv_timer_t* t);
+  static void onCheck(uv_check_t* c);
+  static void onSignal(uv_signal_t* s, int signum);
+  static void onHandleClosed(uv_handle_t* h);
+
+  uv_loop_t loop_;
+  std::shared_ptr<const Config> config_;
+  Counters counters_;
+  PoolManager pools_;
+  std::unique_ptr<PolicyEngine> policy_;
+  AuthLimiter auth_limiter_;
+  std::unique_ptr<history::Recorder> recorder_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;
+  std::vector<std::unique_ptr<ClientSession>> session_graveyard_;
+  std::unordered_map<uint64_t, ClientSession*> cancel_keys_;
+  std::vector<std::unique_ptr<CancelForwarder>> cancels_;
+  std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
+  std::unique_ptr<CatalogRefresher> catalog_;
+  uv_timer_t janitor_;
+  uv_check_t check_;
+  uv_signal_t sig_term_;
+  uv_signal_t sig_int_;
+  uv_signal_t sig_hup_;
+  int handles_open_ = 0;
+  uint64_t next_session_id_ = 0;
+  bool shutting_down_ = false;
+  bool stopping_loop_ = false;
+  uint64_t shutdown_deadline_ms_ = 0;
+  SystemdNotifier* notifier_ = nullptr;
+  uint64_t last_watchdog_ms_ = 0;
+};
+
+// Caps on concurrent cancel forwarding connections.
+inline constexpr size_t kMaxCancelsInFlight = 256;
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,53 @@
+// A listening socket (TCP on one address, or the Unix socket .s.PGSQL.<port>) owned by one
+// object until its close callback, uvw-style.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <string>
+
+#include "daemon/config.h"
+
+namespace pgwarden::daemon {
+
+class Listener {
+ public:
+  using OnConnection = std::function<void(Listener&)>;
+  Listener(uv_loop_t* loop, OnConnection on_connection);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // Binds and listens. Returns 0 or a libuv error; `error` says what failed.
+  [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error);
+  // Binds the Unix socket at `path`, replacing a stale socket file left by a dead process.
+  [[nodiscard]] int listenUnix(const std::string& path, int backlog, std::string& error);
+  // Listens on a socket passed in already bound (socket activation).
+  [[nodiscard]] int listenFd(int fd, bool is_unix, int backlog, std::string& error);
+
+  void close();
+  bool closed() const { return !initialized_ || closed_; }
+  bool isUnix() const { return is_unix_; }
+  const std::string& name() const { return name_; }
+  uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&h_); }
+
+ private:
+  static void onConnection(uv_stream_t* server, int status);
+  static void onClose(uv_handle_t* h);
+
+  uv_loop_t* loop_;
+  OnConnection on_connection_;
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } h_;
+  std::string name_;
+  std::string unix_path_;  // removed on close
+  bool initialized_ = false;
+  bool is_unix_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace pgwarden::daemon

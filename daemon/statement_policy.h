@@ -1,0 +1,55 @@
+// The session's one call into the guards: a SQL text (from a Query or a Parse) is analysed
+// (cached per loop) and run through the user's policy group exactly once, and the result is
+// kept as a StatementPlan that the session acts on and history records read. The plan is
+// immutable and shared: a prepared statement's plan serves every Bind/Execute of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guards/analysis.h"
+#include "guards/policy.h"
+
+namespace pgwarden::daemon {
+
+struct PlannedStatement {
+  std::string kind;            // "select", ...; "" when unknown
+  std::string intent;          // inferred intent ("lookup", ...)
+  std::vector<std::string> tables;
+  std::string sql;             // this statement's text, cut to the history limit
+  bool sql_truncated = false;
+};
+
+struct StatementPlan {
+  std::shared_ptr<const guards::Analysis> analysis;  // null when no analysis ran
+  guards::Decision decision;
+  std::vector<PlannedStatement> statements;  // at least one entry (the whole text if unknown)
+  std::string fingerprint;                   // hex, "" when unknown
+  std::string guard_actions_json;            // [{"guard":..,"action":..,"code":..,"reason":..}]
+  int error_position = 0;                    // 1-based, for a syntax error
+  bool budget = false;                       // denied because a budget ran out
+};
+
+class PolicyEngine {
+ public:
+  PolicyEngine(size_t cache_entries, size_t max_sql_bytes);
+  ~PolicyEngine();
+  // `group` may be null (no policy: everything passes). `stats` may be null.
+  std::shared_ptr<const StatementPlan> plan(const guards::PolicyGroup* group, std::string_view sql,
+                                            const guards::RequestContext& ctx,
+                                            const guards::TableStatsSnapshot* stats);
+  uint64_t cacheHits() const;
+  uint64_t cacheMisses() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// JSON string escaping for the small documents pgwarden writes itself.
+void appendJsonString(std::string& out, std::string_view s);
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,228 @@
+// Config parsing and validation: defaults, every error naming file, line and dotted key, and
+// the cross-references between users, groups and admin users.
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "protocol/auth.h"
+
+using namespace pgwarden::daemon;
+
+namespace {
+
+std::string verifier() {
+  return pgwarden::protocol::makeScramVerifierWithSalt("secret", "0123456789abcdef", 4096);
+}
+
+std::string baseConfig() {
+  return "upstream:\n"                        // 1
+         "  host: 127.0.0.1\n"                // 2
+         "  port: 5433\n"                     // 3
+         "  user: reader\n"                   // 4
+         "  password: pw\n"                   // 5
+         "users:\n"                           // 6
+         "  - name: agent\n"                  // 7
+         "    password: \"" + verifier() + "\"\n"  // 8
+         "    group: agents\n"                // 9
+         "groups:\n"                          // 10
+         "  agents:\n"                        // 11
+         "    guards:\n"                      // 12
+         "      - kind: read_only\n";         // 13
+}
+
+// The error text for `text`, or "" when it parses.
+std::string errorOf(const std::string& text) {
+  try {
+    parseConfig(text, "test.yaml");
+    return "";
+  } catch (const ConfigFileError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Config, MinimalConfigGetsDefaults) {
+  auto c = parseConfig(baseConfig(), "test.yaml");
+  EXPECT_EQ(c->upstream.port, 5433);
+  EXPECT_EQ(c->upstream.password, "pw");
+  EXPECT_EQ(c->upstream.statement_timeout.count(), 10000);
+  EXPECT_EQ(c->upstream.lock_timeout.count(), 3000);
+  EXPECT_EQ(c->upstream.idle_in_transaction_session_timeout.count(), 15000);
+  ASSERT_EQ(c->listen.addresses.size(), 1u);
+  EXPECT_EQ(c->listen.addresses[0].host, "127.0.0.1");
+  EXPECT_EQ(c->listen.addresses[0].port, 6432);
+  EXPECT_EQ(c->limits.max_message_bytes, 1u << 20);
+  EXPECT_EQ(c->pool.max_size, 20);
+  ASSERT_EQ(c->users.size(), 1u);
+  EXPECT_EQ(c->users[0].method, AuthMethod::kScramSha256);
+  EXPECT_NE(c->findGroup("agents"), nullptr);
+  EXPECT_EQ(c->findUser("nobody"), nullptr);
+  EXPECT_FALSE(c->instance_id.empty());
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndKey) {
+  std::string text = baseConfig();
+  text.insert(text.find("  user: reader"), "  conect_timeout: 5s\n");  // becomes line 4
+  const auto err = errorOf(text);
+  EXPECT_EQ(err.rfind("test.yaml:4: upstream.conect_timeout: ", 0), 0u) << err;
+  EXPECT_NE(err.find("unknown key"), std::string::npos) << err;
+}
+
+TEST(Config, UnknownTopLevelKey) {
+  const auto err = errorOf(baseConfig() + "listeners: []\n");
+  EXPECT_EQ(err.rfind("test.yaml:14: listeners: ", 0), 0u) << err;
+}
+
+TEST(Config, UserGroupMustExist) {
+  std::string text = baseConfig();
+  text.replace(text.find("group: agents"), 13, "group: nope");
+  const auto err = errorOf(text);
+  EXPECT_EQ(err.rfind("test.yaml:9: users[0].group: ", 0), 0u) << err;
+  EXPECT_NE(err.find("\"nope\""), std::string::npos) << err;
+  EXPECT_NE(err.find("agents"), std::string::npos) << "lists the defined groups: " << err;
+}
+
+TEST(Config, PlainPasswordsAreRefused) {
+  std::string text = baseConfig();
+  text.replace(text.find("\"SCRAM"), verifier().size() + 2, "hunter2");
+  const auto err = errorOf(text);
+  EXPECT_EQ(err.rfind("test.yaml:8: users[0].password: ", 0), 0u) << err;
+  EXPECT_EQ(err.find("hunter2"), std::string::npos) << "never echo a password: " << err;
+}
+
+TEST(Config, BrokenVerifierIsRefused) {
+  std::string text = baseConfig();
+  text.replace(text.find("\"SCRAM"), verifier().size() + 2,
+               "\"SCRAM-SHA-256$4096:c2FsdA==$REPLACE_ME:REPLACE_ME\"");
+  EXPECT_NE(errorOf(text).find("users[0].password"), std::string::npos);
+}
+
+TEST(Config, Md5AndTrustUsers) {
+  const std::string text = baseConfig().substr(0, baseConfig().find("groups:")) +
+                           "  - name: m\n"
+                           "    password: md5" + std::string(32, 'a') + "\n"
+                           "    group: agents\n"
+                           "  - name: t\n"
+                           "    method: trust\n"
+                           "    group: agents\n" +
+                           baseConfig().substr(baseConfig().find("groups:"));
+  auto c = parseConfig(text, "test.yaml");
+  EXPECT_EQ(c->findUser("m")->method, AuthMethod::kMd5);
+  EXPECT_EQ(c->findUser("t")->method, AuthMethod::kTrust);
+}
+
+TEST(Config, TrustTakesNoPassword) {
+  std::string text = baseConfig();
+  text.insert(text.find("    group: agents"), "    method: trust\n");
+  EXPECT_NE(errorOf(text).find("users[0].password"), std::string::npos);
+}
+
+TEST(Config, DuplicateUser) {
+  const std::string text = baseConfig().substr(0, baseConfig().find("groups:")) +
+                           "  - name: agent\n    method: trust\n    group: agents\n" +
+                           baseConfig().substr(baseConfig().find("groups:"));
+  const auto err = errorOf(text);
+  EXPECT_EQ(err.rfind("test.yaml:10: users[1].name: ", 0), 0u) << err;
+}
+
+TEST(Config, AdminUsersMustBeUsers) {
+  const auto err = errorOf(baseConfig() + "admin_users: [root]\n");
+  EXPECT_NE(err.find("admin_users"), std::string::npos) << err;
+  EXPECT_NE(err.find("root"), std::string::npos) << err;
+  EXPECT_EQ(errorOf(baseConfig() + "admin_users: [agent]\n"), "");
+}
+
+TEST(Config, SearchPathGroupsMustExist) {
+  EXPECT_NE(errorOf(baseConfig() + "client_parameters:\n  allow_search_path: [x]\n")
+                .find("client_parameters.allow_search_path"),
+            std::string::npos);
+  auto c = parseConfig(baseConfig() + "client_parameters:\n  allow_search_path: [agents]\n",
+                       "test.yaml");
+  EXPECT_TRUE(c->groupAllowsSearchPath("agents"));
+}
+
+TEST(Config, TypedValuesAreChecked) {
+  std::string text = baseConfig();
+  text.replace(text.find("port: 5433"), 10, "port: many");
+  EXPECT_NE(errorOf(text).find("test.yaml:3: upstream.port"), std::string::npos);
+  EXPECT_NE(errorOf(baseConfig() + "limits:\n  max_message_bytes: lots\n")
+                .find("limits.max_message_bytes"),
+            std::string::npos);
+  EXPECT_NE(errorOf(baseConfig() + "pool:\n  acquire_timeout: soon\n").find("pool.acquire_timeout"),
+            std::string::npos);
+  EXPECT_NE(errorOf(baseConfig() + "logging:\n  level: loud\n").find("logging.level"),
+            std::string::npos);
+}
+
+TEST(Config, InvalidYamlNamesTheLine) {
+  const auto err = errorOf("upstream:\n  host: [unclosed\n");
+  EXPECT_EQ(err.rfind("test.yaml:", 0), 0u) << err;
+  EXPECT_NE(err.find("YAML"), std::string::npos) << err;
+}
+
+TEST(Config, UpstreamRequired) {
+  EXPECT_NE(errorOf("groups:\n  a:\n    guards: []\n").find("upstream"), std::string::npos);
+}
+
+TEST(Config, PasswordAndPasswordFileExclusive) {
+  std::string text = baseConfig();
+  text.insert(text.find("users:"), "  password_file: pw.txt\n");
+  EXPECT_NE(errorOf(text).find("upstream.password_file"), std::string::npos);
+}
+
+TEST(Config, PasswordFileIsReadRelativeToTheConfig) {
+  const std::string dir = ::testing::TempDir();
+  { std::ofstream(dir + "/upstream.pw") << "from-file\n"; }
+  std::string text = baseConfig();
+  text.replace(text.find("  password: pw\n"), 15, "  password_file: upstream.pw\n");
+  auto c = parseConfig(text, dir + "/pgwarden.yaml");
+  EXPECT_EQ(c->upstream.password, "from-file");
+  EXPECT_TRUE(c->warnings.empty());
+  // A file not there yet is a warning (packaged configs), not an error.
+  text.replace(text.find("upstream.pw"), 11, "missing.pw");
+  auto m = parseConfig(text, dir + "/pgwarden.yaml");
+  EXPECT_TRUE(m->upstream.password.empty());
+  ASSERT_EQ(m->warnings.size(), 1u);
+  EXPECT_NE(m->warnings[0].find("upstream.password_file"), std::string::npos);
+}
+
+TEST(Config, DatabaseMap) {
+  auto c = parseConfig(baseConfig() + "", "t.yaml");
+  EXPECT_EQ(*c->upstream.mapDatabase("anything"), "anything");
+  std::string text = baseConfig();
+  text.insert(text.find("users:"), "  databases:\n    analytics: analytics_prod\n");
+  auto m = parseConfig(text, "t.yaml");
+  EXPECT_EQ(*m->upstream.mapDatabase("analytics"), "analytics_prod");
+  EXPECT_FALSE(m->upstream.mapDatabase("other"));
+  text.insert(text.find("users:"), "    \"*\": \"*\"\n");
+  auto w = parseConfig(text, "t.yaml");
+  EXPECT_EQ(*w->upstream.mapDatabase("other"), "other");
+}
+
+TEST(ListenAddress, Forms) {
+  auto v4 = parseListenAddress("127.0.0.1:6432");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ((*v4)[0].host, "127.0.0.1");
+  EXPECT_EQ((*v4)[0].port, 6432);
+  auto v6 = parseListenAddress("[::1]:7000");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ((*v6)[0].host, "::1");
+  auto any = parseListenAddress("*:6432");
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(any->size(), 2u);
+  auto local = parseListenAddress("localhost:6432");
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(local->size(), 2u);
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:notaport", "127.0.0.1:70000",
+                          "::1:6432", "[::1]6432", "db.example.com:6432"}) {
+    EXPECT_FALSE(parseListenAddress(bad).ok()) << bad;
+  }
+}
+
+TEST(Config, ListenErrorsNameTheKey) {
+  const auto err = errorOf(baseConfig() + "listen:\n  addresses: [\"127.0.0.1:notaport\"]\n");
+  EXPECT_NE(err.find("listen.addresses"), std::string::npos) << err;
+}
