@@ -83,7 +83,8 @@ Lexed lex(std::string_view s) {
       bool closed = false;
       while (i < n) {
         if (escapes && s[i] == '\\' && i + 1 < n) {
-          text += s[i + 1];
+          const char e = s[i + 1];
+          text += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
           i += 2;
         } else if (s[i] == '\'') {
           if (i + 1 < n && s[i + 1] == '\'') {
