@@ -145,9 +145,10 @@ class Daemon:
         pass_fds = ()
         if pass_fd is not None:
             # Descriptor 3 and LISTEN_PID equal to the daemon's own pid, as systemd sets them:
-            # a shell moves the socket to 3 and execs pgwarden, keeping its pid.
+            # a shell moves the socket to 3 and execs pgwarden, keeping its pid. bash, since
+            # dash cannot redirect descriptors above 9.
             move = "" if pass_fd == 3 else f"exec 3<&{pass_fd} {pass_fd}<&- ; "
-            argv = ["/bin/sh", "-c", move + 'LISTEN_PID=$$ exec "$0" "$@"'] + argv
+            argv = ["/bin/bash", "-c", move + 'LISTEN_PID=$$ exec "$0" "$@"'] + argv
             pass_fds = (pass_fd,)
         self.log = open(self.logfile, "wb")
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
