@@ -206,6 +206,7 @@ class BenchEnv:
         self.pgw = None
         self.pgw_port = None
         self.pgw_config = None
+        self.pgw_stops = []
         self.shared_buffers_mb = None
 
     # -- PostgreSQL ---------------------------------------------------------------------------
@@ -392,11 +393,17 @@ ignore_startup_parameters = extra_float_digits
         return proc
 
     def stop_pgwarden(self):
-        if self.pgw is not None:
-            rc = stop_process(self.pgw, group=True)
-            self.pgw = None
-            return rc
-        return None
+        """SIGTERM, as systemd would send; SIGKILL after a few seconds. How each stop went is
+        kept in `pgw_stops` (an idle daemon should exit 0 at once)."""
+        if self.pgw is None:
+            return None
+        proc, self.pgw = self.pgw, None
+        t0 = time.monotonic()
+        already = proc.poll() is not None
+        rc = stop_process(proc, timeout=5, group=True)
+        self.pgw_stops.append({"exit_status": rc, "already_exited": already,
+                               "seconds": round(time.monotonic() - t0, 2)})
+        return rc
 
     def pgwarden_alive(self):
         return self.pgw is not None and self.pgw.poll() is None

@@ -32,14 +32,17 @@ def median(values):
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def run(target, mode, clients, seconds, workdir):
-    """Runs `pgbench -n -S -M mode -c clients -T seconds -l` and returns a dict with tps,
-    transactions, failed, and `latencies_us` (every transaction), or `error`."""
+def run(target, mode, clients, seconds, workdir, transactions=None, latencies=True):
+    """Runs `pgbench -n -S -M mode -c clients -T seconds -l` (or `-t transactions` per client
+    when given) and returns a dict with tps, transactions, failed, and `latencies_us` (every
+    transaction, when `latencies`), or `error`."""
     logdir = tempfile.mkdtemp(prefix="pgbench-log-", dir=workdir)
     prefix = os.path.join(logdir, "tx")
     threads = min(clients, 2)
+    length = ["-t", str(transactions)] if transactions else ["-T", str(seconds)]
+    logging = ["-l", f"--log-prefix={prefix}"] if latencies else []
     cmd = ["pgbench", "-n", "-S", "-M", mode, "-c", str(clients), "-j", str(threads),
-           "-T", str(seconds), "-l", f"--log-prefix={prefix}",
+           *length, *logging,
            "-h", "127.0.0.1", "-p", str(target["port"]), "-U", target["user"], DATABASE]
     result = {"mode": mode, "clients": clients, "seconds": seconds}
     try:
@@ -53,6 +56,8 @@ def run(target, mode, clients, seconds, workdir):
         result["tps"] = float(tps.group(1))
         result["transactions"] = int(processed.group(1))
         result["failed"] = int(failed.group(1)) if failed else 0
+        if not latencies:
+            return result
         result["latencies_us"] = _read_latencies(prefix)
         if not result["latencies_us"]:
             result["error"] = "pgbench wrote no per-transaction log"
