@@ -127,6 +127,8 @@ const char* reasonPhrase(int code) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 500:
+      return "Internal Server Error";
     case 503:
       return "Service Unavailable";
     default:
@@ -547,15 +549,31 @@ void HttpServer::handle(Connection& c, const HttpRequest& req) {
     Format format =
         options_.openmetrics ? negotiateFormat(req.accept) : Format::kPrometheusText;
     std::string body;
-    body.reserve(last_scrape_bytes_ + last_scrape_bytes_ / 4);
-    metrics_.http_scrapes.with({format == Format::kOpenMetrics ? "openmetrics" : "text"}).inc();
-    metrics_.registry.render(body, format);
+    // Collectors are other modules' code running inside a libuv callback: nothing they throw
+    // (std::bad_alloc included) may unwind through libuv.
+    try {
+      body.reserve(last_scrape_bytes_ + last_scrape_bytes_ / 4);
+      metrics_.http_scrapes.with({format == Format::kOpenMetrics ? "openmetrics" : "text"}).inc();
+      metrics_.registry.render(body, format);
+    } catch (const std::exception& e) {
+      spdlog::error("metrics endpoint: rendering /metrics failed: {}", e.what());
+      respond(c, 500, handler, text, "internal error\n", head);
+      return;
+    }
     last_scrape_bytes_ = body.size();
     respond(c, 200, handler, contentType(format), std::move(body), head);
   } else if (handler == "healthz") {
     respond(c, 200, handler, text, "ok\n", head);
   } else if (handler == "readyz") {
-    Readiness r = readiness_ ? readiness_() : Readiness{true, {}};
+    Readiness r{true, {}};
+    if (readiness_) {
+      try {
+        r = readiness_();
+      } catch (const std::exception& e) {
+        r = Readiness{false, "readiness check failed"};
+        spdlog::error("metrics endpoint: readiness check threw: {}", e.what());
+      }
+    }
     if (r.ready) {
       respond(c, 200, handler, text, "ready\n", head);
     } else {

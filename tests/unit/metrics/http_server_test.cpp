@@ -109,6 +109,24 @@ TEST(HttpServer, ReadyzFollowsTheReadinessCallback) {
   EXPECT_EQ(s.metrics().http_requests.with({"readyz", "200"}).value(), 1u);
 }
 
+TEST(HttpServer, ThrowingCallbacksBecomeErrorResponsesNotCrashes) {
+  LoopServer s(testOptions(), []() -> Readiness { throw std::runtime_error("boom"); });
+  ASSERT_TRUE(s.started());
+  s.metrics().client_connections.setCollector(
+      [](SampleSink&) { throw std::runtime_error("collector failed"); });
+  auto ready = testing::get(s.port(), "/readyz");
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(ready->code, 503);
+  EXPECT_EQ(ready->body, "readiness check failed\n");
+  auto scrape = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_EQ(scrape->code, 500);
+  s.metrics().client_connections.setCollector({});
+  auto again = testing::get(s.port(), "/metrics");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->code, 200);
+}
+
 TEST(HttpServer, UnknownPathsAre404) {
   LoopServer s(testOptions());
   ASSERT_TRUE(s.started());
