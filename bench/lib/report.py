@@ -74,7 +74,10 @@ def micro_case(b):
         case["ns_per_item"] = round(1e9 / b["items_per_second"], 1)
     if b.get("label"):
         case["label"] = b["label"]
+    if b.get("error_occurred"):
+        case["error"] = b.get("error_message", "error")
     extra = {k: v for k, v in b.items() if k not in (
+        "error_occurred", "error_message",
         "name", "family_index", "per_family_instance_index", "run_name", "run_type",
         "repetitions", "repetition_index", "threads", "iterations", "real_time", "cpu_time",
         "time_unit", "items_per_second", "label", "bytes_per_second")}
@@ -231,7 +234,9 @@ def render(results):
             if entry.get("error"):
                 lines.append(f"  {name}: {entry['error']}")
             for c in entry.get("cases", []):
-                lines.append(f"  {name:16s} {c['name']:60s} {ns_per_statement(c):>12.1f} ns")
+                value = (f"skipped: {c['error']}" if c.get("error")
+                         else f"{ns_per_statement(c):>12.1f} ns")
+                lines.append(f"  {name:16s} {c['name']:60s} {value}")
     tg = results.get("targets") or {}
     if tg:
         lines.append("")
