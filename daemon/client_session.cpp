@@ -657,8 +657,8 @@ void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
   if (!v.detail.empty()) fields.push_back({'D', v.detail});
   if (!v.hint.empty()) fields.push_back({'H', v.hint});
   std::string position;
-  if (plan.error_position > 0) {
-    position = std::to_string(plan.error_position);
+  if (v.position > 0) {
+    position = std::to_string(v.position);
     fields.push_back({'P', position});
   }
   protocol::writeErrorResponse(out, fields);
@@ -995,6 +995,13 @@ void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f)
 void ClientSession::sendTruncationNotice(StatementRun& run) {
   if (run.notice_sent) return;
   run.notice_sent = true;
+  if (run.plan && !run.plan->decision.truncation.message.empty()) {
+    const auto& v = run.plan->decision.truncation;
+    protocol::writeNotice(client_.out(), "WARNING",
+                          v.sqlstate.empty() ? std::string_view("01000") : v.sqlstate, v.message,
+                          v.detail, v.hint);
+    return;
+  }
   std::string text = run.plan ? run.plan->decision.truncation_notice : std::string();
   if (text.empty()) {
     text = "The result was truncated at " + std::to_string(run.max_rows) +

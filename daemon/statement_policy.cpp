@@ -96,9 +96,9 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
     // Text the parser rejects never reaches the server: PostgreSQL would refuse it anyway, and
     // a guard cannot vouch for what it cannot read.
     plan->decision.denied = true;
-    plan->decision.deny = guards::syntaxErrorVerdict(a);
+    plan->decision.deny = guards::syntaxErrorVerdict(a, sql);
+    if (plan->decision.deny.position == 0) plan->decision.deny.position = a.error_position;
     plan->decision.actions.push_back(plan->decision.deny);
-    plan->error_position = a.error_position;
   } else if (group) {
     plan->decision = group->evaluate(a, sql, ctx, stats);
   }

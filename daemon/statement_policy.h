@@ -29,7 +29,6 @@ struct StatementPlan {
   std::vector<PlannedStatement> statements;  // at least one entry (the whole text if unknown)
   std::string fingerprint;                   // hex, "" when unknown
   std::string guard_actions_json;            // [{"guard":..,"action":..,"code":..,"reason":..}]
-  int error_position = 0;                    // 1-based, for a syntax error
   bool budget = false;                       // denied because a budget ran out
 };
 
