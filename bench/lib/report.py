@@ -121,10 +121,13 @@ def evaluate_targets(results):
     micro = (results.get("micro") or {}).get("binaries", {})
     analysis = micro.get("analysis_bench", {}).get("cases", [])
     if analysis or "micro" in results:
-        def pick(words):
-            return [c for c in analysis if any(w in c["name"].lower() for w in words)]
-        miss = pick(("miss", "cold", "uncached", "parse"))
-        hit = [c for c in pick(("hit", "cached", "warm")) if c not in miss]
+        def pick(word):
+            # The target is for a one-table SELECT: prefer the cases named for it.
+            named = [c for c in analysis if word in c["name"].lower() and not c.get("error")]
+            one = [c for c in named if "one_table" in c["name"].lower()
+                   and "chain" not in c["name"].lower()]
+            return one or named
+        miss, hit = pick("miss"), pick("hit")
         miss_ns = max((ns_per_statement(c) for c in miss), default=None)
         hit_ns = max((ns_per_statement(c) for c in hit), default=None)
         out["guard_analysis"] = {
