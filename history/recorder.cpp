@@ -31,8 +31,9 @@ constexpr milliseconds kBackoffMax{2000};
 constexpr milliseconds kPruneInterval{2000};
 constexpr milliseconds kDropLogInterval{5000};
 constexpr std::chrono::seconds kDestructorFlush{5};
-// With redact_literals the full text must reach the writer to be normalized, so submit cuts it
-// only at this much larger bound (a text cut here no longer parses and is stored redacted).
+// When the writer must parse the text (redact_literals, or no fingerprint yet), submit cuts it
+// only at this much larger bound (a text cut here no longer parses: it is stored redacted, or
+// without a fingerprint).
 constexpr size_t kMaxRawSqlBytes = 1 << 20;
 
 // Memory a queued record holds, near enough to bound the queue in bytes as well as records.
@@ -80,9 +81,11 @@ class QueueRecorder final : public Recorder {
   ~QueueRecorder() override { shutdown(kDestructorFlush); }
 
   bool submit(Record&& r) override {
-    // Cut the text now so a queued record holds a bounded amount of it; with redact_literals the
-    // cut to max_sql_bytes waits for the writer (normalize first, then cut).
-    cutAndShrink(r.sql_text, config_.redact_literals ? kMaxRawSqlBytes : config_.max_sql_bytes,
+    // Cut the text now so a queued record holds a bounded amount of it. The writer needs the
+    // whole text to normalize it (redact_literals) or to fingerprint it (a record that comes
+    // without one); those wait for the writer to cut them, after that work.
+    const bool writer_needs_text = config_.redact_literals || r.fingerprint.empty();
+    cutAndShrink(r.sql_text, writer_needs_text ? kMaxRawSqlBytes : config_.max_sql_bytes,
                  &r.sql_truncated);
     cutAndShrink(r.error_message, config_.max_sql_bytes, nullptr);
     const size_t bytes = approxBytes(r);

@@ -145,16 +145,26 @@ TEST(SqliteStore, RoundTripsEveryField) {
   EXPECT_EQ(b[30], "1");
 }
 
-TEST(SqliteStore, FillsAMissingFingerprint) {
+TEST(SqliteStore, FillsAMissingFingerprintFromTheWholeText) {
   TempDir dir;
   HistoryConfig c = sqliteConfig(dir);
+  c.max_sql_bytes = 64;
   auto rec = makeRecorder(c);
   Record r = makeRecord(1, "SELECT * FROM orders WHERE status = 'late'");
   r.fingerprint.clear();
   ASSERT_TRUE(rec->submit(std::move(r)));
+  // Longer than max_sql_bytes: fingerprinted whole, then cut.
+  const std::string long_sql = "SELECT * FROM orders WHERE status = '" + std::string(200, 'x') + "'";
+  Record l = makeRecord(2, long_sql);
+  l.fingerprint.clear();
+  ASSERT_TRUE(rec->submit(std::move(l)));
   rec->shutdown(std::chrono::seconds(5));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT fingerprint FROM pgwarden_history")[0][0],
-            *fingerprintSql("select * from orders where status = 'DELAYED'"));
+  const auto rows = sqliteQuery(
+      c.path, "SELECT fingerprint, length(sql_text), sql_truncated FROM pgwarden_history ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u);
+  const std::string expected = *fingerprintSql("select * from orders where status = 'DELAYED'");
+  EXPECT_EQ(rows[0], (std::vector<std::string>{expected, "42", "0"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{expected, "64", "1"}));
 }
 
 TEST(SqliteStore, LongTextIsCutAtACharacterBoundaryAndFlagged) {
