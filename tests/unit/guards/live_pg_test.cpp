@@ -240,7 +240,9 @@ TEST_F(LivePostgres, AllowedReadsRunAndCappedOnesStopAtTheCap) {
     const std::string run = d.rewritten_sql ? *d.rewritten_sql : unescaped;
     std::vector<std::vector<std::string>> rows;
     EXPECT_NO_THROW(rows = c.query(run)) << run;
-    if (d.max_rows >= 0) EXPECT_LE(rows.size(), static_cast<size_t>(d.max_rows + 1));
+    if (d.max_rows >= 0) {
+      EXPECT_LE(rows.size(), static_cast<size_t>(d.max_rows + 1));
+    }
   }
   c.query("ROLLBACK");
 }
