@@ -61,7 +61,8 @@ struct BudgetCounters {
 struct BudgetKey {
   std::string user;
   std::string conversation;
-  std::string id() const { return user + '\x1f' + conversation; }
+  // Length-prefixed, so no user name and conversation id can combine into another pair's id.
+  std::string id() const { return std::to_string(user.size()) + ':' + user + conversation; }
 };
 
 class BudgetGuard final : public Guard {

@@ -1,0 +1,188 @@
+// The shared budget store against a real PostgreSQL made with initdb: two ledgers, each with its
+// own store connection (two pgwarden processes), share one budget exactly, also when their admits
+// race; counters of rows and denials land in the table; a store that is down or stuck answers
+// within the timeout with fail_behavior (deny or allow), and none of it blocks the loop.
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include "agent_test_util.h"
+#include "daemon/budget_store_pg.h"
+#include "guards/budget.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+using agent_test::nowMs;
+using agent_test::runUntil;
+using guards::BudgetLedger;
+using Kind = BudgetLedger::Admission::Kind;
+
+class SharedBudgetStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto bin = agent_test::findPgBin();
+    if (bin.empty()) GTEST_SKIP() << "PostgreSQL server binaries not found: shared budget store tests skipped";
+    ASSERT_TRUE(server_.init(bin));
+    ASSERT_EQ(uv_loop_init(&loop_), 0);
+  }
+  void TearDown() override {
+    if (!loop_.data && uv_loop_alive(&loop_) == 0 && loop_.time == 0) return;
+    ledgers_.clear();
+    agent_test::drainLoop(&loop_);
+  }
+
+  BudgetLedger& ledger() {
+    auto l = std::make_unique<BudgetLedger>();
+    l->setStoreFactory([this](const guards::BudgetStoreConfig& cfg) {
+      return std::make_unique<BudgetStorePg>(&loop_, cfg);
+    });
+    ledgers_.push_back(std::move(l));
+    return *ledgers_.back();
+  }
+
+  guards::PolicyMap group(const std::string& dsn, const std::string& extra = "", int max_statements = 5) {
+    return agent_test::groups("g:\n  guards:\n    - kind: budget\n      max_statements: " +
+                              std::to_string(max_statements) + "\n      store: postgres\n      dsn: \"" + dsn +
+                              "\"\n" + extra);
+  }
+
+  // Admits and waits for the answer, running the loop.
+  Kind admitSync(BudgetLedger& l, const guards::BudgetGuard& g, const guards::BudgetKey& key,
+                 guards::GuardResult* denial = nullptr) {
+    std::optional<BudgetLedger::Admission> out;
+    auto a = l.admit(g, key, [&](BudgetLedger::Admission r) { out = std::move(r); });
+    if (a.kind != Kind::kPending) {
+      out = std::move(a);
+    } else {
+      EXPECT_TRUE(runUntil(&loop_, [&] { return out.has_value(); }, 15000));
+    }
+    if (denial && out) *denial = out->denial;
+    return out ? out->kind : Kind::kPending;
+  }
+
+  std::string query(const std::string& sql) {
+    PGconn* c = PQconnectdb(server_.dsn().c_str());
+    PGresult* r = PQexec(c, sql.c_str());
+    std::string v = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    PQfinish(c);
+    return v;
+  }
+
+  agent_test::PostgresServer server_;
+  uv_loop_t loop_{};
+  std::vector<std::unique_ptr<BudgetLedger>> ledgers_;
+};
+
+TEST_F(SharedBudgetStore, TwoProcessesShareOneBudgetExactly) {
+  const auto m = group(server_.dsn());
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-shared"};
+  int admitted = 0;
+  guards::GuardResult denial;
+  for (int i = 0; i < 8; ++i) {
+    admitted += admitSync(i % 2 ? a : b, *g, key, &denial) == Kind::kAdmitted;
+  }
+  EXPECT_EQ(admitted, 5);
+  EXPECT_EQ(denial.code, "BUDGET_EXHAUSTED");
+  EXPECT_NE(denial.message.find("budget of 5 queries"), std::string::npos) << denial.message;
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE username = 'agent' AND conversation_id = 'c-shared'"),
+            "5");
+  // The mirror each process keeps follows the shared truth.
+  EXPECT_EQ(a.counters(key).statements, 5);
+  // Another user with the same conversation id has a budget of its own.
+  EXPECT_EQ(admitSync(a, *g, {"other", "c-shared"}), Kind::kAdmitted);
+}
+
+TEST_F(SharedBudgetStore, RacingAdmitsNeverOverspend) {
+  const auto m = group(server_.dsn());
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-race"};
+  // Warm both connections so the race is between upserts, not connects.
+  ASSERT_EQ(admitSync(a, *g, {"agent", "warm-a"}), Kind::kAdmitted);
+  ASSERT_EQ(admitSync(b, *g, {"agent", "warm-b"}), Kind::kAdmitted);
+  int answered = 0;
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = (i % 2 ? a : b).admit(*g, key, [&](BudgetLedger::Admission x) {
+      ++answered;
+      admitted += x.kind == Kind::kAdmitted;
+    });
+    ASSERT_EQ(r.kind, Kind::kPending);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return answered == 20; }, 15000));
+  EXPECT_EQ(admitted, 5);
+}
+
+TEST_F(SharedBudgetStore, RowsAndDenialsAreShared) {
+  const auto m = agent_test::groups("g:\n  guards:\n    - kind: budget\n      max_rows: 100\n      store: postgres\n"
+                                    "      dsn: \"" + server_.dsn() + "\"\n");
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-rows"};
+  ASSERT_EQ(admitSync(a, *g, key), Kind::kAdmitted);
+  a.addRows(*g, key, 150);
+  a.addDenied(*g, key);
+  ASSERT_TRUE(runUntil(&loop_, [&] {
+    return query("SELECT row_count FROM pgwarden_budget WHERE conversation_id = 'c-rows'") == "150";
+  }));
+  guards::GuardResult denial;
+  EXPECT_EQ(admitSync(b, *g, key, &denial), Kind::kDenied);
+  EXPECT_EQ(denial.code, "ROWS_EXHAUSTED");
+  EXPECT_EQ(query("SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-rows'"), "1");
+}
+
+TEST_F(SharedBudgetStore, StoreDownAppliesFailBehaviorWithinTheTimeout) {
+  const std::string dead = "host=127.0.0.1 port=" + std::to_string(agent_test::freePort()) + " user=postgres";
+  const auto closed = group(dead, "      timeout: 300ms\n");
+  const auto open = group(dead, "      timeout: 300ms\n      fail_behavior: allow\n");
+  BudgetLedger& l = ledger();
+  const int64_t t0 = nowMs();
+  guards::GuardResult denial;
+  EXPECT_EQ(admitSync(l, *guards::findBudgetGuard(*closed.at("g")), {"agent", "c"}, &denial), Kind::kDenied);
+  EXPECT_LT(nowMs() - t0, 2000);
+  EXPECT_EQ(denial.code, "BUDGET_UNAVAILABLE");
+  EXPECT_EQ(denial.message.find("127.0.0.1"), std::string::npos);
+  EXPECT_EQ(admitSync(l, *guards::findBudgetGuard(*open.at("g")), {"agent", "c"}), Kind::kAdmitted);
+  EXPECT_GE(l.storeFailures(), 2u);
+}
+
+TEST_F(SharedBudgetStore, StuckRowTimesOutAndTheLoopKeepsRunning) {
+  // A large budget: an upsert that timed out may still have counted once its lock came free.
+  const auto m = group(server_.dsn(), "      timeout: 300ms\n", 1000);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& l = ledger();
+  const guards::BudgetKey key{"agent", "c-locked"};
+  ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);
+  // Another session holds the row: the upsert waits on its lock.
+  PGconn* holder = PQconnectdb(server_.dsn().c_str());
+  PQclear(PQexec(holder, "BEGIN"));
+  PQclear(PQexec(holder, "SELECT * FROM pgwarden_budget WHERE conversation_id = 'c-locked' FOR UPDATE"));
+  int ticks = 0;
+  uv_timer_t tick;
+  uv_timer_init(&loop_, &tick);
+  tick.data = &ticks;
+  uv_timer_start(&tick, [](uv_timer_t* t) { ++*static_cast<int*>(t->data); }, 10, 10);
+  const int64_t t0 = nowMs();
+  guards::GuardResult denial;
+  EXPECT_EQ(admitSync(l, *g, key, &denial), Kind::kDenied);
+  const int64_t elapsed = nowMs() - t0;
+  EXPECT_EQ(denial.code, "BUDGET_UNAVAILABLE");
+  EXPECT_GE(elapsed, 250);
+  EXPECT_LT(elapsed, 1500);
+  EXPECT_GE(ticks, 10) << "the loop was blocked while the store waited";
+  uv_timer_stop(&tick);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
+  PQclear(PQexec(holder, "ROLLBACK"));
+  PQfinish(holder);
+  // The store recovers: the next admit is answered by the table again.
+  EXPECT_TRUE(runUntil(&loop_, [&] { return admitSync(l, *g, key) == Kind::kAdmitted; }, 10000));
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
