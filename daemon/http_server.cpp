@@ -147,9 +147,9 @@ HttpServerOptions parseMetricsConfig(const YAML::Node& node) {
   if (!node || node.IsNull()) return o;
   const std::string path = "metrics";
   config::requireMap(node, path);
-  config::checkKeys(node, path,
-                    {"listen", "max_clients", "read_timeout", "bearer_token_file",
-                     "basic_auth_file"});
+  config::checkKeys(
+      node, path,
+      {"listen", "max_clients", "read_timeout", "bearer_token_file", "basic_auth_file"});
   o.listen = config::getString(node, path, "listen", o.listen);
   if (!o.listen.empty() && !parseListenAddress(o.listen).ok()) {
     config::fail(node["listen"], path + ".listen",
@@ -169,8 +169,8 @@ HttpServerOptions parseMetricsConfig(const YAML::Node& node) {
   }
   if (bearer) {
     o.auth.kind = HttpAuth::Kind::kBearer;
-    o.auth.secret = config::readSecretFile(node["bearer_token_file"], path + ".bearer_token_file",
-                                           *bearer);
+    o.auth.secret =
+        config::readSecretFile(node["bearer_token_file"], path + ".bearer_token_file", *bearer);
     if (o.auth.secret.empty()) {
       config::fail(node["bearer_token_file"], path + ".bearer_token_file", "the file is empty");
     }
@@ -205,7 +205,8 @@ Result<sockaddr_storage> parseListenAddress(std::string_view text) {
     port_text = text.substr(colon + 1);
   }
   if (port_text.empty() || port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
     return Error{"invalid port"};
   }
   int port = std::stoi(std::string(port_text));
@@ -435,8 +436,8 @@ void HttpServer::accept() {
   ++c.open_handles;
   clients_.emplace(&c, std::move(owned));
   if (uv_timer_init(loop_, &c.timer) == 0) ++c.open_handles;
-  int rc = uv_accept(reinterpret_cast<uv_stream_t*>(&listener_),
-                     reinterpret_cast<uv_stream_t*>(&c.tcp));
+  int rc =
+      uv_accept(reinterpret_cast<uv_stream_t*>(&listener_), reinterpret_cast<uv_stream_t*>(&c.tcp));
   if (rc == 0 && c.open_handles == 2) {
     rc = uv_read_start(reinterpret_cast<uv_stream_t*>(&c.tcp), onAlloc, onRead);
   }
@@ -546,8 +547,7 @@ void HttpServer::handle(Connection& c, const HttpRequest& req) {
       respond(c, 401, handler, text, "unauthorized\n", head, challenge);
       return;
     }
-    Format format =
-        options_.openmetrics ? negotiateFormat(req.accept) : Format::kPrometheusText;
+    Format format = options_.openmetrics ? negotiateFormat(req.accept) : Format::kPrometheusText;
     std::string body;
     // Collectors are other modules' code running inside a libuv callback: nothing they throw
     // (std::bad_alloc included) may unwind through libuv.

@@ -27,12 +27,12 @@ struct HttpAuth {
 };
 
 struct HttpServerOptions {
-  std::string listen = "127.0.0.1:9930";            // host:port, [v6]:port; port 0 = any
-  size_t max_clients = 64;                           // beyond: accepted and closed at once
-  size_t max_request_bytes = 8192;                   // request line + headers
-  std::chrono::milliseconds read_timeout{10000};    // accept .. end of headers (slowloris)
-  std::chrono::milliseconds write_timeout{10000};   // response handed to the kernel
-  std::chrono::milliseconds linger_timeout{2000};   // after the response, wait for the FIN
+  std::string listen = "127.0.0.1:9930";           // host:port, [v6]:port; port 0 = any
+  size_t max_clients = 64;                         // beyond: accepted and closed at once
+  size_t max_request_bytes = 8192;                 // request line + headers
+  std::chrono::milliseconds read_timeout{10000};   // accept .. end of headers (slowloris)
+  std::chrono::milliseconds write_timeout{10000};  // response handed to the kernel
+  std::chrono::milliseconds linger_timeout{2000};  // after the response, wait for the FIN
   HttpAuth auth;  // guards /metrics only; /healthz and /readyz stay open for probes
   // Serve OpenMetrics 1.0.0 to scrapers that ask for it. Off by default: promtool (2.42) only
   // checks the 0.0.4 text format, so the text format is the one the test suite can vouch for

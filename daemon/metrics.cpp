@@ -1,6 +1,7 @@
 // The metrics registry and its two exposition formats, and the catalogue of pgwarden_* families.
 // Text format 0.0.4: https://prometheus.io/docs/instrumenting/exposition_formats/
-// OpenMetrics 1.0.0: https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
+// OpenMetrics 1.0.0:
+// https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
 #include "daemon/metrics.h"
 
 #include <spdlog/spdlog.h>
@@ -146,15 +147,13 @@ Format negotiateFormat(std::string_view accept) {
     bool zero_q = false;
     while (semi != std::string_view::npos) {
       size_t next = range.find(';', semi + 1);
-      std::string_view param = range.substr(semi + 1, next == std::string_view::npos
-                                                          ? std::string_view::npos
-                                                          : next - semi - 1);
+      std::string_view param = range.substr(
+          semi + 1, next == std::string_view::npos ? std::string_view::npos : next - semi - 1);
       while (!param.empty() && param.front() == ' ') param.remove_prefix(1);
       if (param.size() >= 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=') {
         std::string_view q = param.substr(2);
-        zero_q = !q.empty() && std::all_of(q.begin(), q.end(), [](char c) {
-          return c == '0' || c == '.' || c == ' ';
-        });
+        zero_q = !q.empty() && std::all_of(q.begin(), q.end(),
+                                           [](char c) { return c == '0' || c == '.' || c == ' '; });
       }
       semi = next;
     }
@@ -380,8 +379,8 @@ T& Family<T>::lookupOrCreate(std::span<const std::string_view> values) {
     }
     if (!overflow_logged_) {
       overflow_logged_ = true;
-      spdlog::warn("metric {}: more than {} label sets; further ones are counted as \"{}\"",
-                   name_, max_series_, kOtherLabelValue);
+      spdlog::warn("metric {}: more than {} label sets; further ones are counted as \"{}\"", name_,
+                   max_series_, kOtherLabelValue);
     }
   } else {
     spdlog::error("metric {}: {} label values given for {} labels; counted as \"{}\"", name_,
@@ -609,9 +608,7 @@ void Registry::checkName(const std::string& name, MetricType type,
   base_names_.insert(base_names_.end(), taken.begin(), taken.end());
 }
 
-Counter* Registry::overflowCounterFor(const std::string& name) {
-  return &overflow_->with({name});
-}
+Counter* Registry::overflowCounterFor(const std::string& name) { return &overflow_->with({name}); }
 
 template <typename F>
 F& Registry::add(std::unique_ptr<F> family) {
@@ -625,9 +622,8 @@ CounterFamily& Registry::counterFamily(std::string name, std::string help,
   std::lock_guard lock(mu_);
   checkName(name, MetricType::kCounter, label_names);
   Counter* overflow = overflowCounterFor(name);
-  return add(std::make_unique<CounterFamily>(std::move(name), std::move(help),
-                                             MetricType::kCounter, std::move(label_names),
-                                             max_series, overflow));
+  return add(std::make_unique<CounterFamily>(std::move(name), std::move(help), MetricType::kCounter,
+                                             std::move(label_names), max_series, overflow));
 }
 
 GaugeFamily& Registry::gaugeFamily(std::string name, std::string help,
@@ -665,9 +661,8 @@ CallbackFamily& Registry::callbackFamily(std::string name, std::string help, Met
   std::lock_guard lock(mu_);
   checkName(name, type, label_names);
   Counter* overflow = overflowCounterFor(name);
-  auto& family = add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), type,
-                                                      std::move(label_names), max_series,
-                                                      overflow));
+  auto& family = add(std::make_unique<CallbackFamily>(
+      std::move(name), std::move(help), type, std::move(label_names), max_series, overflow));
   if (collector) family.setCollector(std::move(collector));
   return family;
 }
@@ -742,21 +737,20 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_client_connections",
           "Client connections by session state (startup, idle, active, waiting, closing).",
           MetricType::kGauge, {"state"})),
-      server_connections(registry.callbackFamily(
-          "pgwarden_server_connections",
-          "Server connections by pool (server role/database) and state.", MetricType::kGauge,
-          {"pool", "state"})),
-      client_connections_accepted(registry.counter(
-          "pgwarden_client_connections_accepted_total", "Client connections accepted.")),
+      server_connections(
+          registry.callbackFamily("pgwarden_server_connections",
+                                  "Server connections by pool (server role/database) and state.",
+                                  MetricType::kGauge, {"pool", "state"})),
+      client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
+                                                   "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(
           "pgwarden_client_connections_rejected_total",
           "Client connections refused, by reason (max_connections, auth_failure, "
           "startup_timeout, bad_protocol).",
           {"reason"})),
-      statements(registry.counterFamily(
-          "pgwarden_statements_total",
-          "Statements by policy group, outcome and inferred intent.",
-          {"group", "outcome", "intent"})),
+      statements(registry.counterFamily("pgwarden_statements_total",
+                                        "Statements by policy group, outcome and inferred intent.",
+                                        {"group", "outcome", "intent"})),
       statement_duration(registry.histogramFamily(
           "pgwarden_statement_duration_seconds",
           "Statement duration from receipt to the last byte sent to the client.",
@@ -764,9 +758,8 @@ Metrics::Metrics(const BuildInfo& build)
       guard_duration(registry.histogramFamily("pgwarden_guard_duration_seconds",
                                               "Time spent evaluating one guard, by guard kind.",
                                               {"guard"}, kGuardDurationBuckets)),
-      rows_returned(registry.counterFamily("pgwarden_rows_returned_total",
-                                           "Rows returned to clients, by policy group.",
-                                           {"group"})),
+      rows_returned(registry.counterFamily(
+          "pgwarden_rows_returned_total", "Rows returned to clients, by policy group.", {"group"})),
       statements_truncated(registry.counterFamily(
           "pgwarden_statements_truncated_total",
           "Statements whose result was cut at the group's row limit.", {"group"})),
@@ -776,8 +769,7 @@ Metrics::Metrics(const BuildInfo& build)
           {"group", "guard", "action", "code"}, 2000)),
       budget_exhausted(registry.counterFamily(
           "pgwarden_budget_exhausted_total",
-          "Statements refused because a conversation or user budget was exhausted.",
-          {"group"})),
+          "Statements refused because a conversation or user budget was exhausted.", {"group"})),
       conversations_live(registry.gauge("pgwarden_conversations_live",
                                         "Conversations with budget state held in memory.")),
       upstream_connect_errors(registry.counter("pgwarden_upstream_connect_errors_total",
@@ -788,9 +780,9 @@ Metrics::Metrics(const BuildInfo& build)
           {"sqlstate_class"}, 100)),
       upstream_cancel_requests(registry.counter("pgwarden_upstream_cancel_requests_total",
                                                 "CancelRequests forwarded to PostgreSQL.")),
-      history_records_written(registry.callbackFamily(
-          "pgwarden_history_records_written_total", "Query-history records written to the store.",
-          MetricType::kCounter, {"store"})),
+      history_records_written(registry.callbackFamily("pgwarden_history_records_written_total",
+                                                      "Query-history records written to the store.",
+                                                      MetricType::kCounter, {"store"})),
       history_records_dropped(registry.callbackFamily(
           "pgwarden_history_records_dropped_total",
           "Query-history records dropped because the queue was full or the store failed.",
@@ -798,12 +790,12 @@ Metrics::Metrics(const BuildInfo& build)
       history_write_errors(registry.callbackFamily("pgwarden_history_write_errors_total",
                                                    "Failed writes to the query-history store.",
                                                    MetricType::kCounter, {"store"})),
-      history_queue_depth(registry.callbackFamily(
-          "pgwarden_history_queue_depth", "Records waiting in the query-history queue.",
-          MetricType::kGauge, {"store"})),
-      external_guard_calls(registry.counterFamily(
-          "pgwarden_external_guard_calls_total", "Calls to webhook and Lua guards, by kind.",
-          {"kind"}, 10)),
+      history_queue_depth(registry.callbackFamily("pgwarden_history_queue_depth",
+                                                  "Records waiting in the query-history queue.",
+                                                  MetricType::kGauge, {"store"})),
+      external_guard_calls(registry.counterFamily("pgwarden_external_guard_calls_total",
+                                                  "Calls to webhook and Lua guards, by kind.",
+                                                  {"kind"}, 10)),
       external_guard_failures(registry.counterFamily(
           "pgwarden_external_guard_failures_total",
           "Webhook and Lua guard calls that failed (error, bad reply), by kind.", {"kind"}, 10)),
@@ -813,22 +805,21 @@ Metrics::Metrics(const BuildInfo& build)
           {"kind"}, 10)),
       external_guard_duration(registry.histogramFamily(
           "pgwarden_external_guard_duration_seconds",
-          "Latency of webhook and Lua guard calls, by kind.", {"kind"}, kExternalCallBuckets,
-          10)),
+          "Latency of webhook and Lua guard calls, by kind.", {"kind"}, kExternalCallBuckets, 10)),
       http_requests(registry.counterFamily(
           "pgwarden_http_requests_total",
           "Requests to the metrics/health HTTP endpoint, by handler and status code.",
           {"handler", "code"}, 100)),
       http_scrapes(registry.counterFamily("pgwarden_http_scrapes_total",
-                                          "Scrapes of /metrics by exposition format.",
-                                          {"format"}, 4)),
+                                          "Scrapes of /metrics by exposition format.", {"format"},
+                                          4)),
       http_connections_rejected(registry.counterFamily(
           "pgwarden_http_connections_rejected_total",
           "HTTP connections closed without a response: over the client limit or timed out.",
           {"reason"}, 10)) {
   // Known bounded label values start at zero, so rate() sees their first increment.
-  for (const char* reason : {"max_connections", "auth_failure", "startup_timeout",
-                             "bad_protocol"}) {
+  for (const char* reason :
+       {"max_connections", "auth_failure", "startup_timeout", "bad_protocol"}) {
     client_connections_rejected.with({reason});
   }
   for (const char* kind : {"webhook", "lua"}) {

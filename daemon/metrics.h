@@ -207,12 +207,10 @@ class Registry {
   CounterFamily& counterFamily(std::string name, std::string help,
                                std::vector<std::string> label_names,
                                size_t max_series = kDefaultMaxSeries);
-  GaugeFamily& gaugeFamily(std::string name, std::string help,
-                           std::vector<std::string> label_names,
+  GaugeFamily& gaugeFamily(std::string name, std::string help, std::vector<std::string> label_names,
                            size_t max_series = kDefaultMaxSeries);
   HistogramFamily& histogramFamily(std::string name, std::string help,
-                                   std::vector<std::string> label_names,
-                                   std::vector<double> bounds,
+                                   std::vector<std::string> label_names, std::vector<double> bounds,
                                    size_t max_series = kDefaultMaxHistogramSeries);
   CallbackFamily& callbackFamily(std::string name, std::string help, MetricType type,
                                  std::vector<std::string> label_names,
@@ -259,7 +257,13 @@ inline constexpr size_t kStatementOutcomeCount = 6;
 const char* outcomeLabel(StatementOutcome outcome);
 // Mirrors guards::Intent (the inferred intent; the client-sent one is free text and never a label).
 enum class StatementIntent : uint8_t {
-  kCatalog, kLookup, kAggregation, kWrite, kDdl, kAdmin, kOther
+  kCatalog,
+  kLookup,
+  kAggregation,
+  kWrite,
+  kDdl,
+  kAdmin,
+  kOther
 };
 inline constexpr size_t kStatementIntentCount = 7;
 const char* intentLabel(StatementIntent intent);
@@ -280,38 +284,38 @@ struct Metrics {
   Registry registry;  // declared first: every reference below points into it
 
   // connections
-  CallbackFamily& client_connections;           // gauge {state}
-  CallbackFamily& server_connections;           // gauge {pool,state}
-  Counter& client_connections_accepted;         // pgwarden_client_connections_accepted_total
-  CounterFamily& client_connections_rejected;   // {reason}
+  CallbackFamily& client_connections;          // gauge {state}
+  CallbackFamily& server_connections;          // gauge {pool,state}
+  Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total
+  CounterFamily& client_connections_rejected;  // {reason}
   // statements
-  CounterFamily& statements;                    // {group,outcome,intent}
-  HistogramFamily& statement_duration;          // seconds {group,outcome}
-  HistogramFamily& guard_duration;              // seconds {guard}
-  CounterFamily& rows_returned;                 // {group}
-  CounterFamily& statements_truncated;          // {group}
+  CounterFamily& statements;            // {group,outcome,intent}
+  HistogramFamily& statement_duration;  // seconds {group,outcome}
+  HistogramFamily& guard_duration;      // seconds {guard}
+  CounterFamily& rows_returned;         // {group}
+  CounterFamily& statements_truncated;  // {group}
   // guards and budgets
-  CounterFamily& guard_decisions;               // {group,guard,action,code}
-  CounterFamily& budget_exhausted;              // {group}
+  CounterFamily& guard_decisions;   // {group,guard,action,code}
+  CounterFamily& budget_exhausted;  // {group}
   Gauge& conversations_live;
   // upstream
   Counter& upstream_connect_errors;
-  CounterFamily& upstream_server_errors;        // {sqlstate_class}
+  CounterFamily& upstream_server_errors;  // {sqlstate_class}
   Counter& upstream_cancel_requests;
   // history (collected from the recorder at scrape time, see setHistorySource)
-  CallbackFamily& history_records_written;      // counter {store}
-  CallbackFamily& history_records_dropped;      // counter {store}
-  CallbackFamily& history_write_errors;         // counter {store}
-  CallbackFamily& history_queue_depth;          // gauge {store}
+  CallbackFamily& history_records_written;  // counter {store}
+  CallbackFamily& history_records_dropped;  // counter {store}
+  CallbackFamily& history_write_errors;     // counter {store}
+  CallbackFamily& history_queue_depth;      // gauge {store}
   // webhook and Lua guards
-  CounterFamily& external_guard_calls;          // {kind}
-  CounterFamily& external_guard_failures;       // {kind}
-  CounterFamily& external_guard_timeouts;       // {kind}
-  HistogramFamily& external_guard_duration;     // seconds {kind}
+  CounterFamily& external_guard_calls;       // {kind}
+  CounterFamily& external_guard_failures;    // {kind}
+  CounterFamily& external_guard_timeouts;    // {kind}
+  HistogramFamily& external_guard_duration;  // seconds {kind}
   // the HTTP endpoint itself
-  CounterFamily& http_requests;                 // {handler,code}
-  CounterFamily& http_scrapes;                  // {format}
-  CounterFamily& http_connections_rejected;     // {reason}
+  CounterFamily& http_requests;              // {handler,code}
+  CounterFamily& http_scrapes;               // {format}
+  CounterFamily& http_connections_rejected;  // {reason}
   // process figures and build info are registered by registerProcessMetrics().
 
   // Reads the recorder's counters at scrape time. `source` runs on the scraping thread and must

@@ -106,8 +106,8 @@ void registerProcessMetrics(Registry& registry, const BuildInfo& build) {
   };
   add("pgwarden_process_resident_memory_bytes", "Resident memory size in bytes.",
       MetricType::kGauge, &ProcessStats::resident_memory_bytes);
-  add("pgwarden_process_virtual_memory_bytes", "Virtual memory size in bytes.",
-      MetricType::kGauge, &ProcessStats::virtual_memory_bytes);
+  add("pgwarden_process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::kGauge,
+      &ProcessStats::virtual_memory_bytes);
   add("pgwarden_process_open_fds", "Open file descriptors.", MetricType::kGauge,
       &ProcessStats::open_fds);
   add("pgwarden_process_max_fds", "Limit on open file descriptors (RLIMIT_NOFILE).",

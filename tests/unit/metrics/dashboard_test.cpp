@@ -1,10 +1,10 @@
 // The Grafana dashboard: valid Grafana 9+ JSON with a Prometheus data source variable, and every
 // pgwarden_* series and label its PromQL uses exists in a live exposition.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -111,18 +111,21 @@ TEST(Dashboard, ChartsWhatOperatorsAskFor) {
   std::string all;
   for (const auto& e : allExprs(loadDashboard())) all += e + "\n";
   auto has = [&](const std::string& needle) { return all.find(needle) != std::string::npos; };
-  EXPECT_TRUE(has("sum by (outcome) (rate(pgwarden_statements_total"));       // statements/s
+  EXPECT_TRUE(has("sum by (outcome) (rate(pgwarden_statements_total"));           // statements/s
   EXPECT_TRUE(has("sum by (guard, code) (rate(pgwarden_guard_decisions_total"));  // denials
-  for (const char* q : {"histogram_quantile(0.5,", "histogram_quantile(0.95,",
-                        "histogram_quantile(0.99,"}) {
-    EXPECT_TRUE(has(std::string(q) + " sum by (le) (rate(pgwarden_statement_duration_seconds_bucket")) << q;
+  for (const char* q :
+       {"histogram_quantile(0.5,", "histogram_quantile(0.95,", "histogram_quantile(0.99,"}) {
+    EXPECT_TRUE(
+        has(std::string(q) + " sum by (le) (rate(pgwarden_statement_duration_seconds_bucket"))
+        << q;
   }
   EXPECT_TRUE(has("pgwarden_client_connections{"));
   EXPECT_TRUE(has("pgwarden_upstream_server_errors_total"));
   EXPECT_TRUE(has("pgwarden_history_queue_depth"));
   EXPECT_TRUE(has("pgwarden_history_records_dropped_total"));
   EXPECT_TRUE(has("pgwarden_budget_exhausted_total"));
-  EXPECT_TRUE(has("pgwarden_external_guard_duration_seconds_bucket{instance=~\"$instance\",kind=\"webhook\"}"));
+  EXPECT_TRUE(has(
+      "pgwarden_external_guard_duration_seconds_bucket{instance=~\"$instance\",kind=\"webhook\"}"));
 }
 
 TEST(Dashboard, EveryQueriedSeriesAndLabelExistsInTheExposition) {
@@ -146,7 +149,8 @@ TEST(Dashboard, EveryQueriedSeriesAndLabelExistsInTheExposition) {
       labels_here.insert(found->second.begin(), found->second.end());
     }
     auto check = [&](const std::string& label) {
-      EXPECT_TRUE(labels_here.count(label)) << "label " << label << " not on any series of: " << expr;
+      EXPECT_TRUE(labels_here.count(label))
+          << "label " << label << " not on any series of: " << expr;
     };
     for (auto it = std::sregex_iterator(expr.begin(), expr.end(), by_re);
          it != std::sregex_iterator(); ++it) {

@@ -16,8 +16,8 @@ struct Small {
   Small() {
     r.counterFamily("demo_requests_total", "Requests by code.", {"code"}).with({"200"}).inc(7);
     r.gauge("demo_queue_depth", "Items\\waiting\nnow.").set(-3);
-    Histogram& h = r.histogramFamily("demo_latency_seconds", "Latency \"in\" seconds.",
-                                     {"path"}, {0.005, 1, 2.5})
+    Histogram& h = r.histogramFamily("demo_latency_seconds", "Latency \"in\" seconds.", {"path"},
+                                     {0.005, 1, 2.5})
                        .with({"/a"});
     h.observe(0.001);
     h.observe(1);
@@ -186,8 +186,7 @@ TEST(Exposition, CallbackCountersKeepTotalInOpenMetricsSamples) {
   r.callbackFamily("t_cpu_seconds_total", "CPU.", MetricType::kCounter, {},
                    [](SampleSink& s) { s.add({}, 1.25); });
   std::string om = r.render(Format::kOpenMetrics);
-  EXPECT_NE(om.find("# TYPE t_cpu_seconds counter\nt_cpu_seconds_total 1.25\n"),
-            std::string::npos)
+  EXPECT_NE(om.find("# TYPE t_cpu_seconds counter\nt_cpu_seconds_total 1.25\n"), std::string::npos)
       << om;
 }
 
@@ -225,21 +224,34 @@ TEST(Exposition, FullCatalogueHasHelpAndTypeForEveryFamilyOnce) {
   }
   EXPECT_EQ(help, type);
   for (const auto& [name, n] : help) EXPECT_EQ(n, 1) << name;
-  for (const char* name :
-       {"pgwarden_client_connections", "pgwarden_server_connections",
-        "pgwarden_client_connections_accepted_total", "pgwarden_client_connections_rejected_total",
-        "pgwarden_statements_total", "pgwarden_statement_duration_seconds",
-        "pgwarden_guard_duration_seconds", "pgwarden_rows_returned_total",
-        "pgwarden_statements_truncated_total", "pgwarden_guard_decisions_total",
-        "pgwarden_budget_exhausted_total", "pgwarden_conversations_live",
-        "pgwarden_upstream_connect_errors_total", "pgwarden_upstream_server_errors_total",
-        "pgwarden_upstream_cancel_requests_total", "pgwarden_history_records_written_total",
-        "pgwarden_history_records_dropped_total", "pgwarden_history_write_errors_total",
-        "pgwarden_history_queue_depth", "pgwarden_external_guard_calls_total",
-        "pgwarden_external_guard_failures_total", "pgwarden_external_guard_timeouts_total",
-        "pgwarden_external_guard_duration_seconds", "pgwarden_process_resident_memory_bytes",
-        "pgwarden_process_open_fds", "pgwarden_process_cpu_seconds_total",
-        "pgwarden_process_start_time_seconds", "pgwarden_build_info"}) {
+  for (const char* name : {"pgwarden_client_connections",
+                           "pgwarden_server_connections",
+                           "pgwarden_client_connections_accepted_total",
+                           "pgwarden_client_connections_rejected_total",
+                           "pgwarden_statements_total",
+                           "pgwarden_statement_duration_seconds",
+                           "pgwarden_guard_duration_seconds",
+                           "pgwarden_rows_returned_total",
+                           "pgwarden_statements_truncated_total",
+                           "pgwarden_guard_decisions_total",
+                           "pgwarden_budget_exhausted_total",
+                           "pgwarden_conversations_live",
+                           "pgwarden_upstream_connect_errors_total",
+                           "pgwarden_upstream_server_errors_total",
+                           "pgwarden_upstream_cancel_requests_total",
+                           "pgwarden_history_records_written_total",
+                           "pgwarden_history_records_dropped_total",
+                           "pgwarden_history_write_errors_total",
+                           "pgwarden_history_queue_depth",
+                           "pgwarden_external_guard_calls_total",
+                           "pgwarden_external_guard_failures_total",
+                           "pgwarden_external_guard_timeouts_total",
+                           "pgwarden_external_guard_duration_seconds",
+                           "pgwarden_process_resident_memory_bytes",
+                           "pgwarden_process_open_fds",
+                           "pgwarden_process_cpu_seconds_total",
+                           "pgwarden_process_start_time_seconds",
+                           "pgwarden_build_info"}) {
     EXPECT_EQ(help.count(name), 1u) << name;
   }
 }

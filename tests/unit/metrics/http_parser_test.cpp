@@ -72,10 +72,10 @@ TEST(HttpParser, RejectsMalformedHeaders) {
 }
 
 TEST(HttpParser, FlagsBodies) {
-  EXPECT_FALSE(parseHttpRequest("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 8192)
-                   .request.has_body);
-  EXPECT_TRUE(parseHttpRequest("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", 8192)
-                  .request.has_body);
+  EXPECT_FALSE(
+      parseHttpRequest("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 8192).request.has_body);
+  EXPECT_TRUE(
+      parseHttpRequest("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", 8192).request.has_body);
   EXPECT_TRUE(parseHttpRequest("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 8192)
                   .request.has_body);
 }
@@ -131,9 +131,9 @@ TEST(HttpAuth, BearerTokenComparedExactly) {
 
 TEST(HttpAuth, BasicCredentialsAreDecoded) {
   HttpAuth auth{HttpAuth::Kind::kBasic, "prom:pa:ss"};
-  EXPECT_TRUE(authorized(auth, "Basic cHJvbTpwYTpzcw=="));   // prom:pa:ss
-  EXPECT_TRUE(authorized(auth, "Basic cHJvbTpwYTpzcw"));     // padding omitted
-  EXPECT_FALSE(authorized(auth, "Basic cHJvbTpwYXNz"));      // prom:pass
+  EXPECT_TRUE(authorized(auth, "Basic cHJvbTpwYTpzcw=="));  // prom:pa:ss
+  EXPECT_TRUE(authorized(auth, "Basic cHJvbTpwYTpzcw"));    // padding omitted
+  EXPECT_FALSE(authorized(auth, "Basic cHJvbTpwYXNz"));     // prom:pass
   EXPECT_FALSE(authorized(auth, "Basic !!!!"));
   EXPECT_FALSE(authorized(auth, "Bearer prom:pa:ss"));
 }
@@ -146,8 +146,8 @@ TEST(ListenAddress, ParsesV4V6AndLocalhost) {
   ASSERT_TRUE(v6.ok()) << v6.error();
   EXPECT_EQ(v6->ss_family, AF_INET6);
   EXPECT_TRUE(parseListenAddress("localhost:9930").ok());
-  for (const char* bad : {"", "9930", "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000",
-                          "127.0.0.1:99x", "example.com:9930", "::1:9930", "[::1]9930"}) {
+  for (const char* bad : {"", "9930", "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:99x",
+                          "example.com:9930", "::1:9930", "[::1]9930"}) {
     EXPECT_FALSE(parseListenAddress(bad).ok()) << bad;
   }
 }
@@ -178,8 +178,10 @@ TEST(MetricsConfig, DefaultsWhenAbsent) {
 
 TEST(MetricsConfig, ReadsEveryKey) {
   TempFile token("tok-123\n");
-  YAML::Node n = YAML::Load("listen: '[::1]:9999'\nmax_clients: 8\nread_timeout: 2s\n"
-                            "bearer_token_file: " + token.path() + "\n");
+  YAML::Node n = YAML::Load(
+      "listen: '[::1]:9999'\nmax_clients: 8\nread_timeout: 2s\n"
+      "bearer_token_file: " +
+      token.path() + "\n");
   HttpServerOptions o = parseMetricsConfig(n);
   EXPECT_EQ(o.listen, "[::1]:9999");
   EXPECT_EQ(o.max_clients, 8u);
@@ -187,8 +189,7 @@ TEST(MetricsConfig, ReadsEveryKey) {
   EXPECT_EQ(o.auth.kind, HttpAuth::Kind::kBearer);
   EXPECT_EQ(o.auth.secret, "tok-123");
   TempFile basic("prom:secret\n");
-  HttpServerOptions b =
-      parseMetricsConfig(YAML::Load("basic_auth_file: " + basic.path() + "\n"));
+  HttpServerOptions b = parseMetricsConfig(YAML::Load("basic_auth_file: " + basic.path() + "\n"));
   EXPECT_EQ(b.auth.kind, HttpAuth::Kind::kBasic);
   EXPECT_EQ(b.auth.secret, "prom:secret");
   EXPECT_EQ(parseMetricsConfig(YAML::Load("listen: ''")).listen, "");

@@ -1,14 +1,13 @@
 // Process figures read from /proc/self: they must move when the process does.
+#include "daemon/process_metrics.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <vector>
-
-#include "daemon/process_metrics.h"
 
 namespace pgwarden::daemon::metrics {
 namespace {
@@ -56,9 +55,8 @@ TEST(ProcessMetrics, CpuSecondsAdvanceWithWork) {
 TEST(ProcessMetrics, StartTimeIsInThePastAndRecent) {
   auto start = readProcessStartTime();
   ASSERT_TRUE(start.has_value());
-  double now = std::chrono::duration<double>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count();
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_LE(*start, now + 1);
   EXPECT_GT(*start, now - 3600);  // this test binary started within the hour
 }

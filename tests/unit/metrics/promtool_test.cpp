@@ -2,7 +2,6 @@
 // on a full scrape, and a real Prometheus server scraping the endpoint, which negotiates
 // OpenMetrics and rejects the whole scrape on any format error.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "test_util.h"
@@ -64,9 +64,9 @@ TEST(Promtool, CatchesABrokenExposition) {
   std::string out;
   EXPECT_NE(promtoolCheck(*promtool, "# TYPE x counter\nx{a=\"unterminated} 1\n", &out), 0);
   out.clear();
-  EXPECT_NE(promtoolCheck(*promtool, "# HELP y_seconds y\n# TYPE y_seconds counter\ny_seconds 1\n",
-                          &out),
-            0)
+  EXPECT_NE(
+      promtoolCheck(*promtool, "# HELP y_seconds y\n# TYPE y_seconds counter\ny_seconds 1\n", &out),
+      0)
       << "counter without _total must be linted";
 }
 

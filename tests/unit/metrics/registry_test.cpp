@@ -59,14 +59,14 @@ TEST(Family, LabelValuesDoNotCollideAcrossPositions) {
 TEST(Histogram, BucketBoundariesFollowLeSemantics) {
   Registry r;
   Histogram& h = r.histogram("t_latency_seconds", "Latency.", {0.1, 0.5, 1});
-  h.observe(0.05);   // <= 0.1
-  h.observe(0.1);    // == bound: belongs to le=0.1
+  h.observe(0.05);  // <= 0.1
+  h.observe(0.1);   // == bound: belongs to le=0.1
   h.observe(0.1000001);
   h.observe(0.5);
   h.observe(0.7);
   h.observe(1);
-  h.observe(3);      // only +Inf
-  h.observe(-1);     // below every bound: first bucket
+  h.observe(3);             // only +Inf
+  h.observe(-1);            // below every bound: first bucket
   h.observe(std::nan(""));  // ignored
   Histogram::Snapshot s = h.snapshot();
   ASSERT_EQ(s.cumulative.size(), 4u);
@@ -94,7 +94,8 @@ TEST(Histogram, ObservesDurationsInSeconds) {
 TEST(Histogram, DefaultBucketsSpanTheDocumentedRanges) {
   EXPECT_DOUBLE_EQ(kStatementDurationBuckets.front(), 0.0001);
   EXPECT_DOUBLE_EQ(kStatementDurationBuckets.back(), 30);
-  for (const auto* b : {&kStatementDurationBuckets, &kGuardDurationBuckets, &kExternalCallBuckets}) {
+  for (const auto* b :
+       {&kStatementDurationBuckets, &kGuardDurationBuckets, &kExternalCallBuckets}) {
     EXPECT_TRUE(std::is_sorted(b->begin(), b->end()));
     EXPECT_EQ(std::adjacent_find(b->begin(), b->end()), b->end());
   }
@@ -111,7 +112,7 @@ TEST(Family, SeriesBeyondTheCapGoToOtherAndAreCounted) {
   EXPECT_EQ(&d, &e);  // both are the "other" series
   d.inc();
   e.inc();
-  EXPECT_EQ(f.seriesCount(), 4u);  // three plus "other"
+  EXPECT_EQ(f.seriesCount(), 4u);             // three plus "other"
   EXPECT_EQ(&f.with({"a"}), &f.with({"a"}));  // existing series are still found
   EXPECT_EQ(f.with({std::string(kOtherLabelValue)}).value(), 2u);
   EXPECT_EQ(r.overflowFamily().with({"t_capped_total"}).value(), 2u);
@@ -152,11 +153,12 @@ TEST(Family, InvalidUtf8IsReplacedAndFindsOneSeries) {
 
 TEST(Sanitize, KeepsValidUtf8AndReplacesTheRest) {
   EXPECT_EQ(sanitizeUtf8("plain"), "plain");
-  EXPECT_EQ(sanitizeUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(sanitizeUtf8("\xc3"), "?");                  // truncated sequence
-  EXPECT_EQ(sanitizeUtf8("\xc0\xaf"), "??");             // overlong '/'
-  EXPECT_EQ(sanitizeUtf8("\xed\xa0\x80"), "???");        // surrogate
-  EXPECT_EQ(sanitizeUtf8("\xf4\x90\x80\x80"), "????");   // above U+10FFFF
+  EXPECT_EQ(sanitizeUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(sanitizeUtf8("\xc3"), "?");                 // truncated sequence
+  EXPECT_EQ(sanitizeUtf8("\xc0\xaf"), "??");            // overlong '/'
+  EXPECT_EQ(sanitizeUtf8("\xed\xa0\x80"), "???");       // surrogate
+  EXPECT_EQ(sanitizeUtf8("\xf4\x90\x80\x80"), "????");  // above U+10FFFF
   EXPECT_EQ(sanitizeUtf8(std::string_view("a\0b", 3)), "a?b");
 }
 
@@ -187,15 +189,15 @@ TEST(Registry, RejectsBadNamesAndCollisions) {
 
 TEST(CallbackFamily, SumsDuplicatesCapsAndSortsSamples) {
   Registry r;
-  CallbackFamily& f = r.callbackFamily("t_conns", "Connections.", MetricType::kGauge, {"state"},
-                                       {}, 2);
+  CallbackFamily& f =
+      r.callbackFamily("t_conns", "Connections.", MetricType::kGauge, {"state"}, {}, 2);
   EXPECT_EQ(f.seriesCount(), 0u);
   f.setCollector([](SampleSink& s) {
     s.add({"idle"}, 1);
     s.add({"active"}, 2);
     s.add({"idle"}, 3);
-    s.add({"waiting"}, 9);     // third label set: over the cap of 2
-    s.add({"a", "b"}, 1);      // wrong arity
+    s.add({"waiting"}, 9);  // third label set: over the cap of 2
+    s.add({"a", "b"}, 1);   // wrong arity
   });
   std::string text = r.render(Format::kPrometheusText);
   EXPECT_NE(text.find("t_conns{state=\"active\"} 2\nt_conns{state=\"idle\"} 4\n"),
@@ -270,8 +272,7 @@ TEST(Catalogue, GroupSeriesCachesAndResolvesTheRightSeries) {
   EXPECT_EQ(&ok, &m.statements.with({"agents", "ok", "lookup"}));
   EXPECT_EQ(&g.statements(StatementOutcome::kDenied, StatementIntent::kOther),
             &m.statements.with({"agents", "denied", "other"}));
-  EXPECT_EQ(&g.duration(StatementOutcome::kError),
-            &m.statement_duration.with({"agents", "error"}));
+  EXPECT_EQ(&g.duration(StatementOutcome::kError), &m.statement_duration.with({"agents", "error"}));
   EXPECT_EQ(&g.rowsReturned(), &m.rows_returned.with({"agents"}));
   // A second GroupSeries for the same group (a config reload) shares the series.
   GroupSeries again(m, "agents");
@@ -304,8 +305,7 @@ TEST(Catalogue, HistorySourceIsReadAtScrapeTime) {
             std::string::npos);
   EXPECT_NE(b.find("pgwarden_history_records_dropped_total{store=\"sqlite\"} 3\n"),
             std::string::npos);
-  EXPECT_NE(b.find("pgwarden_history_write_errors_total{store=\"sqlite\"} 1\n"),
-            std::string::npos);
+  EXPECT_NE(b.find("pgwarden_history_write_errors_total{store=\"sqlite\"} 1\n"), std::string::npos);
   EXPECT_NE(b.find("pgwarden_history_queue_depth{store=\"sqlite\"} 0\n"), std::string::npos);
 }
 
