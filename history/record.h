@@ -36,10 +36,12 @@ struct Record {
   std::string query_intent_sent;
   std::string query_intent_inferred;
   std::string statement_kind;
-  std::vector<std::string> tables;
+  std::vector<std::string> tables;  // as written: "public.orders", or "orders" when unqualified
   std::string sql_text;        // bounded by history.max_sql_bytes
   bool sql_truncated = false;
-  std::string fingerprint;     // hex
+  // libpg_query fingerprint of this statement, 16 hex digits. Left empty, the writer thread
+  // computes it from sql_text (e.g. for one statement of a multi-statement text).
+  std::string fingerprint;
   std::string guard_actions;   // JSON list of {guard, action, code, reason}
   Outcome outcome = Outcome::kOk;
   std::string deny_code;
