@@ -93,8 +93,9 @@ class DaemonSet:
 
 @pytest.fixture(scope="module")
 def pgwarden(pgwarden_bin, pg):
-    """One daemon per test module, with the example config's groups and three users:
-    agent (SCRAM, group agents), analyst (trust, Unix socket only), md5user (md5)."""
+    """One daemon per test module, with the example config's groups plus `passthrough` (no
+    guards), and four users: agent (SCRAM, group agents), core (SCRAM, group passthrough),
+    analyst (trust, Unix socket only, group analysts), md5user (md5, group analysts)."""
     daemons = DaemonSet(pgwarden_bin)
     try:
         yield daemons.start(pg)

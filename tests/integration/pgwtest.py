@@ -277,15 +277,19 @@ class Pgwarden:
         cfg["metrics"]["listen"] = f"127.0.0.1:{self.metrics_port}"
         cfg["history"] = {"store": "sqlite", "path": str(self.dir / "history.db")}
         if users is None:
-            self.passwords = {"agent": "agent-" + secrets.token_hex(6),
-                              "md5user": "md5-" + secrets.token_hex(6)}
+            self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [
+                # The example's guarded group, as an agent would meet it.
                 {"name": "agent", "password": scram_verifier(self.passwords["agent"]),
                  "group": "agents"},
+                # No guards at all: the protocol core and the read-only server session alone.
+                {"name": "core", "password": scram_verifier(self.passwords["core"]),
+                 "group": "passthrough"},
                 {"name": "analyst", "method": "trust", "group": "analysts"},
                 {"name": "md5user", "password": md5_hash(self.passwords["md5user"], "md5user"),
                  "group": "analysts"},
             ]
+            cfg["groups"]["passthrough"] = {"guards": []}
         cfg["users"] = users
         return deep_merge(cfg, copy.deepcopy(overrides))
 
@@ -316,7 +320,7 @@ class Pgwarden:
     def send_signal(self, sig):
         self.proc.send_signal(sig)
 
-    def stop(self, sig=signal.SIGTERM, timeout=30):
+    def stop(self, sig=signal.SIGTERM, timeout=15):
         """Stops the daemon and returns its exit code (None if it had to be killed)."""
         if self.proc is None:
             return None
@@ -347,7 +351,7 @@ class Pgwarden:
         return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
 
     # -- client connection strings
-    def dsn(self, user="agent", dbname=DATABASE, password=None, host="127.0.0.1", **extra):
+    def dsn(self, user="core", dbname=DATABASE, password=None, host="127.0.0.1", **extra):
         parts = {"host": host, "port": self.port, "dbname": dbname, "user": user,
                  "connect_timeout": 10}
         pw = password if password is not None else self.passwords.get(user)
@@ -356,7 +360,7 @@ class Pgwarden:
         parts.update(extra)
         return " ".join(f"{k}='{_escape_conninfo(v)}'" for k, v in parts.items())
 
-    def connect(self, user="agent", password=None, unix=False, autocommit=True, **extra):
+    def connect(self, user="core", password=None, unix=False, autocommit=True, **extra):
         host = str(self.sockdir) if unix else "127.0.0.1"
         conn = psycopg2.connect(self.dsn(user=user, password=password, host=host, **extra))
         conn.autocommit = autocommit
@@ -479,6 +483,19 @@ class RawClient:
     def send(self, data):
         self.sock.sendall(data)
 
+    def send_tolerant(self, data):
+        """Sends what it can: the peer may already have rejected an earlier message and closed."""
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def shutdown_write(self):
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:  # already closed by the peer
+            pass
+
     def send_startup(self, params, version=196608):
         body = struct.pack("!I", version)
         for k, v in params.items():
@@ -486,8 +503,9 @@ class RawClient:
         body += b"\0"
         self.send(struct.pack("!I", len(body) + 4) + body)
 
-    def send_msg(self, tag, body=b""):
-        self.send(tag + struct.pack("!I", len(body) + 4) + body)
+    def send_msg(self, tag, body=b"", tolerant=False):
+        data = tag + struct.pack("!I", len(body) + 4) + body
+        (self.send_tolerant if tolerant else self.send)(data)
 
     # -- reading
     def _fill(self, n):

@@ -163,8 +163,8 @@ def test_log_lines_carry_session_context_and_no_secrets(pgwarden_factory, pg):
     assert d.stop() == 0
     log = d.log()
     assert "ctx-agent" in log and "ctx-conv" in log
-    assert "agent" in log and pgwtest.DATABASE in log and "127.0.0.1" in log
-    for secret in (d.passwords["agent"], d.passwords["md5user"], pgwtest.READER_PASSWORD,
+    assert "user=core" in log and pgwtest.DATABASE in log and "127.0.0.1" in log
+    for secret in (*d.passwords.values(), pgwtest.READER_PASSWORD,
                    "definitely-wrong-password"):
         assert secret not in log, "a password reached the log"
     verifier = next(u["password"] for u in d.config["users"] if u["name"] == "agent")

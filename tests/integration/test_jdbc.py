@@ -26,7 +26,7 @@ def run(java, scenario, url, *props, ok=True):
 
 def via_pgwarden(java, pgwarden, scenario, *props):
     url = f"jdbc:postgresql://127.0.0.1:{pgwarden.port}/{pgwtest.DATABASE}"
-    return run(java, scenario, url, "user=agent", f"password={pgwarden.passwords['agent']}",
+    return run(java, scenario, url, "user=core", f"password={pgwarden.passwords['core']}",
                *props)
 
 

@@ -8,11 +8,13 @@ import pytest
 import pgwtest
 
 
+@pytest.mark.parametrize("user", ["core", "agent"])
 @pytest.mark.parametrize("mode", ["simple", "extended", "prepared"])
-def test_pgbench_select_only(pgwarden, mode):
-    args = ["-h", "127.0.0.1", "-p", str(pgwarden.port), "-U", "agent", pgwtest.DATABASE]
+def test_pgbench_select_only(pgwarden, mode, user):
+    """`core` has no guards; `agent` runs the example's agents group (every statement analysed)."""
+    args = ["-h", "127.0.0.1", "-p", str(pgwarden.port), "-U", user, pgwtest.DATABASE]
     r = pgwtest.run_pgbench(args, mode, clients=4, seconds=3,
-                            password=pgwarden.passwords["agent"])
+                            password=pgwarden.passwords[user])
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert f"query mode: {mode}" in out
@@ -24,4 +26,4 @@ def test_pgbench_select_only(pgwarden, mode):
     assert int(failed.group(1)) == 0
     assert float(tps.group(1)) > 0
     assert "error" not in r.stderr.lower(), r.stderr
-    print(f"pgbench -S -M {mode} -c 4 -T 3 through pgwarden: tps={tps.group(1)}")
+    print(f"pgbench -S -M {mode} -c 4 -T 3 through pgwarden as {user}: tps={tps.group(1)}")

@@ -88,7 +88,7 @@ def test_copy_to_stdout(pgwarden, pg):
 
 
 def test_wrong_password_gets_the_postgres_message(pgwarden):
-    r = psql(pgwarden.dsn(password="not-the-password"), "-c", "select 1")
+    r = psql(pgwarden.dsn(user="agent", password="not-the-password"), "-c", "select 1")
     assert r.returncode == 2
     assert 'FATAL:  password authentication failed for user "agent"' in r.stderr
     # An unknown user gets the very same words: nothing tells which part was wrong.
@@ -138,7 +138,8 @@ def test_cancel_long_query_with_sigint(pgwarden, pg):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pgwtest.pg_env())
     try:
         running = pgwtest.wait_for(lambda: pg.scalar(
-            "select count(*) from pg_stat_activity where state = 'active' and query like %s",
+            "select count(*) from pg_stat_activity where state = 'active' and query like %s "
+            "and pid <> pg_backend_pid()",
             (f"%{marker}%",)) == 1, timeout=10)
         assert running, "the query never started on the server"
         started = time.monotonic()
@@ -152,7 +153,7 @@ def test_cancel_long_query_with_sigint(pgwarden, pg):
     assert "canceling statement due to user request" in err
     assert elapsed < 8, f"cancel took {elapsed:.1f}s"
     assert pg.scalar("select count(*) from pg_stat_activity where state = 'active' "
-                     "and query like %s", (f"%{marker}%",)) == 0
+                     "and query like %s and pid <> pg_backend_pid()", (f"%{marker}%",)) == 0
 
 
 def test_client_gone_mid_query_cancels_the_server_query(pgwarden, pg):
@@ -160,7 +161,8 @@ def test_client_gone_mid_query_cancels_the_server_query(pgwarden, pg):
     proc = subprocess.Popen(
         ["psql", "-X", "-d", pgwarden.dsn(), "-c", f"select pg_sleep(30) /* {marker} */"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=pgwtest.pg_env())
-    active = ("select count(*) from pg_stat_activity where state = 'active' and query like %s")
+    active = ("select count(*) from pg_stat_activity where state = 'active' and query like %s "
+              "and pid <> pg_backend_pid()")
     try:
         assert pgwtest.wait_for(lambda: pg.scalar(active, (f"%{marker}%",)) == 1, timeout=10)
     finally:
@@ -172,7 +174,8 @@ def test_client_gone_mid_query_cancels_the_server_query(pgwarden, pg):
     assert r.stdout.strip() == "still serving"
 
 
-def test_write_fails_read_only(pgwarden, pg):
+def test_write_fails_in_the_read_only_server_session(pgwarden, pg):
+    """Without any guard (user core), the server session itself refuses writes: 25006."""
     before = pg.execute("select id, note from scratch order by id")
     r = psql(pgwarden.dsn(), "-v", "VERBOSITY=verbose", "-c",
              "insert into scratch values (100, 'through pgwarden')")
@@ -180,7 +183,22 @@ def test_write_fails_read_only(pgwarden, pg):
     assert "ERROR:  25006: cannot execute INSERT in a read-only transaction" in r.stderr
     r = psql(pgwarden.dsn(), "-v", "VERBOSITY=verbose", "-c",
              "update scratch set note = 'changed'")
-    assert "25006" in r.stderr
+    assert "ERROR:  25006: cannot execute UPDATE in a read-only transaction" in r.stderr
+    assert pg.execute("select id, note from scratch order by id") == before
+
+
+def test_write_denied_by_the_read_only_guard_before_the_server(pgwarden, pg):
+    """With the agents group's guards, the write is refused by pgwarden (42501, READ_ONLY) and
+    never reaches the server."""
+    before = pg.execute("select id, note from scratch order by id")
+    offset = pg.log_offset()
+    r = psql(pgwarden.dsn(user="agent"), "-v", "VERBOSITY=verbose", "-c",
+             "insert into scratch values (101, 'never sent')")
+    assert r.returncode != 0
+    assert "ERROR:  42501: " in r.stderr
+    assert '"code":"READ_ONLY"' in r.stderr
+    assert "HINT:" in r.stderr
+    assert "never sent" not in pg.log_since(offset)
     assert pg.execute("select id, note from scratch order by id") == before
 
 

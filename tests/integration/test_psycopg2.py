@@ -36,7 +36,7 @@ def test_parameters_against_the_table(pgwarden, pg):
 
 @pytest.mark.parametrize("unix", [False, True], ids=["tcp", "unix"])
 def test_server_side_named_cursor(pgwarden, unix):
-    user = "analyst" if unix else "agent"
+    user = "analyst" if unix else "core"
     conn = pgwarden.connect(user=user, unix=unix, autocommit=False)
     try:
         cur = conn.cursor(name="shipments_cursor")

@@ -55,7 +55,7 @@ def test_upstream_restart_with_clients_connected(own):
     for conn in conns:
         assert query_error(conn) is None
     for c in raws:
-        c.login("agent", daemon.passwords["agent"])
+        c.login("core", daemon.passwords["core"])
         assert c.query("select 1")[0] == [("1",)]
     pg.restart("fast")
     for c in raws:
@@ -86,7 +86,7 @@ def test_upstream_down_then_back(own):
     pg.stop("fast")
     with daemon.raw() as c:
         with pytest.raises(pgwtest.ServerError) as err:
-            c.login("agent", daemon.passwords["agent"])
+            c.login("core", daemon.passwords["core"])
     e = err.value
     assert e.fields["S"] == "FATAL"
     assert e.sqlstate == "08006"
