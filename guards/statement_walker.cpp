@@ -96,11 +96,16 @@ void collectRefs(element e, const Names& level, bool inside_sub, Refs& r) {
   object o;
   if (e.get_object().get(o)) return;
   for (auto field : o) {
-    if (!isContainer(field.value)) continue;
-    if (field.key == "ColumnRef") {
+    const std::string_view k = field.key;
+    // Operator names, constants, type names and aliases hold no column references.
+    if (k == "name" || k == "A_Const" || k == "String" || k == "typeName" || k == "alias" ||
+        !isContainer(field.value)) {
+      continue;
+    }
+    if (k == "ColumnRef") {
       object body;
       if (!field.value.get_object().get(body)) columnRef(body, level, inside_sub, r);
-    } else if (field.key == "SubLink") {
+    } else if (k == "SubLink") {
       object body;
       if (field.value.get_object().get(body)) continue;
       element test, sub;
@@ -134,9 +139,11 @@ bool complementaryNullTests(array args) {
   return false;
 }
 
-// A predicate is trivial when it cannot filter rows of the level: constant (no column of the
-// level), x = x, LIKE '%', an OR with a trivial arm, NOT of a trivial one, or an AND of trivial ones.
-bool isTrivial(element expr, const Names& level) {
+bool isTrivial(element expr, const Names& level);
+
+// The shapes that cannot filter even though they read columns: x = x, LIKE '%', an OR with a
+// trivial arm, NOT of a trivial one, an AND of trivial ones.
+bool triviallyShaped(element expr, const Names& level) {
   Node n = asNode(expr);
   if (n.type == "BoolExpr") {
     const std::string_view op = pgjson::str(n.body, "boolop");
@@ -158,6 +165,7 @@ bool isTrivial(element expr, const Names& level) {
       for (element a : args) return isTrivial(a, level);
       return true;
     }
+    return false;
   }
   if (n.type == "A_Expr") {
     const std::string_view kind = pgjson::str(n.body, "kind");
@@ -180,9 +188,20 @@ bool isTrivial(element expr, const Names& level) {
       }
     }
   }
-  Refs refs;
+  return false;
+}
+
+// A predicate is trivial when it cannot filter rows of the level: one that reads no column of
+// the level (a constant, a parameter, an uncorrelated sublink) or one of the shapes above.
+// `refs` receives the columns it reads (one scan serves both questions).
+bool isTrivial(element expr, const Names& level, Refs& refs) {
   collectRefs(expr, level, false, refs);
-  return !refs.any;
+  return !refs.any || triviallyShaped(expr, level);
+}
+
+bool isTrivial(element expr, const Names& level) {
+  Refs refs;
+  return isTrivial(expr, level, refs);
 }
 
 void conjuncts(element e, std::vector<element>& out) {
@@ -203,10 +222,8 @@ std::vector<Refs> filtersOf(element expr, const Names& level) {
   conjuncts(expr, parts);
   std::vector<Refs> out;
   for (element c : parts) {
-    if (isTrivial(c, level)) continue;
     Refs r;
-    collectRefs(c, level, false, r);
-    out.push_back(std::move(r));
+    if (!isTrivial(c, level, r)) out.push_back(std::move(r));
   }
   return out;
 }
