@@ -10,6 +10,8 @@ import psycopg2
 import psycopg2.errors
 import pytest
 
+import pgwtest
+
 
 def test_parameters_of_several_types(pgwarden):
     with pgwarden.connect() as conn, conn.cursor() as cur:
@@ -25,7 +27,7 @@ def test_parameters_of_several_types(pgwarden):
 def test_parameters_against_the_table(pgwarden, pg):
     sql = ("select carrier, count(*), sum(weight) from fct_shipments "
            "where ship_date between %s and %s and status = %s group by carrier order by carrier")
-    params = (datetime.date(2023, 6, 1), datetime.date(2023, 8, 31), "DELAYED")
+    params = (datetime.date(2023, 6, 1), datetime.date(2023, 8, 31), "DELIVERED")
     with pgwarden.connect() as conn, conn.cursor() as cur:
         cur.execute(sql, params)
         got = cur.fetchall()
@@ -116,6 +118,21 @@ def test_conn_cancel_from_a_thread(pgwarden):
             assert cur.fetchone() == ("after cancel",)
     finally:
         conn.close()
+
+
+@pytest.mark.xfail("reuse_no_appname" in pgwtest.KNOWN_BUGS, strict=True,
+                   reason=pgwtest.KNOWN_BUGS.get("reuse_no_appname", ""))
+def test_clients_without_application_name_get_pooled_connections(pgwarden):
+    """libpq sends no application_name unless asked: such clients must connect one after the
+    other, the later ones on a server connection the earlier ones left in the pool."""
+    for i in range(4):
+        conn = psycopg2.connect(pgwarden.dsn())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("select %s", (i,))
+                assert cur.fetchone() == (i,)
+        finally:
+            conn.close()
 
 
 def test_server_connections_are_reused_and_reset(pgwarden):
