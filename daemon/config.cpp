@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/config_util.h"
+#include "guards/webhook_guard.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -308,7 +309,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   if (!groups.IsDefined() || groups.IsNull()) {
     cfg::fail(root, "groups", "at least one policy group is required");
   }
-  config->groups = guards::parsePolicyGroups(groups);
+  config->groups = guards::parseAgentPolicyGroups(groups);
 
   // Cross-references, each reported at the line that names the missing thing.
   const YAML::Node users = root["users"];
