@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "daemon/budget_store_pg.h"
 #include "daemon/catalog_stats.h"
 #include "daemon/client_session.h"
 #include "daemon/systemd_notify.h"
@@ -34,6 +35,11 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
   pools_.setConfig(config_);
   policy_ = std::make_unique<PolicyEngine>(4096, config_->history.max_sql_bytes);
   catalog_ = std::make_unique<CatalogRefresher>(*this);
+  budgets_ = std::make_unique<guards::BudgetLedger>();
+  budgets_->setStoreFactory([this](const guards::BudgetStoreConfig& cfg) {
+    return std::make_unique<BudgetStorePg>(&loop_, cfg);
+  });
+  webhooks_ = std::make_unique<WebhookClient>(&loop_, WebhookClient::Options{});
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
 }
@@ -41,6 +47,8 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
 Daemon::~Daemon() {
   // run() returns only once every handle is closed; a Daemon that never ran has its timers and
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
+  webhooks_.reset();
+  budgets_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
   sessions_.clear();
   session_graveyard_.clear();
@@ -245,6 +253,8 @@ void Daemon::finishShutdownIfDone() {
   if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
   stopping_loop_ = true;
   pools_.closeAll("pgwarden is shutting down");
+  webhooks_.reset();
+  budgets_.reset();
   for (auto& c : cancels_) c->close();
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), &Daemon::onHandleClosed);

@@ -20,6 +20,8 @@
 #include "daemon/pool.h"
 #include "daemon/statement_policy.h"
 #include "daemon/upstream.h"
+#include "daemon/webhook_client.h"
+#include "guards/budget.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
 
@@ -50,6 +52,10 @@ class Daemon {
   PoolManager& pools() { return pools_; }
   PolicyEngine& policy() { return *policy_; }
   AuthLimiter& authLimiter() { return auth_limiter_; }
+  // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
+  // the shutdown has released them).
+  guards::BudgetLedger* budgets() { return budgets_.get(); }
+  WebhookClient* webhooks() { return webhooks_.get(); }
   uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
   bool shuttingDown() const { return shutting_down_; }
   const std::string& instanceId() const { return config_->instance_id; }
@@ -106,6 +112,9 @@ class Daemon {
   std::vector<std::unique_ptr<CancelForwarder>> cancels_;
   std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
   std::unique_ptr<CatalogRefresher> catalog_;
+  // Both own loop handles: released before the loop stops (finishShutdownIfDone, ~Daemon).
+  std::unique_ptr<guards::BudgetLedger> budgets_;
+  std::unique_ptr<WebhookClient> webhooks_;
   uv_timer_t janitor_;
   uv_check_t check_;
   uv_signal_t sig_term_;

@@ -84,6 +84,15 @@ PolicyEngine::~PolicyEngine() = default;
 uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
 uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
 
+std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementPlan& plan,
+                                                                guards::Decision decision) {
+  auto out = std::make_shared<StatementPlan>(plan);
+  out->decision = std::move(decision);
+  out->budget = out->decision.denied && out->decision.deny.guard == "budget";
+  out->guard_actions_json = actionsJson(out->decision);
+  return out;
+}
+
 std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGroup* group,
                                                         std::string_view sql,
                                                         const guards::RequestContext& ctx,

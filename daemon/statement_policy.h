@@ -42,6 +42,8 @@ class PolicyEngine {
                                             const guards::TableStatsSnapshot* stats);
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
+  // The same plan with the decision a paused chain reached later (webhook answer, budget).
+  static std::shared_ptr<const StatementPlan> withDecision(const StatementPlan& plan, guards::Decision decision);
 
  private:
   struct Impl;
