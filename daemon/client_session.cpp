@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "daemon/daemon.h"
+#include "daemon/webhook_client.h"
+#include "guards/webhook_guard.h"
 
 namespace pgwarden::daemon {
 
@@ -122,7 +124,7 @@ ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
 }
 
-ClientSession::~ClientSession() = default;
+ClientSession::~ClientSession() { cancelWaits(); }
 
 int ClientSession::accept(uv_stream_t* listener) {
   int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
@@ -207,6 +209,11 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
+        if (waiting_) {
+          // A statement waits for a webhook or the budget store; keep what piles up bounded.
+          if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+          goto done;
+        }
         protocol::Frame f;
         const auto st = in_.next(f, limits_, false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
@@ -221,6 +228,7 @@ void ClientSession::processInput() {
           goto done;
         }
         const bool go_on = handleClientMessage(f);
+        if (waiting_) goto done;  // the message stays at the head until its answer is in
         in_.consume(f.raw.size());
         if (!go_on) goto done;
         if (pending_.size() > kMaxPendingEntries ||
@@ -633,16 +641,7 @@ void ClientSession::forward(const protocol::Frame& f) {
 void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
 std::shared_ptr<const StatementPlan> ClientSession::planFor(std::string_view sql, bool extended) {
-  guards::RequestContext ctx;
-  ctx.user = user_;
-  ctx.database = database_;
-  ctx.group = group_;
-  ctx.agent_id = agent_id_;
-  ctx.conversation_id = conversation_id_;
-  ctx.query_intent = query_intent_;
-  ctx.application_name = application_name_;
-  ctx.client_addr = peer_host_;
-  ctx.extended = extended;
+  const guards::RequestContext ctx = requestContext(extended, overrides_);
   const auto stats = daemon_.tableStats(server_database_);
   return daemon_.policy().plan(policy_, sql, ctx, stats.get());
 }
@@ -678,7 +677,13 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     protocolViolation("malformed Query message: " + q.error());
     return false;
   }
-  auto plan = planFor(q->sql, false);
+  if (!held_) {
+    const auto cmd = guards::parseAgentCommand(q->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) return answerAgentCommand(cmd);
+  }
+  std::shared_ptr<const StatementPlan> plan;
+  std::shared_ptr<const guards::BudgetKey> budget_key;
+  if (!decide(q->sql, false, true, plan, budget_key)) return true;
   const auto& d = plan->decision;
   if (d.denied) {
     recordDenied(*plan, false);
@@ -696,6 +701,7 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
   if (!empty_text) {
     p.run = startRun(plan, 0, false);
+    p.run->budget_key = std::move(budget_key);
     p.next_statement = 1;
   } else {
     p.next_statement = plan->statements.size();
@@ -730,7 +736,19 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     deny_skipping_ = true;
     return true;
   }
-  auto plan = planFor(m->sql, true);
+  if (!held_ && guards::parseAgentCommand(m->sql).kind != guards::AgentCommand::Kind::kNone) {
+    std::string out;
+    protocol::writeError(out, "ERROR", "0A000",
+                         "SET and SHOW of pgwarden.* are answered only as a simple query; send them with the "
+                         "simple query protocol (psql; JDBC with preferQueryMode=simple), or pass the values "
+                         "as startup options or in a /* agent_id='...' */ comment");
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
+  std::shared_ptr<const StatementPlan> plan;
+  std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
+  if (!decide(m->sql, true, false, plan, no_key)) return true;
   const auto& d = plan->decision;
   if (d.denied) {
     // The denial answers the Parse; the server never sees the text. As after any failed Parse,
@@ -811,7 +829,27 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
   auto it = portals_.find(std::string(e->portal));
   if (it != portals_.end()) {
     if (!it->second.run || it->second.run->finished) {
+      // A new execution: it counts against the budget now, once (a suspended portal's later
+      // Executes continue the same run).
+      std::shared_ptr<const StatementPlan> plan = it->second.plan;
+      std::shared_ptr<const guards::BudgetKey> key;
+      if (held_ && held_->ready) {
+        plan = std::move(held_->plan);
+        key = std::move(held_->key);
+        held_.reset();
+      } else if (plan && !plan->decision.denied && !admitBudget(plan, key)) {
+        return true;  // waiting for the shared budget store
+      }
+      if (plan && plan->decision.denied) {
+        recordDenied(*plan, true);
+        std::string out;
+        writeDeny(out, *plan);
+        queueLocal(std::move(out), false);
+        deny_skipping_ = true;
+        return true;
+      }
       it->second.run = startRun(it->second.plan, 0, true);
+      it->second.run->budget_key = std::move(key);
     }
     run = it->second.run;
   } else {
@@ -890,6 +928,14 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
   run.finished = true;
+  if (run.budget_key) {
+    if (auto* ledger = daemon_.budgets()) {
+      if (const auto* bg = policy_ ? guards::findBudgetGuard(*policy_) : nullptr) {
+        ledger->addRows(*bg, *run.budget_key, run.rows_sent);
+      }
+      ledger->release(*run.budget_key);
+    }
+  }
   ++statement_count_;
   auto& c = daemon_.counters();
   c.statement(counterOutcome(outcome));
@@ -937,6 +983,13 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
+  // A denial by any guard but a budget counts towards the conversation's max_denied.
+  if (!plan.budget && policy_) {
+    auto* ledger = daemon_.budgets();
+    if (const auto* bg = guards::findBudgetGuard(*policy_); ledger && bg) {
+      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)));
+    }
+  }
   // A denied text counts as each of its statements.
   auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
   for (size_t i = 0; i < plan.statements.size(); ++i) {
@@ -1436,6 +1489,7 @@ void ClientSession::releaseServer(bool client_gone) {
 
 void ClientSession::closeSession(const std::string& reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  cancelWaits();
   close_reason_ = reason;
   const ClientState before = state_;
   if (waiting_pool_) {
@@ -1535,6 +1589,205 @@ void ClientSession::tick(uint64_t now_ms) {
     case ClientState::kClosed:
       break;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent context, webhook pauses and budgets
+// ---------------------------------------------------------------------------------------------
+
+guards::RequestContext ClientSession::requestContext(bool extended, const guards::AgentOverrides& ov) const {
+  guards::RequestContext ctx;
+  ctx.user = user_;
+  ctx.database = database_;
+  ctx.group = group_;
+  // A sqlcommenter comment on the statement wins over SET and the startup values, for it alone.
+  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(agent_id_);
+  ctx.conversation_id = ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(conversation_id_);
+  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(query_intent_);
+  ctx.application_name = application_name_;
+  ctx.client_addr = peer_host_;
+  ctx.extended = extended;
+  ctx.session_id = id_;
+  ctx.budgets = daemon_.budgets();
+  return ctx;
+}
+
+bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
+  using Kind = guards::AgentCommand::Kind;
+  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 3>{agent_id_, conversation_id_, query_intent_};
+  const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
+  std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
+  const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
+  std::string out;
+  switch (cmd.kind) {
+    case Kind::kSet:
+      *target = cmd.value;
+      spdlog::info("{}: {} set by the client", logPrefix(), name);
+      protocol::writeCommandComplete(out, "SET");
+      break;
+    case Kind::kReset:
+      *target = (*agent_defaults_)[idx];
+      protocol::writeCommandComplete(out, "RESET");
+      break;
+    case Kind::kShow:
+      protocol::writeRowDescription(out, {protocol::ColumnDesc{name}});
+      protocol::writeDataRow(out, {std::optional<std::string_view>(*target)});
+      protocol::writeCommandComplete(out, "SHOW");
+      break;
+    case Kind::kError:
+      protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
+      break;
+    case Kind::kNone:
+      return true;
+  }
+  queueLocal(std::move(out), true);
+  return true;
+}
+
+namespace {
+
+const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
+  if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
+  return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
+}
+
+}  // namespace
+
+bool ClientSession::decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
+                           std::shared_ptr<const guards::BudgetKey>& key) {
+  if (held_ && held_->ready) {
+    plan = std::move(held_->plan);
+    key = std::move(held_->key);
+    overrides_ = std::move(held_->overrides);
+    held_.reset();
+    return true;
+  }
+  overrides_ = guards::parseSqlComment(sql);
+  plan = planFor(sql, extended);
+  if (plan->decision.webhook) {
+    held_ = Held{plan, std::string(sql), extended, count, overrides_, nullptr, false};
+    postWebhook();
+    if (waiting_) return false;
+    // Answered at once (no client to ask): go on with what the answer made of it.
+    plan = std::move(held_->plan);
+    key = std::move(held_->key);
+    held_.reset();
+    return true;
+  }
+  return !count || admitBudget(plan, key);
+}
+
+bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
+                                std::shared_ptr<const guards::BudgetKey>& key) {
+  guards::BudgetLedger* ledger = daemon_.budgets();
+  size_t index = 0;
+  const guards::BudgetGuard* bg = policy_ ? guards::findBudgetGuard(*policy_, &index) : nullptr;
+  if (!ledger || !bg || !plan || plan->decision.denied) return true;
+  auto k = std::make_shared<const guards::BudgetKey>(ledger->keyFor(requestContext(false, overrides_)));
+  auto deniedPlan = [this, index](const StatementPlan& p, guards::GuardResult r) {
+    guards::Decision d = p.decision;
+    d.denied = true;
+    d.deny = policy_->render(index, std::move(r));
+    d.actions.push_back(d.deny);
+    d.rewritten_sql.reset();
+    d.max_rows = -1;
+    return PolicyEngine::withDecision(p, std::move(d));
+  };
+  auto a = ledger->admit(*bg, *k, [this, k, deniedPlan](guards::BudgetLedger::Admission r) {
+    budget_ticket_ = 0;
+    if (!held_ || !held_->plan) return;
+    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
+      held_->key = k;
+    } else {
+      held_->plan = deniedPlan(*held_->plan, std::move(r.denial));
+    }
+    held_->ready = true;
+    resumeHeld();
+  });
+  switch (a.kind) {
+    case guards::BudgetLedger::Admission::Kind::kAdmitted:
+      key = std::move(k);
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kDenied:
+      plan = deniedPlan(*plan, std::move(a.denial));
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kPending:
+      if (!held_) held_ = Held{};
+      held_->plan = plan;
+      held_->overrides = overrides_;
+      held_->key.reset();
+      held_->ready = false;
+      budget_ticket_ = a.ticket;
+      waiting_ = true;
+      return false;
+  }
+  return true;
+}
+
+void ClientSession::postWebhook() {
+  const guards::WebhookGuard* guard = webhookGuardOf(policy_, *held_->plan);
+  WebhookClient* client = daemon_.webhooks();
+  if (!guard || !client) {
+    // Cannot happen while the daemon runs; fail the check rather than skip it.
+    guards::WebhookOutcome o;
+    o.error = "no webhook client";
+    waiting_ = true;
+    onWebhookAnswer(std::move(o));
+    return;
+  }
+  waiting_ = true;
+  webhook_id_ = client->post(webhookRequestFor(*guard, held_->plan->decision.webhook->body),
+                             [this](guards::WebhookOutcome o) {
+                               webhook_id_ = 0;
+                               onWebhookAnswer(std::move(o));
+                               if (!waiting_ && held_ && held_->ready) resumeHeld();
+                             });
+}
+
+void ClientSession::onWebhookAnswer(guards::WebhookOutcome outcome) {
+  if (!held_ || !held_->plan || !held_->plan->analysis || !policy_) return;
+  const guards::RequestContext ctx = requestContext(held_->extended, held_->overrides);
+  const auto stats = daemon_.tableStats(server_database_);
+  guards::Decision d = policy_->resumeWebhook(held_->plan->decision, outcome, *held_->plan->analysis, held_->sql,
+                                              ctx, stats.get());
+  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
+  if (held_->plan->decision.webhook) {
+    postWebhook();  // the next webhook guard of the chain
+    return;
+  }
+  overrides_ = held_->overrides;
+  if (held_->count) {
+    std::shared_ptr<const StatementPlan> plan = held_->plan;
+    std::shared_ptr<const guards::BudgetKey> key;
+    if (!admitBudget(plan, key)) return;  // now waiting for the shared budget store
+    held_->plan = std::move(plan);
+    held_->key = std::move(key);
+  }
+  held_->ready = true;
+  waiting_ = false;
+}
+
+void ClientSession::resumeHeld() {
+  waiting_ = false;
+  if (state_ != ClientState::kReady) return;
+  if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
+    closeSession("cannot read from the client");
+    return;
+  }
+  processInput();
+}
+
+void ClientSession::cancelWaits() {
+  if (webhook_id_) {
+    if (auto* c = daemon_.webhooks()) c->cancel(webhook_id_);
+    webhook_id_ = 0;
+  }
+  if (budget_ticket_) {
+    if (auto* l = daemon_.budgets()) l->cancel(budget_ticket_);
+    budget_ticket_ = 0;
+  }
+  waiting_ = false;
+  held_.reset();
 }
 
 }  // namespace pgwarden::daemon

@@ -4,6 +4,7 @@
 // land at the right place in the stream). Every state change goes through setState().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -20,6 +21,8 @@
 #include "daemon/startup_params.h"
 #include "daemon/statement_policy.h"
 #include "daemon/stream.h"
+#include "guards/agent_context.h"
+#include "guards/budget.h"
 #include "history/record.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
@@ -44,6 +47,8 @@ struct StatementRun {
   bool finished = false;
   bool single_zero = false;
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
+  // Admitted by a budget: its rows are counted and its running slot released when it finishes.
+  std::shared_ptr<const guards::BudgetKey> budget_key;
 };
 
 class ClientSession final : public StreamEvents, public ServerLink, public PoolWaiter {
@@ -177,6 +182,19 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void releaseServer(bool cancel_first);
   void updateBackpressure();
 
+  // Agent context, webhook pauses and budgets (see docs/agents.md).
+  bool answerAgentCommand(const guards::AgentCommand& cmd);
+  guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const;
+  // The plan for a text: the chain (with a webhook pause) and, when `count`, the budget admission.
+  // False while waiting: the message stays at the head of the input and is handled again later.
+  bool decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
+              std::shared_ptr<const guards::BudgetKey>& key);
+  bool admitBudget(std::shared_ptr<const StatementPlan>& plan, std::shared_ptr<const guards::BudgetKey>& key);
+  void postWebhook();
+  void onWebhookAnswer(guards::WebhookOutcome outcome);
+  void resumeHeld();
+  void cancelWaits();
+
   Daemon& daemon_;
   uint64_t id_;
   std::shared_ptr<const Config> config_;
@@ -235,6 +253,25 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   std::shared_ptr<StatementRun> chunk_run_;
   uint64_t statement_count_ = 0;
   std::string close_reason_;
+
+  // A statement paused for a webhook answer or the shared budget store. Its message stays at the
+  // head of in_ and is handled again once `ready`; later messages wait behind it, in order.
+  struct Held {
+    std::shared_ptr<const StatementPlan> plan;
+    std::string sql;
+    bool extended = false;
+    bool count = false;
+    guards::AgentOverrides overrides;
+    std::shared_ptr<const guards::BudgetKey> key;
+    bool ready = false;
+  };
+  std::optional<Held> held_;
+  bool waiting_ = false;
+  uint64_t webhook_id_ = 0;
+  uint64_t budget_ticket_ = 0;
+  guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
+  // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
+  std::optional<std::array<std::string, 3>> agent_defaults_;
 };
 
 }  // namespace pgwarden::daemon
