@@ -31,6 +31,7 @@ struct Counters {
   // Server connections (all pools).
   uint64_t server_connects = 0;          // login attempts started
   uint64_t server_connect_errors = 0;    // connect or login failures
+  int last_server_login = -1;            // last login attempt: 1 ok, 0 failed, -1 none yet
   uint64_t server_current = 0;           // gauge: open server connections
   uint64_t server_idle = 0;              // gauge: idle in a pool
   uint64_t server_active = 0;            // gauge: lent to a client

@@ -10,6 +10,7 @@
 #include "daemon/budget_store_pg.h"
 #include "daemon/catalog_stats.h"
 #include "daemon/client_session.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/systemd_notify.h"
 #include "protocol/auth.h"
 
@@ -35,6 +36,7 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
   pools_.setConfig(config_);
   policy_ = std::make_unique<PolicyEngine>(4096, config_->history.max_sql_bytes);
   catalog_ = std::make_unique<CatalogRefresher>(*this);
+  metrics_ = std::make_unique<DaemonMetrics>(*this);
   budgets_ = std::make_unique<guards::BudgetLedger>();
   budgets_->setStoreFactory([this](const guards::BudgetStoreConfig& cfg) {
     return std::make_unique<BudgetStorePg>(&loop_, cfg);
@@ -49,6 +51,7 @@ Daemon::~Daemon() {
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
   webhooks_.reset();
   budgets_.reset();
+  metrics_->close();
   uv_run(&loop_, UV_RUN_NOWAIT);
   sessions_.clear();
   session_graveyard_.clear();
@@ -62,6 +65,7 @@ bool Daemon::start() {
   const auto& cfg = *config_;
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
+    metrics_->setRecorder(recorder_.get(), cfg.history.store);
   } catch (const std::exception& e) {
     spdlog::error("cannot open the history store ({}): {}", cfg.history.store, e.what());
     return false;
@@ -95,6 +99,7 @@ bool Daemon::start() {
     listeners_.push_back(std::move(l));
   }
 
+  if (!metrics_->start()) return false;
   uv_timer_init(&loop_, &janitor_);
   janitor_.data = this;
   uv_timer_start(&janitor_, &Daemon::onJanitor, kJanitorMs, kJanitorMs);
@@ -153,6 +158,11 @@ void Daemon::onSessionClosed(ClientSession* s) {
   if (it == sessions_.end()) return;
   session_graveyard_.push_back(std::move(it->second));
   sessions_.erase(it);
+}
+
+ClientSession* Daemon::findSession(uint64_t id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
 }
 
 void Daemon::forEachSession(const std::function<void(const ClientSession&)>& fn) const {
@@ -253,6 +263,7 @@ void Daemon::finishShutdownIfDone() {
   if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
   stopping_loop_ = true;
   pools_.closeAll("pgwarden is shutting down");
+  metrics_->close();
   webhooks_.reset();
   budgets_.reset();
   for (auto& c : cancels_) c->close();

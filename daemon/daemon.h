@@ -29,6 +29,7 @@ namespace pgwarden::daemon {
 
 class ClientSession;
 class CatalogRefresher;
+class DaemonMetrics;
 class SystemdNotifier;
 
 class Daemon {
@@ -80,6 +81,9 @@ class Daemon {
   void onSessionClosed(ClientSession* s);
   size_t sessionCount() const { return sessions_.size(); }
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
+  ClientSession* findSession(uint64_t id);  // null when no such live session
+  // Metrics catalogue and endpoint (daemon/daemon_metrics.h).
+  DaemonMetrics& metrics() { return *metrics_; }
 
   // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
   void requestShutdown(bool fast);
@@ -112,6 +116,7 @@ class Daemon {
   std::vector<std::unique_ptr<CancelForwarder>> cancels_;
   std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
   std::unique_ptr<CatalogRefresher> catalog_;
+  std::unique_ptr<DaemonMetrics> metrics_;
   // Both own loop handles: released before the loop stops (finishShutdownIfDone, ~Daemon).
   std::unique_ptr<guards::BudgetLedger> budgets_;
   std::unique_ptr<WebhookClient> webhooks_;

@@ -77,6 +77,7 @@ void Pool::serveWaiters() {
 
 void Pool::onLoginDone(ServerConnection& c) {
   retry_after_ms_ = 0;
+  manager_.counters().last_server_login = 1;
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
   idle_.push_back(&c);
   serveWaiters();

@@ -1,0 +1,224 @@
+// How the daemon fills the metrics catalogue: per-statement series at the point the history
+// record is submitted (so metrics and history count the same statements), everything else read
+// from loop state when scraped. docs/metrics.md lists which family comes from where.
+#include "daemon/daemon_metrics.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <string_view>
+
+#include "daemon/client_session.h"
+#include "daemon/daemon.h"
+#include "daemon/statement_policy.h"
+#include "pgwarden_version.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+// Guard decision series cached by the daemon; past it, lookups go to the family (which has its
+// own cap and overflow series), so a config reloaded many times cannot grow this without bound.
+constexpr size_t kMaxDecisionCache = 4096;
+
+metrics::StatementOutcome metricOutcome(history::Outcome o) {
+  switch (o) {
+    case history::Outcome::kOk: return metrics::StatementOutcome::kOk;
+    case history::Outcome::kError: return metrics::StatementOutcome::kError;
+    case history::Outcome::kDenied: return metrics::StatementOutcome::kDenied;
+    case history::Outcome::kCancelled: return metrics::StatementOutcome::kCancelled;
+    case history::Outcome::kClientGone: return metrics::StatementOutcome::kClientGone;
+    case history::Outcome::kBudget: return metrics::StatementOutcome::kBudget;
+  }
+  return metrics::StatementOutcome::kError;
+}
+
+// The inferred intent as the analysis names it; anything else (no analysis) is "other".
+metrics::StatementIntent metricIntent(std::string_view intent) {
+  using I = metrics::StatementIntent;
+  if (intent == "catalog") return I::kCatalog;
+  if (intent == "lookup") return I::kLookup;
+  if (intent == "aggregation") return I::kAggregation;
+  if (intent == "write") return I::kWrite;
+  if (intent == "ddl") return I::kDdl;
+  if (intent == "admin") return I::kAdmin;
+  return I::kOther;
+}
+
+const char* clientStateLabel(const ClientSession& s) {
+  switch (s.state()) {
+    case ClientState::kStartup:
+    case ClientState::kAuth: return "startup";
+    case ClientState::kAcquiring:
+    case ClientState::kAttaching: return "waiting";
+    case ClientState::kReady: return s.busy() ? "active" : "idle";
+    case ClientState::kClosing:
+    case ClientState::kClosed: return "closing";
+  }
+  return "closing";
+}
+
+}  // namespace
+
+DaemonMetrics::DaemonMetrics(Daemon& daemon)
+    : daemon_(daemon), metrics_(metrics::BuildInfo{kVersion, kGitSha}) {
+  for (size_t i = 0; i < kRejectReasons; ++i) {
+    rejected_series_[i] = &metrics_.client_connections_rejected.with(
+        {rejectReasonName(static_cast<RejectReason>(i))});
+  }
+}
+
+DaemonMetrics::~DaemonMetrics() { close(); }
+
+bool DaemonMetrics::start() {
+  // client_connections is the first family the registry renders, so its collector is where a
+  // scrape copies the loop's plain counters into the catalogue before they are rendered.
+  metrics_.client_connections.setCollector([this](metrics::SampleSink& sink) {
+    syncCounters();
+    collectClients(sink);
+  });
+  metrics_.server_connections.setCollector(
+      [this](metrics::SampleSink& sink) { collectServers(sink); });
+
+  const auto& options = daemon_.config()->metrics;
+  if (options.listen.empty()) return true;
+  http_ = metrics::HttpServer::create(daemon_.loop(), metrics_, options,
+                                      [this] { return readiness(); });
+  const Status st = http_->start();
+  if (!st) {
+    spdlog::error("metrics endpoint: {}", st.error());
+    http_->close();
+    http_.reset();
+    return false;
+  }
+  spdlog::info("metrics endpoint listening on {} (/metrics, /healthz, /readyz)", options.listen);
+  return true;
+}
+
+void DaemonMetrics::close() {
+  if (!http_) return;
+  http_->close();  // keeps itself alive until its handles are closed
+  http_.reset();
+}
+
+int DaemonMetrics::port() const { return http_ ? http_->port() : 0; }
+
+void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::string& store) {
+  if (!recorder) return;
+  metrics_.setHistorySource(store, [recorder] {
+    const auto st = recorder->stats();
+    metrics::HistorySnapshot s;
+    s.written = st.written;
+    // Refused by the store on their own counts as dropped too: either way, missing from history.
+    s.dropped = st.dropped + st.rejected;
+    s.write_errors = st.write_errors;
+    s.queue_depth = st.queue_depth;
+    return s;
+  });
+}
+
+metrics::GroupSeries& DaemonMetrics::group(const std::string& name) {
+  auto it = groups_.find(name);
+  if (it != groups_.end()) return *it->second;
+  // Group names come from the config (a bounded set); "" is a session without a group.
+  const std::string label = name.empty() ? std::string("none") : name;
+  auto series = std::make_unique<metrics::GroupSeries>(metrics_, label);
+  return *groups_.emplace(name, std::move(series)).first->second;
+}
+
+void DaemonMetrics::onStatement(const history::Record& record, const StatementPlan* plan) {
+  auto& g = group(record.policy_group);
+  const auto outcome = metricOutcome(record.outcome);
+  g.statements(outcome, metricIntent(record.query_intent_inferred)).inc();
+  g.duration(outcome).observe(std::chrono::microseconds(record.duration_us));
+  if (record.rows_returned > 0) g.rowsReturned().inc(static_cast<uint64_t>(record.rows_returned));
+  if (record.truncated) g.truncated().inc();
+  if (record.outcome == history::Outcome::kBudget) g.budgetExhausted().inc();
+  if (!plan) return;
+  // Every non-allow verdict the record carries in guard_actions, once per record: a denied
+  // text of three statements is three records, each with the denial, as history shows it.
+  for (const auto& v : plan->decision.actions) {
+    const char* action = guards::actionName(v.action);
+    decision_key_.clear();
+    decision_key_.append(g.group()).push_back('\0');
+    decision_key_.append(v.guard).push_back('\0');
+    decision_key_.append(action).push_back('\0');
+    decision_key_.append(v.code);
+    auto it = decisions_.find(decision_key_);
+    if (it != decisions_.end()) {
+      it->second->inc();
+      continue;
+    }
+    metrics::Counter& c = metrics_.guard_decisions.with({g.group(), v.guard, action, v.code});
+    c.inc();
+    if (decisions_.size() < kMaxDecisionCache) decisions_.emplace(decision_key_, &c);
+  }
+}
+
+void DaemonMetrics::syncCounters() {
+  const Counters& c = daemon_.counters();
+  metrics_.client_connections_accepted.inc(c.clients_accepted - synced_accepted_);
+  synced_accepted_ = c.clients_accepted;
+  for (size_t i = 0; i < kRejectReasons; ++i) {
+    rejected_series_[i]->inc(c.clients_rejected[i] - synced_rejected_[i]);
+    synced_rejected_[i] = c.clients_rejected[i];
+  }
+  metrics_.upstream_connect_errors.inc(c.server_connect_errors - synced_connect_errors_);
+  synced_connect_errors_ = c.server_connect_errors;
+  metrics_.upstream_cancel_requests.inc(c.cancel_requests_forwarded - synced_cancels_);
+  synced_cancels_ = c.cancel_requests_forwarded;
+  for (size_t i = 0; i < c.server_errors_by_class.size(); ++i) {
+    const uint64_t now = c.server_errors_by_class[i];
+    if (now == synced_server_errors_[i]) continue;
+    char cls[3];
+    sqlstateClassName(static_cast<int>(i), cls);
+    metrics_.upstream_server_errors.with({std::string_view(cls, 2)}).inc(now -
+                                                                          synced_server_errors_[i]);
+    synced_server_errors_[i] = now;
+  }
+  if (const auto* ledger = daemon_.budgets()) {
+    metrics_.conversations_live.set(static_cast<int64_t>(ledger->size()));
+  }
+}
+
+void DaemonMetrics::collectClients(metrics::SampleSink& sink) {
+  // Every state is reported, zero included, so a series does not vanish when it empties.
+  double startup = 0, waiting = 0, idle = 0, active = 0, closing = 0;
+  daemon_.forEachSession([&](const ClientSession& s) {
+    const std::string_view st = clientStateLabel(s);
+    if (st == "startup") ++startup;
+    else if (st == "waiting") ++waiting;
+    else if (st == "idle") ++idle;
+    else if (st == "active") ++active;
+    else ++closing;
+  });
+  sink.add({"startup"}, startup);
+  sink.add({"waiting"}, waiting);
+  sink.add({"idle"}, idle);
+  sink.add({"active"}, active);
+  sink.add({"closing"}, closing);
+}
+
+void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
+  for (const PoolStats& p : daemon_.pools().stats()) {
+    const std::string pool = p.role + "/" + p.database;
+    sink.add({pool, "connecting"}, p.connecting);
+    sink.add({pool, "idle"}, p.idle);
+    sink.add({pool, "active"}, p.active);
+    sink.add({pool, "resetting"}, p.resetting);
+  }
+}
+
+metrics::Readiness DaemonMetrics::readiness() const {
+  if (daemon_.shuttingDown()) return {false, "shutting down"};
+  // The listeners are bound before the endpoint starts and closed only at shutdown.
+  for (const PoolStats& p : daemon_.pools().stats()) {
+    if (p.idle + p.active + p.resetting > 0) return {true, ""};
+  }
+  // No live connection: the outcome of the last login attempt decides. Before any attempt
+  // nothing has failed, so pgwarden reports ready and the first failed login turns it to 503.
+  if (daemon_.counters().last_server_login == 0) return {false, "upstream unreachable"};
+  return {true, ""};
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,73 @@
+// The daemon's side of the metrics: owns the Metrics catalogue and the HTTP endpoint, fills the
+// per-statement series from the one place a statement is recorded, and reads everything the
+// loop already counts (Counters, pools, sessions, the budget ledger, the recorder) when scraped.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "daemon/counters.h"
+#include "daemon/http_server.h"
+#include "daemon/metrics.h"
+#include "history/record.h"
+#include "history/recorder.h"
+
+namespace pgwarden::daemon {
+
+class Daemon;
+struct StatementPlan;
+
+class DaemonMetrics {
+ public:
+  explicit DaemonMetrics(Daemon& daemon);
+  ~DaemonMetrics();
+  DaemonMetrics(const DaemonMetrics&) = delete;
+  DaemonMetrics& operator=(const DaemonMetrics&) = delete;
+
+  metrics::Metrics& metrics() { return metrics_; }
+
+  // Registers the scrape-time collectors and, unless metrics.listen is "", starts the endpoint.
+  // Call once the client listeners are bound. False (after logging why) if it cannot listen.
+  [[nodiscard]] bool start();
+  // Stops the endpoint (shutdown). Safe to call twice.
+  void close();
+  // The port the endpoint listens on (0 when off).
+  int port() const;
+
+  // The recorder whose counters pgwarden_history_* report (null: store off).
+  void setRecorder(const history::Recorder* recorder, const std::string& store);
+
+  // One statement, counted when its history record is submitted: statements, duration, rows,
+  // truncation, budget exhaustion and the guard decisions the record carries. `plan` may be null.
+  void onStatement(const history::Record& record, const StatementPlan* plan);
+
+ private:
+  metrics::GroupSeries& group(const std::string& name);
+  void collectClients(metrics::SampleSink& sink);
+  void collectServers(metrics::SampleSink& sink);
+  // Brings the counters the loop keeps in Counters up to date (runs at the start of a scrape).
+  void syncCounters();
+  metrics::Readiness readiness() const;
+
+  Daemon& daemon_;
+  metrics::Metrics metrics_;
+  std::shared_ptr<metrics::HttpServer> http_;
+  std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
+  // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
+  std::unordered_map<std::string, metrics::Counter*> decisions_;
+  std::string decision_key_;  // scratch, reused so a lookup does not allocate once warm
+
+  // What was last copied from Counters (the catalogue counters only go up by the difference).
+  uint64_t synced_accepted_ = 0;
+  std::array<uint64_t, kRejectReasons> synced_rejected_{};
+  std::array<metrics::Counter*, kRejectReasons> rejected_series_{};
+  uint64_t synced_connect_errors_ = 0;
+  uint64_t synced_cancels_ = 0;
+  std::array<uint64_t, 36 * 36> synced_server_errors_{};
+};
+
+}  // namespace pgwarden::daemon
