@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,10 @@ class Pool {
   void closeAll(const std::string& why);
   bool empty() const { return conns_.empty() && waiters_.empty(); }
   PoolStats stats() const;
+  // Every connection of the pool, for the admin console's SHOW SERVERS.
+  void forEachConnection(const std::function<void(const ServerConnection&)>& fn) const {
+    for (const auto& c : conns_) fn(*c);
+  }
 
  private:
   struct Waiter {
@@ -124,6 +129,9 @@ class PoolManager {
   void bury(std::unique_ptr<ServerConnection> c) { graveyard_.push_back(std::move(c)); }
   size_t openConnections() const;
   std::vector<PoolStats> stats() const;
+  void forEachPool(const std::function<void(const Pool&)>& fn) const {
+    for (const auto& [key, p] : pools_) fn(*p);
+  }
 
  private:
   uv_loop_t* loop_;

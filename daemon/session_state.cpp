@@ -38,9 +38,10 @@ bool legalTransition(ClientState from, ClientState to) {
   switch (from) {
     case ClientState::kStartup:
       // A trust login skips the exchange; an SSLRequest keeps us in kStartup (not a move).
-      return to == ClientState::kAuth || to == ClientState::kAcquiring;
+      // The admin console (database "pgwarden") has no server to wait for: straight to kReady.
+      return to == ClientState::kAuth || to == ClientState::kAcquiring || to == ClientState::kReady;
     case ClientState::kAuth:
-      return to == ClientState::kAcquiring;
+      return to == ClientState::kAcquiring || to == ClientState::kReady;
     case ClientState::kAcquiring:
       return to == ClientState::kAttaching;
     case ClientState::kAttaching:

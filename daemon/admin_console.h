@@ -1,0 +1,63 @@
+// The admin console: a session on the virtual database "pgwarden" opened by a user listed in
+// admin_users. It answers SHOW/RELOAD/KILL commands over the simple query protocol with proper
+// RowDescription/DataRow results, so plain psql renders them as tables. It never reaches a server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/messages.h"
+
+namespace pgwarden::daemon {
+
+class Daemon;
+
+class AdminConsole {
+ public:
+  // The database name that opens the console instead of a proxied session.
+  static constexpr std::string_view kDatabase = "pgwarden";
+
+  AdminConsole(Daemon& daemon, uint64_t session_id, std::string user);
+
+  // What a client sees after AuthenticationOk: ParameterStatus lines psql and drivers expect,
+  // then ReadyForQuery.
+  static void writeWelcome(std::string& out);
+
+  // One client message. Appends the answer to `out`. False: the client sent Terminate.
+  [[nodiscard]] bool onMessage(const protocol::Frame& f, std::string& out);
+
+  // Runs one Query text (one or more commands separated by ';'), without the ReadyForQuery.
+  void execute(std::string_view text, std::string& out);
+
+ private:
+  struct Table {
+    std::vector<std::string> columns;
+    std::vector<std::vector<std::string>> rows;  // "\x01NULL" marks a NULL cell (kNull)
+  };
+  void runCommand(std::string_view command, std::string& out);
+  static void writeTable(const Table& t, std::string& out);
+  static void writeError(std::string& out, std::string_view sqlstate, std::string_view message,
+                         std::string_view hint = {});
+
+  Table showClients() const;
+  Table showServers() const;
+  Table showPools() const;
+  Table showStats() const;
+  Table showGroups() const;
+  Table showGuards() const;
+  Table showConversations() const;
+  Table showConfig() const;
+  Table showVersion() const;
+  Table showHelp() const;
+  void reload(std::string& out);
+  void killClient(std::string_view arg, std::string& out);
+
+  Daemon& daemon_;
+  uint64_t session_id_;
+  std::string user_;
+  bool skipping_ = false;  // an extended-protocol message was refused: ignore until Sync
+};
+
+}  // namespace pgwarden::daemon
