@@ -5,6 +5,7 @@
 // escapes resolved) and are matched case-insensitively, with or without a schema.
 #include <cctype>
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -256,12 +257,27 @@ class FunctionsGuard final : public Guard {
         }
       }
       if (catalog && (name == "pg_sleep" || name == "pg_sleep_for" || name == "pg_sleep_until")) {
-        if (auto r = checkSleep(call, name); r.objects()) return r;
+        if (auto r = checkSleep(call, name, perRow(st)); r.objects()) return r;
       }
       if (catalog && name == "generate_series" && cfg_.max_series_rows > 0) {
         const auto rows = seriesRows(call);
-        if (rows && *rows > static_cast<double>(cfg_.max_series_rows)) return tooManyRows(call, *rows);
+        if (rows && *rows > static_cast<double>(cfg_.max_series_rows)) return tooManyRows(call, *rows, false);
       }
+    }
+    // Series that are each within the bound still multiply when joined: bound the product.
+    if (cfg_.max_series_rows > 0) {
+      double product = 1;
+      int series = 0;
+      const FunctionCall* last = nullptr;
+      for (const auto& call : st.calls) {
+        if (!util::iequals(call.name, "generate_series")) continue;
+        if (const auto rows = seriesRows(call)) {
+          product *= std::max(1.0, *rows);
+          ++series;
+          last = &call;
+        }
+      }
+      if (series > 1 && product > static_cast<double>(cfg_.max_series_rows)) return tooManyRows(*last, product, true);
     }
     for (const auto& name : st.set_config_names) {
       if (isProtectedSetting(name, cfg_.protected_settings)) {
@@ -331,13 +347,32 @@ class FunctionsGuard final : public Guard {
     return r;
   }
 
-  GuardResult checkSleep(const FunctionCall& c, const std::string& name) const {
+  // Whether a call may run once per row: the statement reads a relation or calls a function that
+  // returns a set. A sleep within the bound, repeated per row, is a long sleep.
+  static bool perRow(const StatementInfo& st) {
+    if (!st.relations.empty()) return true;
+    static constexpr std::string_view kSetReturning[] = {
+        "generate_series", "generate_subscripts", "unnest", "regexp_matches", "regexp_split_to_table",
+        "string_to_table", "json_array_elements", "jsonb_array_elements", "json_array_elements_text",
+        "jsonb_array_elements_text", "json_each", "jsonb_each", "json_each_text", "jsonb_each_text",
+        "json_to_recordset", "jsonb_to_recordset", "json_populate_recordset", "jsonb_populate_recordset",
+        "jsonb_path_query"};
+    for (const auto& c : st.calls) {
+      const std::string n = util::lower(c.name);
+      for (auto srf : kSetReturning) {
+        if (n == srf) return true;
+      }
+    }
+    return false;
+  }
+
+  GuardResult checkSleep(const FunctionCall& c, const std::string& name, bool per_row) const {
     std::optional<double> seconds;
     if (name == "pg_sleep" && !c.args.empty()) seconds = numberArg(c.args[0]);
     if (name == "pg_sleep_for" && !c.args.empty() && c.args[0].type == ConstArg::Type::kString) {
       seconds = intervalSeconds(c.args[0].text);
     }
-    if (seconds && *seconds <= cfg_.max_sleep_seconds) return {};
+    if (seconds && *seconds <= cfg_.max_sleep_seconds && !per_row) return {};
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kFunctionLimit);
@@ -348,6 +383,9 @@ class FunctionsGuard final : public Guard {
     if (cfg_.max_sleep_seconds <= 0) {
       r.message = callText(c) + " is not allowed: this connection does not allow sleeping; remove "
                   "the call.";
+    } else if (per_row && seconds && *seconds <= cfg_.max_sleep_seconds) {
+      r.message = callText(c) + " in a query that reads rows may sleep once per row; sleep only in a "
+                  "query of its own (SELECT pg_sleep(n)), or remove the call.";
     } else if (seconds) {
       char got[32];
       std::snprintf(got, sizeof got, "%g", *seconds);
@@ -365,13 +403,14 @@ class FunctionsGuard final : public Guard {
     return r;
   }
 
-  GuardResult tooManyRows(const FunctionCall& c, double rows) const {
+  GuardResult tooManyRows(const FunctionCall& c, double rows, bool joined) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kFunctionLimit);
     r.subject = "generate_series";
     const int64_t n = rows >= 9e18 ? INT64_MAX : static_cast<int64_t>(rows);
-    r.message = callText(c) + " would produce " + util::approxCount(n) + " rows, more than the " +
+    r.message = (joined ? std::string("The generate_series calls of this query together") : callText(c)) +
+                " would produce " + util::approxCount(n) + " rows, more than the " +
                 util::withCommas(cfg_.max_series_rows) +
                 " allowed; use a smaller range or a larger step.";
     r.facts.add("function", shown(c)).add("rows", n).add("max_series_rows", cfg_.max_series_rows)

@@ -156,6 +156,30 @@ TEST(Functions, SleepIsBounded) {
   EXPECT_EQ(d.deny.hint, "SELECT pg_sleep(2)");
 }
 
+TEST(Functions, ASleepThatMayRunPerRowIsRefused) {
+  const auto g = group("    - kind: functions\n      max_sleep_seconds: 2\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT pg_sleep(1), now()", nullptr).denied);
+  for (const char* sql : {"SELECT pg_sleep(1) FROM generate_series(1, 1000)", "SELECT pg_sleep(0.1) FROM t",
+                          "SELECT pg_sleep(1), unnest(ARRAY[1, 2, 3])",
+                          "SELECT * FROM t WHERE a = 1 AND pg_sleep(1) IS NOT NULL"}) {
+    SCOPED_TRACE(sql);
+    const Decision d = evaluate(*g, sql, nullptr);
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, "FUNCTION_LIMIT");
+    EXPECT_TRUE(contains(d.deny.message, "once per row")) << d.deny.message;
+  }
+}
+
+TEST(Functions, JoinedSeriesAreBoundedTogether) {
+  const auto g = group("    - kind: functions\n      max_series_rows: 1000000\n");
+  EXPECT_FALSE(evaluate(*g, "SELECT count(*) FROM generate_series(1, 1000) a, generate_series(1, 1000) b", nullptr).denied);
+  const Decision d =
+      evaluate(*g, "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", nullptr);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "FUNCTION_LIMIT");
+  EXPECT_TRUE(contains(d.deny.message, "together would produce about 1,000,000,000,000 rows")) << d.deny.message;
+}
+
 TEST(Functions, NoSleepAtAllWhenTheBoundIsZero) {
   const auto g = group("    - kind: functions\n      max_sleep_seconds: 0\n");
   const Decision d = evaluate(*g, "SELECT pg_sleep(0.01)", nullptr);
