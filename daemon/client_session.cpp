@@ -292,8 +292,31 @@ bool ClientSession::handleStartupPacket() {
   in_.consume(used);
   switch (pkt.kind) {
     case protocol::StartupKind::kSslRequest:
+      // TLS when configured, over TCP only (libpq never asks on a Unix socket).
+      if (config_->tls.enabled() && !client_.isUnix()) {
+        if (client_.tlsActive()) {
+          protocolViolation("SSLRequest received inside TLS");
+          return false;
+        }
+        // Bytes behind the SSLRequest were sent before the client saw our answer, so they are
+        // cleartext that must not pass for TLS-protected input (CVE-2021-23214).
+        if (in_.size() > 0) {
+          protocolViolation("received unencrypted data after SSL request");
+          return false;
+        }
+        client_.out().push_back('S');
+        auto engine = TlsEngine::makeServer(config_->tls.context);
+        if (!engine.ok() || client_.flush() != 0 ||
+            !client_.startTls(std::move(engine.value())).ok()) {
+          closeSession(engine.ok() ? "cannot start TLS" : "cannot start TLS: " + engine.error());
+          return false;
+        }
+        return true;
+      }
+      client_.out().push_back('N');
+      return true;
     case protocol::StartupKind::kGssEncRequest:
-      // No TLS or GSS encryption (yet): 'N', and the client carries on in plaintext or leaves.
+      // No GSS encryption: 'N', and the client carries on in plaintext or leaves.
       client_.out().push_back('N');
       return true;
     case protocol::StartupKind::kCancel:
@@ -309,6 +332,13 @@ bool ClientSession::handleStartupPacket() {
   if (filtered.startup) {
     user_ = filtered.startup->user;
     database_ = filtered.startup->database;
+  }
+  // tls.mode require: a TCP client that did not come through TLS hears what to change.
+  if (config_->tls.mode == TlsMode::kRequire && !client_.tlsActive() && !client_.isUnix()) {
+    spdlog::warn("{}: startup refused: TLS is required (tls.mode require)", logPrefix());
+    fatal("28000", "pgwarden requires TLS: connect with sslmode=require",
+          RejectReason::kNotAllowed);
+    return false;
   }
   if (!filtered.startup) {
     for (const auto& [n, v] : pkt.params) {
@@ -1536,6 +1566,12 @@ void ClientSession::protocolViolation(const std::string& message) {
 }
 
 void ClientSession::onStreamEnd(Stream&, int status) {
+  if (status == UV_EPROTO && !client_.tlsError().empty()) {
+    // Certificate and protocol problems are the operator's to fix: say so above debug level.
+    spdlog::warn("{}: TLS: {}", logPrefix(), client_.tlsError());
+    closeSession("TLS: " + client_.tlsError());
+    return;
+  }
   closeSession(status == UV_EOF ? "client closed the connection"
                                 : std::string("client read error: ") + uv_strerror(status));
 }

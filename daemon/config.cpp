@@ -79,7 +79,8 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
   cfg::checkKeys(n, "upstream",
                  {"host", "port", "user", "password", "password_file", "databases",
                   "connect_timeout", "login_retry", "statement_timeout", "lock_timeout",
-                  "idle_in_transaction_session_timeout", "stats_refresh"});
+                  "idle_in_transaction_session_timeout", "stats_refresh", "sslmode",
+                  "sslrootcert"});
   out.host = cfg::getString(n, "upstream", "host", out.host);
   if (out.host.empty()) cfg::fail(n["host"], "upstream.host", "must not be empty");
   out.port = static_cast<int>(cfg::getInt(n, "upstream", "port", out.port, 1, 65535));
@@ -290,11 +291,13 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   cfg::checkKeys(root, "",
                  {"instance_id", "listen", "upstream", "pool", "limits", "auth",
                   "client_parameters", "users", "admin_users", "logging", "metrics", "history",
-                  "groups"});
+                  "groups", "tls"});
   config->instance_id = cfg::getString(root, "", "instance_id", "");
   if (config->instance_id.empty()) config->instance_id = hostName();
   parseListen(root["listen"], config->listen);
   parseUpstream(root["upstream"], path, config->upstream, config->warnings);
+  config->upstream.tls = parseUpstreamTls(root["upstream"], path);
+  config->tls = parseTlsConfig(root["tls"], path);
   parsePool(root["pool"], config->pool);
   parseLimits(root["limits"], config->limits);
   parseAuth(root["auth"], config->auth);

@@ -15,6 +15,7 @@
 
 #include "common/result.h"
 #include "daemon/http_server.h"
+#include "daemon/tls.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
 
@@ -48,6 +49,7 @@ struct UpstreamConfig {
   Millis lock_timeout{3000};
   Millis idle_in_transaction_session_timeout{15000};
   Millis stats_refresh{300000};    // catalog statistics refresh period (0: at start-up only)
+  UpstreamTlsConfig tls;           // `sslmode` and `sslrootcert`, libpq's meanings
 
   bool hostIsSocketDir() const { return !host.empty() && host.front() == '/'; }
   // The server database for a client's database name; nullopt when the map refuses it.
@@ -108,6 +110,7 @@ struct Config {
   std::vector<UserConfig> users;
   std::vector<std::string> admin_users;
   LoggingConfig logging;
+  TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
   metrics::HttpServerOptions metrics;  // `metrics:`, parsed by the metrics module
   history::HistoryConfig history;
   guards::PolicyMap groups;

@@ -112,7 +112,24 @@ void ServerConnection::onStreamConnected(Stream&, int status) {
     fail("cannot read from the server");
     return;
   }
+  // upstream.sslmode: ask for TLS first, over TCP only (libpq does not use TLS on a socket).
+  if (config_->upstream.tls.context && !config_->upstream.hostIsSocketDir()) {
+    ssl_requested_ = true;
+    protocol::writeSslRequest(stream_.out());
+    if (stream_.flush() != 0) fail("cannot write to the server");
+    return;
+  }
   sendStartup();
+}
+
+void ServerConnection::onStreamTlsReady(Stream&) {
+  spdlog::debug("server {} db={}: TLS with the server: {}", id_, pool_.database(),
+                stream_.tls()->describe());
+  sendStartup();
+}
+
+void ServerConnection::onStreamTlsError(Stream&) {
+  fail("TLS with the server failed: " + stream_.tlsError());
 }
 
 void ServerConnection::sendStartup() {
@@ -249,6 +266,30 @@ void ServerConnection::tick(uint64_t now_ms) {
 }
 
 void ServerConnection::onStreamData(Stream&, const char* data, size_t len) {
+  if (ssl_requested_) {
+    // The one-byte answer to our SSLRequest. Bytes behind it were sent in clear before any
+    // handshake, so they cannot be trusted as server messages (CVE-2021-23222).
+    ssl_requested_ = false;
+    const UpstreamTlsConfig& tls = config_->upstream.tls;
+    if (len > 1) {
+      fail("received unencrypted data after the server's SSL response");
+    } else if (data[0] == 'S') {
+      auto engine = TlsEngine::makeClient(tls.context, config_->upstream.host);
+      if (!engine.ok()) {
+        fail("TLS with the server failed: " + engine.error());
+      } else if (!stream_.startTls(std::move(engine.value())).ok()) {
+        fail("cannot start TLS with the server");
+      }
+    } else if (data[0] == 'N' && tls.sslmode == UpstreamSslMode::kPrefer) {
+      sendStartup();
+    } else if (data[0] == 'N') {
+      fail(std::string("the server does not accept TLS and upstream.sslmode is ") +
+           upstreamSslModeName(tls.sslmode));
+    } else {
+      fail("the server did not answer the SSLRequest with S or N");
+    }
+    return;
+  }
   in_.append(data, len);
   processActive();
 }

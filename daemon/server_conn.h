@@ -100,6 +100,8 @@ class ServerConnection final : public StreamEvents {
   void onStreamConnected(Stream& s, int status) override;
   void onStreamWritten(Stream& s, int status) override;
   void onStreamClosed(Stream& s) override;
+  void onStreamTlsReady(Stream& s) override;
+  void onStreamTlsError(Stream& s) override;
 
  private:
   void setState(ServerState to);
@@ -138,6 +140,7 @@ class ServerConnection final : public StreamEvents {
   char chunk_type_ = 0;
   bool paused_ = false;
   bool processing_ = false;
+  bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;
 };

@@ -8,6 +8,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "daemon/tls.h"
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -111,6 +113,10 @@ void Stream::stopRead() {
 }
 
 int Stream::flush() {
+  if (tls_ != nullptr) {
+    const int rc = sealOut();
+    if (rc != 0) return rc;
+  }
   if (out_.empty() || !open()) return 0;
   if (writes_in_flight_ == 0) {
     // Fast path: the kernel usually takes the whole batch now, with no request allocated.
@@ -151,6 +157,14 @@ void Stream::close() {
 void Stream::closeWhenFlushed() {
   if (!open()) return;
   stopRead();
+  // close_notify after the last message, so the peer knows the end was not truncated.
+  if (tls_ != nullptr) {
+    if (tls_->established() && !out_.empty() && sealOut() != 0) {
+      close();
+      return;
+    }
+    tls_->shutdown();
+  }
   if (flush() != 0 || pendingBytes() == 0) {
     close();
     return;
@@ -184,6 +198,10 @@ void Stream::onAlloc(uv_handle_t* /*h*/, size_t /*suggested*/, uv_buf_t* buf) {
 void Stream::onRead(uv_stream_t* h, ssize_t n, const uv_buf_t* buf) {
   auto* self = static_cast<Stream*>(h->data);
   if (n > 0) {
+    if (self->tls_ != nullptr) {
+      self->onTlsData(buf->base, static_cast<size_t>(n));
+      return;
+    }
     self->events_->onStreamData(*self, buf->base, static_cast<size_t>(n));
   } else if (n < 0) {
     if (self->reading_) {
@@ -208,6 +226,57 @@ void Stream::onWrite(uv_write_t* req, int status) {
   // Writes cancelled by close() report UV_ECANCELED before the close callback; the owner is
   // already closing and does not need to hear about them.
   if (!self->closing_) self->events_->onStreamWritten(*self, status);
+}
+
+Status Stream::startTls(std::unique_ptr<TlsEngine> engine) {
+  if (tls_ != nullptr) return Status::fail("TLS is already on");
+  if (!out_.empty()) return Status::fail("cleartext bytes are waiting to be sent");
+  tls_ = std::move(engine);
+  if (tls_->hasOutput() && flush() != 0) return Status::fail("cannot write to the socket");
+  return {};
+}
+
+// Plaintext in out() becomes records (held by the engine until the handshake ends), and out()
+// then carries only ciphertext to the socket.
+int Stream::sealOut() {
+  if (!out_.empty()) {
+    if (!tls_->write(out_).ok()) {
+      tls_error_ = tls_->error();
+      return UV_EPROTO;
+    }
+    out_.clear();
+  }
+  if (tls_->hasOutput()) out_ = tls_->takeOutput();
+  return 0;
+}
+
+// Ciphertext from the socket: answers (handshake, alerts) go out at once, then the owner hears
+// about a finished handshake, a failure, the plaintext, and close_notify, in that order.
+void Stream::onTlsData(const char* data, size_t len) {
+  const bool was_ready = tls_->established();
+  tls_plain_.clear();
+  const Status st = tls_->feed(data, len, tls_plain_);
+  if (tls_->hasOutput() && flush() != 0 && st.ok()) {
+    tls_error_ = "cannot write to the socket";
+    events_->onStreamTlsError(*this);
+    return;
+  }
+  if (!st.ok()) {
+    tls_error_ = st.error();
+    stopRead();
+    events_->onStreamTlsError(*this);
+    return;
+  }
+  if (!was_ready && tls_->established() && !closing_) events_->onStreamTlsReady(*this);
+  if (!tls_plain_.empty() && !closing_) {
+    std::string plain;
+    plain.swap(tls_plain_);
+    events_->onStreamData(*this, plain.data(), plain.size());
+  }
+  if (tls_->state() == TlsState::kClosed && !closing_ && reading_) {
+    stopRead();
+    events_->onStreamEnd(*this, UV_EOF);
+  }
 }
 
 void Stream::onConnect(uv_connect_t* req, int status) {

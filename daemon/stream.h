@@ -9,11 +9,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "common/result.h"
 
 namespace pgwarden::daemon {
 
 class Stream;
+class TlsEngine;
 
 // What a Stream reports to its owner. Every callback runs on the loop thread. The owner may call
 // close() from inside any of them; the Stream stays valid until onStreamClosed has returned.
@@ -26,6 +30,11 @@ class StreamEvents {
   // A write finished; pendingBytes() went down. `status` < 0 when it failed.
   virtual void onStreamWritten(Stream& /*s*/, int /*status*/) {}
   virtual void onStreamClosed(Stream& s) = 0;
+  // TLS (after startTls): the handshake ended and plaintext may flow.
+  virtual void onStreamTlsReady(Stream& /*s*/) {}
+  // TLS failed (handshake, verification, a bad record); the alert is already on its way. By
+  // default this is a read error; s.tlsError() says why.
+  virtual void onStreamTlsError(Stream& s) { onStreamEnd(s, UV_EPROTO); }
 
  protected:
   ~StreamEvents() = default;
@@ -65,6 +74,14 @@ class Stream {
   // True once the close callback ran, or when the handle was never initialized.
   bool closed() const { return !initialized_ || closed_; }
 
+  // From now on bytes read are ciphertext for `engine` (onStreamData gets plaintext) and
+  // out() is encrypted by flush(). Call with nothing buffered in out(): what is already in
+  // flight (an 'S' answer) goes in clear, as it must.
+  [[nodiscard]] Status startTls(std::unique_ptr<TlsEngine> engine);
+  bool tlsActive() const { return tls_ != nullptr; }
+  const TlsEngine* tls() const { return tls_.get(); }
+  const std::string& tlsError() const { return tls_error_; }
+
   bool isUnix() const { return is_pipe_; }
   // "ip:port" of the peer ("[v6]:port"), "unix" for a Unix socket, "" if unknown.
   std::string peerName() const;
@@ -78,6 +95,8 @@ class Stream {
   static void onWrite(uv_write_t* req, int status);
   static void onConnect(uv_connect_t* req, int status);
   static void onClose(uv_handle_t* h);
+  void onTlsData(const char* data, size_t len);
+  [[nodiscard]] int sealOut();
 
   uv_loop_t* loop_;
   StreamEvents* events_;
@@ -95,6 +114,9 @@ class Stream {
   bool closing_ = false;
   bool closed_ = false;
   bool close_when_flushed_ = false;
+  std::unique_ptr<TlsEngine> tls_;
+  std::string tls_plain_;  // decrypted bytes of one read, handed to onStreamData
+  std::string tls_error_;
 };
 
 // Size of the loop-wide read buffer every stream reads into (data is consumed synchronously).
