@@ -37,9 +37,13 @@ TEST(ClientStates, EveryLiveStateMayClose) {
   }
 }
 
+TEST(ClientStates, AdminConsoleGoesStraightToReady) {
+  // The console (database "pgwarden") has no server connection to acquire or attach.
+  EXPECT_TRUE(legalTransition(ClientState::kStartup, ClientState::kReady));  // trust login
+  EXPECT_TRUE(legalTransition(ClientState::kAuth, ClientState::kReady));
+}
+
 TEST(ClientStates, NoShortcutsAndNoWayBack) {
-  EXPECT_FALSE(legalTransition(ClientState::kStartup, ClientState::kReady));
-  EXPECT_FALSE(legalTransition(ClientState::kAuth, ClientState::kReady));
   EXPECT_FALSE(legalTransition(ClientState::kStartup, ClientState::kAttaching));
   EXPECT_FALSE(legalTransition(ClientState::kReady, ClientState::kAuth));
   EXPECT_FALSE(legalTransition(ClientState::kReady, ClientState::kStartup));
@@ -52,8 +56,8 @@ TEST(ClientStates, CountOfLegalMoves) {
   for (auto a : kAllClient) {
     for (auto b : kAllClient) n += legalTransition(a, b) ? 1 : 0;
   }
-  // 6 forward moves + 5 live states that may close.
-  EXPECT_EQ(n, 6 + 5);
+  // 6 forward moves + 2 to kReady for the admin console + 5 live states that may close.
+  EXPECT_EQ(n, 6 + 2 + 5);
 }
 
 TEST(ServerStates, TheNormalLife) {
