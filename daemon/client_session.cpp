@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "daemon/admin_console.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/webhook_client.h"
 #include "guards/webhook_guard.h"
 
@@ -496,6 +498,19 @@ void ClientSession::authFailed(const std::string& log_reason) {
 void ClientSession::authenticated() {
   protocol::writeAuthOk(client_.out());
   auth_step_ = AuthStep::kNone;
+  if (database_ == AdminConsole::kDatabase) {
+    if (!config_->isAdmin(user_)) {
+      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    admin_ = std::make_unique<AdminConsole>(daemon_, id_, user_);
+    AdminConsole::writeWelcome(client_.out());
+    setState(ClientState::kReady);
+    ++daemon_.counters().clients_ready;
+    spdlog::info("{}: admin console opened", logPrefix());
+    return;
+  }
   const auto mapped = config_->upstream.mapDatabase(database_);
   if (!mapped) {
     fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
@@ -587,6 +602,11 @@ void ClientSession::finishAttach() {
 // ---------------------------------------------------------------------------------------------
 
 bool ClientSession::handleClientMessage(const protocol::Frame& f) {
+  if (admin_) {
+    if (admin_->onMessage(f, client_.out())) return true;
+    closeSession("client sent Terminate");
+    return false;
+  }
   if (deny_skipping_ || server_skipping_) {
     // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
     // the next Sync is ignored.
@@ -1009,6 +1029,7 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
   r.bytes_sent = run.bytes_sent;
   r.protocol = run.extended ? "extended" : "simple";
   r.single_zero = run.single_zero && run.rows_sent == 1;
+  daemon_.metrics().onStatement(r, run.plan.get());
   daemon_.submitRecord(std::move(r));
 }
 

@@ -30,6 +30,7 @@
 namespace pgwarden::daemon {
 
 class Daemon;
+class AdminConsole;
 
 // One statement's life, from the message that started it to its record. Shared by the pending
 // entries and the portal that run it; finished (and recorded) exactly once.
@@ -253,6 +254,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   std::shared_ptr<StatementRun> chunk_run_;
   uint64_t statement_count_ = 0;
   std::string close_reason_;
+  std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
 
   // A statement paused for a webhook answer or the shared budget store. Its message stays at the
   // head of in_ and is handled again once `ready`; later messages wait behind it, in order.

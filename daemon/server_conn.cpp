@@ -227,6 +227,7 @@ void ServerConnection::close(const std::string& why) {
   if (before == ServerState::kResolving || before == ServerState::kConnecting ||
       before == ServerState::kLogin) {
     ++pool_.manager().counters().server_connect_errors;
+    pool_.manager().counters().last_server_login = 0;
     pool_.onLoginFailed(*this, last_error_);
   } else if (link) {
     ++pool_.manager().counters().server_lost;
