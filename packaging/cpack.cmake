@@ -47,9 +47,13 @@ pgwarden_install_gzipped(${PGWARDEN_PACKAGING_DIR}/man/pgwarden.yaml.5 share/man
 
 set(_pgw_doc share/doc/pgwarden)
 install(FILES ${PGWARDEN_PACKAGING_DIR}/debian/copyright DESTINATION ${_pgw_doc})
-foreach(_doc README.md docs/operations.md)
-  if(EXISTS ${CMAKE_SOURCE_DIR}/${_doc})
-    pgwarden_install_gzipped(${CMAKE_SOURCE_DIR}/${_doc} ${_pgw_doc})
+# The README and the operator's guides in docs/ (operations, history schema, denial codes,
+# metrics, agent context); ARCHITECTURE.md is for people changing the code, not running it.
+file(GLOB _pgw_guides CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/docs/*.md)
+list(FILTER _pgw_guides EXCLUDE REGEX "/ARCHITECTURE\\.md$")
+foreach(_doc ${CMAKE_SOURCE_DIR}/README.md ${_pgw_guides})
+  if(EXISTS ${_doc})
+    pgwarden_install_gzipped(${_doc} ${_pgw_doc})
   endif()
 endforeach()
 # The dashboard stays uncompressed: it is imported into Grafana as is. Globbed so that it is

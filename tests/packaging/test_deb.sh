@@ -98,7 +98,9 @@ fi
   echo /usr/share/doc/pgwarden/copyright
   echo /usr/share/doc/pgwarden/changelog.Debian.gz
   [[ -f "$src/README.md" ]] && echo /usr/share/doc/pgwarden/README.md.gz
-  [[ -f "$src/docs/operations.md" ]] && echo /usr/share/doc/pgwarden/operations.md.gz
+  for d in "$src"/docs/*.md; do
+    [[ -f "$d" && "$(basename "$d")" != ARCHITECTURE.md ]] && echo "/usr/share/doc/pgwarden/$(basename "$d").gz"
+  done
   for j in "$src"/packaging/grafana/*.json; do
     [[ -f "$j" ]] && echo "/usr/share/doc/pgwarden/grafana/$(basename "$j")"
   done
@@ -126,12 +128,25 @@ if [[ $has_binary -eq 1 ]]; then
   # Every shared library the binary needs must come from a package in Depends, by its own name
   # or by one it Provides (libspdlog1.10 provides the libspdlog1.10-fmt9 its shlibs names).
   depnames=" $(echo "$depends" | tr ',|' '\n' | awk '{print $1}' | tr '\n' ' ') "
+  # One dpkg -S for all libraries: each call reads the whole package database.
+  declare -A lib_path=()
   for soname in $(objdump -p "$work/root/usr/bin/pgwarden" | awk '/NEEDED/ {print $2}'); do
-    path=$(ldconfig -p | awk -v s="$soname" '$1 == s {print $NF; exit}')
+    # awk reads to the end: an early exit would kill ldconfig with SIGPIPE, failing the pipe.
+    path=$(ldconfig -p | awk -v s="$soname" '$1 == s && !found {print $NF; found = 1}')
     [[ -n "$path" ]] || { fail "no $soname on this machine"; continue; }
-    owner=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -1 | cut -d: -f1) || true
-    [[ -n "$owner" ]] || owner=$(dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1) || true
-    [[ -n "$owner" ]] || { fail "no package owns $path"; continue; }
+    # The real file behind the soname link; dpkg knows it under the directory its package
+    # installed it to, /lib or /usr/lib (merged here), so ask for both spellings.
+    target=$(readlink "$path" || true)
+    [[ -z "$target" ]] && target="$path"
+    [[ "$target" == /* ]] || target="$(dirname "$path")/$target"
+    target="${target#/usr}"
+    lib_path[$soname]="$target"
+  done
+  owners=$(for t in "${lib_path[@]}"; do echo "$t"; echo "/usr$t"; done | xargs dpkg -S 2>/dev/null || true)
+  for soname in "${!lib_path[@]}"; do
+    owner=$(echo "$owners" | awk -v p="${lib_path[$soname]}" \
+      '($2 == p || $2 == "/usr" p) && !found {sub(/:.*/, "", $1); print $1; found = 1}')
+    [[ -n "$owner" ]] || { fail "no package owns ${lib_path[$soname]} ($soname)"; continue; }
     found=0
     for name in "$owner" $(dpkg-query -W -f='${Provides}' "$owner" | tr ',' '\n' | awk '{print $1}'); do
       [[ "$depnames" == *" $name "* ]] && found=1
@@ -226,7 +241,8 @@ dpkg-statoverride --list /etc/pgwarden/pgwarden.yaml >/dev/null 2>&1 \
   && fail "the statoverride on pgwarden.yaml is still there after purge"
 leftover=$(find /etc/systemd /var/lib/systemd -name 'pgwarden*' 2>/dev/null || true)
 [[ -z "$leftover" ]] || fail "systemd leftovers after purge: $leftover"
-owned=$(find /etc /var/lib /run -xdev \( -user pgwarden -o -group pgwarden \) -print 2>/dev/null | head -5)
+owned=$(find /etc /var/lib /run -xdev \( -user pgwarden -o -group pgwarden \) -print 2>/dev/null \
+  | sed -n '1,5p')
 [[ -z "$owned" ]] || fail "files still owned by pgwarden after purge: $owned"
 
 if (( failures > 0 )); then
