@@ -4,6 +4,13 @@
 
 #include <simdjson.h>
 
+// Debian's libsimdjson is built with SIMDJSON_THREADS_ENABLED, which changes dom::parser's layout;
+// a translation unit compiled without it would disagree with the library about that layout and
+// corrupt the heap. The define comes with `pkg-config --cflags simdjson` (PkgConfig::SIMDJSON).
+#ifndef SIMDJSON_THREADS_ENABLED
+#error "build with the cflags of pkg-config simdjson (SIMDJSON_THREADS_ENABLED)"
+#endif
+
 #include <cstdint>
 #include <string>
 #include <string_view>

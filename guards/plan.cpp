@@ -2,7 +2,7 @@
 // "Relation Name": ..., "Plans": [...]}}]; see the PostgreSQL documentation of EXPLAIN.
 #include "guards/plan.h"
 
-#include <simdjson.h>
+#include "guards/pg_json.h"
 
 namespace pgwarden::guards {
 
