@@ -149,7 +149,11 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=15, group=False):
                 proc.kill()
         except ProcessLookupError:
             pass
-        proc.wait(10)
+        try:
+            # A process holding thousands of sockets takes a while to be torn down.
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            log(f"pid {proc.pid} still there 120 s after SIGKILL")
     except ProcessLookupError:
         pass
     return proc.returncode
