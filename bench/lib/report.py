@@ -269,3 +269,61 @@ def mem_total_mib():
     except OSError:
         pass
     return None
+
+
+def markdown(results):
+    """The same figures as render(), as Markdown tables (for docs/performance.md)."""
+    md = []
+    cells = results.get("cells") or []
+    if cells:
+        md.append("| mode | clients | direct tps | p50 / p99 µs | PgBouncer tps | p50 / p99 µs "
+                  "| CPU µs/tx | pgwarden tps | p50 / p99 µs | CPU µs/tx | ÷ direct | ÷ PgBouncer "
+                  "| + p50 µs |")
+        md.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for c in cells:
+            t = c["targets"]
+
+            def part(name, cpu=False):
+                x = t.get(name, {})
+                if x.get("tps_median") is None:
+                    return "error | |" + (" |" if cpu else "")
+                s = (f"{x['tps_median']:.0f} | {_f(x['latency_median_us'])} / "
+                     f"{_f(x['latency_p99_us'])}")
+                if cpu:
+                    s += f" | {_f(x.get('proxy_cpu_us_per_tx'), '{:.0f}')}"
+                return s
+            r = c["ratios"]
+            added = (c.get("added_latency_us") or {}).get("median_over_direct")
+            md.append(f"| {c['mode']} | {c['clients']} | {part('direct')} | "
+                      f"{part('pgbouncer', True)} | {part('pgwarden', True)} | "
+                      f"{_f(r['pgwarden_over_direct_tps'], '{:.2f}')} | "
+                      f"{_f(r['pgwarden_over_pgbouncer_tps'], '{:.2f}')} | {_f(added)} |")
+    mem = results.get("memory") or {}
+    rows = []
+    for key, label in (("pgwarden_idle", "pgwarden"), ("pgbouncer_idle", "PgBouncer")):
+        m = mem.get(key)
+        if not m:
+            continue
+        rows.append(f"| {label} | idle | {m['idle_rss_kib'] / 1024:.1f} MiB | | |")
+        for lv in m["levels"]:
+            per = lv.get("bytes_per_connection")
+            rows.append(f"| {label} | {lv['connections']} idle clients | "
+                        f"{lv['rss_kib'] / 1024:.1f} MiB | "
+                        f"{_f(per and per / 1024, '{:.1f}')} KiB | {lv.get('server_backends')} |")
+        rows.append(f"| {label} | after the clients left | "
+                    f"{m['rss_after_close_kib'] / 1024:.1f} MiB | | |")
+    if rows:
+        md.append("")
+        md.append("| process | state | RSS | per connection | server backends |")
+        md.append("|---|---|--:|--:|--:|")
+        md.extend(rows)
+    micro = (results.get("micro") or {}).get("binaries", {})
+    if micro:
+        md.append("")
+        md.append("| binary | case | ns |")
+        md.append("|---|---|--:|")
+        for name, entry in micro.items():
+            for c in entry.get("cases", []):
+                value = "skipped" if c.get("error") else f"{ns_per_statement(c):,.1f}"
+                md.append(f"| {name} | `{c['name']}` | {value} |")
+    return "\n".join(md)
