@@ -39,6 +39,7 @@ class RowLimitGuard final : public Guard {
     if (max_rows_ < 0) return {};
     if (copy) {
       if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
+      if (copyIsSmall(in, st)) return {};
       return limitRequired();
     }
     if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
@@ -111,6 +112,17 @@ class RowLimitGuard final : public Guard {
                 "limit can be checked; write LIMIT " + max + " or less.";
     r.facts.add("max_limit", bound).add("next_step", "write LIMIT as a plain number");
     return r;
+  }
+
+  // COPY streams rows the session does not count, so it is not rewritten; it may run without a
+  // LIMIT when it reads no table, or only tables the catalog puts at max_rows rows or fewer.
+  bool copyIsSmall(const GuardInput& in, const StatementInfo& st) const {
+    for (const auto& rel : st.relations) {
+      if (rel.written) continue;
+      const TableStats* stats = util::findStats(in.stats, rel, in.group, nullptr);
+      if (!stats || stats->estimated_rows > max_rows_) return false;
+    }
+    return true;
   }
 
   GuardResult limitRequired() const {

@@ -136,6 +136,17 @@ TEST(RowLimit, CursorsAndPreparedStatementsAreCappedWithANotice) {
   }
 }
 
+TEST(RowLimit, CopyOfNoTableOrOfSmallTablesNeedsNoLimit) {
+  const auto stats = TableStatsSnapshot::fromRows({{"public", "small", "900", ""}, {"public", "big", "5000", ""}});
+  EXPECT_FALSE(evaluate(limits(), "COPY (SELECT 1) TO STDOUT", nullptr).denied);
+  EXPECT_FALSE(evaluate(limits(), "COPY (SELECT n FROM generate_series(1, 10) n) TO STDOUT", nullptr).denied);
+  EXPECT_FALSE(evaluate(limits(), "COPY small TO STDOUT", stats.get()).denied);
+  EXPECT_FALSE(evaluate(limits(), "COPY (SELECT * FROM small) TO STDOUT", stats.get()).denied);
+  EXPECT_TRUE(evaluate(limits(), "COPY big TO STDOUT", stats.get()).denied);
+  EXPECT_TRUE(evaluate(limits(), "COPY (SELECT * FROM small JOIN big USING (id)) TO STDOUT", stats.get()).denied);
+  EXPECT_TRUE(evaluate(limits(), "COPY small TO STDOUT", nullptr).denied);  // size unknown yet
+}
+
 TEST(RowLimit, CopyToClientNeedsASmallLimit) {
   EXPECT_FALSE(evaluate(limits(), "COPY (SELECT * FROM t LIMIT 500) TO STDOUT", nullptr).denied);
   for (const char* sql : {"COPY t TO STDOUT", "COPY (SELECT * FROM t) TO STDOUT", "COPY (SELECT * FROM t LIMIT 5000) TO STDOUT"}) {
