@@ -62,8 +62,26 @@ std::vector<std::string_view> BudgetGuard::codes() const {
           budget_codes::kRateLimited,     budget_codes::kTooManyRunning,  budget_codes::kBudgetUnavailable};
 }
 
+bool countsAgainstBudget(const Analysis& analysis) {
+  for (const auto& st : analysis.statements) {
+    switch (st.kind) {
+      case StatementKind::kSet:
+      case StatementKind::kReset:
+      case StatementKind::kShow:
+      case StatementKind::kTransaction:
+      case StatementKind::kDiscard:
+      case StatementKind::kDeallocate:
+      case StatementKind::kClosePortal:
+        continue;
+      default:
+        return true;
+    }
+  }
+  return false;
+}
+
 GuardResult BudgetGuard::checkText(const GuardInput& in) const {
-  if (!in.ctx.budgets) return {};
+  if (!in.ctx.budgets || !countsAgainstBudget(in.analysis)) return {};
   const BudgetLedger& ledger = *in.ctx.budgets;
   return ledger.check(*this, ledger.keyFor(in.ctx));
 }

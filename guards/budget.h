@@ -90,6 +90,11 @@ class BudgetGuard final : public Guard {
   BudgetStoreConfig store_;
 };
 
+// Whether a text spends budget: anything but session housekeeping does. SET/RESET/SHOW,
+// transaction control, DISCARD/DEALLOCATE/CLOSE and empty texts are free, so a driver's own
+// setup statements (JDBC sends two SETs on connect) neither count nor get refused.
+bool countsAgainstBudget(const Analysis& analysis);
+
 std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
 
 // The group's budget guard and its chain position, or nullptr (a group has at most one).
