@@ -244,6 +244,27 @@ log_min_messages = warning
             raise BenchError(f"psql failed: {sql[:80]}...\n{r.stderr}")
         return r.stdout.strip()
 
+    def server_backends(self):
+        """Backends of the reader role, or None when the server does not answer in time."""
+        try:
+            return int(self.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = "
+                                 f"'{READER_ROLE}'", timeout=60))
+        except (BenchError, subprocess.TimeoutExpired, ValueError):
+            return None
+
+    def wait_backends_drained(self, at_most, timeout=300):
+        """After thousands of server connections close, the postmaster needs a while to reap
+        their backends and may refuse new connections meanwhile: wait until it is done."""
+        deadline = time.monotonic() + timeout
+        n = None
+        while time.monotonic() < deadline:
+            n = self.server_backends()
+            if n is not None and n <= at_most:
+                return n
+            time.sleep(2)
+        log(f"PostgreSQL still has {n} reader backends after {timeout} s")
+        return n
+
     def load_pgbench(self):
         self.psql(f"CREATE DATABASE {DATABASE}", db="postgres")
         r = subprocess.run(
