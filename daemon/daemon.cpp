@@ -267,12 +267,19 @@ void Daemon::finishShutdownIfDone() {
   webhooks_.reset();
   budgets_.reset();
   for (auto& c : cancels_) c->close();
+  // Whatever still holds the loop open after this (a server login in flight, a late close) must
+  // not keep the process alive: a short grace for close callbacks, then the loop is stopped. The
+  // timer is unreferenced so a loop that empties first ends at once.
   uv_timer_stop(&janitor_);
-  uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), &Daemon::onHandleClosed);
+  uv_timer_start(&janitor_, &Daemon::onShutdownGrace, kShutdownGraceMs, 0);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&janitor_));
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_term_), &Daemon::onHandleClosed);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_int_), &Daemon::onHandleClosed);
   uv_close(reinterpret_cast<uv_handle_t*>(&sig_hup_), &Daemon::onHandleClosed);
-  // The check handle goes last, from its own callback, once the graveyards are empty.
+  // The check handle goes too: an active check handle with nothing left to poll would block the
+  // loop forever. Whatever closes after this is freed by ~Daemon once uv_run has returned.
+  uv_check_stop(&check_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&check_), &Daemon::onHandleClosed);
 }
 
 void Daemon::reload() {
@@ -351,10 +358,6 @@ void Daemon::onJanitor(uv_timer_t* t) { static_cast<Daemon*>(t->data)->tick(); }
 void Daemon::onCheck(uv_check_t* c) {
   auto* self = static_cast<Daemon*>(c->data);
   self->sweep();
-  if (self->stopping_loop_ && self->handles_open_ == 1 && !uv_is_closing(reinterpret_cast<uv_handle_t*>(c))) {
-    uv_check_stop(c);
-    uv_close(reinterpret_cast<uv_handle_t*>(c), &Daemon::onHandleClosed);
-  }
 }
 
 void Daemon::onSignal(uv_signal_t* s, int signum) {
@@ -365,6 +368,12 @@ void Daemon::onSignal(uv_signal_t* s, int signum) {
     case SIGHUP: self->reload(); break;
     default: break;
   }
+}
+
+void Daemon::onShutdownGrace(uv_timer_t* t) {
+  auto* self = static_cast<Daemon*>(t->data);
+  uv_close(reinterpret_cast<uv_handle_t*>(&self->janitor_), &Daemon::onHandleClosed);
+  uv_stop(&self->loop_);
 }
 
 void Daemon::onHandleClosed(uv_handle_t* h) {

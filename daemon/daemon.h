@@ -100,7 +100,9 @@ class Daemon {
   static void onJanitor(uv_timer_t* t);
   static void onCheck(uv_check_t* c);
   static void onSignal(uv_signal_t* s, int signum);
+  static void onShutdownGrace(uv_timer_t* t);
   static void onHandleClosed(uv_handle_t* h);
+  static constexpr uint64_t kShutdownGraceMs = 500;
 
   uv_loop_t loop_;
   std::shared_ptr<const Config> config_;

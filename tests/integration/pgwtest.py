@@ -36,8 +36,6 @@ SUPERUSER_PASSWORD = "super-" + secrets.token_hex(8)
 # xfail(strict=True, reason=KNOWN_BUGS[...]) so that it fails the day the defect is fixed, and the
 # entry (and whatever works around it below) must then go.
 KNOWN_BUGS = {
-    "sigterm": "pgwarden does not exit on SIGTERM/SIGINT: it logs 'shutting down' and keeps "
-               "running, even with no session",
     "reuse_no_appname": "a client without application_name that gets a pooled server connection "
                         "is disconnected during SCRAM with 'unexpected password message after "
                         "authentication' (08P01)",
