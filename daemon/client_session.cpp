@@ -111,6 +111,8 @@ StatementOutcome counterOutcome(history::Outcome o) {
 
 // Most queued client messages tolerated before we stop reading the client (pipelining).
 constexpr size_t kMaxPendingEntries = 65536;
+// Longest wait for a database's first catalog statistics before the first ReadyForQuery.
+constexpr uint64_t kStatsWaitMs = 3000;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
 
@@ -199,9 +201,12 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length during authentication");
           goto done;
         }
-        const bool go_on = handleAuthMessage(f);
-        in_.consume(f.raw.size());
-        if (!go_on) goto done;
+        // Taken off the buffer before it is handled: a login that completes here may attach a
+        // pooled connection at once and read what follows from the buffer (nested).
+        const std::string raw(f.raw);
+        in_.consume(raw.size());
+        protocol::Frame own{raw[0], raw, std::string_view(raw).substr(5)};
+        if (!handleAuthMessage(own)) goto done;
         continue;
       }
       case ClientState::kAcquiring:
@@ -577,15 +582,28 @@ void ClientSession::startAttach() {
   flushServer();
 }
 
+void ClientSession::onStatsReady() {
+  if (state_ != ClientState::kAttaching || stats_wait_until_ms_ == 0) return;
+  stats_wait_until_ms_ = 0;
+  finishAttach();
+}
+
 void ClientSession::finishAttach() {
+  if (!stats_checked_) {
+    stats_checked_ = true;
+    // The database answered a login, so it exists: keep catalog statistics for it.
+    daemon_.watchDatabase(server_database_);
+    if (daemon_.waitForStats(server_database_, id_)) {
+      stats_wait_until_ms_ = daemon_.nowMs() + kStatsWaitMs;
+      return;
+    }
+  }
   setState(ClientState::kReady);
   ++daemon_.counters().clients_ready;
   std::string& out = client_.out();
   for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
   protocol::writeBackendKeyData(out, key_pid_, key_secret_);
   protocol::writeReadyForQuery(out, server_->txStatus());
-  // The database answered a login, so it exists: keep catalog statistics for it.
-  daemon_.watchDatabase(server_database_);
   spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
                group_, application_name_, server_database_, via_unix_ ? "unix" : "tcp");
   if (client_.open() && !client_.reading() && !client_paused_) {
@@ -727,6 +745,10 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     protocolViolation("malformed Query message: " + q.error());
     return false;
   }
+  if (held_ && held_->ready && held_->answered) {
+    held_.reset();  // the cost gate's EXPLAIN failed, and its error was this Query's answer
+    return true;
+  }
   if (!held_) {
     const auto cmd = guards::parseAgentCommand(q->sql);
     if (cmd.kind != guards::AgentCommand::Kind::kNone) return answerAgentCommand(cmd);
@@ -734,6 +756,15 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   std::shared_ptr<const StatementPlan> plan;
   std::shared_ptr<const guards::BudgetKey> budget_key;
   if (!decide(q->sql, false, true, plan, budget_key)) return true;
+  if (!plan->decision.denied && plan->decision.explain_sql) {
+    if (plan->decision.explain_needs_params || !policy_ || !server_) {
+      plan = PolicyEngine::withDecision(
+          *plan, policy_ ? policy_->planUnavailable(plan->decision) : plan->decision);
+    } else {
+      startExplain(plan, std::move(budget_key), q->sql, false, nullptr, nullptr);
+      return true;  // waiting_: the Query stays at the head of the input
+    }
+  }
   const auto& d = plan->decision;
   if (d.denied) {
     recordDenied(*plan, false);
@@ -799,6 +830,14 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
   std::shared_ptr<const StatementPlan> plan;
   std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
   if (!decide(m->sql, true, false, plan, no_key)) return true;
+  if (!plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
+    if (!plan->decision.explain_needs_params) {
+      startExplain(plan, nullptr, m->sql, true, nullptr, &m->param_types);
+      return true;  // waiting_: the Parse stays at the head of the input
+    }
+    // The plan depends on the parameters: the gate runs when the Bind brings them.
+    statement_types_[name] = m->param_types;
+  }
   const auto& d = plan->decision;
   if (d.denied) {
     // The denial answers the Parse; the server never sees the text. As after any failed Parse,
@@ -844,6 +883,24 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   auto stmt = statements_.find(std::string(b->statement));
   std::shared_ptr<const StatementPlan> plan =
       stmt == statements_.end() ? nullptr : stmt->second;
+  if (held_ && held_->ready && held_->explain) {
+    plan = std::move(held_->plan);  // the cost gate's verdict with these parameters
+    held_.reset();
+  } else if (plan && !plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
+    const auto types = statement_types_.find(std::string(b->statement));
+    startExplain(plan, nullptr, {}, true, &*b,
+                 types == statement_types_.end() ? nullptr : &types->second);
+    return true;  // waiting_: the Bind stays at the head of the input
+  }
+  if (plan && plan->decision.denied) {
+    // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
+    recordDenied(*plan, true);
+    std::string out;
+    writeDeny(out, *plan);
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
   auto it = portals_.find(portal);
   if (it != portals_.end()) {
     // Binding the unnamed portal again replaces it (a named one is an error the server reports).
@@ -922,6 +979,7 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   const std::string name(c->name);
   if (c->kind == 'S') {
     statements_.erase(name);
+    statement_types_.erase(name);
   } else {
     auto it = portals_.find(name);
     if (it != portals_.end()) {
@@ -1196,6 +1254,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       case Expect::kSync:
         out.append(f.raw.data(), f.raw.size());
         return true;
+      case Expect::kExplain:
+        return handleExplainMessage(f, head);
       case Expect::kParse:
       case Expect::kBind:
       case Expect::kDescribeStatement:
@@ -1238,6 +1298,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       return true;  // CommandComplete of the SETs
     case Expect::kLocal:
       return true;  // emitted above; cannot be the head here
+    case Expect::kExplain:
+      return handleExplainMessage(f, head);
     case Expect::kParse:
       if (f.type == '1') {
         out.append(f.raw.data(), f.raw.size());
@@ -1413,7 +1475,17 @@ void ClientSession::afterServerError() {
       finishRun(*p.run, history::Outcome::kError, {},
                 "not executed: an earlier message in the same batch failed");
     }
+    const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
+    if (explain && held_ && held_->explain) {
+      // The server skips our EXPLAIN with the rest of the batch; the held message goes the same
+      // way once input resumes (everything up to Sync is ignored).
+      held_.reset();
+      waiting_ = false;
+      if (pending_.empty()) server_skipping_ = true;
+      processInput();
+      return;
+    }
   }
   if (pending_.empty()) server_skipping_ = true;
 }
@@ -1466,10 +1538,19 @@ void ClientSession::onStreamWritten(Stream&, int status) {
   if (server_paused_) updateBackpressure();
 }
 
-void ClientSession::onServerLost(ServerConnection&, const std::string& why) {
+void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
   server_ = nullptr;
   server_paused_ = false;
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (s.readOnlyLost()) {
+    finishAllPending(history::Outcome::kError, "the session's read-only setting was turned off");
+    spdlog::warn("{}: ending the session: {}", logPrefix(), why);
+    fatal("25006",
+          "terminating connection: the server reported default_transaction_read_only=off, and "
+          "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
+          RejectReason::kNotAllowed);
+    return;
+  }
   finishAllPending(history::Outcome::kError, "the connection to the database was lost");
   spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
   fatal("08006",
@@ -1484,7 +1565,10 @@ void ClientSession::onServerLost(ServerConnection&, const std::string& why) {
 int ClientSession::rfqOwed() const {
   int n = 0;
   for (const auto& p : pending_) {
-    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery || p.kind == Expect::kInternal) ? 1 : 0;
+    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery || p.kind == Expect::kInternal ||
+          (p.kind == Expect::kExplain && p.explain_simple))
+             ? 1
+             : 0;
   }
   return n;
 }
@@ -1497,6 +1581,9 @@ bool ClientSession::unsyncedTail() const {
       case Expect::kQuery:
       case Expect::kInternal:
         return false;
+      case Expect::kExplain:
+        if (it->explain_simple) return false;
+        return true;
       case Expect::kParse:
       case Expect::kBind:
       case Expect::kDescribeStatement:
@@ -1525,7 +1612,8 @@ void ClientSession::releaseServer(bool client_gone) {
   const bool need_sync = unsyncedTail();
   bool running = false;
   for (const auto& p : pending_) {
-    running = running || p.kind == Expect::kExecute || p.kind == Expect::kQuery;
+    running = running || p.kind == Expect::kExecute || p.kind == Expect::kQuery ||
+              p.kind == Expect::kExplain;
   }
   if (running) {
     // The client will never read this result: stop the server working on it.
@@ -1641,8 +1729,14 @@ void ClientSession::tick(uint64_t now_ms) {
     case ClientState::kClosing:
       if (now_ms >= deadline_ms_) client_.close();
       break;
-    case ClientState::kAcquiring:
     case ClientState::kAttaching:
+      if (stats_wait_until_ms_ != 0 && now_ms >= stats_wait_until_ms_) {
+        spdlog::info("{}: catalog statistics still loading; going on without them", logPrefix());
+        stats_wait_until_ms_ = 0;
+        finishAttach();
+      }
+      break;
+    case ClientState::kAcquiring:
     case ClientState::kClosed:
       break;
   }
@@ -1740,6 +1834,7 @@ bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
   size_t index = 0;
   const guards::BudgetGuard* bg = policy_ ? guards::findBudgetGuard(*policy_, &index) : nullptr;
   if (!ledger || !bg || !plan || plan->decision.denied) return true;
+  if (!plan->analysis || !guards::countsAgainstBudget(*plan->analysis)) return true;  // housekeeping
   auto k = std::make_shared<const guards::BudgetKey>(ledger->keyFor(requestContext(false, overrides_)));
   auto deniedPlan = [this, index](const StatementPlan& p, guards::GuardResult r) {
     guards::Decision d = p.decision;
@@ -1845,6 +1940,159 @@ void ClientSession::cancelWaits() {
   }
   waiting_ = false;
   held_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// cost_gate: EXPLAIN on the session's own server connection
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+// Statement and portal name of the gate's EXPLAIN (closed again before the client goes on).
+constexpr const char* kExplainName = "pgwarden_cost_gate";
+}  // namespace
+
+void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
+                                 std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
+                                 bool extended, const protocol::BindMsg* bind,
+                                 const std::vector<uint32_t>* param_types) {
+  Held h;
+  h.plan = plan;
+  h.sql = std::string(sql);
+  h.extended = extended;
+  h.overrides = overrides_;
+  h.key = std::move(key);
+  h.explain = true;
+  held_ = std::move(h);
+  waiting_ = true;
+  const std::string& text = *plan->decision.explain_sql;
+  Pending p(Expect::kExplain);
+  std::string& out = server_->out();
+  if (!extended) {
+    p.explain_simple = true;
+    protocol::writeQuery(out, text);
+  } else {
+    // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
+    // so the client's own batch and transaction go on undisturbed.
+    static const std::vector<uint32_t> kNoTypes;
+    protocol::writeParse(out, kExplainName, text, param_types ? *param_types : kNoTypes);
+    protocol::BindMsg b;
+    b.portal = kExplainName;
+    b.statement = kExplainName;
+    if (bind) {
+      b.param_formats = bind->param_formats;
+      b.params = bind->params;
+    }
+    protocol::writeBind(out, b);
+    protocol::writeExecute(out, kExplainName, 0);
+    protocol::writeClose(out, 'P', kExplainName);
+    protocol::writeClose(out, 'S', kExplainName);
+    protocol::writeFlush(out);
+    p.explain_closes = 2;
+    unsynced_ = true;
+  }
+  pushPending(std::move(p));
+  flushServer();
+}
+
+bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
+  switch (f.type) {
+    case 'D':
+      if (head.explain_json.empty()) {
+        auto cells = protocol::parseDataRowValues(f.body);
+        if (cells && !cells->empty() && (*cells)[0]) head.explain_json.assign(*(*cells)[0]);
+      }
+      return true;
+    case 'E':
+      head.explain_error.assign(f.raw.data(), f.raw.size());
+      if (!head.explain_simple) {
+        // The server now ignores everything up to Sync: the error answers the held message.
+        const std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        failExplain(error, nullptr);
+      }
+      return true;
+    case '3':
+      if (!head.explain_simple && --head.explain_closes == 0) {
+        std::string json = std::move(head.explain_json);
+        pending_.pop_front();
+        finishExplain(std::move(json));
+      }
+      return true;
+    case 'Z':
+      if (head.explain_simple) {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          if (server_) server_->setTxStatus(z->status);
+        }
+        std::string json = std::move(head.explain_json);
+        const std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        if (!error.empty()) {
+          failExplain(error, &f);
+        } else {
+          finishExplain(std::move(json));
+        }
+        return true;
+      }
+      break;
+    case 'T':
+    case 'C':
+    case '1':
+    case '2':
+      return true;
+    default:
+      break;
+  }
+  spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
+                logPrefix(), f.type);
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+void ClientSession::finishExplain(std::string json) {
+  if (!held_ || !held_->explain || !held_->plan) return;
+  const auto stats = daemon_.tableStats(server_database_);
+  guards::Decision d = json.empty() || !policy_
+                           ? (policy_ ? policy_->planUnavailable(held_->plan->decision)
+                                      : held_->plan->decision)
+                           : policy_->evaluatePlan(held_->plan->decision, json, stats.get());
+  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
+  held_->ready = true;
+  resumeHeld();
+}
+
+void ClientSession::failExplain(const std::string& error_bytes, const protocol::Frame* rfq) {
+  // "If the EXPLAIN itself fails with a server error (an unknown column, say), that error is the
+  // statement's answer": the statement would have failed the same way.
+  std::string sqlstate;
+  std::string message;
+  if (error_bytes.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error_bytes).substr(5));
+    if (e) {
+      sqlstate = std::string(e->sqlstate());
+      message = std::string(e->message());
+    }
+  }
+  if (held_ && held_->plan) {
+    auto run = startRun(held_->plan, 0, held_->extended);
+    run->budget_key = std::move(held_->key);
+    finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+  }
+  client_.out().append(error_bytes);
+  if (rfq) {
+    // Simple protocol: the EXPLAIN's ReadyForQuery ends the client's Query too.
+    client_.out().append(rfq->raw.data(), rfq->raw.size());
+    if (held_) {
+      held_->answered = true;
+      held_->ready = true;
+    }
+  } else {
+    // Extended protocol: the server skips to Sync; the held Parse/Bind is dropped with the rest.
+    held_.reset();
+    if (pending_.empty()) server_skipping_ = true;
+  }
+  resumeHeld();
 }
 
 }  // namespace pgwarden::daemon

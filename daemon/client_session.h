@@ -85,6 +85,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void reject(const std::string& sqlstate, const std::string& message, RejectReason reason) {
     fatal(sqlstate, message, reason);
   }
+  // The first catalog statistics load for our database ended: finish attaching.
+  void onStatsReady();
   // Janitor: startup/idle deadlines.
   void tick(uint64_t now_ms);
 
@@ -113,6 +115,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
     kParse, kBind, kDescribeStatement, kDescribePortal, kExecute, kClose, kSync, kQuery,
     kInternal,  // pgwarden's own Query (SET on attach); its responses are swallowed
     kLocal,     // bytes of our own to send when this reaches the head
+    kExplain,   // the cost gate's EXPLAIN: its plan is read here, never forwarded
   };
   struct Pending {
     explicit Pending(Expect k) : kind(k) {}
@@ -127,6 +130,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
     size_t next_statement = 0;                // kQuery: statements started so far
     int64_t rows_this_execute = 0;            // kExecute/kQuery: rows sent for this message
     bool described = false;                   // kDescribeStatement: ParameterDescription seen
+    bool explain_simple = false;              // kExplain: sent as a Query (else Parse/Bind/...)
+    int explain_closes = 0;                   // kExplain, extended: CloseComplete still due
+    std::string explain_json;                 // kExplain: the one value EXPLAIN returned
+    std::string explain_error;                // kExplain: the server's ErrorResponse, if any
   };
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
@@ -196,6 +203,17 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void resumeHeld();
   void cancelWaits();
 
+  // cost_gate: runs the decision's explain_sql on this session's server connection (a Query for
+  // a Query; Parse/Bind/Execute with the statement's parameters otherwise), then lets the group
+  // judge the plan. The message waits at the head of the input meanwhile, as for a webhook.
+  void startExplain(std::shared_ptr<const StatementPlan> plan,
+                    std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
+                    bool extended, const protocol::BindMsg* bind,
+                    const std::vector<uint32_t>* param_types);
+  bool handleExplainMessage(const protocol::Frame& f, Pending& head);
+  void finishExplain(std::string json);
+  void failExplain(const std::string& error_bytes, const protocol::Frame* rfq);
+
   Daemon& daemon_;
   uint64_t id_;
   std::shared_ptr<const Config> config_;
@@ -240,11 +258,17 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   std::deque<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
   std::unordered_map<std::string, Portal> portals_;
+  // Parameter types of statements whose cost gate waits for Bind (their EXPLAIN needs them).
+  std::unordered_map<std::string, std::vector<uint32_t>> statement_types_;
   char tx_status_ = 'I';
   bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
   bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
   bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
   bool attach_failed_ = false;
+  // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
+  // so the first statements are judged with table sizes known.
+  bool stats_checked_ = false;
+  uint64_t stats_wait_until_ms_ = 0;
   std::string attach_error_;
   bool shutting_down_ = false;
   bool client_paused_ = false;    // not reading the client: the server's queue is full
@@ -266,6 +290,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
     guards::AgentOverrides overrides;
     std::shared_ptr<const guards::BudgetKey> key;
     bool ready = false;
+    bool explain = false;   // waiting for (or back from) the cost gate's EXPLAIN
+    bool answered = false;  // the EXPLAIN failed and its error answered the message: drop it
   };
   std::optional<Held> held_;
   bool waiting_ = false;

@@ -376,6 +376,7 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
   if (p->name == "default_transaction_read_only" && p->value != "on") {
     // Someone changed the server under us (ALTER ROLE/DATABASE, a SET we did not stop): this
     // connection is no longer one we may hand to anybody.
+    read_only_lost_ = true;
     fail("the server reported default_transaction_read_only=" + std::string(p->value) +
          "; ending the session");
     return false;

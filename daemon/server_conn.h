@@ -74,6 +74,8 @@ class ServerConnection final : public StreamEvents {
   const std::string& lastError() const { return last_error_; }
   // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
   const std::string& loginSqlstate() const { return login_sqlstate_; }
+  // The server reported default_transaction_read_only other than "on": never lent again.
+  bool readOnlyLost() const { return read_only_lost_; }
 
   // kIdle -> kActive: server messages now go to `link`.
   void attach(ServerLink* link);
@@ -140,6 +142,7 @@ class ServerConnection final : public StreamEvents {
   char chunk_type_ = 0;
   bool paused_ = false;
   bool processing_ = false;
+  bool read_only_lost_ = false;
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;

@@ -329,3 +329,30 @@ TEST(Budget, SharedStoreWithoutFactoryAppliesFailBehavior) {
 
 }  // namespace
 }  // namespace pgwarden::guards
+
+namespace pgwarden::guards {
+namespace {
+
+TEST(Budget, SessionHousekeepingIsFree) {
+  for (const char* sql : {"SET extra_float_digits = 3", "SET application_name = 'x'", "SHOW TimeZone", "BEGIN",
+                          "COMMIT", "RESET ALL", "DISCARD ALL", "DEALLOCATE ALL", "", ";", "BEGIN; SET x = 1; COMMIT"}) {
+    EXPECT_FALSE(countsAgainstBudget(*analyzeUncached(sql))) << sql;
+  }
+  for (const char* sql : {"SELECT 1", "BEGIN; SELECT 1; COMMIT", "EXPLAIN SELECT 1", "VALUES (1)", "FETCH 10 FROM c"}) {
+    EXPECT_TRUE(countsAgainstBudget(*analyzeUncached(sql))) << sql;
+  }
+  // An exhausted conversation can still run a driver's setup statements.
+  const auto m = groups("g:\n  guards:\n    - kind: budget\n      max_statements: 1\n");
+  const PolicyGroup& g = *m.at("g");
+  BudgetLedger ledger;
+  RequestContext ctx;
+  ctx.user = "agent";
+  ctx.conversation_id = "c";
+  ctx.budgets = &ledger;
+  ASSERT_EQ(ledger.admit(*findBudgetGuard(g), ledger.keyFor(ctx)).kind, BudgetLedger::Admission::Kind::kAdmitted);
+  EXPECT_TRUE(g.evaluate(*analyzeUncached("SELECT 1"), "SELECT 1", ctx, nullptr).denied);
+  EXPECT_FALSE(g.evaluate(*analyzeUncached("SET extra_float_digits = 3"), "SET extra_float_digits = 3", ctx, nullptr).denied);
+}
+
+}  // namespace
+}  // namespace pgwarden::guards

@@ -28,6 +28,9 @@ TEST(ClientStates, TheNormalLife) {
   EXPECT_TRUE(legalTransition(ClientState::kClosing, ClientState::kClosed));
   // Trust skips the password exchange.
   EXPECT_TRUE(legalTransition(ClientState::kStartup, ClientState::kAcquiring));
+  // The admin console has no server connection to wait for.
+  EXPECT_TRUE(legalTransition(ClientState::kAuth, ClientState::kReady));
+  EXPECT_TRUE(legalTransition(ClientState::kStartup, ClientState::kReady));
 }
 
 TEST(ClientStates, EveryLiveStateMayClose) {
