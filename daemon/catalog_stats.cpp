@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/client_session.h"
 #include "daemon/daemon.h"
 
 namespace pgwarden::daemon {
@@ -14,6 +15,10 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
   ~Job() { stop(); }
 
   std::shared_ptr<const guards::TableStatsSnapshot> snapshot() const { return snapshot_; }
+  bool loading() const { return !done_once_ && !failed_once_; }
+  void addWaiter(uint64_t session_id) {
+    if (waiters_.size() < 100000) waiters_.push_back(session_id);
+  }
 
   void tick(uint64_t now_ms) {
     if (running_ || waiting_ || now_ms < next_due_ms_) return;
@@ -88,6 +93,7 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
         rows_.clear();
         rows_.shrink_to_fit();
         done_once_ = true;
+        wakeWaiters();
         const auto every = daemon_.config()->upstream.stats_refresh.count();
         next_due_ms_ = daemon_.nowMs() + static_cast<uint64_t>(every > 0 ? every : 0);
         spdlog::debug("catalog statistics for db={}: {} tables", db_, snapshot_->size());
@@ -111,7 +117,17 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
   }
 
  private:
+  void wakeWaiters() {
+    std::vector<uint64_t> ids;
+    ids.swap(waiters_);
+    for (uint64_t id : ids) {
+      if (ClientSession* s = daemon_.findSession(id)) s->onStatsReady();
+    }
+  }
+
   void fail(const std::string& why) {
+    failed_once_ = true;
+    wakeWaiters();
     ++daemon_.counters().stats_refresh_errors;
     rows_.clear();
     const auto every = static_cast<uint64_t>(daemon_.config()->upstream.stats_refresh.count());
@@ -133,6 +149,8 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
   bool running_ = false;
   bool failed_ = false;
   bool done_once_ = false;
+  bool failed_once_ = false;
+  std::vector<uint64_t> waiters_;  // sessions holding their first ReadyForQuery for the load
 };
 
 CatalogRefresher::CatalogRefresher(Daemon& daemon) : daemon_(daemon) {}
@@ -150,6 +168,16 @@ void CatalogRefresher::watch(const std::string& server_db) {
   auto& job = jobs_[server_db];
   job = std::make_unique<Job>(daemon_, server_db);
   job->tick(daemon_.nowMs());
+}
+
+bool CatalogRefresher::loading(const std::string& server_db) const {
+  auto it = jobs_.find(server_db);
+  return it != jobs_.end() && it->second->loading();
+}
+
+void CatalogRefresher::notifyWhenLoaded(const std::string& server_db, uint64_t session_id) {
+  auto it = jobs_.find(server_db);
+  if (it != jobs_.end()) it->second->addWaiter(session_id);
 }
 
 void CatalogRefresher::tick(uint64_t now_ms) {

@@ -28,6 +28,12 @@ class CatalogRefresher {
   // Starts keeping statistics for a server database (no-op when already kept, or when the
   // bound on databases is reached).
   void watch(const std::string& server_db);
+  // True while the first load for `server_db` is still under way (statements evaluated now
+  // would miss the table sizes).
+  bool loading(const std::string& server_db) const;
+  // Calls ClientSession::onStatsReady for session `session_id` when that first load ends,
+  // successfully or not.
+  void notifyWhenLoaded(const std::string& server_db, uint64_t session_id);
   // Starts the refreshes that are due.
   void tick(uint64_t now_ms);
   // Lets go of server connections (shutdown).

@@ -178,6 +178,12 @@ void Daemon::watchDatabase(const std::string& server_db) {
   if (!shutting_down_) catalog_->watch(server_db);
 }
 
+bool Daemon::waitForStats(const std::string& server_db, uint64_t session_id) {
+  if (!catalog_->loading(server_db)) return false;
+  catalog_->notifyWhenLoaded(server_db, session_id);
+  return true;
+}
+
 void Daemon::registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) {
   for (;;) {
     const std::string r = protocol::randomBytes(8);

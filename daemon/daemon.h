@@ -65,6 +65,8 @@ class Daemon {
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) const;
   // Keeps statistics for a server database from now on (a client logged in to it).
   void watchDatabase(const std::string& server_db);
+  // The first statistics load for `server_db` is under way; `session_id` is told when it ends.
+  bool waitForStats(const std::string& server_db, uint64_t session_id);
 
   // Cancel keys: each session gets a random (pid, key) pair of its own.
   void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key);
