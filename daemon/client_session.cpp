@@ -921,7 +921,9 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
     }
     portals_.emplace(portal, Portal{plan, nullptr});
   }
-  pushPending(Pending(Expect::kBind));
+  Pending bind_entry(Expect::kBind);
+  bind_entry.plan = plan;
+  pushPending(std::move(bind_entry));
   forward(f);
   return true;
 }
@@ -1264,7 +1266,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       case Expect::kClose:
       case Expect::kLocal:
         out.append(f.raw.data(), f.raw.size());
-        afterServerError();
+        afterServerError(sqlstate, message);
         // Report the failed statement with the server's words.
         return true;
     }
@@ -1458,12 +1460,44 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
   return false;
 }
 
-void ClientSession::afterServerError() {
+void ClientSession::afterServerError(const std::string& sqlstate, const std::string& message) {
   // After an error in an extended-protocol message the server skips everything up to Sync:
-  // drop what we expected for those messages, undoing their bookkeeping.
+  // drop what we expected for those messages, undoing their bookkeeping. The statement the
+  // error belongs to gets one record with the server's SQLSTATE (its Execute's, or, when the
+  // Parse or Bind failed, one of its own); later Executes in the batch were never run.
+  std::shared_ptr<const StatementPlan> failed_plan;
+  bool failed_recorded = false;
+  bool first = true;
+  const auto recordFailure = [&] {
+    if (failed_plan && !failed_recorded) {
+      failed_recorded = true;
+      auto run = startRun(failed_plan, 0, true);
+      finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+    }
+  };
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     if (p.kind == Expect::kSync || p.kind == Expect::kQuery) break;
+    if (first) {
+      if (p.kind == Expect::kParse) {
+        auto it = statements_.find(p.name);
+        if (it != statements_.end()) failed_plan = it->second;
+      } else if (p.kind == Expect::kBind) {
+        failed_plan = p.plan;
+      } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+        failed_recorded = true;
+      }
+    } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      if (failed_plan && !failed_recorded && p.run->plan == failed_plan) {
+        failed_recorded = true;
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+      } else {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+    }
+    first = false;
     if (p.kind == Expect::kParse) {
       if (p.had_previous) {
         statements_[p.name] = p.previous;
@@ -1471,13 +1505,10 @@ void ClientSession::afterServerError() {
         statements_.erase(p.name);
       }
     }
-    if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
-      finishRun(*p.run, history::Outcome::kError, {},
-                "not executed: an earlier message in the same batch failed");
-    }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
     if (explain && held_ && held_->explain) {
+      recordFailure();
       // The server skips our EXPLAIN with the rest of the batch; the held message goes the same
       // way once input resumes (everything up to Sync is ignored).
       held_.reset();
@@ -1487,6 +1518,7 @@ void ClientSession::afterServerError() {
       return;
     }
   }
+  recordFailure();
   if (pending_.empty()) server_skipping_ = true;
 }
 

@@ -170,7 +170,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void queueLocal(std::string bytes, bool with_rfq);
   void emitLocalHeads();
   void popPending();
-  void afterServerError();
+  void afterServerError(const std::string& sqlstate, const std::string& message);
   bool handleServerMessage(const protocol::Frame& f);
   void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
