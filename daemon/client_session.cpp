@@ -335,6 +335,15 @@ bool ClientSession::handleStartupPacket() {
       break;
   }
 
+  if (startup_reject_) {
+    for (const auto& [n, v] : pkt.params) {
+      if (n == "user") user_ = v;
+      if (n == "database") database_ = v;
+    }
+    const StartupReject r = *startup_reject_;
+    fatal(r.sqlstate, r.message, r.reason);
+    return false;
+  }
   auto filtered = filterStartupParams(pkt.params);
   if (filtered.startup) {
     user_ = filtered.startup->user;

@@ -85,6 +85,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void reject(const std::string& sqlstate, const std::string& message, RejectReason reason) {
     fatal(sqlstate, message, reason);
   }
+  // The same once the client's StartupMessage is in (as PostgreSQL does): an SSLRequest gets
+  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. Bounded
+  // by the startup timeout.
+  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason) {
+    startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  }
   // The first catalog statistics load for our database ended: finish attaching.
   void onStatsReady();
   // Janitor: startup/idle deadlines.
@@ -265,6 +271,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
   bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
   bool attach_failed_ = false;
+  struct StartupReject {
+    std::string sqlstate;
+    std::string message;
+    RejectReason reason;
+  };
+  std::optional<StartupReject> startup_reject_;
   // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
   // so the first statements are judged with table sizes known.
   bool stats_checked_ = false;

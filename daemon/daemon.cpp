@@ -149,7 +149,8 @@ void Daemon::onConnection(Listener& l) {
   if (sessions_.size() > static_cast<size_t>(config_->limits.max_client_connections)) {
     spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached", id, raw->peer(),
                  config_->limits.max_client_connections);
-    raw->reject("53300", "sorry, too many clients already", RejectReason::kMaxConnections);
+    raw->rejectAfterStartup("53300", "sorry, too many clients already",
+                            RejectReason::kMaxConnections);
   }
 }
 
