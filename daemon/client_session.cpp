@@ -650,6 +650,12 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
     }
     return true;
   }
+  if ((f.type == 'S' || f.type == 'H' || f.type == 'X') && !f.body.empty()) {
+    protocolViolation(std::string("invalid message format: ") +
+                      (f.type == 'S' ? "Sync" : f.type == 'H' ? "Flush" : "Terminate") +
+                      " carries no body");
+    return false;
+  }
   switch (f.type) {
     case 'Q': return handleQuery(f);
     case 'P': return handleParse(f);
