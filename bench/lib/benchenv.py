@@ -319,13 +319,25 @@ ignore_startup_parameters = extra_float_digits
             chown_pg(p)
             p.chmod(0o600)
         self.pgb_log = d / "pgbouncer.log"
-        self.pgb_proc = subprocess.Popen(as_pg_user([PGBOUNCER, ini]), stdin=subprocess.DEVNULL,
+        # runuser puts the soft open-file limit back at 1024; the idle-connection run needs as
+        # many descriptors for PgBouncer as pgwarden gets, so the shell raises it again.
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        argv = ["sh", "-c", 'ulimit -n "$1" && exec "$2" "$3"', "sh", nofile, PGBOUNCER, ini]
+        self.pgb_proc = subprocess.Popen(as_pg_user(argv), stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
         self.cleanup.add("PgBouncer", lambda: stop_process(self.pgb_proc, group=True))
         if not wait_port(self.pgb_port, self.pgb_proc):
             raise BenchError("PgBouncer did not start:\n" + self._tail(self.pgb_log))
         self.pgb_pid = self._pgbouncer_pid(d / "pgbouncer.pid")
+        self.pgb_nofile = None
+        try:
+            with open(f"/proc/{self.pgb_pid}/limits") as f:
+                for line in f:
+                    if line.startswith("Max open files"):
+                        self.pgb_nofile = int(line.split()[3])
+        except (OSError, ValueError, IndexError):
+            pass
 
     def _pgbouncer_pid(self, pidfile):
         # runuser forks: the pid that matters for RSS is PgBouncer's own, from its pidfile.
