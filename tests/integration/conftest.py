@@ -81,7 +81,7 @@ class DaemonSet:
                                     f"; log tail:\n{d.log()[-4000:]}")
                     continue
                 code = d.stop()
-                if code != 0 and not ("sigterm" in pgwtest.KNOWN_BUGS and code is None):
+                if code != 0:
                     problems.append(f"pgwarden exited with status {code} on SIGTERM; log tail:\n"
                                     + d.log()[-4000:])
             finally:

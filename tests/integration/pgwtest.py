@@ -35,16 +35,7 @@ SUPERUSER_PASSWORD = "super-" + secrets.token_hex(8)
 # Daemon defects the suite knows about. A test that exists to show one is marked
 # xfail(strict=True, reason=KNOWN_BUGS[...]) so that it fails the day the defect is fixed, and the
 # entry (and whatever works around it below) must then go.
-KNOWN_BUGS = {
-    "reuse_no_appname": "a client without application_name that gets a pooled server connection "
-                        "is disconnected during SCRAM with 'unexpected password message after "
-                        "authentication' (08P01)",
-    "max_conn_ssl": "at max_client_connections pgwarden answers a libpq SSLRequest with an "
-                    "ErrorResponse, so libpq shows 'server sent an error response during SSL "
-                    "exchange' instead of the reason",
-}
-# Until KNOWN_BUGS["reuse_no_appname"] is fixed, harness clients name themselves.
-DEFAULT_APPLICATION_NAME = "pgwarden-tests"
+KNOWN_BUGS = {}
 
 READER_ROLE = "pgwarden_reader"
 READER_PASSWORD = "reader-" + secrets.token_hex(8)
@@ -390,7 +381,6 @@ class Pgwarden:
 
     def connect(self, user="core", password=None, unix=False, autocommit=True, **extra):
         host = str(self.sockdir) if unix else "127.0.0.1"
-        extra.setdefault("application_name", DEFAULT_APPLICATION_NAME)
         conn = psycopg2.connect(self.dsn(user=user, password=password, host=host, **extra))
         conn.autocommit = autocommit
         return conn
@@ -588,8 +578,7 @@ class RawClient:
     def login(self, user, password=None, database=DATABASE, extra=None):
         """Startup plus authentication (SCRAM-SHA-256, md5, cleartext or none) up to the first
         ReadyForQuery. Raises ServerError on an ErrorResponse."""
-        params = {"user": user, "database": database,
-                  "application_name": DEFAULT_APPLICATION_NAME}
+        params = {"user": user, "database": database}
         params.update(extra or {})
         self.send_startup(params)
         return self.finish_login(user, password)

@@ -116,11 +116,6 @@ def test_unix_socket_listener(pgwarden):
     assert r.stdout.strip() == "via socket", r.stderr
 
 
-sigterm_bug = pytest.mark.xfail("sigterm" in pgwtest.KNOWN_BUGS, strict=True,
-                                reason=pgwtest.KNOWN_BUGS.get("sigterm", ""))
-
-
-@sigterm_bug
 def test_sigterm_lets_the_running_statement_finish(pgwarden_factory, pg):
     d = pgwarden_factory.start(pg)
     conn = d.connect()
@@ -139,7 +134,6 @@ def test_sigterm_lets_the_running_statement_finish(pgwarden_factory, pg):
     conn.close()
 
 
-@sigterm_bug
 def test_sigterm_idle_exits_zero_quickly(pgwarden_factory, pg):
     d = pgwarden_factory.start(pg)
     conns = [d.connect() for _ in range(3)]
@@ -151,7 +145,6 @@ def test_sigterm_idle_exits_zero_quickly(pgwarden_factory, pg):
         c.close()
 
 
-@sigterm_bug
 def test_sigint_exits_zero(pgwarden_factory, pg):
     d = pgwarden_factory.start(pg)
     assert psql(d.dsn(), "-At", "-c", "select 1").stdout.strip() == "1"
@@ -191,8 +184,6 @@ def test_failed_logins_are_rate_limited_per_peer(pgwarden_factory, pg):
     assert "password authentication failed" in r.stderr or "too many" in r.stderr.lower()
 
 
-@pytest.mark.xfail("max_conn_ssl" in pgwtest.KNOWN_BUGS, strict=True,
-                   reason=pgwtest.KNOWN_BUGS.get("max_conn_ssl", ""))
 def test_max_client_connections(pgwarden_factory, pg):
     d = pgwarden_factory.start(pg, overrides={"limits": {"max_client_connections": 3}})
     conns = [d.connect() for _ in range(3)]

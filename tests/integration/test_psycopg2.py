@@ -120,8 +120,6 @@ def test_conn_cancel_from_a_thread(pgwarden):
         conn.close()
 
 
-@pytest.mark.xfail("reuse_no_appname" in pgwtest.KNOWN_BUGS, strict=True,
-                   reason=pgwtest.KNOWN_BUGS.get("reuse_no_appname", ""))
 def test_clients_without_application_name_get_pooled_connections(pgwarden):
     """libpq sends no application_name unless asked: such clients must connect one after the
     other, the later ones on a server connection the earlier ones left in the pool."""

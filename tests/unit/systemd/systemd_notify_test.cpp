@@ -241,6 +241,9 @@ int listenFdsChild() {
     return 3;
   }
   unlink(path.c_str());
+  // The kernel's port is read before the descriptors move: dup2 onto 4 may close `tcp` itself.
+  socklen_t inLen = sizeof in;
+  if (getsockname(tcp, reinterpret_cast<sockaddr*>(&in), &inLen) != 0) return 13;
   if (dup2(tcp, 3) != 3 || dup2(unixFd, 4) != 4) return 4;
   setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
   setenv("LISTEN_FDS", "2", 1);
@@ -250,8 +253,6 @@ int listenFdsChild() {
   if (fds->size() != 2) return 6;
   if ((*fds)[0].fd != 3 || (*fds)[0].name != "tcp" || (*fds)[0].family != AF_INET) return 7;
   if ((*fds)[1].fd != 4 || (*fds)[1].name != "unix" || (*fds)[1].family != AF_UNIX) return 8;
-  socklen_t inLen = sizeof in;
-  getsockname(tcp, reinterpret_cast<sockaddr*>(&in), &inLen);
   if ((*fds)[0].localAddress != "127.0.0.1:" + std::to_string(ntohs(in.sin_port))) return 11;
   if ((*fds)[1].localAddress != path) return 12;
   if (getenv("LISTEN_FDS") != nullptr || getenv("LISTEN_PID") != nullptr) return 9;
