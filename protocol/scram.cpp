@@ -6,8 +6,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <array>
 #include <charconv>
 #include <climits>
+#include <mutex>
 
 #include "protocol/auth.h"
 
@@ -59,6 +61,78 @@ bool saltedPassword(std::string_view password, std::string_view salt, int iterat
                            reinterpret_cast<const unsigned char*>(salt.data()), int(salt.size()),
                            iterations, EVP_sha256(), int(kKeyLen),
                            reinterpret_cast<unsigned char*>(out.data())) == 1;
+}
+
+// The upstream login's PBKDF2 costs milliseconds of CPU on the event loop, and PostgreSQL keeps
+// one salt and iteration count per role, so every login of a pool would compute the same key.
+// A small cache keyed by a digest of (password, salt, iterations) keeps that work to the first
+// login; entries are wiped when they are replaced.
+class SaltedPasswordCache {
+ public:
+  bool get(std::string_view password, std::string_view salt, int iterations, std::string& out) {
+    std::string key;
+    if (!digestKey(password, salt, iterations, key)) return false;
+    std::lock_guard lock(mu_);
+    for (const Entry& e : entries_) {
+      if (!e.key.empty() && e.key == key) {
+        out = e.salted;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void put(std::string_view password, std::string_view salt, int iterations,
+           const std::string& salted) {
+    std::string key;
+    if (!digestKey(password, salt, iterations, key)) return;
+    std::lock_guard lock(mu_);
+    Entry& e = entries_[next_];
+    next_ = (next_ + 1) % entries_.size();
+    e.wipe();
+    e.key = std::move(key);
+    e.salted = salted;
+  }
+
+ private:
+  struct Entry {
+    std::string key, salted;
+    void wipe() {
+      if (!salted.empty()) OPENSSL_cleanse(salted.data(), salted.size());
+      key.clear();
+      salted.clear();
+    }
+    ~Entry() { wipe(); }
+  };
+
+  static bool digestKey(std::string_view password, std::string_view salt, int iterations,
+                        std::string& out) {
+    std::string material;
+    material.reserve(password.size() + salt.size() + 16);
+    material.append(password).push_back('\0');
+    material.append(salt).push_back('\0');
+    material.append(std::to_string(iterations));
+    bool ok = sha256(material, out);
+    OPENSSL_cleanse(material.data(), material.size());
+    return ok;
+  }
+
+  std::mutex mu_;
+  std::array<Entry, 16> entries_;
+  size_t next_ = 0;
+};
+
+SaltedPasswordCache& saltedPasswordCache() {
+  static SaltedPasswordCache cache;
+  return cache;
+}
+
+bool cachedSaltedPassword(std::string_view password, std::string_view salt, int iterations,
+                          std::string& out) {
+  if (saltedPasswordCache().get(password, salt, iterations, out)) return true;
+  if (!saltedPassword(password, salt, iterations, out)) return false;
+  saltedPasswordCache().put(password, salt, iterations, out);
+  return true;
 }
 
 // ClientKey, StoredKey and ServerKey from a salted password.
@@ -375,7 +449,7 @@ Result<std::string> ScramClient::handleServerFirst(std::string_view server_first
 
   Secret salted, client_key, signature;
   std::string stored_key, server_key;
-  if (!saltedPassword(password_, *salt, iterations, salted.bytes) ||
+  if (!cachedSaltedPassword(password_, *salt, iterations, salted.bytes) ||
       !deriveKeys(salted.bytes, client_key.bytes, stored_key, server_key)) {
     return R::fail("SCRAM computation failed");
   }

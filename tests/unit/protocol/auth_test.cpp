@@ -58,6 +58,34 @@ TEST(Scram, Rfc7677ClientSide) {
   EXPECT_TRUE(client.verifyServerFinal(kRfcServerFinal).ok());
 }
 
+// Logins after the first reuse the salted password (one PBKDF2 per role, not per login): the
+// proofs must stay exactly the RFC's, and another password with the same salt must not be served
+// the cached key.
+TEST(Scram, RepeatedLoginsKeepTheRfcProofAndTellPasswordsApart) {
+  for (int i = 0; i < 3; ++i) {
+    ScramClient client("user", "pencil");
+    client.setNonceForTest(std::string(kRfcClientNonce));
+    (void)client.clientFirst();
+    auto final_msg = client.handleServerFirst(kRfcServerFirst);
+    ASSERT_TRUE(final_msg) << final_msg.error();
+    EXPECT_EQ(*final_msg, kRfcClientFinal) << "login " << i;
+    EXPECT_TRUE(client.verifyServerFinal(kRfcServerFinal).ok());
+  }
+  ScramClient other("user", "pencil2");
+  other.setNonceForTest(std::string(kRfcClientNonce));
+  (void)other.clientFirst();
+  auto wrong = other.handleServerFirst(kRfcServerFirst);
+  ASSERT_TRUE(wrong) << wrong.error();
+  EXPECT_NE(*wrong, kRfcClientFinal);
+  EXPECT_FALSE(other.verifyServerFinal(kRfcServerFinal).ok());
+  // More distinct (password, salt) pairs than the cache holds still all log in correctly.
+  for (int i = 0; i < 40; ++i) {
+    std::string pw = "pw-" + std::to_string(i % 20);
+    EXPECT_TRUE(runExchange(makeScramVerifierWithSalt(pw, "salt-" + std::to_string(i % 20), 64),
+                            pw));
+  }
+}
+
 TEST(Scram, Rfc7677ServerSide) {
   auto verifier = parseScramVerifier(rfcVerifier());
   ASSERT_TRUE(verifier) << verifier.error();
