@@ -32,6 +32,22 @@ if [[ -n "$out" ]]; then
   fail "systemd-analyze verify reported problems"
 fi
 
+# pgwarden.socket passes exactly what the packaged config listens on (the daemon adopts a passed
+# socket in place of the configured address it matches, and binds the others itself).
+want_sockets=$(/usr/bin/python3 - "$src/packaging/pgwarden.yaml" <<'PY'
+import sys, yaml
+listen = yaml.safe_load(open(sys.argv[1]))["listen"]
+addrs = list(listen.get("addresses", []))
+port = listen.get("unix_socket_port") or (int(addrs[0].rsplit(":", 1)[1]) if addrs else 6432)
+if listen.get("unix_socket_dir"):
+    addrs.append(f"{listen['unix_socket_dir'].rstrip('/')}/.s.PGSQL.{port}")
+print("\n".join(sorted(addrs)))
+PY
+)
+got_sockets=$(sed -n 's/^ListenStream=//p' "$src/systemd/pgwarden.socket" | sort)
+[[ "$want_sockets" == "$got_sockets" ]] \
+  || fail "pgwarden.socket listens on '${got_sockets//$'\n'/ }', the packaged config on '${want_sockets//$'\n'/ }'"
+
 # What operation relies on, on the unit file's own lines (systemd-analyze has no offline dump of
 # a unit's parsed settings in this version).
 service="$src/systemd/pgwarden.service"
