@@ -684,6 +684,51 @@ class RawClient:
                 k, v, _ = body.split(b"\0", 2)
                 self.params[k.decode()] = v.decode()
 
+    # -- extended protocol
+    def send_extended(self, sql, params=(), name=""):
+        """Parse, Bind (text parameters), Describe portal and Execute (no row limit) of one
+        statement in the unnamed portal; no Sync, so several can share one batch."""
+        self.send_msg(b"P", name.encode() + b"\0" + sql.encode() + b"\0" + struct.pack("!H", 0))
+        bind = b"\0" + name.encode() + b"\0" + struct.pack("!HH", 0, len(params))
+        for p in params:
+            if p is None:
+                bind += struct.pack("!i", -1)
+            else:
+                raw = str(p).encode()
+                bind += struct.pack("!i", len(raw)) + raw
+        self.send_msg(b"B", bind + struct.pack("!H", 0))
+        self.send_msg(b"D", b"P\0")
+        self.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+
+    def sync(self):
+        """Sends Sync and reads up to ReadyForQuery. Returns (rows, tags, notices, errors, tags
+        of every message received): a batch may hold several statements, and after an error the
+        server (or pgwarden) skips the rest up to the Sync."""
+        self.send_msg(b"S")
+        rows, tags, notices, errors, seen = [], [], [], [], []
+        while True:
+            tag, body = self.read_msg()
+            seen.append(tag)
+            if tag == b"D":
+                rows.append(body)
+            elif tag == b"C":
+                tags.append(body.rstrip(b"\0").decode())
+            elif tag == b"N":
+                notices.append(parse_fields(body))
+            elif tag == b"E":
+                errors.append(parse_fields(body))
+            elif tag == b"Z":
+                return rows, tags, notices, errors, seen
+
+    def extended(self, sql, params=()):
+        """One statement through Parse/Bind/Describe/Execute/Sync; returns (row count, command
+        tags, notices); raises ServerError."""
+        self.send_extended(sql, params)
+        rows, tags, notices, errors, _ = self.sync()
+        if errors:
+            raise ServerError(errors[0])
+        return len(rows), tags, notices
+
 
 def send_cancel(host_or_path, port, key, unix=False):
     """Sends a CancelRequest with the BackendKeyData pgwarden gave the client."""

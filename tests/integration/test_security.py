@@ -1,0 +1,182 @@
+"""The security corpus through the real daemon. Every line of tests/security/bypass_corpus.tsv, sent
+by a user of the example's `agents` group, is denied by pgwarden with its code and SQLSTATE, over
+the simple protocol and over the extended protocol (Parse/Bind/Describe/Execute, with a read
+queued behind it in the same batch that must be skipped up to Sync), and never reaches the server:
+each statement carries a unique marker comment and the test server logs every statement
+(log_statement=all), so a marker in the server log is a statement that got through. Every line of
+tests/security/allowed_reads.tsv passes both ways, and its marker does appear in the server log,
+which shows the marker check can see what reaches the server."""
+
+import json
+import pathlib
+import re
+import secrets
+
+import pytest
+
+import pgwtest
+
+SECURITY_DIR = pathlib.Path(__file__).resolve().parents[1] / "security"
+
+# docs/denials.md: the SQLSTATE of each class of denial.
+SQLSTATE = {
+    "READ_ONLY": "42501", "PROTECTED_SETTING": "42501", "MULTI_STATEMENT": "42501",
+    "FUNCTION_DENIED": "42501", "TABLE_DENIED": "42501",
+    "MISSING_PREDICATE": "54000", "LIMIT_TOO_LARGE": "54000", "LIMIT_REQUIRED": "54000",
+    "FUNCTION_LIMIT": "54000", "RECURSION_UNBOUNDED": "54000", "SEQ_SCAN": "54000",
+    "COST_TOO_HIGH": "54000", "SYNTAX_ERROR": "42601", "PLAN_UNAVAILABLE": "58000",
+}
+MAX_ROWS = 1000  # packaging/pgwarden.yaml, agents: row_limit max_rows
+
+
+def _unescape(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 1 < len(s):
+            i += 1
+            out.append({"t": "\t", "n": "\n"}.get(s[i], s[i]))
+        else:
+            out.append(s[i])
+        i += 1
+    return "".join(out)
+
+
+def load(name):
+    lines = []
+    for number, text in enumerate((SECURITY_DIR / name).read_text().splitlines(), 1):
+        if not text or text.startswith("#"):
+            continue
+        category, expect, sql = text.split("\t", 2)
+        lines.append((f"{name}:{number}", category, expect, _unescape(sql)))
+    return lines
+
+
+CORPUS = load("bypass_corpus.tsv")
+ALLOWED = load("allowed_reads.tsv")
+RUN = secrets.token_hex(4)
+
+
+def marker(kind, where):
+    """A comment no other statement holds: pgwsec-<run>-<protocol>-<line>."""
+    return f"pgwsec-{RUN}-{kind}-{where.split(':')[1]}"
+
+
+def marked(kind, where, sql):
+    return f"/* {marker(kind, where)} */ {sql}"
+
+
+def denial_problem(fields, expect):
+    """None when the ErrorResponse is pgwarden's denial with code `expect`, else what differs."""
+    if fields is None:
+        return "allowed"
+    try:
+        detail = json.loads(fields.get("D", ""))
+    except ValueError:
+        return f"not a pgwarden denial: {fields.get('C')} {fields.get('M')}"
+    got = (fields.get("C"), detail.get("code"))
+    if got != (SQLSTATE[expect], expect):
+        return f"denied as {got}, expected {(SQLSTATE[expect], expect)}: {fields.get('M')}"
+    if not fields.get("M") or "next_step" not in detail:
+        return f"denial without a reason or next_step: {fields}"
+    return None
+
+
+def database_state(pg):
+    """What a bypass could change: relations, functions, large objects, the scratch table and
+    the sample table, and the settings a session could move."""
+    return pg.execute("""
+        SELECT (SELECT count(*) FROM pg_class WHERE relnamespace NOT IN
+                    (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema', 'pg_toast'))),
+               (SELECT count(*) FROM pg_proc), (SELECT count(*) FROM pg_largeobject_metadata),
+               (SELECT string_agg(id || ':' || note, ',' ORDER BY id) FROM scratch),
+               (SELECT count(*) FROM fct_shipments),
+               (SELECT count(*) FROM fct_shipments WHERE status = 'RETURNED'),
+               (SELECT count(*) FROM pg_db_role_setting),
+               (SELECT count(*) FROM pg_prepared_xacts)""")
+
+
+@pytest.fixture(scope="module")
+def agent(pgwarden):
+    """A raw protocol session of the `agents` group, reused for a whole protocol pass."""
+    def connect():
+        c = pgwarden.raw()
+        c.login("agent", pgwarden.passwords["agent"])
+        return c
+    return connect
+
+
+def test_bypass_corpus_is_denied_by_pgwarden_over_both_protocols(agent, pg):
+    assert len(CORPUS) >= 150
+    before = database_state(pg)
+    offset = pg.log_offset()
+    problems = []
+
+    with agent() as c:
+        for where, category, expect, sql in CORPUS:
+            try:
+                c.query(marked("q", where, sql))
+                fields = None
+            except pgwtest.ServerError as e:
+                fields = e.fields
+            problem = denial_problem(fields, expect)
+            if problem:
+                problems.append(f"simple   {where} [{category}] {sql!r}: {problem}")
+        # The session took every denial and still runs reads.
+        assert c.query("SELECT 1")[0] == [("1",)]
+
+    with agent() as c:
+        for where, category, expect, sql in CORPUS:
+            # The denied statement, then a read in the same batch: PostgreSQL's rule is that
+            # after an error everything up to Sync is skipped, and pgwarden must keep it.
+            c.send_extended(marked("x", where, sql))
+            c.send_extended(f"SELECT 1 AS {marker('after', where).replace('-', '_')}")
+            rows, tags, _, errors, _ = c.sync()
+            problem = denial_problem(errors[0] if errors else None, expect)
+            if problem is None and (len(errors) != 1 or rows or tags):
+                problem = f"batch not skipped to Sync: errors={errors} rows={len(rows)} tags={tags}"
+            if problem:
+                problems.append(f"extended {where} [{category}] {sql!r}: {problem}")
+        assert c.extended("SELECT 1")[0] == 1
+
+    log = pg.log_since(offset)
+    reached = sorted({m for m in re.findall(rf"pgwsec[-_]{RUN}[-_](?:q|x|after)[-_]\d+", log)})
+    assert not problems, f"{len(problems)} of {2 * len(CORPUS)} attempts:\n" + "\n".join(problems)
+    assert not reached, f"statements that reached the server: {reached}"
+    assert database_state(pg) == before
+    print(f"\n[security] {len(CORPUS)} bypass attempts denied over the simple and the extended "
+          "protocol; none reached the server")
+
+
+def test_allowed_reads_pass_over_both_protocols(agent, pg):
+    assert len(ALLOWED) >= 40
+    offset = pg.log_offset()
+    problems = []
+    with agent() as c:
+        for where, category, expect, sql in ALLOWED:
+            for kind in ("q", "x"):
+                text = marked(kind, where, sql)
+                try:
+                    if kind == "q":
+                        rows, tags, notices = c.query(text)
+                        count = len(rows)
+                    else:
+                        count, tags, notices = c.extended(text)
+                except pgwtest.ServerError as e:
+                    problems.append(f"{kind} {where} [{category}] {sql!r}: denied "
+                                    f"{e.sqlstate} {e.message} {e.fields.get('D')}")
+                    continue
+                truncated = [n for n in notices if '"ROWS_TRUNCATED"' in n.get("D", "")]
+                if count > MAX_ROWS or (truncated and count != MAX_ROWS):
+                    problems.append(f"{kind} {where}: {count} rows, truncation notices {truncated}")
+                if tags and tags[-1].startswith("SELECT ") and tags[-1] != f"SELECT {count}":
+                    problems.append(f"{kind} {where}: {count} rows but CommandComplete {tags[-1]}")
+    assert not problems, "\n".join(problems)
+
+    log = pg.log_since(offset)
+    for where, _, expect, sql in ALLOWED:
+        for kind in ("q", "x"):
+            assert marker(kind, where) in log, f"{kind} {where} never reached the server"
+        if expect == "ALLOW":
+            # Forwarded unchanged: the server logged the exact text.
+            assert f"statement: {marked('q', where, sql)}" in log, f"{where} was rewritten"
+    print(f"\n[security] {len(ALLOWED)} ordinary reads allowed over both protocols")
