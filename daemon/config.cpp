@@ -48,13 +48,29 @@ bool isMd5Hash(const std::string& s) {
   });
 }
 
+// "0770", "770" or "0o770": octal permission bits, nothing above 0777 (no setuid/sticky bits).
+std::optional<unsigned> parseFileMode(const std::string& text) {
+  std::string_view digits = text;
+  if (digits.size() > 2 && digits[0] == '0' && digits[1] == 'o') digits.remove_prefix(2);
+  if (digits.size() < 3 || digits.size() > 4) return std::nullopt;
+  unsigned mode = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<unsigned>(c - '0');
+  }
+  if (mode > 0777) return std::nullopt;
+  return mode;
+}
+
 void parseListen(const YAML::Node& n, ListenConfig& out) {
   if (!n.IsDefined() || n.IsNull()) {
     out.addresses.push_back({"127.0.0.1", 6432});
     out.unix_socket_port = 6432;
     return;
   }
-  cfg::checkKeys(n, "listen", {"addresses", "unix_socket_dir", "unix_socket_port"});
+  cfg::checkKeys(n, "listen",
+                 {"addresses", "unix_socket_dir", "unix_socket_port", "unix_socket_mode",
+                  "unix_socket_group"});
   const auto list = cfg::getStringList(n, "listen", "addresses");
   for (size_t i = 0; i < list.size(); ++i) {
     auto parsed = parseListenAddress(list[i]);
@@ -70,6 +86,21 @@ void parseListen(const YAML::Node& n, ListenConfig& out) {
       static_cast<int>(cfg::getInt(n, "listen", "unix_socket_port", first_port, 1, 65535));
   if (out.addresses.empty() && out.unix_socket_dir.empty()) {
     cfg::fail(n, "listen", "no TCP address and no unix_socket_dir: nothing to listen on");
+  }
+  if (n["unix_socket_mode"].IsDefined()) {
+    // Read as written (0770 unquoted is still "0770" here) and taken as octal, as chmod does.
+    const std::string text = cfg::getString(n, "listen", "unix_socket_mode", "");
+    const auto mode = parseFileMode(text);
+    if (!mode) {
+      cfg::fail(n["unix_socket_mode"], "listen.unix_socket_mode",
+                "expected an octal mode from 0000 to 0777 like 0770, got \"" + text + "\"");
+    }
+    out.unix_socket_mode = *mode;
+  }
+  out.unix_socket_group = cfg::getString(n, "listen", "unix_socket_group", "");
+  if (n["unix_socket_group"].IsDefined() && out.unix_socket_group.empty()) {
+    cfg::fail(n["unix_socket_group"], "listen.unix_socket_group",
+              "must name a group (leave the key out to keep the default group)");
   }
 }
 

@@ -32,6 +32,10 @@ struct ListenConfig {
   std::vector<ListenAddress> addresses;
   std::string unix_socket_dir;  // "" disables the Unix socket
   int unix_socket_port = 0;     // the <port> in .s.PGSQL.<port>
+  // Applied to the socket file after bind (chmod), so a service's UMask does not decide who may
+  // connect; PgBouncer's unix_socket_mode / unix_socket_group.
+  unsigned unix_socket_mode = 0777;
+  std::string unix_socket_group;  // "" leaves the group as created
 };
 
 struct UpstreamConfig {

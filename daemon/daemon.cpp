@@ -3,6 +3,7 @@
 #include "daemon/daemon.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -71,33 +72,7 @@ bool Daemon::start() {
     return false;
   }
 
-  for (const auto& addr : cfg.listen.addresses) {
-    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
-    std::string err;
-    if (l->listenTcp(addr, kBacklog, err) != 0) {
-      spdlog::error("{}", err);
-      l->close();
-      listeners_.push_back(std::move(l));
-      return false;
-    }
-    spdlog::info("listening on {}", l->name());
-    listeners_.push_back(std::move(l));
-  }
-  if (!cfg.listen.unix_socket_dir.empty()) {
-    std::string dir = cfg.listen.unix_socket_dir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    const std::string path = dir + "/.s.PGSQL." + std::to_string(cfg.listen.unix_socket_port);
-    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
-    std::string err;
-    if (l->listenUnix(path, kBacklog, err) != 0) {
-      spdlog::error("{}", err);
-      l->close();
-      listeners_.push_back(std::move(l));
-      return false;
-    }
-    spdlog::info("listening on {}", path);
-    listeners_.push_back(std::move(l));
-  }
+  if (!startListeners(cfg.listen, cfg.metrics.listen)) return false;
 
   if (!metrics_->start()) return false;
   uv_timer_init(&loop_, &janitor_);
@@ -118,6 +93,84 @@ bool Daemon::start() {
   // Statistics for the databases the config names are loaded before the first client asks.
   for (const auto& [client_db, server_db] : cfg.upstream.databases) {
     if (server_db != "*") catalog_->watch(server_db);
+  }
+  return true;
+}
+
+bool Daemon::startListeners(const ListenConfig& listen, const std::string& metrics_listen) {
+  // Socket activation (pgwarden.socket): systemd's sockets replace binding; configured
+  // addresses it did not pass are bound here as usual. See docs/operations.md.
+  auto inherited = listenFds();
+  if (!inherited) {
+    spdlog::error("socket activation: {}", inherited.error());
+    return false;
+  }
+  std::vector<std::string> configured;
+  for (const auto& addr : listen.addresses) {
+    configured.push_back(socketAddressText(addr.host, addr.port));
+  }
+  std::string unix_path;
+  if (!listen.unix_socket_dir.empty()) {
+    std::string dir = listen.unix_socket_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    unix_path = dir + "/.s.PGSQL." + std::to_string(listen.unix_socket_port);
+    configured.push_back(unix_path);
+  }
+  std::vector<std::string> refused;
+  if (auto m = parseListenAddress(metrics_listen); m.ok()) {
+    for (const auto& a : *m) refused.push_back(socketAddressText(a.host, a.port));
+  }
+  auto plan = planListeners(*inherited, configured, refused);
+  if (!plan) {
+    spdlog::error("socket activation: {}", plan.error());
+    return false;
+  }
+  const auto add = [this](std::unique_ptr<Listener> l, int rc, const std::string& err) {
+    const bool ok = rc == 0;
+    if (ok) {
+      spdlog::info("listening on {}", l->name());
+    } else {
+      spdlog::error("{}", err);
+      l->close();
+    }
+    listeners_.push_back(std::move(l));
+    return ok;
+  };
+  std::string passed;
+  for (const auto& a : plan->adopt) {
+    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    std::string err;
+    const int rc = l->listenFd(a.socket.fd, a.socket.family == AF_UNIX, kBacklog,
+                               a.socket.localAddress, err);
+    if (!add(std::move(l), rc, err)) return false;
+    spdlog::info("{} is socket {} ({}) from the service manager", a.socket.localAddress,
+                 a.socket.fd, a.socket.name);
+    if (!a.configured) {
+      spdlog::warn("inherited socket {} ({}) is not in the config's listen section; serving it "
+                   "anyway", a.socket.localAddress, a.socket.name);
+    }
+    passed += (passed.empty() ? "" : ", ") + a.socket.localAddress;
+  }
+  // A configured address the socket unit left out is bound here; when it collides with one the
+  // unit did pass (a dual-stack "[::]:6432" covers "0.0.0.0:6432"), the error says so.
+  const auto hint = [&passed](int rc) {
+    if (passed.empty() || rc != UV_EADDRINUSE) return std::string();
+    return " (the socket unit passed " + passed + "; list this address in it or remove it from "
+           "listen)";
+  };
+  for (size_t i = 0; i < listen.addresses.size(); ++i) {
+    if (!plan->bind[i]) continue;
+    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    std::string err;
+    const int rc = l->listenTcp(listen.addresses[i], kBacklog, err);
+    if (!add(std::move(l), rc, err + hint(rc))) return false;
+  }
+  if (!unix_path.empty() && plan->bind.back()) {
+    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    std::string err;
+    const int rc = l->listenUnix(unix_path, kBacklog, listen.unix_socket_mode,
+                                 listen.unix_socket_group, err);
+    if (!add(std::move(l), rc, err + hint(rc))) return false;
   }
   return true;
 }
@@ -299,11 +352,9 @@ void Daemon::reload() {
     if (notifier_) (void)notifier_->ready();
     return;
   }
-  const auto sameListen = [](const ListenConfig& a, const ListenConfig& b) {
-    if (a.unix_socket_dir != b.unix_socket_dir || a.unix_socket_port != b.unix_socket_port ||
-        a.addresses.size() != b.addresses.size()) {
-      return false;
-    }
+  // Settings applied only when the listeners are made: each changed one is named.
+  const auto sameAddresses = [](const ListenConfig& a, const ListenConfig& b) {
+    if (a.addresses.size() != b.addresses.size()) return false;
     for (size_t i = 0; i < a.addresses.size(); ++i) {
       if (a.addresses[i].host != b.addresses[i].host || a.addresses[i].port != b.addresses[i].port) {
         return false;
@@ -311,8 +362,21 @@ void Daemon::reload() {
     }
     return true;
   };
-  if (!sameListen(config_->listen, next->listen)) {
-    spdlog::warn("reload: listen addresses changed; they take effect after a restart");
+  const ListenConfig& was = config_->listen;
+  const ListenConfig& now = next->listen;
+  std::string restart_keys;
+  const auto changed = [&restart_keys](bool differs, const char* key) {
+    if (differs) restart_keys += (restart_keys.empty() ? "" : ", ") + std::string(key);
+  };
+  changed(!sameAddresses(was, now), "listen.addresses");
+  changed(was.unix_socket_dir != now.unix_socket_dir, "listen.unix_socket_dir");
+  changed(was.unix_socket_port != now.unix_socket_port, "listen.unix_socket_port");
+  changed(was.unix_socket_mode != now.unix_socket_mode, "listen.unix_socket_mode");
+  changed(was.unix_socket_group != now.unix_socket_group, "listen.unix_socket_group");
+  changed(config_->metrics.listen != next->metrics.listen, "metrics.listen");
+  if (!restart_keys.empty()) {
+    spdlog::warn("reload: {} changed; the listeners keep their old settings until a restart",
+                 restart_keys);
   }
   if (next->history.store != config_->history.store || next->history.path != config_->history.path) {
     spdlog::warn("reload: history store settings changed; they take effect after a restart");

@@ -93,6 +93,8 @@ class Daemon {
   void reload();
 
  private:
+  // Adopts sockets inherited from systemd and binds the configured addresses they leave out.
+  bool startListeners(const ListenConfig& listen, const std::string& metrics_listen);
   void onConnection(Listener& l);
   void tick();
   void sweep();

@@ -1,14 +1,19 @@
 // Listener: bind/listen for TCP (IPv6 sockets are IPv6-only so "::" and "0.0.0.0" can both be
-// bound) and the Unix socket (mode 0777 like PostgreSQL's default; authentication still applies).
+// bound), the Unix socket (listen.unix_socket_mode, 0777 by default like PostgreSQL's;
+// authentication still applies), and sockets inherited from systemd.
 #include "daemon/listener.h"
 
+#include <grp.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace pgwarden::daemon {
 
@@ -25,6 +30,22 @@ bool socketInUse(const std::string& path) {
   const bool in_use = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
   ::close(fd);
   return in_use;
+}
+
+// The group's id, looked up before the loop starts (NSS may block, which is fine here).
+// Returns false with `error` set when the group does not exist.
+bool groupId(const std::string& group, gid_t& gid, std::string& error) {
+  std::vector<char> buf(16384);
+  struct group g {};
+  struct group* found = nullptr;
+  const int rc = ::getgrnam_r(group.c_str(), &g, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) {
+    error = "listen.unix_socket_group: no group \"" + group + "\"" +
+            (rc != 0 ? std::string(" (") + std::strerror(rc) + ")" : "");
+    return false;
+  }
+  gid = found->gr_gid;
+  return true;
 }
 
 }  // namespace
@@ -59,13 +80,16 @@ int Listener::listenTcp(const ListenAddress& addr, int backlog, std::string& err
   return rc;
 }
 
-int Listener::listenUnix(const std::string& path, int backlog, std::string& error) {
+int Listener::listenUnix(const std::string& path, int backlog, unsigned mode,
+                         const std::string& group, std::string& error) {
   name_ = path;
   is_unix_ = true;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     error = "socket path too long: " + path;
     return UV_ENAMETOOLONG;
   }
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!group.empty() && !groupId(group, gid, error)) return UV_EINVAL;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
@@ -88,16 +112,31 @@ int Listener::listenUnix(const std::string& path, int backlog, std::string& erro
   rc = uv_pipe_bind(&h_.pipe, path.c_str());
   if (rc == 0) {
     unix_path_ = path;
-    ::chmod(path.c_str(), 0777);
+    // Group first: chown may clear bits chmod set. Both before listen(), so no client ever sees
+    // the socket with the umask's mode.
+    if (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+      const int err = errno;
+      error = "cannot set group " + group + " on " + path + ": " + std::strerror(err) +
+              " (the process must be a member of the group)";
+      return -err;
+    }
+    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+      const int err = errno;
+      char octal[8];
+      std::snprintf(octal, sizeof octal, "%04o", mode);
+      error = std::string("cannot set mode ") + octal + " on " + path + ": " + std::strerror(err);
+      return -err;
+    }
     rc = uv_listen(handle(), backlog, &Listener::onConnection);
   }
   if (rc != 0) error = "cannot listen on " + path + ": " + uv_strerror(rc);
   return rc;
 }
 
-int Listener::listenFd(int fd, bool is_unix, int backlog, std::string& error) {
+int Listener::listenFd(int fd, bool is_unix, int backlog, const std::string& name,
+                       std::string& error) {
   is_unix_ = is_unix;
-  name_ = "fd " + std::to_string(fd);
+  name_ = name.empty() ? "fd " + std::to_string(fd) : name;
   int rc = is_unix ? uv_pipe_init(loop_, &h_.pipe, 0) : uv_tcp_init(loop_, &h_.tcp);
   if (rc != 0) {
     error = std::string("socket: ") + uv_strerror(rc);
@@ -107,7 +146,7 @@ int Listener::listenFd(int fd, bool is_unix, int backlog, std::string& error) {
   h_.tcp.data = this;
   rc = is_unix ? uv_pipe_open(&h_.pipe, fd) : uv_tcp_open(&h_.tcp, fd);
   if (rc == 0) rc = uv_listen(handle(), backlog, &Listener::onConnection);
-  if (rc != 0) error = "cannot listen on " + name_ + ": " + uv_strerror(rc);
+  if (rc != 0) error = "cannot listen on inherited socket " + name_ + ": " + uv_strerror(rc);
   return rc;
 }
 

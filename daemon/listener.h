@@ -21,10 +21,17 @@ class Listener {
 
   // Binds and listens. Returns 0 or a libuv error; `error` says what failed.
   [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error);
-  // Binds the Unix socket at `path`, replacing a stale socket file left by a dead process.
-  [[nodiscard]] int listenUnix(const std::string& path, int backlog, std::string& error);
-  // Listens on a socket passed in already bound (socket activation).
-  [[nodiscard]] int listenFd(int fd, bool is_unix, int backlog, std::string& error);
+  // Binds the Unix socket at `path`, replacing a stale socket file left by a dead process, then
+  // sets its permission bits to `mode` and, when `group` is not empty, its group (the process's
+  // umask, e.g. systemd's UMask=0077, must not decide who may connect). A mode or group that
+  // cannot be applied is an error: a socket nobody can reach should not pass for a listener.
+  [[nodiscard]] int listenUnix(const std::string& path, int backlog, unsigned mode,
+                               const std::string& group, std::string& error);
+  // Listens on a socket passed in already bound (socket activation). `name` is its address as
+  // logged; the socket file of an inherited Unix socket belongs to the service manager and is
+  // neither chmod-ed nor removed here.
+  [[nodiscard]] int listenFd(int fd, bool is_unix, int backlog, const std::string& name,
+                             std::string& error);
 
   void close();
   bool closed() const { return !initialized_ || closed_; }

@@ -156,6 +156,51 @@ Result<std::vector<InheritedSocket>> listenFds() {
   return sockets;
 }
 
+Result<ListenerPlan> planListeners(const std::vector<InheritedSocket>& inherited,
+                                  const std::vector<std::string>& configured,
+                                  const std::vector<std::string>& refused) {
+  ListenerPlan plan;
+  plan.bind.assign(configured.size(), true);
+  for (const auto& s : inherited) {
+    if (s.family != AF_INET && s.family != AF_INET6 && s.family != AF_UNIX) {
+      return Result<ListenerPlan>::fail("inherited socket " + std::to_string(s.fd) + " (" +
+                                        s.name + ") is neither TCP nor a Unix socket");
+    }
+    for (const auto& r : refused) {
+      if (!r.empty() && r == s.localAddress) {
+        return Result<ListenerPlan>::fail(
+            "inherited socket " + s.localAddress + " (" + s.name +
+            ") is the metrics endpoint's address, which pgwarden binds itself: remove it from "
+            "the socket unit");
+      }
+    }
+    ListenerPlan::Adopted a{s, false};
+    for (size_t i = 0; i < configured.size(); ++i) {
+      if (configured[i] == s.localAddress) {
+        a.configured = true;
+        plan.bind[i] = false;
+      }
+    }
+    plan.adopt.push_back(std::move(a));
+  }
+  return plan;
+}
+
+std::string socketAddressText(const std::string& host, int port) {
+  char text[INET6_ADDRSTRLEN] = {};
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    inet_ntop(AF_INET, &v4, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(port);
+  }
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    inet_ntop(AF_INET6, &v6, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(port);
+  }
+  return "";
+}
+
 bool stderrIsJournal() {
   const char* env = std::getenv("JOURNAL_STREAM");
   if (env == nullptr) return false;

@@ -74,6 +74,31 @@ struct InheritedSocket {
 // descriptors close-on-exec. Fails if a passed descriptor is not a listening stream socket.
 [[nodiscard]] Result<std::vector<InheritedSocket>> listenFds();
 
+// How inherited sockets and the configured listen addresses meet. Inherited sockets replace
+// binding, as in PgBouncer: every socket systemd passed is served (the socket unit is the
+// operator's word on where to listen), and a configured address that no inherited socket covers
+// is bound by pgwarden as usual, so a socket unit that lists only some addresses still works.
+struct ListenerPlan {
+  struct Adopted {
+    InheritedSocket socket;
+    bool configured = false;  // its address is one of `configured`; false: logged as extra
+  };
+  std::vector<Adopted> adopt;  // every inherited socket, in the socket unit's order
+  std::vector<bool> bind;      // parallel to `configured`: true when pgwarden must bind it
+};
+
+// `configured` holds the config's listen addresses in InheritedSocket::localAddress spelling
+// (socketAddressText() for TCP, the socket file's path for Unix). `refused` are addresses an
+// inherited socket must not have (the metrics endpoint, which pgwarden always binds itself):
+// passing one fails with a message that names it. Sockets of other families fail too.
+[[nodiscard]] Result<ListenerPlan> planListeners(const std::vector<InheritedSocket>& inherited,
+                                                 const std::vector<std::string>& configured,
+                                                 const std::vector<std::string>& refused = {});
+
+// "127.0.0.1:6432" or "[::1]:6432" for an IP literal and a port, in inet_ntop's canonical
+// spelling (so "::0001" matches what getsockname reports); "" when `host` is not an IP literal.
+std::string socketAddressText(const std::string& host, int port);
+
 // True when fd 2 is the journal's stream: $JOURNAL_STREAM names the device and inode of the
 // stream systemd connected, and they match fstat(2) (so a redirect by the operator is noticed).
 bool stderrIsJournal();
