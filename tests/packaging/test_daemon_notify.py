@@ -1,18 +1,22 @@
 """The real pgwarden under a stand-in service manager: a datagram socket as $NOTIFY_SOCKET that
 must receive READY=1 once the listeners accept, RELOADING=1 / READY=1 around a SIGHUP (also when
 the new config is rejected), STATUS= text, watchdog pings at half of $WATCHDOG_USEC, and
-STOPPING=1 on SIGTERM; a listening socket passed as descriptor 3 (socket activation); and log
-lines with syslog priority prefixes when $JOURNAL_STREAM names its stderr.
+STOPPING=1 on SIGTERM; listening sockets passed as descriptors 3 and up (socket activation, by a
+small launcher and by systemd-socket-activate); the Unix socket's mode under a strict umask; and
+log lines with syslog priority prefixes when $JOURNAL_STREAM names its stderr.
 
 A daemon built without the systemd integration (no sd_notify in its dynamic symbols) is skipped
 with that reason; once the daemon links it, every test here must pass.
 """
 
+import grp
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -127,6 +131,22 @@ def lifecycle(texts):
     return out
 
 
+# argv[1]: the descriptors to hand over, in order. They are first moved above any target so
+# that dup2 onto 3, 4, ... never overwrites one not yet moved.
+ACTIVATE = """
+import fcntl, os, sys
+fds = [int(f) for f in sys.argv[1].split(",")]
+high = [fcntl.fcntl(f, fcntl.F_DUPFD, 100) for f in fds]
+for f in fds:
+    os.close(f)
+for i, f in enumerate(high):
+    os.dup2(f, 3 + i)
+    os.close(f)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
 class Daemon:
     """pgwarden from a config derived from the packaged example, run with a given environment."""
 
@@ -136,23 +156,30 @@ class Daemon:
         self.proc = None
         self.logfile = self.spec.dir / "stderr.log"
 
-    def start(self, env_extra, pass_fd=None, listen_pid_from_shell=False):
+    def start(self, env_extra, inherit=(), names=None, umask=None, launcher=None):
+        """Runs pgwarden; `inherit` are listening sockets handed over as descriptors 3, 4, ...
+        with LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID (the daemon's own pid) as systemd sets
+        them. `launcher` is an argv prefix that does the handing over itself."""
         env = {k: v for k, v in os.environ.items()
                if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
                             "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM")}
         env.update(env_extra)
         argv = [self.binary, "--config", str(self.spec.config_path)]
         pass_fds = ()
-        if pass_fd is not None:
-            # Descriptor 3 and LISTEN_PID equal to the daemon's own pid, as systemd sets them:
-            # a shell moves the socket to 3 and execs pgwarden, keeping its pid. bash, since
-            # dash cannot redirect descriptors above 9.
-            move = "" if pass_fd == 3 else f"exec 3<&{pass_fd} {pass_fd}<&- ; "
-            argv = ["/bin/bash", "-c", move + 'LISTEN_PID=$$ exec "$0" "$@"'] + argv
-            pass_fds = (pass_fd,)
+        if inherit:
+            # A launcher that moves the sockets to 3.. and execs pgwarden, keeping its pid.
+            fds = [s.fileno() for s in inherit]
+            env["LISTEN_FDS"] = str(len(fds))
+            if names is not None:
+                env["LISTEN_FDNAMES"] = ":".join(names)
+            argv = [sys.executable, "-c", ACTIVATE, ",".join(map(str, fds))] + argv
+            pass_fds = tuple(fds)
+        if launcher is not None:
+            argv = list(launcher) + argv
         self.log = open(self.logfile, "wb")
+        preexec = (lambda: os.umask(umask)) if umask is not None else None
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=self.log, pass_fds=pass_fds,
+                                     stderr=self.log, pass_fds=pass_fds, preexec_fn=preexec,
                                      start_new_session=True)
         return self
 
@@ -226,6 +253,9 @@ def test_ready_reload_stop_arrive_in_order(daemon, notify):
     socket.create_connection(("127.0.0.1", daemon.spec.port), timeout=2).close()
     assert query(daemon) == [(1,)]
     held = daemon.spec.connect()
+    # A setting only a restart applies is named in the log, and the reload still goes through.
+    daemon.spec.config["listen"]["unix_socket_mode"] = "0700"
+    daemon.spec.write_config()
 
     before = monotonic_usec()
     daemon.proc.send_signal(signal.SIGHUP)
@@ -241,6 +271,8 @@ def test_ready_reload_stop_arrive_in_order(daemon, notify):
         cur.execute("SELECT 2")
         assert cur.fetchall() == [(2,)]
     held.close()
+    assert ("reload: listen.unix_socket_mode changed; the listeners keep their old settings "
+            "until a restart") in daemon.output(), daemon.output()
 
     assert daemon.stop() == 0, daemon.output()
     texts = notify.texts()
@@ -287,22 +319,166 @@ def test_no_watchdog_pings_without_watchdog(daemon, notify):
     assert not any("WATCHDOG=1" in t.split("\n") for t in notify.texts()), notify.texts()
 
 
-@pytest.mark.xfail(strict=True, reason="socket activation is not wired into the daemon yet: it "
-                   "binds its configured address itself and fails with 'address already in use'")
-def test_socket_activation_uses_the_inherited_listener(daemon, notify):
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", daemon.spec.port))
-    listener.listen(64)
+def _listening_tcp(port):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(64)
+    return sock
+
+
+def _listening_unix(path):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(64)
+    return sock
+
+
+def test_socket_activation_uses_the_inherited_listeners(daemon, notify):
+    spec = daemon.spec
+    # Configured: TCP `port` and the Unix socket (both passed in), and TCP `own_port`, which the
+    # "socket unit" leaves out, so pgwarden binds it itself. Passed in too: TCP `extra_port`,
+    # which the config does not name.
+    own_port, extra_port = pgwtest.free_port(), pgwtest.free_port()
+    spec.config["listen"]["addresses"] = [f"127.0.0.1:{spec.port}", f"127.0.0.1:{own_port}"]
+    spec.write_config()
+    unix_path = spec.sockdir / f".s.PGSQL.{spec.port}"
+    sockets = [_listening_tcp(spec.port), _listening_unix(unix_path), _listening_tcp(extra_port)]
     try:
-        daemon.start({"NOTIFY_SOCKET": notify.path, "LISTEN_FDS": "1",
-                      "LISTEN_FDNAMES": "pgwarden"}, pass_fd=listener.fileno())
+        daemon.start({"NOTIFY_SOCKET": notify.path}, inherit=sockets,
+                     names=["pgwarden", "pgwarden", "extra"])
         wait_ready(daemon, notify)
-        # The port is held by our socket: pgwarden can only be serving it through descriptor 3.
+        # `port`, the socket file and `extra_port` are held by this process's sockets: pgwarden
+        # can only be serving them through the descriptors it inherited.
         assert query(daemon) == [(1,)]
+        for kw in ({"unix": True}, {"port": own_port}, {"port": extra_port}):
+            conn = spec.connect(**kw)
+            with conn.cursor() as cur:
+                cur.execute("SELECT 7")
+                assert cur.fetchall() == [(7,)], kw
+            conn.close()
+        log = daemon.output()
+        assert f"127.0.0.1:{spec.port} is socket 3 (pgwarden) from the service manager" in log, log
+        assert f"{unix_path} is socket 4 (pgwarden) from the service manager" in log, log
+        assert f"listening on 127.0.0.1:{own_port}" in log, log
+        assert re.search(rf"inherited socket 127\.0\.0\.1:{extra_port} \(extra\) is not in the "
+                         r"config's listen section", log), log
         assert daemon.stop() == 0, daemon.output()
+        # The socket file belongs to whoever bound it (systemd), not to pgwarden.
+        assert stat.S_ISSOCK(os.lstat(unix_path).st_mode)
     finally:
-        listener.close()
+        for sock in sockets:
+            sock.close()
+
+
+def test_socket_activation_refuses_the_metrics_address(daemon, notify):
+    metrics = _listening_tcp(daemon.spec.metrics_port)
+    try:
+        daemon.start({"NOTIFY_SOCKET": notify.path}, inherit=[metrics], names=["metrics"])
+        assert daemon.proc.wait(20) == 1, daemon.output()
+        assert (f"inherited socket 127.0.0.1:{daemon.spec.metrics_port} (metrics) is the metrics "
+                "endpoint's address") in daemon.output()
+        assert not any("READY=1" in t.split("\n") for t in notify.texts()), notify.texts()
+    finally:
+        metrics.close()
+
+
+@pytest.mark.skipif(shutil.which("systemd-socket-activate") is None,
+                    reason="systemd-socket-activate is not installed")
+def test_systemd_socket_activate_starts_pgwarden_on_first_connection(daemon, notify):
+    port = daemon.spec.port
+    daemon.start({"NOTIFY_SOCKET": notify.path},
+                 launcher=["systemd-socket-activate", "-l", f"127.0.0.1:{port}",
+                           "--fdname=pgwarden", "-E", "NOTIFY_SOCKET"])
+    # systemd-socket-activate binds the port and starts pgwarden on the first connection; this
+    # client's connection waits in the backlog meanwhile, as under systemd.
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            first = socket.create_connection(("127.0.0.1", port), timeout=1)
+            break
+        except OSError:
+            assert daemon.proc.poll() is None, daemon.output()
+            assert time.monotonic() < deadline, "systemd-socket-activate did not listen"
+            time.sleep(0.05)
+    first.close()
+    wait_ready(daemon, notify)
+    assert query(daemon) == [(1,)]
+    assert f"127.0.0.1:{port} is socket 3 (pgwarden) from the service manager" in daemon.output()
+    assert daemon.stop() == 0, daemon.output()
+
+
+def test_unix_socket_mode_is_applied_whatever_the_umask(daemon, notify):
+    # systemd's UMask=0077 would leave the socket to pgwarden's own user: the default mode 0777
+    # is set after bind, as PostgreSQL and PgBouncer do.
+    daemon.start({"NOTIFY_SOCKET": notify.path}, umask=0o077)
+    wait_ready(daemon, notify)
+    path = daemon.spec.sockdir / f".s.PGSQL.{daemon.spec.port}"
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o777
+    assert daemon.stop() == 0, daemon.output()
+
+
+def _other_group():
+    """A group this process may give a file to, other than its own primary group if it can."""
+    if os.geteuid() == 0:
+        for name in ("daemon", "nogroup", "adm"):
+            try:
+                return grp.getgrnam(name)
+            except KeyError:
+                pass
+    gids = [g for g in os.getgroups() if g != os.getegid()] or [os.getegid()]
+    return grp.getgrgid(gids[0])
+
+
+def test_unix_socket_mode_and_group_from_the_config(daemon, notify):
+    group = _other_group()
+    # Quoted: YAML 1.1 (PyYAML) would read a bare 0750 as the number 488.
+    daemon.spec.config["listen"].update(unix_socket_mode="0750", unix_socket_group=group.gr_name)
+    daemon.spec.write_config()
+    daemon.start({"NOTIFY_SOCKET": notify.path}, umask=0o077)
+    wait_ready(daemon, notify)
+    st = os.lstat(daemon.spec.sockdir / f".s.PGSQL.{daemon.spec.port}")
+    assert stat.S_IMODE(st.st_mode) == 0o750
+    assert st.st_gid == group.gr_gid
+    assert query(daemon) == [(1,)]
+    conn = daemon.spec.connect(unix=True)
+    conn.close()
+    assert daemon.stop() == 0, daemon.output()
+
+
+def test_unknown_unix_socket_group_stops_start_up(daemon, notify):
+    daemon.spec.config["listen"]["unix_socket_group"] = "pgw-no-such-group"
+    daemon.spec.write_config()
+    daemon.start({"NOTIFY_SOCKET": notify.path})
+    assert daemon.proc.wait(20) == 1, daemon.output()
+    assert 'listen.unix_socket_group: no group "pgw-no-such-group"' in daemon.output()
+    assert not (daemon.spec.sockdir / f".s.PGSQL.{daemon.spec.port}").exists()
+
+
+@pytest.mark.parametrize("text, value", [
+    ("0999", "0999"), ("01777", "01777"), ("rw", "rw"), ("77", "77"), ("1777", "1777"),
+])
+def test_bad_unix_socket_mode_is_a_config_error(pgwarden_bin, daemon, text, value):
+    cfg = daemon.spec.config_path.read_text()
+    # Written unquoted, as an operator would.
+    cfg = cfg.replace("  unix_socket_dir:", f"  unix_socket_mode: {text}\n  unix_socket_dir:", 1)
+    daemon.spec.config_path.write_text(cfg)
+    line = next(i for i, l in enumerate(cfg.split("\n"), 1) if "unix_socket_mode" in l)
+    out = subprocess.run([str(pgwarden_bin), "--check-config", str(daemon.spec.config_path)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0, out.stdout
+    err = out.stderr + out.stdout
+    assert "listen.unix_socket_mode" in err and f'got "{value}"' in err, err
+    assert f":{line}" in err, err
+
+
+def test_empty_unix_socket_group_is_a_config_error(pgwarden_bin, daemon):
+    daemon.spec.config["listen"]["unix_socket_group"] = ""
+    daemon.spec.write_config()
+    out = subprocess.run([str(pgwarden_bin), "--check-config", str(daemon.spec.config_path)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "listen.unix_socket_group" in out.stderr + out.stdout
 
 
 def _log_lines(text):

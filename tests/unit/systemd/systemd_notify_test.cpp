@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pgwarden::daemon {
 namespace {
@@ -290,6 +291,67 @@ TEST(SystemdListenFds, DescriptorsMeantForAnotherProcessAreIgnored) {
   auto none = listenFds();
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+InheritedSocket inherited(int fd, const std::string& name, int family, const std::string& addr) {
+  InheritedSocket s;
+  s.fd = fd;
+  s.name = name;
+  s.family = family;
+  s.localAddress = addr;
+  return s;
+}
+
+TEST(SystemdListenerPlan, InheritedSocketsReplaceBindingTheirAddresses) {
+  const std::vector<std::string> configured = {"127.0.0.1:6432", "[::1]:6432",
+                                               "/run/pgwarden/.s.PGSQL.6432"};
+  auto plan = planListeners({inherited(3, "pgwarden", AF_INET, "127.0.0.1:6432"),
+                             inherited(4, "pgwarden", AF_UNIX, "/run/pgwarden/.s.PGSQL.6432")},
+                            configured);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  ASSERT_EQ(plan->adopt.size(), 2u);
+  EXPECT_EQ(plan->adopt[0].socket.fd, 3);
+  EXPECT_TRUE(plan->adopt[0].configured);
+  EXPECT_EQ(plan->adopt[1].socket.fd, 4);
+  EXPECT_TRUE(plan->adopt[1].configured);
+  // [::1]:6432 was not passed: pgwarden binds it itself.
+  EXPECT_EQ(plan->bind, (std::vector<bool>{false, true, false}));
+}
+
+TEST(SystemdListenerPlan, WithoutInheritedSocketsEverythingIsBound) {
+  auto plan = planListeners({}, {"127.0.0.1:6432", "/tmp/.s.PGSQL.6432"});
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_TRUE(plan->adopt.empty());
+  EXPECT_EQ(plan->bind, (std::vector<bool>{true, true}));
+}
+
+TEST(SystemdListenerPlan, AnInheritedSocketTheConfigDoesNotNameIsStillServed) {
+  auto plan = planListeners({inherited(3, "extra", AF_INET6, "[::]:7000")}, {"127.0.0.1:6432"});
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  ASSERT_EQ(plan->adopt.size(), 1u);
+  EXPECT_FALSE(plan->adopt[0].configured);
+  EXPECT_EQ(plan->bind, (std::vector<bool>{true}));
+}
+
+TEST(SystemdListenerPlan, TheMetricsAddressIsRefusedByName) {
+  auto plan = planListeners({inherited(3, "metrics", AF_INET, "127.0.0.1:9930")},
+                            {"127.0.0.1:6432"}, {"127.0.0.1:9930"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().find("127.0.0.1:9930"), std::string::npos) << plan.error();
+  EXPECT_NE(plan.error().find("metrics"), std::string::npos) << plan.error();
+}
+
+TEST(SystemdListenerPlan, OtherSocketFamiliesAreRefused) {
+  auto plan = planListeners({inherited(3, "odd", AF_NETLINK, "")}, {"127.0.0.1:6432"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().find("socket 3 (odd)"), std::string::npos) << plan.error();
+}
+
+TEST(SystemdListenerPlan, AddressTextIsCanonicalLikeGetsockname) {
+  EXPECT_EQ(socketAddressText("127.0.0.1", 6432), "127.0.0.1:6432");
+  EXPECT_EQ(socketAddressText("::0001", 6432), "[::1]:6432");
+  EXPECT_EQ(socketAddressText("0:0:0:0:0:0:0:0", 5), "[::]:5");
+  EXPECT_EQ(socketAddressText("localhost", 6432), "");
 }
 
 // A temporary file standing in for the stream journald hands a service as stderr.
