@@ -12,7 +12,7 @@
 # are fixed because that is where the unit and the daemon look for them.
 
 set(PGWARDEN_PACKAGING_DIR ${CMAKE_CURRENT_LIST_DIR})
-set(PGWARDEN_PACKAGE_MAINTAINER "pgwarden maintainers <packaging@pgwarden.org>"
+set(PGWARDEN_PACKAGE_MAINTAINER "pgwarden maintainers <maintainers@pgwarden.dev>"
     CACHE STRING "Maintainer field of the Debian package (a project address)")
 
 # --- install rules -------------------------------------------------------------------------------

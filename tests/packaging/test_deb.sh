@@ -116,6 +116,17 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [[ "$(field Section)" == net ]] || fail "Section is '$(field Section)', not net"
 [[ "$(field Priority)" == optional ]] || fail "Priority is '$(field Priority)', not optional"
 [[ "$(field Maintainer)" =~ ^[^\<]+\ \<[^@\>]+@[^\>]+\>$ ]] || fail "Maintainer '$(field Maintainer)' is not 'Name <address>'"
+# One project address and one set of terms: the Maintainer is the copyright file's
+# Upstream-Contact, and the top-level LICENSE states the copyright file's terms.
+copyright="$src/packaging/debian/copyright"
+grep -qxF "Upstream-Contact: $(field Maintainer)" "$copyright" \
+  || fail "Maintainer '$(field Maintainer)' is not the copyright file's Upstream-Contact"
+[[ -f "$src/LICENSE" ]] || fail "no LICENSE at the top of the source tree"
+terms=$(sed -n 's/^ Copyright \(.*\)$/Copyright \1/p' "$copyright" | head -1)
+[[ -n "$terms" ]] && grep -qxF "$terms" "$src/LICENSE" \
+  || fail "LICENSE does not state the copyright file's terms ('$terms')"
+grep -Eiq 'placeholder|example\.(com|org)|changeme|TODO' "$copyright" "$src/LICENSE" \
+  && fail "placeholder text in the copyright file or LICENSE"
 depends=$(field Depends)
 echo "Depends: $depends"
 [[ ",$depends," =~ ,\ ?adduser[\ ,] ]] || fail "Depends lacks adduser (the postinst uses it)"
