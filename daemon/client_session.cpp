@@ -116,6 +116,17 @@ constexpr uint64_t kStatsWaitMs = 3000;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
 
+// A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
+// still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
+// ..., Sync) the server's answer to the Execute finishes the run, with its rows or its error.
+template <typename PendingQueue>
+bool awaitingServer(const PendingQueue& pending, const std::shared_ptr<StatementRun>& run) {
+  for (const auto& p : pending) {
+    if (p.run == run) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
@@ -920,7 +931,8 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   if (it != portals_.end()) {
     // Binding the unnamed portal again replaces it (a named one is an error the server reports).
     if (portal.empty()) {
-      if (it->second.run && !it->second.run->finished) finishRun(*it->second.run, history::Outcome::kOk);
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
       it->second = Portal{plan, nullptr};
     }
   } else {
@@ -1000,7 +1012,8 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   } else {
     auto it = portals_.find(name);
     if (it != portals_.end()) {
-      if (it->second.run && !it->second.run->finished) finishRun(*it->second.run, history::Outcome::kOk);
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
       portals_.erase(it);
     }
   }
@@ -1087,7 +1100,9 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
     r.tables = st.tables;
     r.sql_text = st.sql;
     r.sql_truncated = st.sql_truncated;
-    r.fingerprint = run.plan->fingerprint;
+    // The text's fingerprint is this statement's only when the text holds one statement; the
+    // writer thread fingerprints a statement of a longer text from its own text.
+    if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
     r.guard_actions = run.plan->guard_actions_json;
   } else {
     r.guard_actions = "[]";
@@ -1422,6 +1437,11 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
               finishRun(*run, history::Outcome::kOk);
             } else {
               out.append(f.raw.data(), f.raw.size());
+              // Its portal was replaced or closed while this Execute was in flight: nothing
+              // else holds the run to finish it later.
+              if (run && !run->finished && head.run.use_count() == 1) {
+                finishRun(*run, history::Outcome::kOk);
+              }
             }
             popPending();
             return true;

@@ -35,7 +35,10 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
   uv_loop_init(&loop_);
   loop_.data = this;
   pools_.setConfig(config_);
-  policy_ = std::make_unique<PolicyEngine>(4096, config_->history.max_sql_bytes);
+  // With redact_literals the history writer normalizes a statement before it cuts it, so it gets
+  // the whole text (and bounds it itself); otherwise records keep history.max_sql_bytes of it.
+  policy_ = std::make_unique<PolicyEngine>(
+      4096, config_->history.redact_literals ? 0 : config_->history.max_sql_bytes);
   catalog_ = std::make_unique<CatalogRefresher>(*this);
   metrics_ = std::make_unique<DaemonMetrics>(*this);
   budgets_ = std::make_unique<guards::BudgetLedger>();
