@@ -136,8 +136,8 @@ def bind_msg(stmt, *params):
     return b"B", body + struct.pack("!H", 0)
 
 
-def execute_msg():
-    return b"E", b"\0" + struct.pack("!I", 0)
+def execute_msg(max_rows=0):
+    return b"E", b"\0" + struct.pack("!I", max_rows)
 
 
 def send_batch(raw, msgs):
@@ -295,6 +295,14 @@ def run_mix(d, conv):
         s.expect(core, sql, rows=1, protocol="extended")
         s.expect(core, sql, outcome="error", sqlstate="22012", protocol="extended")
         s.expect(core, sql, outcome="error", sqlstate="22012", protocol="extended")
+        # A portal suspended after one row, replaced by the next Bind before its answer came.
+        sql = "SELECT generate_series(1, 3) AS g"
+        tags, rows, errors = send_batch(raw, [parse_msg("s4", sql),
+                                              bind_msg("s4"), execute_msg(max_rows=1),
+                                              bind_msg("s4"), execute_msg()])
+        assert (tags, len(rows), errors) == (["SELECT 3"], 4, [])
+        s.expect(core, sql, rows=1, protocol="extended")
+        s.expect(core, sql, rows=3, protocol="extended")
         # Three simple Queries written back to back before reading any answer.
         queries = [f"SELECT {n} AS p" for n in (11, 12, 13)]
         raw.send(b"".join(b"Q" + struct.pack("!I", len(q) + 5) + q.encode() + b"\0"
