@@ -88,4 +88,11 @@ ConstArg constOf(element e);
 // True when two subtrees are the same expression, ignoring "location" fields.
 bool sameTree(element a, element b);
 
+// libpg_query's fingerprint (pg_query_fingerprint, version 3 as in libpg_query 15-4) computed
+// from the JSON tree already parsed, so a cache miss parses the text once instead of twice. It
+// reproduces the library's token stream (fields in name order, locations and constants left out,
+// some lists sorted by hash) and hashes it with XXH3. Only SELECT statements built from the node
+// types it knows are handled; for anything else it returns false and the caller asks libpg_query.
+bool fingerprintSelects(element root, uint64_t& out);
+
 }  // namespace pgwarden::guards::pgjson

@@ -7,14 +7,17 @@
 //   flags: rows agg lock into mcte ea hold rec unbrec rw cf ctf 2pc  ('!' in front: must be false)
 //   s1.kind=delete  (a prefix sN. applies the check to statement N; default statement 0)
 #include <gtest/gtest.h>
+#include <pg_query.h>
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "guards/analysis.h"
+#include "guards/pg_json.h"
 
 namespace pgwarden::guards {
 namespace {
@@ -698,6 +701,75 @@ TEST(Fingerprint, SameShapeWhateverTheLiterals) {
   EXPECT_EQ(a->fingerprint_hex, b->fingerprint_hex);
   EXPECT_NE(a->fingerprint, c->fingerprint);
   EXPECT_EQ(a->fingerprint_hex.size(), 16u);
+}
+
+// Reads are fingerprinted from the tree the analysis already holds: the value must be exactly
+// libpg_query's, over the security corpora and statements that reach each of its special rules.
+TEST(Fingerprint, EqualsLibpgQueryFingerprint) {
+  std::vector<std::string> texts = {
+      "SELECT * FROM t WHERE id IN (3, 1, 2, 1)",
+      "SELECT * FROM t WHERE a = ANY(ARRAY[1, 2]) AND b = ALL(c) AND d NOT IN (e, f)",
+      "SELECT DISTINCT status FROM big",
+      "SELECT DISTINCT ON (a) a, b FROM t ORDER BY a, b DESC NULLS LAST",
+      "SELECT * FROM t WHERE $1::bool AND x = $2 AND y = 'a'::text AND z = x::int",
+      "SELECT * FROM orders_2024_01 o JOIN s12.t1 USING (id) LEFT JOIN a1b22c333 ON true",
+      "SELECT a AS x, count(*) FILTER (WHERE b > 1.5) AS n FROM t GROUP BY 1 HAVING count(*) > 0",
+      "SELECT sum(w) OVER (PARTITION BY r ORDER BY d ROWS BETWEEN 6 PRECEDING AND CURRENT ROW) FROM t",
+      "SELECT 1 UNION ALL SELECT 2 UNION SELECT 3 EXCEPT SELECT 4",
+      "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 9) SELECT * FROM r",
+      "SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (1, 'a')) v(x, y)",
+      "SELECT CASE WHEN a IS NULL THEN 0 WHEN b IS TRUE THEN 1 ELSE coalesce(c, 2) END FROM t",
+      "SELECT greatest(a, b), (x).y, arr[1], ROW(1, a), current_date, true, false, NULL, B'101' FROM t",
+      "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id) AND a IN (SELECT b FROM v)",
+      "SELECT 1; SELECT 2",
+      "SELECT 1; DELETE FROM t",
+      "INSERT INTO t VALUES (1)",
+      "SELECT * FROM t FOR UPDATE",
+      "SELECT * INTO x FROM t",
+      "SELECT -1, +2, 0, 100000000000, a.b.c, \"Quoted\".\"Name\" FROM U&\"\\0070g_authid\"",
+  };
+  // A token stream longer than 240 bytes takes XXH3's long path.
+  std::string wide = "SELECT ";
+  for (int i = 0; i < 120; ++i) wide += (i ? ", col_" : "col_") + std::string(1, static_cast<char>('a' + i % 26)) + "x";
+  texts.push_back(wide + " FROM some_rather_long_table_name");
+  // Past libpg_query's own depth cut-off (100 levels), whichever path takes them.
+  std::string unions = "SELECT a FROM t0";
+  for (int i = 1; i < 120; ++i) unions += " UNION SELECT a FROM t" + std::to_string(i);
+  texts.push_back(unions);
+  texts.push_back("SELECT " + std::string(70, '(') + "a" + std::string(70, ')') + " FROM t");
+  for (const char* corpus : {"/tests/security/bypass_corpus.tsv", "/tests/security/allowed_reads.tsv"}) {
+    std::ifstream in(std::string(PGW_SOURCE_DIR) + corpus);
+    ASSERT_TRUE(in.good()) << corpus;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      texts.push_back(line.substr(line.rfind('\t') + 1));
+    }
+  }
+  size_t compared = 0;
+  size_t from_tree = 0;  // how many took the path under test rather than libpg_query's own
+  simdjson::dom::parser json;
+  for (const auto& text : texts) {
+    PgQueryFingerprintResult expected = pg_query_fingerprint(text.c_str());
+    const auto a = analyzeUncached(text);
+    if (expected.error == nullptr && a->ok) {
+      ++compared;
+      PgQueryParseResult parsed = pg_query_parse(text.c_str());
+      simdjson::dom::element root;
+      uint64_t fp = 0;
+      if (json.parse(simdjson::padded_string(std::string_view(parsed.parse_tree))).get(root) == simdjson::SUCCESS &&
+          pgjson::fingerprintSelects(root, fp)) {
+        ++from_tree;
+        EXPECT_EQ(fp, expected.fingerprint) << text;
+      }
+      pg_query_free_parse_result(parsed);
+      EXPECT_EQ(a->fingerprint, expected.fingerprint) << text;
+      EXPECT_EQ(a->fingerprint_hex, expected.fingerprint_str) << text;
+    }
+    pg_query_free_fingerprint_result(expected);
+  }
+  EXPECT_GT(compared, 200u);
+  EXPECT_GE(from_tree, 120u);
 }
 
 }  // namespace
