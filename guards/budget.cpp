@@ -80,6 +80,25 @@ bool countsAgainstBudget(const Analysis& analysis) {
   return false;
 }
 
+int64_t budgetStatements(const Analysis& analysis) {
+  int64_t n = 0;
+  for (const auto& st : analysis.statements) {
+    switch (st.kind) {
+      case StatementKind::kSet:
+      case StatementKind::kReset:
+      case StatementKind::kShow:
+      case StatementKind::kTransaction:
+      case StatementKind::kDiscard:
+      case StatementKind::kDeallocate:
+      case StatementKind::kClosePortal:
+        continue;
+      default:
+        ++n;
+    }
+  }
+  return n;
+}
+
 GuardResult BudgetGuard::checkText(const GuardInput& in) const {
   if (!in.ctx.budgets || !countsAgainstBudget(in.analysis)) return {};
   const BudgetLedger& ledger = *in.ctx.budgets;
@@ -98,6 +117,20 @@ GuardResult BudgetGuard::statementsExhausted(const BudgetCounters& c, std::strin
   r.facts.add("statements", c.statements)
       .add("max_statements", limits_.max_statements)
       .add("next_step", "stop querying and answer with what you have found");
+  return r;
+}
+
+GuardResult BudgetGuard::textOverBudget(const BudgetCounters& c, int64_t statements) const {
+  const int64_t left = std::max<int64_t>(0, limits_.max_statements - c.statements);
+  std::string message = "This text has " + std::to_string(statements) + " statements, and this conversation has " +
+                        std::to_string(left) + " of its budget of " + std::to_string(limits_.max_statements) +
+                        " queries left. Send at most " + std::to_string(left) +
+                        " statement(s), the ones that matter most, or stop and answer with what you have found.";
+  GuardResult r = denyWith(budget_codes::kBudgetExhausted, budget_codes::kSqlstateBudget, std::move(message));
+  r.facts.add("statements", c.statements)
+      .add("max_statements", limits_.max_statements)
+      .add("statements_in_text", statements)
+      .add("next_step", "send fewer statements, or stop and answer with what you have found");
   return r;
 }
 
@@ -349,7 +382,7 @@ GuardResult BudgetLedger::check(const BudgetGuard& g, const BudgetKey& key) cons
   return localCheck(g, key, e ? e->counters : BudgetCounters{});
 }
 
-void BudgetLedger::countAdmitted(const BudgetGuard& g, const BudgetKey& key) {
+void BudgetLedger::countAdmitted(const BudgetGuard& g, const BudgetKey& key, int64_t statements) {
   const BudgetLimits& l = g.limits();
   if (l.per_user_rate > 0 || l.per_user_concurrent > 0) {
     if (users_.size() >= max_conversations_ && !users_.count(key.user)) {
@@ -361,17 +394,24 @@ void BudgetLedger::countAdmitted(const BudgetGuard& g, const BudgetKey& key) {
     User& u = users_[key.user];
     if (l.per_user_rate > 0) {
       refill(u, l.per_user_rate);
-      u.tokens -= 1.0;
+      u.tokens -= static_cast<double>(statements);
     }
     ++u.running;
   }
 }
 
-BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done) {
+BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done,
+                                            int64_t statements) {
   Admission a;
+  statements = std::max<int64_t>(statements, 1);
+  if (now() - last_sweep_ >= kSweepEveryMs) sweep();
   {
     Entry& e = touch(key, g);
     GuardResult r = localCheck(g, key, e.counters);
+    const int64_t max = g.limits().max_statements;
+    if (r.action != Action::kDeny && !g.store().shared && max > 0 && e.counters.statements + statements > max) {
+      r = g.textOverBudget(e.counters, statements);
+    }
     if (r.action == Action::kDeny) {
       a.kind = Admission::Kind::kDenied;
       a.denial = std::move(r);
@@ -379,8 +419,8 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
     }
   }
   if (!g.store().shared) {
-    touch(key, g).counters.statements += 1;
-    countAdmitted(g, key);
+    touch(key, g).counters.statements += statements;
+    countAdmitted(g, key, statements);
     return a;
   }
   SharedBudgetStore* store = storeFor(g.store());
@@ -479,6 +519,7 @@ void BudgetLedger::release(const BudgetKey& key) {
 
 void BudgetLedger::sweep() {
   const int64_t t = now();
+  last_sweep_ = t;
   for (auto it = lru_.begin(); it != lru_.end();) {
     if (t - it->last_seen >= it->idle_ms) {
       index_.erase(it->key.id());

@@ -79,6 +79,8 @@ class BudgetGuard final : public Guard {
 
   // The verdicts, for the ledger.
   GuardResult statementsExhausted(const BudgetCounters& c, std::string_view conversation) const;
+  // A text of `statements` statements that does not fit in what is left (each counts once).
+  GuardResult textOverBudget(const BudgetCounters& c, int64_t statements) const;
   GuardResult deniedExhausted(const BudgetCounters& c) const;
   GuardResult rowsExhausted(const BudgetCounters& c) const;
   GuardResult rateLimited(std::string_view user, double wait_seconds) const;
@@ -94,6 +96,9 @@ class BudgetGuard final : public Guard {
 // transaction control, DISCARD/DEALLOCATE/CLOSE and empty texts are free, so a driver's own
 // setup statements (JDBC sends two SETs on connect) neither count nor get refused.
 bool countsAgainstBudget(const Analysis& analysis);
+// How many statements of a text spend budget (a multi-statement Query counts each of its
+// statements that is not housekeeping, once).
+int64_t budgetStatements(const Analysis& analysis);
 
 std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
 
@@ -166,7 +171,9 @@ class BudgetLedger {
   using AdmitDone = std::function<void(Admission)>;
   // Memory store: answers at once (done is not called). Shared store: kPending, then `done` on
   // the loop with kAdmitted or kDenied (fail_behavior applied when the store fails).
-  Admission admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done = {});
+  // `statements`: how many statements the text counts as; the text is admitted whole or not at
+  // all (a simple Query cannot be cut). The shared store counts a text once.
+  Admission admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done = {}, int64_t statements = 1);
   void cancel(uint64_t ticket);
   // Rows the client received for an admitted statement; a statement some guard (not a budget) denied.
   void addRows(const BudgetGuard& g, const BudgetKey& key, int64_t rows);
@@ -174,8 +181,10 @@ class BudgetLedger {
   // An admitted statement finished (its concurrency slot is free again).
   void release(const BudgetKey& key);
 
-  // Drops idle conversations (the daemon calls this from a timer; lookups expire lazily too).
+  // Drops idle conversations. Runs by itself at most every kSweepEveryMs as conversations are
+  // touched, and whenever the metrics read size(); lookups expire lazily too.
   void sweep();
+  static constexpr int64_t kSweepEveryMs = 10000;
   std::vector<ConversationUsage> conversations(size_t limit = SIZE_MAX) const;
   std::vector<UserUsage> users() const;
   size_t size() const { return lru_.size(); }
@@ -201,7 +210,7 @@ class BudgetLedger {
   Entry& touch(const BudgetKey& key, const BudgetGuard& g);
   void refill(User& u, double per_minute) const;
   GuardResult localCheck(const BudgetGuard& g, const BudgetKey& key, const BudgetCounters& c) const;
-  void countAdmitted(const BudgetGuard& g, const BudgetKey& key);
+  void countAdmitted(const BudgetGuard& g, const BudgetKey& key, int64_t statements = 1);
   SharedBudgetStore* storeFor(const BudgetStoreConfig& cfg);
 
   Clock clock_;
@@ -210,6 +219,7 @@ class BudgetLedger {
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;
   std::map<std::string, User, std::less<>> users_;
   uint64_t evictions_ = 0;
+  int64_t last_sweep_ = 0;
   uint64_t store_failures_ = 0;
   uint64_t instance_ = 0;  // tells this process's session keys apart in a shared table
   StoreFactory store_factory_;

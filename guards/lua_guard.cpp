@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -367,7 +368,9 @@ GuardResult LuaGuard::checkText(const GuardInput& in) const {
   lua_pushcfunction(L, runCheck);
   lua_pushlightuserdata(L, const_cast<ContextDoc*>(&doc));
   lua_pushinteger(L, sb.check_ref);
+  const auto started = std::chrono::steady_clock::now();
   const int rc = lua_pcall(L, 2, 1, 0);
+  const auto spent = std::chrono::steady_clock::now() - started;
   const bool killed = sb.killed;
   const bool memory_hit = sb.memory_hit;
   disarm(sb);
@@ -413,6 +416,12 @@ GuardResult LuaGuard::checkText(const GuardInput& in) const {
     arm(sb, opts_.memory_limit, opts_.instruction_limit);
     lua_gc(L, LUA_GCCOLLECT);
     disarm(sb);
+  }
+  if (in.ctx.observer) {
+    using R = GuardObserver::CallResult;
+    // The instruction limit is the script's time limit; every other problem is a failure.
+    const R result = why.empty() ? R::kOk : (killed && !memory_hit) ? R::kTimeout : R::kFailure;
+    in.ctx.observer->externalCall(GuardObserver::External::kLua, result, spent);
   }
   if (!why.empty()) return failure(in, why);
   return r;

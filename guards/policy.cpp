@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
@@ -186,15 +187,20 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
       if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
       return false;
     };
+    // One observation per guard and text: two clock reads, no allocation. A guard the chain
+    // paused at (a webhook) was observed before the pause; its resumption is not a second one.
+    const bool observe = ctx.observer && !st.text_done;
+    const auto started = observe ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    bool stop = false;
     if (!st.text_done) {
       st.text_done = true;
-      if (take(g.checkText(in))) break;
+      stop = take(g.checkText(in));
     }
-    bool stop = false;
-    while (st.statement < analysis.statements.size()) {
+    while (!stop && st.statement < analysis.statements.size()) {
       const auto& stmt = analysis.statements[st.statement++];
-      if ((stop = take(g.checkStatement(in, stmt)))) break;
+      stop = take(g.checkStatement(in, stmt));
     }
+    if (observe) ctx.observer->guardEvaluated(g.kind(), std::chrono::steady_clock::now() - started);
     if (stop) break;
   }
   if (d.webhook) {

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -104,6 +105,19 @@ class TableStatsSnapshot {
   std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
 };
 
+// Measures the chain as it runs, for the daemon's metrics. Called on the loop thread, once per
+// guard and text (checkText plus every checkStatement of that guard), and once per call of an
+// operator's script or policy service. Implementations must not allocate once warm.
+class GuardObserver {
+ public:
+  enum class External { kLua, kWebhook };
+  enum class CallResult { kOk, kFailure, kTimeout };
+  virtual ~GuardObserver() = default;
+  // `kind` is the guard's kind() (a string with static storage for every built-in kind).
+  virtual void guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) = 0;
+  virtual void externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) = 0;
+};
+
 // Who is asking, as the session knows it.
 struct RequestContext {
   std::string_view user;
@@ -119,6 +133,8 @@ struct RequestContext {
   // ledger; a null ledger means no budget state is available and budget guards pass.
   uint64_t session_id = 0;
   const BudgetLedger* budgets = nullptr;
+  // Null: the chain is not timed (tests, the config check).
+  GuardObserver* observer = nullptr;
 };
 
 class Guard;  // defined in guards/guard.h

@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 
 #include "common/config_util.h"
 #include "guards/agent_context.h"
@@ -95,15 +96,21 @@ GuardResult WebhookGuard::unavailable(const std::string& log_reason, const Webho
   return r;
 }
 
-GuardResult WebhookGuard::checkWebhookAnswer(const WebhookOutcome& o) const {
-  if (o.status != WebhookOutcome::Status::kOk) {
-    std::string why = statusName(o.status);
-    if (o.http_status) why += " (HTTP " + std::to_string(o.http_status) + ")";
-    if (!o.error.empty()) why += ": " + o.error;
-    return unavailable(why, o);
+namespace {
+
+// The fields of a service's answer, or why it cannot be read.
+struct Answer {
+  const char* problem = nullptr;  // set: unreadable, for the log
+  std::optional<std::string> action, code, reason, hint, detail;
+};
+
+Answer readAnswer(const std::string& body) {
+  Answer a;
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    a.problem = "the answer is not a JSON object";
+    return a;
   }
-  const auto j = nlohmann::json::parse(o.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return unavailable("the answer is not a JSON object", o);
   auto str = [&](const char* key, bool& bad) -> std::optional<std::string> {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
@@ -112,29 +119,57 @@ GuardResult WebhookGuard::checkWebhookAnswer(const WebhookOutcome& o) const {
     return std::nullopt;
   };
   bool bad = false;
-  const auto action = str("action", bad);
-  const auto code = str("code", bad);
-  const auto reason = str("reason", bad);
-  const auto hint = str("hint", bad);
-  std::optional<std::string> detail;
+  a.action = str("action", bad);
+  a.code = str("code", bad);
+  a.reason = str("reason", bad);
+  a.hint = str("hint", bad);
   if (auto it = j.find("detail"); it != j.end() && !it->is_null()) {
-    detail = it->is_string() ? it->get<std::string>() : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    a.detail = it->is_string() ? it->get<std::string>() : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  if (bad) return unavailable("a field of the answer is not a string", o);
-  if (!action || (*action != "allow" && *action != "deny" && *action != "warn")) {
-    return unavailable("the answer has no action allow, deny or warn", o);
+  if (bad) {
+    a.problem = "a field of the answer is not a string";
+  } else if (!a.action || (*a.action != "allow" && *a.action != "deny" && *a.action != "warn")) {
+    a.problem = "the answer has no action allow, deny or warn";
+  } else if (a.code && !validCode(*a.code)) {
+    a.problem = "the answer's code is not UPPER_CASE";
   }
-  if (code && !validCode(*code)) return unavailable("the answer's code is not UPPER_CASE", o);
-  if (*action == "allow") return {};
+  return a;
+}
+
+}  // namespace
+
+GuardObserver::CallResult webhookCallResult(const WebhookOutcome& o) {
+  using R = GuardObserver::CallResult;
+  switch (o.status) {
+    case WebhookOutcome::Status::kOk: return readAnswer(o.body).problem ? R::kFailure : R::kOk;
+    case WebhookOutcome::Status::kTimeout: return R::kTimeout;
+    case WebhookOutcome::Status::kTransport:
+    case WebhookOutcome::Status::kHttpError:
+    case WebhookOutcome::Status::kOverloaded:
+    case WebhookOutcome::Status::kCancelled: return R::kFailure;
+  }
+  return R::kFailure;
+}
+
+GuardResult WebhookGuard::checkWebhookAnswer(const WebhookOutcome& o) const {
+  if (o.status != WebhookOutcome::Status::kOk) {
+    std::string why = statusName(o.status);
+    if (o.http_status) why += " (HTTP " + std::to_string(o.http_status) + ")";
+    if (!o.error.empty()) why += ": " + o.error;
+    return unavailable(why, o);
+  }
+  const Answer a = readAnswer(o.body);
+  if (a.problem) return unavailable(a.problem, o);
+  if (*a.action == "allow") return {};
   GuardResult r;
-  r.action = *action == "deny" ? Action::kDeny : Action::kWarn;
-  r.code = code ? *code
-                : std::string(r.action == Action::kDeny ? webhook_codes::kPolicyDenied : webhook_codes::kPolicyWarning);
-  r.message = reason ? cut(*reason, kMaxReasonBytes)
-                     : (r.action == Action::kDeny ? "This statement is not allowed by the policy service."
-                                                  : "The policy service flagged this statement.");
-  if (detail) r.facts.add("detail", cut(*detail, kMaxDetailBytes));
-  if (hint) r.hint = cut(*hint, kMaxReasonBytes);
+  r.action = *a.action == "deny" ? Action::kDeny : Action::kWarn;
+  r.code = a.code ? *a.code
+                  : std::string(r.action == Action::kDeny ? webhook_codes::kPolicyDenied : webhook_codes::kPolicyWarning);
+  r.message = a.reason ? cut(*a.reason, kMaxReasonBytes)
+                       : (r.action == Action::kDeny ? "This statement is not allowed by the policy service."
+                                                    : "The policy service flagged this statement.");
+  if (a.detail) r.facts.add("detail", cut(*a.detail, kMaxDetailBytes));
+  if (a.hint) r.hint = cut(*a.hint, kMaxReasonBytes);
   return r;
 }
 

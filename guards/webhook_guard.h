@@ -49,6 +49,11 @@ class WebhookGuard final : public Guard {
   WebhookOptions opts_;
 };
 
+// How a call went, for the metrics: a timeout, a failure (transport error, HTTP error after the
+// retries, overload, an answer that cannot be read), or ok. Reads the body again: it is small,
+// and the metrics must not depend on which guard the answer was for.
+GuardObserver::CallResult webhookCallResult(const WebhookOutcome& outcome);
+
 std::unique_ptr<Guard> makeWebhookGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
 
 // The registry with every kind pgwarden knows: the built-in ones plus lua, http_webhook, budget.

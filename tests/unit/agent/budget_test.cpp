@@ -354,5 +354,65 @@ TEST(Budget, SessionHousekeepingIsFree) {
   EXPECT_FALSE(g.evaluate(*analyzeUncached("SET extra_float_digits = 3"), "SET extra_float_digits = 3", ctx, nullptr).denied);
 }
 
+TEST(Budget, MultiStatementTextCountsEachStatementOnceAndWhole) {
+  const auto m = budgetGroup("      max_statements: 4\n");
+  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
+  BudgetLedger ledger;
+  const auto key = ledger.keyFor(ctxFor("agent", "c-multi", &ledger));
+  EXPECT_EQ(budgetStatements(*analyzeUncached("SELECT 1; SELECT 2; SELECT 3")), 3);
+  EXPECT_EQ(budgetStatements(*analyzeUncached("BEGIN; SELECT 1; SET x = 1; COMMIT")), 1);
+  EXPECT_EQ(budgetStatements(*analyzeUncached("SHOW search_path")), 0);
+
+  EXPECT_EQ(ledger.admit(*bg, key, {}, 3).kind, Kind::kAdmitted);
+  EXPECT_EQ(ledger.counters(key).statements, 3);
+  // Two do not fit in the one left: the text is refused whole, nothing is counted.
+  const auto refused = ledger.admit(*bg, key, {}, 2);
+  ASSERT_EQ(refused.kind, Kind::kDenied);
+  EXPECT_EQ(refused.denial.code, "BUDGET_EXHAUSTED");
+  EXPECT_NE(refused.denial.message.find("This text has 2 statements, and this conversation has 1 of its budget "
+                                        "of 4 queries left."),
+            std::string::npos)
+      << refused.denial.message;
+  EXPECT_EQ(ledger.counters(key).statements, 3);
+  EXPECT_EQ(ledger.admit(*bg, key, {}, 1).kind, Kind::kAdmitted);
+  EXPECT_EQ(ledger.counters(key).statements, 4);
+  const auto spent = ledger.admit(*bg, key, {}, 1);
+  ASSERT_EQ(spent.kind, Kind::kDenied);
+  EXPECT_NE(spent.denial.message.find("has used its budget of 4 queries"), std::string::npos);
+}
+
+TEST(Budget, MultiStatementTextTakesOneRateTokenPerStatement) {
+  FakeClock clock;
+  const auto m = budgetGroup("      per_user_rate: 4\n");
+  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
+  BudgetLedger ledger(1000, clock.fn());
+  const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
+  EXPECT_EQ(ledger.admit(*bg, key, {}, 4).kind, Kind::kAdmitted);
+  ledger.release(key);
+  EXPECT_EQ(ledger.admit(*bg, key).kind, Kind::kDenied);
+}
+
+TEST(Budget, ExpiredConversationsAreSweptAsStatementsArrive) {
+  // No timer and no explicit sweep: admitting statements drops idle conversations by itself,
+  // so memory follows the live conversations, not every one ever seen.
+  FakeClock clock;
+  const auto m = budgetGroup("      max_statements: 100\n      idle_expiry: 1m\n");
+  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
+  BudgetLedger ledger(100000, clock.fn());
+  for (int i = 0; i < 500; ++i) {
+    (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", ("c-" + std::to_string(i)).c_str(), &ledger)));
+  }
+  EXPECT_EQ(ledger.size(), 500u);
+  clock.ms += 2 * 60'000;
+  (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", "c-new", &ledger)));
+  EXPECT_EQ(ledger.size(), 1u);
+  EXPECT_EQ(ledger.evictions(), 0u) << "expired, not evicted by the LRU bound";
+  const auto stale = ledger.keyFor(ctxFor("agent", "c-stale", &ledger));
+  (void)ledger.admit(*bg, stale);
+  clock.ms += 61'000;
+  (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", "c-other", &ledger)));
+  EXPECT_EQ(ledger.size(), 1u) << "the sweep 61 s later dropped c-new and c-stale";
+}
+
 }  // namespace
 }  // namespace pgwarden::guards

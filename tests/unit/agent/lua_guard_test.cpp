@@ -3,7 +3,9 @@
 // stays usable after them), bad returns, fail_behavior, and compile errors naming file and line.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <vector>
 
 #include "agent_test_util.h"
 #include "common/config_util.h"
@@ -320,6 +322,44 @@ TEST(LuaGuardConfig, OtherErrors) {
   fails("      script: \"function check() end\"\n      bogus: 1\n", "bogus");
   fails("      file: /nonexistent/p.lua\n", "cannot read");
   fails("      script: \"\\x1bLua\"\n", "");  // bytecode is refused (text chunks only)
+}
+
+// Every call of check(ctx) is reported to the chain's observer: ok (whatever the verdict), a
+// timeout for the instruction limit, a failure for errors, the memory limit and bad returns.
+struct CallLog final : GuardObserver {
+  std::vector<CallResult> results;
+  int lua_guard_timings = 0;
+  void guardEvaluated(std::string_view kind, std::chrono::nanoseconds) override {
+    if (kind == "lua") ++lua_guard_timings;
+  }
+  void externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) override {
+    EXPECT_EQ(kind, External::kLua);
+    EXPECT_GE(spent.count(), 0);
+    results.push_back(result);
+  }
+};
+
+TEST(LuaGuard, CallsReportedToTheObserver) {
+  const auto m = luaGroup(R"(function check(ctx)
+  if ctx.sql:find("spin") then while true do end end
+  if ctx.sql:find("boom") then error("boom") end
+  if ctx.sql:find("hungry") then local t = {} for i = 1, 1e8 do t[i] = i end end
+  if ctx.sql:find("bad") then return 42 end
+  if ctx.sql:find("deny") then return {action = "deny", code = "NO", reason = "no"} end
+end)", "      instruction_limit: 10000000\n      memory_limit: 1048576\n");
+  const PolicyGroup& g = *m.at("g");
+  CallLog log;
+  using R = GuardObserver::CallResult;
+  for (const char* sql : {"SELECT 'ok'", "SELECT 'deny'", "SELECT 'spin'", "SELECT 'boom'", "SELECT 'hungry'",
+                          "SELECT 'bad'"}) {
+    const auto analysis = analyzeUncached(sql);
+    RequestContext ctx;
+    ctx.user = "agent";
+    ctx.observer = &log;
+    (void)g.evaluate(*analysis, sql, ctx, nullptr);
+  }
+  EXPECT_EQ(log.results, (std::vector<R>{R::kOk, R::kOk, R::kTimeout, R::kFailure, R::kFailure, R::kFailure}));
+  EXPECT_EQ(log.lua_guard_timings, 6);
 }
 
 }  // namespace

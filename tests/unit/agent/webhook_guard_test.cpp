@@ -3,6 +3,7 @@
 // failure becomes fail_behavior with a reason that names nothing internal. Config and headers.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -212,6 +213,60 @@ TEST(Registry, KnowsEveryKind) {
   for (const char* k : {"lua", "http_webhook", "budget", "read_only", "row_limit", "cost_gate"}) {
     EXPECT_NE(std::find(kinds.begin(), kinds.end(), k), kinds.end()) << k;
   }
+}
+
+// What the chain reports to its observer: guard time once per guard and text (a guard the chain
+// paused at is not counted again when it resumes), and the classification of webhook calls.
+struct RecordingObserver final : GuardObserver {
+  std::vector<std::string> kinds;
+  std::vector<std::pair<External, CallResult>> calls;
+  void guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) override {
+    EXPECT_GE(spent.count(), 0);
+    kinds.emplace_back(kind);
+  }
+  void externalCall(External kind, CallResult result, std::chrono::nanoseconds) override {
+    calls.emplace_back(kind, result);
+  }
+};
+
+TEST(ChainObserver, EachGuardTimedOncePerTextAcrossAWebhookPause) {
+  const auto m = groups("g:\n  guards:\n    - kind: read_only\n" + webhookYaml() +
+                        "    - kind: row_limit\n      max_rows: 5\n");
+  const PolicyGroup& g = *m.at("g");
+  Prepared r = prepare("SELECT 1; SELECT 2");
+  RecordingObserver obs;
+  r.ctx.observer = &obs;
+  const Decision paused = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+  ASSERT_TRUE(paused.webhook);
+  EXPECT_EQ(obs.kinds, (std::vector<std::string>{"read_only", "http_webhook"}));
+  const Decision done = g.resumeWebhook(paused, ok(R"({"action":"allow"})"), *r.analysis, r.sql, r.ctx, nullptr);
+  EXPECT_FALSE(done.denied);
+  EXPECT_EQ(obs.kinds, (std::vector<std::string>{"read_only", "http_webhook", "row_limit"}));
+  // No observer: nothing is timed (and nothing breaks).
+  Prepared quiet = prepare("SELECT 3");
+  EXPECT_TRUE(g.evaluate(*quiet.analysis, quiet.sql, quiet.ctx, nullptr).webhook);
+}
+
+TEST(ChainObserver, DeniedChainStopsTimingAtTheDenyingGuard) {
+  const auto m = groups("g:\n  guards:\n    - kind: read_only\n    - kind: row_limit\n      max_rows: 5\n");
+  Prepared r = prepare("DELETE FROM t");
+  RecordingObserver obs;
+  r.ctx.observer = &obs;
+  EXPECT_TRUE(m.at("g")->evaluate(*r.analysis, r.sql, r.ctx, nullptr).denied);
+  EXPECT_EQ(obs.kinds, (std::vector<std::string>{"read_only"}));
+}
+
+TEST(WebhookCallResult, TimeoutsFailuresAndUnreadableAnswers) {
+  using R = GuardObserver::CallResult;
+  EXPECT_EQ(webhookCallResult(ok(R"({"action":"deny","code":"NO","reason":"no"})")), R::kOk);
+  EXPECT_EQ(webhookCallResult(ok(R"({"action":"allow"})")), R::kOk);
+  EXPECT_EQ(webhookCallResult(ok("not json")), R::kFailure);
+  EXPECT_EQ(webhookCallResult(ok(R"({"action":"maybe"})")), R::kFailure);
+  EXPECT_EQ(webhookCallResult(ok(R"({"action":"deny","code":"lower"})")), R::kFailure);
+  EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kTimeout, 0, "", "deadline", 1}), R::kTimeout);
+  EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kTransport, 0, "", "refused", 2}), R::kFailure);
+  EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kHttpError, 503, "", "", 2}), R::kFailure);
+  EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kOverloaded, 0, "", "", 0}), R::kFailure);
 }
 
 }  // namespace
