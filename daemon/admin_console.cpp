@@ -14,12 +14,20 @@
 #include "daemon/client_session.h"
 #include "daemon/counters.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+#include "history/record.h"
 #include "guards/budget.h"
 #include "pgwarden_version.h"
 
 namespace pgwarden::daemon {
 
 namespace {
+
+int64_t nowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 const std::string kNull = "\x01NULL";
 // SHOW CONVERSATIONS lists at most this many (the ledger can hold far more).
@@ -122,13 +130,52 @@ void AdminConsole::execute(std::string_view text, std::string& out) {
     if (!command.empty()) {
       any = true;
       const size_t before = out.size();
+      const int64_t started = nowMicros();
       runCommand(command, out);
+      record(command, started, std::string_view(out).substr(before));
       // An error ends the text, as in PostgreSQL's simple protocol.
       if (out.size() > before && out[before] == 'E') return;
     }
     start = end + 1;
   }
   if (!any) protocol::writeEmptyQueryResponse(out);
+}
+
+void AdminConsole::record(std::string_view command, int64_t started_us, std::string_view answer) const {
+  history::Record r;
+  r.started_at_us = started_us;
+  r.finished_at_us = nowMicros();
+  r.duration_us = r.finished_at_us - r.started_at_us;
+  r.instance_id = daemon_.instanceId();
+  r.session_id = session_id_;
+  r.user = user_;
+  r.database = std::string(kDatabase);
+  r.client_addr = client_addr_;
+  r.application_name = application_name_;
+  r.query_intent_inferred = "admin";
+  r.statement_kind = "admin";
+  r.sql_text = std::string(command);
+  r.guard_actions = "[]";
+  r.protocol = "simple";
+  r.outcome = history::Outcome::kOk;
+  // The answer is ours: an ErrorResponse first means the command failed; DataRows are its rows.
+  if (answer.size() > 5 && answer[0] == 'E') {
+    r.outcome = history::Outcome::kError;
+    const size_t len = std::min<size_t>(protocol::readU32(answer.data() + 1), answer.size() - 1);
+    if (auto e = protocol::parseErrorFields(answer.substr(5, len >= 4 ? len - 4 : 0))) {
+      r.sqlstate = std::string(e->sqlstate());
+      r.error_message = std::string(e->message());
+    }
+  } else {
+    size_t pos = 0;
+    while (pos + 5 <= answer.size()) {
+      if (answer[pos] == 'D') ++r.rows_returned;
+      pos += 1 + protocol::readU32(answer.data() + pos + 1);
+    }
+    r.bytes_sent = static_cast<int64_t>(answer.size());
+  }
+  daemon_.metrics().onStatement(r, nullptr);
+  daemon_.submitRecord(std::move(r));
 }
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {

@@ -20,6 +20,11 @@ class AdminConsole {
   static constexpr std::string_view kDatabase = "pgwarden";
 
   AdminConsole(Daemon& daemon, uint64_t session_id, std::string user);
+  // Who is on the console, for the history records of its commands.
+  void setClient(std::string client_addr, std::string application_name) {
+    client_addr_ = std::move(client_addr);
+    application_name_ = std::move(application_name);
+  }
 
   // What a client sees after AuthenticationOk: ParameterStatus lines psql and drivers expect,
   // then ReadyForQuery.
@@ -37,6 +42,8 @@ class AdminConsole {
     std::vector<std::vector<std::string>> rows;  // "\x01NULL" marks a NULL cell (kNull)
   };
   void runCommand(std::string_view command, std::string& out);
+  // One history record per command (statement kind and intent "admin"), like any statement.
+  void record(std::string_view command, int64_t started_us, std::string_view answer) const;
   static void writeTable(const Table& t, std::string& out);
   static void writeError(std::string& out, std::string_view sqlstate, std::string_view message,
                          std::string_view hint = {});
@@ -57,6 +64,8 @@ class AdminConsole {
   Daemon& daemon_;
   uint64_t session_id_;
   std::string user_;
+  std::string client_addr_;
+  std::string application_name_;
   bool skipping_ = false;  // an extended-protocol message was refused: ignore until Sync
 };
 

@@ -109,6 +109,30 @@ StatementOutcome counterOutcome(history::Outcome o) {
   return StatementOutcome::kError;
 }
 
+// A RowDescription of one text column with the given format code (0 text, 1 binary), for the
+// SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
+// https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
+void writeTextColumn(std::string& out, std::string_view name, int16_t format) {
+  auto put16 = [&out](uint16_t v) {
+    out.push_back(static_cast<char>(v >> 8));
+    out.push_back(static_cast<char>(v & 0xff));
+  };
+  auto put32 = [&out](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  };
+  out.push_back('T');
+  put32(static_cast<uint32_t>(4 + 2 + name.size() + 1 + 4 + 2 + 4 + 2 + 4 + 2));
+  put16(1);
+  out.append(name);
+  out.push_back('\0');
+  put32(0);          // table oid
+  put16(0);          // column number
+  put32(25);         // text
+  put16(0xffff);     // typlen -1
+  put32(0xffffffff); // typmod -1
+  put16(static_cast<uint16_t>(format));
+}
+
 // Most queued client messages tolerated before we stop reading the client (pipelining).
 constexpr size_t kMaxPendingEntries = 65536;
 // Longest wait for a database's first catalog statistics before the first ReadyForQuery.
@@ -530,6 +554,7 @@ void ClientSession::authenticated() {
       return;
     }
     admin_ = std::make_unique<AdminConsole>(daemon_, id_, user_);
+    admin_->setClient(peer_host_, application_name_);
     AdminConsole::writeWelcome(client_.out());
     setState(ClientState::kReady);
     ++daemon_.counters().clients_ready;
@@ -667,6 +692,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
                       " carries no body");
     return false;
   }
+  if ((!agent_statements_.empty() || !agent_portals_.empty()) && handleAgentMessage(f)) return true;
   switch (f.type) {
     case 'Q': return handleQuery(f);
     case 'P': return handleParse(f);
@@ -806,9 +832,11 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   }
   Pending p(Expect::kQuery);
   const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
+  p.overrides = overrides_;
   if (!empty_text) {
     p.run = startRun(plan, 0, false);
     p.run->budget_key = std::move(budget_key);
+    p.run->overrides = overrides_;
     p.next_statement = 1;
   } else {
     p.next_statement = plan->statements.size();
@@ -843,15 +871,19 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     deny_skipping_ = true;
     return true;
   }
-  if (!held_ && guards::parseAgentCommand(m->sql).kind != guards::AgentCommand::Kind::kNone) {
-    std::string out;
-    protocol::writeError(out, "ERROR", "0A000",
-                         "SET and SHOW of pgwarden.* are answered only as a simple query; send them with the "
-                         "simple query protocol (psql; JDBC with preferQueryMode=simple), or pass the values "
-                         "as startup options or in a /* agent_id='...' */ comment");
-    queueLocal(std::move(out), false);
-    deny_skipping_ = true;
-    return true;
+  if (!held_) {
+    const auto cmd = guards::parseAgentCommand(m->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) return handleAgentParse(*m, cmd);
+    if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+      if (!name.empty()) {
+        std::string out;
+        protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+        queueLocal(std::move(out), false);
+        deny_skipping_ = true;
+        return true;
+      }
+      agent_statements_.erase(a);
+    }
   }
   std::shared_ptr<const StatementPlan> plan;
   std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
@@ -881,6 +913,11 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     writeWarnings(out, *plan);
     queueLocal(std::move(out), false);
   }
+  if (overrides_.any()) {
+    statement_overrides_[name] = overrides_;
+  } else if (!statement_overrides_.empty()) {
+    statement_overrides_.erase(name);
+  }
   Pending p(Expect::kParse);
   p.name = name;
   if (existing != statements_.end()) {
@@ -909,6 +946,11 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   auto stmt = statements_.find(std::string(b->statement));
   std::shared_ptr<const StatementPlan> plan =
       stmt == statements_.end() ? nullptr : stmt->second;
+  if (const auto ov = statement_overrides_.find(std::string(b->statement)); ov != statement_overrides_.end()) {
+    overrides_ = ov->second;
+  } else {
+    overrides_ = {};
+  }
   if (held_ && held_->ready && held_->explain) {
     plan = std::move(held_->plan);  // the cost gate's verdict with these parameters
     held_.reset();
@@ -933,7 +975,7 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
     if (portal.empty()) {
       auto& run = it->second.run;
       if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
-      it->second = Portal{plan, nullptr};
+      it->second = Portal{plan, nullptr, overrides_};
     }
   } else {
     if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
@@ -946,7 +988,7 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
       deny_skipping_ = true;
       return true;
     }
-    portals_.emplace(portal, Portal{plan, nullptr});
+    portals_.emplace(portal, Portal{plan, nullptr, overrides_});
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.plan = plan;
@@ -969,6 +1011,7 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
       // Executes continue the same run).
       std::shared_ptr<const StatementPlan> plan = it->second.plan;
       std::shared_ptr<const guards::BudgetKey> key;
+      overrides_ = it->second.overrides;  // the budget key and any denial belong to this statement
       if (held_ && held_->ready) {
         plan = std::move(held_->plan);
         key = std::move(held_->key);
@@ -986,6 +1029,7 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
       }
       it->second.run = startRun(it->second.plan, 0, true);
       it->second.run->budget_key = std::move(key);
+      it->second.run->overrides = it->second.overrides;
     }
     run = it->second.run;
   } else {
@@ -1009,6 +1053,7 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   if (c->kind == 'S') {
     statements_.erase(name);
     statement_types_.erase(name);
+    statement_overrides_.erase(name);
   } else {
     auto it = portals_.find(name);
     if (it != portals_.end()) {
@@ -1032,6 +1077,11 @@ void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
   p.local = std::move(bytes);
   p.local_rfq = with_rfq;
   pending_.push_back(std::move(p));
+  // The answer waits behind the server's answers to earlier extended-protocol messages, which the
+  // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
+  // same, or a client that sends Flush after a denial (skipped, as everything up to Sync) waits
+  // forever for the ParseComplete and the denial.
+  if (unsynced_ && server_) protocol::writeFlush(server_->out());
 }
 
 void ClientSession::emitLocalHeads() {
@@ -1090,9 +1140,11 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
   r.policy_group = group_;
   r.client_addr = peer_host_;
   r.application_name = application_name_;
-  r.agent_id = agent_id_;
-  r.conversation_id = conversation_id_;
-  r.query_intent_sent = query_intent_;
+  // A sqlcommenter comment on the statement wins over the session's values, for it alone.
+  const auto& ov = run.overrides;
+  r.agent_id = ov.agent_id ? *ov.agent_id : agent_id_;
+  r.conversation_id = ov.conversation_id ? *ov.conversation_id : conversation_id_;
+  r.query_intent_sent = ov.query_intent ? *ov.query_intent : query_intent_;
   if (run.plan && run.index < run.plan->statements.size()) {
     const auto& st = run.plan->statements[run.index];
     r.query_intent_inferred = st.intent;
@@ -1139,6 +1191,7 @@ void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
     run.index = i;
     run.extended = extended;
     run.started_us = nowMicros();
+    run.overrides = overrides_;
     finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
               plan.decision.deny.sqlstate, plan.decision.deny.message);
   }
@@ -1160,6 +1213,7 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
       p.run.reset();
       while (p.plan && p.next_statement < p.plan->statements.size()) {
         auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
         finishRun(*run, outcome, {}, message);
       }
     }
@@ -1278,6 +1332,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
         // The statements after a failed one in the same Query never run.
         while (head.plan && head.next_statement < head.plan->statements.size()) {
           auto run = startRun(head.plan, head.next_statement++, false);
+          run->overrides = head.overrides;
           finishRun(*run, history::Outcome::kError, sqlstate,
                     "not executed: an earlier statement in the same query failed");
         }
@@ -1413,6 +1468,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
             head.run.reset();
             if (head.plan && head.next_statement < head.plan->statements.size()) {
               head.run = startRun(head.plan, head.next_statement++, false);
+              head.run->overrides = head.overrides;
             }
             return true;
           }
@@ -1501,12 +1557,14 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   // error belongs to gets one record with the server's SQLSTATE (its Execute's, or, when the
   // Parse or Bind failed, one of its own); later Executes in the batch were never run.
   std::shared_ptr<const StatementPlan> failed_plan;
+  guards::AgentOverrides failed_overrides;
   bool failed_recorded = false;
   bool first = true;
   const auto recordFailure = [&] {
     if (failed_plan && !failed_recorded) {
       failed_recorded = true;
       auto run = startRun(failed_plan, 0, true);
+      run->overrides = failed_overrides;
       finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
     }
   };
@@ -1517,6 +1575,9 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       if (p.kind == Expect::kParse) {
         auto it = statements_.find(p.name);
         if (it != statements_.end()) failed_plan = it->second;
+        if (auto ov = statement_overrides_.find(p.name); ov != statement_overrides_.end()) {
+          failed_overrides = ov->second;
+        }
       } else if (p.kind == Expect::kBind) {
         failed_plan = p.plan;
       } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
@@ -1827,16 +1888,25 @@ guards::RequestContext ClientSession::requestContext(bool extended, const guards
   ctx.extended = extended;
   ctx.session_id = id_;
   ctx.budgets = daemon_.budgets();
+  ctx.observer = &daemon_.metrics();
   return ctx;
 }
 
 bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
+  if (cmd.kind == guards::AgentCommand::Kind::kNone) return true;
+  std::string out;
+  applyAgentCommand(cmd, true, 0, out);
+  queueLocal(std::move(out), true);
+  return true;
+}
+
+void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format,
+                                      std::string& out) {
   using Kind = guards::AgentCommand::Kind;
   if (!agent_defaults_) agent_defaults_ = std::array<std::string, 3>{agent_id_, conversation_id_, query_intent_};
   const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
   std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
   const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
-  std::string out;
   switch (cmd.kind) {
     case Kind::kSet:
       *target = cmd.value;
@@ -1848,7 +1918,8 @@ bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
       protocol::writeCommandComplete(out, "RESET");
       break;
     case Kind::kShow:
-      protocol::writeRowDescription(out, {protocol::ColumnDesc{name}});
+      if (describe) writeTextColumn(out, name, format);
+      // A text value's binary form is its bytes, so either format code gets the same cells.
       protocol::writeDataRow(out, {std::optional<std::string_view>(*target)});
       protocol::writeCommandComplete(out, "SHOW");
       break;
@@ -1856,9 +1927,118 @@ bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
       protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
       break;
     case Kind::kNone:
-      return true;
+      break;
   }
-  queueLocal(std::move(out), true);
+}
+
+bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd) {
+  const std::string name(m.statement);
+  std::string out;
+  if (cmd.kind == guards::AgentCommand::Kind::kError) {
+    protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
+  } else if (!name.empty() && (statements_.count(name) || agent_statements_.count(name))) {
+    protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+  } else if (!name.empty() &&
+             agent_statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    protocol::writeError(out, "ERROR", "54000", "too many prepared statements in this session; close the ones you no longer need");
+  }
+  if (!out.empty()) {
+    // As after any failed Parse, the rest of the batch up to Sync is skipped.
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
+  if (name.empty()) {
+    // The unnamed statement is ours now; Bind "" must not find the server's old one here.
+    statements_.erase(name);
+    statement_types_.erase(name);
+    statement_overrides_.erase(name);
+  }
+  agent_statements_[name] = cmd;
+  protocol::writeParseComplete(out);
+  queueLocal(std::move(out), false);
+  return true;
+}
+
+bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
+  std::string out;
+  switch (f.type) {
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      if (!b) return false;  // the usual path reports the malformed message
+      const std::string portal(b->portal);
+      const auto st = agent_statements_.find(std::string(b->statement));
+      if (st == agent_statements_.end()) {
+        agent_portals_.erase(portal);  // a server statement bound to this name replaces ours
+        return false;
+      }
+      const int16_t format = b->result_formats.empty() ? 0 : b->result_formats[0];
+      if (!portal.empty() && (portals_.count(portal) || agent_portals_.count(portal))) {
+        protocol::writeError(out, "ERROR", "42P03", "portal \"" + portal + "\" already exists");
+      } else if (format != 0 && format != 1) {
+        protocol::writeError(out, "ERROR", "22023", "unsupported format code: " + std::to_string(format));
+      } else if (agent_portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+        protocol::writeError(out, "ERROR", "54000", "too many open portals in this session; close the ones you no longer need");
+      }
+      if (!out.empty()) {
+        queueLocal(std::move(out), false);
+        deny_skipping_ = true;
+        return true;
+      }
+      if (const auto old = portals_.find(portal); old != portals_.end()) {
+        // Binding the unnamed portal again replaces the server's one.
+        auto& run = old->second.run;
+        if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+        portals_.erase(old);
+      }
+      agent_portals_[portal] = AgentPortal{st->second, format};
+      protocol::writeBindComplete(out);
+      break;
+    }
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) return false;
+      const std::string name(d->name);
+      const guards::AgentCommand* cmd = nullptr;
+      int16_t format = 0;
+      if (d->kind == 'S') {
+        const auto it = agent_statements_.find(name);
+        if (it == agent_statements_.end()) return false;
+        cmd = &it->second;
+        protocol::writeParameterDescription(out, {});
+      } else {
+        const auto it = agent_portals_.find(name);
+        if (it == agent_portals_.end()) return false;
+        cmd = &it->second.cmd;
+        format = it->second.format;
+      }
+      if (cmd->kind == guards::AgentCommand::Kind::kShow) {
+        writeTextColumn(out, std::string("pgwarden.") + guards::agentKeyName(cmd->key), format);
+      } else {
+        protocol::writeNoData(out);
+      }
+      break;
+    }
+    case 'E': {
+      auto e = protocol::parseExecute(f.body);
+      if (!e) return false;
+      const auto it = agent_portals_.find(std::string(e->portal));
+      if (it == agent_portals_.end()) return false;
+      applyAgentCommand(it->second.cmd, false, it->second.format, out);
+      break;
+    }
+    case 'C': {
+      auto c = protocol::parseClose(f.body);
+      if (!c) return false;
+      const std::string name(c->name);
+      if (c->kind == 'S' ? agent_statements_.erase(name) == 0 : agent_portals_.erase(name) == 0) return false;
+      protocol::writeCloseComplete(out);
+      break;
+    }
+    default:
+      return false;
+  }
+  queueLocal(std::move(out), false);
   return true;
 }
 
@@ -1912,6 +2092,8 @@ bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
     d.max_rows = -1;
     return PolicyEngine::withDecision(p, std::move(d));
   };
+  // Each statement of a multi-statement text counts once; the text is admitted whole or not.
+  const int64_t statements = guards::budgetStatements(*plan->analysis);
   auto a = ledger->admit(*bg, *k, [this, k, deniedPlan](guards::BudgetLedger::Admission r) {
     budget_ticket_ = 0;
     if (!held_ || !held_->plan) return;
@@ -1922,7 +2104,7 @@ bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
     }
     held_->ready = true;
     resumeHeld();
-  });
+  }, statements);
   switch (a.kind) {
     case guards::BudgetLedger::Admission::Kind::kAdmitted:
       key = std::move(k);
@@ -1955,9 +2137,15 @@ void ClientSession::postWebhook() {
     return;
   }
   waiting_ = true;
+  webhook_started_ = std::chrono::steady_clock::now();
   webhook_id_ = client->post(webhookRequestFor(*guard, held_->plan->decision.webhook->body),
                              [this](guards::WebhookOutcome o) {
                                webhook_id_ = 0;
+                               if (o.status != guards::WebhookOutcome::Status::kCancelled) {
+                                 daemon_.metrics().externalCall(guards::GuardObserver::External::kWebhook,
+                                                                guards::webhookCallResult(o),
+                                                                std::chrono::steady_clock::now() - webhook_started_);
+                               }
                                onWebhookAnswer(std::move(o));
                                if (!waiting_ && held_ && held_->ready) resumeHeld();
                              });
@@ -2144,6 +2332,7 @@ void ClientSession::failExplain(const std::string& error_bytes, const protocol::
   if (held_ && held_->plan) {
     auto run = startRun(held_->plan, 0, held_->extended);
     run->budget_key = std::move(held_->key);
+    run->overrides = held_->overrides;
     finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
   }
   client_.out().append(error_bytes);

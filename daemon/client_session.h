@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -50,6 +51,8 @@ struct StatementRun {
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.
   std::shared_ptr<const guards::BudgetKey> budget_key;
+  // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
+  guards::AgentOverrides overrides;
 };
 
 class ClientSession final : public StreamEvents, public ServerLink, public PoolWaiter {
@@ -134,6 +137,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
     std::string local;                        // kLocal bytes
     bool local_rfq = false;                   // kLocal: append ReadyForQuery (simple protocol)
     size_t next_statement = 0;                // kQuery: statements started so far
+    guards::AgentOverrides overrides;         // kQuery: the text's comment overrides
     int64_t rows_this_execute = 0;            // kExecute/kQuery: rows sent for this message
     bool described = false;                   // kDescribeStatement: ParameterDescription seen
     bool explain_simple = false;              // kExplain: sent as a Query (else Parse/Bind/...)
@@ -144,6 +148,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
     std::shared_ptr<StatementRun> run;
+    guards::AgentOverrides overrides;  // of the prepared statement it was bound from
+  };
+  // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
+  // Execute itself; `format` is the result column's format code from the Bind.
+  struct AgentPortal {
+    guards::AgentCommand cmd;
+    int16_t format = 0;
   };
 
   void setState(ClientState to);
@@ -198,6 +209,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
 
   // Agent context, webhook pauses and budgets (see docs/agents.md).
   bool answerAgentCommand(const guards::AgentCommand& cmd);
+  // Applies the command and writes its answer (CommandComplete; DataRow first for SHOW, and a
+  // RowDescription too when `describe`), without ReadyForQuery.
+  void applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format, std::string& out);
+  // The extended-protocol forms: Parse, Bind, Describe, Execute and Close of such statements
+  // are answered here, never sent to the server. False: not one of ours.
+  bool handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd);
+  bool handleAgentMessage(const protocol::Frame& f);
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const;
   // The plan for a text: the chain (with a webhook pause) and, when `count`, the budget admission.
   // False while waiting: the message stays at the head of the input and is handled again later.
@@ -310,6 +328,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   uint64_t webhook_id_ = 0;
   uint64_t budget_ticket_ = 0;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
+  // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
+  std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
+  // Prepared statements and portals that are SET/RESET/SHOW pgwarden.* (bounded together with
+  // statements_ and portals_ by limits.max_prepared_statements).
+  std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
+  std::unordered_map<std::string, AgentPortal> agent_portals_;
+  std::chrono::steady_clock::time_point webhook_started_{};  // the pending webhook call's start
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
   std::optional<std::array<std::string, 3>> agent_defaults_;
 };

@@ -66,6 +66,15 @@ DaemonMetrics::DaemonMetrics(Daemon& daemon)
     rejected_series_[i] = &metrics_.client_connections_rejected.with(
         {rejectReasonName(static_cast<RejectReason>(i))});
   }
+  // Both kinds exist from the start, so a dashboard shows 0 rather than no data.
+  for (const auto kind : {External::kLua, External::kWebhook}) {
+    const std::string_view label = kind == External::kLua ? "lua" : "webhook";
+    auto& e = external_[static_cast<size_t>(kind)];
+    e.calls = &metrics_.external_guard_calls.with({label});
+    e.failures = &metrics_.external_guard_failures.with({label});
+    e.timeouts = &metrics_.external_guard_timeouts.with({label});
+    e.duration = &metrics_.external_guard_duration.with({label});
+  }
 }
 
 DaemonMetrics::~DaemonMetrics() { close(); }
@@ -155,6 +164,32 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
   }
 }
 
+void DaemonMetrics::guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) {
+  for (size_t i = 0; i < guard_kind_count_; ++i) {
+    KindSeries& k = guard_kinds_[i];
+    if ((k.data == kind.data() && k.kind.size() == kind.size()) || k.kind == kind) {
+      k.duration->observe(spent);
+      return;
+    }
+  }
+  metrics::Histogram& h = metrics_.guard_duration.with({kind});
+  h.observe(spent);
+  if (guard_kind_count_ < kMaxGuardKinds) {
+    guard_kinds_[guard_kind_count_++] = KindSeries{std::string(kind), kind.data(), &h};
+  }
+}
+
+void DaemonMetrics::externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) {
+  const auto& e = external_[static_cast<size_t>(kind)];
+  e.calls->inc();
+  switch (result) {
+    case CallResult::kOk: break;
+    case CallResult::kFailure: e.failures->inc(); break;
+    case CallResult::kTimeout: e.timeouts->inc(); break;
+  }
+  e.duration->observe(spent);
+}
+
 void DaemonMetrics::syncCounters() {
   const Counters& c = daemon_.counters();
   metrics_.client_connections_accepted.inc(c.clients_accepted - synced_accepted_);
@@ -176,7 +211,8 @@ void DaemonMetrics::syncCounters() {
                                                                           synced_server_errors_[i]);
     synced_server_errors_[i] = now;
   }
-  if (const auto* ledger = daemon_.budgets()) {
+  if (auto* ledger = daemon_.budgets()) {
+    ledger->sweep();  // expired conversations leave the gauge (and memory) at the next scrape
     metrics_.conversations_live.set(static_cast<int64_t>(ledger->size()));
   }
 }

@@ -4,15 +4,18 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "daemon/counters.h"
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
+#include "guards/policy.h"
 #include "history/record.h"
 #include "history/recorder.h"
 
@@ -21,7 +24,9 @@ namespace pgwarden::daemon {
 class Daemon;
 struct StatementPlan;
 
-class DaemonMetrics {
+// Also the guard chain's observer (RequestContext::observer): guard evaluation time by guard
+// kind and the calls to Lua scripts and policy services, on series resolved once.
+class DaemonMetrics final : public guards::GuardObserver {
  public:
   explicit DaemonMetrics(Daemon& daemon);
   ~DaemonMetrics();
@@ -45,6 +50,10 @@ class DaemonMetrics {
   // truncation, budget exhaustion and the guard decisions the record carries. `plan` may be null.
   void onStatement(const history::Record& record, const StatementPlan* plan);
 
+  // guards::GuardObserver
+  void guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) override;
+  void externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) override;
+
  private:
   metrics::GroupSeries& group(const std::string& name);
   void collectClients(metrics::SampleSink& sink);
@@ -60,6 +69,25 @@ class DaemonMetrics {
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
   std::unordered_map<std::string, metrics::Counter*> decisions_;
   std::string decision_key_;  // scratch, reused so a lookup does not allocate once warm
+
+  // Guard kind -> its duration series. Kinds are a small fixed set; a linear scan comparing the
+  // kind's pointer first (kind() returns a literal) costs less than hashing the name.
+  struct KindSeries {
+    std::string kind;
+    const char* data = nullptr;
+    metrics::Histogram* duration = nullptr;
+  };
+  static constexpr size_t kMaxGuardKinds = 32;
+  std::array<KindSeries, kMaxGuardKinds> guard_kinds_{};
+  size_t guard_kind_count_ = 0;
+  // Indexed by GuardObserver::External (lua, webhook).
+  struct ExternalSeries {
+    metrics::Counter* calls = nullptr;
+    metrics::Counter* failures = nullptr;
+    metrics::Counter* timeouts = nullptr;
+    metrics::Histogram* duration = nullptr;
+  };
+  std::array<ExternalSeries, 2> external_{};
 
   // What was last copied from Counters (the catalogue counters only go up by the difference).
   uint64_t synced_accepted_ = 0;

@@ -1,6 +1,9 @@
 """The admin console (database "pgwarden") driven with plain psql: every SHOW renders as a table
 with its column headers, RELOAD applies a changed guard to the next session, KILL CLIENT ends a
-client, unknown commands point at SHOW HELP, and users not in admin_users get 42501."""
+client, unknown commands point at SHOW HELP, every command is one record in query history, and users
+not in admin_users get 42501."""
+
+import sqlite3
 
 import psycopg2
 import pytest
@@ -98,6 +101,41 @@ def test_unknown_command_points_at_show_help(admin_daemon):
     assert res.returncode != 0
     assert "unknown admin console command" in res.stderr
     assert "SHOW HELP" in res.stderr
+
+
+def test_console_commands_are_recorded_in_history(admin_daemon):
+    dsn = admin_daemon.dsn(user="core", dbname="pgwarden", application_name="console-history")
+    assert pgwtest.psql(dsn, "-c", "SHOW VERSION; SHOW HELP").returncode == 0
+    assert pgwtest.psql(dsn, "-c", "SHOW NOSUCH").returncode != 0
+    path = admin_daemon.dir / "history.db"
+    rows = []
+
+    def recorded():
+        nonlocal rows
+        if not path.exists():
+            return False
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        db.row_factory = sqlite3.Row
+        try:
+            rows = db.execute("SELECT * FROM pgwarden_history WHERE application_name = "
+                              "'console-history' ORDER BY id").fetchall()
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            db.close()
+        return len(rows) >= 3
+
+    pgwtest.wait_for(recorded)
+    got = [(r["sql_text"], r["outcome"], r["sqlstate"]) for r in rows]
+    # One record per command, two of them from one Query text.
+    assert got == [("SHOW VERSION", "ok", ""), ("SHOW HELP", "ok", ""),
+                   ("SHOW NOSUCH", "error", "42601")], got
+    for r in rows:
+        assert (r["database_name"], r["user_name"], r["statement_kind"], r["protocol"]) == (
+            "pgwarden", "core", "admin", "simple")
+        assert r["query_intent_inferred"] == "admin"
+    assert rows[0]["rows_returned"] == 1 and rows[1]["rows_returned"] > 5
+    assert "unknown admin console command" in rows[2]["error_message"]
 
 
 def test_non_admin_is_refused_with_42501(admin_daemon):

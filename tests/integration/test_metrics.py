@@ -116,6 +116,25 @@ def test_denied_statement_moves_exactly_its_series(daemon):
     assert durations == {frozenset({("group", "agents"), ("outcome", "denied")}): 1.0}
 
 
+def test_guard_evaluation_is_timed_by_guard_kind(daemon):
+    before = samples(scrape(daemon))
+    with pytest.raises(psycopg2.Error):
+        run(daemon, "agent", "DELETE FROM fct_shipments WHERE id = 2")  # read_only stops the chain
+    after = samples(scrape(daemon))
+    counts = diff(before, after, "pgwarden_guard_duration_seconds_count")
+    # The chain stopped at its first guard, so exactly that guard kind was timed, once.
+    assert counts == {frozenset({("guard", "read_only")}): 1.0}, counts
+    # Both external guard kinds are exported (at zero: the example's groups have none).
+    for kind in ("lua", "webhook"):
+        assert (("pgwarden_external_guard_calls_total", frozenset({("kind", kind)}))) in after
+    # A statement the whole chain allows times every guard kind of the group once.
+    before = after
+    run(daemon, "agent", "SELECT id FROM fct_shipments WHERE id = 3")
+    counts = diff(before, samples(scrape(daemon)), "pgwarden_guard_duration_seconds_count")
+    assert counts and set(counts.values()) == {1.0}, counts
+    assert frozenset({("guard", "require_predicate")}) in counts, counts
+
+
 def test_counters_move_as_traffic_flows(daemon):
     before = samples(scrape(daemon))
     rows = run(daemon, "core", "SELECT g FROM generate_series(1, 7) g")
