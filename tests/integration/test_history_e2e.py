@@ -514,3 +514,14 @@ def test_postgres_store_down_mid_run(pgwarden_factory, pg, history_db):
         assert len(texts) == len(set(texts))  # each once
     finally:
         store.destroy()
+
+
+def test_postgres_store_unreachable_at_start_is_refused_clearly(pgwarden_factory, pg):
+    """At start-up an unreachable store is a configuration mistake to fix, not an outage to ride
+    out: the daemon does not start, and says which store and why (without the password)."""
+    dsn = (f"host=127.0.0.1 port={pgwtest.free_port()} dbname=history user={HISTORY_ROLE} "
+           f"password={HISTORY_PASSWORD} connect_timeout=2")
+    with pytest.raises(RuntimeError) as e:
+        start_daemon(pgwarden_factory, pg, "postgres", dsn)
+    assert "cannot open the history store (postgres)" in str(e.value)
+    assert HISTORY_PASSWORD not in str(e.value)
