@@ -8,6 +8,7 @@ drops; `pgwarden report zeros` finds the single-zero answers the daemon marked."
 import collections
 import json
 import re
+import signal
 import socket
 import sqlite3
 import struct
@@ -525,3 +526,26 @@ def test_postgres_store_unreachable_at_start_is_refused_clearly(pgwarden_factory
         start_daemon(pgwarden_factory, pg, "postgres", dsn)
     assert "cannot open the history store (postgres)" in str(e.value)
     assert HISTORY_PASSWORD not in str(e.value)
+
+
+def test_statement_running_at_sigterm_is_recorded_when_it_finishes(pgwarden_factory, pg):
+    """SIGTERM lets running statements finish (within limits.shutdown_timeout) and writes their
+    records before the process exits."""
+    d = start_daemon(pgwarden_factory, pg, "sqlite")
+    conn = d.connect(user="core", options="-c conversation_id=c-drain")
+    cur = conn.cursor()
+    cur.execute("SELECT 1 AS before")
+    job = pgwtest.Background(lambda: (cur.execute("SELECT pg_sleep(1) AS draining"),
+                                      cur.fetchall()))
+    time.sleep(0.3)
+    d.send_signal(signal.SIGTERM)
+    job.join(15)
+    assert job.error is None, job.error
+    assert d.wait_exit(15) == 0, d.log()[-3000:]
+    conn.close()
+    written, dropped = stop_daemon(d)
+    records = read_records(d)
+    assert (written, dropped) == (len(records), 0) == (2, 0)
+    last = by_text(records, "SELECT pg_sleep(1) AS draining")[0]
+    assert (last["outcome"], last["rows_returned"], last["conversation_id"]) == ("ok", 1, "c-drain")
+    assert last["duration_us"] >= 500_000
