@@ -3,6 +3,7 @@
 #include "daemon/daemon.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -191,6 +192,7 @@ int Daemon::run() {
 }
 
 void Daemon::onConnection(Listener& l) {
+  const int fd = l.acceptedFd();
   const uint64_t id = ++next_session_id_;
   auto s = std::make_unique<ClientSession>(*this, id, l.isUnix());
   ClientSession* raw = s.get();
@@ -207,6 +209,21 @@ void Daemon::onConnection(Listener& l) {
                  config_->limits.max_client_connections);
     raw->rejectAfterStartup("53300", "sorry, too many clients already",
                             RejectReason::kMaxConnections);
+    return;
+  }
+  // Near RLIMIT_NOFILE, refuse new clients while descriptors remain for the server connections,
+  // history and metrics of the sessions already in; otherwise libuv would close connections
+  // silently once accept() fails with EMFILE.
+  rlimit lim{};
+  if (fd >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    const rlim_t reserve = std::max<rlim_t>(16, lim.rlim_cur / 32);
+    if (static_cast<rlim_t>(fd) + reserve >= lim.rlim_cur) {
+      spdlog::warn("s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
+                   "{} kept for open sessions); raise LimitNOFILE", id, raw->peer(), fd,
+                   static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(reserve));
+      raw->rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
+                              "descriptors", RejectReason::kMaxConnections);
+    }
   }
 }
 

@@ -38,6 +38,10 @@ class Listener {
   bool isUnix() const { return is_unix_; }
   const std::string& name() const { return name_; }
   uv_stream_t* handle() { return reinterpret_cast<uv_stream_t*>(&h_); }
+  // Inside the connection callback: the descriptor libuv has accepted for the pending client
+  // (uv_stream_t::accepted_fd, which libuv has no getter for), or -1. Descriptors are allocated
+  // lowest first, so its number tells how close the process is to RLIMIT_NOFILE.
+  int acceptedFd() const { return is_unix_ ? h_.pipe.accepted_fd : h_.tcp.accepted_fd; }
 
  private:
   static void onConnection(uv_stream_t* server, int status);

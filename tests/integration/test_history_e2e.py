@@ -453,7 +453,7 @@ def test_redact_literals_stores_normalized_text(pgwarden_factory, pg):
     assert fps["SELECT count(*) FROM scratch WHERE note = $1"]
 
 
-def test_postgres_store_down_mid_run(pgwarden_factory, pg, history_db):
+def test_postgres_store_down_mid_run(pgwarden_factory, pg):
     """The store goes away: clients are answered as before, records wait and arrive when it is
     back; with it away long enough for the queue to fill, drops are counted and logged."""
     store = pgwtest.PgCluster(prefix="pgw-hist-store-")

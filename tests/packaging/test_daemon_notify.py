@@ -156,7 +156,7 @@ class Daemon:
         self.proc = None
         self.logfile = self.spec.dir / "stderr.log"
 
-    def start(self, env_extra, inherit=(), names=None, umask=None, launcher=None):
+    def start(self, env_extra, inherit=(), names=None, umask=None, launcher=None, preexec=None):
         """Runs pgwarden; `inherit` are listening sockets handed over as descriptors 3, 4, ...
         with LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID (the daemon's own pid) as systemd sets
         them. `launcher` is an argv prefix that does the handing over itself."""
@@ -177,7 +177,8 @@ class Daemon:
         if launcher is not None:
             argv = list(launcher) + argv
         self.log = open(self.logfile, "wb")
-        preexec = (lambda: os.umask(umask)) if umask is not None else None
+        if umask is not None:
+            preexec = lambda: os.umask(umask)  # noqa: E731
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=self.log, pass_fds=pass_fds, preexec_fn=preexec,
                                      start_new_session=True)
@@ -279,6 +280,116 @@ def test_ready_reload_stop_arrive_in_order(daemon, notify):
     assert lifecycle(texts) == ["READY=1", "RELOADING=1", "READY=1", "STOPPING=1"], texts
     assert any(line.startswith("STATUS=") for t in texts for line in t.split("\n")), (
         f"no STATUS= text for systemctl status: {texts}")
+
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _make_ca_and_server(d, ca):
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN={ca}",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{ca}-server.key", "-out", f"{ca}-server.csr", "-subj", "/CN=localhost",
+             cwd=d)
+    (d / f"{ca}.ext").write_text("basicConstraints=CA:FALSE\n"
+                                 "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", f"{ca}-server.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-out", f"{ca}-server.crt", "-days", "2", "-extfile", f"{ca}.ext",
+             cwd=d)
+
+
+def test_reload_swaps_tls_certificates_and_keeps_tls_sessions(daemon, notify):
+    d = daemon.spec.dir / "certs"
+    d.mkdir()
+    for ca in ("ca1", "ca2"):
+        _make_ca_and_server(d, ca)
+
+    def install(ca):
+        shutil.copyfile(d / f"{ca}-server.crt", d / "server.crt")
+        shutil.copyfile(d / f"{ca}-server.key", d / "server.key")
+        (d / "server.key").chmod(0o600)
+
+    def connect(ca):
+        return daemon.spec.connect(sslmode="verify-full", sslrootcert=str(d / f"{ca}.crt"))
+
+    install("ca1")
+    daemon.spec.config["tls"] = {"mode": "require", "cert_file": str(d / "server.crt"),
+                                 "key_file": str(d / "server.key")}
+    daemon.spec.write_config()
+    daemon.start({"NOTIFY_SOCKET": notify.path})
+    ready = wait_ready(daemon, notify)
+    held = connect("ca1")
+    assert held.info.ssl_in_use
+
+    install("ca2")
+    daemon.proc.send_signal(signal.SIGHUP)
+    reloading = notify.wait_for(has("RELOADING=1"), ready + 1)
+    assert reloading is not None, notify.texts()
+    assert notify.wait_for(has("READY=1"), reloading + 1) is not None, notify.texts()
+    # New sessions get the new certificate: only the new CA verifies it.
+    conn = connect("ca2")
+    assert conn.info.ssl_in_use
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1")
+        assert cur.fetchall() == [(1,)]
+    conn.close()
+    with pytest.raises(Exception, match="certificate verify failed"):
+        connect("ca1").close()
+    # The session that began under the old certificate goes on.
+    with held.cursor() as cur:
+        cur.execute("SELECT 3")
+        assert cur.fetchall() == [(3,)]
+    held.close()
+    assert daemon.stop() == 0, daemon.output()
+
+
+def test_out_of_descriptors_refuses_new_clients_and_keeps_sessions(daemon, notify):
+    import psycopg2
+    import resource
+
+    # 64 descriptors: about 30 go to the loop, listeners, history and metrics; pgwarden keeps
+    # 16 for the sessions it has, so new clients are refused from descriptor 48 on.
+    daemon.start({"NOTIFY_SOCKET": notify.path},
+                 preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    wait_ready(daemon, notify)
+    held = daemon.spec.connect()
+    # Connections that never send a startup packet each hold one of pgwarden's descriptors
+    # (until limits.startup_timeout) and no server connection.
+    # They are opened until pgwarden refuses one; that one is closed again, so the next client
+    # gets its descriptor (the lowest free one), which is past the threshold, not past the limit.
+    idle = []
+    while "refused: out of file descriptors" not in daemon.output():
+        assert len(idle) < 64, daemon.output()
+        idle.append(socket.create_connection(("127.0.0.1", daemon.spec.port), timeout=5))
+        time.sleep(0.05)
+    idle.pop().close()
+    time.sleep(0.3)
+    with pytest.raises(psycopg2.OperationalError, match="out of file descriptors"):
+        daemon.spec.connect().close()
+    log = daemon.output()
+    assert re.search(r"refused: out of file descriptors \(descriptor \d+ of a limit of 64, 16 kept "
+                     r"for open sessions\); raise LimitNOFILE", log), log
+    # The session already in goes on, and gets its server connection.
+    with held.cursor() as cur:
+        cur.execute("SELECT 5")
+        assert cur.fetchall() == [(5,)]
+    for sock in idle:
+        sock.close()
+    # Descriptors free again (pgwarden sees the closes on its next loop turn): clients get in.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert query(daemon) == [(1,)]
+            break
+        except psycopg2.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    held.close()
+    assert daemon.stop() == 0, daemon.output()
 
 
 def test_rejected_reload_still_ends_the_reload(daemon, notify):
