@@ -1100,8 +1100,10 @@ class Walker {
         element test, sub;
         if (pgjson::get(body, "testexpr", test)) walkAny(test, ctx);
         if (pgjson::get(body, "subselect", sub)) {
-          // Only an ARRAY(...) sublink hands its rows to the client (as one array value).
-          const bool array_sub = pgjson::str(body, "subLinkType") == "ARRAY_SUBLINK";
+          // ARRAY(...) hands its rows to the client as one array value, and so does a scalar
+          // subquery: (SELECT array_agg(id) FROM big) is one value holding the whole table.
+          const std::string_view type = pgjson::str(body, "subLinkType");
+          const bool array_sub = type == "ARRAY_SUBLINK" || type == "EXPR_SUBLINK";
           Level* saved = level_;
           level_ = nullptr;
           walkAny(sub, Ctx{false, array_sub && ctx.reaches, ctx.cte});

@@ -11,6 +11,7 @@ import json
 import pathlib
 import re
 import secrets
+import struct
 
 import pytest
 
@@ -180,3 +181,22 @@ def test_allowed_reads_pass_over_both_protocols(agent, pg):
             # Forwarded unchanged: the server logged the exact text.
             assert f"statement: {marked('q', where, sql)}" in log, f"{where} was rewritten"
     print(f"\n[security] {len(ALLOWED)} ordinary reads allowed over both protocols")
+
+
+def test_denial_after_accepted_messages_arrives_on_flush(agent):
+    """A client that pipelines an accepted Parse and a denied one and then sends Flush (as
+    pipelining drivers do) gets the ParseComplete and the denial at once, as from PostgreSQL,
+    which flushes after every error; only then does it send Sync."""
+    with agent() as c:
+        c.send_msg(b"P", b"ok\0SELECT 1\0\0\0")
+        c.send_msg(b"P", b"bad\0DELETE FROM scratch\0\0\0")
+        c.send_msg(b"H")
+        c.sock.settimeout(5)
+        got = [c.read_msg() for _ in range(2)]
+        assert [t for t, _ in got] == [b"1", b"E"]
+        assert '"code":"READ_ONLY"' in pgwtest.parse_fields(got[1][1])["D"]
+        assert c.sync()[4] == [b"Z"]
+        c.send_msg(b"B", b"\0ok\0" + struct.pack("!HHH", 0, 0, 0))
+        c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+        rows, tags, _, errors, _ = c.sync()
+        assert (len(rows), tags, errors) == (1, ["SELECT 1"], [])
