@@ -42,7 +42,7 @@ def daemon(pgwarden_bin, pg, service):
     groups = {
         "scripted": {"guards": [{"kind": "read_only"},
                                 {"kind": "lua", "script": LUA, "instruction_limit": 200000}]},
-        "counted": {"guards": [{"kind": "budget", "max_statements": 4, "idle_expiry": "2s"},
+        "counted": {"guards": [{"kind": "budget", "max_statements": 4, "idle_expiry": "3s"},
                                {"kind": "read_only"}]},
         "hooked": {"guards": [{"kind": "http_webhook", "url": service.url("/allow"),
                                "timeout_ms": 2000}]},
@@ -285,7 +285,7 @@ def test_live_conversations_expire_and_leave_the_gauge(daemon):
         conn.cursor().execute("SELECT 1")
         conn.close()
     assert value(scrape(daemon), "pgwarden_conversations_live") >= 3
-    # idle_expiry is 2 s: a scrape after that sweeps them out.
+    # idle_expiry is 3 s: a scrape after that sweeps them out.
     assert pgwtest.wait_for(lambda: value(scrape(daemon), "pgwarden_conversations_live") == 0,
                             timeout=10)
 
