@@ -417,7 +417,10 @@ void Daemon::tick() {
   const bool overdue = shutting_down_ && now >= shutdown_deadline_ms_;
   for (ClientSession* s : all) {
     if (overdue && s->state() != ClientState::kClosing && s->state() != ClientState::kClosed) {
-      s->terminate("57P01", "terminating connection: pgwarden is shutting down");
+      // The client (and the statement's history record) learn why the statement never finished.
+      s->terminate("57P01",
+                   "terminating connection: pgwarden is shutting down and the statement did not "
+                   "finish within limits.shutdown_timeout");
     }
     s->tick(now);
   }
@@ -429,6 +432,17 @@ void Daemon::tick() {
       now - last_watchdog_ms_ >= static_cast<uint64_t>(notifier_->watchdogPingPeriod().count())) {
     last_watchdog_ms_ = now;
     (void)notifier_->watchdogPing();
+  }
+  // `systemctl status` shows the connection counts, refreshed at most once a second.
+  if (notifier_ && notifier_->enabled() && !shutting_down_ && now - last_status_ms_ >= 1000) {
+    last_status_ms_ = now;
+    std::string text = "accepting connections: " + std::to_string(sessions_.size()) +
+                       " clients, " + std::to_string(pools_.openConnections()) +
+                       " server connections";
+    if (text != last_status_) {
+      last_status_ = std::move(text);
+      (void)notifier_->status(last_status_);
+    }
   }
   std::vector<CancelForwarder*> cancels;
   for (auto& c : cancels_) cancels.push_back(c.get());

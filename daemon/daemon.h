@@ -138,6 +138,8 @@ class Daemon {
   uint64_t shutdown_deadline_ms_ = 0;
   SystemdNotifier* notifier_ = nullptr;
   uint64_t last_watchdog_ms_ = 0;
+  uint64_t last_status_ms_ = 0;
+  std::string last_status_;  // the STATUS= text systemd last got, sent again only on change
 };
 
 // Caps on concurrent cancel forwarding connections.

@@ -254,6 +254,11 @@ def test_ready_reload_stop_arrive_in_order(daemon, notify):
     socket.create_connection(("127.0.0.1", daemon.spec.port), timeout=2).close()
     assert query(daemon) == [(1,)]
     held = daemon.spec.connect()
+    # `systemctl status` shows the live connection counts.
+    counts = notify.wait_for(
+        lambda t: re.search(r"^STATUS=accepting connections: 1 clients, [1-9]\d* server "
+                            r"connections$", t, re.M) is not None, ready + 1, timeout=5)
+    assert counts is not None, notify.texts()
     # A setting only a restart applies is named in the log, and the reload still goes through.
     daemon.spec.config["listen"]["unix_socket_mode"] = "0700"
     daemon.spec.write_config()
