@@ -105,6 +105,7 @@ StatementOutcome counterOutcome(history::Outcome o) {
     case history::Outcome::kCancelled: return StatementOutcome::kCancelled;
     case history::Outcome::kClientGone: return StatementOutcome::kClientGone;
     case history::Outcome::kBudget: return StatementOutcome::kBudget;
+    case history::Outcome::kAborted: return StatementOutcome::kAborted;
   }
   return StatementOutcome::kError;
 }
@@ -1204,24 +1205,25 @@ void ClientSession::finishPortals() {
   portals_.clear();
 }
 
-void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message) {
+void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message,
+                                     std::string_view sqlstate) {
   for (auto& p : pending_) {
     if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
-      finishRun(*p.run, outcome, {}, message);
+      finishRun(*p.run, outcome, sqlstate, message);
     } else if (p.kind == Expect::kQuery) {
-      if (p.run && !p.run->finished) finishRun(*p.run, outcome, {}, message);
+      if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
       p.run.reset();
       while (p.plan && p.next_statement < p.plan->statements.size()) {
         auto run = startRun(p.plan, p.next_statement++, false);
         run->overrides = p.overrides;
-        finishRun(*run, outcome, {}, message);
+        finishRun(*run, outcome, sqlstate, message);
       }
     }
   }
   pending_.clear();
   // Suspended portals belong to the statement the client was reading.
   for (auto& [name, p] : portals_) {
-    if (p.run && !p.run->finished) finishRun(*p.run, outcome, {}, message);
+    if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
   }
   portals_.clear();
 }
@@ -1670,8 +1672,11 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
   server_ = nullptr;
   server_paused_ = false;
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  // The statement did not fail on the server: pgwarden lost the connection it ran on.
   if (s.readOnlyLost()) {
-    finishAllPending(history::Outcome::kError, "the session's read-only setting was turned off");
+    finishAllPending(history::Outcome::kAborted,
+                     "pgwarden ended the session: the server's read-only setting was turned off",
+                     "25006");
     spdlog::warn("{}: ending the session: {}", logPrefix(), why);
     fatal("25006",
           "terminating connection: the server reported default_transaction_read_only=off, and "
@@ -1679,7 +1684,8 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
           RejectReason::kNotAllowed);
     return;
   }
-  finishAllPending(history::Outcome::kError, "the connection to the database was lost");
+  finishAllPending(history::Outcome::kAborted,
+                   "the server connection was lost before the statement finished", "08006");
   spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
   fatal("08006",
         "the connection to the database was lost; reconnect and try again",
@@ -1748,8 +1754,14 @@ void ClientSession::releaseServer(bool client_gone) {
     daemon_.cancelServerQuery(s->backendPid(), s->backendKey());
   }
   if (!pending_.empty() || !portals_.empty()) {
-    finishAllPending(client_gone ? history::Outcome::kClientGone : history::Outcome::kOk,
-                     client_gone ? "the client disconnected before the statement finished" : "");
+    if (client_gone && !ended_message_.empty()) {
+      // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
+      // FATAL the client was sent, which says why.
+      finishAllPending(history::Outcome::kAborted, ended_message_, ended_sqlstate_);
+    } else {
+      finishAllPending(client_gone ? history::Outcome::kClientGone : history::Outcome::kOk,
+                       client_gone ? "the client disconnected before the statement finished" : "");
+    }
   }
   s->release(owed, need_sync);
 }
@@ -1789,6 +1801,8 @@ void ClientSession::fatal(const std::string& sqlstate, const std::string& messag
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (state_ != ClientState::kReady) daemon_.counters().reject(reason);
   protocol::writeError(client_.out(), "FATAL", sqlstate, message);
+  ended_sqlstate_ = sqlstate;
+  ended_message_ = message;
   closeSession(message);
 }
 

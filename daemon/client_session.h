@@ -199,7 +199,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});
   void recordDenied(const StatementPlan& plan, bool extended);
-  void finishAllPending(history::Outcome outcome, std::string_view message);
+  void finishAllPending(history::Outcome outcome, std::string_view message,
+                        std::string_view sqlstate = {});
   void finishPortals();
   void serverIdleCheck();
   int rfqOwed() const;
@@ -308,6 +309,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   std::shared_ptr<StatementRun> chunk_run_;
   uint64_t statement_count_ = 0;
   std::string close_reason_;
+  // Set when pgwarden itself ends the session (the FATAL it sends): a statement still running is
+  // then recorded `aborted` with these, not `client_gone`.
+  std::string ended_sqlstate_;
+  std::string ended_message_;
   std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
 
   // A statement paused for a webhook answer or the shared budget store. Its message stays at the

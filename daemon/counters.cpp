@@ -37,6 +37,7 @@ const char* statementOutcomeName(StatementOutcome o) {
     case StatementOutcome::kCancelled: return "cancelled";
     case StatementOutcome::kClientGone: return "client_gone";
     case StatementOutcome::kBudget: return "budget";
+    case StatementOutcome::kAborted: return "aborted";
   }
   return "?";
 }

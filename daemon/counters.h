@@ -16,8 +16,8 @@ inline constexpr size_t kRejectReasons = 8;
 const char* rejectReasonName(RejectReason r);  // "max_connections", "auth_failure", ...
 
 // How a statement ended, as history records it.
-enum class StatementOutcome { kOk, kError, kDenied, kCancelled, kClientGone, kBudget };
-inline constexpr size_t kStatementOutcomes = 6;
+enum class StatementOutcome { kOk, kError, kDenied, kCancelled, kClientGone, kBudget, kAborted };
+inline constexpr size_t kStatementOutcomes = 7;
 const char* statementOutcomeName(StatementOutcome o);  // "ok", "error", ...
 
 struct Counters {

@@ -29,6 +29,7 @@ metrics::StatementOutcome metricOutcome(history::Outcome o) {
     case history::Outcome::kCancelled: return metrics::StatementOutcome::kCancelled;
     case history::Outcome::kClientGone: return metrics::StatementOutcome::kClientGone;
     case history::Outcome::kBudget: return metrics::StatementOutcome::kBudget;
+    case history::Outcome::kAborted: return metrics::StatementOutcome::kAborted;
   }
   return metrics::StatementOutcome::kError;
 }
@@ -122,6 +123,7 @@ void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::st
     s.dropped = st.dropped + st.rejected;
     s.write_errors = st.write_errors;
     s.queue_depth = st.queue_depth;
+    s.store_up = st.store_up ? 1 : 0;
     return s;
   });
 }

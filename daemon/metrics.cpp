@@ -708,6 +708,8 @@ const char* outcomeLabel(StatementOutcome outcome) {
       return "client_gone";
     case StatementOutcome::kBudget:
       return "budget";
+    case StatementOutcome::kAborted:
+      return "aborted";
   }
   return "other";
 }
@@ -793,6 +795,10 @@ Metrics::Metrics(const BuildInfo& build)
       history_queue_depth(registry.callbackFamily("pgwarden_history_queue_depth",
                                                   "Records waiting in the query-history queue.",
                                                   MetricType::kGauge, {"store"})),
+      history_store_up(registry.callbackFamily(
+          "pgwarden_history_store_up",
+          "1 while the query-history store takes writes, 0 while it is down (records queue).",
+          MetricType::kGauge, {"store"})),
       external_guard_calls(registry.counterFamily("pgwarden_external_guard_calls_total",
                                                   "Calls to webhook and Lua guards, by kind.",
                                                   {"kind"}, 10)),
@@ -843,6 +849,7 @@ void Metrics::setHistorySource(std::string store, std::function<HistorySnapshot(
   bind(history_records_dropped, &HistorySnapshot::dropped);
   bind(history_write_errors, &HistorySnapshot::write_errors);
   bind(history_queue_depth, &HistorySnapshot::queue_depth);
+  bind(history_store_up, &HistorySnapshot::store_up);
 }
 
 GroupSeries::GroupSeries(Metrics& metrics, std::string group)

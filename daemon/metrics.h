@@ -252,8 +252,10 @@ struct BuildInfo {
 };
 
 // Mirrors history::Outcome (same order); the session maps one to the other with a switch.
-enum class StatementOutcome : uint8_t { kOk, kError, kDenied, kCancelled, kClientGone, kBudget };
-inline constexpr size_t kStatementOutcomeCount = 6;
+enum class StatementOutcome : uint8_t {
+  kOk, kError, kDenied, kCancelled, kClientGone, kBudget, kAborted
+};
+inline constexpr size_t kStatementOutcomeCount = 7;
 const char* outcomeLabel(StatementOutcome outcome);
 // Mirrors guards::Intent (the inferred intent; the client-sent one is free text and never a label).
 enum class StatementIntent : uint8_t {
@@ -274,6 +276,7 @@ struct HistorySnapshot {
   uint64_t dropped = 0;
   uint64_t write_errors = 0;
   uint64_t queue_depth = 0;
+  uint64_t store_up = 1;  // 1 while the store takes writes, 0 while it is down
 };
 
 struct Metrics {
@@ -307,6 +310,7 @@ struct Metrics {
   CallbackFamily& history_records_dropped;  // counter {store}
   CallbackFamily& history_write_errors;     // counter {store}
   CallbackFamily& history_queue_depth;      // gauge {store}
+  CallbackFamily& history_store_up;         // gauge {store}
   // webhook and Lua guards
   CounterFamily& external_guard_calls;       // {kind}
   CounterFamily& external_guard_failures;    // {kind}

@@ -53,6 +53,38 @@ std::string resultError(const PGresult* res, const PGconn* conn) {
   return msg;
 }
 
+// libpq's words on a connection string that does not parse, without the values it may quote (a
+// password in a URI): a quoted token is kept only when it is a connection keyword.
+std::string conninfoError(const char* errmsg) {
+  std::string in = errmsg != nullptr ? errmsg : "invalid connection string";
+  std::vector<std::string> keywords;
+  if (PQconninfoOption* defaults = PQconndefaults(); defaults != nullptr) {
+    for (const PQconninfoOption* o = defaults; o->keyword != nullptr; ++o) {
+      keywords.emplace_back(o->keyword);
+    }
+    PQconninfoFree(defaults);
+  }
+  std::string out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t open = in.find('"', pos);
+    const size_t close = open == std::string::npos ? open : in.find('"', open + 1);
+    if (close == std::string::npos) {
+      out += in.substr(pos);
+      break;
+    }
+    const std::string token = in.substr(open + 1, close - open - 1);
+    const bool keyword = std::find(keywords.begin(), keywords.end(), token) != keywords.end();
+    out += in.substr(pos, open - pos) + "\"" + (keyword ? token : std::string("...")) + "\"";
+    pos = close + 1;
+  }
+  for (char& c : out) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 // Server notices (e.g. "relation already exists, skipping" from CREATE ... IF NOT EXISTS) are
 // expected; keep them out of stderr.
 void onNotice(void*, const char* message) {
@@ -71,7 +103,30 @@ class PostgresStore final : public Store {
 
   const char* name() const override { return "postgres"; }
 
-  Status open() override { return connect(); }
+  Status open() override {
+    outage_ = false;
+    // A plain word is a database name to libpq; anything else must parse, or no retry will help.
+    const bool conninfo = dsn_.find('=') != std::string::npos ||
+                          dsn_.rfind("postgresql://", 0) == 0 || dsn_.rfind("postgres://", 0) == 0;
+    if (conninfo) {
+      char* err = nullptr;
+      PQconninfoOption* parsed = PQconninfoParse(dsn_.c_str(), &err);
+      if (parsed == nullptr) {
+        std::string msg = "the connection string does not parse: " + conninfoError(err);
+        PQfreemem(err);
+        return Status::fail(msg);
+      }
+      PQconninfoFree(parsed);
+    }
+    return connect();
+  }
+
+  bool openFailureIsOutage() const override { return outage_; }
+
+  Status probe() override {
+    if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return {};
+    return connect();
+  }
 
   WriteResult write(std::span<const Record> records) override {
     if (conn_ == nullptr) {
@@ -141,10 +196,14 @@ class PostgresStore final : public Store {
     if (PQstatus(conn_) != CONNECTION_OK) {
       std::string msg = resultError(nullptr, conn_);
       disconnect();
+      outage_ = true;
       return Status::fail(msg);
     }
     PQsetNoticeProcessor(conn_, onNotice, nullptr);
     if (auto s = ensureSchema(); !s.ok()) {
+      // Lost on the way is an outage; the server refusing the schema (rights, a newer version)
+      // is for the operator to fix.
+      outage_ = conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK;
       disconnect();
       return s;
     }
@@ -253,6 +312,7 @@ class PostgresStore final : public Store {
   std::string copy_sql_;
   std::string buffer_;
   PGconn* conn_ = nullptr;
+  bool outage_ = false;  // the last open failed only because the server could not be reached
 };
 
 }  // namespace

@@ -11,13 +11,14 @@ const char* outcomeName(Outcome o) {
     case Outcome::kCancelled: return "cancelled";
     case Outcome::kClientGone: return "client_gone";
     case Outcome::kBudget: return "budget";
+    case Outcome::kAborted: return "aborted";
   }
   return "unknown";
 }
 
 bool parseOutcome(const std::string& name, Outcome* out) {
   for (Outcome o : {Outcome::kOk, Outcome::kError, Outcome::kDenied, Outcome::kCancelled,
-                    Outcome::kClientGone, Outcome::kBudget}) {
+                    Outcome::kClientGone, Outcome::kBudget, Outcome::kAborted}) {
     if (name == outcomeName(o)) {
       *out = o;
       return true;

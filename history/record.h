@@ -15,8 +15,12 @@ enum class Outcome {
   kCancelled,   // cancelled by the client (CancelRequest) or statement_timeout
   kClientGone,  // the client disconnected mid-statement
   kBudget,      // denied because a budget was exhausted
+  // pgwarden ended the session before the statement finished (shutdown, the server connection
+  // lost, a protocol error, an administrator's KILL CLIENT); error_message says why
+  kAborted,
 };
-const char* outcomeName(Outcome o);  // "ok", "error", "denied", "cancelled", "client_gone", "budget"
+// "ok", "error", "denied", "cancelled", "client_gone", "budget", "aborted"
+const char* outcomeName(Outcome o);
 // The inverse of outcomeName; false when `name` is not one of them.
 bool parseOutcome(const std::string& name, Outcome* out);
 

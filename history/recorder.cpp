@@ -30,6 +30,9 @@ constexpr milliseconds kBackoffInitial{100};
 constexpr milliseconds kBackoffMax{2000};
 constexpr milliseconds kPruneInterval{2000};
 constexpr milliseconds kDropLogInterval{5000};
+// While the store stays down, a reminder in the log this often (the first failure is logged at
+// once, each retry only at debug level).
+constexpr milliseconds kDownLogInterval{60000};
 constexpr std::chrono::seconds kDestructorFlush{5};
 // When the writer must parse the text (redact_literals, or no fingerprint yet), submit cuts it
 // only at this much larger bound (a text cut here no longer parses: it is stored redacted, or
@@ -71,10 +74,19 @@ class OffRecorder final : public Recorder {
 
 class QueueRecorder final : public Recorder {
  public:
-  QueueRecorder(HistoryConfig config, std::unique_ptr<Store> store)
+  // `down_error` non-empty: the store could not be reached at start-up; the writer starts with it
+  // down and keeps trying.
+  QueueRecorder(HistoryConfig config, std::unique_ptr<Store> store, std::string down_error)
       : config_(std::move(config)),
         store_(std::move(store)),
         max_bytes_(config_.queue_size * (2 * config_.max_sql_bytes + 1024)) {
+    if (!down_error.empty()) {
+      down_ = true;
+      down_since_ = Clock::now();
+      next_down_log_ = down_since_ + kDownLogInterval;
+      next_probe_ = down_since_ + probe_backoff_;
+      up_.store(false, std::memory_order_relaxed);
+    }
     thread_ = std::thread([this] { run(); });
   }
 
@@ -127,6 +139,7 @@ class QueueRecorder final : public Recorder {
     s.dropped = dropped_.load(std::memory_order_relaxed);
     s.write_errors = write_errors_.load(std::memory_order_relaxed);
     s.rejected = rejected_.load(std::memory_order_relaxed);
+    s.store_up = up_.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
     s.queue_depth = queue_.size() + inflight_;
     return s;
@@ -176,6 +189,18 @@ class QueueRecorder final : public Recorder {
       }
 
       const auto now = Clock::now();
+      if (down_ && batch_bytes == 0 && now >= next_probe_ && !isStopping()) {
+        // Nothing to write, but the store is down: look again, so it is opened (and its schema
+        // created) as soon as it is back, not at the next statement.
+        const Status probed = store_->probe();
+        if (probed.ok()) {
+          noteUp();
+        } else {
+          noteDown(probed.error());
+          probe_backoff_ = std::min(probe_backoff_ * 2, kBackoffMax);
+          next_probe_ = Clock::now() + probe_backoff_;
+        }
+      }
       const uint64_t dropped = overflow_.load(std::memory_order_relaxed);
       if (dropped != drops_logged && now >= next_drop_log) {
         spdlog::warn("history: {} records dropped because the queue was full (queue_size={}, "
@@ -231,12 +256,7 @@ class QueueRecorder final : public Recorder {
           written_.fetch_add(n, std::memory_order_relaxed);
           pos += n;
           backoff = kBackoffInitial;
-          if (down_) {
-            down_ = false;
-            spdlog::info("history: the {} store is writable again after {} ms", store_->name(),
-                         std::chrono::duration_cast<milliseconds>(Clock::now() - down_since_)
-                             .count());
-          }
+          noteUp();
           break;
         case WriteOutcome::kRejected:
           if (n > 1) {
@@ -254,15 +274,7 @@ class QueueRecorder final : public Recorder {
           break;
         case WriteOutcome::kRetry: {
           write_errors_.fetch_add(1, std::memory_order_relaxed);
-          if (!down_) {
-            down_ = true;
-            down_since_ = Clock::now();
-            spdlog::warn("history: the {} store is unavailable ({}); {} records wait in the queue "
-                         "and writes are retried with backoff",
-                         store_->name(), res.error, stats().queue_depth);
-          } else {
-            spdlog::debug("history: retrying the {} store failed: {}", store_->name(), res.error);
-          }
+          noteDown(res.error);
           if (!sleepBackoff(backoff)) {
             const size_t lost = batch.size() - pos;
             dropped_.fetch_add(lost, std::memory_order_relaxed);
@@ -277,6 +289,40 @@ class QueueRecorder final : public Recorder {
       }
     }
     return true;
+  }
+
+  // The store answered: log the recovery once.
+  void noteUp() {
+    probe_backoff_ = kBackoffInitial;
+    if (!down_) return;
+    down_ = false;
+    up_.store(true, std::memory_order_relaxed);
+    spdlog::info("history: the {} store is writable again after {} ms", store_->name(),
+                 std::chrono::duration_cast<milliseconds>(Clock::now() - down_since_).count());
+  }
+
+  // An attempt failed: the first failure is a warning, later ones are debug lines plus a
+  // reminder every kDownLogInterval, so a long outage stays visible without flooding the log.
+  void noteDown(const std::string& error) {
+    const auto now = Clock::now();
+    up_.store(false, std::memory_order_relaxed);
+    if (!down_) {
+      down_ = true;
+      down_since_ = now;
+      next_down_log_ = now + kDownLogInterval;
+      spdlog::warn("history: the {} store is unavailable ({}); {} records wait in the queue "
+                   "and writes are retried with backoff",
+                   store_->name(), error, stats().queue_depth);
+    } else if (now >= next_down_log_) {
+      next_down_log_ = now + kDownLogInterval;
+      spdlog::warn("history: the {} store is still unavailable after {} s ({}); {} records wait "
+                   "in the queue (queue_size={})",
+                   store_->name(),
+                   std::chrono::duration_cast<std::chrono::seconds>(now - down_since_).count(),
+                   error, stats().queue_depth, config_.queue_size);
+    } else {
+      spdlog::debug("history: retrying the {} store failed: {}", store_->name(), error);
+    }
   }
 
   // Waits `delay` before the next attempt; wakes early when shutdown starts so the deadline is
@@ -319,6 +365,10 @@ class QueueRecorder final : public Recorder {
   // Writer-thread state.
   bool down_ = false;
   Clock::time_point down_since_{};
+  Clock::time_point next_down_log_{};
+  Clock::time_point next_probe_{};
+  milliseconds probe_backoff_ = kBackoffInitial;
+  std::atomic<bool> up_{true};  // read by stats() on other threads
 
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> written_{0};
@@ -383,11 +433,20 @@ std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
   if (c.instance_id.empty()) c.instance_id = hostName();
   if (c.batch_size > c.queue_size) c.batch_size = c.queue_size;
   const Status opened = store->open();
+  std::string down_error;
   if (!opened.ok()) {
-    throw std::runtime_error("history: cannot open the " + std::string(store->name()) +
-                             " store: " + opened.error());
+    if (!store->openFailureIsOutage()) {
+      throw std::runtime_error("history: cannot open the " + std::string(store->name()) +
+                               " store: " + opened.error());
+    }
+    // A history database that is down must not keep the proxy down with it.
+    down_error = opened.error();
+    spdlog::warn("history: the {} store is unavailable at start-up ({}); pgwarden starts "
+                 "anyway: records wait in the queue (up to {}) and the writer retries with "
+                 "backoff, creating the table when the store comes up",
+                 store->name(), down_error, c.queue_size);
   }
-  return std::make_unique<QueueRecorder>(std::move(c), std::move(store));
+  return std::make_unique<QueueRecorder>(std::move(c), std::move(store), std::move(down_error));
 }
 
 std::unique_ptr<Recorder> makeRecorder(const HistoryConfig& config) {

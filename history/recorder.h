@@ -42,6 +42,9 @@ struct RecorderStats {
   // Records accepted and not yet written (queued plus the batch being written). Invariant:
   // submitted == written + dropped + rejected + queue_depth (store `off` counts nothing).
   size_t queue_depth = 0;
+  // The last attempt to reach the store succeeded (false from a failed write or open until the
+  // next success: the store is down and records wait in the queue).
+  bool store_up = true;
 };
 
 class Recorder {
@@ -55,8 +58,12 @@ class Recorder {
   virtual RecorderStats stats() const = 0;
 };
 
-// Starts the writer thread for the configured store. Throws std::runtime_error if the store
-// cannot be opened at start-up (a store that goes away later is retried with backoff).
+// Starts the writer thread for the configured store. Throws std::runtime_error when the store
+// cannot be opened at start-up for a reason retrying cannot fix (an unparsable connection string,
+// a sqlite or jsonl file that cannot be created, a schema from a newer pgwarden). A postgres store
+// that is merely unreachable does not stop start-up: the recorder starts with the store down
+// (logged as a warning), records queue, and the writer retries with backoff, creating the table
+// when the store comes up.
 std::unique_ptr<Recorder> makeRecorder(const HistoryConfig& config);
 
 }  // namespace pgwarden::history

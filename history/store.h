@@ -37,6 +37,15 @@ class Store {
   virtual const char* name() const = 0;
   // Opens the store and creates its schema if missing. Called once at start-up.
   [[nodiscard]] virtual Status open() = 0;
+  // After open() failed: true when the store is only down or unreachable (a database server not
+  // up yet), an outage the writer rides out: the recorder starts anyway, records queue, and the
+  // store is opened (its schema created) when it comes up. False when retrying cannot help (a
+  // connection string that does not parse, a file that cannot be created, a newer schema): that
+  // stops start-up.
+  virtual bool openFailureIsOutage() const { return false; }
+  // Called by the writer while the store is down and no batch is waiting, so the store (and the
+  // up gauge) come back without traffic. OK when the store is usable again.
+  [[nodiscard]] virtual Status probe() { return {}; }
   // Writes the batch atomically (all or nothing). Records are already sanitized.
   virtual WriteResult write(std::span<const Record> records) = 0;
   // Deletes at most retention.chunk rows past the retention limits; returns how many it deleted.
@@ -49,7 +58,8 @@ std::unique_ptr<Store> makePostgresStore(const std::string& dsn);
 std::unique_ptr<Store> makeJsonlStore(const std::string& path);
 
 // Starts a recorder writing to an already-made store (not yet opened): makeRecorder uses it, and
-// benchmarks and tests use it to reach a store directly. Throws std::runtime_error when open fails.
+// benchmarks and tests use it to reach a store directly. Throws std::runtime_error when open fails
+// in a way retrying cannot fix; a store that is only down (openFailureIsOutage) starts down.
 std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
                                                 std::unique_ptr<Store> store);
 

@@ -3,7 +3,9 @@ failed on the server, denied by guards, unparsable, cancelled, multi-statement, 
 pipelined, budget exhausted, client gone mid-statement) gives exactly one record per statement with
 the right fields in each store (sqlite, jsonl, postgres); a PostgreSQL store that goes away
 mid-run never holds up clients, gets its records when it is back, and counts what a full queue
-drops; `pgwarden report zeros` finds the single-zero answers the daemon marked."""
+drops; one down at start-up does not stop the proxy; a statement pgwarden itself cuts short is
+`aborted`, not `client_gone`; `pgwarden report zeros` finds the single-zero answers the daemon
+marked."""
 
 import collections
 import json
@@ -14,6 +16,7 @@ import sqlite3
 import struct
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import psycopg2
@@ -50,7 +53,7 @@ def create_store_db(cluster, dbname):
     cluster.execute(f"CREATE DATABASE {dbname} OWNER {HISTORY_ROLE}", dbname="postgres")
 
 
-def start_daemon(factory, pg, store, dsn=None, groups=None, **history):
+def start_daemon(factory, pg, store, dsn=None, groups=None, limits=None, **history):
     """A pgwarden with users agent (group agents), core (no guards) and budgeted (a budget of 2
     statements per conversation), recording into `store` (sqlite and jsonl: a file in the
     daemon's directory; postgres: `dsn`) with the given extra `history:` keys."""
@@ -71,6 +74,7 @@ def start_daemon(factory, pg, store, dsn=None, groups=None, **history):
         h["dsn"] = dsn
     h.update(history)
     d.config["history"] = h
+    d.config["limits"].update(limits or {})
     d.write_config()
     d.start()
     return d
@@ -517,15 +521,129 @@ def test_postgres_store_down_mid_run(pgwarden_factory, pg):
         store.destroy()
 
 
-def test_postgres_store_unreachable_at_start_is_refused_clearly(pgwarden_factory, pg):
-    """At start-up an unreachable store is a configuration mistake to fix, not an outage to ride
-    out: the daemon does not start, and says which store and why (without the password)."""
-    dsn = (f"host=127.0.0.1 port={pgwtest.free_port()} dbname=history user={HISTORY_ROLE} "
-           f"password={HISTORY_PASSWORD} connect_timeout=2")
+def readyz(d):
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/readyz", timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_postgres_store_unreachable_at_start_does_not_stop_the_proxy(pgwarden_factory, pg):
+    """A history database that is down at start-up is an outage to ride out, not a reason to keep
+    the proxy down: pgwarden starts, says which store is down (without its password), answers
+    statements, stays ready, and writes the queued records (creating the table) once the store
+    comes up."""
+    store = pgwtest.PgCluster(prefix="pgw-hist-late-")
+    try:
+        store.init()
+        store.start()
+        store.execute(f"CREATE ROLE {HISTORY_ROLE} LOGIN PASSWORD '{HISTORY_PASSWORD}'",
+                      dbname="postgres")
+        create_store_db(store, "history")
+        store.stop()
+        d = start_daemon(pgwarden_factory, pg, "postgres", pg_store_dsn(store, "history"),
+                         queue_size=100, batch_size=8)
+        log = d.log()
+        assert "the postgres store is unavailable at start-up" in log, log[-3000:]
+        assert HISTORY_PASSWORD not in log
+        assert metric(d, "pgwarden_history_store_up") == 0
+        assert readyz(d) == 200  # the proxy serves; history alone does not make it unready
+
+        conn = d.connect(user="core", options="-c conversation_id=c-late-store")
+        cur = conn.cursor()
+        n = 12
+        for i in range(n):
+            cur.execute(f"SELECT {i} AS while_store_down")
+            assert cur.fetchall() == [(i,)]
+        assert metric(d, "pgwarden_history_queue_depth") == n
+        assert metric(d, "pgwarden_history_records_written_total") == 0
+
+        store.start()
+        assert pgwtest.wait_for(lambda: metric(d, "pgwarden_history_records_written_total") == n,
+                                timeout=20), d.log()[-3000:]
+        assert metric(d, "pgwarden_history_store_up") == 1
+        assert metric(d, "pgwarden_history_records_dropped_total") == 0
+        conn.close()
+        written, dropped = stop_daemon(d)
+        assert (written, dropped) == (n, 0)
+        assert "the postgres store is writable again" in d.log()
+        assert HISTORY_PASSWORD not in d.log()
+        texts = [r[0] for r in store.execute(
+            "SELECT sql_text FROM pgwarden_history WHERE conversation_id = 'c-late-store' "
+            "ORDER BY id", dbname="history")]
+        assert texts == [f"SELECT {i} AS while_store_down" for i in range(n)]
+    finally:
+        store.destroy()
+
+
+@pytest.mark.parametrize("store,setting", [
+    ("postgres", {"dsn": f"host=127.0.0.1 password={HISTORY_PASSWORD} port"}),
+    ("sqlite", {"path": "/nonexistent-pgwarden-dir/history.db"}),
+])
+def test_history_store_that_can_never_work_stops_start_up(pgwarden_factory, pg, store, setting):
+    """What no retry can fix (a connection string that does not parse, a sqlite file in a
+    directory that does not exist) still stops start-up, naming the store and the reason."""
     with pytest.raises(RuntimeError) as e:
-        start_daemon(pgwarden_factory, pg, "postgres", dsn)
-    assert "cannot open the history store (postgres)" in str(e.value)
+        start_daemon(pgwarden_factory, pg, store, **setting)
+    assert f"cannot open the history store ({store})" in str(e.value)
+    assert ("does not parse" if store == "postgres" else "nonexistent-pgwarden-dir") in str(e.value)
     assert HISTORY_PASSWORD not in str(e.value)
+
+
+def test_statement_aborted_by_shutdown_timeout_is_recorded_as_aborted(pgwarden_factory, pg):
+    """A statement still running when limits.shutdown_timeout expires is ended by pgwarden, not
+    by its client: its record says `aborted` and why, never `client_gone`."""
+    d = start_daemon(pgwarden_factory, pg, "sqlite", limits={"shutdown_timeout": "500ms"})
+    with pgwtest.RawClient.tcp("127.0.0.1", d.port) as c:
+        c.login("core", d.passwords["core"], extra={"options": "-c conversation_id=c-abort"})
+        c.send_msg(b"Q", b"SELECT pg_sleep(30) AS cut_short\0")
+        assert pgwtest.wait_for(lambda: pg.scalar(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE query = 'SELECT pg_sleep(30) AS cut_short'"))
+        d.send_signal(signal.SIGTERM)
+        tag, body = c.read_msg()  # the client is told why, before the connection closes
+        fields = dict((f[:1], f[1:]) for f in body.split(b"\0") if f)
+        assert (tag, fields[b"S"], fields[b"C"]) == (b"E", b"FATAL", b"57P01"), body
+        assert b"shutdown_timeout" in fields[b"M"]
+        with pytest.raises(EOFError):
+            c.read_msg()
+    assert d.wait_exit(15) == 0, d.log()[-3000:]
+    written, dropped = stop_daemon(d)
+    records = read_records(d)
+    assert (written, dropped) == (len(records), 0) == (1, 0)
+    r = records[0]
+    assert (r["outcome"], r["sqlstate"], r["conversation_id"]) == ("aborted", "57P01", "c-abort")
+    assert r["error_message"] == ("terminating connection: pgwarden is shutting down and the "
+                                  "statement did not finish within limits.shutdown_timeout")
+    assert pgwtest.wait_for(lambda: pg.scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30) AS cut_short' "
+        "AND state = 'active'") == 0)
+
+
+def test_backend_terminated_mid_statement_is_not_client_gone(pgwarden_factory, pg):
+    """The server's backend terminated under a running statement (pg_terminate_backend): the
+    record carries the server's SQLSTATE and words; the client, still connected, is told; the
+    metrics count it under the same outcome."""
+    d = start_daemon(pgwarden_factory, pg, "sqlite")
+    conn = d.connect(user="core", options="-c conversation_id=c-terminated")
+    cur = conn.cursor()
+    job = pgwtest.Background(lambda: cur.execute("SELECT pg_sleep(30) AS terminated"))
+    q = "SELECT pg_sleep(30) AS terminated"
+    assert pgwtest.wait_for(lambda: pg.scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE query = %s AND state = 'active'", (q,)))
+    assert pg.scalar("SELECT bool_and(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE query = %s", (q,), dbname="postgres")
+    job.join(15)
+    assert isinstance(job.error, psycopg2.Error), job.error
+    conn.close()
+    stop_daemon(d)
+    records = read_records(d)
+    assert len(records) == 1
+    r = records[0]
+    assert r["outcome"] != "client_gone"
+    assert (r["outcome"], r["sqlstate"], r["conversation_id"]) == ("error", "57P01",
+                                                                   "c-terminated")
+    assert "administrator command" in r["error_message"]
 
 
 def test_statement_running_at_sigterm_is_recorded_when_it_finishes(pgwarden_factory, pg):

@@ -306,10 +306,49 @@ TEST_F(PostgresStore, RefusedRowsAreIsolatedAndCounted) {
   EXPECT_EQ(db.count(), 36);
 }
 
-TEST_F(PostgresStore, UnreachableAtStartupThrows) {
+TEST_F(PostgresStore, UnreachableAtStartupStartsDownAndCatchesUp) {
   HistoryConfig c = config();
+  c.batch_size = 4;
   ASSERT_TRUE(server_.stop());
-  EXPECT_THROW(makeRecorder(c), std::runtime_error);
+  auto rec = makeRecorder(c);  // a history database that is down does not stop start-up
+  EXPECT_FALSE(rec->stats().store_up);
+  // Back without any traffic: the writer's probe opens it and creates the table.
+  ASSERT_TRUE(server_.start());
+  ASSERT_TRUE(waitFor([&] { return rec->stats().store_up; }, std::chrono::seconds(15)));
+  {
+    Client db(server_.dsn());
+    EXPECT_EQ(db.count(), 0);
+  }
+  // Down again with records waiting: none lost, all written once it is back.
+  ASSERT_TRUE(server_.stop());
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 1")));
+  ASSERT_TRUE(waitFor([&] { return !rec->stats().store_up; }, std::chrono::seconds(15)));
+  EXPECT_EQ(rec->stats().written, 0u);
+  EXPECT_EQ(rec->stats().queue_depth, 10u);
+  ASSERT_TRUE(server_.start());
+  ASSERT_TRUE(waitFor([&] { return rec->stats().written == 10; }, std::chrono::seconds(15)));
+  EXPECT_TRUE(rec->stats().store_up);
+  rec->shutdown(std::chrono::seconds(5));
+  Client db(server_.dsn());
+  EXPECT_EQ(db.count(), 10);
+  EXPECT_EQ(rec->stats().dropped, 0u);
+}
+
+TEST(PostgresStoreConfig, UnparsableConnectionStringFailsAtStartupWithoutItsSecrets) {
+  for (const std::string& dsn : {std::string("host=127.0.0.1 password=s3cr3t-pw port"),
+                                std::string("postgresql://history:s3cr3t%zz@127.0.0.1/history")}) {
+    HistoryConfig c;
+    c.store = "postgres";
+    c.dsn = dsn;
+    try {
+      makeRecorder(c);
+      ADD_FAILURE() << "no error for " << dsn;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("the connection string does not parse"), std::string::npos) << what;
+      EXPECT_EQ(what.find("s3cr3t"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST_F(PostgresStore, RetentionPrunes) {
