@@ -62,41 +62,13 @@ std::vector<std::string_view> BudgetGuard::codes() const {
           budget_codes::kRateLimited,     budget_codes::kTooManyRunning,  budget_codes::kBudgetUnavailable};
 }
 
-bool countsAgainstBudget(const Analysis& analysis) {
-  for (const auto& st : analysis.statements) {
-    switch (st.kind) {
-      case StatementKind::kSet:
-      case StatementKind::kReset:
-      case StatementKind::kShow:
-      case StatementKind::kTransaction:
-      case StatementKind::kDiscard:
-      case StatementKind::kDeallocate:
-      case StatementKind::kClosePortal:
-        continue;
-      default:
-        return true;
-    }
-  }
-  return false;
-}
+// The classification is the chain's (isSessionHousekeeping), shared with the Lua and webhook
+// guards, so what a driver may send for free is the same everywhere.
+bool countsAgainstBudget(const Analysis& analysis) { return !isSessionHousekeeping(analysis); }
 
 int64_t budgetStatements(const Analysis& analysis) {
-  int64_t n = 0;
-  for (const auto& st : analysis.statements) {
-    switch (st.kind) {
-      case StatementKind::kSet:
-      case StatementKind::kReset:
-      case StatementKind::kShow:
-      case StatementKind::kTransaction:
-      case StatementKind::kDiscard:
-      case StatementKind::kDeallocate:
-      case StatementKind::kClosePortal:
-        continue;
-      default:
-        ++n;
-    }
-  }
-  return n;
+  return std::count_if(analysis.statements.begin(), analysis.statements.end(),
+                       [](const StatementInfo& st) { return !isSessionHousekeeping(st.kind); });
 }
 
 GuardResult BudgetGuard::checkText(const GuardInput& in) const {

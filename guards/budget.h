@@ -92,9 +92,10 @@ class BudgetGuard final : public Guard {
   BudgetStoreConfig store_;
 };
 
-// Whether a text spends budget: anything but session housekeeping does. SET/RESET/SHOW,
-// transaction control, DISCARD/DEALLOCATE/CLOSE and empty texts are free, so a driver's own
-// setup statements (JDBC sends two SETs on connect) neither count nor get refused.
+// Whether a text spends budget: anything but session housekeeping (isSessionHousekeeping in
+// guards/policy.h) does. SET/RESET/SHOW, transaction control, DISCARD/DEALLOCATE/CLOSE and empty
+// texts are free, so a driver's own setup statements (JDBC sends two SETs on connect) neither
+// count nor get refused.
 bool countsAgainstBudget(const Analysis& analysis);
 // How many statements of a text spend budget (a multi-statement Query counts each of its
 // statements that is not housekeeping, once).

@@ -359,6 +359,9 @@ GuardResult LuaGuard::failure(const GuardInput& in, const std::string& why) cons
 }
 
 GuardResult LuaGuard::checkText(const GuardInput& in) const {
+  // Session housekeeping (SET, BEGIN, SHOW, DISCARD ...) never reaches the script, as it never
+  // reaches a policy service: a failing script must not stop a driver's own set-up statements.
+  if (isSessionHousekeeping(in.analysis)) return {};
   const ContextDoc doc = buildContextDoc(in);
   std::lock_guard lock(mu_);
   Sandbox& sb = *sb_;

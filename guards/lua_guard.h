@@ -39,6 +39,8 @@ class LuaGuard final : public Guard {
 
   std::string_view kind() const override { return "lua"; }
   std::vector<std::string_view> codes() const override { return {"*"}; }
+  // Runs check(ctx); a text of session housekeeping only (isSessionHousekeeping) passes without
+  // running the script.
   GuardResult checkText(const GuardInput& in) const override;
 
   // Bytes the state holds now (for tests and metrics).

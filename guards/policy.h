@@ -205,4 +205,14 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
 // with `sql`, the hint quotes the text around the position).
 Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql = {});
 
+// Session housekeeping: SET/RESET/SHOW, transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT,
+// SET TRANSACTION ...), DISCARD, DEALLOCATE and CLOSE. Drivers send these on their own (pgjdbc's
+// SET extra_float_digits on connect, psycopg2's BEGIN), so they neither spend budget nor go to the
+// operator's Lua scripts and policy services: an unreachable service must not stop a driver from
+// connecting. The built-in guards still judge them (protected settings, READ WRITE, DISCARD).
+// This is the one classification budgets and the external guards share.
+bool isSessionHousekeeping(StatementKind kind);
+// Every statement of the text is housekeeping (so is an empty text: it has none).
+bool isSessionHousekeeping(const Analysis& analysis);
+
 }  // namespace pgwarden::guards

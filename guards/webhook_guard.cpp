@@ -62,6 +62,10 @@ bool validHeaderName(const std::string& n) {
 }  // namespace
 
 GuardResult WebhookGuard::checkText(const GuardInput& in) const {
+  // A driver's own session set-up (SET, BEGIN, SHOW, DISCARD ...) is not the service's to judge:
+  // with the service down, fail_behavior: deny would otherwise stop clients from connecting. The
+  // built-in guards still judge it (protected settings, READ WRITE).
+  if (isSessionHousekeeping(in.analysis)) return {};
   GuardResult r;
   r.wants_webhook = true;
   r.webhook_body = contextJson(buildContextDoc(in));

@@ -34,7 +34,8 @@ class WebhookGuard final : public Guard {
   explicit WebhookGuard(WebhookOptions opts) : opts_(std::move(opts)) {}
   std::string_view kind() const override { return "http_webhook"; }
   std::vector<std::string_view> codes() const override { return {"*"}; }
-  // Asks the chain to pause with the ctx document as the request body.
+  // Asks the chain to pause with the ctx document as the request body; a text of session
+  // housekeeping only (isSessionHousekeeping) passes without a call.
   GuardResult checkText(const GuardInput& in) const override;
   // Reads the service's answer; failures apply fail_behavior with a reason that names nothing
   // internal (no URL, no transport error, no header).

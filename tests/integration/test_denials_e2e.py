@@ -155,6 +155,39 @@ def test_psycopg2(daemon, pg, case):
         conn.close()
 
 
+def test_psycopg2_transaction_with_the_policy_service_down(daemon, pg):
+    """psycopg2's own BEGIN (autocommit off), SHOW, SET and ROLLBACK are session housekeeping: a
+    fail-closed webhook guard whose service is down lets them through, and refuses the query."""
+    conn = daemon.connect(user="hooked", autocommit=False)
+    try:
+        cur = conn.cursor()
+        with pytest.raises(psycopg2.Error) as e:
+            cur.execute("SELECT id FROM fct_shipments WHERE id = 1")
+        assert e.value.pgcode == "58000"
+        assert json.loads(e.value.diag.message_detail)["code"] == "POLICY_UNAVAILABLE"
+        check_leaks(daemon, pg, e.value.pgerror)
+        # BEGIN went through before the query was refused: the session is in a transaction.
+        status = conn.info.transaction_status
+        assert status in (psycopg2.extensions.TRANSACTION_STATUS_INTRANS,
+                          psycopg2.extensions.TRANSACTION_STATUS_INERROR), status
+        conn.rollback()
+        assert conn.info.transaction_status == psycopg2.extensions.TRANSACTION_STATUS_IDLE
+        cur.execute("SET application_name = 'nightly-report'")
+        cur.execute("SHOW application_name")
+        assert cur.fetchone() == ("nightly-report",)
+        cur.execute("SHOW transaction_read_only")
+        assert cur.fetchone() == ("on",)
+        conn.commit()
+        # Protected settings stay refused by the built-in guard, not by the unreachable service.
+        with pytest.raises(psycopg2.Error) as e:
+            cur.execute("SET default_transaction_read_only = off")
+        assert e.value.pgcode == "42501"
+        assert json.loads(e.value.diag.message_detail)["code"] == "PROTECTED_SETTING"
+        conn.rollback()
+    finally:
+        conn.close()
+
+
 def test_jdbc(daemon, pg, java):
     runs = {}
     for name, user, sql, expected in CASES:
@@ -163,20 +196,24 @@ def test_jdbc(daemon, pg, java):
             # Again with results read two rows at a time (Execute with a row count).
             runs.setdefault((user, "autocommit=false", "defaultRowFetchSize=2"), []).append(
                 (name, sql, expected))
+        if user == "hooked":
+            # Again inside a transaction: pgjdbc's own BEGIN is housekeeping too.
+            runs.setdefault((user, "autocommit=false"), []).append((name, sql, expected))
     url = f"jdbc:postgresql://127.0.0.1:{daemon.port}/{pgwtest.DATABASE}"
     for (user, *props), cases in runs.items():
         r = java.run("DenialCheck", url, f"user={user}", f"password={daemon.passwords[user]}",
                      *props, "--", *[sql for _, sql, _ in cases])
-        if user == "hooked":
-            # With its policy service down, the group refuses every statement, pgjdbc's own
-            # set-up statements included: the connection fails with the same clean reason.
-            assert r.returncode == 1, r.stdout + r.stderr
-            assert "policy check is unavailable" in r.stderr and "POLICY_UNAVAILABLE" in r.stderr
-            check_leaks(daemon, pg, r.stderr)
-            continue
+        # With its policy service down, the hooked group still lets pgjdbc connect (its set-up
+        # SETs and BEGIN are session housekeeping, which no policy service judges) and refuses
+        # every query with the clean POLICY_UNAVAILABLE reason.
         assert r.returncode == 0, r.stdout + r.stderr
         facts = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-        assert facts["after"] == "1"
+        if user == "hooked":
+            assert facts["after"] == "error 58000", facts
+            assert facts["show"] == "on", facts  # the session is usable; housekeeping passes
+            check_leaks(daemon, pg, r.stdout + r.stderr)
+        else:
+            assert facts["after"] == "1"
         for n, (name, sql, expected) in enumerate(cases):
             for mode in ("stmt", "prep"):
                 got = {k.split(".", 2)[2]: v.replace("\\n", "\n") for k, v in facts.items()

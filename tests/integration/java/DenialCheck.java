@@ -2,7 +2,9 @@
 // after "--" runs once as a Statement and once as a PreparedStatement; for each run the program
 // prints key=value lines (prefix "<index>.<stmt|prep>."): the outcome, the rows read, the
 // warnings (NoticeResponses) attached to the statement, and for an error its SQLState,
-// getMessage() and the server's message, detail and hint. Newlines are printed as "\n".
+// getMessage() and the server's message, detail and hint. Newlines are printed as "\n". Then
+// "after" and "show": the first column of SELECT 1 and of SHOW transaction_read_only, or
+// "error <SQLState>".
 // Usage: java DenialCheck JDBC_URL [property=value ...] -- SQL [SQL ...]
 // The property autocommit=false turns autocommit off (with defaultRowFetchSize, pgjdbc then reads
 // results in slices: Execute with a row count, PortalSuspended).
@@ -56,10 +58,19 @@ public final class DenialCheck {
                     run(conn, n + "." + mode + ".", mode, args[i]);
                 }
             }
-            // Every refusal left the session usable.
-            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("SELECT 1")) {
-                put("after", rs.next() ? rs.getString(1) : "no row");
-            }
+            // Every refusal left the session usable. A group whose policy service is down refuses
+            // this query too (then "after" is "error" and its SQLState), but not session
+            // housekeeping such as SHOW.
+            after(conn, "after", "SELECT 1");
+            after(conn, "show", "SHOW transaction_read_only");
+        }
+    }
+
+    private static void after(Connection conn, String key, String sql) {
+        try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            put(key, rs.next() ? rs.getString(1) : "no row");
+        } catch (SQLException e) {
+            put(key, "error " + e.getSQLState());
         }
     }
 
