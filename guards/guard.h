@@ -44,11 +44,16 @@ class Facts {
   bool empty() const { return items_.empty(); }
 
  private:
+  // Only the plain text is kept for strings and scalars: most verdicts (a rewrite) are never
+  // rendered as JSON, so the encoding is done by json(), when a verdict is sent.
+  enum class Encoding { kString, kRaw, kPrebuilt };
   struct Item {
     std::string key;
-    std::string json;  // encoded value
-    std::string text;  // for placeholders
+    std::string text;  // for placeholders; the value itself unless kPrebuilt
+    Encoding encoding = Encoding::kString;
+    std::string json;  // kPrebuilt only (lists)
   };
+  Item& push(std::string key, Encoding encoding);
   std::vector<Item> items_;
 };
 

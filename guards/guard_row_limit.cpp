@@ -3,6 +3,10 @@
 // extra row tells the session the result was cut). The rewrite edits only what the parser located:
 // an existing LIMIT literal is replaced in place, a missing LIMIT is added on a new line after the
 // statement's last byte, so a trailing ';' or '-- comment' cannot swallow it.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
 #include "guards/codes.h"
@@ -11,6 +15,15 @@
 namespace pgwarden::guards {
 
 namespace {
+
+std::string concat(std::initializer_list<std::string_view> parts) {
+  size_t size = 0;
+  for (const auto p : parts) size += p.size();
+  std::string out;
+  out.reserve(size);
+  for (const auto p : parts) out.append(p);
+  return out;
+}
 
 class RowLimitGuard final : public Guard {
  public:
@@ -60,14 +73,15 @@ class RowLimitGuard final : public Guard {
                                  static_cast<size_t>(st.limit_length), std::to_string(cap)});
     }  // LIMIT $n: the value comes with Bind; the session's row cap still applies
     if (direct) {
+      // Every read without a LIMIT comes here, so each text is built in one allocation.
       r.max_rows = max_rows_;
-      r.message = "The result is capped at " + n + " rows.";
-      r.truncation_notice = "The result was truncated at " + n +
-                            " rows; add a WHERE condition, aggregate with GROUP BY, or use ORDER "
-                            "BY ... LIMIT to choose which rows you get.";
+      r.message = concat({"The result is capped at ", n, " rows."});
+      r.truncation_notice = concat({"The result was truncated at ", n,
+                                    " rows; add a WHERE condition, aggregate with GROUP BY, or use ORDER "
+                                    "BY ... LIMIT to choose which rows you get."});
       const std::string_view text = util::statementText(in.sql, st);
       // On its own lines, so a trailing "-- comment" in the statement cannot swallow the ")".
-      r.hint = text.size() <= 500 ? "SELECT count(*) FROM (\n" + std::string(text) + "\n) AS t"
+      r.hint = text.size() <= 500 ? concat({"SELECT count(*) FROM (\n", text, "\n) AS t"})
                                   : std::string("SELECT count(*) FROM ... to learn how many rows match");
     } else {
       r.message = "Rows from this " + std::string(st.kind == StatementKind::kPrepare ? "prepared statement"

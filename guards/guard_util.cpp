@@ -2,7 +2,9 @@
 // guard registry plumbing.
 #include "guards/guard_util.h"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -29,13 +31,24 @@ std::string_view sqlstateFor(std::string_view code) {
 
 // ---- Facts ----
 
+Facts::Item& Facts::push(std::string key, Encoding encoding) {
+  // Verdicts carry two to four facts: one allocation instead of growing 1, 2, 4.
+  if (items_.empty()) items_.reserve(4);
+  Item& it = items_.emplace_back();
+  it.key = std::move(key);
+  it.encoding = encoding;
+  return it;
+}
+
 Facts& Facts::add(std::string key, std::string_view text) {
-  items_.push_back(Item{std::move(key), "\"" + util::jsonEscape(text) + "\"", std::string(text)});
+  push(std::move(key), Encoding::kString).text.assign(text);
   return *this;
 }
 
 Facts& Facts::add(std::string key, int64_t n) {
-  items_.push_back(Item{std::move(key), std::to_string(n), std::to_string(n)});
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof buf, n);
+  push(std::move(key), Encoding::kRaw).text.assign(buf, res.ptr);
   return *this;
 }
 
@@ -43,12 +56,12 @@ Facts& Facts::add(std::string key, double n) {
   char buf[64];
   if (!std::isfinite(n)) n = 0;
   std::snprintf(buf, sizeof buf, "%.10g", n);
-  items_.push_back(Item{std::move(key), buf, buf});
+  push(std::move(key), Encoding::kRaw).text.assign(buf);
   return *this;
 }
 
 Facts& Facts::add(std::string key, bool b) {
-  items_.push_back(Item{std::move(key), b ? "true" : "false", b ? "true" : "false"});
+  push(std::move(key), Encoding::kRaw).text.assign(b ? "true" : "false");
   return *this;
 }
 
@@ -60,18 +73,39 @@ Facts& Facts::add(std::string key, const std::vector<std::string>& list) {
       json += ",";
       text += ", ";
     }
-    json += "\"" + util::jsonEscape(list[i]) + "\"";
+    json.push_back('"');
+    util::appendJsonEscaped(json, list[i]);
+    json.push_back('"');
     text += list[i];
   }
   json += "]";
-  items_.push_back(Item{std::move(key), std::move(json), std::move(text)});
+  Item& it = push(std::move(key), Encoding::kPrebuilt);
+  it.text = std::move(text);
+  it.json = std::move(json);
   return *this;
 }
 
 std::string Facts::json(std::string_view code) const {
-  std::string out = "{\"code\":\"" + util::jsonEscape(code) + "\"";
+  size_t size = code.size() + 16;
+  for (const auto& it : items_) size += it.key.size() + std::max(it.text.size(), it.json.size()) + 8;
+  std::string out;
+  out.reserve(size);
+  out += "{\"code\":\"";
+  util::appendJsonEscaped(out, code);
+  out.push_back('"');
   for (const auto& it : items_) {
-    out += ",\"" + util::jsonEscape(it.key) + "\":" + it.json;
+    out += ",\"";
+    util::appendJsonEscaped(out, it.key);
+    out += "\":";
+    switch (it.encoding) {
+      case Encoding::kString:
+        out.push_back('"');
+        util::appendJsonEscaped(out, it.text);
+        out.push_back('"');
+        break;
+      case Encoding::kRaw: out += it.text; break;
+      case Encoding::kPrebuilt: out += it.json; break;
+    }
   }
   out += "}";
   return out;
@@ -163,6 +197,11 @@ bool globMatch(std::string_view p, std::string_view t, bool icase) {
 std::string jsonEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
+  appendJsonEscaped(out, s);
+  return out;
+}
+
+void appendJsonEscaped(std::string& out, std::string_view s) {
   for (unsigned char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -180,7 +219,6 @@ std::string jsonEscape(std::string_view s) {
         }
     }
   }
-  return out;
 }
 
 std::string withCommas(int64_t n) {

@@ -19,6 +19,8 @@ bool iequals(std::string_view a, std::string_view b);
 bool globMatch(std::string_view pattern, std::string_view text, bool icase);
 
 std::string jsonEscape(std::string_view s);
+// jsonEscape appended to `out` (no quotes added), without a temporary string.
+void appendJsonEscaped(std::string& out, std::string_view s);
 std::string withCommas(int64_t n);
 // "about 1,000,000" style: two significant digits, for a person reading a reason.
 std::string approxCount(int64_t n);

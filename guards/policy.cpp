@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 
 #include "common/config_util.h"
@@ -72,20 +73,32 @@ std::string substitute(const std::string& text, const Facts& facts, const std::s
 
 // Applies non-overlapping edits (earlier-registered wins on overlap) to `text`, whose first byte
 // is at `base` in the coordinates the edits use.
-std::string applyEdits(std::string_view text, size_t base, std::vector<TextEdit> edits) {
-  std::vector<TextEdit> kept;
-  for (auto& e : edits) {
-    if (e.offset < base || e.offset + e.length > base + text.size()) continue;
-    bool clash = false;
-    for (const auto& k : kept) {
-      clash = clash || (e.offset < k.offset + k.length && k.offset < e.offset + e.length) ||
-              e.offset == k.offset;
-    }
-    if (!clash) kept.push_back(std::move(e));
+std::string applyEdits(std::string_view text, size_t base, const std::vector<TextEdit>& edits) {
+  const auto inside = [&](const TextEdit& e) {
+    return e.offset >= base && e.offset + e.length <= base + text.size();
+  };
+  if (edits.size() == 1 && inside(edits.front())) {
+    // The usual case (row_limit's LIMIT): one allocation, the result's exact size.
+    const TextEdit& e = edits.front();
+    const size_t at = e.offset - base;
+    std::string out;
+    out.reserve(text.size() - e.length + e.replacement.size());
+    out.append(text.substr(0, at)).append(e.replacement).append(text.substr(at + e.length));
+    return out;
   }
-  std::sort(kept.begin(), kept.end(), [](const TextEdit& a, const TextEdit& b) { return a.offset > b.offset; });
+  std::vector<const TextEdit*> kept;
+  for (const auto& e : edits) {
+    if (!inside(e)) continue;
+    bool clash = false;
+    for (const TextEdit* k : kept) {
+      clash = clash || (e.offset < k->offset + k->length && k->offset < e.offset + e.length) ||
+              e.offset == k->offset;
+    }
+    if (!clash) kept.push_back(&e);
+  }
+  std::sort(kept.begin(), kept.end(), [](const TextEdit* a, const TextEdit* b) { return a->offset > b->offset; });
   std::string out(text);
-  for (const auto& e : kept) out.replace(e.offset - base, e.length, e.replacement);
+  for (const TextEdit* e : kept) out.replace(e->offset - base, e->length, e->replacement);
   return out;
 }
 
@@ -122,7 +135,10 @@ Verdict PolicyGroup::finalize(const Guard& guard, GuardResult r) const {
     if (it == code->second.end()) it = code->second.find("*");
     if (it != code->second.end()) v.message = substitute(it->second, r.facts, r.subject);
   }
-  v.detail = r.facts.json(r.code);
+  // The detail is sent only with a denial or a warning. A rewrite's verdict goes to history
+  // (guard, action, code, message) and metrics, neither of which reads it, and every read
+  // without a LIMIT is one: its cut, if any, is reported by Decision::truncation.
+  if (v.action == Action::kDeny || v.action == Action::kWarn) v.detail = r.facts.json(r.code);
   v.hint = std::move(r.hint);
   return v;
 }
@@ -164,13 +180,22 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
       if (r.wants_plan && std::find(d.plan_guards.begin(), d.plan_guards.end(), i) == d.plan_guards.end()) {
         d.plan_guards.push_back(i);
       }
-      for (auto& e : r.edits) st.edits.push_back(std::move(e));
+      if (st.edits.empty()) {
+        st.edits = std::move(r.edits);
+      } else {
+        for (auto& e : r.edits) st.edits.push_back(std::move(e));
+      }
       r.edits.clear();
       if (r.max_rows >= 0 && (st.max_rows < 0 || r.max_rows < st.max_rows)) {
         st.max_rows = r.max_rows;
         st.cap_guard = i;
-        st.cap_notice = r.truncation_notice;
-        st.cap_hint = r.hint;
+        st.cap_notice = std::move(r.truncation_notice);
+        // A rewrite's hint is read only from the truncation notice, so it moves there.
+        if (r.action == Action::kRewrite) {
+          st.cap_hint = std::move(r.hint);
+        } else {
+          st.cap_hint = r.hint;
+        }
       }
       if (r.wants_webhook && r.action == Action::kAllow) {
         d.webhook = Decision::WebhookCall{i, std::move(r.webhook_body), nullptr};
@@ -178,6 +203,10 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
       }
       if (r.action == Action::kAllow) return false;
       Verdict v = finalize(g, std::move(r));
+      if (v.action == Action::kRewrite) {
+        d.actions.push_back(std::move(v));
+        return false;
+      }
       d.actions.push_back(v);
       if (v.action == Action::kDeny) {
         d.denied = true;
@@ -216,20 +245,30 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
   if (!st.edits.empty()) d.rewritten_sql = applyEdits(sql, 0, st.edits);
   if (st.max_rows >= 0) {
     d.max_rows = st.max_rows;
-    d.truncation_notice = st.cap_notice;
     Verdict& t = d.truncation;
     t.guard = std::string(guards_[st.cap_guard]->kind());
     t.action = Action::kWarn;
     t.code = std::string(codes::kRowsTruncated);
     t.sqlstate = std::string(codes::kSqlstateWarning);
     t.message = st.cap_notice;
-    Facts facts;
-    facts.add("max_rows", st.max_rows).add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    d.truncation_notice = std::move(st.cap_notice);
+    // Built for every capped read, sent only when the cut happens: Facts (and its JSON) only
+    // when an operator's reason needs the placeholders, else the same JSON written directly.
+    constexpr std::string_view kNextStep = "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT";
     if (auto code = reasons_.find(codes::kRowsTruncated); code != reasons_.end()) {
+      Facts facts;
+      facts.add("max_rows", st.max_rows).add("next_step", kNextStep);
       if (auto it = code->second.find("*"); it != code->second.end()) t.message = substitute(it->second, facts, "");
+      t.detail = facts.json(codes::kRowsTruncated);
+    } else {
+      char digits[24];
+      const auto n = std::to_chars(digits, digits + sizeof digits, st.max_rows);
+      // Facts::json's output for these two facts (the code and the step need no escaping).
+      t.detail.reserve(64 + codes::kRowsTruncated.size() + kNextStep.size());
+      t.detail.append("{\"code\":\"").append(codes::kRowsTruncated).append("\",\"max_rows\":");
+      t.detail.append(digits, n.ptr).append(",\"next_step\":\"").append(kNextStep).append("\"}");
     }
-    t.detail = facts.json(codes::kRowsTruncated);
-    t.hint = st.cap_hint;
+    t.hint = std::move(st.cap_hint);
   }
   if (!d.plan_guards.empty() && analysis.statements.size() == 1) {
     const StatementInfo& stmt = analysis.statements.front();
