@@ -95,6 +95,20 @@ TEST(Json, WriterPlacesCommas) {
   EXPECT_FALSE(isJsonValue("not json"));
 }
 
+// isJsonValue answers without nlohmann for the daemon's own guard_actions; whatever path it takes,
+// the answer must be nlohmann's.
+TEST(Json, IsJsonValueAgreesWithNlohmann) {
+  for (const char* text :
+       {"[]", " [ ] ", "{}", "[{\"guard\":\"row_limit\",\"action\":\"rewrite\",\"code\":\"ROWS_CAPPED\",\"reason\":\"x\"}]",
+        "\"a\\\"b\\n\"", "0", "-0", "12.5", "-3.25", "1e5", "1E+5", "01", "1.", ".5", "-", "+1", "1.5e", "true",
+        "false", "null", "tru", "nul", "truex", "[1,]", "[,1]", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{a:1}",
+        "[1] [2]", "\"\\u00e9\"", "\"\\ud800\"", "\"\\x\"", "\"tab\there\"", "\"\xc3\xa9\"", "\"\xff\"",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "[[[1]]", "[[[1]]]]",
+        "123456789012345678901234567890", "", " ", "\"open", "{\"a\":[1,{\"b\":null}],\"c\":\"d\"}"}) {
+    EXPECT_EQ(isJsonValue(text), nlohmann::json::accept(std::string_view(text))) << text;
+  }
+}
+
 TEST(Sql, FingerprintGroupsLiteralsAndSpacingButNotTables) {
   const auto late = fingerprintSql("SELECT * FROM orders WHERE status = 'late'");
   const auto delayed = fingerprintSql("select *\n  from orders where status='DELAYED' -- again");
