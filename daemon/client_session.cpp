@@ -803,8 +803,11 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     return true;
   }
   if (!held_) {
-    const auto cmd = guards::parseAgentCommand(q->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) return answerAgentCommand(cmd);
+    auto cmd = guards::parseAgentCommand(q->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+      cmd.text = std::string(q->sql);
+      return answerAgentCommand(cmd);
+    }
   }
   std::shared_ptr<const StatementPlan> plan;
   std::shared_ptr<const guards::BudgetKey> budget_key;
@@ -873,8 +876,11 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     return true;
   }
   if (!held_) {
-    const auto cmd = guards::parseAgentCommand(m->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) return handleAgentParse(*m, cmd);
+    auto cmd = guards::parseAgentCommand(m->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+      cmd.text = std::string(m->sql);
+      return handleAgentParse(*m, cmd);
+    }
     if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
       if (!name.empty()) {
         std::string out;
@@ -1921,6 +1927,7 @@ void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool desc
   const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
   std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
   const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
+  const int64_t started_us = nowMicros();
   switch (cmd.kind) {
     case Kind::kSet:
       *target = cmd.value;
@@ -1941,22 +1948,46 @@ void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool desc
       protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
       break;
     case Kind::kNone:
-      break;
+      return;
   }
+  const bool failed = cmd.kind == Kind::kError;
+  recordAgentCommand(cmd, !describe, started_us, failed ? cmd.sqlstate : "",
+                     failed ? cmd.error : "");
+}
+
+void ClientSession::recordAgentCommand(const guards::AgentCommand& cmd, bool extended,
+                                       int64_t started_us, std::string_view sqlstate,
+                                       std::string_view message) {
+  using Kind = guards::AgentCommand::Kind;
+  StatementRun run;
+  run.plan = daemon_.policy().localPlan(
+      cmd.text, cmd.kind == Kind::kShow ? "show" : cmd.kind == Kind::kReset ? "reset" : "set");
+  run.extended = extended;
+  run.started_us = started_us;
+  if (cmd.kind == Kind::kShow) run.rows_sent = 1;
+  finishRun(run, sqlstate.empty() ? history::Outcome::kOk : history::Outcome::kError, sqlstate,
+            message);
 }
 
 bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd) {
   const std::string name(m.statement);
   std::string out;
+  std::string sqlstate, error;
   if (cmd.kind == guards::AgentCommand::Kind::kError) {
-    protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
+    sqlstate = cmd.sqlstate;
+    error = cmd.error;
   } else if (!name.empty() && (statements_.count(name) || agent_statements_.count(name))) {
-    protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+    sqlstate = "42P05";
+    error = "prepared statement \"" + name + "\" already exists";
   } else if (!name.empty() &&
              agent_statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
-    protocol::writeError(out, "ERROR", "54000", "too many prepared statements in this session; close the ones you no longer need");
+    sqlstate = "54000";
+    error = "too many prepared statements in this session; close the ones you no longer need";
   }
-  if (!out.empty()) {
+  if (!sqlstate.empty()) {
+    // A Parse that fails is a statement with its error, as when the server refuses one.
+    protocol::writeError(out, "ERROR", sqlstate, error);
+    recordAgentCommand(cmd, true, nowMicros(), sqlstate, error);
     // As after any failed Parse, the rest of the batch up to Sync is skipped.
     queueLocal(std::move(out), false);
     deny_skipping_ = true;

@@ -213,6 +213,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   // Applies the command and writes its answer (CommandComplete; DataRow first for SHOW, and a
   // RowDescription too when `describe`), without ReadyForQuery.
   void applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format, std::string& out);
+  // One history record for a pgwarden.* command answered here (an error when sqlstate is set).
+  void recordAgentCommand(const guards::AgentCommand& cmd, bool extended, int64_t started_us,
+                          std::string_view sqlstate = {}, std::string_view message = {});
   // The extended-protocol forms: Parse, Bind, Describe, Execute and Close of such statements
   // are answered here, never sent to the server. False: not one of ours.
   bool handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd);

@@ -81,6 +81,18 @@ PolicyEngine::PolicyEngine(size_t cache_entries, size_t max_sql_bytes)
 
 PolicyEngine::~PolicyEngine() = default;
 
+std::shared_ptr<const StatementPlan> PolicyEngine::localPlan(std::string_view sql,
+                                                            std::string_view kind) const {
+  auto plan = std::make_shared<StatementPlan>();
+  PlannedStatement ps;
+  ps.kind = std::string(kind);
+  ps.intent = "admin";
+  cutSql(sql, impl_->max_sql_bytes, ps);
+  plan->statements.push_back(std::move(ps));
+  plan->guard_actions_json = "[]";
+  return plan;
+}
+
 uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
 uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
 

@@ -40,6 +40,9 @@ class PolicyEngine {
   std::shared_ptr<const StatementPlan> plan(const guards::PolicyGroup* group, std::string_view sql,
                                             const guards::RequestContext& ctx,
                                             const guards::TableStatsSnapshot* stats);
+  // A plan for a statement pgwarden answers itself (SET/RESET/SHOW pgwarden.*): one statement of
+  // `kind`, intent admin, no guard run. Its history record is made like any other statement's.
+  std::shared_ptr<const StatementPlan> localPlan(std::string_view sql, std::string_view kind) const;
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
   // The same plan with the decision a paused chain reached later (webhook answer, budget).

@@ -59,6 +59,7 @@ struct AgentCommand {
   std::string sqlstate;  // kError: 42704 unknown key, 22023 bad value, 42601 malformed
   std::string error;     // kError: message for the client
   bool local = false;    // SET LOCAL (applied to the session all the same)
+  std::string text;      // the statement as the client sent it (set by the caller, for history)
 };
 
 // Recognises one such command making up the whole text (comments, whitespace and one trailing

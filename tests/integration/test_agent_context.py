@@ -234,6 +234,34 @@ def test_comment_override_is_in_that_statements_record(daemon):
     }, got
 
 
+def test_pgwarden_commands_have_their_own_records(daemon):
+    """SET/SHOW pgwarden.* never reach the server, yet each is a statement the session saw: one
+    record each, in both protocols, a refused one with its SQLSTATE."""
+    c = login(daemon, user="agent")
+    try:
+        c.query("SET pgwarden.conversation_id = 'c-own-records'")
+        c.query("SHOW pgwarden.conversation_id")
+        c.send_extended("SET pgwarden.agent_id = 'a-own-records'")
+        c.sync()
+        parse(c, "SET pgwarden.no_such_key = 'own-records'")
+        bind(c)
+        execute(c)
+        got = sync_raw(c)
+        assert [t for t, _ in got] == [b"E", b"Z"]
+    finally:
+        c.close()
+    rows = history_rows(daemon, "sql_text LIKE '%own-records%' OR (sql_text LIKE 'SHOW pgwarden%' "
+                        "AND conversation_id = 'c-own-records')", want=4)
+    got = sorted((r["sql_text"], r["statement_kind"], r["protocol"], r["outcome"], r["sqlstate"] or "",
+                  r["rows_returned"]) for r in rows)
+    assert got == sorted([
+        ("SET pgwarden.conversation_id = 'c-own-records'", "set", "simple", "ok", "", 0),
+        ("SHOW pgwarden.conversation_id", "show", "simple", "ok", "", 1),
+        ("SET pgwarden.agent_id = 'a-own-records'", "set", "extended", "ok", "", 0),
+        ("SET pgwarden.no_such_key = 'own-records'", "set", "extended", "error", "42704", 0),
+    ]), got
+
+
 # -- budgets and metrics -------------------------------------------------------------------------
 
 def scrape(d):
