@@ -33,7 +33,8 @@ struct Verdict {
   std::string code;      // e.g. "MISSING_PREDICATE"
   std::string sqlstate;  // for deny: 42501 policy, 54000 limits, 42601 syntax, ...
   std::string message;   // one sentence: what was wrong and what to do next
-  std::string detail;    // compact JSON object with the facts
+  std::string detail;    // compact JSON object with the facts (deny and warn only: a rewrite
+                         // is never sent, so its detail stays empty)
   std::string hint;      // an example query that would pass
   int position = 0;      // 1-based cursor position in the text (syntax errors), 0 = none
 };
