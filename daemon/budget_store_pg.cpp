@@ -1,11 +1,12 @@
 // The shared budget table, driven from the loop: one libpq connection, one query in flight, a
 // bounded queue behind it, a tick timer for deadlines and reconnects. An admit is a single
-// INSERT ... ON CONFLICT DO UPDATE ... WHERE <within limits> RETURNING, so two processes counting
-// the same conversation at once can never both take its last statement.
+// INSERT ... ON CONFLICT DO UPDATE ... WHERE <text fits> RETURNING adding the text's statement
+// count, so two processes counting the same conversation can never both take its last statements.
 #include "daemon/budget_store_pg.h"
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace pgwarden::daemon {
@@ -34,30 +35,41 @@ const char* kSetupSql =
     " PRIMARY KEY (username, conversation_id))";
 
 // $1 user, $2 conversation, $3 max_statements, $4 max_denied, $5 max_rows (0 = none),
-// $6 window ms (0 = none), $7 idle expiry ms. A row past its window or idle expiry starts over.
+// $6 window ms (0 = none), $7 idle expiry ms, $8 statements in the text (1 or more). A row past
+// its window or idle expiry starts over. The text counts whole or not at all: a new row is only
+// inserted when the text fits in the budget at all, an existing one only updated when it fits in
+// what is left. Whatever happens, one row comes back: (admitted, counters), the counters as they
+// stand after the upsert or, refused, as found (zero when the row is expired or missing).
 #define PGW_EXPIRED                                                                              \
   "(($6::bigint > 0 AND b.window_start <= now() - $6::bigint * interval '1 millisecond') OR " \
   "b.last_seen <= now() - $7::bigint * interval '1 millisecond')"
+#define PGW_FITS "($3::bigint = 0 OR $8::bigint <= $3::bigint)"
 const char* kAdmitSql =
     "WITH up AS ("
     " INSERT INTO pgwarden_budget AS b"
     " (username, conversation_id, window_start, last_seen, statements, denied, row_count)"
-    " VALUES ($1, $2, now(), now(), 1, 0, 0)"
+    " SELECT $1, $2, now(), now(), $8::bigint, 0, 0 WHERE " PGW_FITS
     " ON CONFLICT (username, conversation_id) DO UPDATE SET"
     " window_start = CASE WHEN " PGW_EXPIRED " THEN now() ELSE b.window_start END,"
-    " statements = CASE WHEN " PGW_EXPIRED " THEN 1 ELSE b.statements + 1 END,"
+    " statements = CASE WHEN " PGW_EXPIRED " THEN $8::bigint ELSE b.statements + $8::bigint END,"
     " denied = CASE WHEN " PGW_EXPIRED " THEN 0 ELSE b.denied END,"
     " row_count = CASE WHEN " PGW_EXPIRED " THEN 0 ELSE b.row_count END,"
     " last_seen = now()"
-    " WHERE " PGW_EXPIRED
-    " OR (($3::bigint = 0 OR b.statements < $3::bigint)"
+    " WHERE " PGW_FITS " AND (" PGW_EXPIRED
+    " OR (($3::bigint = 0 OR b.statements + $8::bigint <= $3::bigint)"
     " AND ($4::bigint = 0 OR b.denied < $4::bigint)"
-    " AND ($5::bigint = 0 OR b.row_count < $5::bigint))"
+    " AND ($5::bigint = 0 OR b.row_count < $5::bigint)))"
     " RETURNING statements, denied, row_count)"
     " SELECT true, statements, denied, row_count FROM up"
     " UNION ALL"
-    " SELECT false, statements, denied, row_count FROM pgwarden_budget"
-    " WHERE username = $1 AND conversation_id = $2 AND NOT EXISTS (SELECT 1 FROM up)";
+    " SELECT false,"
+    " CASE WHEN b.username IS NULL OR " PGW_EXPIRED " THEN 0 ELSE b.statements END,"
+    " CASE WHEN b.username IS NULL OR " PGW_EXPIRED " THEN 0 ELSE b.denied END,"
+    " CASE WHEN b.username IS NULL OR " PGW_EXPIRED " THEN 0 ELSE b.row_count END"
+    " FROM (SELECT 1) AS one LEFT JOIN pgwarden_budget AS b"
+    " ON b.username = $1 AND b.conversation_id = $2"
+    " WHERE NOT EXISTS (SELECT 1 FROM up)";
+#undef PGW_FITS
 #undef PGW_EXPIRED
 
 const char* kAddRowsSql =
@@ -70,9 +82,9 @@ const char* kAddRowsSql =
 const char* kAddDeniedSql =
     "INSERT INTO pgwarden_budget AS b"
     " (username, conversation_id, window_start, last_seen, statements, denied, row_count)"
-    " VALUES ($1, $2, now(), now(), 0, 1, 0)"
+    " VALUES ($1, $2, now(), now(), 0, $3::bigint, 0)"
     " ON CONFLICT (username, conversation_id) DO UPDATE SET"
-    " denied = b.denied + 1, last_seen = now()";
+    " denied = b.denied + $3::bigint, last_seen = now()";
 
 const char* kCleanupSql =
     "DELETE FROM pgwarden_budget WHERE last_seen < now() - $1::bigint * interval '1 millisecond'";
@@ -379,7 +391,8 @@ void BudgetStorePg::onTimer() {
   sendNext();
 }
 
-uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, AdmitDone done) {
+uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
+                              AdmitDone done) {
   const uint64_t ticket = next_ticket_++;
   idle_expiry_ms_ = std::max<int64_t>(idle_expiry_ms_, limits.idle_expiry.count());
   Op op;
@@ -393,7 +406,8 @@ uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::Budget
                std::to_string(limits.max_denied),
                std::to_string(limits.max_rows),
                std::to_string(limits.window.count()),
-               std::to_string(limits.idle_expiry.count())};
+               std::to_string(limits.idle_expiry.count()),
+               std::to_string(std::max<int64_t>(statements, 1))};
   // Answers never come inside the call that asked: a full queue is answered on the next tick.
   if (queue_.size() >= kMaxQueued) {
     ++dropped_;
@@ -420,10 +434,10 @@ void BudgetStorePg::addRows(const guards::BudgetKey& key, const guards::BudgetLi
   enqueue(std::move(op));
 }
 
-void BudgetStorePg::addDenied(const guards::BudgetKey& key, const guards::BudgetLimits&) {
+void BudgetStorePg::addDenied(const guards::BudgetKey& key, const guards::BudgetLimits&, int64_t statements) {
   Op op;
   op.kind = Op::Kind::kAddDenied;
-  op.params = {key.user, key.conversation};
+  op.params = {key.user, key.conversation, std::to_string(std::max<int64_t>(statements, 1))};
   enqueue(std::move(op));
 }
 

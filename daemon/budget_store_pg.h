@@ -1,7 +1,7 @@
 // Budget counters shared by several pgwarden processes: one row per (user, conversation) in a
-// PostgreSQL table, counted with one atomic upsert per statement on a separate libpq connection
-// that the loop drives without blocking (PQconnectStart/PQconnectPoll, PQsendQueryParams, a
-// uv_poll on PQsocket). Every admit has a deadline; the ledger applies fail_behavior on failure.
+// PostgreSQL table, counted with one atomic upsert per text (adding its statement count) on a
+// separate libpq connection that the loop drives without blocking (PQconnectStart/PQconnectPoll,
+// PQsendQueryParams, a uv_poll on PQsocket). Every admit has a deadline; the ledger applies fail_behavior on failure.
 #pragma once
 
 #include <libpq-fe.h>
@@ -28,10 +28,11 @@ class BudgetStorePg final : public guards::SharedBudgetStore {
   BudgetStorePg(const BudgetStorePg&) = delete;
   BudgetStorePg& operator=(const BudgetStorePg&) = delete;
 
-  uint64_t admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, AdmitDone done) override;
+  uint64_t admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
+                 AdmitDone done) override;
   void cancel(uint64_t ticket) override;
   void addRows(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t rows) override;
-  void addDenied(const guards::BudgetKey& key, const guards::BudgetLimits& limits) override;
+  void addDenied(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements) override;
 
   bool ready() const { return state_ == State::kReady || state_ == State::kBusy; }
   size_t queued() const { return queue_.size(); }

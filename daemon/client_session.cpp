@@ -1183,11 +1183,13 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
-  // A denial by any guard but a budget counts towards the conversation's max_denied.
+  // A denial by any guard but a budget counts towards the conversation's max_denied, as many
+  // statements as the text counts against max_statements (at least one).
   if (!plan.budget && policy_) {
     auto* ledger = daemon_.budgets();
     if (const auto* bg = guards::findBudgetGuard(*policy_); ledger && bg) {
-      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)));
+      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
+      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)), statements);
     }
   }
   // A denied text counts as each of its statements.

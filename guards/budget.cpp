@@ -399,8 +399,8 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
   if (!store) {
     ++store_failures_;
     if (g.store().fail_open) {
-      touch(key, g).counters.statements += 1;
-      countAdmitted(g, key);
+      touch(key, g).counters.statements += statements;
+      countAdmitted(g, key, statements);
       return a;
     }
     a.kind = Admission::Kind::kDenied;
@@ -421,7 +421,8 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
   auto call = std::make_shared<CallState>();
   pending_[ticket] = PendingAdmit{store, 0};
   const uint64_t store_ticket = store->admit(
-      key, g.limits(), [this, alive, ticket, key, guard, call, done = std::move(done)](Result<SharedBudgetStore::Answer> r) {
+      key, g.limits(), statements,
+      [this, alive, ticket, key, guard, call, statements, done = std::move(done)](Result<SharedBudgetStore::Answer> r) {
         if (alive.expired() || !*alive.lock()) return;
         if (pending_.erase(ticket) == 0) return;  // cancelled
         Admission out;
@@ -430,8 +431,8 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
           spdlog::warn("budget: shared store failed for user={} conversation_id={}: {}", key.user,
                        key.conversation, r.error());
           if (guard->store().fail_open) {
-            touch(key, *guard).counters.statements += 1;
-            countAdmitted(*guard, key);
+            touch(key, *guard).counters.statements += statements;
+            countAdmitted(*guard, key, statements);
           } else {
             out.kind = Admission::Kind::kDenied;
             out.denial = guard->unavailable();
@@ -440,10 +441,15 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
           Entry& e = touch(key, *guard);
           e.counters = r->counters;  // the shared truth, mirrored for checks and the admin view
           if (r->admitted) {
-            countAdmitted(*guard, key);
+            countAdmitted(*guard, key, statements);
           } else {
+            // The same verdicts, in the same order, as the memory ledger gives.
             out.kind = Admission::Kind::kDenied;
             out.denial = localCheck(*guard, key, e.counters);
+            const int64_t max = guard->limits().max_statements;
+            if (out.denial.action != Action::kDeny && max > 0 && e.counters.statements + statements > max) {
+              out.denial = guard->textOverBudget(e.counters, statements);
+            }
             if (out.denial.action != Action::kDeny) {
               out.denial = guard->statementsExhausted(e.counters, key.conversation);
             }
@@ -477,10 +483,11 @@ void BudgetLedger::addRows(const BudgetGuard& g, const BudgetKey& key, int64_t r
   }
 }
 
-void BudgetLedger::addDenied(const BudgetGuard& g, const BudgetKey& key) {
-  touch(key, g).counters.denied += 1;
+void BudgetLedger::addDenied(const BudgetGuard& g, const BudgetKey& key, int64_t statements) {
+  statements = std::max<int64_t>(statements, 1);
+  touch(key, g).counters.denied += statements;
   if (g.store().shared) {
-    if (SharedBudgetStore* s = storeFor(g.store())) s->addDenied(key, g.limits());
+    if (SharedBudgetStore* s = storeFor(g.store())) s->addDenied(key, g.limits(), statements);
   }
 }
 

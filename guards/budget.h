@@ -116,12 +116,14 @@ class SharedBudgetStore {
     BudgetCounters counters;     // after the upsert (admitted) or as found (refused)
   };
   using AdmitDone = std::function<void(Result<Answer>)>;
-  // Counts one statement if the conversation is within `limits`, atomically. Returns a ticket.
-  virtual uint64_t admit(const BudgetKey& key, const BudgetLimits& limits, AdmitDone done) = 0;
+  // Counts a text of `statements` statements if all of them fit within `limits`, atomically
+  // (whole or not at all). Returns a ticket.
+  virtual uint64_t admit(const BudgetKey& key, const BudgetLimits& limits, int64_t statements, AdmitDone done) = 0;
   // The answer for `ticket` is no longer wanted (its session ended); `done` will not be called.
   virtual void cancel(uint64_t ticket) = 0;
   virtual void addRows(const BudgetKey& key, const BudgetLimits& limits, int64_t rows) = 0;
-  virtual void addDenied(const BudgetKey& key, const BudgetLimits& limits) = 0;
+  // `statements` statements of one text were denied by some guard (not a budget).
+  virtual void addDenied(const BudgetKey& key, const BudgetLimits& limits, int64_t statements) = 0;
 };
 
 // What the admin view lists.
@@ -173,12 +175,13 @@ class BudgetLedger {
   // Memory store: answers at once (done is not called). Shared store: kPending, then `done` on
   // the loop with kAdmitted or kDenied (fail_behavior applied when the store fails).
   // `statements`: how many statements the text counts as; the text is admitted whole or not at
-  // all (a simple Query cannot be cut). The shared store counts a text once.
+  // all (a simple Query cannot be cut), by the memory ledger and the shared store alike.
   Admission admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done = {}, int64_t statements = 1);
   void cancel(uint64_t ticket);
   // Rows the client received for an admitted statement; a statement some guard (not a budget) denied.
   void addRows(const BudgetGuard& g, const BudgetKey& key, int64_t rows);
-  void addDenied(const BudgetGuard& g, const BudgetKey& key);
+  // A denied text counts as `statements` denied statements (budgetStatements, at least 1).
+  void addDenied(const BudgetGuard& g, const BudgetKey& key, int64_t statements = 1);
   // An admitted statement finished (its concurrency slot is free again).
   void release(const BudgetKey& key);
 

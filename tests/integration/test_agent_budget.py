@@ -1,7 +1,7 @@
 """Per-conversation budgets through the real daemon: a counting budget of 4 lets exactly 4
 statements through whatever the client (psql sessions, JDBC prepared statements), the refusal
 tells the agent how to finish, budgets belong to (user, conversation), the per-user rate, and two
-pgwarden processes sharing one budget in a PostgreSQL table."""
+pgwarden processes sharing one budget in a PostgreSQL table, one statement or several per text."""
 
 import psycopg2
 import pytest
@@ -77,7 +77,7 @@ def test_per_user_rate(pgwarden_factory, pg):
 def test_two_processes_share_one_budget_in_postgres(pgwarden_factory, pg):
     dsn = (f"host=127.0.0.1 port={pg.port} user=postgres password={pgwtest.SUPERUSER_PASSWORD} "
            f"dbname={pgwtest.DATABASE}")
-    groups = budget_groups(max_statements=4, store="postgres", dsn=dsn, timeout="2s")
+    groups = budget_groups(max_statements=4, max_denied=3, store="postgres", dsn=dsn, timeout="2s")
     a = start_daemon(pgwarden_factory, pg, groups)
     b = start_daemon(pgwarden_factory, pg, groups)
     codes = []
@@ -89,6 +89,43 @@ def test_two_processes_share_one_budget_in_postgres(pgwarden_factory, pg):
             assert REASON in r.stderr, r.stderr
     assert codes.count(0) == 4, codes
     assert pg.scalar("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-shared-pg'") == 4
+
+    # Several statements per text: each counts once, in both processes, and a text that does not
+    # fit in what is left is refused whole with how many are left.
+    def run(d, sql, conversation):
+        return psql_as(d, "agent", sql, options=f"-c conversation_id={conversation}")
+
+    passed = 0
+    r = run(a, "SELECT 1; SELECT 2; SELECT 3", "c-multi-pg")
+    assert r.returncode == 0, r.stderr
+    passed += 3
+    r = run(b, "SELECT 4; SELECT 5", "c-multi-pg")
+    assert r.returncode == 1
+    assert ("This text has 2 statements, and this conversation has 1 of its budget of 4 queries left."
+            in r.stderr), r.stderr
+    assert pg.scalar("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-multi-pg'") == 3
+    for d in (b, a):
+        r = run(d, "SELECT 4", "c-multi-pg")
+        if r.returncode == 0:
+            passed += 1
+        else:
+            assert REASON in r.stderr, r.stderr
+    assert passed == 4
+    assert pg.scalar("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-multi-pg'") == 4
+
+    # Denied statements count the same way: a denied text of two is two towards max_denied 3.
+    r = run(a, "DELETE FROM fct_shipments; DELETE FROM fct_shipments", "c-denied-pg")
+    assert r.returncode == 1 and "BUDGET" not in r.stderr, r.stderr
+    assert pgwtest.wait_for(lambda: pg.scalar(
+        "SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-denied-pg'") == 2)
+    assert run(b, "SELECT 1", "c-denied-pg").returncode == 0
+    r = run(b, "DELETE FROM fct_shipments", "c-denied-pg")
+    assert r.returncode == 1 and "BUDGET" not in r.stderr, r.stderr
+    assert pgwtest.wait_for(lambda: pg.scalar(
+        "SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-denied-pg'") == 3)
+    r = run(a, "SELECT 2", "c-denied-pg")
+    assert r.returncode == 1 and "DENIED_EXHAUSTED" in r.stderr, r.stderr
+    assert pg.scalar("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-denied-pg'") == 1
     # The password in the store's DSN never reaches the log.
     for d in (a, b):
         assert pgwtest.SUPERUSER_PASSWORD not in d.log()

@@ -1,7 +1,9 @@
 // The shared budget store against a real PostgreSQL made with initdb: two ledgers, each with its
 // own store connection (two pgwarden processes), share one budget exactly, also when their admits
-// race; counters of rows and denials land in the table; a store that is down or stuck answers
-// within the timeout with fail_behavior (deny or allow), and none of it blocks the loop.
+// race, and whether statements come one per text or several per text (each counted once, a text
+// whole or not at all, refused with what is left); counters of rows and denied statements land in
+// the table; a store that is down or stuck answers within the timeout with fail_behavior (deny or
+// allow), and none of it blocks the loop.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
@@ -48,9 +50,9 @@ class SharedBudgetStore : public ::testing::Test {
 
   // Admits and waits for the answer, running the loop.
   Kind admitSync(BudgetLedger& l, const guards::BudgetGuard& g, const guards::BudgetKey& key,
-                 guards::GuardResult* denial = nullptr) {
+                 guards::GuardResult* denial = nullptr, int64_t statements = 1) {
     std::optional<BudgetLedger::Admission> out;
-    auto a = l.admit(g, key, [&](BudgetLedger::Admission r) { out = std::move(r); });
+    auto a = l.admit(g, key, [&](BudgetLedger::Admission r) { out = std::move(r); }, statements);
     if (a.kind != Kind::kPending) {
       out = std::move(a);
     } else {
@@ -135,6 +137,119 @@ TEST_F(SharedBudgetStore, RowsAndDenialsAreShared) {
   EXPECT_EQ(admitSync(b, *g, key, &denial), Kind::kDenied);
   EXPECT_EQ(denial.code, "ROWS_EXHAUSTED");
   EXPECT_EQ(query("SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-rows'"), "1");
+}
+
+TEST_F(SharedBudgetStore, MultiStatementTextsCountEachStatementAcrossProcesses) {
+  const auto m = group(server_.dsn(), "", 4);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-multi"};
+  const std::string count =
+      "SELECT statements FROM pgwarden_budget WHERE username = 'agent' AND conversation_id = 'c-multi'";
+  guards::GuardResult denial;
+  ASSERT_EQ(admitSync(a, *g, key, &denial, 3), Kind::kAdmitted);
+  EXPECT_EQ(query(count), "3");
+  EXPECT_EQ(a.counters(key).statements, 3);
+  // Two do not fit in the one left: refused whole, nothing counted, the same words as in memory.
+  EXPECT_EQ(admitSync(b, *g, key, &denial, 2), Kind::kDenied);
+  EXPECT_EQ(denial.code, "BUDGET_EXHAUSTED");
+  EXPECT_EQ(denial.message, g->textOverBudget({3, 0, 0}, 2).message);
+  EXPECT_NE(denial.message.find("This text has 2 statements, and this conversation has 1 of its budget of 4 "
+                                "queries left."),
+            std::string::npos)
+      << denial.message;
+  EXPECT_EQ(query(count), "3");
+  EXPECT_EQ(admitSync(b, *g, key, &denial, 1), Kind::kAdmitted);
+  EXPECT_EQ(query(count), "4");
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 1), Kind::kDenied);
+  EXPECT_NE(denial.message.find("has used its budget of 4 queries"), std::string::npos) << denial.message;
+  EXPECT_EQ(query(count), "4");
+  EXPECT_EQ(a.counters(key).statements, 4);
+}
+
+TEST_F(SharedBudgetStore, TextLargerThanTheWholeBudgetCreatesNoRow) {
+  const auto m = group(server_.dsn(), "", 4);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  const guards::BudgetKey key{"agent", "c-big"};
+  guards::GuardResult denial;
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 5), Kind::kDenied);
+  EXPECT_NE(denial.message.find("This text has 5 statements, and this conversation has 4 of its budget of 4 "
+                                "queries left."),
+            std::string::npos)
+      << denial.message;
+  EXPECT_EQ(query("SELECT count(*) FROM pgwarden_budget WHERE conversation_id = 'c-big'"), "0");
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 4), Kind::kAdmitted);
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-big'"), "4");
+}
+
+TEST_F(SharedBudgetStore, ExpiredWindowStartsOverWithTheWholeText) {
+  const auto m = group(server_.dsn(), "      window: 300ms\n", 4);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  const guards::BudgetKey key{"agent", "c-window"};
+  guards::GuardResult denial;
+  ASSERT_EQ(admitSync(a, *g, key, &denial, 3), Kind::kAdmitted);
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 2), Kind::kDenied);
+  const int64_t t0 = nowMs();
+  runUntil(&loop_, [&] { return nowMs() - t0 >= 500; }, 2000);
+  // The window is over: a text too big for any window is refused against a fresh count...
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 5), Kind::kDenied);
+  EXPECT_NE(denial.message.find("has 4 of its budget of 4 queries left"), std::string::npos) << denial.message;
+  // ...and one that fits starts the new window with its own statements.
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 2), Kind::kAdmitted);
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-window'"), "2");
+}
+
+TEST_F(SharedBudgetStore, RacingMultiStatementTextsNeverOverspend) {
+  const auto m = group(server_.dsn());  // max_statements 5
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-race-multi"};
+  ASSERT_EQ(admitSync(a, *g, {"agent", "warm-a"}), Kind::kAdmitted);
+  ASSERT_EQ(admitSync(b, *g, {"agent", "warm-b"}), Kind::kAdmitted);
+  int answered = 0;
+  int64_t passed = 0;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t n = 2;
+    auto r = (i % 2 ? a : b).admit(*g, key, [&, n](BudgetLedger::Admission x) {
+      ++answered;
+      if (x.kind == Kind::kAdmitted) passed += n;
+    }, n);
+    ASSERT_EQ(r.kind, Kind::kPending);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return answered == 12; }, 15000));
+  EXPECT_EQ(passed, 4);  // two texts of two; a third would make 6
+  // The one statement left is still there to take, once.
+  EXPECT_EQ(admitSync(b, *g, key), Kind::kAdmitted);
+  EXPECT_EQ(admitSync(a, *g, key), Kind::kDenied);
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-race-multi'"), "5");
+}
+
+TEST_F(SharedBudgetStore, DeniedStatementsOfATextAllCountAcrossProcesses) {
+  const auto m = agent_test::groups("g:\n  guards:\n    - kind: budget\n      max_denied: 3\n      store: postgres\n"
+                                    "      dsn: \"" + server_.dsn() + "\"\n");
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& a = ledger();
+  BudgetLedger& b = ledger();
+  const guards::BudgetKey key{"agent", "c-denied"};
+  ASSERT_EQ(admitSync(a, *g, key), Kind::kAdmitted);
+  a.addDenied(*g, key, 2);  // a denied text of two statements
+  EXPECT_EQ(a.counters(key).denied, 2);
+  ASSERT_TRUE(runUntil(&loop_, [&] {
+    return query("SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-denied'") == "2";
+  }));
+  guards::GuardResult denial;
+  EXPECT_EQ(admitSync(b, *g, key, &denial), Kind::kAdmitted);  // 2 of 3
+  b.addDenied(*g, key, 1);
+  ASSERT_TRUE(runUntil(&loop_, [&] {
+    return query("SELECT denied FROM pgwarden_budget WHERE conversation_id = 'c-denied'") == "3";
+  }));
+  EXPECT_EQ(admitSync(a, *g, key, &denial, 2), Kind::kDenied);
+  EXPECT_EQ(denial.code, "DENIED_EXHAUSTED");
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-denied'"), "2");
 }
 
 TEST_F(SharedBudgetStore, StoreDownAppliesFailBehaviorWithinTheTimeout) {
