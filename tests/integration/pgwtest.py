@@ -746,6 +746,32 @@ def send_cancel(host_or_path, port, key, unix=False):
             pass
 
 
+def history_rows(d, where, params=(), want=1, timeout=10):
+    """Rows of a daemon's SQLite history (its default store, `history.db` in its directory)
+    matching `where`, ordered by id, once at least `want` are there (or the timeout passed)."""
+    import sqlite3
+    path = d.dir / "history.db"
+    rows = []
+
+    def ready():
+        nonlocal rows
+        if not path.exists():
+            return False
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        db.row_factory = sqlite3.Row
+        try:
+            rows = db.execute(f"SELECT * FROM pgwarden_history WHERE {where} ORDER BY id",
+                              params).fetchall()
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            db.close()
+        return len(rows) >= want
+
+    wait_for(ready, timeout=timeout)
+    return rows
+
+
 def wait_for(predicate, timeout=10, interval=0.1):
     """Polls predicate until it returns a truthy value; returns that value, or the last falsy one."""
     deadline = time.monotonic() + timeout

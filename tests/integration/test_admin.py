@@ -3,7 +3,6 @@ with its column headers, RELOAD applies a changed guard to the next session, KIL
 client, unknown commands point at SHOW HELP, every command is one record in query history, and users
 not in admin_users get 42501."""
 
-import sqlite3
 
 import psycopg2
 import pytest
@@ -107,25 +106,7 @@ def test_console_commands_are_recorded_in_history(admin_daemon):
     dsn = admin_daemon.dsn(user="core", dbname="pgwarden", application_name="console-history")
     assert pgwtest.psql(dsn, "-c", "SHOW VERSION; SHOW HELP").returncode == 0
     assert pgwtest.psql(dsn, "-c", "SHOW NOSUCH").returncode != 0
-    path = admin_daemon.dir / "history.db"
-    rows = []
-
-    def recorded():
-        nonlocal rows
-        if not path.exists():
-            return False
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        db.row_factory = sqlite3.Row
-        try:
-            rows = db.execute("SELECT * FROM pgwarden_history WHERE application_name = "
-                              "'console-history' ORDER BY id").fetchall()
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            db.close()
-        return len(rows) >= 3
-
-    pgwtest.wait_for(recorded)
+    rows = pgwtest.history_rows(admin_daemon, "application_name = 'console-history'", want=3)
     got = [(r["sql_text"], r["outcome"], r["sqlstate"]) for r in rows]
     # One record per command, two of them from one Query text.
     assert got == [("SHOW VERSION", "ok", ""), ("SHOW HELP", "ok", ""),

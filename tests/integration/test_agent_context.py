@@ -5,9 +5,7 @@ multi-statement text counted once against a budget, and the budget, guard timing
 call metrics."""
 
 import re
-import sqlite3
 import struct
-import time
 
 import psycopg2
 import pytest
@@ -183,28 +181,7 @@ def test_jdbc_sets_and_shows_agent_context(daemon, java):
 
 # -- history -----------------------------------------------------------------------------------
 
-def history_rows(d, where, params=(), want=1, timeout=10):
-    """Rows of the daemon's SQLite history matching `where`, once at least `want` are there."""
-    path = d.dir / "history.db"
-    rows = []
-
-    def ready():
-        nonlocal rows
-        if not path.exists():
-            return False
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        db.row_factory = sqlite3.Row
-        try:
-            rows = db.execute(f"SELECT * FROM pgwarden_history WHERE {where} ORDER BY id",
-                              params).fetchall()
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            db.close()
-        return len(rows) >= want
-
-    pgwtest.wait_for(ready, timeout=timeout)
-    return rows
+history_rows = pgwtest.history_rows
 
 
 def test_comment_override_is_in_that_statements_record(daemon):

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "guards/analysis.h"
@@ -33,6 +34,21 @@ namespace fs = std::filesystem;
 inline int64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// A statement analysed as the session would, with the request context a chain is run with.
+struct Prepared {
+  std::shared_ptr<const guards::Analysis> analysis;
+  std::string sql;
+  guards::RequestContext ctx;
+};
+
+inline Prepared prepare(const std::string& sql) {
+  Prepared r{guards::analyzeUncached(sql), sql, {}};
+  r.ctx.user = "agent";
+  r.ctx.agent_id = "planner";
+  r.ctx.conversation_id = "c-42";
+  return r;
 }
 
 // Runs `loop` until `done()` or `timeout_ms`; returns done().

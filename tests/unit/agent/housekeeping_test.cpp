@@ -62,18 +62,8 @@ const std::vector<std::string> kJudged = {
     "LISTEN chan",
 };
 
-struct Prepared {
-  std::shared_ptr<const Analysis> analysis;
-  std::string sql;
-  RequestContext ctx;
-};
-
-Prepared prepare(const std::string& sql) {
-  Prepared r{analyzeUncached(sql), sql, {}};
-  r.ctx.user = "agent";
-  r.ctx.conversation_id = "c-1";
-  return r;
-}
+using agent_test::Prepared;
+using agent_test::prepare;
 
 const std::string kWebhook = "    - kind: http_webhook\n      url: \"http://127.0.0.1:9/check\"\n";
 

@@ -20,19 +20,8 @@ using Status = WebhookOutcome::Status;
 
 WebhookOutcome ok(const std::string& body) { return WebhookOutcome{Status::kOk, 200, body, "", 1}; }
 
-struct Prepared {
-  std::shared_ptr<const Analysis> analysis;
-  std::string sql;
-  RequestContext ctx;
-};
-
-Prepared prepare(const std::string& sql) {
-  Prepared r{analyzeUncached(sql), sql, {}};
-  r.ctx.user = "agent";
-  r.ctx.agent_id = "planner";
-  r.ctx.conversation_id = "c-42";
-  return r;
-}
+using agent_test::Prepared;
+using agent_test::prepare;
 
 const char* kUrl = "http://policy.internal.example:8181/v1/check?token=s3cret";
 
