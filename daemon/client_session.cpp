@@ -907,11 +907,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
   if (d.denied) {
     // The denial answers the Parse; the server never sees the text. As after any failed Parse,
     // the rest of the batch up to Sync is skipped.
-    recordDenied(*plan, true);
-    std::string out;
-    writeDeny(out, *plan);
-    queueLocal(std::move(out), false);
-    deny_skipping_ = true;
+    denyExtended(*plan);
     if (name.empty()) statements_.erase(name);
     return true;
   }
@@ -969,11 +965,7 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   }
   if (plan && plan->decision.denied) {
     // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
-    recordDenied(*plan, true);
-    std::string out;
-    writeDeny(out, *plan);
-    queueLocal(std::move(out), false);
-    deny_skipping_ = true;
+    denyExtended(*plan);
     return true;
   }
   auto it = portals_.find(portal);
@@ -1027,11 +1019,7 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
         return true;  // waiting for the shared budget store
       }
       if (plan && plan->decision.denied) {
-        recordDenied(*plan, true);
-        std::string out;
-        writeDeny(out, *plan);
-        queueLocal(std::move(out), false);
-        deny_skipping_ = true;
+        denyExtended(*plan);
         return true;
       }
       it->second.run = startRun(it->second.plan, 0, true);
@@ -1180,6 +1168,16 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
   r.single_zero = run.single_zero && run.rows_sent == 1;
   daemon_.metrics().onStatement(r, run.plan.get());
   daemon_.submitRecord(std::move(r));
+}
+
+void ClientSession::denyExtended(const StatementPlan& plan) {
+  // The denial answers the extended-protocol message; like after any failed Parse or Bind, the
+  // rest of the batch up to Sync is skipped.
+  recordDenied(plan, true);
+  std::string out;
+  writeDeny(out, plan);
+  queueLocal(std::move(out), false);
+  deny_skipping_ = true;
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {

@@ -199,6 +199,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});
   void recordDenied(const StatementPlan& plan, bool extended);
+  // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
+  void denyExtended(const StatementPlan& plan);
   void finishAllPending(history::Outcome outcome, std::string_view message,
                         std::string_view sqlstate = {});
   void finishPortals();
