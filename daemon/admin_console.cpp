@@ -23,11 +23,7 @@ namespace pgwarden::daemon {
 
 namespace {
 
-int64_t nowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using history::wallClockMicros;
 
 const std::string kNull = "\x01NULL";
 // SHOW CONVERSATIONS lists at most this many (the ledger can hold far more).
@@ -130,7 +126,7 @@ void AdminConsole::execute(std::string_view text, std::string& out) {
     if (!command.empty()) {
       any = true;
       const size_t before = out.size();
-      const int64_t started = nowMicros();
+      const int64_t started = wallClockMicros();
       runCommand(command, out);
       record(command, started, std::string_view(out).substr(before));
       // An error ends the text, as in PostgreSQL's simple protocol.
@@ -144,7 +140,7 @@ void AdminConsole::execute(std::string_view text, std::string& out) {
 void AdminConsole::record(std::string_view command, int64_t started_us, std::string_view answer) const {
   history::Record r;
   r.started_at_us = started_us;
-  r.finished_at_us = nowMicros();
+  r.finished_at_us = wallClockMicros();
   r.duration_us = r.finished_at_us - r.started_at_us;
   r.instance_id = daemon_.instanceId();
   r.session_id = session_id_;

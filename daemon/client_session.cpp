@@ -21,11 +21,7 @@ namespace pgwarden::daemon {
 
 namespace {
 
-int64_t nowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using history::wallClockMicros;
 
 // Server-side parameters that the server does not report with ParameterStatus (PG 15).
 bool isReportedParam(std::string_view name) {
@@ -1103,7 +1099,7 @@ std::shared_ptr<StatementRun> ClientSession::startRun(std::shared_ptr<const Stat
   run->plan = std::move(plan);
   run->index = index;
   run->extended = extended;
-  run->started_us = nowMicros();
+  run->started_us = wallClockMicros();
   return run;
 }
 
@@ -1126,7 +1122,7 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
 
   history::Record r;
   r.started_at_us = run.started_us;
-  r.finished_at_us = nowMicros();
+  r.finished_at_us = wallClockMicros();
   r.duration_us = r.finished_at_us - r.started_at_us;
   r.instance_id = daemon_.instanceId();
   r.session_id = id_;
@@ -1197,7 +1193,7 @@ void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
     run.plan = shared;
     run.index = i;
     run.extended = extended;
-    run.started_us = nowMicros();
+    run.started_us = wallClockMicros();
     run.overrides = overrides_;
     finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
               plan.decision.deny.sqlstate, plan.decision.deny.message);
@@ -1927,7 +1923,7 @@ void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool desc
   const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
   std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
   const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
-  const int64_t started_us = nowMicros();
+  const int64_t started_us = wallClockMicros();
   switch (cmd.kind) {
     case Kind::kSet:
       *target = cmd.value;
@@ -1987,7 +1983,7 @@ bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::
   if (!sqlstate.empty()) {
     // A Parse that fails is a statement with its error, as when the server refuses one.
     protocol::writeError(out, "ERROR", sqlstate, error);
-    recordAgentCommand(cmd, true, nowMicros(), sqlstate, error);
+    recordAgentCommand(cmd, true, wallClockMicros(), sqlstate, error);
     // As after any failed Parse, the rest of the batch up to Sync is skipped.
     queueLocal(std::move(out), false);
     deny_skipping_ = true;

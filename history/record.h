@@ -2,6 +2,7 @@
 // and handed to a Recorder; nothing here knows about sockets or guards.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,13 @@ enum class Outcome {
 const char* outcomeName(Outcome o);
 // The inverse of outcomeName; false when `name` is not one of them.
 bool parseOutcome(const std::string& name, Outcome* out);
+
+// Wall-clock microseconds since the Unix epoch: the clock of a record's started_at/finished_at.
+inline int64_t wallClockMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 struct Record {
   int64_t started_at_us = 0;   // unix epoch microseconds

@@ -53,6 +53,16 @@ def create_store_db(cluster, dbname):
     cluster.execute(f"CREATE DATABASE {dbname} OWNER {HISTORY_ROLE}", dbname="postgres")
 
 
+def start_store_cluster(store):
+    """Starts a test's own PostgreSQL for the history store, with the history role and its
+    `history` database."""
+    store.init()
+    store.start()
+    store.execute(f"CREATE ROLE {HISTORY_ROLE} LOGIN PASSWORD '{HISTORY_PASSWORD}'",
+                  dbname="postgres")
+    create_store_db(store, "history")
+
+
 def start_daemon(factory, pg, store, dsn=None, groups=None, limits=None, **history):
     """A pgwarden with users agent (group agents), core (no guards) and budgeted (a budget of 2
     statements per conversation), recording into `store` (sqlite and jsonl: a file in the
@@ -462,11 +472,7 @@ def test_postgres_store_down_mid_run(pgwarden_factory, pg):
     back; with it away long enough for the queue to fill, drops are counted and logged."""
     store = pgwtest.PgCluster(prefix="pgw-hist-store-")
     try:
-        store.init()
-        store.start()
-        store.execute(f"CREATE ROLE {HISTORY_ROLE} LOGIN PASSWORD '{HISTORY_PASSWORD}'",
-                      dbname="postgres")
-        create_store_db(store, "history")
+        start_store_cluster(store)
         dsn = pg_store_dsn(store, "history")
         queue = 20
         d = start_daemon(pgwarden_factory, pg, "postgres", dsn, queue_size=queue, batch_size=1)
@@ -535,11 +541,7 @@ def test_postgres_store_unreachable_at_start_does_not_stop_the_proxy(pgwarden_fa
     comes up."""
     store = pgwtest.PgCluster(prefix="pgw-hist-late-")
     try:
-        store.init()
-        store.start()
-        store.execute(f"CREATE ROLE {HISTORY_ROLE} LOGIN PASSWORD '{HISTORY_PASSWORD}'",
-                      dbname="postgres")
-        create_store_db(store, "history")
+        start_store_cluster(store)
         store.stop()
         d = start_daemon(pgwarden_factory, pg, "postgres", pg_store_dsn(store, "history"),
                          queue_size=100, batch_size=8)
