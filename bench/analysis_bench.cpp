@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "guards/analysis.h"
-#include "guards/pg_json.h"
+#include "analysis/analysis.h"
+#include "analysis/pg_json.h"
 #include "guards/policy.h"
 
 namespace {

@@ -1,7 +1,4 @@
 # metrics_bench: the hot-path cost of counter increments and histogram observations, and the time
 # to render a scrape of about 500 series in either exposition format.
-if(NOT TARGET pgw_metrics)
-  include(${CMAKE_SOURCE_DIR}/daemon/metrics.cmake)
-endif()
 add_executable(metrics_bench ${CMAKE_CURRENT_SOURCE_DIR}/metrics_bench.cpp)
 target_link_libraries(metrics_bench PRIVATE pgw_metrics benchmark::benchmark)

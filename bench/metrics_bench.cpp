@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "daemon/metrics.h"
+#include "metrics/metrics.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/result.h"
-#include "daemon/http_server.h"
-#include "daemon/tls.h"
+#include "net/http_server.h"
+#include "net/tls.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
 

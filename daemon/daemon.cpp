@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "daemon/budget_store_pg.h"
-#include "daemon/catalog_stats.h"
-#include "daemon/client_session.h"
+#include "budgets/budget_store_pg.h"
+#include "pool/catalog_stats.h"
+#include "session/client_session.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/systemd_notify.h"
 #include "protocol/auth.h"

@@ -13,15 +13,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/auth_limiter.h"
+#include "session/auth_limiter.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
-#include "daemon/listener.h"
-#include "daemon/pool.h"
-#include "daemon/statement_policy.h"
-#include "daemon/upstream.h"
-#include "daemon/webhook_client.h"
-#include "guards/budget.h"
+#include "net/listener.h"
+#include "pool/pool.h"
+#include "session/statement_policy.h"
+#include "net/upstream.h"
+#include "net/webhook_client.h"
+#include "budgets/budget.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
 

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <string_view>
 
-#include "daemon/client_session.h"
+#include "session/client_session.h"
 #include "daemon/daemon.h"
-#include "daemon/statement_policy.h"
+#include "session/statement_policy.h"
 #include "pgwarden_version.h"
 
 namespace pgwarden::daemon {

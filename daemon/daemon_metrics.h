@@ -13,8 +13,8 @@
 #include <unordered_map>
 
 #include "daemon/counters.h"
-#include "daemon/http_server.h"
-#include "daemon/metrics.h"
+#include "net/http_server.h"
+#include "metrics/metrics.h"
 #include "guards/policy.h"
 #include "history/record.h"
 #include "history/recorder.h"

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "guards/budget.h"
+#include "budgets/budget.h"
 
 namespace pgwarden::guards {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "guards/analysis.h"
+#include "analysis/analysis.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards {

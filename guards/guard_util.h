@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "guards/analysis.h"
+#include "analysis/analysis.h"
 #include "guards/guard.h"
 #include "guards/policy.h"
 

@@ -12,7 +12,7 @@
 #include "guards/codes.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
-#include "guards/plan.h"
+#include "analysis/plan.h"
 
 namespace pgwarden::guards {
 

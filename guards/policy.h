@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "guards/analysis.h"
+#include "analysis/analysis.h"
 
 namespace pgwarden::guards {
 

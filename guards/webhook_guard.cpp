@@ -11,7 +11,7 @@
 
 #include "common/config_util.h"
 #include "guards/agent_context.h"
-#include "guards/budget.h"
+#include "budgets/budget.h"
 #include "guards/lua_guard.h"
 
 namespace pgwarden::guards {

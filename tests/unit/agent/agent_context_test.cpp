@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "guards/agent_context.h"
-#include "guards/analysis.h"
-#include "guards/budget.h"
+#include "analysis/analysis.h"
+#include "budgets/budget.h"
 
 namespace pgwarden::guards {
 namespace {

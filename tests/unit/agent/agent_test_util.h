@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "guards/analysis.h"
+#include "analysis/analysis.h"
 #include "guards/policy.h"
 #include "guards/webhook_guard.h"
 

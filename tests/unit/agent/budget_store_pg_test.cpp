@@ -8,8 +8,8 @@
 #include <libpq-fe.h>
 
 #include "agent_test_util.h"
-#include "daemon/budget_store_pg.h"
-#include "guards/budget.h"
+#include "budgets/budget_store_pg.h"
+#include "budgets/budget.h"
 
 namespace pgwarden::daemon {
 namespace {

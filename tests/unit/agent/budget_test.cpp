@@ -5,7 +5,7 @@
 
 #include "agent_test_util.h"
 #include "common/config_util.h"
-#include "guards/budget.h"
+#include "budgets/budget.h"
 
 namespace pgwarden::guards {
 namespace {

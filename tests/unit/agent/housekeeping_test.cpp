@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent_test_util.h"
-#include "guards/budget.h"
+#include "budgets/budget.h"
 #include "guards/webhook_guard.h"
 
 namespace pgwarden::guards {

@@ -9,7 +9,7 @@
 
 #include "agent_test_util.h"
 #include "common/config_util.h"
-#include "guards/budget.h"
+#include "budgets/budget.h"
 #include "guards/lua_guard.h"
 
 namespace pgwarden::guards {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_test_util.h"
-#include "daemon/webhook_client.h"
+#include "net/webhook_client.h"
 #include "guards/webhook_guard.h"
 
 namespace pgwarden::daemon {

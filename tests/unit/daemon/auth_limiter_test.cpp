@@ -1,5 +1,5 @@
 // Failed-login limiter: per address, per minute, bounded.
-#include "daemon/auth_limiter.h"
+#include "session/auth_limiter.h"
 
 #include <gtest/gtest.h>
 

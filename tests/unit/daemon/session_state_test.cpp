@@ -1,5 +1,5 @@
 // The state machines' transition tables: the moves a session makes, and none other.
-#include "daemon/session_state.h"
+#include "session/session_state.h"
 
 #include <gtest/gtest.h>
 

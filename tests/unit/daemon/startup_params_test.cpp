@@ -1,5 +1,5 @@
 // Startup parameter filtering: what passes, what pgwarden keeps for itself, what is refused.
-#include "daemon/startup_params.h"
+#include "session/startup_params.h"
 
 #include <gtest/gtest.h>
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "guards/analysis.h"
-#include "guards/pg_json.h"
+#include "analysis/analysis.h"
+#include "analysis/pg_json.h"
 
 namespace pgwarden::guards {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "guards/analysis.h"
+#include "analysis/analysis.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards::test {

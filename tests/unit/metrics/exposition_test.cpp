@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "daemon/metrics.h"
+#include "metrics/metrics.h"
 
 namespace pgwarden::daemon::metrics {
 namespace {

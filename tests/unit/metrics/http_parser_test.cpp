@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "common/config_util.h"
-#include "daemon/http_server.h"
+#include "net/http_server.h"
 
 namespace pgwarden::daemon::metrics {
 namespace {

@@ -1,5 +1,5 @@
 // Process figures read from /proc/self: they must move when the process does.
-#include "daemon/process_metrics.h"
+#include "metrics/process_metrics.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/metrics.h"
+#include "metrics/metrics.h"
 
 namespace pgwarden::daemon::metrics {
 namespace {

@@ -14,7 +14,7 @@
 #include <future>
 #include <sstream>
 
-#include "daemon/process_metrics.h"
+#include "metrics/process_metrics.h"
 
 namespace pgwarden::daemon::metrics::testing {
 

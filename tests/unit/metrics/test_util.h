@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/http_server.h"
-#include "daemon/metrics.h"
+#include "net/http_server.h"
+#include "metrics/metrics.h"
 
 namespace pgwarden::daemon::metrics::testing {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common/config_util.h"
-#include "daemon/tls.h"
+#include "net/tls.h"
 
 namespace pgwarden::daemon {
 namespace {

@@ -1,0 +1,213 @@
+// SQL analysis: libpg_query's JSON parse read with simdjson, one StatementInfo per statement,
+// the libpg_query fingerprint, and the bounded LRU cache the session loop consults first.
+#include "analysis/analysis.h"
+
+#include <pg_query.h>
+#include <simdjson.h>
+
+#include <cstring>
+#include <list>
+#include <unordered_map>
+
+#include "analysis/pg_json.h"
+#include "analysis/statement_walker.h"
+
+namespace pgwarden::guards {
+
+const char* kindName(StatementKind kind) {
+  switch (kind) {
+    case StatementKind::kSelect: return "select";
+    case StatementKind::kInsert: return "insert";
+    case StatementKind::kUpdate: return "update";
+    case StatementKind::kDelete: return "delete";
+    case StatementKind::kMerge: return "merge";
+    case StatementKind::kDdl: return "ddl";
+    case StatementKind::kTransaction: return "transaction";
+    case StatementKind::kSet: return "set";
+    case StatementKind::kReset: return "reset";
+    case StatementKind::kShow: return "show";
+    case StatementKind::kExplain: return "explain";
+    case StatementKind::kCopy: return "copy";
+    case StatementKind::kCall: return "call";
+    case StatementKind::kDo: return "do";
+    case StatementKind::kPrepare: return "prepare";
+    case StatementKind::kExecute: return "execute";
+    case StatementKind::kDeallocate: return "deallocate";
+    case StatementKind::kDeclareCursor: return "declare_cursor";
+    case StatementKind::kFetch: return "fetch";
+    case StatementKind::kClosePortal: return "close";
+    case StatementKind::kListen: return "listen";
+    case StatementKind::kNotify: return "notify";
+    case StatementKind::kUnlisten: return "unlisten";
+    case StatementKind::kDiscard: return "discard";
+    case StatementKind::kMaintenance: return "maintenance";
+    case StatementKind::kLock: return "lock";
+    case StatementKind::kAlterSystem: return "alter_system";
+    case StatementKind::kLoad: return "load";
+    case StatementKind::kOther: return "other";
+  }
+  return "other";
+}
+
+const char* intentName(Intent intent) {
+  switch (intent) {
+    case Intent::kCatalog: return "catalog";
+    case Intent::kLookup: return "lookup";
+    case Intent::kAggregation: return "aggregation";
+    case Intent::kWrite: return "write";
+    case Intent::kDdl: return "ddl";
+    case Intent::kAdmin: return "admin";
+    case Intent::kOther: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+// libpg_query keeps its memory contexts per thread, and so does this parser: the analyzer runs
+// on the loop thread, and a second thread simply gets its own.
+simdjson::dom::parser& jsonParser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+// simdjson reads up to SIMDJSON_PADDING bytes past the end; pg_query's buffer has no such slack,
+// so the JSON is copied into one reused, padded buffer instead of a fresh allocation per parse.
+std::string& paddedBuffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+// As libpg_query prints it: 16 lower-case hex digits.
+std::string fingerprintHex(uint64_t fp) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; --i, fp >>= 4) hex[static_cast<size_t>(i)] = kDigits[fp & 0xF];
+  return hex;
+}
+
+void fingerprint(const std::string& text, Analysis& out) {
+  PgQueryFingerprintResult f = pg_query_fingerprint(text.c_str());
+  if (!f.error) {
+    out.fingerprint = f.fingerprint;
+    if (f.fingerprint_str) out.fingerprint_hex = f.fingerprint_str;
+  }
+  pg_query_free_fingerprint_result(f);
+}
+
+}  // namespace
+
+std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
+  auto analysis = std::make_shared<Analysis>();
+  if (sql.find('\0') != std::string_view::npos) {
+    analysis->error = "statement text contains a zero byte";
+    return analysis;
+  }
+  const std::string text(sql);  // pg_query wants a NUL-terminated string
+  PgQueryParseResult parsed = pg_query_parse(text.c_str());
+  if (parsed.error) {
+    analysis->error = parsed.error->message ? parsed.error->message : "syntax error";
+    analysis->error_position = parsed.error->cursorpos;
+    pg_query_free_parse_result(parsed);
+    return analysis;
+  }
+
+  simdjson::dom::element root;
+  std::string& buffer = paddedBuffer();
+  const size_t json_len = std::strlen(parsed.parse_tree);
+  if (buffer.capacity() < json_len + simdjson::SIMDJSON_PADDING) {
+    buffer.reserve(json_len + simdjson::SIMDJSON_PADDING);
+  }
+  buffer.assign(parsed.parse_tree, json_len);
+  const auto err = jsonParser().parse(buffer.data(), json_len, false).get(root);
+  if (err) {
+    // Nesting deeper than the JSON parser's depth limit: refuse rather than guess.
+    analysis->error = "statement is too deeply nested to analyse";
+    pg_query_free_parse_result(parsed);
+    return analysis;
+  }
+  simdjson::dom::array stmts;
+  if (root["stmts"].get_array().get(stmts) == simdjson::SUCCESS) {
+    for (simdjson::dom::element raw : stmts) {
+      simdjson::dom::object o;
+      if (raw.get_object().get(o)) continue;
+      StatementInfo st;
+      st.location = static_cast<int>(pgjson::int64(o, "stmt_location", 0));
+      const int len = static_cast<int>(pgjson::int64(o, "stmt_len", 0));
+      st.length = len > 0 ? len : static_cast<int>(sql.size()) - st.location;
+      simdjson::dom::element node;
+      if (pgjson::get(o, "stmt", node)) detail::walkStatement(node, sql, st);
+      analysis->statements.push_back(std::move(st));
+    }
+  }
+  pg_query_free_parse_result(parsed);
+  // Reads are fingerprinted from the tree at hand; anything else by libpg_query, which parses
+  // the text a second time (about as long as the first parse).
+  uint64_t fp = 0;
+  if (pgjson::fingerprintSelects(root, fp)) {
+    analysis->fingerprint = fp;
+    analysis->fingerprint_hex = fingerprintHex(fp);
+  } else {
+    fingerprint(text, *analysis);
+  }
+  analysis->ok = true;
+  return analysis;
+}
+
+// ---- the cache ----
+
+struct Analyzer::Impl {
+  struct Entry {
+    std::string text;
+    std::shared_ptr<const Analysis> analysis;
+  };
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Equal {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+  };
+
+  size_t capacity;
+  size_t max_bytes;
+  std::list<Entry> lru;  // most recently used first
+  // Keys view the text held by the list node, which never moves.
+  std::unordered_map<std::string_view, std::list<Entry>::iterator, Hash, Equal> index;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+};
+
+Analyzer::Analyzer(size_t cache_entries, size_t max_cached_bytes) : impl_(std::make_unique<Impl>()) {
+  impl_->capacity = cache_entries;
+  impl_->max_bytes = max_cached_bytes;
+  impl_->index.reserve(cache_entries);
+}
+
+Analyzer::~Analyzer() = default;
+
+std::shared_ptr<const Analysis> Analyzer::analyze(std::string_view sql) {
+  Impl& c = *impl_;
+  if (auto it = c.index.find(sql); it != c.index.end()) {
+    ++c.hits;
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+    return it->second->analysis;
+  }
+  ++c.misses;
+  auto analysis = analyzeUncached(sql);
+  if (c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
+  if (c.lru.size() >= c.capacity) {
+    c.index.erase(c.lru.back().text);
+    c.lru.pop_back();
+  }
+  c.lru.push_front(Impl::Entry{std::string(sql), analysis});
+  c.index.emplace(c.lru.front().text, c.lru.begin());
+  return analysis;
+}
+
+uint64_t Analyzer::cacheHits() const { return impl_->hits; }
+uint64_t Analyzer::cacheMisses() const { return impl_->misses; }
+size_t Analyzer::cacheSize() const { return impl_->lru.size(); }
+
+}  // namespace pgwarden::guards

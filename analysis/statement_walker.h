@@ -1,0 +1,20 @@
+// Reduces one statement of libpg_query's JSON parse tree to a StatementInfo: kind, relations
+// (CTE names told apart), functions, predicates, LIMIT, and the flags guards decide on.
+// Internal to guards/; analysis.cpp calls it once per statement on a cache miss.
+#pragma once
+
+#include <string_view>
+
+#include "analysis/analysis.h"
+#include "analysis/pg_json.h"
+
+namespace pgwarden::guards::detail {
+
+// `stmt` is the RawStmt's "stmt" node; `sql` the whole text (locations index into it). `out`
+// arrives with location/length set.
+void walkStatement(pgjson::element stmt, std::string_view sql, StatementInfo& out);
+
+// The byte length of the literal token (number, ALL, NULL, quoted string) starting at `pos`.
+int literalLength(std::string_view sql, int pos);
+
+}  // namespace pgwarden::guards::detail

@@ -1,0 +1,87 @@
+// Budget counters shared by several pgwarden processes: one row per (user, conversation) in a
+// PostgreSQL table, counted with one atomic upsert per text (adding its statement count) on a
+// separate libpq connection that the loop drives without blocking (PQconnectStart/PQconnectPoll,
+// PQsendQueryParams, a uv_poll on PQsocket). Every admit has a deadline; the ledger applies fail_behavior on failure.
+#pragma once
+
+#include <libpq-fe.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "budgets/budget.h"
+
+namespace pgwarden::daemon {
+
+class BudgetStorePg final : public guards::SharedBudgetStore {
+ public:
+  // The table every process shares (created if missing).
+  static constexpr const char* kTable = "pgwarden_budget";
+  static constexpr size_t kMaxQueued = 10000;
+
+  BudgetStorePg(uv_loop_t* loop, guards::BudgetStoreConfig config);
+  ~BudgetStorePg() override;
+  BudgetStorePg(const BudgetStorePg&) = delete;
+  BudgetStorePg& operator=(const BudgetStorePg&) = delete;
+
+  uint64_t admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
+                 AdmitDone done) override;
+  void cancel(uint64_t ticket) override;
+  void addRows(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t rows) override;
+  void addDenied(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements) override;
+
+  bool ready() const { return state_ == State::kReady || state_ == State::kBusy; }
+  size_t queued() const { return queue_.size(); }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  enum class State { kDisconnected, kConnecting, kSetup, kReady, kBusy };
+  struct Op {
+    enum class Kind { kSetup, kAdmit, kAddRows, kAddDenied, kCleanup };
+    Kind kind = Kind::kAdmit;
+    std::vector<std::string> params;
+    uint64_t ticket = 0;
+    AdmitDone done;
+    int64_t deadline_ms = 0;  // admit only: fail after this
+  };
+
+  void setState(State to);
+  void connect();
+  void disconnect(const std::string& why);
+  void watch(int events);
+  void onPoll(int status, int events);
+  void onTimer();
+  void continueConnect();
+  void sendNext();
+  void readResults();
+  void complete(Op& op, PGresult* result);
+  void failAdmit(Op& op, const std::string& why);
+  void expireAdmits();
+  void armTimer();
+  void enqueue(Op op);
+
+  uv_loop_t* loop_;
+  guards::BudgetStoreConfig config_;
+  State state_ = State::kDisconnected;
+  PGconn* conn_ = nullptr;
+  uv_poll_t* poll_ = nullptr;  // freed in its close callback
+  int poll_fd_ = -1;
+  uv_timer_t* timer_ = nullptr;
+  std::deque<Op> queue_;
+  std::unique_ptr<Op> current_;
+  bool current_failed_ = false;  // the admit in flight was already answered (timed out)
+  int64_t connect_deadline_ms_ = 0;
+  int64_t retry_at_ms_ = 0;
+  int64_t busy_since_ms_ = 0;
+  int64_t next_cleanup_ms_ = 0;
+  int64_t idle_expiry_ms_ = 3600 * 1000;
+  uint64_t next_ticket_ = 1;
+  uint64_t dropped_ = 0;
+  std::string last_error_;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,193 @@
+// One refresh job per server database: borrow the internal pool's connection, run the guards'
+// catalog query with the simple protocol, collect the text rows, swap the snapshot pointer.
+#include "pool/catalog_stats.h"
+
+#include <spdlog/spdlog.h>
+
+#include "session/client_session.h"
+#include "daemon/daemon.h"
+
+namespace pgwarden::daemon {
+
+class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
+ public:
+  Job(Daemon& daemon, std::string db) : daemon_(daemon), db_(std::move(db)) {}
+  ~Job() { stop(); }
+
+  std::shared_ptr<const guards::TableStatsSnapshot> snapshot() const { return snapshot_; }
+  bool loading() const { return !done_once_ && !failed_once_; }
+  void addWaiter(uint64_t session_id) {
+    if (waiters_.size() < 100000) waiters_.push_back(session_id);
+  }
+
+  void tick(uint64_t now_ms) {
+    if (running_ || waiting_ || now_ms < next_due_ms_) return;
+    if (done_once_ && daemon_.config()->upstream.stats_refresh.count() == 0) return;
+    waiting_ = true;
+    pool_ = &daemon_.pools().pool(db_, true);
+    pool_->acquire(this);
+  }
+
+  void stop() {
+    if (waiting_ && pool_) pool_->cancelWait(this);
+    waiting_ = false;
+    if (server_) {
+      ServerConnection* s = server_;
+      server_ = nullptr;
+      s->release(running_ ? 1 : 0, false);
+    }
+    running_ = false;
+  }
+
+  // PoolWaiter
+  void onServerReady(ServerConnection& c) override {
+    waiting_ = false;
+    server_ = &c;
+    running_ = true;
+    failed_ = false;
+    error_.clear();
+    rows_.clear();
+    c.attach(this);
+    protocol::writeQuery(c.out(), guards::TableStatsSnapshot::catalogQuery());
+    if (c.flush() != 0) c.close("write failed");
+  }
+  void onServerFailed(const std::string&, const std::string& message) override {
+    waiting_ = false;
+    fail("no server connection: " + message);
+  }
+
+  // ServerLink
+  void onServerMessage(ServerConnection& s, const protocol::Frame& f) override {
+    switch (f.type) {
+      case 'D': {
+        if (rows_.size() >= kMaxRows) return;
+        auto cells = protocol::parseDataRowValues(f.body);
+        if (!cells) {
+          failed_ = true;
+          error_ = "malformed row";
+          return;
+        }
+        std::vector<std::string> row;
+        row.reserve(cells->size());
+        for (const auto& c : *cells) row.emplace_back(c ? std::string(*c) : std::string());
+        rows_.push_back(std::move(row));
+        return;
+      }
+      case 'E': {
+        auto e = protocol::parseErrorFields(f.body);
+        failed_ = true;
+        error_ = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
+        return;
+      }
+      case 'Z': {
+        running_ = false;
+        server_ = nullptr;
+        s.release(0, false);
+        if (failed_) {
+          fail("catalog query failed: " + error_);
+          return;
+        }
+        auto& c = daemon_.counters();
+        ++c.stats_refreshes;
+        snapshot_ = guards::TableStatsSnapshot::fromRows(rows_);
+        rows_.clear();
+        rows_.shrink_to_fit();
+        done_once_ = true;
+        wakeWaiters();
+        const auto every = daemon_.config()->upstream.stats_refresh.count();
+        next_due_ms_ = daemon_.nowMs() + static_cast<uint64_t>(every > 0 ? every : 0);
+        spdlog::debug("catalog statistics for db={}: {} tables", db_, snapshot_->size());
+        return;
+      }
+      default:
+        return;  // RowDescription, CommandComplete, notices
+    }
+  }
+  void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
+    // A catalog row above the streaming threshold is not something we can use.
+    failed_ = true;
+    error_ = "oversized row";
+  }
+  void onServerReadDone(ServerConnection&) override {}
+  void onServerWritten(ServerConnection&) override {}
+  void onServerLost(ServerConnection&, const std::string& why) override {
+    server_ = nullptr;
+    running_ = false;
+    fail("connection lost: " + why);
+  }
+
+ private:
+  void wakeWaiters() {
+    std::vector<uint64_t> ids;
+    ids.swap(waiters_);
+    for (uint64_t id : ids) {
+      if (ClientSession* s = daemon_.findSession(id)) s->onStatsReady();
+    }
+  }
+
+  void fail(const std::string& why) {
+    failed_once_ = true;
+    wakeWaiters();
+    ++daemon_.counters().stats_refresh_errors;
+    rows_.clear();
+    const auto every = static_cast<uint64_t>(daemon_.config()->upstream.stats_refresh.count());
+    const uint64_t retry = every > 0 && every < kRetryMs ? every : kRetryMs;
+    next_due_ms_ = daemon_.nowMs() + retry;
+    spdlog::warn("catalog statistics for db={} not refreshed: {}; retrying in {} s", db_, why,
+                 retry / 1000);
+  }
+
+  Daemon& daemon_;
+  std::string db_;
+  Pool* pool_ = nullptr;
+  ServerConnection* server_ = nullptr;
+  std::shared_ptr<const guards::TableStatsSnapshot> snapshot_;
+  std::vector<std::vector<std::string>> rows_;
+  std::string error_;
+  uint64_t next_due_ms_ = 0;
+  bool waiting_ = false;
+  bool running_ = false;
+  bool failed_ = false;
+  bool done_once_ = false;
+  bool failed_once_ = false;
+  std::vector<uint64_t> waiters_;  // sessions holding their first ReadyForQuery for the load
+};
+
+CatalogRefresher::CatalogRefresher(Daemon& daemon) : daemon_(daemon) {}
+
+CatalogRefresher::~CatalogRefresher() = default;
+
+std::shared_ptr<const guards::TableStatsSnapshot> CatalogRefresher::get(
+    const std::string& server_db) const {
+  auto it = jobs_.find(server_db);
+  return it == jobs_.end() ? nullptr : it->second->snapshot();
+}
+
+void CatalogRefresher::watch(const std::string& server_db) {
+  if (stopped_ || jobs_.count(server_db) || jobs_.size() >= kMaxDatabases) return;
+  auto& job = jobs_[server_db];
+  job = std::make_unique<Job>(daemon_, server_db);
+  job->tick(daemon_.nowMs());
+}
+
+bool CatalogRefresher::loading(const std::string& server_db) const {
+  auto it = jobs_.find(server_db);
+  return it != jobs_.end() && it->second->loading();
+}
+
+void CatalogRefresher::notifyWhenLoaded(const std::string& server_db, uint64_t session_id) {
+  auto it = jobs_.find(server_db);
+  if (it != jobs_.end()) it->second->addWaiter(session_id);
+}
+
+void CatalogRefresher::tick(uint64_t now_ms) {
+  if (stopped_) return;
+  for (auto& [db, job] : jobs_) job->tick(now_ms);
+}
+
+void CatalogRefresher::stop() {
+  stopped_ = true;
+  for (auto& [db, job] : jobs_) job->stop();
+}
+
+}  // namespace pgwarden::daemon

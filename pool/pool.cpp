@@ -1,0 +1,238 @@
+// Pools: lending, waiting with a deadline, spawning within limits, pausing after failed logins,
+// closing connections idle for too long, and freeing closed connections outside callbacks.
+#include "pool/pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace pgwarden::daemon {
+
+Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size)
+    : manager_(manager),
+      role_(std::move(role)),
+      database_(std::move(database)),
+      fixed_max_(max_size) {}
+
+int Pool::maxSize() const { return fixed_max_ > 0 ? fixed_max_ : manager_.config()->pool.max_size; }
+
+int Pool::minSize() const { return fixed_max_ > 0 ? 0 : manager_.config()->pool.min_size; }
+
+Pool::~Pool() = default;
+
+int Pool::countState(ServerState s) const {
+  int n = 0;
+  for (const auto& c : conns_) n += c->state() == s ? 1 : 0;
+  return n;
+}
+
+void Pool::acquire(PoolWaiter* w) {
+  while (!idle_.empty()) {
+    ServerConnection* c = idle_.back();
+    idle_.pop_back();
+    if (c->state() != ServerState::kIdle) continue;
+    w->onServerReady(*c);
+    return;
+  }
+  const auto& cfg = *manager_.config();
+  waiters_.push_back({w, manager_.nowMs() + static_cast<uint64_t>(cfg.pool.acquire_timeout.count())});
+  spawnAsNeeded();
+}
+
+void Pool::cancelWait(PoolWaiter* w) {
+  waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(),
+                                [w](const Waiter& x) { return x.waiter == w; }),
+                 waiters_.end());
+}
+
+void Pool::spawnAsNeeded() {
+  if (manager_.nowMs() < retry_after_ms_) return;
+  const int connecting = countState(ServerState::kResolving) +
+                         countState(ServerState::kConnecting) + countState(ServerState::kLogin);
+  // Connections being reset or drained come back soon: count them as supply too.
+  const int coming = connecting + countState(ServerState::kResetting) +
+                     countState(ServerState::kDraining);
+  const int total = static_cast<int>(conns_.size());
+  const int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  for (int i = 0; i < wanted && static_cast<int>(conns_.size()) < maxSize(); ++i) {
+    auto c = std::make_unique<ServerConnection>(*this, manager_.nextServerId());
+    ServerConnection* raw = c.get();
+    conns_.push_back(std::move(c));
+    raw->start();
+    // start() may fail at once (and then sets a retry pause): stop spawning.
+    if (manager_.nowMs() < retry_after_ms_) break;
+  }
+}
+
+void Pool::serveWaiters() {
+  while (!waiters_.empty() && !idle_.empty()) {
+    ServerConnection* c = idle_.back();
+    idle_.pop_back();
+    if (c->state() != ServerState::kIdle) continue;
+    PoolWaiter* w = waiters_.front().waiter;
+    waiters_.pop_front();
+    w->onServerReady(*c);
+  }
+}
+
+void Pool::onLoginDone(ServerConnection& c) {
+  retry_after_ms_ = 0;
+  manager_.counters().last_server_login = 1;
+  spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
+  idle_.push_back(&c);
+  serveWaiters();
+}
+
+void Pool::onLoginFailed(ServerConnection& c, const std::string& why) {
+  const auto& cfg = *manager_.config();
+  retry_after_ms_ = manager_.nowMs() + static_cast<uint64_t>(cfg.upstream.login_retry.count());
+  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", database_, why,
+               cfg.upstream.login_retry.count());
+  // The clients waiting now would wait for a server that just told us no: answer them at once.
+  // Only a missing database is the client's business; every other cause is ours to log.
+  std::string sqlstate = "08006";
+  std::string message = kUnreachableMessage;
+  if (c.loginSqlstate() == "3D000") {
+    sqlstate = "3D000";
+    message = "database does not exist on the server";
+  } else if (c.loginSqlstate() == "53300") {
+    sqlstate = "53300";
+    message = "the database server has too many connections; try again in a moment";
+  }
+  // Waiters that other live connections can still serve keep waiting.
+  const int others = static_cast<int>(conns_.size()) - 1 - countState(ServerState::kClosing) -
+                     countState(ServerState::kClosed);
+  while (static_cast<int>(waiters_.size()) > std::max(others, 0)) {
+    PoolWaiter* w = waiters_.back().waiter;
+    waiters_.pop_back();
+    w->onServerFailed(sqlstate, message);
+  }
+}
+
+void Pool::onIdle(ServerConnection& c) {
+  idle_.push_back(&c);
+  serveWaiters();
+}
+
+void Pool::onClosed(ServerConnection& c) {
+  idle_.erase(std::remove(idle_.begin(), idle_.end(), &c), idle_.end());
+  for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+    if (it->get() == &c) {
+      manager_.bury(std::move(*it));
+      conns_.erase(it);
+      break;
+    }
+  }
+  // A waiter may have been counting on this one.
+  if (!waiters_.empty()) spawnAsNeeded();
+}
+
+void Pool::tick(uint64_t now_ms) {
+  const auto& cfg = *manager_.config();
+  std::vector<ServerConnection*> snapshot;
+  snapshot.reserve(conns_.size());
+  for (auto& c : conns_) snapshot.push_back(c.get());
+  int idle_count = static_cast<int>(idle_.size());
+  const int total = static_cast<int>(conns_.size());
+  for (ServerConnection* c : snapshot) {
+    c->tick(now_ms);
+    if (c->state() == ServerState::kIdle && cfg.pool.idle_timeout.count() > 0 &&
+        total > minSize() && idle_count > 0 &&
+        now_ms - c->idleSinceMs() >= static_cast<uint64_t>(cfg.pool.idle_timeout.count())) {
+      --idle_count;
+      c->close("idle timeout");
+    }
+  }
+  while (!waiters_.empty() && waiters_.front().deadline_ms <= now_ms) {
+    PoolWaiter* w = waiters_.front().waiter;
+    waiters_.pop_front();
+    w->onServerFailed("53300", "no database connection became free within " +
+                                   std::to_string(cfg.pool.acquire_timeout.count()) +
+                                   " ms (pool size " + std::to_string(maxSize()) +
+                                   "); try again in a moment");
+  }
+  spawnAsNeeded();
+}
+
+void Pool::closeAll(const std::string& why) {
+  while (!waiters_.empty()) {
+    PoolWaiter* w = waiters_.front().waiter;
+    waiters_.pop_front();
+    w->onServerFailed("57P01", why);
+  }
+  std::vector<ServerConnection*> snapshot;
+  for (auto& c : conns_) snapshot.push_back(c.get());
+  for (ServerConnection* c : snapshot) c->close(why);
+}
+
+PoolStats Pool::stats() const {
+  PoolStats s;
+  s.role = role_;
+  s.database = database_;
+  for (const auto& c : conns_) {
+    switch (c->state()) {
+      case ServerState::kResolving:
+      case ServerState::kConnecting:
+      case ServerState::kLogin: ++s.connecting; break;
+      case ServerState::kIdle: ++s.idle; break;
+      case ServerState::kActive: ++s.active; break;
+      case ServerState::kResetting:
+      case ServerState::kDraining: ++s.resetting; break;
+      case ServerState::kClosing:
+      case ServerState::kClosed: break;
+    }
+  }
+  s.total = static_cast<int>(conns_.size());
+  s.waiting = static_cast<int>(waiters_.size());
+  return s;
+}
+
+PoolManager::PoolManager(uv_loop_t* loop, Counters& counters) : loop_(loop), counters_(counters) {}
+
+PoolManager::~PoolManager() = default;
+
+Pool& PoolManager::pool(const std::string& database, bool internal) {
+  std::string key = config_->upstream.user + '\0' + database;
+  if (internal) key += std::string("\0internal", 9);
+  auto it = pools_.find(key);
+  if (it == pools_.end()) {
+    it = pools_
+             .emplace(key, std::make_unique<Pool>(*this, config_->upstream.user, database,
+                                                  internal ? 1 : 0))
+             .first;
+  }
+  return *it->second;
+}
+
+void PoolManager::tick(uint64_t now_ms) {
+  for (auto it = pools_.begin(); it != pools_.end();) {
+    it->second->tick(now_ms);
+    // Pools are made on demand from client-chosen names: drop the empty ones so the map stays
+    // bounded by what is in use.
+    if (it->second->empty() && config_->pool.min_size == 0) {
+      it = pools_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PoolManager::closeAll(const std::string& why) {
+  for (auto& [k, p] : pools_) p->closeAll(why);
+}
+
+void PoolManager::sweep() { graveyard_.clear(); }
+
+size_t PoolManager::openConnections() const {
+  size_t n = 0;
+  for (const auto& [k, p] : pools_) n += static_cast<size_t>(p->stats().total);
+  return n;
+}
+
+std::vector<PoolStats> PoolManager::stats() const {
+  std::vector<PoolStats> out;
+  for (const auto& [k, p] : pools_) out.push_back(p->stats());
+  return out;
+}
+
+}  // namespace pgwarden::daemon

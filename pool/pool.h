@@ -1,0 +1,145 @@
+// Server connection pools, one per (server role, server database), session pooling: a client
+// holds one server connection for its lifetime; when it leaves, the connection is reset and lent
+// to the next. Limits per pool, a bounded wait for a free connection, a pause between failed
+// logins, and a clear error for clients when the upstream cannot be reached.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/config.h"
+#include "daemon/counters.h"
+#include "pool/server_conn.h"
+
+namespace pgwarden::daemon {
+
+class PoolManager;
+
+// A client session waiting for a server connection.
+class PoolWaiter {
+ public:
+  // The connection is the waiter's now (state kIdle; the waiter attaches it).
+  virtual void onServerReady(ServerConnection& c) = 0;
+  // No connection: `sqlstate` and `message` are what the client should see (FATAL).
+  virtual void onServerFailed(const std::string& sqlstate, const std::string& message) = 0;
+
+ protected:
+  ~PoolWaiter() = default;
+};
+
+// The message a client gets when the upstream cannot be reached. It names no address.
+inline constexpr const char* kUnreachableMessage =
+    "the database is unreachable: pgwarden could not connect to the PostgreSQL server behind "
+    "it; try again in a moment";
+
+struct PoolStats {
+  std::string role;
+  std::string database;
+  int total = 0;
+  int connecting = 0;
+  int idle = 0;
+  int active = 0;
+  int resetting = 0;  // resetting or draining
+  int waiting = 0;    // clients waiting
+};
+
+class Pool {
+ public:
+  // `max_size` 0: the configured pool.max_size and min_size; otherwise a fixed-size pool with
+  // no minimum (pgwarden's own connections, e.g. for catalog statistics).
+  Pool(PoolManager& manager, std::string role, std::string database, int max_size = 0);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  const std::string& role() const { return role_; }
+  const std::string& database() const { return database_; }
+  PoolManager& manager() { return manager_; }
+
+  // Hands out an idle connection (calling w->onServerReady before returning), or queues `w`
+  // until one is free, opening a new one while below max_size.
+  void acquire(PoolWaiter* w);
+  // The waiter went away (client disconnected) before it got a connection.
+  void cancelWait(PoolWaiter* w);
+
+  // From the connections.
+  void onLoginDone(ServerConnection& c);
+  void onLoginFailed(ServerConnection& c, const std::string& why);
+  void onIdle(ServerConnection& c);  // a reset finished
+  void onClosed(ServerConnection& c);
+
+  void tick(uint64_t now_ms);
+  // Closes idle connections and fails waiters (shutdown).
+  void closeAll(const std::string& why);
+  bool empty() const { return conns_.empty() && waiters_.empty(); }
+  PoolStats stats() const;
+  // Every connection of the pool, for the admin console's SHOW SERVERS.
+  void forEachConnection(const std::function<void(const ServerConnection&)>& fn) const {
+    for (const auto& c : conns_) fn(*c);
+  }
+
+ private:
+  struct Waiter {
+    PoolWaiter* waiter;
+    uint64_t deadline_ms;
+  };
+  void spawnAsNeeded();
+  void serveWaiters();
+  int countState(ServerState s) const;
+  int maxSize() const;
+  int minSize() const;
+
+  PoolManager& manager_;
+  std::string role_;
+  std::string database_;
+  std::vector<std::unique_ptr<ServerConnection>> conns_;
+  std::vector<ServerConnection*> idle_;  // LIFO: the warmest connection first
+  std::deque<Waiter> waiters_;
+  uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
+  int fixed_max_ = 0;
+};
+
+// All pools of the process, plus the things every server connection needs from the daemon.
+class PoolManager {
+ public:
+  PoolManager(uv_loop_t* loop, Counters& counters);
+  ~PoolManager();
+
+  uv_loop_t* loop() const { return loop_; }
+  Counters& counters() { return counters_; }
+  uint64_t nowMs() const { return uv_now(loop_); }
+  const std::shared_ptr<const Config>& config() const { return config_; }
+  void setConfig(std::shared_ptr<const Config> config) { config_ = std::move(config); }
+  uint64_t nextServerId() { return ++last_server_id_; }
+
+  // The pool for (upstream role, server database), created on first use. `internal` pools are
+  // pgwarden's own (one connection), separate from the ones clients use.
+  Pool& pool(const std::string& database, bool internal = false);
+  void tick(uint64_t now_ms);
+  void closeAll(const std::string& why);
+  // Frees connections whose close callback ran (called once per loop iteration).
+  void sweep();
+  void bury(std::unique_ptr<ServerConnection> c) { graveyard_.push_back(std::move(c)); }
+  size_t openConnections() const;
+  std::vector<PoolStats> stats() const;
+  void forEachPool(const std::function<void(const Pool&)>& fn) const {
+    for (const auto& [key, p] : pools_) fn(*p);
+  }
+
+ private:
+  uv_loop_t* loop_;
+  Counters& counters_;
+  std::shared_ptr<const Config> config_;
+  std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
+  std::vector<std::unique_ptr<ServerConnection>> graveyard_;
+  uint64_t last_server_id_ = 0;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,623 @@
+// Server connection: connect, log in upstream, hand messages to the attached session (streaming
+// huge rows in pieces), and drain/reset before going back to the pool.
+// Login flow: https://www.postgresql.org/docs/15/protocol-flow.html#id-1.10.6.7.3
+#include "pool/server_conn.h"
+
+#include <spdlog/spdlog.h>
+
+#include "pool/pool.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+std::string millisText(Millis m) { return std::to_string(m.count()); }
+
+// How long a connection may take to come back to ReadyForQuery after its client left mid-query
+// (it was cancelled, so this is a safety net) or to finish DISCARD ALL.
+constexpr uint64_t kDrainGraceMs = 5000;
+
+}  // namespace
+
+ServerConnection::ServerConnection(Pool& pool, uint64_t id)
+    : pool_(pool),
+      id_(id),
+      config_(pool.manager().config()),
+      stream_(pool.manager().loop(), this),
+      resolver_(pool.manager().loop()) {}
+
+ServerConnection::~ServerConnection() = default;
+
+void ServerConnection::setState(ServerState to) {
+  if (to == state_) return;
+  if (!legalTransition(state_, to)) {
+    spdlog::error("server {}: illegal state change {} -> {}", id_, stateName(state_),
+                  stateName(to));
+  }
+  auto& c = pool_.manager().counters();
+  if (state_ == ServerState::kIdle && c.server_idle > 0) --c.server_idle;
+  if (state_ == ServerState::kActive && c.server_active > 0) --c.server_active;
+  if (to == ServerState::kIdle) ++c.server_idle;
+  if (to == ServerState::kActive) ++c.server_active;
+  state_ = to;
+}
+
+std::string_view ServerConnection::parameter(std::string_view name) const {
+  for (const auto& [n, v] : params_) {
+    if (n == name) return v;
+  }
+  return {};
+}
+
+void ServerConnection::noteParameter(std::string_view name, std::string_view value) {
+  for (auto& [n, v] : params_) {
+    if (n == name) {
+      v = std::string(value);
+      return;
+    }
+  }
+  params_.emplace_back(std::string(name), std::string(value));
+}
+
+std::string_view ServerConnection::unreportedValue(std::string_view name) const {
+  for (const auto& [n, v] : unreported_) {
+    if (n == name) return v;
+  }
+  return {};
+}
+
+void ServerConnection::noteUnreported(std::string_view name, std::string_view value) {
+  for (auto& [n, v] : unreported_) {
+    if (n == name) {
+      v = std::string(value);
+      return;
+    }
+  }
+  unreported_.emplace_back(std::string(name), std::string(value));
+}
+
+void ServerConnection::start() {
+  auto& c = pool_.manager().counters();
+  ++c.server_connects;
+  deadline_ms_ = pool_.manager().nowMs() + static_cast<uint64_t>(config_->upstream.connect_timeout.count());
+  int rc = initUpstreamStream(config_->upstream, stream_);
+  if (rc != 0) {
+    state_ = ServerState::kClosing;
+    last_error_ = std::string("socket: ") + uv_strerror(rc);
+    pool_.onLoginFailed(*this, last_error_);
+    pool_.onClosed(*this);
+    return;
+  }
+  ++c.server_current;
+  const bool needs_lookup = !config_->upstream.hostIsSocketDir() && [&] {
+    sockaddr_storage ss{};
+    return uv_ip4_addr(config_->upstream.host.c_str(), 0, reinterpret_cast<sockaddr_in*>(&ss)) != 0 &&
+           uv_ip6_addr(config_->upstream.host.c_str(), 0, reinterpret_cast<sockaddr_in6*>(&ss)) != 0;
+  }();
+  state_ = needs_lookup ? ServerState::kResolving : ServerState::kConnecting;
+  rc = connectUpstream(config_->upstream, stream_, resolver_, [this](int status) {
+    fail(std::string("cannot resolve the upstream host: ") + uv_strerror(status));
+  });
+  if (rc != 0) fail(std::string("connect: ") + uv_strerror(rc));
+}
+
+void ServerConnection::onStreamConnected(Stream&, int status) {
+  if (status != 0) {
+    fail(std::string("connect: ") + uv_strerror(status));
+    return;
+  }
+  if (state_ == ServerState::kResolving) setState(ServerState::kConnecting);
+  setState(ServerState::kLogin);
+  if (stream_.startRead() != 0) {
+    fail("cannot read from the server");
+    return;
+  }
+  // upstream.sslmode: ask for TLS first, over TCP only (libpq does not use TLS on a socket).
+  if (config_->upstream.tls.context && !config_->upstream.hostIsSocketDir()) {
+    ssl_requested_ = true;
+    protocol::writeSslRequest(stream_.out());
+    if (stream_.flush() != 0) fail("cannot write to the server");
+    return;
+  }
+  sendStartup();
+}
+
+void ServerConnection::onStreamTlsReady(Stream&) {
+  spdlog::debug("server {} db={}: TLS with the server: {}", id_, pool_.database(),
+                stream_.tls()->describe());
+  sendStartup();
+}
+
+void ServerConnection::onStreamTlsError(Stream&) {
+  fail("TLS with the server failed: " + stream_.tlsError());
+}
+
+void ServerConnection::sendStartup() {
+  const auto& up = config_->upstream;
+  std::vector<std::pair<std::string, std::string>> params = {
+      {"user", up.user},
+      {"database", pool_.database()},
+      {"application_name", "pgwarden"},
+      // Sent in the startup packet so they are this session's reset values: DISCARD ALL and
+      // RESET ALL bring them back, and no client SET survives a reset.
+      {"default_transaction_read_only", "on"},
+      {"statement_timeout", millisText(up.statement_timeout)},
+      {"lock_timeout", millisText(up.lock_timeout)},
+      {"idle_in_transaction_session_timeout",
+       millisText(up.idle_in_transaction_session_timeout)},
+  };
+  protocol::writeStartup(stream_.out(), params);
+  if (stream_.flush() != 0) fail("cannot write to the server");
+}
+
+void ServerConnection::attach(ServerLink* link) {
+  link_ = link;
+  setState(ServerState::kActive);
+}
+
+void ServerConnection::release(int rfq_expected, bool need_sync) {
+  if (state_ != ServerState::kActive) return;
+  link_ = nullptr;
+  // A huge message still arriving in pieces (chunk_left_) is skipped by the drain below.
+  if (paused_) resumeReading();
+  if (rfq_expected <= 0 && !need_sync) {
+    beginReset();
+    return;
+  }
+  setState(ServerState::kDraining);
+  rfq_expected_ = rfq_expected;
+  if (need_sync) {
+    protocol::writeSync(stream_.out());
+    ++rfq_expected_;
+    if (stream_.flush() != 0) {
+      fail("cannot write to the server");
+      return;
+    }
+  }
+  deadline_ms_ = pool_.manager().nowMs() +
+                 static_cast<uint64_t>(config_->upstream.statement_timeout.count()) + kDrainGraceMs;
+  // Bytes already buffered belong to the drained statement. When we are inside processActive()
+  // (the session let go while handling a server message) its loop carries on in the new state.
+  if (!processing_) processActive();
+}
+
+void ServerConnection::beginReset() {
+  setState(ServerState::kResetting);
+  rfq_expected_ = 0;
+  if (tx_status_ != 'I') {
+    protocol::writeQuery(stream_.out(), "ROLLBACK");
+    ++rfq_expected_;
+  }
+  // Two messages, not one multi-statement Query: DISCARD ALL refuses to run inside the implicit
+  // transaction block a multi-statement Query makes.
+  protocol::writeQuery(stream_.out(), "DISCARD ALL");
+  ++rfq_expected_;
+  deadline_ms_ = pool_.manager().nowMs() + kDrainGraceMs;
+  if (stream_.flush() != 0) fail("cannot write to the server");
+}
+
+void ServerConnection::pauseReading() {
+  if (paused_) return;
+  paused_ = true;
+  stream_.stopRead();
+}
+
+void ServerConnection::resumeReading() {
+  if (!paused_) return;
+  paused_ = false;
+  if (stream_.open() && stream_.startRead() != 0) fail("cannot read from the server");
+}
+
+void ServerConnection::close(const std::string& why) {
+  if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
+  const ServerState before = state_;
+  setState(ServerState::kClosing);
+  resolver_.cancel();
+  if (last_error_.empty()) last_error_ = why;
+  ServerLink* link = link_;
+  link_ = nullptr;
+  if (stream_.open()) {
+    // A polite Terminate when the connection is healthy; the server logs no "unexpected EOF".
+    if (before == ServerState::kIdle) {
+      protocol::writeTerminate(stream_.out());
+      (void)stream_.flush();
+    }
+    stream_.close();
+  }
+  if (before == ServerState::kResolving || before == ServerState::kConnecting ||
+      before == ServerState::kLogin) {
+    ++pool_.manager().counters().server_connect_errors;
+    pool_.manager().counters().last_server_login = 0;
+    pool_.onLoginFailed(*this, last_error_);
+  } else if (link) {
+    ++pool_.manager().counters().server_lost;
+    link->onServerLost(*this, why);
+  }
+  if (stream_.closed()) onStreamClosed(stream_);
+}
+
+void ServerConnection::fail(const std::string& why) {
+  if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
+  if (last_error_.empty()) last_error_ = why;
+  if (state_ == ServerState::kIdle) {
+    spdlog::info("server {} db={}: closed while idle: {}", id_, pool_.database(), why);
+  } else {
+    spdlog::warn("server {} db={}: {} (state {})", id_, pool_.database(), why, stateName(state_));
+  }
+  close(why);
+}
+
+void ServerConnection::tick(uint64_t now_ms) {
+  switch (state_) {
+    case ServerState::kResolving:
+    case ServerState::kConnecting:
+    case ServerState::kLogin:
+      if (now_ms >= deadline_ms_) fail("connect timeout");
+      break;
+    case ServerState::kResetting:
+    case ServerState::kDraining:
+      if (now_ms >= deadline_ms_) fail("did not come back to ReadyForQuery in time");
+      break;
+    case ServerState::kIdle:
+    case ServerState::kActive:
+    case ServerState::kClosing:
+    case ServerState::kClosed:
+      break;
+  }
+}
+
+void ServerConnection::onStreamData(Stream&, const char* data, size_t len) {
+  if (ssl_requested_) {
+    // The one-byte answer to our SSLRequest. Bytes behind it were sent in clear before any
+    // handshake, so they cannot be trusted as server messages (CVE-2021-23222).
+    ssl_requested_ = false;
+    const UpstreamTlsConfig& tls = config_->upstream.tls;
+    if (len > 1) {
+      fail("received unencrypted data after the server's SSL response");
+    } else if (data[0] == 'S') {
+      auto engine = TlsEngine::makeClient(tls.context, config_->upstream.host);
+      if (!engine.ok()) {
+        fail("TLS with the server failed: " + engine.error());
+      } else if (!stream_.startTls(std::move(engine.value())).ok()) {
+        fail("cannot start TLS with the server");
+      }
+    } else if (data[0] == 'N' && tls.sslmode == UpstreamSslMode::kPrefer) {
+      sendStartup();
+    } else if (data[0] == 'N') {
+      fail(std::string("the server does not accept TLS and upstream.sslmode is ") +
+           upstreamSslModeName(tls.sslmode));
+    } else {
+      fail("the server did not answer the SSLRequest with S or N");
+    }
+    return;
+  }
+  in_.append(data, len);
+  processActive();
+}
+
+// Reads whole messages (and pieces of huge ones) out of the buffer and dispatches them by
+// state. The state may change under a handler (a client leaves, a reset ends), so it is looked
+// at again for every message.
+void ServerConnection::processActive() {
+  processing_ = true;
+  processInput();
+  processing_ = false;
+}
+
+void ServerConnection::processInput() {
+  bool delivered = false;
+  while (state_ != ServerState::kClosing && state_ != ServerState::kClosed) {
+    if (chunk_left_ > 0) {
+      const size_t n = std::min(chunk_left_, in_.size());
+      if (n == 0) break;
+      chunk_left_ -= n;
+      if (state_ == ServerState::kActive && link_) {
+        link_->onServerChunk(*this, chunk_type_, std::string_view(in_.data(), n), false,
+                             chunk_left_ == 0);
+        delivered = true;
+      }
+      in_.consume(n);
+      continue;
+    }
+    if (in_.size() >= 5 && state_ == ServerState::kActive) {
+      const char type = in_.data()[0];
+      const size_t total = size_t(protocol::readU32(in_.data() + 1)) + 1;
+      if ((type == 'D' || type == 'd') && total > kStreamThreshold && in_.size() < total &&
+          total <= size_t(limits_.max_backend) + 1) {
+        const size_t n = in_.size();
+        chunk_type_ = type;
+        chunk_left_ = total - n;
+        link_->onServerChunk(*this, type, std::string_view(in_.data(), n), true, false);
+        delivered = true;
+        in_.consume(n);
+        continue;
+      }
+    }
+    protocol::Frame f;
+    const auto st = in_.next(f, limits_, true);
+    if (st == protocol::FrameStatus::kNeedMore) break;
+    if (st != protocol::FrameStatus::kFrame) {
+      fail("malformed message from the server");
+      return;
+    }
+    bool ok = true;
+    switch (state_) {
+      case ServerState::kLogin: ok = handleLoginMessage(f); break;
+      case ServerState::kActive:
+        if (f.type == 'S') ok = watchParameter(f);
+        if (ok && link_) {
+          link_->onServerMessage(*this, f);
+          delivered = true;
+        }
+        break;
+      case ServerState::kResetting: ok = handleResetMessage(f); break;
+      case ServerState::kDraining: ok = handleDrainMessage(f); break;
+      case ServerState::kIdle: ok = handleIdleMessage(f); break;
+      case ServerState::kResolving:
+      case ServerState::kConnecting:
+      case ServerState::kClosing:
+      case ServerState::kClosed:
+        ok = false;
+        break;
+    }
+    if (!ok) return;
+    in_.consume(f.raw.size());
+  }
+  if (delivered && link_ && state_ == ServerState::kActive) link_->onServerReadDone(*this);
+}
+
+bool ServerConnection::watchParameter(const protocol::Frame& f) {
+  auto p = protocol::parseParameterStatus(f.body);
+  if (!p) {
+    fail("malformed ParameterStatus from the server");
+    return false;
+  }
+  noteParameter(p->name, p->value);
+  if (p->name == "default_transaction_read_only" && p->value != "on") {
+    // Someone changed the server under us (ALTER ROLE/DATABASE, a SET we did not stop): this
+    // connection is no longer one we may hand to anybody.
+    read_only_lost_ = true;
+    fail("the server reported default_transaction_read_only=" + std::string(p->value) +
+         "; ending the session");
+    return false;
+  }
+  return true;
+}
+
+bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
+  const auto& up = config_->upstream;
+  switch (f.type) {
+    case 'R': {
+      auto r = protocol::parseAuthRequest(f.body);
+      if (!r) {
+        fail("malformed authentication request from the server");
+        return false;
+      }
+      const bool needs_password = r->code == 3 || r->code == 5 || r->code == 10;
+      if (needs_password && up.password.empty()) {
+        fail(up.password_file.empty()
+                 ? "the server asks for a password and none is configured (upstream.password "
+                   "or upstream.password_file)"
+                 : "the server asks for a password and " + up.password_file +
+                       " could not be read when the config was loaded");
+        return false;
+      }
+      switch (r->code) {
+        case 0:
+          break;
+        case 3:
+          protocol::writePassword(stream_.out(), up.password);
+          break;
+        case 5: {
+          if (r->data.size() != 4) {
+            fail("malformed md5 salt from the server");
+            return false;
+          }
+          uint8_t salt[4];
+          for (int i = 0; i < 4; ++i) salt[i] = static_cast<uint8_t>(r->data[i]);
+          protocol::writePassword(stream_.out(),
+                                  protocol::md5PasswordResponse(up.user, up.password, salt));
+          break;
+        }
+        case 10: {
+          bool has = false;
+          for (auto m : r->mechanisms) has = has || m == "SCRAM-SHA-256";
+          if (!has) {
+            fail("the server offers no SASL mechanism pgwarden supports");
+            return false;
+          }
+          scram_ = std::make_unique<protocol::ScramClient>(up.user, up.password);
+          protocol::writeSaslInitial(stream_.out(), "SCRAM-SHA-256", scram_->clientFirst());
+          break;
+        }
+        case 11: {
+          if (!scram_) {
+            fail("unexpected SASL continuation from the server");
+            return false;
+          }
+          auto final_msg = scram_->handleServerFirst(r->data);
+          if (!final_msg) {
+            fail("SCRAM exchange with the server failed: " + final_msg.error());
+            return false;
+          }
+          protocol::writeSaslResponse(stream_.out(), *final_msg);
+          break;
+        }
+        case 12: {
+          if (!scram_) {
+            fail("unexpected SASL final message from the server");
+            return false;
+          }
+          auto st = scram_->verifyServerFinal(r->data);
+          scram_.reset();
+          if (!st) {
+            fail("the server's SCRAM signature does not verify");
+            return false;
+          }
+          break;
+        }
+        default:
+          fail("the server asks for authentication method " + std::to_string(r->code) +
+               ", which pgwarden does not support (use scram-sha-256, md5, password or trust)");
+          return false;
+      }
+      if (stream_.flush() != 0) {
+        fail("cannot write to the server");
+        return false;
+      }
+      return true;
+    }
+    case 'S': {
+      auto p = protocol::parseParameterStatus(f.body);
+      if (!p) {
+        fail("malformed ParameterStatus from the server");
+        return false;
+      }
+      noteParameter(p->name, p->value);
+      return true;
+    }
+    case 'K': {
+      auto k = protocol::parseBackendKeyData(f.body);
+      if (!k) {
+        fail("malformed BackendKeyData from the server");
+        return false;
+      }
+      backend_pid_ = k->pid;
+      backend_key_ = k->key;
+      return true;
+    }
+    case 'N':
+    case 'v':  // NegotiateProtocolVersion: we asked for 3.0 with no options; nothing to adapt.
+      return true;
+    case 'E': {
+      auto e = protocol::parseErrorFields(f.body);
+      if (e) {
+        login_sqlstate_ = std::string(e->sqlstate());
+        fail("the server refused the login: " + std::string(e->sqlstate()) + " " +
+             std::string(e->message()));
+      } else {
+        fail("the server refused the login");
+      }
+      return false;
+    }
+    case 'Z': {
+      auto z = protocol::parseReadyForQuery(f.body);
+      if (!z) {
+        fail("malformed ReadyForQuery from the server");
+        return false;
+      }
+      tx_status_ = z->status;
+      const auto ro = parameter("default_transaction_read_only");
+      if (!ro.empty() && ro != "on") {
+        fail("the server connection is not read-only (default_transaction_read_only=" +
+             std::string(ro) + ")");
+        return false;
+      }
+      setState(ServerState::kIdle);
+      idle_since_ms_ = pool_.manager().nowMs();
+      pool_.onLoginDone(*this);
+      return true;
+    }
+    default:
+      fail(std::string("unexpected message '") + f.type + "' from the server during login");
+      return false;
+  }
+}
+
+bool ServerConnection::handleResetMessage(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'S': return watchParameter(f);
+    case 'E': {
+      auto e = protocol::parseErrorFields(f.body);
+      fail("reset failed: " + (e ? std::string(e->message()) : std::string("?")));
+      return false;
+    }
+    case 'Z': {
+      auto z = protocol::parseReadyForQuery(f.body);
+      if (!z) {
+        fail("malformed ReadyForQuery from the server");
+        return false;
+      }
+      tx_status_ = z->status;
+      if (--rfq_expected_ > 0) return true;
+      if (tx_status_ != 'I') {
+        fail("still in a transaction after reset");
+        return false;
+      }
+      unreported_.clear();
+      setState(ServerState::kIdle);
+      idle_since_ms_ = pool_.manager().nowMs();
+      pool_.onIdle(*this);
+      return true;
+    }
+    default:
+      return true;  // CommandComplete, notices
+  }
+}
+
+bool ServerConnection::handleDrainMessage(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'S': return watchParameter(f);
+    case 'G':
+      // A COPY FROM STDIN the client will never feed: end it.
+      protocol::writeCopyFail(stream_.out(), "client disconnected");
+      if (stream_.flush() != 0) {
+        fail("cannot write to the server");
+        return false;
+      }
+      return true;
+    case 'Z': {
+      auto z = protocol::parseReadyForQuery(f.body);
+      if (!z) {
+        fail("malformed ReadyForQuery from the server");
+        return false;
+      }
+      tx_status_ = z->status;
+      if (--rfq_expected_ <= 0) beginReset();
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+bool ServerConnection::handleIdleMessage(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'S': return watchParameter(f);
+    case 'N':
+    case 'A':
+      return true;
+    case 'E': {
+      auto e = protocol::parseErrorFields(f.body);
+      fail("the server ended the idle connection: " +
+           (e ? std::string(e->message()) : std::string("?")));
+      return false;
+    }
+    default:
+      fail(std::string("unexpected message '") + f.type + "' on an idle connection");
+      return false;
+  }
+}
+
+void ServerConnection::onStreamEnd(Stream&, int status) {
+  fail(status == UV_EOF ? "the server closed the connection"
+                        : std::string("read error: ") + uv_strerror(status));
+}
+
+void ServerConnection::onStreamWritten(Stream&, int status) {
+  if (status != 0) {
+    fail(std::string("write error: ") + uv_strerror(status));
+    return;
+  }
+  if (link_ && state_ == ServerState::kActive) link_->onServerWritten(*this);
+}
+
+void ServerConnection::onStreamClosed(Stream&) {
+  if (state_ == ServerState::kClosed) return;
+  auto& c = pool_.manager().counters();
+  if (c.server_current > 0) --c.server_current;
+  setState(ServerState::kClosed);
+  pool_.onClosed(*this);
+}
+
+}  // namespace pgwarden::daemon

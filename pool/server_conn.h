@@ -1,0 +1,154 @@
+// One connection to the upstream PostgreSQL, owned by its Pool. It logs itself in (SCRAM-SHA-256,
+// md5, cleartext or trust) with the safety settings in the startup packet, so they are the
+// session's reset values; it is lent to one client session at a time, which sees every server
+// message; and it resets itself (ROLLBACK if needed, DISCARD ALL) before it goes back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "daemon/config.h"
+#include "session/session_state.h"
+#include "session/startup_params.h"
+#include "net/stream.h"
+#include "net/upstream.h"
+#include "protocol/auth.h"
+#include "protocol/messages.h"
+
+namespace pgwarden::daemon {
+
+class Pool;
+class ServerConnection;
+
+// The client session a server connection is lent to. Callbacks run on the loop thread.
+class ServerLink {
+ public:
+  // One whole server message.
+  virtual void onServerMessage(ServerConnection& s, const protocol::Frame& frame) = 0;
+  // A large DataRow or CopyData handed over in pieces as it arrives, so memory stays bounded
+  // whatever the row size. `first` carries the 5-byte header; `last` ends the message.
+  virtual void onServerChunk(ServerConnection& s, char type, std::string_view bytes, bool first,
+                             bool last) = 0;
+  // End of one read from the server: a good moment to flush the client.
+  virtual void onServerReadDone(ServerConnection& s) = 0;
+  // The server's write queue went down (the session may read its client again).
+  virtual void onServerWritten(ServerConnection& s) = 0;
+  // The connection failed or closed. The session must drop its pointer: the pool owns it.
+  virtual void onServerLost(ServerConnection& s, const std::string& why) = 0;
+
+ protected:
+  ~ServerLink() = default;
+};
+
+class ServerConnection final : public StreamEvents {
+ public:
+  ServerConnection(Pool& pool, uint64_t id);
+  ~ServerConnection();
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
+
+  // Resolves, connects and logs in; the pool hears onLoginDone or onLoginFailed.
+  void start();
+
+  uint64_t id() const { return id_; }
+  Pool& pool() { return pool_; }
+  ServerState state() const { return state_; }
+  int32_t backendPid() const { return backend_pid_; }
+  int32_t backendKey() const { return backend_key_; }
+  char txStatus() const { return tx_status_; }
+  void setTxStatus(char s) { tx_status_ = s; }
+  // ParameterStatus values as the server reported them, in the order first seen.
+  const ParamList& parameters() const { return params_; }
+  std::string_view parameter(std::string_view name) const;
+  void noteParameter(std::string_view name, std::string_view value);
+  // Values pgwarden SET for parameters the server does not report (extra_float_digits,
+  // search_path): cleared by a reset.
+  std::string_view unreportedValue(std::string_view name) const;
+  void noteUnreported(std::string_view name, std::string_view value);
+  uint64_t idleSinceMs() const { return idle_since_ms_; }
+  uint64_t deadlineMs() const { return deadline_ms_; }
+  const std::string& lastError() const { return last_error_; }
+  // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
+  const std::string& loginSqlstate() const { return login_sqlstate_; }
+  // The server reported default_transaction_read_only other than "on": never lent again.
+  bool readOnlyLost() const { return read_only_lost_; }
+
+  // kIdle -> kActive: server messages now go to `link`.
+  void attach(ServerLink* link);
+  // The session is done with it. `rfq_expected` ReadyForQuery messages are still due for work
+  // already sent (0 when it is idle at ReadyForQuery); with `need_sync` a Sync is sent first so
+  // an unfinished extended-protocol batch ends. The connection drains, then resets itself.
+  void release(int rfq_expected, bool need_sync);
+
+  std::string& out() { return stream_.out(); }
+  [[nodiscard]] int flush() { return stream_.flush(); }
+  size_t pendingBytes() const { return stream_.pendingBytes(); }
+  void pauseReading();
+  void resumeReading();
+
+  void close(const std::string& why);
+  bool closed() const { return stream_.closed(); }
+
+  // Janitor: connect/login, reset and drain deadlines.
+  void tick(uint64_t now_ms);
+
+  // StreamEvents
+  void onStreamData(Stream& s, const char* data, size_t len) override;
+  void onStreamEnd(Stream& s, int status) override;
+  void onStreamConnected(Stream& s, int status) override;
+  void onStreamWritten(Stream& s, int status) override;
+  void onStreamClosed(Stream& s) override;
+  void onStreamTlsReady(Stream& s) override;
+  void onStreamTlsError(Stream& s) override;
+
+ private:
+  void setState(ServerState to);
+  void fail(const std::string& why);
+  void sendStartup();
+  // Handles one whole message outside kActive. Returns false when the connection was closed.
+  bool handleLoginMessage(const protocol::Frame& f);
+  bool handleResetMessage(const protocol::Frame& f);
+  bool handleDrainMessage(const protocol::Frame& f);
+  bool handleIdleMessage(const protocol::Frame& f);
+  void beginReset();
+  void processActive();
+  void processInput();
+  bool watchParameter(const protocol::Frame& f);
+
+  Pool& pool_;
+  uint64_t id_;
+  std::shared_ptr<const Config> config_;
+  ServerState state_ = ServerState::kConnecting;
+  Stream stream_;
+  Resolver resolver_;
+  protocol::FrameBuffer in_;
+  protocol::FrameLimits limits_;
+  ServerLink* link_ = nullptr;
+  std::unique_ptr<protocol::ScramClient> scram_;
+  int32_t backend_pid_ = 0;
+  int32_t backend_key_ = 0;
+  char tx_status_ = 'I';
+  ParamList params_;
+  ParamList unreported_;
+  int rfq_expected_ = 0;
+  uint64_t deadline_ms_ = 0;
+  uint64_t idle_since_ms_ = 0;
+  // A large message being streamed to the link: bytes still to come.
+  size_t chunk_left_ = 0;
+  char chunk_type_ = 0;
+  bool paused_ = false;
+  bool processing_ = false;
+  bool read_only_lost_ = false;
+  bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
+  std::string last_error_;
+  std::string login_sqlstate_;
+};
+
+// Messages bigger than this are streamed to the link in pieces rather than buffered whole.
+inline constexpr size_t kStreamThreshold = 128 * 1024;
+
+}  // namespace pgwarden::daemon

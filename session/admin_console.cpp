@@ -1,0 +1,507 @@
+// Admin console commands: each SHOW builds a small table from loop state (sessions, pools,
+// counters, config, the budget ledger) and writes it as RowDescription + DataRow + CommandComplete.
+// Runs on the loop thread; every command is O(sessions + connections + conversations shown).
+#include "session/admin_console.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <optional>
+
+#include "session/client_session.h"
+#include "daemon/counters.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+#include "history/record.h"
+#include "budgets/budget.h"
+#include "pgwarden_version.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+using history::wallClockMicros;
+
+const std::string kNull = "\x01NULL";
+// SHOW CONVERSATIONS lists at most this many (the ledger can hold far more).
+constexpr size_t kMaxConversationsShown = 1000;
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Splits on runs of whitespace, upper-cased; the console's grammar is a few keywords.
+std::vector<std::string> words(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j > i) out.push_back(upper(s.substr(i, j - i)));
+    i = j;
+  }
+  return out;
+}
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
+
+const char* clientState(const ClientSession& s) {
+  switch (s.state()) {
+    case ClientState::kStartup: return "startup";
+    case ClientState::kAuth: return "auth";
+    case ClientState::kAcquiring: return "acquiring";
+    case ClientState::kAttaching: return "attaching";
+    case ClientState::kReady: return s.busy() ? "active" : "idle";
+    case ClientState::kClosing: return "closing";
+    case ClientState::kClosed: return "closed";
+  }
+  return "closed";
+}
+
+}  // namespace
+
+AdminConsole::AdminConsole(Daemon& daemon, uint64_t session_id, std::string user)
+    : daemon_(daemon), session_id_(session_id), user_(std::move(user)) {}
+
+void AdminConsole::writeWelcome(std::string& out) {
+  // psql reads server_version to pick its own behaviour; the rest is what every driver expects.
+  protocol::writeParameterStatus(out, "server_version", "15.0");
+  protocol::writeParameterStatus(out, "server_encoding", "UTF8");
+  protocol::writeParameterStatus(out, "client_encoding", "UTF8");
+  protocol::writeParameterStatus(out, "DateStyle", "ISO, MDY");
+  protocol::writeParameterStatus(out, "integer_datetimes", "on");
+  protocol::writeParameterStatus(out, "standard_conforming_strings", "on");
+  protocol::writeParameterStatus(out, "application_name", "pgwarden");
+  protocol::writeReadyForQuery(out, 'I');
+}
+
+bool AdminConsole::onMessage(const protocol::Frame& f, std::string& out) {
+  switch (f.type) {
+    case 'Q': {
+      std::string_view text = f.body;
+      if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
+      execute(text, out);
+      protocol::writeReadyForQuery(out, 'I');
+      return true;
+    }
+    case 'X':
+      return false;
+    case 'S':
+      skipping_ = false;
+      protocol::writeReadyForQuery(out, 'I');
+      return true;
+    case 'H':
+      return true;
+    default:
+      // Parse/Bind/Describe/Execute/Close and anything else: one error, then silence until Sync,
+      // as PostgreSQL does after an error in an extended-protocol exchange.
+      if (!skipping_) {
+        skipping_ = true;
+        writeError(out, "0A000", "the pgwarden admin console accepts simple queries only",
+                   "Use psql, or a driver's simple query mode.");
+      }
+      return true;
+  }
+}
+
+void AdminConsole::execute(std::string_view text, std::string& out) {
+  bool any = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view command = trim(text.substr(start, end - start));
+    if (!command.empty()) {
+      any = true;
+      const size_t before = out.size();
+      const int64_t started = wallClockMicros();
+      runCommand(command, out);
+      record(command, started, std::string_view(out).substr(before));
+      // An error ends the text, as in PostgreSQL's simple protocol.
+      if (out.size() > before && out[before] == 'E') return;
+    }
+    start = end + 1;
+  }
+  if (!any) protocol::writeEmptyQueryResponse(out);
+}
+
+void AdminConsole::record(std::string_view command, int64_t started_us, std::string_view answer) const {
+  history::Record r;
+  r.started_at_us = started_us;
+  r.finished_at_us = wallClockMicros();
+  r.duration_us = r.finished_at_us - r.started_at_us;
+  r.instance_id = daemon_.instanceId();
+  r.session_id = session_id_;
+  r.user = user_;
+  r.database = std::string(kDatabase);
+  r.client_addr = client_addr_;
+  r.application_name = application_name_;
+  r.query_intent_inferred = "admin";
+  r.statement_kind = "admin";
+  r.sql_text = std::string(command);
+  r.guard_actions = "[]";
+  r.protocol = "simple";
+  r.outcome = history::Outcome::kOk;
+  // The answer is ours: an ErrorResponse first means the command failed; DataRows are its rows.
+  if (answer.size() > 5 && answer[0] == 'E') {
+    r.outcome = history::Outcome::kError;
+    const size_t len = std::min<size_t>(protocol::readU32(answer.data() + 1), answer.size() - 1);
+    if (auto e = protocol::parseErrorFields(answer.substr(5, len >= 4 ? len - 4 : 0))) {
+      r.sqlstate = std::string(e->sqlstate());
+      r.error_message = std::string(e->message());
+    }
+  } else {
+    size_t pos = 0;
+    while (pos + 5 <= answer.size()) {
+      if (answer[pos] == 'D') ++r.rows_returned;
+      pos += 1 + protocol::readU32(answer.data() + pos + 1);
+    }
+    r.bytes_sent = static_cast<int64_t>(answer.size());
+  }
+  daemon_.metrics().onStatement(r, nullptr);
+  daemon_.submitRecord(std::move(r));
+}
+
+void AdminConsole::runCommand(std::string_view command, std::string& out) {
+  const auto w = words(command);
+  spdlog::info("s{} user={} db=pgwarden: admin command: {}", session_id_, user_,
+               w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string()));
+  if (w.size() == 2 && w[0] == "SHOW") {
+    std::optional<Table> t;
+    const std::string& what = w[1];
+    if (what == "CLIENTS") t = showClients();
+    else if (what == "SERVERS") t = showServers();
+    else if (what == "POOLS") t = showPools();
+    else if (what == "STATS") t = showStats();
+    else if (what == "GROUPS") t = showGroups();
+    else if (what == "GUARDS") t = showGuards();
+    else if (what == "CONVERSATIONS") t = showConversations();
+    else if (what == "CONFIG") t = showConfig();
+    else if (what == "VERSION") t = showVersion();
+    else if (what == "HELP") t = showHelp();
+    if (t) {
+      writeTable(*t, out);
+      return;
+    }
+  } else if (w.size() == 1 && w[0] == "RELOAD") {
+    reload(out);
+    return;
+  } else if (w.size() == 3 && w[0] == "KILL" && w[1] == "CLIENT") {
+    // The id as typed (digits), not upper-cased text.
+    const auto raw = trim(command);
+    killClient(trim(raw.substr(raw.find_last_of(" \t\r\n") + 1)), out);
+    return;
+  }
+  writeError(out, "42601", "unknown admin console command",
+             "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|STATS|GROUPS|GUARDS|"
+             "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, KILL CLIENT <id>.");
+}
+
+void AdminConsole::writeTable(const Table& t, std::string& out) {
+  std::vector<protocol::ColumnDesc> cols;
+  cols.reserve(t.columns.size());
+  for (const auto& c : t.columns) cols.push_back(protocol::ColumnDesc{c});
+  protocol::writeRowDescription(out, cols);
+  std::vector<std::optional<std::string_view>> values;
+  for (const auto& row : t.rows) {
+    values.clear();
+    for (const auto& v : row) {
+      if (v == kNull) values.emplace_back(std::nullopt);
+      else values.emplace_back(std::string_view(v));
+    }
+    protocol::writeDataRow(out, values);
+  }
+  protocol::writeCommandComplete(out, "SHOW");
+}
+
+void AdminConsole::writeError(std::string& out, std::string_view sqlstate,
+                              std::string_view message, std::string_view hint) {
+  protocol::writeError(out, "ERROR", sqlstate, message, {}, hint);
+}
+
+AdminConsole::Table AdminConsole::showClients() const {
+  Table t{{"id", "user", "database", "state", "addr", "application_name", "group", "agent_id",
+           "conversation_id", "connected_seconds", "statements"},
+          {}};
+  const uint64_t now = daemon_.nowMs();
+  std::vector<const ClientSession*> all;
+  daemon_.forEachSession([&](const ClientSession& s) { all.push_back(&s); });
+  std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
+  for (const ClientSession* s : all) {
+    const uint64_t since = s->connectedAtMs();
+    t.rows.push_back({std::to_string(s->id()), s->user(), s->database(), clientState(*s), s->peer(),
+                      s->applicationName(), s->group().empty() ? kNull : s->group(),
+                      s->agentId().empty() ? kNull : s->agentId(),
+                      s->conversationId().empty() ? kNull : s->conversationId(),
+                      std::to_string(since > 0 && now > since ? (now - since) / 1000 : 0),
+                      std::to_string(s->statementsRun())});
+  }
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showServers() const {
+  Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error"}, {}};
+  const uint64_t now = daemon_.nowMs();
+  daemon_.pools().forEachPool([&](const Pool& p) {
+    p.forEachConnection([&](const ServerConnection& c) {
+      const bool idle = c.state() == ServerState::kIdle;
+      t.rows.push_back({std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
+                        stateName(c.state()),
+                        c.backendPid() ? std::to_string(c.backendPid()) : kNull,
+                        idle && now > c.idleSinceMs()
+                            ? std::to_string((now - c.idleSinceMs()) / 1000)
+                            : kNull,
+                        c.lastError().empty() ? kNull : c.lastError()});
+    });
+  });
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showPools() const {
+  Table t{{"pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
+           "waiting"},
+          {}};
+  for (const PoolStats& p : daemon_.pools().stats()) {
+    t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
+                      std::to_string(p.connecting), std::to_string(p.idle),
+                      std::to_string(p.active), std::to_string(p.resetting),
+                      std::to_string(p.waiting)});
+  }
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showStats() const {
+  Table t{{"name", "value"}, {}};
+  const Counters& c = daemon_.counters();
+  auto add = [&t](std::string name, uint64_t v) {
+    t.rows.push_back({std::move(name), std::to_string(v)});
+  };
+  add("clients_accepted", c.clients_accepted);
+  for (size_t i = 0; i < kRejectReasons; ++i) {
+    add(std::string("clients_rejected_") + rejectReasonName(static_cast<RejectReason>(i)),
+        c.clients_rejected[i]);
+  }
+  add("clients_current", daemon_.sessionCount());
+  add("auth_failures", c.auth_failures);
+  add("server_connects", c.server_connects);
+  add("server_connect_errors", c.server_connect_errors);
+  add("server_lost", c.server_lost);
+  add("cancel_requests_received", c.cancel_requests_received);
+  add("cancel_requests_forwarded", c.cancel_requests_forwarded);
+  uint64_t total = 0;
+  for (size_t i = 0; i < kStatementOutcomes; ++i) {
+    add(std::string("statements_") + statementOutcomeName(static_cast<StatementOutcome>(i)),
+        c.statements[i]);
+    total += c.statements[i];
+  }
+  add("statements_total", total);
+  add("rows_returned", c.rows_returned);
+  add("statements_truncated", c.statements_truncated);
+  add("warnings_sent", c.warnings_sent);
+  add("rewrites", c.rewrites);
+  add("protocol_errors", c.protocol_errors);
+  add("stats_refreshes", c.stats_refreshes);
+  add("stats_refresh_errors", c.stats_refresh_errors);
+  add("history_submitted", c.history_submitted);
+  add("history_dropped", c.history_dropped);
+  if (auto* ledger = daemon_.budgets()) {
+    add("conversations_live", ledger->size());
+    add("conversation_evictions", ledger->evictions());
+    add("budget_store_failures", ledger->storeFailures());
+  }
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showGroups() const {
+  Table t{{"group", "guards", "users", "search_path"}, {}};
+  const auto& cfg = *daemon_.config();
+  for (const auto& [name, g] : cfg.groups) {
+    std::string users;
+    for (const auto& u : cfg.users) {
+      if (u.group != name) continue;
+      if (!users.empty()) users += ",";
+      users += u.name;
+    }
+    std::string path;
+    for (const auto& s : g->searchPath()) path += (path.empty() ? "" : ",") + s;
+    t.rows.push_back({name, std::to_string(g->guards().size()), users, path});
+  }
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showGuards() const {
+  Table t{{"group", "position", "kind", "codes"}, {}};
+  for (const auto& [name, g] : daemon_.config()->groups) {
+    size_t pos = 0;
+    for (const auto& guard : g->guards()) {
+      std::string codes;
+      for (auto c : guard->codes()) {
+        if (!codes.empty()) codes += ",";
+        codes += c;
+      }
+      t.rows.push_back({name, std::to_string(++pos), std::string(guard->kind()), codes});
+    }
+  }
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showConversations() const {
+  Table t{{"user", "conversation_id", "agent_id", "statements", "denials", "budget_left",
+           "last_seen_seconds"},
+          {}};
+  const auto& cfg = *daemon_.config();
+  // The agent_id a live session of the conversation last declared.
+  auto agentFor = [this](const std::string& user, const std::string& conversation) {
+    std::string agent = kNull;
+    daemon_.forEachSession([&](const ClientSession& s) {
+      if (s.user() == user && s.conversationId() == conversation && !s.agentId().empty()) {
+        agent = s.agentId();
+      }
+    });
+    return agent;
+  };
+  const auto nowSteady = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  std::vector<std::string> seen;
+  if (auto* ledger = daemon_.budgets()) {
+    for (const auto& c : ledger->conversations(kMaxConversationsShown)) {
+      std::string left = kNull;
+      if (const auto* u = cfg.findUser(c.user)) {
+        if (const auto* g = cfg.findGroup(u->group)) {
+          if (const auto* bg = guards::findBudgetGuard(*g)) {
+            if (bg->limits().max_statements > 0) {
+              left = std::to_string(
+                  std::max<int64_t>(0, bg->limits().max_statements - c.counters.statements));
+            }
+          }
+        }
+      }
+      seen.push_back(c.user + '\0' + c.conversation);
+      t.rows.push_back({c.user, c.conversation, agentFor(c.user, c.conversation),
+                        std::to_string(c.counters.statements), std::to_string(c.counters.denied),
+                        left,
+                        std::to_string(std::max<int64_t>(0, nowSteady - c.last_seen_ms) / 1000)});
+    }
+  }
+  // Conversations of live sessions that no budget tracks: what the sessions themselves know.
+  daemon_.forEachSession([&](const ClientSession& s) {
+    if (s.conversationId().empty() || t.rows.size() >= kMaxConversationsShown) return;
+    const std::string key = s.user() + '\0' + s.conversationId();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+    seen.push_back(key);
+    t.rows.push_back({s.user(), s.conversationId(), s.agentId().empty() ? kNull : s.agentId(),
+                      std::to_string(s.statementsRun()), kNull, kNull, "0"});
+  });
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showConfig() const {
+  Table t{{"key", "value"}, {}};
+  const auto& c = *daemon_.config();
+  auto add = [&t](std::string k, std::string v) { t.rows.push_back({std::move(k), std::move(v)}); };
+  add("path", c.path);
+  add("instance_id", c.instance_id);
+  std::string listen;
+  for (const auto& a : c.listen.addresses) {
+    listen += (listen.empty() ? "" : ",") + a.host + ":" + std::to_string(a.port);
+  }
+  add("listen.addresses", listen);
+  add("listen.unix_socket_dir", c.listen.unix_socket_dir);
+  // The upstream password is a secret and never shown.
+  add("upstream.host", c.upstream.host);
+  add("upstream.port", std::to_string(c.upstream.port));
+  add("upstream.user", c.upstream.user);
+  add("upstream.connect_timeout", ms(c.upstream.connect_timeout));
+  add("upstream.statement_timeout", ms(c.upstream.statement_timeout));
+  add("upstream.lock_timeout", ms(c.upstream.lock_timeout));
+  add("pool.min_size", std::to_string(c.pool.min_size));
+  add("pool.max_size", std::to_string(c.pool.max_size));
+  add("pool.acquire_timeout", ms(c.pool.acquire_timeout));
+  add("pool.idle_timeout", ms(c.pool.idle_timeout));
+  add("limits.max_client_connections", std::to_string(c.limits.max_client_connections));
+  add("limits.max_message_bytes", std::to_string(c.limits.max_message_bytes));
+  add("limits.startup_timeout", ms(c.limits.startup_timeout));
+  add("limits.client_idle_timeout", ms(c.limits.client_idle_timeout));
+  add("limits.shutdown_timeout", ms(c.limits.shutdown_timeout));
+  add("auth.failed_attempts_per_minute", std::to_string(c.auth.failed_attempts_per_minute));
+  std::string admins;
+  for (const auto& a : c.admin_users) admins += (admins.empty() ? "" : ",") + a;
+  add("admin_users", admins);
+  add("logging.level", c.logging.level);
+  add("metrics.listen", c.metrics.listen);
+  add("history.store", c.history.store);
+  add("history.queue_size", std::to_string(c.history.queue_size));
+  std::string groups;
+  for (const auto& [name, g] : c.groups) groups += (groups.empty() ? "" : ",") + name;
+  add("groups", groups);
+  add("users", std::to_string(c.users.size()));
+  return t;
+}
+
+AdminConsole::Table AdminConsole::showVersion() const {
+  return Table{{"version"}, {{std::string("pgwarden ") + kVersion + " (git " + kGitSha + ")"}}};
+}
+
+AdminConsole::Table AdminConsole::showHelp() const {
+  return Table{{"command", "description"},
+               {{"SHOW CLIENTS", "client connections: id, user, state, peer, agent context"},
+                {"SHOW SERVERS", "server connections by pool, state and backend pid"},
+                {"SHOW POOLS", "server connection pools and their counts by state"},
+                {"SHOW STATS", "totals since start: connections, statements, errors, history"},
+                {"SHOW GROUPS", "policy groups, their guard count and users"},
+                {"SHOW GUARDS", "each group's guard chain in order, with the codes each can give"},
+                {"SHOW CONVERSATIONS", "conversations: statements, denials, budget left"},
+                {"SHOW CONFIG", "the running configuration (secrets left out)"},
+                {"SHOW VERSION", "pgwarden's version and build"},
+                {"SHOW HELP", "this list"},
+                {"RELOAD", "re-read the config file; new sessions use it"},
+                {"KILL CLIENT <id>", "end a client connection (ids from SHOW CLIENTS)"}}};
+}
+
+void AdminConsole::reload(std::string& out) {
+  const auto before = daemon_.config();
+  daemon_.reload();
+  if (daemon_.config() == before) {
+    writeError(out, "F0000", "reload failed: the running configuration is kept",
+               "The pgwarden log names the file, line and key that were rejected.");
+    return;
+  }
+  protocol::writeCommandComplete(out, "RELOAD");
+}
+
+void AdminConsole::killClient(std::string_view arg, std::string& out) {
+  uint64_t id = 0;
+  const auto [p, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), id);
+  if (ec != std::errc() || p != arg.data() + arg.size()) {
+    writeError(out, "22023", "KILL CLIENT takes a client id", "SHOW CLIENTS lists the ids.");
+    return;
+  }
+  if (id == session_id_) {
+    writeError(out, "22023", "this is your own session", "Disconnect instead.");
+    return;
+  }
+  ClientSession* s = daemon_.findSession(id);
+  if (!s || s->state() == ClientState::kClosing || s->state() == ClientState::kClosed) {
+    writeError(out, "42704", "no client with id " + std::to_string(id),
+               "SHOW CLIENTS lists the ids.");
+    return;
+  }
+  spdlog::info("s{} user={}: admin killed client s{}", session_id_, user_, id);
+  s->terminate("57P01", "terminating connection due to administrator command");
+  protocol::writeCommandComplete(out, "KILL");
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,2395 @@
+// Client session: startup, authentication, attach, and the proxy data path with its queue of
+// what the server still owes. That queue is what lets pgwarden answer a denied statement in its
+// proper place in a pipelined batch, cap rows per portal, and record every statement once.
+// Message flow: https://www.postgresql.org/docs/15/protocol-flow.html
+#include "session/client_session.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "session/admin_console.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+#include "net/webhook_client.h"
+#include "guards/webhook_guard.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+using history::wallClockMicros;
+
+// Server-side parameters that the server does not report with ParameterStatus (PG 15).
+bool isReportedParam(std::string_view name) {
+  return name != "extra_float_digits" && name != "search_path";
+}
+
+std::string quoteLiteral(std::string_view v) {
+  std::string out;
+  const bool backslash = v.find('\\') != std::string_view::npos;
+  if (backslash) out.push_back('E');
+  out.push_back('\'');
+  for (char c : v) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+// The last number in a command tag ("SELECT 5", "INSERT 0 3"), or 0.
+int64_t tagCount(std::string_view tag) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return 0;
+  int64_t n = 0;
+  for (size_t i = sp + 1; i < tag.size(); ++i) {
+    if (tag[i] < '0' || tag[i] > '9') return 0;
+    n = n * 10 + (tag[i] - '0');
+  }
+  return n;
+}
+
+// A tag with its count replaced ("SELECT 1001" -> "SELECT 1000").
+std::string retag(std::string_view tag, int64_t count) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return std::string(tag);
+  return std::string(tag.substr(0, sp + 1)) + std::to_string(count);
+}
+
+bool isZeroCell(std::string_view v) {
+  if (v == "0") return true;
+  if (v.size() == 2 || v.size() == 4 || v.size() == 8) {
+    for (char c : v) {
+      if (c != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// A verifier for a user that does not exist, so the exchange runs to the end and fails exactly
+// like a wrong password (PostgreSQL does the same): salt derived from the name with a key made
+// once per process, keys random.
+protocol::ScramVerifier mockVerifier(const std::string& user) {
+  static const std::string key = protocol::randomBytes(32);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(user.data()), user.size(), mac, &mac_len);
+  protocol::ScramVerifier v;
+  v.iterations = 4096;
+  v.salt.assign(reinterpret_cast<const char*>(mac), 16);
+  v.stored_key = protocol::randomBytes(32);
+  v.server_key = protocol::randomBytes(32);
+  return v;
+}
+
+history::Outcome outcomeForError(std::string_view sqlstate) {
+  return sqlstate == "57014" ? history::Outcome::kCancelled : history::Outcome::kError;
+}
+
+StatementOutcome counterOutcome(history::Outcome o) {
+  switch (o) {
+    case history::Outcome::kOk: return StatementOutcome::kOk;
+    case history::Outcome::kError: return StatementOutcome::kError;
+    case history::Outcome::kDenied: return StatementOutcome::kDenied;
+    case history::Outcome::kCancelled: return StatementOutcome::kCancelled;
+    case history::Outcome::kClientGone: return StatementOutcome::kClientGone;
+    case history::Outcome::kBudget: return StatementOutcome::kBudget;
+    case history::Outcome::kAborted: return StatementOutcome::kAborted;
+  }
+  return StatementOutcome::kError;
+}
+
+// A RowDescription of one text column with the given format code (0 text, 1 binary), for the
+// SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
+// https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
+void writeTextColumn(std::string& out, std::string_view name, int16_t format) {
+  auto put16 = [&out](uint16_t v) {
+    out.push_back(static_cast<char>(v >> 8));
+    out.push_back(static_cast<char>(v & 0xff));
+  };
+  auto put32 = [&out](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  };
+  out.push_back('T');
+  put32(static_cast<uint32_t>(4 + 2 + name.size() + 1 + 4 + 2 + 4 + 2 + 4 + 2));
+  put16(1);
+  out.append(name);
+  out.push_back('\0');
+  put32(0);          // table oid
+  put16(0);          // column number
+  put32(25);         // text
+  put16(0xffff);     // typlen -1
+  put32(0xffffffff); // typmod -1
+  put16(static_cast<uint16_t>(format));
+}
+
+// Most queued client messages tolerated before we stop reading the client (pipelining).
+constexpr size_t kMaxPendingEntries = 65536;
+// Longest wait for a database's first catalog statistics before the first ReadyForQuery.
+constexpr uint64_t kStatsWaitMs = 3000;
+// How long a closing session waits for its last bytes (a FATAL message) to drain.
+constexpr uint64_t kCloseFlushMs = 5000;
+
+// A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
+// still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
+// ..., Sync) the server's answer to the Execute finishes the run, with its rows or its error.
+template <typename PendingQueue>
+bool awaitingServer(const PendingQueue& pending, const std::shared_ptr<StatementRun>& run) {
+  for (const auto& p : pending) {
+    if (p.run == run) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
+    : daemon_(daemon),
+      id_(id),
+      config_(daemon.config()),
+      client_(daemon.loop(), this),
+      via_unix_(via_unix) {
+  limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
+  limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
+}
+
+ClientSession::~ClientSession() { cancelWaits(); }
+
+int ClientSession::accept(uv_stream_t* listener) {
+  int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
+  if (rc != 0) return rc;
+  ++daemon_.counters().clients_current;
+  rc = client_.acceptFrom(listener);
+  if (rc != 0) {
+    setState(ClientState::kClosing);
+    client_.close();
+    return rc;
+  }
+  peer_ = client_.peerName();
+  peer_host_ = client_.peerHost();
+  connected_ms_ = daemon_.nowMs();
+  last_active_ms_ = connected_ms_;
+  deadline_ms_ = connected_ms_ + static_cast<uint64_t>(config_->limits.startup_timeout.count());
+  rc = client_.startRead();
+  if (rc != 0) closeSession("cannot read from the client");
+  return 0;
+}
+
+std::string ClientSession::logPrefix() const {
+  std::string p = "s" + std::to_string(id_);
+  if (!user_.empty()) p += " user=" + user_;
+  if (!database_.empty()) p += " db=" + database_;
+  p += " peer=" + peer_;
+  if (!agent_id_.empty()) p += " agent_id=" + agent_id_;
+  if (!conversation_id_.empty()) p += " conversation_id=" + conversation_id_;
+  return p;
+}
+
+void ClientSession::setState(ClientState to) {
+  if (to == state_) return;
+  if (!legalTransition(state_, to)) {
+    spdlog::error("{}: illegal state change {} -> {}", logPrefix(), stateName(state_),
+                  stateName(to));
+  }
+  state_ = to;
+}
+
+void ClientSession::flushClient() {
+  if (client_.open() && client_.flush() != 0) closeSession("write to the client failed");
+}
+
+void ClientSession::flushServer() {
+  if (server_ && server_->flush() != 0) server_->close("write to the server failed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input from the client
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::onStreamData(Stream&, const char* data, size_t len) {
+  last_active_ms_ = daemon_.nowMs();
+  in_.append(data, len);
+  processInput();
+}
+
+void ClientSession::processInput() {
+  while (true) {
+    switch (state_) {
+      case ClientState::kStartup:
+        if (!handleStartupPacket()) goto done;
+        continue;
+      case ClientState::kAuth: {
+        protocol::Frame f;
+        const auto st = in_.next(f, limits_, false);
+        if (st == protocol::FrameStatus::kNeedMore) goto done;
+        if (st != protocol::FrameStatus::kFrame) {
+          protocolViolation("invalid message length during authentication");
+          goto done;
+        }
+        // Taken off the buffer before it is handled: a login that completes here may attach a
+        // pooled connection at once and read what follows from the buffer (nested).
+        const std::string raw(f.raw);
+        in_.consume(raw.size());
+        protocol::Frame own{raw[0], raw, std::string_view(raw).substr(5)};
+        if (!handleAuthMessage(own)) goto done;
+        continue;
+      }
+      case ClientState::kAcquiring:
+      case ClientState::kAttaching:
+        // Anything the client sends early waits in the buffer; keep that bounded.
+        if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+        goto done;
+      case ClientState::kReady: {
+        if (client_paused_) goto done;
+        if (waiting_) {
+          // A statement waits for a webhook or the budget store; keep what piles up bounded.
+          if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+          goto done;
+        }
+        protocol::Frame f;
+        const auto st = in_.next(f, limits_, false);
+        if (st == protocol::FrameStatus::kNeedMore) goto done;
+        if (st == protocol::FrameStatus::kTooLarge) {
+          protocolViolation(std::string("message of type '") + in_.data()[0] +
+                            "' is larger than the limit (limits.max_message_bytes / "
+                            "limits.max_bind_bytes)");
+          goto done;
+        }
+        if (st != protocol::FrameStatus::kFrame) {
+          protocolViolation("invalid message length");
+          goto done;
+        }
+        const bool go_on = handleClientMessage(f);
+        if (waiting_) goto done;  // the message stays at the head until its answer is in
+        in_.consume(f.raw.size());
+        if (!go_on) goto done;
+        if (pending_.size() > kMaxPendingEntries ||
+            (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
+          updateBackpressure();
+        }
+        continue;
+      }
+      case ClientState::kClosing:
+      case ClientState::kClosed:
+        goto done;
+    }
+  }
+done:
+  flushServer();
+  flushClient();
+  updateBackpressure();
+}
+
+void ClientSession::updateBackpressure() {
+  if (state_ != ClientState::kReady) return;
+  const uint64_t limit = config_->limits.client_write_buffer;
+  // Client -> server: stop reading the client while the server has not taken what we sent.
+  const bool server_full =
+      (server_ && server_->pendingBytes() > limit) || pending_.size() > kMaxPendingEntries;
+  if (server_full && !client_paused_) {
+    client_paused_ = true;
+    client_.stopRead();
+  } else if (!server_full && client_paused_ && !shutting_down_ &&
+             (!server_ || server_->pendingBytes() <= limit / 2)) {
+    client_paused_ = false;
+    if (client_.startRead() != 0) {
+      closeSession("cannot read from the client");
+      return;
+    }
+    if (in_.size() > 0) processInput();
+  }
+  // Server -> client: stop reading the server while the client is slow to take its results.
+  if (!server_) return;
+  if (client_.pendingBytes() > limit) {
+    if (!server_paused_) {
+      server_paused_ = true;
+      server_->pauseReading();
+    }
+  } else if (server_paused_ && client_.pendingBytes() <= limit / 2) {
+    server_paused_ = false;
+    server_->resumeReading();
+  }
+}
+
+bool ClientSession::handleStartupPacket() {
+  protocol::StartupPacket pkt;
+  size_t used = 0;
+  std::string err;
+  const auto st = protocol::parseStartup(std::string_view(in_.data(), in_.size()), pkt, used, err);
+  if (st == protocol::StartupStatus::kNeedMore) return false;
+  if (st == protocol::StartupStatus::kBad) {
+    protocolViolation("invalid startup packet: " + err);
+    return false;
+  }
+  in_.consume(used);
+  switch (pkt.kind) {
+    case protocol::StartupKind::kSslRequest:
+      // TLS when configured, over TCP only (libpq never asks on a Unix socket).
+      if (config_->tls.enabled() && !client_.isUnix()) {
+        if (client_.tlsActive()) {
+          protocolViolation("SSLRequest received inside TLS");
+          return false;
+        }
+        // Bytes behind the SSLRequest were sent before the client saw our answer, so they are
+        // cleartext that must not pass for TLS-protected input (CVE-2021-23214).
+        if (in_.size() > 0) {
+          protocolViolation("received unencrypted data after SSL request");
+          return false;
+        }
+        client_.out().push_back('S');
+        auto engine = TlsEngine::makeServer(config_->tls.context);
+        if (!engine.ok() || client_.flush() != 0 ||
+            !client_.startTls(std::move(engine.value())).ok()) {
+          closeSession(engine.ok() ? "cannot start TLS" : "cannot start TLS: " + engine.error());
+          return false;
+        }
+        return true;
+      }
+      client_.out().push_back('N');
+      return true;
+    case protocol::StartupKind::kGssEncRequest:
+      // No GSS encryption: 'N', and the client carries on in plaintext or leaves.
+      client_.out().push_back('N');
+      return true;
+    case protocol::StartupKind::kCancel:
+      ++daemon_.counters().cancel_requests_received;
+      daemon_.handleCancelRequest(pkt.cancel_pid, pkt.cancel_key);
+      closeSession("cancel request");
+      return false;
+    case protocol::StartupKind::kStartup:
+      break;
+  }
+
+  if (startup_reject_) {
+    for (const auto& [n, v] : pkt.params) {
+      if (n == "user") user_ = v;
+      if (n == "database") database_ = v;
+    }
+    const StartupReject r = *startup_reject_;
+    fatal(r.sqlstate, r.message, r.reason);
+    return false;
+  }
+  auto filtered = filterStartupParams(pkt.params);
+  if (filtered.startup) {
+    user_ = filtered.startup->user;
+    database_ = filtered.startup->database;
+  }
+  // tls.mode require: a TCP client that did not come through TLS hears what to change.
+  if (config_->tls.mode == TlsMode::kRequire && !client_.tlsActive() && !client_.isUnix()) {
+    spdlog::warn("{}: startup refused: TLS is required (tls.mode require)", logPrefix());
+    fatal("28000", "pgwarden requires TLS: connect with sslmode=require",
+          RejectReason::kNotAllowed);
+    return false;
+  }
+  if (!filtered.startup) {
+    for (const auto& [n, v] : pkt.params) {
+      if (n == "user") user_ = v;
+      if (n == "database") database_ = v;
+    }
+    spdlog::warn("{}: startup refused: {}", logPrefix(), filtered.refusal.message);
+    fatal(filtered.refusal.sqlstate, filtered.refusal.message, RejectReason::kNotAllowed);
+    return false;
+  }
+  ClientStartup& s = *filtered.startup;
+  client_params_ = std::move(s.params);
+  search_path_ = std::move(s.search_path);
+  application_name_ = std::move(s.application_name);
+  agent_id_ = std::move(s.agent_id);
+  conversation_id_ = std::move(s.conversation_id);
+  query_intent_ = std::move(s.query_intent);
+  if (protocol::protocolMinor(pkt.version) > 0 || !s.unrecognized_protocol_options.empty()) {
+    protocol::writeNegotiateProtocolVersion(client_.out(), 0, s.unrecognized_protocol_options);
+  }
+  if (daemon_.shuttingDown()) {
+    fatal("57P03", "the database system is shutting down", RejectReason::kShutdown);
+    return false;
+  }
+  if (daemon_.authLimiter().blocked(peer_host_, daemon_.nowMs(),
+                                    config_->auth.failed_attempts_per_minute)) {
+    ++daemon_.counters().auth_failures;
+    spdlog::warn("{}: refused: too many failed logins from this address", logPrefix());
+    fatal("28000",
+          "too many failed login attempts from this address; wait a minute before trying again",
+          RejectReason::kAuthFailure);
+    return false;
+  }
+  beginAuth();
+  return state_ == ClientState::kAuth || state_ == ClientState::kAcquiring ||
+         state_ == ClientState::kAttaching || state_ == ClientState::kReady;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication (client -> pgwarden)
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::beginAuth() {
+  user_config_ = config_->findUser(user_);
+  user_known_ = user_config_ != nullptr;
+  const AuthMethod method = user_config_ ? user_config_->method : AuthMethod::kScramSha256;
+  switch (method) {
+    case AuthMethod::kTrust:
+      if (!via_unix_) {
+        spdlog::warn("{}: trust user tried to connect over TCP", logPrefix());
+        fatal("28000", "user \"" + user_ + "\" may connect only over the Unix socket",
+              RejectReason::kAuthFailure);
+        return;
+      }
+      authenticated();
+      return;
+    case AuthMethod::kScramSha256: {
+      protocol::ScramVerifier v;
+      if (user_config_) {
+        auto parsed = protocol::parseScramVerifier(user_config_->secret);
+        if (parsed) v = std::move(*parsed);
+      }
+      if (!user_config_ || v.iterations == 0) v = mockVerifier(user_);
+      scram_ = std::make_unique<protocol::ScramServer>(std::move(v));
+      protocol::writeAuthSasl(client_.out(), {"SCRAM-SHA-256"});
+      auth_step_ = AuthStep::kSaslInitial;
+      setState(ClientState::kAuth);
+      return;
+    }
+    case AuthMethod::kMd5: {
+      const std::string salt = protocol::randomBytes(4);
+      std::memcpy(md5_salt_, salt.data(), 4);
+      protocol::writeAuthMd5(client_.out(), md5_salt_);
+      auth_step_ = AuthStep::kMd5;
+      setState(ClientState::kAuth);
+      return;
+    }
+  }
+}
+
+bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
+  if (f.type != 'p') {
+    protocolViolation(std::string("expected a password message, got message type '") + f.type +
+                      "'");
+    return false;
+  }
+  switch (auth_step_) {
+    case AuthStep::kSaslInitial: {
+      auto m = protocol::parseSaslInitial(f.body);
+      if (!m) {
+        protocolViolation("malformed SASLInitialResponse: " + m.error());
+        return false;
+      }
+      if (m->mechanism != "SCRAM-SHA-256") {
+        protocolViolation("client selected an invalid SASL authentication mechanism");
+        return false;
+      }
+      auto reply = scram_->handleClientFirst(m->data);
+      if (!reply) {
+        authFailed("malformed SCRAM client-first-message");
+        return false;
+      }
+      protocol::writeAuthSaslContinue(client_.out(), *reply);
+      auth_step_ = AuthStep::kSaslFinal;
+      return true;
+    }
+    case AuthStep::kSaslFinal: {
+      auto m = protocol::parseSaslResponse(f.body);
+      if (!m) {
+        protocolViolation("malformed SASLResponse: " + m.error());
+        return false;
+      }
+      auto reply = scram_->handleClientFinal(m->data);
+      scram_.reset();
+      if (!reply || !user_known_) {
+        authFailed(user_known_ ? "wrong password (SCRAM)" : "no such user");
+        return false;
+      }
+      protocol::writeAuthSaslFinal(client_.out(), *reply);
+      authenticated();
+      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
+    }
+    case AuthStep::kMd5: {
+      auto p = protocol::parsePassword(f.body);
+      if (!p) {
+        protocolViolation("malformed password message: " + p.error());
+        return false;
+      }
+      const std::string expected = protocol::md5Response(user_config_->secret, md5_salt_);
+      if (!protocol::constantTimeEquals(expected, p->password)) {
+        authFailed("wrong password (md5)");
+        return false;
+      }
+      authenticated();
+      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
+    }
+    case AuthStep::kNone:
+      break;
+  }
+  protocolViolation("unexpected password message");
+  return false;
+}
+
+void ClientSession::authFailed(const std::string& log_reason) {
+  auto& c = daemon_.counters();
+  ++c.auth_failures;
+  const int n = daemon_.authLimiter().recordFailure(peer_host_, daemon_.nowMs());
+  spdlog::warn("{}: authentication failed: {} ({} failure{} from this address this minute)",
+               logPrefix(), log_reason, n, n == 1 ? "" : "s");
+  // Exactly PostgreSQL's words, and the same whether the user exists or not.
+  fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
+        RejectReason::kAuthFailure);
+}
+
+void ClientSession::authenticated() {
+  protocol::writeAuthOk(client_.out());
+  auth_step_ = AuthStep::kNone;
+  if (database_ == AdminConsole::kDatabase) {
+    if (!config_->isAdmin(user_)) {
+      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    admin_ = std::make_unique<AdminConsole>(daemon_, id_, user_);
+    admin_->setClient(peer_host_, application_name_);
+    AdminConsole::writeWelcome(client_.out());
+    setState(ClientState::kReady);
+    ++daemon_.counters().clients_ready;
+    spdlog::info("{}: admin console opened", logPrefix());
+    return;
+  }
+  const auto mapped = config_->upstream.mapDatabase(database_);
+  if (!mapped) {
+    fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
+    return;
+  }
+  server_database_ = *mapped;
+  group_ = user_config_->group;
+  policy_ = config_->findGroup(group_);
+  if (search_path_) {
+    if (!config_->groupAllowsSearchPath(group_)) {
+      fatal("42501",
+            "parameter \"search_path\" is not allowed for users of group \"" + group_ +
+                "\": pgwarden resolves table names against the group's own search_path",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    client_params_.emplace_back("search_path", *search_path_);
+  }
+  daemon_.registerCancelKey(this, key_pid_, key_secret_);
+  key_registered_ = true;
+  setState(ClientState::kAcquiring);
+  Pool& pool = daemon_.pools().pool(server_database_);
+  waiting_pool_ = &pool;
+  pool.acquire(this);  // may call onServerReady or onServerFailed before returning
+}
+
+void ClientSession::onServerReady(ServerConnection& c) {
+  waiting_pool_ = nullptr;
+  server_ = &c;
+  c.attach(this);
+  tx_status_ = c.txStatus();
+  setState(ClientState::kAttaching);
+  startAttach();
+}
+
+void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
+  waiting_pool_ = nullptr;
+  spdlog::warn("{}: no server connection: {}", logPrefix(), message);
+  fatal(sqlstate, message,
+        sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
+}
+
+void ClientSession::startAttach() {
+  // Apply the client's own parameters where the pooled connection differs; the server reports
+  // the new values with ParameterStatus, which the connection records.
+  std::string sql;
+  for (const auto& [name, value] : client_params_) {
+    if (isReportedParam(name)) {
+      if (server_->parameter(name) == value) continue;
+    } else {
+      const auto current = server_->unreportedValue(name);
+      if (!current.empty() && current == value) continue;
+      server_->noteUnreported(name, value);
+    }
+    sql += "SET " + name + " = " + quoteLiteral(value) + ";";
+  }
+  if (sql.empty()) {
+    finishAttach();
+    return;
+  }
+  Pending p(Expect::kInternal);
+  pending_.push_back(std::move(p));
+  protocol::writeQuery(server_->out(), sql);
+  flushServer();
+}
+
+void ClientSession::onStatsReady() {
+  if (state_ != ClientState::kAttaching || stats_wait_until_ms_ == 0) return;
+  stats_wait_until_ms_ = 0;
+  finishAttach();
+}
+
+void ClientSession::finishAttach() {
+  if (!stats_checked_) {
+    stats_checked_ = true;
+    // The database answered a login, so it exists: keep catalog statistics for it.
+    daemon_.watchDatabase(server_database_);
+    if (daemon_.waitForStats(server_database_, id_)) {
+      stats_wait_until_ms_ = daemon_.nowMs() + kStatsWaitMs;
+      return;
+    }
+  }
+  setState(ClientState::kReady);
+  ++daemon_.counters().clients_ready;
+  std::string& out = client_.out();
+  for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
+  protocol::writeBackendKeyData(out, key_pid_, key_secret_);
+  protocol::writeReadyForQuery(out, server_->txStatus());
+  spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
+               group_, application_name_, server_database_, via_unix_ ? "unix" : "tcp");
+  if (client_.open() && !client_.reading() && !client_paused_) {
+    if (client_.startRead() != 0) {
+      closeSession("cannot read from the client");
+      return;
+    }
+  }
+  processInput();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: client -> server
+// ---------------------------------------------------------------------------------------------
+
+bool ClientSession::handleClientMessage(const protocol::Frame& f) {
+  if (admin_) {
+    if (admin_->onMessage(f, client_.out())) return true;
+    closeSession("client sent Terminate");
+    return false;
+  }
+  if (deny_skipping_ || server_skipping_) {
+    // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
+    // the next Sync is ignored.
+    if (f.type == 'S') {
+      deny_skipping_ = false;
+      server_skipping_ = false;
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    }
+    if (f.type == 'X') {
+      closeSession("client sent Terminate");
+      return false;
+    }
+    return true;
+  }
+  if ((f.type == 'S' || f.type == 'H' || f.type == 'X') && !f.body.empty()) {
+    protocolViolation(std::string("invalid message format: ") +
+                      (f.type == 'S' ? "Sync" : f.type == 'H' ? "Flush" : "Terminate") +
+                      " carries no body");
+    return false;
+  }
+  if ((!agent_statements_.empty() || !agent_portals_.empty()) && handleAgentMessage(f)) return true;
+  switch (f.type) {
+    case 'Q': return handleQuery(f);
+    case 'P': return handleParse(f);
+    case 'B': return handleBind(f);
+    case 'E': return handleExecute(f);
+    case 'C': return handleClose(f);
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) {
+        protocolViolation("malformed Describe message: " + d.error());
+        return false;
+      }
+      pushPending(Pending(d->kind == 'S' ? Expect::kDescribeStatement : Expect::kDescribePortal));
+      forward(f);
+      return true;
+    }
+    case 'S':
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    case 'H':
+      forward(f);
+      return true;
+    case 'X':
+      closeSession("client sent Terminate");
+      return false;
+    case 'F': {
+      std::string out;
+      protocol::writeError(out, "ERROR", "0A000",
+                           "the fast-path function call interface is not supported through "
+                           "pgwarden; call the function in a SELECT instead");
+      queueLocal(std::move(out), true);
+      return true;
+    }
+    case 'd':
+    case 'c':
+    case 'f':
+      // CopyData/CopyDone/CopyFail outside COPY FROM STDIN (which pgwarden never starts):
+      // ignored, as PostgreSQL ignores them.
+      return true;
+    case 'p':
+      protocolViolation("unexpected password message after authentication");
+      return false;
+    default:
+      protocolViolation(std::string("invalid frontend message type ") +
+                        std::to_string(static_cast<int>(static_cast<unsigned char>(f.type))));
+      return false;
+  }
+}
+
+void ClientSession::forward(const protocol::Frame& f) {
+  if (!server_) return;
+  server_->out().append(f.raw.data(), f.raw.size());
+  switch (f.type) {
+    case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+      unsynced_ = true;
+      break;
+    case 'S':
+      unsynced_ = false;
+      break;
+    default:
+      break;
+  }
+}
+
+void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
+
+std::shared_ptr<const StatementPlan> ClientSession::planFor(std::string_view sql, bool extended) {
+  const guards::RequestContext ctx = requestContext(extended, overrides_);
+  const auto stats = daemon_.tableStats(server_database_);
+  return daemon_.policy().plan(policy_, sql, ctx, stats.get());
+}
+
+void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
+  const auto& v = plan.decision.deny;
+  std::vector<protocol::Field> fields;
+  fields.push_back({'S', "ERROR"});
+  fields.push_back({'V', "ERROR"});
+  fields.push_back({'C', v.sqlstate.empty() ? std::string_view("42501") : v.sqlstate});
+  fields.push_back({'M', v.message});
+  if (!v.detail.empty()) fields.push_back({'D', v.detail});
+  if (!v.hint.empty()) fields.push_back({'H', v.hint});
+  std::string position;
+  if (v.position > 0) {
+    position = std::to_string(v.position);
+    fields.push_back({'P', position});
+  }
+  protocol::writeErrorResponse(out, fields);
+}
+
+void ClientSession::writeWarnings(std::string& out, const StatementPlan& plan) {
+  for (const auto& w : plan.decision.warnings) {
+    protocol::writeNotice(out, "WARNING", w.sqlstate.empty() ? std::string_view("01000") : w.sqlstate,
+                          w.message, w.detail, w.hint);
+    ++daemon_.counters().warnings_sent;
+  }
+}
+
+bool ClientSession::handleQuery(const protocol::Frame& f) {
+  auto q = protocol::parseQuery(f.body);
+  if (!q) {
+    protocolViolation("malformed Query message: " + q.error());
+    return false;
+  }
+  if (held_ && held_->ready && held_->answered) {
+    held_.reset();  // the cost gate's EXPLAIN failed, and its error was this Query's answer
+    return true;
+  }
+  if (!held_) {
+    auto cmd = guards::parseAgentCommand(q->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+      cmd.text = std::string(q->sql);
+      return answerAgentCommand(cmd);
+    }
+  }
+  std::shared_ptr<const StatementPlan> plan;
+  std::shared_ptr<const guards::BudgetKey> budget_key;
+  if (!decide(q->sql, false, true, plan, budget_key)) return true;
+  if (!plan->decision.denied && plan->decision.explain_sql) {
+    if (plan->decision.explain_needs_params || !policy_ || !server_) {
+      plan = PolicyEngine::withDecision(
+          *plan, policy_ ? policy_->planUnavailable(plan->decision) : plan->decision);
+    } else {
+      startExplain(plan, std::move(budget_key), q->sql, false, nullptr, nullptr);
+      return true;  // waiting_: the Query stays at the head of the input
+    }
+  }
+  const auto& d = plan->decision;
+  if (d.denied) {
+    recordDenied(*plan, false);
+    std::string out;
+    writeDeny(out, *plan);
+    queueLocal(std::move(out), true);
+    return true;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  Pending p(Expect::kQuery);
+  const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
+  p.overrides = overrides_;
+  if (!empty_text) {
+    p.run = startRun(plan, 0, false);
+    p.run->budget_key = std::move(budget_key);
+    p.run->overrides = overrides_;
+    p.next_statement = 1;
+  } else {
+    p.next_statement = plan->statements.size();
+  }
+  p.plan = plan;
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeQuery(server_->out(), *d.rewritten_sql);
+  } else {
+    forward(f);
+  }
+  pushPending(std::move(p));
+  return true;
+}
+
+bool ClientSession::handleParse(const protocol::Frame& f) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) {
+    protocolViolation("malformed Parse message: " + m.error());
+    return false;
+  }
+  const std::string name(m->statement);
+  const auto existing = statements_.find(name);
+  if (!name.empty() && existing == statements_.end() &&
+      statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    std::string out;
+    protocol::writeError(out, "ERROR", "54000",
+                         "too many prepared statements in this session (limit " +
+                             std::to_string(config_->limits.max_prepared_statements) +
+                             "); close the ones you no longer need");
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
+  if (!held_) {
+    auto cmd = guards::parseAgentCommand(m->sql);
+    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+      cmd.text = std::string(m->sql);
+      return handleAgentParse(*m, cmd);
+    }
+    if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+      if (!name.empty()) {
+        std::string out;
+        protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+        queueLocal(std::move(out), false);
+        deny_skipping_ = true;
+        return true;
+      }
+      agent_statements_.erase(a);
+    }
+  }
+  std::shared_ptr<const StatementPlan> plan;
+  std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
+  if (!decide(m->sql, true, false, plan, no_key)) return true;
+  if (!plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
+    if (!plan->decision.explain_needs_params) {
+      startExplain(plan, nullptr, m->sql, true, nullptr, &m->param_types);
+      return true;  // waiting_: the Parse stays at the head of the input
+    }
+    // The plan depends on the parameters: the gate runs when the Bind brings them.
+    statement_types_[name] = m->param_types;
+  }
+  const auto& d = plan->decision;
+  if (d.denied) {
+    // The denial answers the Parse; the server never sees the text. As after any failed Parse,
+    // the rest of the batch up to Sync is skipped.
+    denyExtended(*plan);
+    if (name.empty()) statements_.erase(name);
+    return true;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  if (overrides_.any()) {
+    statement_overrides_[name] = overrides_;
+  } else if (!statement_overrides_.empty()) {
+    statement_overrides_.erase(name);
+  }
+  Pending p(Expect::kParse);
+  p.name = name;
+  if (existing != statements_.end()) {
+    p.had_previous = true;
+    p.previous = existing->second;
+  }
+  statements_[name] = plan;
+  pushPending(std::move(p));
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeParse(server_->out(), m->statement, *d.rewritten_sql, m->param_types);
+    unsynced_ = true;
+  } else {
+    forward(f);
+  }
+  return true;
+}
+
+bool ClientSession::handleBind(const protocol::Frame& f) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) {
+    protocolViolation("malformed Bind message: " + b.error());
+    return false;
+  }
+  const std::string portal(b->portal);
+  auto stmt = statements_.find(std::string(b->statement));
+  std::shared_ptr<const StatementPlan> plan =
+      stmt == statements_.end() ? nullptr : stmt->second;
+  if (const auto ov = statement_overrides_.find(std::string(b->statement)); ov != statement_overrides_.end()) {
+    overrides_ = ov->second;
+  } else {
+    overrides_ = {};
+  }
+  if (held_ && held_->ready && held_->explain) {
+    plan = std::move(held_->plan);  // the cost gate's verdict with these parameters
+    held_.reset();
+  } else if (plan && !plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
+    const auto types = statement_types_.find(std::string(b->statement));
+    startExplain(plan, nullptr, {}, true, &*b,
+                 types == statement_types_.end() ? nullptr : &types->second);
+    return true;  // waiting_: the Bind stays at the head of the input
+  }
+  if (plan && plan->decision.denied) {
+    // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
+    denyExtended(*plan);
+    return true;
+  }
+  auto it = portals_.find(portal);
+  if (it != portals_.end()) {
+    // Binding the unnamed portal again replaces it (a named one is an error the server reports).
+    if (portal.empty()) {
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      it->second = Portal{plan, nullptr, overrides_};
+    }
+  } else {
+    if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "54000",
+                           "too many open portals in this session (limit " +
+                               std::to_string(config_->limits.max_prepared_statements) +
+                               "); close the ones you no longer need");
+      queueLocal(std::move(out), false);
+      deny_skipping_ = true;
+      return true;
+    }
+    portals_.emplace(portal, Portal{plan, nullptr, overrides_});
+  }
+  Pending bind_entry(Expect::kBind);
+  bind_entry.plan = plan;
+  pushPending(std::move(bind_entry));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleExecute(const protocol::Frame& f) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) {
+    protocolViolation("malformed Execute message: " + e.error());
+    return false;
+  }
+  std::shared_ptr<StatementRun> run;
+  auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end()) {
+    if (!it->second.run || it->second.run->finished) {
+      // A new execution: it counts against the budget now, once (a suspended portal's later
+      // Executes continue the same run).
+      std::shared_ptr<const StatementPlan> plan = it->second.plan;
+      std::shared_ptr<const guards::BudgetKey> key;
+      overrides_ = it->second.overrides;  // the budget key and any denial belong to this statement
+      if (held_ && held_->ready) {
+        plan = std::move(held_->plan);
+        key = std::move(held_->key);
+        held_.reset();
+      } else if (plan && !plan->decision.denied && !admitBudget(plan, key)) {
+        return true;  // waiting for the shared budget store
+      }
+      if (plan && plan->decision.denied) {
+        denyExtended(*plan);
+        return true;
+      }
+      it->second.run = startRun(it->second.plan, 0, true);
+      it->second.run->budget_key = std::move(key);
+      it->second.run->overrides = it->second.overrides;
+    }
+    run = it->second.run;
+  } else {
+    // A portal we never saw bound: the server will refuse it; the record says so.
+    run = startRun(nullptr, 0, true);
+  }
+  Pending p(Expect::kExecute);
+  p.run = std::move(run);
+  pushPending(std::move(p));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleClose(const protocol::Frame& f) {
+  auto c = protocol::parseClose(f.body);
+  if (!c) {
+    protocolViolation("malformed Close message: " + c.error());
+    return false;
+  }
+  const std::string name(c->name);
+  if (c->kind == 'S') {
+    statements_.erase(name);
+    statement_types_.erase(name);
+    statement_overrides_.erase(name);
+  } else {
+    auto it = portals_.find(name);
+    if (it != portals_.end()) {
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      portals_.erase(it);
+    }
+  }
+  pushPending(Pending(Expect::kClose));
+  forward(f);
+  return true;
+}
+
+void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
+  if (pending_.empty()) {
+    client_.out().append(bytes);
+    if (with_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    return;
+  }
+  Pending p(Expect::kLocal);
+  p.local = std::move(bytes);
+  p.local_rfq = with_rfq;
+  pending_.push_back(std::move(p));
+  // The answer waits behind the server's answers to earlier extended-protocol messages, which the
+  // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
+  // same, or a client that sends Flush after a denial (skipped, as everything up to Sync) waits
+  // forever for the ParseComplete and the denial.
+  if (unsynced_ && server_) protocol::writeFlush(server_->out());
+}
+
+void ClientSession::emitLocalHeads() {
+  while (!pending_.empty() && pending_.front().kind == Expect::kLocal) {
+    client_.out().append(pending_.front().local);
+    if (pending_.front().local_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    pending_.pop_front();
+  }
+}
+
+void ClientSession::popPending() {
+  if (!pending_.empty()) pending_.pop_front();
+  emitLocalHeads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement runs and history
+// ---------------------------------------------------------------------------------------------
+
+std::shared_ptr<StatementRun> ClientSession::startRun(std::shared_ptr<const StatementPlan> plan,
+                                                      size_t index, bool extended) {
+  auto run = std::make_shared<StatementRun>();
+  run->max_rows = plan ? plan->decision.max_rows : -1;
+  run->plan = std::move(plan);
+  run->index = index;
+  run->extended = extended;
+  run->started_us = wallClockMicros();
+  return run;
+}
+
+void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
+                              std::string_view sqlstate, std::string_view message) {
+  if (run.finished) return;
+  run.finished = true;
+  if (run.budget_key) {
+    if (auto* ledger = daemon_.budgets()) {
+      if (const auto* bg = policy_ ? guards::findBudgetGuard(*policy_) : nullptr) {
+        ledger->addRows(*bg, *run.budget_key, run.rows_sent);
+      }
+      ledger->release(*run.budget_key);
+    }
+  }
+  ++statement_count_;
+  auto& c = daemon_.counters();
+  c.statement(counterOutcome(outcome));
+  if (run.truncated) ++c.statements_truncated;
+
+  history::Record r;
+  r.started_at_us = run.started_us;
+  r.finished_at_us = wallClockMicros();
+  r.duration_us = r.finished_at_us - r.started_at_us;
+  r.instance_id = daemon_.instanceId();
+  r.session_id = id_;
+  r.user = user_;
+  r.database = database_;
+  r.policy_group = group_;
+  r.client_addr = peer_host_;
+  r.application_name = application_name_;
+  // A sqlcommenter comment on the statement wins over the session's values, for it alone.
+  const auto& ov = run.overrides;
+  r.agent_id = ov.agent_id ? *ov.agent_id : agent_id_;
+  r.conversation_id = ov.conversation_id ? *ov.conversation_id : conversation_id_;
+  r.query_intent_sent = ov.query_intent ? *ov.query_intent : query_intent_;
+  if (run.plan && run.index < run.plan->statements.size()) {
+    const auto& st = run.plan->statements[run.index];
+    r.query_intent_inferred = st.intent;
+    r.statement_kind = st.kind;
+    r.tables = st.tables;
+    r.sql_text = st.sql;
+    r.sql_truncated = st.sql_truncated;
+    // The text's fingerprint is this statement's only when the text holds one statement; the
+    // writer thread fingerprints a statement of a longer text from its own text.
+    if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
+    r.guard_actions = run.plan->guard_actions_json;
+  } else {
+    r.guard_actions = "[]";
+  }
+  r.outcome = outcome;
+  if ((outcome == history::Outcome::kDenied || outcome == history::Outcome::kBudget) && run.plan) {
+    r.deny_code = run.plan->decision.deny.code;
+  }
+  r.sqlstate = std::string(sqlstate);
+  r.error_message = std::string(message);
+  r.rows_returned = run.rows_sent;
+  r.truncated = run.truncated;
+  r.rows_affected = run.rows_affected;
+  r.bytes_sent = run.bytes_sent;
+  r.protocol = run.extended ? "extended" : "simple";
+  r.single_zero = run.single_zero && run.rows_sent == 1;
+  daemon_.metrics().onStatement(r, run.plan.get());
+  daemon_.submitRecord(std::move(r));
+}
+
+void ClientSession::denyExtended(const StatementPlan& plan) {
+  // The denial answers the extended-protocol message; like after any failed Parse or Bind, the
+  // rest of the batch up to Sync is skipped.
+  recordDenied(plan, true);
+  std::string out;
+  writeDeny(out, plan);
+  queueLocal(std::move(out), false);
+  deny_skipping_ = true;
+}
+
+void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
+  // A denial by any guard but a budget counts towards the conversation's max_denied, as many
+  // statements as the text counts against max_statements (at least one).
+  if (!plan.budget && policy_) {
+    auto* ledger = daemon_.budgets();
+    if (const auto* bg = guards::findBudgetGuard(*policy_); ledger && bg) {
+      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
+      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)), statements);
+    }
+  }
+  // A denied text counts as each of its statements.
+  auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
+  for (size_t i = 0; i < plan.statements.size(); ++i) {
+    StatementRun run;
+    run.plan = shared;
+    run.index = i;
+    run.extended = extended;
+    run.started_us = wallClockMicros();
+    run.overrides = overrides_;
+    finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
+              plan.decision.deny.sqlstate, plan.decision.deny.message);
+  }
+}
+
+void ClientSession::finishPortals() {
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, history::Outcome::kOk);
+  }
+  portals_.clear();
+}
+
+void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message,
+                                     std::string_view sqlstate) {
+  for (auto& p : pending_) {
+    if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      finishRun(*p.run, outcome, sqlstate, message);
+    } else if (p.kind == Expect::kQuery) {
+      if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
+      p.run.reset();
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
+        finishRun(*run, outcome, sqlstate, message);
+      }
+    }
+  }
+  pending_.clear();
+  // Suspended portals belong to the statement the client was reading.
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
+  }
+  portals_.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: server -> client
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (!handleServerMessage(f)) return;
+  // A session shutting down ends once the statement it was running has finished.
+  if (shutting_down_ && state_ == ClientState::kReady && pending_.empty()) {
+    flushClient();
+    terminate("57P01", "terminating connection: pgwarden is shutting down");
+  }
+}
+
+void ClientSession::sendTruncationNotice(StatementRun& run) {
+  if (run.notice_sent) return;
+  run.notice_sent = true;
+  if (run.plan && !run.plan->decision.truncation.message.empty()) {
+    const auto& v = run.plan->decision.truncation;
+    protocol::writeNotice(client_.out(), "WARNING",
+                          v.sqlstate.empty() ? std::string_view("01000") : v.sqlstate, v.message,
+                          v.detail, v.hint);
+    return;
+  }
+  std::string text = run.plan ? run.plan->decision.truncation_notice : std::string();
+  if (text.empty()) {
+    text = "The result was truncated at " + std::to_string(run.max_rows) +
+           " rows. Add a WHERE clause or an aggregate to narrow it.";
+  }
+  protocol::writeNotice(client_.out(), "WARNING", "01000", text);
+}
+
+void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
+  StatementRun* run = head.run.get();
+  auto cc = protocol::parseCommandComplete(f.body);
+  const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (run && run->truncated) {
+    sendTruncationNotice(*run);
+    protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+  } else {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
+  if (run) {
+    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
+      run->rows_affected = tagCount(tag);
+    }
+    if (tag.rfind("COPY", 0) == 0) run->rows_sent = tagCount(tag);
+    run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    finishRun(*run, history::Outcome::kOk);
+  }
+}
+
+bool ClientSession::handleServerMessage(const protocol::Frame& f) {
+  std::string& out = client_.out();
+  // Messages that may come at any time.
+  switch (f.type) {
+    case 'N':
+      if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return true;
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'A':
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'S':
+      // Recorded (and checked) by the server connection; the client sees it as it is, except
+      // while attaching, when finishAttach sends the full set.
+      if (state_ == ClientState::kReady) out.append(f.raw.data(), f.raw.size());
+      return true;
+    default:
+      break;
+  }
+  emitLocalHeads();
+  if (pending_.empty()) {
+    if (f.type == 'E') {
+      // A FATAL the server sends before it goes (administrator command, idle timeout).
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    }
+    spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
+                  logPrefix(), f.type);
+    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+    return false;
+  }
+  Pending& head = pending_.front();
+
+  if (f.type == 'E') {
+    auto e = protocol::parseErrorFields(f.body);
+    const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
+    const std::string message = e ? std::string(e->message()) : std::string();
+    const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
+    if (cls >= 0) ++daemon_.counters().server_errors_by_class[static_cast<size_t>(cls)];
+    switch (head.kind) {
+      case Expect::kInternal:
+        attach_failed_ = true;
+        attach_error_ = message;
+        if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
+        return true;
+      case Expect::kQuery:
+        if (head.run && !head.run->finished) {
+          head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
+        }
+        head.run.reset();
+        // The statements after a failed one in the same Query never run.
+        while (head.plan && head.next_statement < head.plan->statements.size()) {
+          auto run = startRun(head.plan, head.next_statement++, false);
+          run->overrides = head.overrides;
+          finishRun(*run, history::Outcome::kError, sqlstate,
+                    "not executed: an earlier statement in the same query failed");
+        }
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kSync:
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kExplain:
+        return handleExplainMessage(f, head);
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+      case Expect::kLocal:
+        out.append(f.raw.data(), f.raw.size());
+        afterServerError(sqlstate, message);
+        // Report the failed statement with the server's words.
+        return true;
+    }
+  }
+
+  switch (head.kind) {
+    case Expect::kInternal:
+      if (f.type == 'Z') {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          server_->setTxStatus(z->status);
+        }
+        pending_.pop_front();
+        if (attach_failed_) {
+          // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
+          // connection in that case; so do we, with the server's reason.
+          std::string sqlstate = "22023";
+          std::string message = attach_error_;
+          const auto sep = attach_error_.find('\x1f');
+          if (sep != std::string::npos) {
+            sqlstate = attach_error_.substr(0, sep);
+            message = attach_error_.substr(sep + 1);
+          }
+          fatal(sqlstate, message, RejectReason::kNotAllowed);
+          return false;
+        }
+        finishAttach();
+        return state_ == ClientState::kReady;
+      }
+      return true;  // CommandComplete of the SETs
+    case Expect::kLocal:
+      return true;  // emitted above; cannot be the head here
+    case Expect::kExplain:
+      return handleExplainMessage(f, head);
+    case Expect::kParse:
+      if (f.type == '1') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kBind:
+      if (f.type == '2') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kClose:
+      if (f.type == '3') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribeStatement:
+      if (f.type == 't' && !head.described) {
+        head.described = true;
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      }
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribePortal:
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kSync:
+      if (f.type == 'Z') break;  // handled below
+      break;
+    case Expect::kExecute:
+    case Expect::kQuery:
+      switch (f.type) {
+        case 'T':
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            out.append(f.raw.data(), f.raw.size());
+            return true;
+          }
+          break;
+        case 'D': {
+          StatementRun* run = head.run.get();
+          if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
+            run->truncated = true;  // held back: the client gets max_rows rows
+            return true;
+          }
+          out.append(f.raw.data(), f.raw.size());
+          ++head.rows_this_execute;
+          ++daemon_.counters().rows_returned;
+          if (run) {
+            ++run->rows_sent;
+            run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            if (run->rows_sent == 1) {
+              auto cells = protocol::parseDataRowValues(f.body);
+              run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
+                                 isZeroCell(*(*cells)[0]);
+            }
+          }
+          return true;
+        }
+        case 'C':
+          handleServerCommandComplete(f, head);
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            head.run.reset();
+            if (head.plan && head.next_statement < head.plan->statements.size()) {
+              head.run = startRun(head.plan, head.next_statement++, false);
+              head.run->overrides = head.overrides;
+            }
+            return true;
+          }
+          popPending();
+          return true;
+        case 'I':
+          out.append(f.raw.data(), f.raw.size());
+          if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+          if (head.kind == Expect::kQuery) {
+            head.run.reset();
+            return true;
+          }
+          popPending();
+          return true;
+        case 's':
+          if (head.kind == Expect::kExecute) {
+            StatementRun* run = head.run.get();
+            if (run && run->truncated) {
+              // The cap is reached: end the portal for the client here.
+              sendTruncationNotice(*run);
+              protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
+              finishRun(*run, history::Outcome::kOk);
+            } else {
+              out.append(f.raw.data(), f.raw.size());
+              // Its portal was replaced or closed while this Execute was in flight: nothing
+              // else holds the run to finish it later.
+              if (run && !run->finished && head.run.use_count() == 1) {
+                finishRun(*run, history::Outcome::kOk);
+              }
+            }
+            popPending();
+            return true;
+          }
+          break;
+        case 'H':  // CopyOutResponse: COPY ... TO STDOUT streams through
+        case 'd':
+        case 'c':
+          if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          out.append(f.raw.data(), f.raw.size());
+          return true;
+        case 'G':
+          // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
+          // out if the server ever gets that far. The server answers with an ErrorResponse.
+          protocol::writeCopyFail(server_->out(),
+                                  "COPY FROM STDIN is not allowed through pgwarden");
+          flushServer();
+          return true;
+        case 'W':
+          terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
+          return false;
+        case 'Z':
+          break;
+        default:
+          break;
+      }
+      break;
+  }
+
+  if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
+    auto z = protocol::parseReadyForQuery(f.body);
+    if (!z) {
+      terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+      return false;
+    }
+    tx_status_ = z->status;
+    if (server_) server_->setTxStatus(z->status);
+    if (head.kind == Expect::kQuery) {
+      if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+    }
+    // Portals end with their transaction.
+    if (z->status != 'T') finishPortals();
+    out.append(f.raw.data(), f.raw.size());
+    popPending();
+    return true;
+  }
+
+  spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
+                logPrefix(), f.type, static_cast<int>(head.kind));
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+void ClientSession::afterServerError(const std::string& sqlstate, const std::string& message) {
+  // After an error in an extended-protocol message the server skips everything up to Sync:
+  // drop what we expected for those messages, undoing their bookkeeping. The statement the
+  // error belongs to gets one record with the server's SQLSTATE (its Execute's, or, when the
+  // Parse or Bind failed, one of its own); later Executes in the batch were never run.
+  std::shared_ptr<const StatementPlan> failed_plan;
+  guards::AgentOverrides failed_overrides;
+  bool failed_recorded = false;
+  bool first = true;
+  const auto recordFailure = [&] {
+    if (failed_plan && !failed_recorded) {
+      failed_recorded = true;
+      auto run = startRun(failed_plan, 0, true);
+      run->overrides = failed_overrides;
+      finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+    }
+  };
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (p.kind == Expect::kSync || p.kind == Expect::kQuery) break;
+    if (first) {
+      if (p.kind == Expect::kParse) {
+        auto it = statements_.find(p.name);
+        if (it != statements_.end()) failed_plan = it->second;
+        if (auto ov = statement_overrides_.find(p.name); ov != statement_overrides_.end()) {
+          failed_overrides = ov->second;
+        }
+      } else if (p.kind == Expect::kBind) {
+        failed_plan = p.plan;
+      } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+        failed_recorded = true;
+      }
+    } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      if (failed_plan && !failed_recorded && p.run->plan == failed_plan) {
+        failed_recorded = true;
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+      } else {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+    }
+    first = false;
+    if (p.kind == Expect::kParse) {
+      if (p.had_previous) {
+        statements_[p.name] = p.previous;
+      } else {
+        statements_.erase(p.name);
+      }
+    }
+    const bool explain = p.kind == Expect::kExplain;
+    pending_.pop_front();
+    if (explain && held_ && held_->explain) {
+      recordFailure();
+      // The server skips our EXPLAIN with the rest of the batch; the held message goes the same
+      // way once input resumes (everything up to Sync is ignored).
+      held_.reset();
+      waiting_ = false;
+      if (pending_.empty()) server_skipping_ = true;
+      processInput();
+      return;
+    }
+  }
+  recordFailure();
+  if (pending_.empty()) server_skipping_ = true;
+}
+
+void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
+                                  bool last) {
+  if (state_ != ClientState::kReady) return;
+  if (first) {
+    chunk_forward_ = true;
+    chunk_run_.reset();
+    emitLocalHeads();
+    if (type == 'D' && !pending_.empty() &&
+        (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
+      Pending& head = pending_.front();
+      chunk_run_ = head.run;
+      if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
+        head.run->truncated = true;
+        chunk_forward_ = false;
+      } else {
+        ++head.rows_this_execute;
+        ++daemon_.counters().rows_returned;
+        if (head.run) ++head.run->rows_sent;
+      }
+    }
+  }
+  if (chunk_forward_) {
+    client_.out().append(bytes.data(), bytes.size());
+    if (chunk_run_) chunk_run_->bytes_sent += static_cast<int64_t>(bytes.size());
+    flushClient();
+    updateBackpressure();
+  }
+  if (last) chunk_run_.reset();
+}
+
+void ClientSession::onServerReadDone(ServerConnection&) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  flushClient();
+  updateBackpressure();
+}
+
+void ClientSession::onServerWritten(ServerConnection&) {
+  if (client_paused_) updateBackpressure();
+}
+
+void ClientSession::onStreamWritten(Stream&, int status) {
+  if (status != 0) {
+    closeSession("write to the client failed");
+    return;
+  }
+  if (server_paused_) updateBackpressure();
+}
+
+void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
+  server_ = nullptr;
+  server_paused_ = false;
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  // The statement did not fail on the server: pgwarden lost the connection it ran on.
+  if (s.readOnlyLost()) {
+    finishAllPending(history::Outcome::kAborted,
+                     "pgwarden ended the session: the server's read-only setting was turned off",
+                     "25006");
+    spdlog::warn("{}: ending the session: {}", logPrefix(), why);
+    fatal("25006",
+          "terminating connection: the server reported default_transaction_read_only=off, and "
+          "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
+          RejectReason::kNotAllowed);
+    return;
+  }
+  finishAllPending(history::Outcome::kAborted,
+                   "the server connection was lost before the statement finished", "08006");
+  spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
+  fatal("08006",
+        "the connection to the database was lost; reconnect and try again",
+        RejectReason::kUnreachable);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ending
+// ---------------------------------------------------------------------------------------------
+
+int ClientSession::rfqOwed() const {
+  int n = 0;
+  for (const auto& p : pending_) {
+    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery || p.kind == Expect::kInternal ||
+          (p.kind == Expect::kExplain && p.explain_simple))
+             ? 1
+             : 0;
+  }
+  return n;
+}
+
+bool ClientSession::unsyncedTail() const {
+  if (server_skipping_) return true;
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    switch (it->kind) {
+      case Expect::kSync:
+      case Expect::kQuery:
+      case Expect::kInternal:
+        return false;
+      case Expect::kExplain:
+        if (it->explain_simple) return false;
+        return true;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+        return true;
+      case Expect::kLocal:
+        break;
+    }
+  }
+  // Extended messages whose responses all came (after a Flush) still leave the server waiting
+  // for a Sync.
+  return unsynced_;
+}
+
+void ClientSession::releaseServer(bool client_gone) {
+  ServerConnection* s = server_;
+  if (!s) return;
+  server_ = nullptr;
+  if (server_paused_) {
+    server_paused_ = false;
+    s->resumeReading();
+  }
+  const int owed = rfqOwed();
+  const bool need_sync = unsyncedTail();
+  bool running = false;
+  for (const auto& p : pending_) {
+    running = running || p.kind == Expect::kExecute || p.kind == Expect::kQuery ||
+              p.kind == Expect::kExplain;
+  }
+  if (running) {
+    // The client will never read this result: stop the server working on it.
+    daemon_.cancelServerQuery(s->backendPid(), s->backendKey());
+  }
+  if (!pending_.empty() || !portals_.empty()) {
+    if (client_gone && !ended_message_.empty()) {
+      // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
+      // FATAL the client was sent, which says why.
+      finishAllPending(history::Outcome::kAborted, ended_message_, ended_sqlstate_);
+    } else {
+      finishAllPending(client_gone ? history::Outcome::kClientGone : history::Outcome::kOk,
+                       client_gone ? "the client disconnected before the statement finished" : "");
+    }
+  }
+  s->release(owed, need_sync);
+}
+
+void ClientSession::closeSession(const std::string& reason) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  cancelWaits();
+  close_reason_ = reason;
+  const ClientState before = state_;
+  if (waiting_pool_) {
+    waiting_pool_->cancelWait(this);
+    waiting_pool_ = nullptr;
+  }
+  const bool mid_statement = !pending_.empty();
+  if (server_) releaseServer(mid_statement);
+  finishPortals();
+  if (key_registered_) {
+    daemon_.unregisterCancelKey(key_pid_, key_secret_);
+    key_registered_ = false;
+  }
+  auto& c = daemon_.counters();
+  if (before == ClientState::kReady && c.clients_ready > 0) --c.clients_ready;
+  if (before != ClientState::kStartup || !user_.empty()) {
+    const uint64_t ms = daemon_.nowMs() - connected_ms_;
+    spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
+                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s", reason);
+  } else {
+    spdlog::debug("{}: closed before startup: {}", logPrefix(), reason);
+  }
+  setState(ClientState::kClosing);
+  deadline_ms_ = daemon_.nowMs() + kCloseFlushMs;
+  client_.closeWhenFlushed();
+}
+
+void ClientSession::fatal(const std::string& sqlstate, const std::string& message,
+                          RejectReason reason) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (state_ != ClientState::kReady) daemon_.counters().reject(reason);
+  protocol::writeError(client_.out(), "FATAL", sqlstate, message);
+  ended_sqlstate_ = sqlstate;
+  ended_message_ = message;
+  closeSession(message);
+}
+
+void ClientSession::terminate(const std::string& sqlstate, const std::string& message) {
+  fatal(sqlstate, message, RejectReason::kShutdown);
+}
+
+void ClientSession::protocolViolation(const std::string& message) {
+  ++daemon_.counters().protocol_errors;
+  spdlog::warn("{}: protocol violation: {}", logPrefix(), message);
+  fatal("08P01", message, RejectReason::kBadProtocol);
+}
+
+void ClientSession::onStreamEnd(Stream&, int status) {
+  if (status == UV_EPROTO && !client_.tlsError().empty()) {
+    // Certificate and protocol problems are the operator's to fix: say so above debug level.
+    spdlog::warn("{}: TLS: {}", logPrefix(), client_.tlsError());
+    closeSession("TLS: " + client_.tlsError());
+    return;
+  }
+  closeSession(status == UV_EOF ? "client closed the connection"
+                                : std::string("client read error: ") + uv_strerror(status));
+}
+
+void ClientSession::onStreamClosed(Stream&) {
+  setState(ClientState::kClosed);
+  auto& c = daemon_.counters();
+  if (c.clients_current > 0) --c.clients_current;
+  daemon_.onSessionClosed(this);
+}
+
+void ClientSession::cancelFromClient() {
+  if (server_ && !pending_.empty()) {
+    daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+  }
+}
+
+void ClientSession::beginShutdown() {
+  shutting_down_ = true;
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (state_ != ClientState::kReady || pending_.empty()) {
+    terminate("57P01", "terminating connection: pgwarden is shutting down");
+    return;
+  }
+  // Busy: let the current statement finish, read nothing new.
+  client_.stopRead();
+  client_paused_ = true;
+}
+
+void ClientSession::tick(uint64_t now_ms) {
+  switch (state_) {
+    case ClientState::kStartup:
+    case ClientState::kAuth:
+      if (now_ms >= deadline_ms_) {
+        spdlog::info("{}: startup timeout", logPrefix());
+        fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
+      }
+      break;
+    case ClientState::kReady:
+      if (config_->limits.client_idle_timeout.count() > 0 && pending_.empty() &&
+          tx_status_ == 'I' &&
+          now_ms - last_active_ms_ >= static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {
+        terminate("57P05", "terminating connection due to idle-session timeout");
+      }
+      break;
+    case ClientState::kClosing:
+      if (now_ms >= deadline_ms_) client_.close();
+      break;
+    case ClientState::kAttaching:
+      if (stats_wait_until_ms_ != 0 && now_ms >= stats_wait_until_ms_) {
+        spdlog::info("{}: catalog statistics still loading; going on without them", logPrefix());
+        stats_wait_until_ms_ = 0;
+        finishAttach();
+      }
+      break;
+    case ClientState::kAcquiring:
+    case ClientState::kClosed:
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent context, webhook pauses and budgets
+// ---------------------------------------------------------------------------------------------
+
+guards::RequestContext ClientSession::requestContext(bool extended, const guards::AgentOverrides& ov) const {
+  guards::RequestContext ctx;
+  ctx.user = user_;
+  ctx.database = database_;
+  ctx.group = group_;
+  // A sqlcommenter comment on the statement wins over SET and the startup values, for it alone.
+  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(agent_id_);
+  ctx.conversation_id = ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(conversation_id_);
+  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(query_intent_);
+  ctx.application_name = application_name_;
+  ctx.client_addr = peer_host_;
+  ctx.extended = extended;
+  ctx.session_id = id_;
+  ctx.budgets = daemon_.budgets();
+  ctx.observer = &daemon_.metrics();
+  return ctx;
+}
+
+bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
+  if (cmd.kind == guards::AgentCommand::Kind::kNone) return true;
+  std::string out;
+  applyAgentCommand(cmd, true, 0, out);
+  queueLocal(std::move(out), true);
+  return true;
+}
+
+void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format,
+                                      std::string& out) {
+  using Kind = guards::AgentCommand::Kind;
+  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 3>{agent_id_, conversation_id_, query_intent_};
+  const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
+  std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
+  const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
+  const int64_t started_us = wallClockMicros();
+  switch (cmd.kind) {
+    case Kind::kSet:
+      *target = cmd.value;
+      spdlog::info("{}: {} set by the client", logPrefix(), name);
+      protocol::writeCommandComplete(out, "SET");
+      break;
+    case Kind::kReset:
+      *target = (*agent_defaults_)[idx];
+      protocol::writeCommandComplete(out, "RESET");
+      break;
+    case Kind::kShow:
+      if (describe) writeTextColumn(out, name, format);
+      // A text value's binary form is its bytes, so either format code gets the same cells.
+      protocol::writeDataRow(out, {std::optional<std::string_view>(*target)});
+      protocol::writeCommandComplete(out, "SHOW");
+      break;
+    case Kind::kError:
+      protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
+      break;
+    case Kind::kNone:
+      return;
+  }
+  const bool failed = cmd.kind == Kind::kError;
+  recordAgentCommand(cmd, !describe, started_us, failed ? cmd.sqlstate : "",
+                     failed ? cmd.error : "");
+}
+
+void ClientSession::recordAgentCommand(const guards::AgentCommand& cmd, bool extended,
+                                       int64_t started_us, std::string_view sqlstate,
+                                       std::string_view message) {
+  using Kind = guards::AgentCommand::Kind;
+  StatementRun run;
+  run.plan = daemon_.policy().localPlan(
+      cmd.text, cmd.kind == Kind::kShow ? "show" : cmd.kind == Kind::kReset ? "reset" : "set");
+  run.extended = extended;
+  run.started_us = started_us;
+  if (cmd.kind == Kind::kShow) run.rows_sent = 1;
+  finishRun(run, sqlstate.empty() ? history::Outcome::kOk : history::Outcome::kError, sqlstate,
+            message);
+}
+
+bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd) {
+  const std::string name(m.statement);
+  std::string out;
+  std::string sqlstate, error;
+  if (cmd.kind == guards::AgentCommand::Kind::kError) {
+    sqlstate = cmd.sqlstate;
+    error = cmd.error;
+  } else if (!name.empty() && (statements_.count(name) || agent_statements_.count(name))) {
+    sqlstate = "42P05";
+    error = "prepared statement \"" + name + "\" already exists";
+  } else if (!name.empty() &&
+             agent_statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    sqlstate = "54000";
+    error = "too many prepared statements in this session; close the ones you no longer need";
+  }
+  if (!sqlstate.empty()) {
+    // A Parse that fails is a statement with its error, as when the server refuses one.
+    protocol::writeError(out, "ERROR", sqlstate, error);
+    recordAgentCommand(cmd, true, wallClockMicros(), sqlstate, error);
+    // As after any failed Parse, the rest of the batch up to Sync is skipped.
+    queueLocal(std::move(out), false);
+    deny_skipping_ = true;
+    return true;
+  }
+  if (name.empty()) {
+    // The unnamed statement is ours now; Bind "" must not find the server's old one here.
+    statements_.erase(name);
+    statement_types_.erase(name);
+    statement_overrides_.erase(name);
+  }
+  agent_statements_[name] = cmd;
+  protocol::writeParseComplete(out);
+  queueLocal(std::move(out), false);
+  return true;
+}
+
+bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
+  std::string out;
+  switch (f.type) {
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      if (!b) return false;  // the usual path reports the malformed message
+      const std::string portal(b->portal);
+      const auto st = agent_statements_.find(std::string(b->statement));
+      if (st == agent_statements_.end()) {
+        agent_portals_.erase(portal);  // a server statement bound to this name replaces ours
+        return false;
+      }
+      const int16_t format = b->result_formats.empty() ? 0 : b->result_formats[0];
+      if (!portal.empty() && (portals_.count(portal) || agent_portals_.count(portal))) {
+        protocol::writeError(out, "ERROR", "42P03", "portal \"" + portal + "\" already exists");
+      } else if (format != 0 && format != 1) {
+        protocol::writeError(out, "ERROR", "22023", "unsupported format code: " + std::to_string(format));
+      } else if (agent_portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+        protocol::writeError(out, "ERROR", "54000", "too many open portals in this session; close the ones you no longer need");
+      }
+      if (!out.empty()) {
+        queueLocal(std::move(out), false);
+        deny_skipping_ = true;
+        return true;
+      }
+      if (const auto old = portals_.find(portal); old != portals_.end()) {
+        // Binding the unnamed portal again replaces the server's one.
+        auto& run = old->second.run;
+        if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+        portals_.erase(old);
+      }
+      agent_portals_[portal] = AgentPortal{st->second, format};
+      protocol::writeBindComplete(out);
+      break;
+    }
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) return false;
+      const std::string name(d->name);
+      const guards::AgentCommand* cmd = nullptr;
+      int16_t format = 0;
+      if (d->kind == 'S') {
+        const auto it = agent_statements_.find(name);
+        if (it == agent_statements_.end()) return false;
+        cmd = &it->second;
+        protocol::writeParameterDescription(out, {});
+      } else {
+        const auto it = agent_portals_.find(name);
+        if (it == agent_portals_.end()) return false;
+        cmd = &it->second.cmd;
+        format = it->second.format;
+      }
+      if (cmd->kind == guards::AgentCommand::Kind::kShow) {
+        writeTextColumn(out, std::string("pgwarden.") + guards::agentKeyName(cmd->key), format);
+      } else {
+        protocol::writeNoData(out);
+      }
+      break;
+    }
+    case 'E': {
+      auto e = protocol::parseExecute(f.body);
+      if (!e) return false;
+      const auto it = agent_portals_.find(std::string(e->portal));
+      if (it == agent_portals_.end()) return false;
+      applyAgentCommand(it->second.cmd, false, it->second.format, out);
+      break;
+    }
+    case 'C': {
+      auto c = protocol::parseClose(f.body);
+      if (!c) return false;
+      const std::string name(c->name);
+      if (c->kind == 'S' ? agent_statements_.erase(name) == 0 : agent_portals_.erase(name) == 0) return false;
+      protocol::writeCloseComplete(out);
+      break;
+    }
+    default:
+      return false;
+  }
+  queueLocal(std::move(out), false);
+  return true;
+}
+
+namespace {
+
+const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
+  if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
+  return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
+}
+
+}  // namespace
+
+bool ClientSession::decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
+                           std::shared_ptr<const guards::BudgetKey>& key) {
+  if (held_ && held_->ready) {
+    plan = std::move(held_->plan);
+    key = std::move(held_->key);
+    overrides_ = std::move(held_->overrides);
+    held_.reset();
+    return true;
+  }
+  overrides_ = guards::parseSqlComment(sql);
+  plan = planFor(sql, extended);
+  if (plan->decision.webhook) {
+    held_ = Held{plan, std::string(sql), extended, count, overrides_, nullptr, false};
+    postWebhook();
+    if (waiting_) return false;
+    // Answered at once (no client to ask): go on with what the answer made of it.
+    plan = std::move(held_->plan);
+    key = std::move(held_->key);
+    held_.reset();
+    return true;
+  }
+  return !count || admitBudget(plan, key);
+}
+
+bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
+                                std::shared_ptr<const guards::BudgetKey>& key) {
+  guards::BudgetLedger* ledger = daemon_.budgets();
+  size_t index = 0;
+  const guards::BudgetGuard* bg = policy_ ? guards::findBudgetGuard(*policy_, &index) : nullptr;
+  if (!ledger || !bg || !plan || plan->decision.denied) return true;
+  if (!plan->analysis || !guards::countsAgainstBudget(*plan->analysis)) return true;  // housekeeping
+  auto k = std::make_shared<const guards::BudgetKey>(ledger->keyFor(requestContext(false, overrides_)));
+  auto deniedPlan = [this, index](const StatementPlan& p, guards::GuardResult r) {
+    guards::Decision d = p.decision;
+    d.denied = true;
+    d.deny = policy_->render(index, std::move(r));
+    d.actions.push_back(d.deny);
+    d.rewritten_sql.reset();
+    d.max_rows = -1;
+    return PolicyEngine::withDecision(p, std::move(d));
+  };
+  // Each statement of a multi-statement text counts once; the text is admitted whole or not.
+  const int64_t statements = guards::budgetStatements(*plan->analysis);
+  auto a = ledger->admit(*bg, *k, [this, k, deniedPlan](guards::BudgetLedger::Admission r) {
+    budget_ticket_ = 0;
+    if (!held_ || !held_->plan) return;
+    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
+      held_->key = k;
+    } else {
+      held_->plan = deniedPlan(*held_->plan, std::move(r.denial));
+    }
+    held_->ready = true;
+    resumeHeld();
+  }, statements);
+  switch (a.kind) {
+    case guards::BudgetLedger::Admission::Kind::kAdmitted:
+      key = std::move(k);
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kDenied:
+      plan = deniedPlan(*plan, std::move(a.denial));
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kPending:
+      if (!held_) held_ = Held{};
+      held_->plan = plan;
+      held_->overrides = overrides_;
+      held_->key.reset();
+      held_->ready = false;
+      budget_ticket_ = a.ticket;
+      waiting_ = true;
+      return false;
+  }
+  return true;
+}
+
+void ClientSession::postWebhook() {
+  const guards::WebhookGuard* guard = webhookGuardOf(policy_, *held_->plan);
+  WebhookClient* client = daemon_.webhooks();
+  if (!guard || !client) {
+    // Cannot happen while the daemon runs; fail the check rather than skip it.
+    guards::WebhookOutcome o;
+    o.error = "no webhook client";
+    waiting_ = true;
+    onWebhookAnswer(std::move(o));
+    return;
+  }
+  waiting_ = true;
+  webhook_started_ = std::chrono::steady_clock::now();
+  webhook_id_ = client->post(webhookRequestFor(*guard, held_->plan->decision.webhook->body),
+                             [this](guards::WebhookOutcome o) {
+                               webhook_id_ = 0;
+                               if (o.status != guards::WebhookOutcome::Status::kCancelled) {
+                                 daemon_.metrics().externalCall(guards::GuardObserver::External::kWebhook,
+                                                                guards::webhookCallResult(o),
+                                                                std::chrono::steady_clock::now() - webhook_started_);
+                               }
+                               onWebhookAnswer(std::move(o));
+                               if (!waiting_ && held_ && held_->ready) resumeHeld();
+                             });
+}
+
+void ClientSession::onWebhookAnswer(guards::WebhookOutcome outcome) {
+  if (!held_ || !held_->plan || !held_->plan->analysis || !policy_) return;
+  const guards::RequestContext ctx = requestContext(held_->extended, held_->overrides);
+  const auto stats = daemon_.tableStats(server_database_);
+  guards::Decision d = policy_->resumeWebhook(held_->plan->decision, outcome, *held_->plan->analysis, held_->sql,
+                                              ctx, stats.get());
+  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
+  if (held_->plan->decision.webhook) {
+    postWebhook();  // the next webhook guard of the chain
+    return;
+  }
+  overrides_ = held_->overrides;
+  if (held_->count) {
+    std::shared_ptr<const StatementPlan> plan = held_->plan;
+    std::shared_ptr<const guards::BudgetKey> key;
+    if (!admitBudget(plan, key)) return;  // now waiting for the shared budget store
+    held_->plan = std::move(plan);
+    held_->key = std::move(key);
+  }
+  held_->ready = true;
+  waiting_ = false;
+}
+
+void ClientSession::resumeHeld() {
+  waiting_ = false;
+  if (state_ != ClientState::kReady) return;
+  if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
+    closeSession("cannot read from the client");
+    return;
+  }
+  processInput();
+}
+
+void ClientSession::cancelWaits() {
+  if (webhook_id_) {
+    if (auto* c = daemon_.webhooks()) c->cancel(webhook_id_);
+    webhook_id_ = 0;
+  }
+  if (budget_ticket_) {
+    if (auto* l = daemon_.budgets()) l->cancel(budget_ticket_);
+    budget_ticket_ = 0;
+  }
+  waiting_ = false;
+  held_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// cost_gate: EXPLAIN on the session's own server connection
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+// Statement and portal name of the gate's EXPLAIN (closed again before the client goes on).
+constexpr const char* kExplainName = "pgwarden_cost_gate";
+}  // namespace
+
+void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
+                                 std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
+                                 bool extended, const protocol::BindMsg* bind,
+                                 const std::vector<uint32_t>* param_types) {
+  Held h;
+  h.plan = plan;
+  h.sql = std::string(sql);
+  h.extended = extended;
+  h.overrides = overrides_;
+  h.key = std::move(key);
+  h.explain = true;
+  held_ = std::move(h);
+  waiting_ = true;
+  const std::string& text = *plan->decision.explain_sql;
+  Pending p(Expect::kExplain);
+  std::string& out = server_->out();
+  if (!extended) {
+    p.explain_simple = true;
+    protocol::writeQuery(out, text);
+  } else {
+    // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
+    // so the client's own batch and transaction go on undisturbed.
+    static const std::vector<uint32_t> kNoTypes;
+    protocol::writeParse(out, kExplainName, text, param_types ? *param_types : kNoTypes);
+    protocol::BindMsg b;
+    b.portal = kExplainName;
+    b.statement = kExplainName;
+    if (bind) {
+      b.param_formats = bind->param_formats;
+      b.params = bind->params;
+    }
+    protocol::writeBind(out, b);
+    protocol::writeExecute(out, kExplainName, 0);
+    protocol::writeClose(out, 'P', kExplainName);
+    protocol::writeClose(out, 'S', kExplainName);
+    protocol::writeFlush(out);
+    p.explain_closes = 2;
+    unsynced_ = true;
+  }
+  pushPending(std::move(p));
+  flushServer();
+}
+
+bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
+  switch (f.type) {
+    case 'D':
+      if (head.explain_json.empty()) {
+        auto cells = protocol::parseDataRowValues(f.body);
+        if (cells && !cells->empty() && (*cells)[0]) head.explain_json.assign(*(*cells)[0]);
+      }
+      return true;
+    case 'E':
+      head.explain_error.assign(f.raw.data(), f.raw.size());
+      if (!head.explain_simple) {
+        // The server now ignores everything up to Sync: the error answers the held message.
+        const std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        failExplain(error, nullptr);
+      }
+      return true;
+    case '3':
+      if (!head.explain_simple && --head.explain_closes == 0) {
+        std::string json = std::move(head.explain_json);
+        pending_.pop_front();
+        finishExplain(std::move(json));
+      }
+      return true;
+    case 'Z':
+      if (head.explain_simple) {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          if (server_) server_->setTxStatus(z->status);
+        }
+        std::string json = std::move(head.explain_json);
+        const std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        if (!error.empty()) {
+          failExplain(error, &f);
+        } else {
+          finishExplain(std::move(json));
+        }
+        return true;
+      }
+      break;
+    case 'T':
+    case 'C':
+    case '1':
+    case '2':
+      return true;
+    default:
+      break;
+  }
+  spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
+                logPrefix(), f.type);
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+void ClientSession::finishExplain(std::string json) {
+  if (!held_ || !held_->explain || !held_->plan) return;
+  const auto stats = daemon_.tableStats(server_database_);
+  guards::Decision d = json.empty() || !policy_
+                           ? (policy_ ? policy_->planUnavailable(held_->plan->decision)
+                                      : held_->plan->decision)
+                           : policy_->evaluatePlan(held_->plan->decision, json, stats.get());
+  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
+  held_->ready = true;
+  resumeHeld();
+}
+
+void ClientSession::failExplain(const std::string& error_bytes, const protocol::Frame* rfq) {
+  // "If the EXPLAIN itself fails with a server error (an unknown column, say), that error is the
+  // statement's answer": the statement would have failed the same way.
+  std::string sqlstate;
+  std::string message;
+  if (error_bytes.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error_bytes).substr(5));
+    if (e) {
+      sqlstate = std::string(e->sqlstate());
+      message = std::string(e->message());
+    }
+  }
+  if (held_ && held_->plan) {
+    auto run = startRun(held_->plan, 0, held_->extended);
+    run->budget_key = std::move(held_->key);
+    run->overrides = held_->overrides;
+    finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+  }
+  client_.out().append(error_bytes);
+  if (rfq) {
+    // Simple protocol: the EXPLAIN's ReadyForQuery ends the client's Query too.
+    client_.out().append(rfq->raw.data(), rfq->raw.size());
+    if (held_) {
+      held_->answered = true;
+      held_->ready = true;
+    }
+  } else {
+    // Extended protocol: the server skips to Sync; the held Parse/Bind is dropped with the rest.
+    held_.reset();
+    if (pending_.empty()) server_skipping_ = true;
+  }
+  resumeHeld();
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,352 @@
+// One client connection, from the first byte to the close callback: startup packet, password
+// exchange, attaching a pooled server connection, then proxying every message both ways while
+// tracking what the server still owes (so pgwarden's own answers, row caps and history records
+// land at the right place in the stream). Every state change goes through setState().
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/config.h"
+#include "pool/pool.h"
+#include "pool/server_conn.h"
+#include "session/session_state.h"
+#include "session/startup_params.h"
+#include "session/statement_policy.h"
+#include "net/stream.h"
+#include "guards/agent_context.h"
+#include "budgets/budget.h"
+#include "history/record.h"
+#include "protocol/auth.h"
+#include "protocol/messages.h"
+
+namespace pgwarden::daemon {
+
+class Daemon;
+class AdminConsole;
+
+// One statement's life, from the message that started it to its record. Shared by the pending
+// entries and the portal that run it; finished (and recorded) exactly once.
+struct StatementRun {
+  std::shared_ptr<const StatementPlan> plan;
+  size_t index = 0;            // which statement of the plan's text
+  bool extended = false;
+  int64_t started_us = 0;
+  int64_t rows_sent = 0;       // DataRows the client received
+  int64_t rows_affected = 0;
+  int64_t bytes_sent = 0;
+  int64_t max_rows = -1;       // the cap, -1 none
+  bool truncated = false;      // rows were held back by the cap
+  bool notice_sent = false;
+  bool finished = false;
+  bool single_zero = false;
+  int64_t first_value_rows = 0;  // rows seen while checking single_zero
+  // Admitted by a budget: its rows are counted and its running slot released when it finishes.
+  std::shared_ptr<const guards::BudgetKey> budget_key;
+  // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
+  guards::AgentOverrides overrides;
+};
+
+class ClientSession final : public StreamEvents, public ServerLink, public PoolWaiter {
+ public:
+  ClientSession(Daemon& daemon, uint64_t id, bool via_unix);
+  ~ClientSession();
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
+
+  // Accepts from `listener` and starts reading. Returns a libuv error if the accept failed.
+  [[nodiscard]] int accept(uv_stream_t* listener);
+
+  uint64_t id() const { return id_; }
+  ClientState state() const { return state_; }
+  const std::string& user() const { return user_; }
+  const std::string& database() const { return database_; }
+  const std::string& peer() const { return peer_; }
+  const std::string& agentId() const { return agent_id_; }
+  const std::string& conversationId() const { return conversation_id_; }
+  const std::string& applicationName() const { return application_name_; }
+  const std::string& group() const { return group_; }
+  uint64_t connectedAtMs() const { return connected_ms_; }
+  uint64_t statementsRun() const { return statement_count_; }
+  bool busy() const { return !pending_.empty(); }
+
+  // A CancelRequest carrying our key arrived: cancel the server query, if any.
+  void cancelFromClient();
+  // Daemon shutdown: idle sessions end now; busy ones after their current statement.
+  void beginShutdown();
+  // Ends the session now with a FATAL error.
+  void terminate(const std::string& sqlstate, const std::string& message);
+  // Refuses the connection (counted as a rejection for `reason`).
+  void reject(const std::string& sqlstate, const std::string& message, RejectReason reason) {
+    fatal(sqlstate, message, reason);
+  }
+  // The same once the client's StartupMessage is in (as PostgreSQL does): an SSLRequest gets
+  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. Bounded
+  // by the startup timeout.
+  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason) {
+    startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  }
+  // The first catalog statistics load for our database ended: finish attaching.
+  void onStatsReady();
+  // Janitor: startup/idle deadlines.
+  void tick(uint64_t now_ms);
+
+  // StreamEvents (client socket)
+  void onStreamData(Stream& s, const char* data, size_t len) override;
+  void onStreamEnd(Stream& s, int status) override;
+  void onStreamWritten(Stream& s, int status) override;
+  void onStreamClosed(Stream& s) override;
+
+  // ServerLink
+  void onServerMessage(ServerConnection& s, const protocol::Frame& frame) override;
+  void onServerChunk(ServerConnection& s, char type, std::string_view bytes, bool first,
+                     bool last) override;
+  void onServerReadDone(ServerConnection& s) override;
+  void onServerWritten(ServerConnection& s) override;
+  void onServerLost(ServerConnection& s, const std::string& why) override;
+
+  // PoolWaiter
+  void onServerReady(ServerConnection& c) override;
+  void onServerFailed(const std::string& sqlstate, const std::string& message) override;
+
+ private:
+  // What the server still owes for a message we forwarded, in order, or an answer of our own
+  // waiting for its turn (kLocal).
+  enum class Expect : uint8_t {
+    kParse, kBind, kDescribeStatement, kDescribePortal, kExecute, kClose, kSync, kQuery,
+    kInternal,  // pgwarden's own Query (SET on attach); its responses are swallowed
+    kLocal,     // bytes of our own to send when this reaches the head
+    kExplain,   // the cost gate's EXPLAIN: its plan is read here, never forwarded
+  };
+  struct Pending {
+    explicit Pending(Expect k) : kind(k) {}
+    Expect kind;
+    std::shared_ptr<StatementRun> run;        // kExecute, kQuery (current statement)
+    std::shared_ptr<const StatementPlan> plan;  // kQuery: the text; kParse: the new statement
+    std::string name;                         // kParse: statement name
+    std::shared_ptr<const StatementPlan> previous;  // kParse: what the name meant before
+    bool had_previous = false;
+    std::string local;                        // kLocal bytes
+    bool local_rfq = false;                   // kLocal: append ReadyForQuery (simple protocol)
+    size_t next_statement = 0;                // kQuery: statements started so far
+    guards::AgentOverrides overrides;         // kQuery: the text's comment overrides
+    int64_t rows_this_execute = 0;            // kExecute/kQuery: rows sent for this message
+    bool described = false;                   // kDescribeStatement: ParameterDescription seen
+    bool explain_simple = false;              // kExplain: sent as a Query (else Parse/Bind/...)
+    int explain_closes = 0;                   // kExplain, extended: CloseComplete still due
+    std::string explain_json;                 // kExplain: the one value EXPLAIN returned
+    std::string explain_error;                // kExplain: the server's ErrorResponse, if any
+  };
+  struct Portal {
+    std::shared_ptr<const StatementPlan> plan;
+    std::shared_ptr<StatementRun> run;
+    guards::AgentOverrides overrides;  // of the prepared statement it was bound from
+  };
+  // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
+  // Execute itself; `format` is the result column's format code from the Bind.
+  struct AgentPortal {
+    guards::AgentCommand cmd;
+    int16_t format = 0;
+  };
+
+  void setState(ClientState to);
+  void closeSession(const std::string& reason);
+  void fatal(const std::string& sqlstate, const std::string& message, RejectReason reason);
+  void protocolViolation(const std::string& message);
+  void flushClient();
+  void flushServer();
+  std::string logPrefix() const;
+
+  // Startup and authentication.
+  void processInput();
+  bool handleStartupPacket();
+  void beginAuth();
+  bool handleAuthMessage(const protocol::Frame& f);
+  void authFailed(const std::string& log_reason);
+  void authenticated();
+  void startAttach();
+  void finishAttach();
+
+  // Proxying.
+  bool handleClientMessage(const protocol::Frame& f);
+  bool handleQuery(const protocol::Frame& f);
+  bool handleParse(const protocol::Frame& f);
+  bool handleBind(const protocol::Frame& f);
+  bool handleExecute(const protocol::Frame& f);
+  bool handleClose(const protocol::Frame& f);
+  void forward(const protocol::Frame& f);
+  void pushPending(Pending p);
+  void queueLocal(std::string bytes, bool with_rfq);
+  void emitLocalHeads();
+  void popPending();
+  void afterServerError(const std::string& sqlstate, const std::string& message);
+  bool handleServerMessage(const protocol::Frame& f);
+  void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
+  void sendTruncationNotice(StatementRun& run);
+  std::shared_ptr<const StatementPlan> planFor(std::string_view sql, bool extended);
+  void writeDeny(std::string& out, const StatementPlan& plan);
+  void writeWarnings(std::string& out, const StatementPlan& plan);
+  std::shared_ptr<StatementRun> startRun(std::shared_ptr<const StatementPlan> plan, size_t index,
+                                         bool extended);
+  void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
+                 std::string_view message = {});
+  void recordDenied(const StatementPlan& plan, bool extended);
+  // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
+  void denyExtended(const StatementPlan& plan);
+  void finishAllPending(history::Outcome outcome, std::string_view message,
+                        std::string_view sqlstate = {});
+  void finishPortals();
+  void serverIdleCheck();
+  int rfqOwed() const;
+  bool unsyncedTail() const;
+  void releaseServer(bool cancel_first);
+  void updateBackpressure();
+
+  // Agent context, webhook pauses and budgets (see docs/agents.md).
+  bool answerAgentCommand(const guards::AgentCommand& cmd);
+  // Applies the command and writes its answer (CommandComplete; DataRow first for SHOW, and a
+  // RowDescription too when `describe`), without ReadyForQuery.
+  void applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format, std::string& out);
+  // One history record for a pgwarden.* command answered here (an error when sqlstate is set).
+  void recordAgentCommand(const guards::AgentCommand& cmd, bool extended, int64_t started_us,
+                          std::string_view sqlstate = {}, std::string_view message = {});
+  // The extended-protocol forms: Parse, Bind, Describe, Execute and Close of such statements
+  // are answered here, never sent to the server. False: not one of ours.
+  bool handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd);
+  bool handleAgentMessage(const protocol::Frame& f);
+  guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const;
+  // The plan for a text: the chain (with a webhook pause) and, when `count`, the budget admission.
+  // False while waiting: the message stays at the head of the input and is handled again later.
+  bool decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
+              std::shared_ptr<const guards::BudgetKey>& key);
+  bool admitBudget(std::shared_ptr<const StatementPlan>& plan, std::shared_ptr<const guards::BudgetKey>& key);
+  void postWebhook();
+  void onWebhookAnswer(guards::WebhookOutcome outcome);
+  void resumeHeld();
+  void cancelWaits();
+
+  // cost_gate: runs the decision's explain_sql on this session's server connection (a Query for
+  // a Query; Parse/Bind/Execute with the statement's parameters otherwise), then lets the group
+  // judge the plan. The message waits at the head of the input meanwhile, as for a webhook.
+  void startExplain(std::shared_ptr<const StatementPlan> plan,
+                    std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
+                    bool extended, const protocol::BindMsg* bind,
+                    const std::vector<uint32_t>* param_types);
+  bool handleExplainMessage(const protocol::Frame& f, Pending& head);
+  void finishExplain(std::string json);
+  void failExplain(const std::string& error_bytes, const protocol::Frame* rfq);
+
+  Daemon& daemon_;
+  uint64_t id_;
+  std::shared_ptr<const Config> config_;
+  ClientState state_ = ClientState::kStartup;
+  Stream client_;
+  bool via_unix_;
+  std::string peer_;
+  std::string peer_host_;
+  protocol::FrameBuffer in_;
+  protocol::FrameLimits limits_;
+  uint64_t connected_ms_ = 0;
+  uint64_t deadline_ms_ = 0;       // startup deadline, or the FATAL-flush deadline when closing
+  uint64_t last_active_ms_ = 0;
+
+  // Who is asking.
+  std::string user_;
+  std::string database_;
+  std::string server_database_;
+  std::string group_;
+  std::string application_name_;
+  std::string agent_id_;
+  std::string conversation_id_;
+  std::string query_intent_;
+  const UserConfig* user_config_ = nullptr;  // points into config_
+  const guards::PolicyGroup* policy_ = nullptr;
+  ParamList client_params_;
+  std::optional<std::string> search_path_;
+  int32_t key_pid_ = 0;
+  int32_t key_secret_ = 0;
+  bool key_registered_ = false;
+
+  // Authentication.
+  enum class AuthStep { kNone, kSaslInitial, kSaslFinal, kMd5 };
+  AuthStep auth_step_ = AuthStep::kNone;
+  std::unique_ptr<protocol::ScramServer> scram_;
+  uint8_t md5_salt_[4] = {0, 0, 0, 0};
+  bool user_known_ = false;
+
+  // The server side.
+  ServerConnection* server_ = nullptr;
+  Pool* waiting_pool_ = nullptr;
+  std::deque<Pending> pending_;
+  std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
+  std::unordered_map<std::string, Portal> portals_;
+  // Parameter types of statements whose cost gate waits for Bind (their EXPLAIN needs them).
+  std::unordered_map<std::string, std::vector<uint32_t>> statement_types_;
+  char tx_status_ = 'I';
+  bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
+  bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
+  bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
+  bool attach_failed_ = false;
+  struct StartupReject {
+    std::string sqlstate;
+    std::string message;
+    RejectReason reason;
+  };
+  std::optional<StartupReject> startup_reject_;
+  // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
+  // so the first statements are judged with table sizes known.
+  bool stats_checked_ = false;
+  uint64_t stats_wait_until_ms_ = 0;
+  std::string attach_error_;
+  bool shutting_down_ = false;
+  bool client_paused_ = false;    // not reading the client: the server's queue is full
+  bool server_paused_ = false;    // not reading the server: the client's queue is full
+  // A huge message streamed in pieces: forward or drop the rest of it.
+  bool chunk_forward_ = true;
+  std::shared_ptr<StatementRun> chunk_run_;
+  uint64_t statement_count_ = 0;
+  std::string close_reason_;
+  // Set when pgwarden itself ends the session (the FATAL it sends): a statement still running is
+  // then recorded `aborted` with these, not `client_gone`.
+  std::string ended_sqlstate_;
+  std::string ended_message_;
+  std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
+
+  // A statement paused for a webhook answer or the shared budget store. Its message stays at the
+  // head of in_ and is handled again once `ready`; later messages wait behind it, in order.
+  struct Held {
+    std::shared_ptr<const StatementPlan> plan;
+    std::string sql;
+    bool extended = false;
+    bool count = false;
+    guards::AgentOverrides overrides;
+    std::shared_ptr<const guards::BudgetKey> key;
+    bool ready = false;
+    bool explain = false;   // waiting for (or back from) the cost gate's EXPLAIN
+    bool answered = false;  // the EXPLAIN failed and its error answered the message: drop it
+  };
+  std::optional<Held> held_;
+  bool waiting_ = false;
+  uint64_t webhook_id_ = 0;
+  uint64_t budget_ticket_ = 0;
+  guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
+  // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
+  std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
+  // Prepared statements and portals that are SET/RESET/SHOW pgwarden.* (bounded together with
+  // statements_ and portals_ by limits.max_prepared_statements).
+  std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
+  std::unordered_map<std::string, AgentPortal> agent_portals_;
+  std::chrono::steady_clock::time_point webhook_started_{};  // the pending webhook call's start
+  // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
+  std::optional<std::array<std::string, 3>> agent_defaults_;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,152 @@
+// PolicyEngine: Analyzer (one per loop, bounded cache) + PolicyGroup::evaluate, and the
+// per-statement facts history needs, cut to the configured text limit.
+#include "session/statement_policy.h"
+
+#include <cstdio>
+
+namespace pgwarden::daemon {
+
+void appendJsonString(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+namespace {
+
+void cutSql(std::string_view text, size_t max_bytes, PlannedStatement& st) {
+  // Leading whitespace is noise in a record.
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t' ||
+                           text.front() == '\r')) {
+    text.remove_prefix(1);
+  }
+  if (max_bytes > 0 && text.size() > max_bytes) {
+    size_t cut = max_bytes;
+    // Do not split a UTF-8 sequence.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    st.sql.assign(text.substr(0, cut));
+    st.sql_truncated = true;
+  } else {
+    st.sql.assign(text);
+  }
+}
+
+std::string actionsJson(const guards::Decision& d) {
+  if (d.actions.empty()) return "[]";
+  std::string out = "[";
+  for (size_t i = 0; i < d.actions.size(); ++i) {
+    const auto& v = d.actions[i];
+    if (i) out.push_back(',');
+    out += "{\"guard\":";
+    appendJsonString(out, v.guard);
+    out += ",\"action\":";
+    appendJsonString(out, guards::actionName(v.action));
+    out += ",\"code\":";
+    appendJsonString(out, v.code);
+    out += ",\"reason\":";
+    appendJsonString(out, v.message);
+    out.push_back('}');
+  }
+  out.push_back(']');
+  return out;
+}
+
+}  // namespace
+
+struct PolicyEngine::Impl {
+  Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql) {}
+  guards::Analyzer analyzer;
+  size_t max_sql_bytes;
+};
+
+PolicyEngine::PolicyEngine(size_t cache_entries, size_t max_sql_bytes)
+    : impl_(std::make_unique<Impl>(cache_entries, max_sql_bytes)) {}
+
+PolicyEngine::~PolicyEngine() = default;
+
+std::shared_ptr<const StatementPlan> PolicyEngine::localPlan(std::string_view sql,
+                                                            std::string_view kind) const {
+  auto plan = std::make_shared<StatementPlan>();
+  PlannedStatement ps;
+  ps.kind = std::string(kind);
+  ps.intent = "admin";
+  cutSql(sql, impl_->max_sql_bytes, ps);
+  plan->statements.push_back(std::move(ps));
+  plan->guard_actions_json = "[]";
+  return plan;
+}
+
+uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
+uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
+
+std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementPlan& plan,
+                                                                guards::Decision decision) {
+  auto out = std::make_shared<StatementPlan>(plan);
+  out->decision = std::move(decision);
+  out->budget = out->decision.denied && out->decision.deny.guard == "budget";
+  out->guard_actions_json = actionsJson(out->decision);
+  return out;
+}
+
+std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGroup* group,
+                                                        std::string_view sql,
+                                                        const guards::RequestContext& ctx,
+                                                        const guards::TableStatsSnapshot* stats) {
+  auto plan = std::make_shared<StatementPlan>();
+  plan->analysis = impl_->analyzer.analyze(sql);
+  const guards::Analysis& a = *plan->analysis;
+  plan->fingerprint = a.fingerprint_hex;
+  if (!a.ok) {
+    // Text the parser rejects never reaches the server: PostgreSQL would refuse it anyway, and
+    // a guard cannot vouch for what it cannot read.
+    plan->decision.denied = true;
+    plan->decision.deny = guards::syntaxErrorVerdict(a, sql);
+    if (plan->decision.deny.position == 0) plan->decision.deny.position = a.error_position;
+    plan->decision.actions.push_back(plan->decision.deny);
+  } else if (group) {
+    plan->decision = group->evaluate(a, sql, ctx, stats);
+  }
+  plan->budget = plan->decision.denied && plan->decision.deny.guard == "budget";
+  plan->guard_actions_json = actionsJson(plan->decision);
+
+  if (a.ok && !a.statements.empty()) {
+    plan->statements.reserve(a.statements.size());
+    for (const auto& s : a.statements) {
+      PlannedStatement ps;
+      ps.kind = guards::kindName(s.kind);
+      ps.intent = guards::intentName(s.intent);
+      for (const auto& r : s.relations) {
+        ps.tables.push_back(r.schema.empty() ? r.name : r.schema + "." + r.name);
+      }
+      const size_t loc = std::min(static_cast<size_t>(std::max(s.location, 0)), sql.size());
+      const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
+                                      : sql.size() - loc;
+      cutSql(sql.substr(loc, len), impl_->max_sql_bytes, ps);
+      plan->statements.push_back(std::move(ps));
+    }
+  } else {
+    PlannedStatement ps;
+    cutSql(sql, impl_->max_sql_bytes, ps);
+    plan->statements.push_back(std::move(ps));
+  }
+  return plan;
+}
+
+}  // namespace pgwarden::daemon

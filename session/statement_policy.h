@@ -1,0 +1,59 @@
+// The session's one call into the guards: a SQL text (from a Query or a Parse) is analysed
+// (cached per loop) and run through the user's policy group exactly once, and the result is
+// kept as a StatementPlan that the session acts on and history records read. The plan is
+// immutable and shared: a prepared statement's plan serves every Bind/Execute of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "guards/policy.h"
+
+namespace pgwarden::daemon {
+
+struct PlannedStatement {
+  std::string kind;            // "select", ...; "" when unknown
+  std::string intent;          // inferred intent ("lookup", ...)
+  std::vector<std::string> tables;
+  std::string sql;             // this statement's text, cut to the history limit
+  bool sql_truncated = false;
+};
+
+struct StatementPlan {
+  std::shared_ptr<const guards::Analysis> analysis;  // null when no analysis ran
+  guards::Decision decision;
+  std::vector<PlannedStatement> statements;  // at least one entry (the whole text if unknown)
+  std::string fingerprint;                   // hex, "" when unknown
+  std::string guard_actions_json;            // [{"guard":..,"action":..,"code":..,"reason":..}]
+  bool budget = false;                       // denied because a budget ran out
+};
+
+class PolicyEngine {
+ public:
+  PolicyEngine(size_t cache_entries, size_t max_sql_bytes);
+  ~PolicyEngine();
+  // `group` may be null (no policy: everything passes). `stats` may be null.
+  std::shared_ptr<const StatementPlan> plan(const guards::PolicyGroup* group, std::string_view sql,
+                                            const guards::RequestContext& ctx,
+                                            const guards::TableStatsSnapshot* stats);
+  // A plan for a statement pgwarden answers itself (SET/RESET/SHOW pgwarden.*): one statement of
+  // `kind`, intent admin, no guard run. Its history record is made like any other statement's.
+  std::shared_ptr<const StatementPlan> localPlan(std::string_view sql, std::string_view kind) const;
+  uint64_t cacheHits() const;
+  uint64_t cacheMisses() const;
+  // The same plan with the decision a paused chain reached later (webhook answer, budget).
+  static std::shared_ptr<const StatementPlan> withDecision(const StatementPlan& plan, guards::Decision decision);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// JSON string escaping for the small documents pgwarden writes itself.
+void appendJsonString(std::string& out, std::string_view s);
+
+}  // namespace pgwarden::daemon
