@@ -11,6 +11,7 @@
 
 #include "budgets/budget_store_pg.h"
 #include "pool/catalog_stats.h"
+#include "pool/server_conn.h"
 #include "session/client_session.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/systemd_notify.h"
@@ -32,7 +33,8 @@ uint64_t cancelMapKey(int32_t pid, int32_t key) {
 }  // namespace
 
 Daemon::Daemon(std::shared_ptr<const Config> config)
-    : config_(std::move(config)), pools_(&loop_, counters_) {
+    : config_(std::move(config)),
+      pools_(&loop_, counters_, std::make_unique<ServerConnectionFactory>()) {
   uv_loop_init(&loop_);
   loop_.data = this;
   pools_.setConfig(config_);

@@ -9,7 +9,7 @@
 
 namespace pgwarden::daemon {
 
-class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
+class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
  public:
   Job(Daemon& daemon, std::string db) : daemon_(daemon), db_(std::move(db)) {}
   ~Job() { stop(); }
@@ -39,7 +39,7 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
     running_ = false;
   }
 
-  // PoolWaiter
+  // ServerWaiter
   void onServerReady(ServerConnection& c) override {
     waiting_ = false;
     server_ = &c;

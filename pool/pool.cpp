@@ -28,10 +28,10 @@ int Pool::countState(ServerState s) const {
 
 void Pool::acquire(PoolWaiter* w) {
   while (!idle_.empty()) {
-    ServerConnection* c = idle_.back();
+    PooledConnection* c = idle_.back();
     idle_.pop_back();
     if (c->state() != ServerState::kIdle) continue;
-    w->onServerReady(*c);
+    w->onConnectionReady(*c);
     return;
   }
   const auto& cfg = *manager_.config();
@@ -55,8 +55,8 @@ void Pool::spawnAsNeeded() {
   const int total = static_cast<int>(conns_.size());
   const int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
   for (int i = 0; i < wanted && static_cast<int>(conns_.size()) < maxSize(); ++i) {
-    auto c = std::make_unique<ServerConnection>(*this, manager_.nextServerId());
-    ServerConnection* raw = c.get();
+    auto c = manager_.factory().create(*this, manager_.nextServerId());
+    PooledConnection* raw = c.get();
     conns_.push_back(std::move(c));
     raw->start();
     // start() may fail at once (and then sets a retry pause): stop spawning.
@@ -66,16 +66,16 @@ void Pool::spawnAsNeeded() {
 
 void Pool::serveWaiters() {
   while (!waiters_.empty() && !idle_.empty()) {
-    ServerConnection* c = idle_.back();
+    PooledConnection* c = idle_.back();
     idle_.pop_back();
     if (c->state() != ServerState::kIdle) continue;
     PoolWaiter* w = waiters_.front().waiter;
     waiters_.pop_front();
-    w->onServerReady(*c);
+    w->onConnectionReady(*c);
   }
 }
 
-void Pool::onLoginDone(ServerConnection& c) {
+void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
   manager_.counters().last_server_login = 1;
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
@@ -83,7 +83,7 @@ void Pool::onLoginDone(ServerConnection& c) {
   serveWaiters();
 }
 
-void Pool::onLoginFailed(ServerConnection& c, const std::string& why) {
+void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   const auto& cfg = *manager_.config();
   retry_after_ms_ = manager_.nowMs() + static_cast<uint64_t>(cfg.upstream.login_retry.count());
   spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", database_, why,
@@ -109,12 +109,12 @@ void Pool::onLoginFailed(ServerConnection& c, const std::string& why) {
   }
 }
 
-void Pool::onIdle(ServerConnection& c) {
+void Pool::onIdle(PooledConnection& c) {
   idle_.push_back(&c);
   serveWaiters();
 }
 
-void Pool::onClosed(ServerConnection& c) {
+void Pool::onClosed(PooledConnection& c) {
   idle_.erase(std::remove(idle_.begin(), idle_.end(), &c), idle_.end());
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->get() == &c) {
@@ -129,12 +129,12 @@ void Pool::onClosed(ServerConnection& c) {
 
 void Pool::tick(uint64_t now_ms) {
   const auto& cfg = *manager_.config();
-  std::vector<ServerConnection*> snapshot;
+  std::vector<PooledConnection*> snapshot;
   snapshot.reserve(conns_.size());
   for (auto& c : conns_) snapshot.push_back(c.get());
   int idle_count = static_cast<int>(idle_.size());
   const int total = static_cast<int>(conns_.size());
-  for (ServerConnection* c : snapshot) {
+  for (PooledConnection* c : snapshot) {
     c->tick(now_ms);
     if (c->state() == ServerState::kIdle && cfg.pool.idle_timeout.count() > 0 &&
         total > minSize() && idle_count > 0 &&
@@ -160,9 +160,9 @@ void Pool::closeAll(const std::string& why) {
     waiters_.pop_front();
     w->onServerFailed("57P01", why);
   }
-  std::vector<ServerConnection*> snapshot;
+  std::vector<PooledConnection*> snapshot;
   for (auto& c : conns_) snapshot.push_back(c.get());
-  for (ServerConnection* c : snapshot) c->close(why);
+  for (PooledConnection* c : snapshot) c->close(why);
 }
 
 PoolStats Pool::stats() const {
@@ -187,7 +187,9 @@ PoolStats Pool::stats() const {
   return s;
 }
 
-PoolManager::PoolManager(uv_loop_t* loop, Counters& counters) : loop_(loop), counters_(counters) {}
+PoolManager::PoolManager(uv_loop_t* loop, Counters& counters,
+                         std::unique_ptr<ConnectionFactory> factory, Clock clock)
+    : loop_(loop), counters_(counters), factory_(std::move(factory)), clock_(std::move(clock)) {}
 
 PoolManager::~PoolManager() = default;
 

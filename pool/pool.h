@@ -16,17 +16,17 @@
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
-#include "pool/server_conn.h"
+#include "pool/pooled_connection.h"
 
 namespace pgwarden::daemon {
 
 class PoolManager;
 
-// A client session waiting for a server connection.
+// A client session (or pgwarden's own job) waiting for a connection.
 class PoolWaiter {
  public:
   // The connection is the waiter's now (state kIdle; the waiter attaches it).
-  virtual void onServerReady(ServerConnection& c) = 0;
+  virtual void onConnectionReady(PooledConnection& c) = 0;
   // No connection: `sqlstate` and `message` are what the client should see (FATAL).
   virtual void onServerFailed(const std::string& sqlstate, const std::string& message) = 0;
 
@@ -63,17 +63,17 @@ class Pool {
   const std::string& database() const { return database_; }
   PoolManager& manager() { return manager_; }
 
-  // Hands out an idle connection (calling w->onServerReady before returning), or queues `w`
+  // Hands out an idle connection (calling w->onConnectionReady before returning), or queues `w`
   // until one is free, opening a new one while below max_size.
   void acquire(PoolWaiter* w);
   // The waiter went away (client disconnected) before it got a connection.
   void cancelWait(PoolWaiter* w);
 
   // From the connections.
-  void onLoginDone(ServerConnection& c);
-  void onLoginFailed(ServerConnection& c, const std::string& why);
-  void onIdle(ServerConnection& c);  // a reset finished
-  void onClosed(ServerConnection& c);
+  void onLoginDone(PooledConnection& c);
+  void onLoginFailed(PooledConnection& c, const std::string& why);
+  void onIdle(PooledConnection& c);  // a reset finished
+  void onClosed(PooledConnection& c);
 
   void tick(uint64_t now_ms);
   // Closes idle connections and fails waiters (shutdown).
@@ -81,7 +81,7 @@ class Pool {
   bool empty() const { return conns_.empty() && waiters_.empty(); }
   PoolStats stats() const;
   // Every connection of the pool, for the admin console's SHOW SERVERS.
-  void forEachConnection(const std::function<void(const ServerConnection&)>& fn) const {
+  void forEachConnection(const std::function<void(const PooledConnection&)>& fn) const {
     for (const auto& c : conns_) fn(*c);
   }
 
@@ -99,8 +99,8 @@ class Pool {
   PoolManager& manager_;
   std::string role_;
   std::string database_;
-  std::vector<std::unique_ptr<ServerConnection>> conns_;
-  std::vector<ServerConnection*> idle_;  // LIFO: the warmest connection first
+  std::vector<std::unique_ptr<PooledConnection>> conns_;
+  std::vector<PooledConnection*> idle_;  // LIFO: the warmest connection first
   std::deque<Waiter> waiters_;
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
@@ -109,12 +109,19 @@ class Pool {
 // All pools of the process, plus the things every server connection needs from the daemon.
 class PoolManager {
  public:
-  PoolManager(uv_loop_t* loop, Counters& counters);
+  // The pools' time in milliseconds.
+  using Clock = std::function<uint64_t()>;
+
+  // `factory` makes every pool's connections; `clock` defaults to the loop's uv_now (tests drive
+  // a clock of their own).
+  PoolManager(uv_loop_t* loop, Counters& counters, std::unique_ptr<ConnectionFactory> factory,
+              Clock clock = {});
   ~PoolManager();
 
   uv_loop_t* loop() const { return loop_; }
   Counters& counters() { return counters_; }
-  uint64_t nowMs() const { return uv_now(loop_); }
+  ConnectionFactory& factory() { return *factory_; }
+  uint64_t nowMs() const { return clock_ ? clock_() : uv_now(loop_); }
   const std::shared_ptr<const Config>& config() const { return config_; }
   void setConfig(std::shared_ptr<const Config> config) { config_ = std::move(config); }
   uint64_t nextServerId() { return ++last_server_id_; }
@@ -126,7 +133,7 @@ class PoolManager {
   void closeAll(const std::string& why);
   // Frees connections whose close callback ran (called once per loop iteration).
   void sweep();
-  void bury(std::unique_ptr<ServerConnection> c) { graveyard_.push_back(std::move(c)); }
+  void bury(std::unique_ptr<PooledConnection> c) { graveyard_.push_back(std::move(c)); }
   size_t openConnections() const;
   std::vector<PoolStats> stats() const;
   void forEachPool(const std::function<void(const Pool&)>& fn) const {
@@ -136,9 +143,11 @@ class PoolManager {
  private:
   uv_loop_t* loop_;
   Counters& counters_;
+  std::unique_ptr<ConnectionFactory> factory_;
+  Clock clock_;
   std::shared_ptr<const Config> config_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
-  std::vector<std::unique_ptr<ServerConnection>> graveyard_;
+  std::vector<std::unique_ptr<PooledConnection>> graveyard_;
   uint64_t last_server_id_ = 0;
 };
 

@@ -5,8 +5,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "pool/pool.h"
-
 namespace pgwarden::daemon {
 
 namespace {
@@ -18,6 +16,16 @@ std::string millisText(Millis m) { return std::to_string(m.count()); }
 constexpr uint64_t kDrainGraceMs = 5000;
 
 }  // namespace
+
+void ServerWaiter::onConnectionReady(PooledConnection& c) {
+  if (auto* s = dynamic_cast<ServerConnection*>(&c)) {
+    onServerReady(*s);
+    return;
+  }
+  spdlog::error("server {}: lent by a pool whose factory does not make server connections", c.id());
+  c.close("not a server connection");
+  onServerFailed("XX000", "internal error: no server connection");
+}
 
 ServerConnection::ServerConnection(Pool& pool, uint64_t id)
     : pool_(pool),

@@ -12,16 +12,17 @@
 #include <vector>
 
 #include "daemon/config.h"
-#include "session/session_state.h"
-#include "session/startup_params.h"
 #include "net/stream.h"
 #include "net/upstream.h"
+#include "pool/pool.h"
+#include "pool/pooled_connection.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
+#include "session/session_state.h"
+#include "session/startup_params.h"
 
 namespace pgwarden::daemon {
 
-class Pool;
 class ServerConnection;
 
 // The client session a server connection is lent to. Callbacks run on the loop thread.
@@ -44,20 +45,32 @@ class ServerLink {
   ~ServerLink() = default;
 };
 
-class ServerConnection final : public StreamEvents {
+// A waiter that works on the ServerConnection itself (client sessions, the catalog refresher).
+// The daemon's pools are built with ServerConnectionFactory, so that is what they lend.
+class ServerWaiter : public PoolWaiter {
+ public:
+  virtual void onServerReady(ServerConnection& c) = 0;
+  // Anything else is a wiring mistake: the connection is closed and the waiter fails.
+  void onConnectionReady(PooledConnection& c) final;
+
+ protected:
+  ~ServerWaiter() = default;
+};
+
+class ServerConnection final : public StreamEvents, public PooledConnection {
  public:
   ServerConnection(Pool& pool, uint64_t id);
-  ~ServerConnection();
+  ~ServerConnection() override;
   ServerConnection(const ServerConnection&) = delete;
   ServerConnection& operator=(const ServerConnection&) = delete;
 
   // Resolves, connects and logs in; the pool hears onLoginDone or onLoginFailed.
-  void start();
+  void start() override;
 
-  uint64_t id() const { return id_; }
+  uint64_t id() const override { return id_; }
   Pool& pool() { return pool_; }
-  ServerState state() const { return state_; }
-  int32_t backendPid() const { return backend_pid_; }
+  ServerState state() const override { return state_; }
+  int32_t backendPid() const override { return backend_pid_; }
   int32_t backendKey() const { return backend_key_; }
   char txStatus() const { return tx_status_; }
   void setTxStatus(char s) { tx_status_ = s; }
@@ -69,11 +82,11 @@ class ServerConnection final : public StreamEvents {
   // search_path): cleared by a reset.
   std::string_view unreportedValue(std::string_view name) const;
   void noteUnreported(std::string_view name, std::string_view value);
-  uint64_t idleSinceMs() const { return idle_since_ms_; }
+  uint64_t idleSinceMs() const override { return idle_since_ms_; }
   uint64_t deadlineMs() const { return deadline_ms_; }
-  const std::string& lastError() const { return last_error_; }
+  const std::string& lastError() const override { return last_error_; }
   // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
-  const std::string& loginSqlstate() const { return login_sqlstate_; }
+  const std::string& loginSqlstate() const override { return login_sqlstate_; }
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
 
@@ -90,11 +103,11 @@ class ServerConnection final : public StreamEvents {
   void pauseReading();
   void resumeReading();
 
-  void close(const std::string& why);
+  void close(const std::string& why) override;
   bool closed() const { return stream_.closed(); }
 
   // Janitor: connect/login, reset and drain deadlines.
-  void tick(uint64_t now_ms);
+  void tick(uint64_t now_ms) override;
 
   // StreamEvents
   void onStreamData(Stream& s, const char* data, size_t len) override;
@@ -146,6 +159,14 @@ class ServerConnection final : public StreamEvents {
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;
+};
+
+// The daemon's factory: every pool connection is a ServerConnection.
+class ServerConnectionFactory final : public ConnectionFactory {
+ public:
+  std::unique_ptr<PooledConnection> create(Pool& pool, uint64_t id) override {
+    return std::make_unique<ServerConnection>(pool, id);
+  }
 };
 
 // Messages bigger than this are streamed to the link in pieces rather than buffered whole.

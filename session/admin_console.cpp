@@ -255,7 +255,7 @@ AdminConsole::Table AdminConsole::showServers() const {
   Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error"}, {}};
   const uint64_t now = daemon_.nowMs();
   daemon_.pools().forEachPool([&](const Pool& p) {
-    p.forEachConnection([&](const ServerConnection& c) {
+    p.forEachConnection([&](const PooledConnection& c) {
       const bool idle = c.state() == ServerState::kIdle;
       t.rows.push_back({std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
                         stateName(c.state()),

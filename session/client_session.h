@@ -55,7 +55,7 @@ struct StatementRun {
   guards::AgentOverrides overrides;
 };
 
-class ClientSession final : public StreamEvents, public ServerLink, public PoolWaiter {
+class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter {
  public:
   ClientSession(Daemon& daemon, uint64_t id, bool via_unix);
   ~ClientSession();
@@ -113,7 +113,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void onServerWritten(ServerConnection& s) override;
   void onServerLost(ServerConnection& s, const std::string& why) override;
 
-  // PoolWaiter
+  // ServerWaiter
   void onServerReady(ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
 
