@@ -59,6 +59,7 @@ Daemon::~Daemon() {
   webhooks_.reset();
   budgets_.reset();
   metrics_->close();
+  pools_.close();
   uv_run(&loop_, UV_RUN_NOWAIT);
   sessions_.clear();
   session_graveyard_.clear();

@@ -26,17 +26,21 @@ int Pool::countState(ServerState s) const {
   return n;
 }
 
+int Pool::countOpen() const {
+  return static_cast<int>(conns_.size()) - countState(ServerState::kClosing) -
+         countState(ServerState::kClosed);
+}
+
 void Pool::acquire(PoolWaiter* w) {
-  while (!idle_.empty()) {
-    PooledConnection* c = idle_.back();
-    idle_.pop_back();
-    if (c->state() != ServerState::kIdle) continue;
-    w->onConnectionReady(*c);
-    return;
-  }
   const auto& cfg = *manager_.config();
   waiters_.push_back({w, manager_.nowMs() + static_cast<uint64_t>(cfg.pool.acquire_timeout.count())});
-  spawnAsNeeded();
+  scheduleServe();
+}
+
+void Pool::scheduleServe() {
+  if (serve_due_) return;
+  serve_due_ = true;
+  manager_.scheduleServe(*this);
 }
 
 void Pool::cancelWait(PoolWaiter* w) {
@@ -64,7 +68,9 @@ void Pool::spawnAsNeeded() {
   }
 }
 
-void Pool::serveWaiters() {
+void Pool::serve() {
+  serve_due_ = false;
+  // A waiter may acquire or cancel from inside its callback: the queues are read afresh each time.
   while (!waiters_.empty() && !idle_.empty()) {
     PooledConnection* c = idle_.back();
     idle_.pop_back();
@@ -73,6 +79,7 @@ void Pool::serveWaiters() {
     waiters_.pop_front();
     w->onConnectionReady(*c);
   }
+  if (!waiters_.empty()) spawnAsNeeded();
 }
 
 void Pool::onLoginDone(PooledConnection& c) {
@@ -80,7 +87,7 @@ void Pool::onLoginDone(PooledConnection& c) {
   manager_.counters().last_server_login = 1;
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
   idle_.push_back(&c);
-  serveWaiters();
+  if (!waiters_.empty()) scheduleServe();
 }
 
 void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
@@ -99,10 +106,10 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
     sqlstate = "53300";
     message = "the database server has too many connections; try again in a moment";
   }
-  // Waiters that other live connections can still serve keep waiting.
-  const int others = static_cast<int>(conns_.size()) - 1 - countState(ServerState::kClosing) -
-                     countState(ServerState::kClosed);
-  while (static_cast<int>(waiters_.size()) > std::max(others, 0)) {
+  // Waiters that other open connections can still serve keep waiting. `c` is closing already,
+  // so countOpen() does not count it.
+  const int others = countOpen();
+  while (static_cast<int>(waiters_.size()) > others) {
     PoolWaiter* w = waiters_.back().waiter;
     waiters_.pop_back();
     w->onServerFailed(sqlstate, message);
@@ -111,7 +118,7 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
 
 void Pool::onIdle(PooledConnection& c) {
   idle_.push_back(&c);
-  serveWaiters();
+  if (!waiters_.empty()) scheduleServe();
 }
 
 void Pool::onClosed(PooledConnection& c) {
@@ -123,8 +130,8 @@ void Pool::onClosed(PooledConnection& c) {
       break;
     }
   }
-  // A waiter may have been counting on this one.
-  if (!waiters_.empty()) spawnAsNeeded();
+  // A waiter may have been counting on this one: serve() opens a replacement.
+  if (!waiters_.empty()) scheduleServe();
 }
 
 void Pool::tick(uint64_t now_ms) {
@@ -132,14 +139,19 @@ void Pool::tick(uint64_t now_ms) {
   std::vector<PooledConnection*> snapshot;
   snapshot.reserve(conns_.size());
   for (auto& c : conns_) snapshot.push_back(c.get());
-  int idle_count = static_cast<int>(idle_.size());
-  const int total = static_cast<int>(conns_.size());
+  // Idle connections close only while more than min_size stay open.
+  int open = countOpen();
+  const auto isOpen = [](ServerState s) {
+    return s != ServerState::kClosing && s != ServerState::kClosed;
+  };
   for (PooledConnection* c : snapshot) {
+    const bool was_open = isOpen(c->state());
     c->tick(now_ms);
+    if (was_open && !isOpen(c->state())) --open;  // a deadline closed it
     if (c->state() == ServerState::kIdle && cfg.pool.idle_timeout.count() > 0 &&
-        total > minSize() && idle_count > 0 &&
+        open > minSize() &&
         now_ms - c->idleSinceMs() >= static_cast<uint64_t>(cfg.pool.idle_timeout.count())) {
-      --idle_count;
+      --open;
       c->close("idle timeout");
     }
   }
@@ -189,7 +201,16 @@ PoolStats Pool::stats() const {
 
 PoolManager::PoolManager(uv_loop_t* loop, Counters& counters,
                          std::unique_ptr<ConnectionFactory> factory, Clock clock)
-    : loop_(loop), counters_(counters), factory_(std::move(factory)), clock_(std::move(clock)) {}
+    : loop_(loop),
+      counters_(counters),
+      factory_(std::move(factory)),
+      clock_(std::move(clock)),
+      next_turn_(loop, [this] {
+        // Pools scheduled while these are served wait for the next turn.
+        std::vector<Pool*> due;
+        due.swap(due_);
+        for (Pool* p : due) p->serve();
+      }) {}
 
 PoolManager::~PoolManager() = default;
 
@@ -217,6 +238,11 @@ void PoolManager::tick(uint64_t now_ms) {
       ++it;
     }
   }
+}
+
+void PoolManager::scheduleServe(Pool& pool) {
+  due_.push_back(&pool);
+  next_turn_.schedule();
 }
 
 void PoolManager::closeAll(const std::string& why) {

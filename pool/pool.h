@@ -16,6 +16,7 @@
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "pool/next_turn.h"
 #include "pool/pooled_connection.h"
 
 namespace pgwarden::daemon {
@@ -63,22 +64,28 @@ class Pool {
   const std::string& database() const { return database_; }
   PoolManager& manager() { return manager_; }
 
-  // Hands out an idle connection (calling w->onConnectionReady before returning), or queues `w`
-  // until one is free, opening a new one while below max_size.
+  // Queues `w`. From the next loop turn on it gets an idle connection, or waits for one while a
+  // new one is opened below max_size. Never calls `w` back before returning: the caller may be
+  // in the middle of its own input processing.
   void acquire(PoolWaiter* w);
   // The waiter went away (client disconnected) before it got a connection.
   void cancelWait(PoolWaiter* w);
 
-  // From the connections.
+  // From the connections. A connection that became idle goes to a waiter on the next turn.
   void onLoginDone(PooledConnection& c);
   void onLoginFailed(PooledConnection& c, const std::string& why);
   void onIdle(PooledConnection& c);  // a reset finished
   void onClosed(PooledConnection& c);
 
+  // Hands idle connections to waiters, first come first served, and opens what is missing. Run
+  // by the manager on the loop turn after acquire() or a connection came back; the only place
+  // a waiter gets a connection.
+  void serve();
+
   void tick(uint64_t now_ms);
   // Closes idle connections and fails waiters (shutdown).
   void closeAll(const std::string& why);
-  bool empty() const { return conns_.empty() && waiters_.empty(); }
+  bool empty() const { return conns_.empty() && waiters_.empty() && !serve_due_; }
   PoolStats stats() const;
   // Every connection of the pool, for the admin console's SHOW SERVERS.
   void forEachConnection(const std::function<void(const PooledConnection&)>& fn) const {
@@ -90,9 +97,11 @@ class Pool {
     PoolWaiter* waiter;
     uint64_t deadline_ms;
   };
+  void scheduleServe();
   void spawnAsNeeded();
-  void serveWaiters();
   int countState(ServerState s) const;
+  // Connections not closing or closed.
+  int countOpen() const;
   int maxSize() const;
   int minSize() const;
 
@@ -104,6 +113,7 @@ class Pool {
   std::deque<Waiter> waiters_;
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
+  bool serve_due_ = false;  // serve() is scheduled with the manager
 };
 
 // All pools of the process, plus the things every server connection needs from the daemon.
@@ -131,6 +141,11 @@ class PoolManager {
   Pool& pool(const std::string& database, bool internal = false);
   void tick(uint64_t now_ms);
   void closeAll(const std::string& why);
+  // Runs `pool.serve()` on the next loop turn.
+  void scheduleServe(Pool& pool);
+  // Releases the loop handle behind scheduleServe (before the loop is closed); nothing is handed
+  // out after this.
+  void close() { next_turn_.close(); }
   // Frees connections whose close callback ran (called once per loop iteration).
   void sweep();
   void bury(std::unique_ptr<PooledConnection> c) { graveyard_.push_back(std::move(c)); }
@@ -148,6 +163,9 @@ class PoolManager {
   std::shared_ptr<const Config> config_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
   std::vector<std::unique_ptr<PooledConnection>> graveyard_;
+  // Pools whose serve() is due, each at most once (a pool with serve() due is never erased).
+  std::vector<Pool*> due_;
+  NextTurn next_turn_;
   uint64_t last_server_id_ = 0;
 };
 

@@ -233,8 +233,8 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length during authentication");
           goto done;
         }
-        // Taken off the buffer before it is handled: a login that completes here may attach a
-        // pooled connection at once and read what follows from the buffer (nested).
+        // Taken off the buffer before it is handled, so nothing the handler does to the buffer
+        // can pull the frame from under it.
         const std::string raw(f.raw);
         in_.consume(raw.size());
         protocol::Frame own{raw[0], raw, std::string_view(raw).substr(5)};
@@ -581,7 +581,7 @@ void ClientSession::authenticated() {
   setState(ClientState::kAcquiring);
   Pool& pool = daemon_.pools().pool(server_database_);
   waiting_pool_ = &pool;
-  pool.acquire(this);  // may call onServerReady or onServerFailed before returning
+  pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
 void ClientSession::onServerReady(ServerConnection& c) {
