@@ -8,6 +8,12 @@
 
 namespace pgwarden::daemon {
 
+namespace {
+
+bool isOpen(ServerState s) { return s != ServerState::kClosing && s != ServerState::kClosed; }
+
+}  // namespace
+
 Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size)
     : manager_(manager),
       role_(std::move(role)),
@@ -27,8 +33,9 @@ int Pool::countState(ServerState s) const {
 }
 
 int Pool::countOpen() const {
-  return static_cast<int>(conns_.size()) - countState(ServerState::kClosing) -
-         countState(ServerState::kClosed);
+  int n = 0;
+  for (const auto& c : conns_) n += isOpen(c->state()) ? 1 : 0;
+  return n;
 }
 
 void Pool::acquire(PoolWaiter* w) {
@@ -141,9 +148,6 @@ void Pool::tick(uint64_t now_ms) {
   for (auto& c : conns_) snapshot.push_back(c.get());
   // Idle connections close only while more than min_size stay open.
   int open = countOpen();
-  const auto isOpen = [](ServerState s) {
-    return s != ServerState::kClosing && s != ServerState::kClosed;
-  };
   for (PooledConnection* c : snapshot) {
     const bool was_open = isOpen(c->state());
     c->tick(now_ms);
