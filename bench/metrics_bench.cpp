@@ -105,6 +105,8 @@ void BM_RenderScrape(benchmark::State& state) {
 }
 BENCHMARK(BM_RenderScrape)->Unit(benchmark::kMicrosecond);
 
+// The part of a scrape before serialization: every family's samples copied out of prometheus-cpp
+// and the collectors run (the part that has to run on the loop, since collectors read its state).
 void BM_CollectOnly(benchmark::State& state) {
   Metrics& m = scrapeMetrics();
   for (auto _ : state) {
