@@ -547,21 +547,20 @@ void HttpServer::handle(Connection& c, const HttpRequest& req) {
       respond(c, 401, handler, text, "unauthorized\n", head, challenge);
       return;
     }
-    Format format = options_.openmetrics ? negotiateFormat(req.accept) : Format::kPrometheusText;
     std::string body;
     // Collectors are other modules' code running inside a libuv callback: nothing they throw
     // (std::bad_alloc included) may unwind through libuv.
     try {
       body.reserve(last_scrape_bytes_ + last_scrape_bytes_ / 4);
-      metrics_.http_scrapes.with({format == Format::kOpenMetrics ? "openmetrics" : "text"}).inc();
-      metrics_.registry.render(body, format);
+      metrics_.http_scrapes.with({"text"}).inc();
+      metrics_.registry.render(body);
     } catch (const std::exception& e) {
       spdlog::error("metrics endpoint: rendering /metrics failed: {}", e.what());
       respond(c, 500, handler, text, "internal error\n", head);
       return;
     }
     last_scrape_bytes_ = body.size();
-    respond(c, 200, handler, contentType(format), std::move(body), head);
+    respond(c, 200, handler, std::string(kContentType), std::move(body), head);
   } else if (handler == "healthz") {
     respond(c, 200, handler, text, "ok\n", head);
   } else if (handler == "readyz") {

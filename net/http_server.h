@@ -34,10 +34,6 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{10000};  // response handed to the kernel
   std::chrono::milliseconds linger_timeout{2000};  // after the response, wait for the FIN
   HttpAuth auth;  // guards /metrics only; /healthz and /readyz stay open for probes
-  // Serve OpenMetrics 1.0.0 to scrapers that ask for it. Off by default: promtool (2.42) only
-  // checks the 0.0.4 text format, so the text format is the one the test suite can vouch for
-  // with promtool; the OpenMetrics output is checked by a real Prometheus scrape instead.
-  bool openmetrics = false;
 };
 
 // Parses the `metrics:` section (absent node: defaults). Keys: listen, max_clients,

@@ -70,7 +70,7 @@ std::map<std::string, std::set<std::string>> samplesOf(const std::string& exposi
 std::string liveExposition() {
   Metrics m(BuildInfo{"0.1.0", "abc"});
   testing::populate(m);
-  return m.registry.render(Format::kPrometheusText);
+  return m.registry.render();
 }
 
 TEST(Dashboard, IsAGrafana9DashboardWithAPrometheusDatasourceVariable) {

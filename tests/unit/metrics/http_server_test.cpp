@@ -51,7 +51,7 @@ TEST(HttpServer, MetricsServesTheTextFormat) {
   EXPECT_EQ(s.metrics().http_requests.with({"metrics", "200"}).value(), 1u);
 }
 
-TEST(HttpServer, MetricsServesTextEvenWhenOpenMetricsIsAskedUnlessEnabled) {
+TEST(HttpServer, MetricsServesTextEvenWhenOpenMetricsIsAsked) {
   LoopServer s(testOptions());
   ASSERT_TRUE(s.started());
   auto r = testing::get(s.port(), "/metrics", {"Accept: application/openmetrics-text"});
@@ -59,26 +59,6 @@ TEST(HttpServer, MetricsServesTextEvenWhenOpenMetricsIsAskedUnlessEnabled) {
   EXPECT_EQ(r->code, 200);
   EXPECT_EQ(r->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(r->body.find("# EOF"), std::string::npos);
-}
-
-TEST(HttpServer, MetricsServesOpenMetricsWhenEnabledAndAsked) {
-  HttpServerOptions o = testOptions();
-  o.openmetrics = true;
-  LoopServer s(o);
-  ASSERT_TRUE(s.started());
-  auto text = testing::get(s.port(), "/metrics");
-  ASSERT_TRUE(text.has_value());
-  EXPECT_EQ(text->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
-  auto r = testing::get(s.port(), "/metrics",
-                        {"Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5"});
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, 200);
-  EXPECT_EQ(r->headers["content-type"],
-            "application/openmetrics-text; version=1.0.0; charset=utf-8");
-  ASSERT_GE(r->body.size(), 6u);
-  EXPECT_EQ(r->body.substr(r->body.size() - 6), "# EOF\n");
-  EXPECT_NE(r->body.find("# TYPE pgwarden_statements counter\n"), std::string::npos);
-  EXPECT_EQ(s.metrics().http_scrapes.with({"openmetrics"}).value(), 1u);
 }
 
 TEST(HttpServer, HealthzIsOk) {
