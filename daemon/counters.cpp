@@ -29,19 +29,6 @@ const char* rejectReasonName(RejectReason r) {
   return "?";
 }
 
-const char* statementOutcomeName(StatementOutcome o) {
-  switch (o) {
-    case StatementOutcome::kOk: return "ok";
-    case StatementOutcome::kError: return "error";
-    case StatementOutcome::kDenied: return "denied";
-    case StatementOutcome::kCancelled: return "cancelled";
-    case StatementOutcome::kClientGone: return "client_gone";
-    case StatementOutcome::kBudget: return "budget";
-    case StatementOutcome::kAborted: return "aborted";
-  }
-  return "?";
-}
-
 int sqlstateClass(const char* sqlstate, size_t len) {
   if (len < 2) return -1;
   const int a = base36(sqlstate[0]);

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/outcome.h"
+
 namespace pgwarden::daemon {
 
 // Why a client connection was refused or ended before it was ready.
@@ -15,10 +17,6 @@ enum class RejectReason { kMaxConnections, kAuthFailure, kStartupTimeout, kBadPr
 inline constexpr size_t kRejectReasons = 8;
 const char* rejectReasonName(RejectReason r);  // "max_connections", "auth_failure", ...
 
-// How a statement ended, as history records it.
-enum class StatementOutcome { kOk, kError, kDenied, kCancelled, kClientGone, kBudget, kAborted };
-inline constexpr size_t kStatementOutcomes = 7;
-const char* statementOutcomeName(StatementOutcome o);  // "ok", "error", ...
 
 struct Counters {
   // Client connections.
@@ -40,7 +38,7 @@ struct Counters {
   uint64_t cancel_requests_forwarded = 0;
 
   // Statements (one per statement, as history counts them).
-  std::array<uint64_t, kStatementOutcomes> statements{};  // by StatementOutcome
+  std::array<uint64_t, kOutcomeCount> statements{};  // by Outcome
   uint64_t rows_returned = 0;
   uint64_t statements_truncated = 0;     // row cap cut the result
   uint64_t warnings_sent = 0;            // NoticeResponses from guards
@@ -58,8 +56,8 @@ struct Counters {
   uint64_t history_dropped = 0;          // submit() refused (queue full)
 
   void reject(RejectReason r) { ++clients_rejected[static_cast<size_t>(r)]; }
-  void statement(StatementOutcome o) { ++statements[static_cast<size_t>(o)]; }
-  uint64_t statementTotal(StatementOutcome o) const {
+  void statement(Outcome o) { ++statements[static_cast<size_t>(o)]; }
+  uint64_t statementTotal(Outcome o) const {
     return statements[static_cast<size_t>(o)];
   }
 };

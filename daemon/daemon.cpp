@@ -49,6 +49,7 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
     return std::make_unique<BudgetStorePg>(&loop_, cfg);
   });
   webhooks_ = std::make_unique<WebhookClient>(&loop_, WebhookClient::Options{});
+  statements_ = std::make_unique<StatementRecorder>(*this, budgets_.get(), config_->instance_id);
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
 }
@@ -57,6 +58,7 @@ Daemon::~Daemon() {
   // run() returns only once every handle is closed; a Daemon that never ran has its timers and
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
   webhooks_.reset();
+  statements_->setBudgets(nullptr);
   budgets_.reset();
   metrics_->close();
   pools_.close();
@@ -316,6 +318,13 @@ void Daemon::submitRecord(history::Record&& record) {
   if (!recorder_->submit(std::move(record))) ++counters_.history_dropped;
 }
 
+void Daemon::onStatement(history::Record&& record, const StatementPlan* plan) {
+  counters_.statement(record.outcome);
+  if (record.truncated) ++counters_.statements_truncated;
+  metrics_->onStatement(record, plan);
+  submitRecord(std::move(record));
+}
+
 void Daemon::requestShutdown(bool fast) {
   const uint64_t now = nowMs();
   const uint64_t timeout = fast ? std::min<uint64_t>(kSigintShutdownMs,
@@ -348,6 +357,7 @@ void Daemon::finishShutdownIfDone() {
   pools_.closeAll("pgwarden is shutting down");
   metrics_->close();
   webhooks_.reset();
+  statements_->setBudgets(nullptr);
   budgets_.reset();
   for (auto& c : cancels_) c->close();
   // Whatever still holds the loop open after this (a server login in flight, a late close) must

@@ -19,6 +19,7 @@
 #include "net/listener.h"
 #include "pool/pool.h"
 #include "session/statement_policy.h"
+#include "session/statement_recorder.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
 #include "budgets/budget.h"
@@ -32,7 +33,9 @@ class CatalogRefresher;
 class DaemonMetrics;
 class SystemdNotifier;
 
-class Daemon {
+// The process is where finished statements end up (StatementSink): counted, exported as
+// metrics and queued for history.
+class Daemon final : public StatementSink {
  public:
   explicit Daemon(std::shared_ptr<const Config> config);
   ~Daemon();
@@ -78,6 +81,10 @@ class Daemon {
 
   // History: never blocks; a record refused by a full queue is counted.
   void submitRecord(history::Record&& record);
+  // Every front end's finished statements go through this one recorder.
+  StatementRecorder& statementRecorder() { return *statements_; }
+  // StatementSink: counters, metrics, then the history queue.
+  void onStatement(history::Record&& record, const StatementPlan* plan) override;
 
   // Session bookkeeping.
   void onSessionClosed(ClientSession* s);
@@ -125,6 +132,7 @@ class Daemon {
   std::unique_ptr<DaemonMetrics> metrics_;
   // Both own loop handles: released before the loop stops (finishShutdownIfDone, ~Daemon).
   std::unique_ptr<guards::BudgetLedger> budgets_;
+  std::unique_ptr<StatementRecorder> statements_;
   std::unique_ptr<WebhookClient> webhooks_;
   uv_timer_t janitor_;
   uv_check_t check_;

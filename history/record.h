@@ -7,23 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "common/outcome.h"
+
 namespace pgwarden::history {
 
-enum class Outcome {
-  kOk,          // allowed and completed
-  kError,       // allowed, failed on the server (sqlstate set)
-  kDenied,      // denied by a guard (deny_code set); never reached the server
-  kCancelled,   // cancelled by the client (CancelRequest) or statement_timeout
-  kClientGone,  // the client disconnected mid-statement
-  kBudget,      // denied because a budget was exhausted
-  // pgwarden ended the session before the statement finished (shutdown, the server connection
-  // lost, a protocol error, an administrator's KILL CLIENT); error_message says why
-  kAborted,
-};
-// "ok", "error", "denied", "cancelled", "client_gone", "budget", "aborted"
-const char* outcomeName(Outcome o);
-// The inverse of outcomeName; false when `name` is not one of them.
-bool parseOutcome(const std::string& name, Outcome* out);
+// How a statement ended (common/outcome.h): one type for history, counters and metrics.
+using pgwarden::Outcome;
+using pgwarden::outcomeName;
+using pgwarden::parseOutcome;
 
 // Wall-clock microseconds since the Unix epoch: the clock of a record's started_at/finished_at.
 inline int64_t wallClockMicros() {

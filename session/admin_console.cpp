@@ -170,8 +170,8 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
     }
     r.bytes_sent = static_cast<int64_t>(answer.size());
   }
-  daemon_.metrics().onStatement(r, nullptr);
-  daemon_.submitRecord(std::move(r));
+  // The same sink as every other statement: counters, metrics and history.
+  daemon_.onStatement(std::move(r), nullptr);
 }
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {
@@ -301,8 +301,8 @@ AdminConsole::Table AdminConsole::showStats() const {
   add("cancel_requests_received", c.cancel_requests_received);
   add("cancel_requests_forwarded", c.cancel_requests_forwarded);
   uint64_t total = 0;
-  for (size_t i = 0; i < kStatementOutcomes; ++i) {
-    add(std::string("statements_") + statementOutcomeName(static_cast<StatementOutcome>(i)),
+  for (size_t i = 0; i < kOutcomeCount; ++i) {
+    add(std::string("statements_") + outcomeName(static_cast<Outcome>(i)),
         c.statements[i]);
     total += c.statements[i];
   }

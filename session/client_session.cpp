@@ -14,8 +14,6 @@
 #include "session/admin_console.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
-#include "net/webhook_client.h"
-#include "guards/webhook_guard.h"
 
 namespace pgwarden::daemon {
 
@@ -89,23 +87,6 @@ protocol::ScramVerifier mockVerifier(const std::string& user) {
   return v;
 }
 
-history::Outcome outcomeForError(std::string_view sqlstate) {
-  return sqlstate == "57014" ? history::Outcome::kCancelled : history::Outcome::kError;
-}
-
-StatementOutcome counterOutcome(history::Outcome o) {
-  switch (o) {
-    case history::Outcome::kOk: return StatementOutcome::kOk;
-    case history::Outcome::kError: return StatementOutcome::kError;
-    case history::Outcome::kDenied: return StatementOutcome::kDenied;
-    case history::Outcome::kCancelled: return StatementOutcome::kCancelled;
-    case history::Outcome::kClientGone: return StatementOutcome::kClientGone;
-    case history::Outcome::kBudget: return StatementOutcome::kBudget;
-    case history::Outcome::kAborted: return StatementOutcome::kAborted;
-  }
-  return StatementOutcome::kError;
-}
-
 // A RowDescription of one text column with the given format code (0 text, 1 binary), for the
 // SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
 // https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
@@ -158,6 +139,13 @@ ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
       via_unix_(via_unix) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
+  GateServices services;
+  services.policy = &daemon.policy();
+  services.webhooks = daemon.webhooks();
+  services.budgets = daemon.budgets();
+  services.stats = [this] { return daemon_.tableStats(server_database_); };
+  gate_ = std::make_unique<StatementGate>(std::move(services), *this,
+                                          [this](GateVerdict v) { onGateVerdict(std::move(v)); });
 }
 
 ClientSession::~ClientSession() { cancelWaits(); }
@@ -248,8 +236,9 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (waiting_) {
-          // A statement waits for a webhook or the budget store; keep what piles up bounded.
+        if (!paused_.empty()) {
+          // A statement waits for its verdict (a webhook, the cost gate, the budget store);
+          // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
           goto done;
         }
@@ -267,9 +256,8 @@ void ClientSession::processInput() {
           goto done;
         }
         const bool go_on = handleClientMessage(f);
-        if (waiting_) goto done;  // the message stays at the head until its answer is in
-        in_.consume(f.raw.size());
-        if (!go_on) goto done;
+        in_.consume(f.raw.size());  // a paused message keeps a copy of its own
+        if (!go_on || !paused_.empty()) goto done;
         if (pending_.size() > kMaxPendingEntries ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
           updateBackpressure();
@@ -757,12 +745,6 @@ void ClientSession::forward(const protocol::Frame& f) {
 
 void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
-std::shared_ptr<const StatementPlan> ClientSession::planFor(std::string_view sql, bool extended) {
-  const guards::RequestContext ctx = requestContext(extended, overrides_);
-  const auto stats = daemon_.tableStats(server_database_);
-  return daemon_.policy().plan(policy_, sql, ctx, stats.get());
-}
-
 void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
   const auto& v = plan.decision.deny;
   std::vector<protocol::Field> fields;
@@ -794,28 +776,26 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     protocolViolation("malformed Query message: " + q.error());
     return false;
   }
-  if (held_ && held_->ready && held_->answered) {
-    held_.reset();  // the cost gate's EXPLAIN failed, and its error was this Query's answer
+  auto cmd = guards::parseAgentCommand(q->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(q->sql);
+    return answerAgentCommand(cmd);
+  }
+  GateRequest r;
+  r.sql = std::string(q->sql);
+  r.overrides = guards::parseSqlComment(q->sql);
+  r.admit = true;
+  r.explain = GateRequest::Explain::kRun;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    // The cost gate's EXPLAIN failed: its error (and the ReadyForQuery after it) answers the Query.
+    recordExplainFailure(plan, false, v.explain_error);
+    queueLocal(std::move(v.explain_error), true);
     return true;
-  }
-  if (!held_) {
-    auto cmd = guards::parseAgentCommand(q->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
-      cmd.text = std::string(q->sql);
-      return answerAgentCommand(cmd);
-    }
-  }
-  std::shared_ptr<const StatementPlan> plan;
-  std::shared_ptr<const guards::BudgetKey> budget_key;
-  if (!decide(q->sql, false, true, plan, budget_key)) return true;
-  if (!plan->decision.denied && plan->decision.explain_sql) {
-    if (plan->decision.explain_needs_params || !policy_ || !server_) {
-      plan = PolicyEngine::withDecision(
-          *plan, policy_ ? policy_->planUnavailable(plan->decision) : plan->decision);
-    } else {
-      startExplain(plan, std::move(budget_key), q->sql, false, nullptr, nullptr);
-      return true;  // waiting_: the Query stays at the head of the input
-    }
   }
   const auto& d = plan->decision;
   if (d.denied) {
@@ -835,7 +815,7 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   p.overrides = overrides_;
   if (!empty_text) {
     p.run = startRun(plan, 0, false);
-    p.run->budget_key = std::move(budget_key);
+    p.run->budget_key = std::move(v.budget_key);
     p.run->overrides = overrides_;
     p.next_statement = 1;
   } else {
@@ -859,8 +839,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     return false;
   }
   const std::string name(m->statement);
-  const auto existing = statements_.find(name);
-  if (!name.empty() && existing == statements_.end() &&
+  if (!name.empty() && !statements_.count(name) &&
       statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
     std::string out;
     protocol::writeError(out, "ERROR", "54000",
@@ -871,33 +850,39 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     deny_skipping_ = true;
     return true;
   }
-  if (!held_) {
-    auto cmd = guards::parseAgentCommand(m->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
-      cmd.text = std::string(m->sql);
-      return handleAgentParse(*m, cmd);
-    }
-    if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
-      if (!name.empty()) {
-        std::string out;
-        protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
-        queueLocal(std::move(out), false);
-        deny_skipping_ = true;
-        return true;
-      }
-      agent_statements_.erase(a);
-    }
+  auto cmd = guards::parseAgentCommand(m->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(m->sql);
+    return handleAgentParse(*m, cmd);
   }
-  std::shared_ptr<const StatementPlan> plan;
-  std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
-  if (!decide(m->sql, true, false, plan, no_key)) return true;
-  if (!plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
-    if (!plan->decision.explain_needs_params) {
-      startExplain(plan, nullptr, m->sql, true, nullptr, &m->param_types);
-      return true;  // waiting_: the Parse stays at the head of the input
+  if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+    if (!name.empty()) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+      queueLocal(std::move(out), false);
+      deny_skipping_ = true;
+      return true;
     }
-    // The plan depends on the parameters: the gate runs when the Bind brings them.
-    statement_types_[name] = m->param_types;
+    agent_statements_.erase(a);
+  }
+  GateRequest r;
+  r.sql = std::string(m->sql);
+  r.overrides = guards::parseSqlComment(m->sql);
+  r.extended = true;
+  // A Parse is counted against the budget when it is executed.
+  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain_args.param_types = m->param_types;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) return false;  // checked when it arrived
+  const std::string name(m->statement);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    return true;
   }
   const auto& d = plan->decision;
   if (d.denied) {
@@ -906,6 +891,10 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     denyExtended(*plan);
     if (name.empty()) statements_.erase(name);
     return true;
+  }
+  if (d.explain_sql && d.explain_needs_params) {
+    // The plan depends on the parameters: the cost gate runs when the Bind brings them.
+    statement_types_[name] = m->param_types;
   }
   if (!d.warnings.empty()) {
     std::string out;
@@ -919,7 +908,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
   }
   Pending p(Expect::kParse);
   p.name = name;
-  if (existing != statements_.end()) {
+  if (const auto existing = statements_.find(name); existing != statements_.end()) {
     p.had_previous = true;
     p.previous = existing->second;
   }
@@ -941,23 +930,42 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
     protocolViolation("malformed Bind message: " + b.error());
     return false;
   }
-  const std::string portal(b->portal);
-  auto stmt = statements_.find(std::string(b->statement));
-  std::shared_ptr<const StatementPlan> plan =
-      stmt == statements_.end() ? nullptr : stmt->second;
-  if (const auto ov = statement_overrides_.find(std::string(b->statement)); ov != statement_overrides_.end()) {
-    overrides_ = ov->second;
-  } else {
-    overrides_ = {};
+  const std::string statement(b->statement);
+  auto stmt = statements_.find(statement);
+  GateVerdict v;
+  v.plan = stmt == statements_.end() ? nullptr : stmt->second;
+  if (const auto ov = statement_overrides_.find(statement); ov != statement_overrides_.end()) {
+    v.overrides = ov->second;
   }
-  if (held_ && held_->ready && held_->explain) {
-    plan = std::move(held_->plan);  // the cost gate's verdict with these parameters
-    held_.reset();
-  } else if (plan && !plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
-    const auto types = statement_types_.find(std::string(b->statement));
-    startExplain(plan, nullptr, {}, true, &*b,
-                 types == statement_types_.end() ? nullptr : &types->second);
-    return true;  // waiting_: the Bind stays at the head of the input
+  if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && policy_ && server_) {
+    // The cost gate's verdict with these parameters.
+    GateRequest r;
+    r.plan = std::move(v.plan);
+    r.overrides = std::move(v.overrides);
+    r.extended = true;
+    r.explain = GateRequest::Explain::kRun;
+    if (const auto types = statement_types_.find(statement); types != statement_types_.end()) {
+      r.explain_args.param_types = types->second;
+    }
+    r.explain_args.param_formats = b->param_formats;
+    r.explain_args.params.reserve(b->params.size());
+    for (const auto& p : b->params) {
+      r.explain_args.params.push_back(p ? std::optional<std::string>(std::string(*p)) : std::nullopt);
+    }
+    r.explain_args.bound = true;
+    return judge(f, std::move(r));
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) return false;  // checked when it arrived
+  const std::string portal(b->portal);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    return true;
   }
   if (plan && plan->decision.denied) {
     // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
@@ -998,28 +1006,38 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
     protocolViolation("malformed Execute message: " + e.error());
     return false;
   }
+  GateVerdict v;
+  const auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end() && (!it->second.run || it->second.run->finished)) {
+    // A new execution: it counts against the budget now, once (a suspended portal's later
+    // Executes continue the same run).
+    v.plan = it->second.plan;
+    v.overrides = it->second.overrides;  // the budget key and any denial belong to this statement
+    if (v.plan && !v.plan->decision.denied) {
+      GateRequest r;
+      r.plan = std::move(v.plan);
+      r.overrides = std::move(v.overrides);
+      r.extended = true;
+      r.admit = true;
+      return judge(f, std::move(r));
+    }
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) return false;  // checked when it arrived
   std::shared_ptr<StatementRun> run;
   auto it = portals_.find(std::string(e->portal));
   if (it != portals_.end()) {
     if (!it->second.run || it->second.run->finished) {
-      // A new execution: it counts against the budget now, once (a suspended portal's later
-      // Executes continue the same run).
-      std::shared_ptr<const StatementPlan> plan = it->second.plan;
-      std::shared_ptr<const guards::BudgetKey> key;
-      overrides_ = it->second.overrides;  // the budget key and any denial belong to this statement
-      if (held_ && held_->ready) {
-        plan = std::move(held_->plan);
-        key = std::move(held_->key);
-        held_.reset();
-      } else if (plan && !plan->decision.denied && !admitBudget(plan, key)) {
-        return true;  // waiting for the shared budget store
-      }
-      if (plan && plan->decision.denied) {
-        denyExtended(*plan);
+      if (v.plan && v.plan->decision.denied) {
+        denyExtended(*v.plan);
         return true;
       }
       it->second.run = startRun(it->second.plan, 0, true);
-      it->second.run->budget_key = std::move(key);
+      it->second.run->budget_key = std::move(v.budget_key);
       it->second.run->overrides = it->second.overrides;
     }
     run = it->second.run;
@@ -1092,78 +1110,12 @@ void ClientSession::popPending() {
 // Statement runs and history
 // ---------------------------------------------------------------------------------------------
 
-std::shared_ptr<StatementRun> ClientSession::startRun(std::shared_ptr<const StatementPlan> plan,
-                                                      size_t index, bool extended) {
-  auto run = std::make_shared<StatementRun>();
-  run->max_rows = plan ? plan->decision.max_rows : -1;
-  run->plan = std::move(plan);
-  run->index = index;
-  run->extended = extended;
-  run->started_us = wallClockMicros();
-  return run;
-}
-
 void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
-  run.finished = true;
-  if (run.budget_key) {
-    if (auto* ledger = daemon_.budgets()) {
-      if (const auto* bg = policy_ ? guards::findBudgetGuard(*policy_) : nullptr) {
-        ledger->addRows(*bg, *run.budget_key, run.rows_sent);
-      }
-      ledger->release(*run.budget_key);
-    }
-  }
   ++statement_count_;
-  auto& c = daemon_.counters();
-  c.statement(counterOutcome(outcome));
-  if (run.truncated) ++c.statements_truncated;
-
-  history::Record r;
-  r.started_at_us = run.started_us;
-  r.finished_at_us = wallClockMicros();
-  r.duration_us = r.finished_at_us - r.started_at_us;
-  r.instance_id = daemon_.instanceId();
-  r.session_id = id_;
-  r.user = user_;
-  r.database = database_;
-  r.policy_group = group_;
-  r.client_addr = peer_host_;
-  r.application_name = application_name_;
-  // A sqlcommenter comment on the statement wins over the session's values, for it alone.
-  const auto& ov = run.overrides;
-  r.agent_id = ov.agent_id ? *ov.agent_id : agent_id_;
-  r.conversation_id = ov.conversation_id ? *ov.conversation_id : conversation_id_;
-  r.query_intent_sent = ov.query_intent ? *ov.query_intent : query_intent_;
-  if (run.plan && run.index < run.plan->statements.size()) {
-    const auto& st = run.plan->statements[run.index];
-    r.query_intent_inferred = st.intent;
-    r.statement_kind = st.kind;
-    r.tables = st.tables;
-    r.sql_text = st.sql;
-    r.sql_truncated = st.sql_truncated;
-    // The text's fingerprint is this statement's only when the text holds one statement; the
-    // writer thread fingerprints a statement of a longer text from its own text.
-    if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
-    r.guard_actions = run.plan->guard_actions_json;
-  } else {
-    r.guard_actions = "[]";
-  }
-  r.outcome = outcome;
-  if ((outcome == history::Outcome::kDenied || outcome == history::Outcome::kBudget) && run.plan) {
-    r.deny_code = run.plan->decision.deny.code;
-  }
-  r.sqlstate = std::string(sqlstate);
-  r.error_message = std::string(message);
-  r.rows_returned = run.rows_sent;
-  r.truncated = run.truncated;
-  r.rows_affected = run.rows_affected;
-  r.bytes_sent = run.bytes_sent;
-  r.protocol = run.extended ? "extended" : "simple";
-  r.single_zero = run.single_zero && run.rows_sent == 1;
-  daemon_.metrics().onStatement(r, run.plan.get());
-  daemon_.submitRecord(std::move(r));
+  daemon_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
+                            message);
 }
 
 void ClientSession::denyExtended(const StatementPlan& plan) {
@@ -1177,27 +1129,8 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
-  // A denial by any guard but a budget counts towards the conversation's max_denied, as many
-  // statements as the text counts against max_statements (at least one).
-  if (!plan.budget && policy_) {
-    auto* ledger = daemon_.budgets();
-    if (const auto* bg = guards::findBudgetGuard(*policy_); ledger && bg) {
-      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
-      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)), statements);
-    }
-  }
-  // A denied text counts as each of its statements.
-  auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
-  for (size_t i = 0; i < plan.statements.size(); ++i) {
-    StatementRun run;
-    run.plan = shared;
-    run.index = i;
-    run.extended = extended;
-    run.started_us = wallClockMicros();
-    run.overrides = overrides_;
-    finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
-              plan.decision.deny.sqlstate, plan.decision.deny.message);
-  }
+  statement_count_ += plan.statements.size();
+  daemon_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
 }
 
 void ClientSession::finishPortals() {
@@ -1607,14 +1540,13 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
-    if (explain && held_ && held_->explain) {
+    if (explain && gate_->waiting()) {
       recordFailure();
-      // The server skips our EXPLAIN with the rest of the batch; the held message goes the same
-      // way once input resumes (everything up to Sync is ignored).
-      held_.reset();
-      waiting_ = false;
+      // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
+      // same way (everything up to Sync is ignored).
+      cancelWaits();
       if (pending_.empty()) server_skipping_ = true;
-      processInput();
+      resumeInput();
       return;
     }
   }
@@ -2083,140 +2015,54 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
   return true;
 }
 
-namespace {
+// ---------------------------------------------------------------------------------------------
+// The statement gate: judging a Query, Parse, Bind or Execute, and acting on its verdict
+// ---------------------------------------------------------------------------------------------
 
-const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
-  if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
-  return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
-}
-
-}  // namespace
-
-bool ClientSession::decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
-                           std::shared_ptr<const guards::BudgetKey>& key) {
-  if (held_ && held_->ready) {
-    plan = std::move(held_->plan);
-    key = std::move(held_->key);
-    overrides_ = std::move(held_->overrides);
-    held_.reset();
+bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
+  GateVerdict v;
+  if (!gate_->decide(std::move(request), v)) {
+    // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
+    // (and nothing after it is read) until the verdict comes; then it goes on from here.
+    paused_.assign(f.raw.data(), f.raw.size());
     return true;
   }
-  overrides_ = guards::parseSqlComment(sql);
-  plan = planFor(sql, extended);
-  if (plan->decision.webhook) {
-    held_ = Held{plan, std::string(sql), extended, count, overrides_, nullptr, false};
-    postWebhook();
-    if (waiting_) return false;
-    // Answered at once (no client to ask): go on with what the answer made of it.
-    plan = std::move(held_->plan);
-    key = std::move(held_->key);
-    held_.reset();
-    return true;
-  }
-  return !count || admitBudget(plan, key);
+  return act(f, std::move(v));
 }
 
-bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
-                                std::shared_ptr<const guards::BudgetKey>& key) {
-  guards::BudgetLedger* ledger = daemon_.budgets();
-  size_t index = 0;
-  const guards::BudgetGuard* bg = policy_ ? guards::findBudgetGuard(*policy_, &index) : nullptr;
-  if (!ledger || !bg || !plan || plan->decision.denied) return true;
-  if (!plan->analysis || !guards::countsAgainstBudget(*plan->analysis)) return true;  // housekeeping
-  auto k = std::make_shared<const guards::BudgetKey>(ledger->keyFor(requestContext(false, overrides_)));
-  auto deniedPlan = [this, index](const StatementPlan& p, guards::GuardResult r) {
-    guards::Decision d = p.decision;
-    d.denied = true;
-    d.deny = policy_->render(index, std::move(r));
-    d.actions.push_back(d.deny);
-    d.rewritten_sql.reset();
-    d.max_rows = -1;
-    return PolicyEngine::withDecision(p, std::move(d));
-  };
-  // Each statement of a multi-statement text counts once; the text is admitted whole or not.
-  const int64_t statements = guards::budgetStatements(*plan->analysis);
-  auto a = ledger->admit(*bg, *k, [this, k, deniedPlan](guards::BudgetLedger::Admission r) {
-    budget_ticket_ = 0;
-    if (!held_ || !held_->plan) return;
-    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
-      held_->key = k;
-    } else {
-      held_->plan = deniedPlan(*held_->plan, std::move(r.denial));
-    }
-    held_->ready = true;
-    resumeHeld();
-  }, statements);
-  switch (a.kind) {
-    case guards::BudgetLedger::Admission::Kind::kAdmitted:
-      key = std::move(k);
-      return true;
-    case guards::BudgetLedger::Admission::Kind::kDenied:
-      plan = deniedPlan(*plan, std::move(a.denial));
-      return true;
-    case guards::BudgetLedger::Admission::Kind::kPending:
-      if (!held_) held_ = Held{};
-      held_->plan = plan;
-      held_->overrides = overrides_;
-      held_->key.reset();
-      held_->ready = false;
-      budget_ticket_ = a.ticket;
-      waiting_ = true;
-      return false;
+bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
+  overrides_ = v.overrides;
+  switch (f.type) {
+    case 'Q': return actQuery(f, std::move(v));
+    case 'P': return actParse(f, std::move(v));
+    case 'B': return actBind(f, std::move(v));
+    case 'E': return actExecute(f, std::move(v));
+    default: break;
   }
+  gate_->discard(v);
   return true;
 }
 
-void ClientSession::postWebhook() {
-  const guards::WebhookGuard* guard = webhookGuardOf(policy_, *held_->plan);
-  WebhookClient* client = daemon_.webhooks();
-  if (!guard || !client) {
-    // Cannot happen while the daemon runs; fail the check rather than skip it.
-    guards::WebhookOutcome o;
-    o.error = "no webhook client";
-    waiting_ = true;
-    onWebhookAnswer(std::move(o));
+void ClientSession::onGateVerdict(GateVerdict v) {
+  std::string raw = std::move(paused_);
+  paused_.clear();
+  if (state_ != ClientState::kReady || raw.size() < 5) {
+    gate_->discard(v);
     return;
   }
-  waiting_ = true;
-  webhook_started_ = std::chrono::steady_clock::now();
-  webhook_id_ = client->post(webhookRequestFor(*guard, held_->plan->decision.webhook->body),
-                             [this](guards::WebhookOutcome o) {
-                               webhook_id_ = 0;
-                               if (o.status != guards::WebhookOutcome::Status::kCancelled) {
-                                 daemon_.metrics().externalCall(guards::GuardObserver::External::kWebhook,
-                                                                guards::webhookCallResult(o),
-                                                                std::chrono::steady_clock::now() - webhook_started_);
-                               }
-                               onWebhookAnswer(std::move(o));
-                               if (!waiting_ && held_ && held_->ready) resumeHeld();
-                             });
+  const protocol::Frame f{raw[0], raw, std::string_view(raw).substr(5)};
+  if (deny_skipping_ || server_skipping_) {
+    // An earlier message of the batch failed meanwhile: this one is skipped with the rest, up
+    // to Sync, as the server skips them.
+    gate_->discard(v);
+    handleClientMessage(f);
+  } else {
+    act(f, std::move(v));
+  }
+  resumeInput();
 }
 
-void ClientSession::onWebhookAnswer(guards::WebhookOutcome outcome) {
-  if (!held_ || !held_->plan || !held_->plan->analysis || !policy_) return;
-  const guards::RequestContext ctx = requestContext(held_->extended, held_->overrides);
-  const auto stats = daemon_.tableStats(server_database_);
-  guards::Decision d = policy_->resumeWebhook(held_->plan->decision, outcome, *held_->plan->analysis, held_->sql,
-                                              ctx, stats.get());
-  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
-  if (held_->plan->decision.webhook) {
-    postWebhook();  // the next webhook guard of the chain
-    return;
-  }
-  overrides_ = held_->overrides;
-  if (held_->count) {
-    std::shared_ptr<const StatementPlan> plan = held_->plan;
-    std::shared_ptr<const guards::BudgetKey> key;
-    if (!admitBudget(plan, key)) return;  // now waiting for the shared budget store
-    held_->plan = std::move(plan);
-    held_->key = std::move(key);
-  }
-  held_->ready = true;
-  waiting_ = false;
-}
-
-void ClientSession::resumeHeld() {
-  waiting_ = false;
+void ClientSession::resumeInput() {
   if (state_ != ClientState::kReady) return;
   if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
     closeSession("cannot read from the client");
@@ -2226,16 +2072,32 @@ void ClientSession::resumeHeld() {
 }
 
 void ClientSession::cancelWaits() {
-  if (webhook_id_) {
-    if (auto* c = daemon_.webhooks()) c->cancel(webhook_id_);
-    webhook_id_ = 0;
+  if (gate_) gate_->cancel();
+  paused_.clear();
+}
+
+void ClientSession::recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
+                                         const std::string& error_response) {
+  std::string sqlstate;
+  std::string message;
+  if (error_response.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error_response).substr(5));
+    if (e) {
+      sqlstate = std::string(e->sqlstate());
+      message = std::string(e->message());
+    }
   }
-  if (budget_ticket_) {
-    if (auto* l = daemon_.budgets()) l->cancel(budget_ticket_);
-    budget_ticket_ = 0;
-  }
-  waiting_ = false;
-  held_.reset();
+  auto run = startRun(plan, 0, extended);
+  run->overrides = overrides_;
+  finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+}
+
+void ClientSession::failExtendedExplain(const std::shared_ptr<const StatementPlan>& plan, std::string error) {
+  // The server now ignores everything up to Sync: the EXPLAIN's error answers the Parse or Bind,
+  // which is dropped with the rest of the batch.
+  recordExplainFailure(plan, true, error);
+  queueLocal(std::move(error), false);
+  server_skipping_ = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2247,20 +2109,8 @@ namespace {
 constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
-void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
-                                 std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
-                                 bool extended, const protocol::BindMsg* bind,
-                                 const std::vector<uint32_t>* param_types) {
-  Held h;
-  h.plan = plan;
-  h.sql = std::string(sql);
-  h.extended = extended;
-  h.overrides = overrides_;
-  h.key = std::move(key);
-  h.explain = true;
-  held_ = std::move(h);
-  waiting_ = true;
-  const std::string& text = *plan->decision.explain_sql;
+bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
+  if (!server_) return false;
   Pending p(Expect::kExplain);
   std::string& out = server_->out();
   if (!extended) {
@@ -2269,14 +2119,16 @@ void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
   } else {
     // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
     // so the client's own batch and transaction go on undisturbed.
-    static const std::vector<uint32_t> kNoTypes;
-    protocol::writeParse(out, kExplainName, text, param_types ? *param_types : kNoTypes);
+    protocol::writeParse(out, kExplainName, text, args.param_types);
     protocol::BindMsg b;
     b.portal = kExplainName;
     b.statement = kExplainName;
-    if (bind) {
-      b.param_formats = bind->param_formats;
-      b.params = bind->params;
+    if (args.bound) {
+      b.param_formats = args.param_formats;
+      b.params.reserve(args.params.size());
+      for (const auto& v : args.params) {
+        b.params.push_back(v ? std::optional<std::string_view>(*v) : std::nullopt);
+      }
     }
     protocol::writeBind(out, b);
     protocol::writeExecute(out, kExplainName, 0);
@@ -2288,6 +2140,7 @@ void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
   }
   pushPending(std::move(p));
   flushServer();
+  return true;
 }
 
 bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
@@ -2301,17 +2154,16 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
     case 'E':
       head.explain_error.assign(f.raw.data(), f.raw.size());
       if (!head.explain_simple) {
-        // The server now ignores everything up to Sync: the error answers the held message.
-        const std::string error = std::move(head.explain_error);
+        std::string error = std::move(head.explain_error);
         pending_.pop_front();
-        failExplain(error, nullptr);
+        gate_->explainFailed(std::move(error));
       }
       return true;
     case '3':
       if (!head.explain_simple && --head.explain_closes == 0) {
         std::string json = std::move(head.explain_json);
         pending_.pop_front();
-        finishExplain(std::move(json));
+        gate_->explainDone(std::move(json));
       }
       return true;
     case 'Z':
@@ -2322,12 +2174,12 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
           if (server_) server_->setTxStatus(z->status);
         }
         std::string json = std::move(head.explain_json);
-        const std::string error = std::move(head.explain_error);
+        std::string error = std::move(head.explain_error);
         pending_.pop_front();
         if (!error.empty()) {
-          failExplain(error, &f);
+          gate_->explainFailed(std::move(error));
         } else {
-          finishExplain(std::move(json));
+          gate_->explainDone(std::move(json));
         }
         return true;
       }
@@ -2344,52 +2196,6 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
                 logPrefix(), f.type);
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
-}
-
-void ClientSession::finishExplain(std::string json) {
-  if (!held_ || !held_->explain || !held_->plan) return;
-  const auto stats = daemon_.tableStats(server_database_);
-  guards::Decision d = json.empty() || !policy_
-                           ? (policy_ ? policy_->planUnavailable(held_->plan->decision)
-                                      : held_->plan->decision)
-                           : policy_->evaluatePlan(held_->plan->decision, json, stats.get());
-  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
-  held_->ready = true;
-  resumeHeld();
-}
-
-void ClientSession::failExplain(const std::string& error_bytes, const protocol::Frame* rfq) {
-  // "If the EXPLAIN itself fails with a server error (an unknown column, say), that error is the
-  // statement's answer": the statement would have failed the same way.
-  std::string sqlstate;
-  std::string message;
-  if (error_bytes.size() > 5) {
-    auto e = protocol::parseErrorFields(std::string_view(error_bytes).substr(5));
-    if (e) {
-      sqlstate = std::string(e->sqlstate());
-      message = std::string(e->message());
-    }
-  }
-  if (held_ && held_->plan) {
-    auto run = startRun(held_->plan, 0, held_->extended);
-    run->budget_key = std::move(held_->key);
-    run->overrides = held_->overrides;
-    finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
-  }
-  client_.out().append(error_bytes);
-  if (rfq) {
-    // Simple protocol: the EXPLAIN's ReadyForQuery ends the client's Query too.
-    client_.out().append(rfq->raw.data(), rfq->raw.size());
-    if (held_) {
-      held_->answered = true;
-      held_->ready = true;
-    }
-  } else {
-    // Extended protocol: the server skips to Sync; the held Parse/Bind is dropped with the rest.
-    held_.reset();
-    if (pending_.empty()) server_skipping_ = true;
-  }
-  resumeHeld();
 }
 
 }  // namespace pgwarden::daemon

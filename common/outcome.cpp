@@ -1,7 +1,6 @@
-// Names of record outcomes as stored in the `outcome` column and printed by reports.
-#include "history/record.h"
+#include "common/outcome.h"
 
-namespace pgwarden::history {
+namespace pgwarden {
 
 const char* outcomeName(Outcome o) {
   switch (o) {
@@ -17,8 +16,8 @@ const char* outcomeName(Outcome o) {
 }
 
 bool parseOutcome(const std::string& name, Outcome* out) {
-  for (Outcome o : {Outcome::kOk, Outcome::kError, Outcome::kDenied, Outcome::kCancelled,
-                    Outcome::kClientGone, Outcome::kBudget, Outcome::kAborted}) {
+  for (size_t i = 0; i < kOutcomeCount; ++i) {
+    const auto o = static_cast<Outcome>(i);
     if (name == outcomeName(o)) {
       *out = o;
       return true;
@@ -27,4 +26,4 @@ bool parseOutcome(const std::string& name, Outcome* out) {
   return false;
 }
 
-}  // namespace pgwarden::history
+}  // namespace pgwarden
