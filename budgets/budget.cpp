@@ -200,6 +200,10 @@ std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string
     config::fail(dsn ? node["dsn"] : node["dsn_file"], path + (dsn ? ".dsn" : ".dsn_file"),
                  "dsn is only for store: postgres");
   }
+  if (dsn || dsn_file) {
+    config::requireConnectionString(dsn ? node["dsn"] : node["dsn_file"], path + (dsn ? ".dsn" : ".dsn_file"),
+                                    s.dsn);
+  }
   s.timeout = config::getDuration(node, path, "timeout", std::chrono::milliseconds(500));
   if (s.timeout.count() <= 0) config::fail(node["timeout"], path + ".timeout", "must be above zero");
   const std::string fb = config::getString(node, path, "fail_behavior", "deny");

@@ -14,6 +14,7 @@
 
 #include "common/config_util.h"
 #include "guards/webhook_guard.h"
+#include "history/store_path.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -383,6 +384,18 @@ std::string formatError(const std::string& path, int line, const std::string& ke
   return out;
 }
 
+// What only this machine can answer: whether this process can open or create the files the
+// config names. The files read while parsing (TLS certificates and keys, password and secret
+// files, Lua scripts) were opened then; the history file is created later, by the store, so it
+// is checked here. Not part of parseConfig: tests parse configs that name other machines' paths.
+void checkFiles(const Config& config) {
+  const auto& h = config.history;
+  if (auto st = history::checkStorePath(h); !st.ok()) {
+    const std::string where = h.path_line > 0 ? "" : " (history.path is not set; this is its default)";
+    throw ConfigFileError(formatError(config.path, h.path_line, "history.path", st.error() + where));
+  }
+}
+
 }  // namespace
 
 const char* authMethodName(AuthMethod m) {
@@ -476,6 +489,7 @@ std::shared_ptr<const Config> parseConfig(const std::string& text, const std::st
                                       "invalid YAML: " + e.msg));
   }
   try {
+    cfg::rejectDuplicateKeys(root);
     return parseRoot(root, path);
   } catch (const cfg::ConfigError& e) {
     throw ConfigFileError(formatError(path, e.line(), e.key(), e.what()));
@@ -494,7 +508,9 @@ std::shared_ptr<const Config> loadConfig(const std::string& path) {
   if (!in) throw ConfigFileError(path + ": cannot open the file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parseConfig(ss.str(), path);
+  auto config = parseConfig(ss.str(), path);
+  checkFiles(*config);
+  return config;
 }
 
 }  // namespace pgwarden::daemon

@@ -134,9 +134,13 @@ class ConfigFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Reads and validates a config file. Throws ConfigFileError. Never called on the data path.
+// Reads and validates a config file, then checks that this process can open or create the files
+// it names (the history file too, which the store only creates later), so that --check-config,
+// start-up and reload refuse the same files with the same messages. Throws ConfigFileError.
+// Never called on the data path.
 std::shared_ptr<const Config> loadConfig(const std::string& path);
-// Same from text (tests, and `path` is only used in messages and for relative paths).
+// Parses and validates text only, without looking at the files it names beyond those parsing
+// reads (tests, and `path` is only used in messages and for relative paths).
 std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path);
 
 // Parses "host:port", "[v6]:port", "*:port" (all IPv4 and IPv6) and "localhost:port".

@@ -32,6 +32,7 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
   if (path) {
     if (path->empty()) config::fail(node["path"], "history.path", "must not be empty");
     c.path = *path;
+    c.path_line = config::lineOf(node["path"]);
   }
   if (c.store == "jsonl" && !path) {
     config::fail(node, "history.path", "the jsonl store needs history.path (the file to append to)");
@@ -51,11 +52,15 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
     config::fail(node[key], std::string("history.") + key,
                  "only the postgres store uses a connection string (store is " + c.store + ")");
   }
-  if (dsn) c.dsn = *dsn;
+  if (dsn) {
+    c.dsn = *dsn;
+    config::requireConnectionString(node["dsn"], "history.dsn", c.dsn);
+  }
   if (dsn_file) {
     c.dsn_file = *dsn_file;
     c.dsn = config::readSecretFile(node["dsn_file"], "history.dsn_file", *dsn_file);
     if (c.dsn.empty()) config::fail(node["dsn_file"], "history.dsn_file", "the file is empty");
+    config::requireConnectionString(node["dsn_file"], "history.dsn_file", c.dsn);
   }
   if (c.store == "postgres" && c.dsn.empty()) {
     config::fail(node, "history.dsn", "the postgres store needs history.dsn or history.dsn_file");

@@ -17,6 +17,7 @@ namespace pgwarden::history {
 struct HistoryConfig {
   std::string store = "sqlite";   // sqlite | postgres | jsonl | off
   std::string path;               // sqlite file or jsonl file
+  int path_line = 0;              // line of history.path in the file (0: the default), for messages
   std::string dsn;                // postgres: libpq connection string (or read from dsn_file)
   std::string dsn_file;           // postgres: file holding the connection string (a secret)
   size_t queue_size = 65536;
