@@ -314,7 +314,7 @@ TEST(LuaGuardConfig, ScriptFileMustBeABoundedRegularFile) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto big = dir.path() / "big.lua";
   std::ofstream(big) << "-- " << std::string(config::kMaxScriptFileBytes, 'x') << "\nfunction check(ctx) end\n";
-  for (const std::string file : {fifo.string(), std::string("/dev/zero"), big.string()}) {
+  for (const std::string& file : {fifo.string(), std::string("/dev/zero"), big.string()}) {
     try {
       (void)groups("g:\n  guards:\n    - kind: lua\n      file: " + file + "\n");
       ADD_FAILURE() << "loaded " << file;
