@@ -3,11 +3,17 @@
 
 #include <libpq-fe.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
-#include <fstream>
+#include <cerrno>
 #include <limits>
 #include <map>
 #include <set>
+#include <system_error>
 
 namespace pgwarden::config {
 
@@ -262,13 +268,52 @@ uint64_t getSize(const YAML::Node& map, const std::string& path, const char* key
   return *s;
 }
 
+Result<std::string> readSmallFile(const std::string& path, size_t max_bytes) {
+  using R = Result<std::string>;
+  const auto sysError = [&](const char* what) {
+    return R::fail("cannot " + std::string(what) + " " + path + ": " +
+                   std::generic_category().message(errno));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return sysError("open");
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return sysError("stat");
+  if (!S_ISREG(st.st_mode)) return R::fail(path + " is not a regular file");
+  if (uint64_t(st.st_size) > max_bytes) {
+    return R::fail(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  // One byte more than allowed tells a file that grew since fstat from one that fits exactly.
+  std::string out(size_t(st.st_size) + 1, '\0');
+  size_t have = 0;
+  for (;;) {
+    if (have == out.size()) {
+      if (out.size() > max_bytes) break;
+      out.resize(std::min(out.size() * 2, max_bytes + 1));
+    }
+    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sysError("read");
+    if (n == 0) break;
+    have += size_t(n);
+  }
+  if (have > max_bytes) {
+    return R::fail(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  out.resize(have);
+  return out;
+}
+
 std::string readSecretFile(const YAML::Node& node, const std::string& key,
                            const std::string& file) {
-  std::ifstream in(file);
-  if (!in) fail(node, key, "cannot read file " + file);
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+  auto text = readSmallFile(file, kMaxSecretFileBytes);
+  if (!text) fail(node, key, "cannot read the secret file: " + text.error());
+  std::string line = std::move(*text);
+  line.resize(std::min(line.size(), line.find('\n')));
+  while (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
 }
 

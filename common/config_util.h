@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace pgwarden::config {
 
 // Thrown only while loading config (never on the data path). The daemon prefixes the file name.
@@ -65,7 +67,18 @@ std::optional<uint64_t> parseSize(const std::string& text);
 // quotes no part of it, as it may hold a password. Throws ConfigError at `node`.
 void requireConnectionString(const YAML::Node& node, const std::string& key, const std::string& dsn);
 
-// Reads a secret from a file (first line, trailing newline stripped). Throws ConfigError.
+// Size caps of the files a config names, read with readSmallFile.
+inline constexpr size_t kMaxSecretFileBytes = 64 * 1024;   // passwords, tokens, DSNs
+inline constexpr size_t kMaxScriptFileBytes = 1024 * 1024;  // Lua scripts
+
+// Reads a whole file that a config names, without trusting what the path leads to: it is opened
+// non-blocking (a FIFO with no writer cannot stall start-up or a reload), must be a regular file
+// (not /dev/zero, a directory or a socket) of at most `max_bytes`, and at most that many bytes are
+// read even if it grows meanwhile. The error names the path and what is wrong with it.
+Result<std::string> readSmallFile(const std::string& path, size_t max_bytes);
+
+// Reads a secret from a file (first line, trailing newline stripped) through readSmallFile with
+// kMaxSecretFileBytes. Throws ConfigError.
 std::string readSecretFile(const YAML::Node& node, const std::string& key,
                            const std::string& file);
 

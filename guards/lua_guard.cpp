@@ -13,8 +13,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "common/config_util.h"
 #include "guards/agent_context.h"
@@ -452,11 +450,9 @@ std::unique_ptr<Guard> makeLuaGuard(const YAML::Node& node, const std::string& p
   if (file) {
     at = node["file"];
     key = path + ".file";
-    std::ifstream in(*file);
-    if (!in) config::fail(at, key, "cannot read Lua script " + *file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    o.source = ss.str();
+    auto source = config::readSmallFile(*file, config::kMaxScriptFileBytes);
+    if (!source) config::fail(at, key, "cannot read the Lua script: " + source.error());
+    o.source = std::move(*source);
     o.chunk_name = *file;
     o.from_file = true;
   } else {

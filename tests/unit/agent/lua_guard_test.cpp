@@ -2,6 +2,7 @@
 // require, load, debug, string.dump, __gc), the instruction and memory limits (and that the state
 // stays usable after them), bad returns, fail_behavior, and compile errors naming file and line.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -303,6 +304,25 @@ TEST(LuaGuardConfig, FileCompileErrorNamesFileAndLine) {
   std::ofstream(file, std::ios::trunc) << "function check(ctx)\n  return {action='deny', code='FROM_FILE', reason='f'}\nend\n";
   const auto m = groups("g:\n  guards:\n    - kind: lua\n      file: " + file.string() + "\n");
   EXPECT_EQ(run(*m.at("g"), "SELECT 1").deny.code, "FROM_FILE");
+}
+
+TEST(LuaGuardConfig, ScriptFileMustBeABoundedRegularFile) {
+  // A FIFO would stall the config load for ever and /dev/zero would eat memory: both are refused
+  // at once, and so is a script over 1 MiB.
+  agent_test::TempDir dir;
+  const auto fifo = dir.path() / "policy.lua";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto big = dir.path() / "big.lua";
+  std::ofstream(big) << "-- " << std::string(config::kMaxScriptFileBytes, 'x') << "\nfunction check(ctx) end\n";
+  for (const std::string& file : {fifo.string(), std::string("/dev/zero"), big.string()}) {
+    try {
+      (void)groups("g:\n  guards:\n    - kind: lua\n      file: " + file + "\n");
+      ADD_FAILURE() << "loaded " << file;
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), "groups.g.guards[0].file");
+      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(LuaGuardConfig, OtherErrors) {
