@@ -81,7 +81,7 @@ def start_daemon(factory, pg, store, dsn=None, groups=None, limits=None, **histo
     if store in STORE_FILES:
         h["path"] = str(d.dir / STORE_FILES[store])
     else:
-        h["dsn"] = dsn
+        h.update(dsn=dsn, spool_path=str(d.dir / "history.spool"))
     h.update(history)
     d.config["history"] = h
     d.config["limits"].update(limits or {})
