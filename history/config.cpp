@@ -114,8 +114,9 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
   c.spool_size = config::getSize(node, kPath, "spool_size", std::max(c.spool_size, min_spool));
   if (c.spool_size < min_spool || c.spool_size > kMaxSpoolSize) {
     config::fail(node["spool_size"], "history.spool_size",
-                 "must be between " + std::to_string(min_spool >> 20) + "MiB (four of the largest "
-                 "records max_sql_bytes allows) and " + std::to_string(kMaxSpoolSize >> 30) + "GiB");
+                 "must be between " + std::to_string(min_spool >> 20) +
+                     "MiB (four of the largest records max_sql_bytes allows) and " +
+                     std::to_string(kMaxSpoolSize >> 30) + "GiB");
   }
   return c;
 }

@@ -233,8 +233,8 @@ class PostgresStore final : public Store {
     const std::string incoming = "pgwarden_history_incoming";
     WriteResult out = step("BEGIN");
     if (out.outcome == WriteOutcome::kOk) {
-      out = step("CREATE TEMP TABLE IF NOT EXISTS " + incoming + " ON COMMIT DELETE ROWS AS SELECT " +
-                 cols + " FROM " + t + " WITH NO DATA");
+      out = step("CREATE TEMP TABLE IF NOT EXISTS " + incoming +
+                 " ON COMMIT DELETE ROWS AS SELECT " + cols + " FROM " + t + " WITH NO DATA");
     }
     bool ignored = false;
     if (out.outcome == WriteOutcome::kOk) {

@@ -123,8 +123,8 @@ Record unreadable(uint64_t seq) {
   Record r;
   r.started_at_us = r.finished_at_us = wallClockMicros();
   r.outcome = Outcome::kError;
-  r.error_message = "pgwarden: history record " + std::to_string(seq) +
-                    " could not be read back from the spool";
+  r.error_message =
+      "pgwarden: history record " + std::to_string(seq) + " could not be read back from the spool";
   return r;
 }
 
@@ -169,7 +169,8 @@ Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
   }
   if (h.crc != headerCrc(h) || h.capacity < kEntryHeader * 2 || h.capacity % 8 != 0 ||
       static_cast<uint64_t>(st.st_size) != kHeaderSize + h.capacity) {
-    return R::fail(options.path + ": the spool's header is damaged (move the file away; the "
+    return R::fail(options.path +
+                   ": the spool's header is damaged (move the file away; the "
                    "records in it are lost)");
   }
   if (auto st2 = s->map(h.capacity); !st2.ok()) return R::fail(st2.error());
@@ -179,9 +180,10 @@ Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
       s->unmap();
       if (auto st2 = s->initialize(options.capacity); !st2.ok()) return R::fail(st2.error());
     } else {
-      spdlog::warn("history: the spool {} holds {} records in a ring of {} bytes; "
-                   "history.spool_size ({} bytes) applies from the first start that finds it empty",
-                   options.path, s->depth(), s->capacity_, options.capacity);
+      spdlog::warn(
+          "history: the spool {} holds {} records in a ring of {} bytes; "
+          "history.spool_size ({} bytes) applies from the first start that finds it empty",
+          options.path, s->depth(), s->capacity_, options.capacity);
     }
   }
   return s;
@@ -256,9 +258,7 @@ Status Spool::load() {
   return {};
 }
 
-uint64_t Spool::entryStart(uint64_t off) const {
-  return capacity_ - off < kEntryHeader ? 0 : off;
-}
+uint64_t Spool::entryStart(uint64_t off) const { return capacity_ - off < kEntryHeader ? 0 : off; }
 
 // Walks the ring from the consumed mark while each entry carries the next seq, its commit word
 // and a matching CRC; the first that does not is where appending resumes.
@@ -360,9 +360,10 @@ size_t Spool::take(std::vector<Record>& out, size_t max) {
     if (h.kind != kKindRecord || h.seq != read_seq_) {
       // Only memory corruption gets here: the entry the producer published is not where the
       // ring says. Stop taking rather than read garbage; what was taken is still released.
-      spdlog::error("history: spool {}: record {} not found at offset {}; the writer stops "
-                    "reading the spool",
-                    path_, read_seq_, at);
+      spdlog::error(
+          "history: spool {}: record {} not found at offset {}; the writer stops "
+          "reading the spool",
+          path_, read_seq_, at);
       break;
     }
     const uint64_t total = align8(kEntryHeader + h.length);

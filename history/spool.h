@@ -29,10 +29,12 @@ namespace pgwarden::history {
 
 // Where things are in the file (tests damage a spool on purpose with these).
 namespace spool_layout {
-inline constexpr uint64_t kHeaderSize = 4096;   // the ring starts here
-inline constexpr uint64_t kEntryHeader = 24;    // {commit u32, length u32, seq u64, crc u32, kind u32}
-inline constexpr size_t kMarksOffset = 40;      // the two consumed marks
-inline constexpr size_t kMarkSize = 32;         // {seq u64, offset u64, generation u64, crc u32, u32}
+inline constexpr uint64_t kHeaderSize = 4096;  // the ring starts here
+// {commit u32, length u32, seq u64, crc u32, kind u32}
+inline constexpr uint64_t kEntryHeader = 24;
+// The two consumed marks, each {seq u64, offset u64, generation u64, crc u32, reserved u32}.
+inline constexpr size_t kMarksOffset = 40;
+inline constexpr size_t kMarkSize = 32;
 }  // namespace spool_layout
 
 struct SpoolOptions {
@@ -99,7 +101,7 @@ class Spool final : public RecordQueue {
   uint64_t recovered_ = 0;
 
   // Producer.
-  uint64_t head_ = 0;      // ring offset of the next entry
+  uint64_t head_ = 0;  // ring offset of the next entry
   uint64_t next_seq_ = 1;
   // Shared.
   std::atomic<uint64_t> used_{0};
@@ -107,8 +109,8 @@ class Spool final : public RecordQueue {
   std::atomic<uint64_t> taken_seq_{0};      // last seq the consumer took
   std::atomic<uint64_t> released_seq_{0};   // last seq released (consumed)
   // Consumer.
-  uint64_t read_off_ = 0;   // ring offset of the next entry to take
-  uint64_t read_seq_ = 1;   // its seq
+  uint64_t read_off_ = 0;  // ring offset of the next entry to take
+  uint64_t read_seq_ = 1;  // its seq
   uint64_t mark_generation_ = 0;
   std::deque<Taken> taken_;
 };

@@ -11,12 +11,15 @@ namespace pgwarden::history {
 namespace {
 
 constexpr std::array<std::string Record::*, 18> kStrings{
-    &Record::instance_id,       &Record::user,           &Record::database,
-    &Record::policy_group,      &Record::client_addr,    &Record::application_name,
-    &Record::agent_id,          &Record::conversation_id, &Record::query_intent_sent,
-    &Record::query_intent_inferred, &Record::statement_kind, &Record::sql_text,
-    &Record::fingerprint,       &Record::guard_actions,  &Record::deny_code,
-    &Record::sqlstate,          &Record::error_message,  &Record::protocol,
+    &Record::instance_id,       &Record::user,
+    &Record::database,          &Record::policy_group,
+    &Record::client_addr,       &Record::application_name,
+    &Record::agent_id,          &Record::conversation_id,
+    &Record::query_intent_sent, &Record::query_intent_inferred,
+    &Record::statement_kind,    &Record::sql_text,
+    &Record::fingerprint,       &Record::guard_actions,
+    &Record::deny_code,         &Record::sqlstate,
+    &Record::error_message,     &Record::protocol,
 };
 
 // started, finished, duration, session, rows_returned, rows_affected, bytes_sent; outcome and
@@ -102,10 +105,9 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
   uint8_t outcome = 0;
   uint8_t flags = 0;
   uint32_t tables = 0;
-  if (!in.get(&out->started_at_us) || !in.get(&out->finished_at_us) ||
-      !in.get(&out->duration_us) || !in.get(&out->session_id) || !in.get(&out->rows_returned) ||
-      !in.get(&out->rows_affected) || !in.get(&out->bytes_sent) || !in.get(&outcome) ||
-      !in.get(&flags) || !in.get(&tables)) {
+  if (!in.get(&out->started_at_us) || !in.get(&out->finished_at_us) || !in.get(&out->duration_us) ||
+      !in.get(&out->session_id) || !in.get(&out->rows_returned) || !in.get(&out->rows_affected) ||
+      !in.get(&out->bytes_sent) || !in.get(&outcome) || !in.get(&flags) || !in.get(&tables)) {
     return false;
   }
   if (outcome >= kOutcomeCount) return false;

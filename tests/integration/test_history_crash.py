@@ -18,18 +18,12 @@ import pytest
 import pgwtest
 
 BURST = 5000
-STORE_FILES = {"sqlite": "history.db", "jsonl": "history.jsonl"}
+STORE_FILES = pgwtest.HISTORY_FILES
 
 
 def start_daemon(factory, pg, store, dsn=None, **history):
     d = factory.start(pg, start=False)
-    h = {"store": store, "flush_interval": "50ms"}
-    if store in STORE_FILES:
-        h["path"] = str(d.dir / STORE_FILES[store])
-    else:
-        h.update(dsn=dsn, spool_path=str(d.dir / "history.spool"))
-    h.update(history)
-    d.config["history"] = h
+    d.config["history"] = pgwtest.history_config(d, store, dsn, flush_interval="50ms", **history)
     d.write_config()
     d.start()
     return d

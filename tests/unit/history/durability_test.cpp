@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "history/recorder.h"
 #include "history/schema.h"
@@ -87,8 +87,9 @@ TEST(Durability, RecordsTheStoreNeverGotAreWrittenAtTheNextStart) {
   EXPECT_EQ(sqliteCount(c.path), 310);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT session_id)"), 310);
   // The recovered ones went first.
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT session_id FROM pgwarden_history ORDER BY id LIMIT 1 "
-                                "OFFSET 300")[0][0],
+  EXPECT_EQ(sqliteQuery(c.path,
+                        "SELECT session_id FROM pgwarden_history ORDER BY id LIMIT 1 "
+                        "OFFSET 300")[0][0],
             "300");
 }
 
@@ -110,16 +111,21 @@ TEST(Durability, WithDurabilityOffTheSameRecordsAreLostAndCounted) {
   EXPECT_EQ(sqliteCount(c.path), 0);
 }
 
+// Stores `n` records, then leaves the spool as a kill between the store's commit and the consumed
+// mark would.
+void storeThenDieBeforeMarking(const HistoryConfig& c, uint64_t n) {
+  auto rec = makeRecorder(c);
+  submitRange(*rec, 0, n);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().written, n);
+  rec.reset();
+  forgetConsumedMarks(c.path + ".spool");
+}
+
 TEST(Durability, StoredButNotMarkedConsumedIsNotStoredTwiceInSqlite) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "sqlite");
-  {
-    auto rec = makeRecorder(c);
-    submitRange(*rec, 0, 300);
-    rec->shutdown(std::chrono::seconds(10));
-    EXPECT_EQ(rec->stats().written, 300u);
-  }
-  forgetConsumedMarks(c.path + ".spool");
+  storeThenDieBeforeMarking(c, 300);
   auto rec = makeRecorder(c);
   EXPECT_EQ(rec->stats().recovered, 300u);
   submitRange(*rec, 300, 320);
@@ -133,12 +139,7 @@ TEST(Durability, StoredButNotMarkedConsumedIsNotStoredTwiceInSqlite) {
 TEST(Durability, StoredButNotMarkedConsumedIsNotWrittenTwiceToJsonl) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "jsonl");
-  {
-    auto rec = makeRecorder(c);
-    submitRange(*rec, 0, 200);
-    rec->shutdown(std::chrono::seconds(10));
-  }
-  forgetConsumedMarks(c.path + ".spool");
+  storeThenDieBeforeMarking(c, 200);
   {
     auto rec = makeRecorder(c);
     EXPECT_EQ(rec->stats().recovered, 200u);
@@ -200,16 +201,18 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   ddl += ")";
   std::ofstream(c.path).close();  // an empty file is an empty database
   sqliteQuery(c.path, ddl);
-  sqliteQuery(c.path, "CREATE TABLE pgwarden_history_schema (version INTEGER PRIMARY KEY, "
-                      "applied_at TEXT)");
+  sqliteQuery(c.path,
+              "CREATE TABLE pgwarden_history_schema (version INTEGER PRIMARY KEY, "
+              "applied_at TEXT)");
   sqliteQuery(c.path, "INSERT INTO pgwarden_history_schema (version) VALUES (1)");
   sqliteQuery(c.path, "INSERT INTO pgwarden_history (sql_text) VALUES ('from version 1')");
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
   EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
-  const auto rows = sqliteQuery(c.path, "SELECT sql_text, record_uid FROM pgwarden_history "
-                                        "ORDER BY id");
+  const auto rows = sqliteQuery(c.path,
+                                "SELECT sql_text, record_uid FROM pgwarden_history "
+                                "ORDER BY id");
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"from version 1", "<null>"}));
   EXPECT_NE(rows[3][1], "<null>");

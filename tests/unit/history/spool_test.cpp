@@ -2,6 +2,8 @@
 // what was not released is found again after the process "dies" (the Spool object is dropped
 // without any goodbye, as a kill -9 leaves the file); a torn or damaged entry ends recovery; the
 // ring wraps; bounds refuse rather than block; a second process cannot share the file.
+#include "history/spool.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "history/spool.h"
 #include "history/spool_codec.h"
 #include "test_util.h"
 
@@ -81,7 +82,8 @@ TEST(Spool, TakesRecordsBackInOrderAndReleaseFreesTheirSpace) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->recovered(), 0u);
   EXPECT_NE(s->epoch(), 0u);
-  for (uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(s->push(makeRecord(i, "SELECT " + std::to_string(i))));
+  for (uint64_t i = 1; i <= 10; ++i)
+    ASSERT_TRUE(s->push(makeRecord(i, "SELECT " + std::to_string(i))));
   EXPECT_EQ(s->depth(), 10u);
   EXPECT_EQ(s->ready(), 10u);
   const uint64_t used = s->usedBytes();
@@ -151,8 +153,8 @@ TEST(Spool, ARecordWithoutItsCommitWordEndsRecoveryAndItsSeqIsUsedAgain) {
     for (auto r : sent) ASSERT_TRUE(s->push(std::move(r)));
   }
   // The crash came while the fourth was being written: its body is there, its commit word not.
-  const uint64_t fourth = layout::kHeaderSize + entryBytes(sent[0]) + entryBytes(sent[1]) +
-                          entryBytes(sent[2]);
+  const uint64_t fourth =
+      layout::kHeaderSize + entryBytes(sent[0]) + entryBytes(sent[1]) + entryBytes(sent[2]);
   const uint32_t zero = 0;
   pokeFile(path, fourth, &zero, sizeof zero);
   auto s = openSpool(path);
