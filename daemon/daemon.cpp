@@ -411,8 +411,13 @@ void Daemon::reload() {
     spdlog::warn("reload: {} changed; the listeners keep their old settings until a restart",
                  restart_keys);
   }
-  if (next->history.store != config_->history.store || next->history.path != config_->history.path) {
-    spdlog::warn("reload: history store settings changed; they take effect after a restart");
+  const auto& h_was = config_->history;
+  const auto& h_now = next->history;
+  if (h_now.store != h_was.store || h_now.path != h_was.path ||
+      h_now.durability != h_was.durability || h_now.spool_path != h_was.spool_path ||
+      h_now.spool_size != h_was.spool_size) {
+    spdlog::warn("reload: history store or spool settings changed; they take effect after a "
+                 "restart");
   }
   config_ = std::move(next);
   pools_.setConfig(config_);

@@ -124,6 +124,9 @@ void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::st
     s.write_errors = st.write_errors;
     s.queue_depth = st.queue_depth;
     s.store_up = st.store_up ? 1 : 0;
+    s.recovered = st.recovered;
+    s.spool_used_bytes = st.spool_used_bytes;
+    s.spool_size_bytes = st.spool_capacity;
     return s;
   });
 }

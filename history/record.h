@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/outcome.h"
@@ -58,6 +59,18 @@ struct Record {
   // The result was exactly one row of one column whose value is zero (e.g. count(*) = 0): with
   // rows_returned == 0 this is what the `zeros` report calls a confident wrong answer.
   bool single_zero = false;
+  // Set by the spool (history.durability: process) when the writer takes the record: the spool
+  // file's random epoch and the record's sequence number in it. Together they are the record's
+  // unique id in the store (record_uid), which makes writing it twice after a crash harmless.
+  // Both 0 without a spool.
+  uint64_t spool_epoch = 0;
+  uint64_t spool_seq = 0;
 };
+
+// record_uid as stored: the epoch as 16 hex digits, '-', the sequence number in decimal; "" for
+// a record without a spool id.
+std::string recordUid(const Record& r);
+// The inverse: false when `uid` is not one.
+bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq);
 
 }  // namespace pgwarden::history

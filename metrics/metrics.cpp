@@ -124,6 +124,18 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_history_store_up",
           "1 while the query-history store takes writes, 0 while it is down (records queue).",
           MetricType::kGauge, {"store"})),
+      history_records_recovered(registry.callbackFamily(
+          "pgwarden_history_records_recovered_total",
+          "Query-history records found in the spool at start-up and written before new ones.",
+          MetricType::kCounter, {"store"})),
+      history_spool_used_bytes(registry.callbackFamily(
+          "pgwarden_history_spool_used_bytes",
+          "Bytes of the query-history spool holding records not yet stored.", MetricType::kGauge,
+          {"store"})),
+      history_spool_size_bytes(registry.callbackFamily(
+          "pgwarden_history_spool_size_bytes",
+          "Size of the query-history spool's ring (0 with history.durability: off).",
+          MetricType::kGauge, {"store"})),
       external_guard_calls(registry.counterFamily("pgwarden_external_guard_calls_total",
                                                   "Calls to webhook and Lua guards, by kind.",
                                                   {"kind"}, 10)),
@@ -175,6 +187,9 @@ void Metrics::setHistorySource(std::string store, std::function<HistorySnapshot(
   bind(history_write_errors, &HistorySnapshot::write_errors);
   bind(history_queue_depth, &HistorySnapshot::queue_depth);
   bind(history_store_up, &HistorySnapshot::store_up);
+  bind(history_records_recovered, &HistorySnapshot::recovered);
+  bind(history_spool_used_bytes, &HistorySnapshot::spool_used_bytes);
+  bind(history_spool_size_bytes, &HistorySnapshot::spool_size_bytes);
 }
 
 GroupSeries::GroupSeries(Metrics& metrics, std::string group)

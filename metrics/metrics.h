@@ -56,6 +56,9 @@ struct HistorySnapshot {
   uint64_t write_errors = 0;
   uint64_t queue_depth = 0;
   uint64_t store_up = 1;  // 1 while the store takes writes, 0 while it is down
+  uint64_t recovered = 0;         // records found in the spool at start-up
+  uint64_t spool_used_bytes = 0;  // history.durability: process; 0 without a spool
+  uint64_t spool_size_bytes = 0;
 };
 
 struct Metrics {
@@ -90,6 +93,9 @@ struct Metrics {
   CallbackFamily& history_write_errors;     // counter {store}
   CallbackFamily& history_queue_depth;      // gauge {store}
   CallbackFamily& history_store_up;         // gauge {store}
+  CallbackFamily& history_records_recovered;  // counter {store}
+  CallbackFamily& history_spool_used_bytes;   // gauge {store}
+  CallbackFamily& history_spool_size_bytes;   // gauge {store}
   // webhook and Lua guards
   CounterFamily& external_guard_calls;       // {kind}
   CounterFamily& external_guard_failures;    // {kind}

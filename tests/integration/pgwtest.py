@@ -746,6 +746,21 @@ def send_cancel(host_or_path, port, key, unix=False):
             pass
 
 
+HISTORY_FILES = {"sqlite": "history.db", "jsonl": "history.jsonl"}
+
+
+def history_config(d, store, dsn=None, **keys):
+    """A `history:` section for daemon `d`: the sqlite or jsonl file in its directory, or the
+    postgres store at `dsn` with its spool in that directory; then `keys`."""
+    h = {"store": store}
+    if store in HISTORY_FILES:
+        h["path"] = str(d.dir / HISTORY_FILES[store])
+    else:
+        h.update(dsn=dsn, spool_path=str(d.dir / "history.spool"))
+    h.update(keys)
+    return h
+
+
 def history_rows(d, where, params=(), want=1, timeout=10):
     """Rows of a daemon's SQLite history (its default store, `history.db` in its directory)
     matching `where`, ordered by id, once at least `want` are there (or the timeout passed)."""

@@ -28,7 +28,7 @@ import pgwtest
 MAX_SQL = 128
 HISTORY_ROLE = "pgw_history"
 HISTORY_PASSWORD = "history-pw-e2e"
-STORE_FILES = {"sqlite": "history.db", "jsonl": "history.jsonl"}
+STORE_FILES = pgwtest.HISTORY_FILES
 FIELDS = ("user_name", "policy_group", "agent_id", "conversation_id", "application_name",
           "protocol", "statement_kind", "sql_text", "sql_truncated", "outcome", "deny_code",
           "sqlstate", "rows_returned", "single_zero")
@@ -77,13 +77,8 @@ def start_daemon(factory, pg, store, dsn=None, groups=None, limits=None, **histo
     all_groups.update(groups or {})
     d = factory.start(pg, overrides={"groups": all_groups}, users=cfg_users, start=False)
     d.passwords.update(passwords)
-    h = {"store": store, "max_sql_bytes": MAX_SQL, "flush_interval": "50ms"}
-    if store in STORE_FILES:
-        h["path"] = str(d.dir / STORE_FILES[store])
-    else:
-        h["dsn"] = dsn
-    h.update(history)
-    d.config["history"] = h
+    d.config["history"] = pgwtest.history_config(d, store, dsn, max_sql_bytes=MAX_SQL,
+                                                 flush_interval="50ms", **history)
     d.config["limits"].update(limits or {})
     d.write_config()
     d.start()
