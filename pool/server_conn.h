@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "daemon/counters.h"
 #include "session/session_state.h"
 #include "session/startup_params.h"
 #include "net/stream.h"
@@ -74,6 +75,8 @@ class ServerConnection final : public StreamEvents {
   const std::string& lastError() const { return last_error_; }
   // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
   const std::string& loginSqlstate() const { return login_sqlstate_; }
+  // The message of that ErrorResponse (at most kMaxLoginMessage bytes).
+  const std::string& loginMessage() const { return login_message_; }
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
 
@@ -108,6 +111,8 @@ class ServerConnection final : public StreamEvents {
  private:
   void setState(ServerState to);
   void fail(const std::string& why);
+  // A failure while connecting or logging in, counted under `kind`.
+  void failLogin(ConnectFailure kind, const std::string& why);
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
@@ -146,7 +151,12 @@ class ServerConnection final : public StreamEvents {
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;
+  std::string login_message_;
+  ConnectFailure failure_ = ConnectFailure::kOther;  // why connecting or logging in failed
 };
+
+// The server's login error message is kept up to this many bytes.
+inline constexpr size_t kMaxLoginMessage = 256;
 
 // Messages bigger than this are streamed to the link in pieces rather than buffered whole.
 inline constexpr size_t kStreamThreshold = 128 * 1024;

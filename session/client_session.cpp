@@ -136,6 +136,8 @@ constexpr size_t kMaxPendingEntries = 65536;
 constexpr uint64_t kStatsWaitMs = 3000;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
+// How long a refused client may take to send its StartupMessage before it hears why anyway.
+constexpr uint64_t kRejectWaitMs = 1000;
 
 // A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
 // still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
@@ -198,7 +200,17 @@ void ClientSession::setState(ClientState to) {
     spdlog::error("{}: illegal state change {} -> {}", logPrefix(), stateName(state_),
                   stateName(to));
   }
+  const auto starting = [](ClientState s) {
+    return s == ClientState::kStartup || s == ClientState::kAuth;
+  };
+  if (starting(state_) && !starting(to)) daemon_.leftStartup(id_);
   state_ = to;
+}
+
+void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
+                                       RejectReason reason) {
+  startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  deadline_ms_ = std::min(deadline_ms_, daemon_.nowMs() + kRejectWaitMs);
 }
 
 void ClientSession::flushClient() {
@@ -1858,7 +1870,10 @@ void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
     case ClientState::kAuth:
-      if (now_ms >= deadline_ms_) {
+      if (now_ms >= deadline_ms_ && startup_reject_) {
+        const StartupReject r = *startup_reject_;
+        fatal(r.sqlstate, r.message, r.reason);
+      } else if (now_ms >= deadline_ms_) {
         spdlog::info("{}: startup timeout", logPrefix());
         fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
       }
