@@ -178,10 +178,13 @@ void ServerConnection::release(int rfq_expected, bool need_sync) {
   if (need_sync) {
     protocol::writeSync(stream_.out());
     ++rfq_expected_;
-    if (stream_.flush() != 0) {
-      fail("cannot write to the server");
-      return;
-    }
+  }
+  // Messages the session forwarded just before it let go (a Query read together with the bad
+  // message that ended the session) may still be queued: they are part of what is owed, so
+  // they go out now, or the ReadyForQuery the drain waits for would never come.
+  if (stream_.flush() != 0) {
+    fail("cannot write to the server");
+    return;
   }
   deadline_ms_ = pool_.manager().nowMs() +
                  static_cast<uint64_t>(config_->upstream.statement_timeout.count()) + kDrainGraceMs;

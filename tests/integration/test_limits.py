@@ -3,6 +3,7 @@ half-open HTTP clients in front of the health probes, and a PostgreSQL that is o
 slots. Each test shows the limit holding with real clients; the figures are in docs/reliability.md.
 """
 
+import select
 import socket
 import struct
 import time
@@ -51,6 +52,12 @@ def error_of(sock, timeout=5):
         return None
 
 
+def errors_sent(socks):
+    """The ErrorResponses pgwarden has sent on any of `socks` by now (fields of each)."""
+    readable, _, _ = select.select(socks, [], [], 0.5)
+    return [e for e in (error_of(s) for s in readable) if e]
+
+
 def close_all(socks):
     for s in socks:
         try:
@@ -85,6 +92,8 @@ def test_half_sent_startup_packets_do_not_lock_out_a_real_login(pgwarden_factory
     psql and psycopg2 still log in, without waiting for the startup timeout (60 s here)."""
     d = pgwarden_factory.start(pg, overrides={"limits": {"max_client_connections": 100,
                                                           "startup_timeout": "60s"}})
+    # The daemon's own start-up check connection has come and gone.
+    assert pgwtest.wait_for(lambda: metric(d, "pgwarden_client_connections", state="startup") == 0)
     held = []
     try:
         for i in range(10):
@@ -99,19 +108,25 @@ def test_half_sent_startup_packets_do_not_lock_out_a_real_login(pgwarden_factory
             cur.execute("select 2")
             assert cur.fetchone() == (2,)
         conn.close()
-        # The oldest held connections made room, and were told why.
-        err = error_of(held[0])
-        assert err is not None and err.get("C") == "53300", err
-        assert "too many connections still starting up" in err.get("M", ""), err
-        assert metric(d, "pgwarden_client_connections_rejected_total", reason="startup_limit") >= 2
+        # Those beyond max_startup_connections were refused, and the oldest, which had held its
+        # slot for over a second, made room for psql (whose slot psycopg2 then had); each was
+        # told why.
+        # (How many of each depends on how fast the hundred arrive; at least 36 were refused.)
+        messages = [e.get("M", "") for e in errors_sent(held) if e.get("C") == "53300"]
+        assert len(messages) >= 37, messages
+        assert set(messages) == {"too many connections still starting up",
+                                 "too many connections still starting up; this one did not log "
+                                 "in in time"}, messages
+        assert metric(d, "pgwarden_client_connections_rejected_total",
+                      reason="startup_limit") == len(messages)
         assert "without logging in, to make room" in d.log()
     finally:
         close_all(held)
 
 
 def test_one_address_gets_at_most_its_share_of_startup_slots(pgwarden_factory, pg):
-    d = pgwarden_factory.start(pg, overrides={"limits": {"startup_timeout": "60s",
-                                                          "max_startup_per_address": 16}})
+    # limits.max_startup_per_address is 16 by default.
+    d = pgwarden_factory.start(pg, overrides={"limits": {"startup_timeout": "60s"}})
     held = hold_half_startup(d.port, "127.0.0.2", 16)
     try:
         pgwtest.wait_for(lambda: metric(d, "pgwarden_client_connections", state="startup") >= 16)
@@ -189,7 +204,9 @@ def test_server_out_of_connection_slots_is_reported_not_waited_for(pgwarden_fact
     own.start()
     # A client waiting for the acquire timeout (30 s) would hit its own connect_timeout (10 s).
     d = pgwarden_factory.start(own, overrides={"pool": {"acquire_timeout": "30s"}})
-    first = d.connect()
+    # Clients already in hold server connections (for their whole session): none of them is
+    # coming back for a newcomer.
+    first = [d.connect() for _ in range(3)]
     direct = fill_server_slots(own)
     try:
         with pytest.raises(psycopg2.OperationalError) as err:
@@ -202,10 +219,11 @@ def test_server_out_of_connection_slots_is_reported_not_waited_for(pgwarden_fact
             with pytest.raises(pgwtest.ServerError) as raw_err:
                 c.login("core", d.passwords["core"])
         assert raw_err.value.sqlstate == "53300"
-        # The client already in is served as before.
-        with first.cursor() as cur:
-            cur.execute("select 'still here'")
-            assert cur.fetchone() == ("still here",)
+        # The clients already in are served as before.
+        for conn in first:
+            with conn.cursor() as cur:
+                cur.execute("select 'still here'")
+                assert cur.fetchone() == ("still here",)
         status, body = http_get(d.metrics_port, "/readyz")
         assert status == 503, body
         assert body.startswith("upstream refuses connections: "), body
@@ -221,7 +239,8 @@ def test_server_out_of_connection_slots_is_reported_not_waited_for(pgwarden_fact
         d.log()[-3000:]
     conn = d.connect()
     conn.close()
-    first.close()
+    for conn in first:
+        conn.close()
 
 
 def test_connect_errors_are_counted_by_reason(pgwarden_factory, pg_factory):
