@@ -167,6 +167,10 @@ void ServerConnection::attach(ServerLink* link) {
 void ServerConnection::release(int rfq_expected, bool need_sync) {
   if (state_ != ServerState::kActive) return;
   link_ = nullptr;
+  if (rfq_expected < 0) {
+    close("released in a state that cannot be drained");
+    return;
+  }
   // A huge message still arriving in pieces (chunk_left_) is skipped by the drain below.
   if (paused_) resumeReading();
   if (rfq_expected <= 0 && !need_sync) {

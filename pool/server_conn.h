@@ -85,6 +85,7 @@ class ServerConnection final : public StreamEvents {
   // The session is done with it. `rfq_expected` ReadyForQuery messages are still due for work
   // already sent (0 when it is idle at ReadyForQuery); with `need_sync` a Sync is sent first so
   // an unfinished extended-protocol batch ends. The connection drains, then resets itself.
+  // `rfq_expected` below 0: what the server still owes cannot be known; the connection closes.
   void release(int rfq_expected, bool need_sync);
 
   std::string& out() { return stream_.out(); }

@@ -1721,6 +1721,38 @@ int ClientSession::rfqOwed() const {
   return n;
 }
 
+bool ClientSession::owedIsUncertain() const {
+  bool batch_open = server_skipping_;
+  for (const auto& p : pending_) {
+    switch (p.kind) {
+      case Expect::kSync:
+        batch_open = false;
+        break;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+        batch_open = true;
+        break;
+      case Expect::kExplain:
+        if (!p.explain_simple) {
+          batch_open = true;
+          break;
+        }
+        [[fallthrough]];
+      case Expect::kQuery:
+      case Expect::kInternal:
+        if (batch_open) return true;
+        break;
+      case Expect::kLocal:
+        break;
+    }
+  }
+  return false;
+}
+
 bool ClientSession::unsyncedTail() const {
   if (server_skipping_) return true;
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
@@ -1756,7 +1788,11 @@ void ClientSession::releaseServer(bool client_gone) {
     server_paused_ = false;
     s->resumeReading();
   }
-  const int owed = rfqOwed();
+  // A Query behind unfinished extended-protocol messages is answered only if none of them fails
+  // (after an error the server skips everything up to the Sync): how many ReadyForQuery are
+  // still owed is then unknown, and a drain that waits for one too many would hold the
+  // connection until its deadline. Such a connection is closed instead.
+  const int owed = owedIsUncertain() ? -1 : rfqOwed();
   const bool need_sync = unsyncedTail();
   bool running = false;
   for (const auto& p : pending_) {

@@ -206,6 +206,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void finishPortals();
   void serverIdleCheck();
   int rfqOwed() const;
+  // A Query waits behind extended-protocol messages not yet synced: whether the server answers
+  // it depends on whether they fail.
+  bool owedIsUncertain() const;
   bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();
