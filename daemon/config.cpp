@@ -184,11 +184,27 @@ void parsePool(const YAML::Node& n, PoolConfig& out) {
 void parseLimits(const YAML::Node& n, LimitsConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "limits",
-                 {"max_client_connections", "max_message_bytes", "max_bind_bytes",
-                  "startup_timeout", "client_idle_timeout", "shutdown_timeout",
-                  "client_write_buffer", "max_prepared_statements"});
+                 {"max_client_connections", "max_startup_connections",
+                  "max_startup_per_address", "reserved_authenticated", "max_message_bytes",
+                  "max_bind_bytes", "startup_timeout", "client_idle_timeout",
+                  "shutdown_timeout", "client_write_buffer", "max_prepared_statements"});
   out.max_client_connections = static_cast<int>(cfg::getInt(
       n, "limits", "max_client_connections", out.max_client_connections, 1, 1000000));
+  out.max_startup_connections = static_cast<int>(cfg::getInt(
+      n, "limits", "max_startup_connections", out.max_startup_connections, 1, 1000000));
+  out.max_startup_per_address = static_cast<int>(cfg::getInt(
+      n, "limits", "max_startup_per_address", out.max_startup_per_address, 0, 1000000));
+  out.reserved_authenticated = std::min(out.reserved_authenticated,
+                                        out.max_client_connections / 10);
+  if (n["reserved_authenticated"].IsDefined()) {
+    out.reserved_authenticated = static_cast<int>(
+        cfg::getInt(n, "limits", "reserved_authenticated", 0, 0, 1000000));
+    if (out.reserved_authenticated >= out.max_client_connections) {
+      cfg::fail(n["reserved_authenticated"], "limits.reserved_authenticated",
+                "must be below limits.max_client_connections (" +
+                    std::to_string(out.max_client_connections) + ")");
+    }
+  }
   out.max_message_bytes = cfg::getSize(n, "limits", "max_message_bytes", out.max_message_bytes);
   out.max_bind_bytes = cfg::getSize(n, "limits", "max_bind_bytes", out.max_bind_bytes);
   const auto sizeRange = [&](const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
@@ -413,6 +429,11 @@ std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_d
   if (it != databases.end()) return it->second;
   if (databases.count("*")) return std::string(client_db);
   return std::nullopt;
+}
+
+int LimitsConfig::startupCap() const {
+  return std::max(1, std::min(max_startup_connections,
+                              max_client_connections - reserved_authenticated));
 }
 
 const UserConfig* Config::findUser(std::string_view name) const {

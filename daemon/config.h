@@ -69,6 +69,15 @@ struct PoolConfig {
 
 struct LimitsConfig {
   int max_client_connections = 1000;
+  // Connections still in startup or authentication: at most this many at once, and at most
+  // max_startup_per_address from one address (IPv6: one /64; 0: no per-address cap). Unix
+  // socket clients count towards the first only.
+  int max_startup_connections = 64;
+  int max_startup_per_address = 16;
+  // Client slots that connections still starting up never take: however many of them there
+  // are, this many slots stay for sessions that have logged in. Default: 10, or a tenth of
+  // max_client_connections when that is smaller.
+  int reserved_authenticated = 10;
   uint64_t max_message_bytes = 1u << 20;
   uint64_t max_bind_bytes = 64u << 20;
   Millis startup_timeout{10000};
@@ -76,6 +85,10 @@ struct LimitsConfig {
   Millis shutdown_timeout{30000};
   uint64_t client_write_buffer = 256u << 10;
   int max_prepared_statements = 10000;  // per session: named statements and portals tracked
+
+  // How many connections may be in startup or authentication at once: max_startup_connections,
+  // less when the reserve for logged-in sessions needs the slots; at least 1.
+  int startupCap() const;
 };
 
 struct AuthConfig {

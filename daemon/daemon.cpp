@@ -209,13 +209,6 @@ void Daemon::onConnection(Listener& l) {
     if (raw->state() == ClientState::kStartup) sessions_.erase(id);  // no handle was opened
     return;
   }
-  if (sessions_.size() > static_cast<size_t>(config_->limits.max_client_connections)) {
-    spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached", id, raw->peer(),
-                 config_->limits.max_client_connections);
-    raw->rejectAfterStartup("53300", "sorry, too many clients already",
-                            RejectReason::kMaxConnections);
-    return;
-  }
   // Near RLIMIT_NOFILE, refuse new clients while descriptors remain for the server connections,
   // history and metrics of the sessions already in; otherwise libuv would close connections
   // silently once accept() fails with EMFILE.
@@ -228,9 +221,74 @@ void Daemon::onConnection(Listener& l) {
                    static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(reserve));
       raw->rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
                               "descriptors", RejectReason::kMaxConnections);
+      return;
     }
   }
+  admitStartup(*raw);
 }
+
+void Daemon::admitStartup(ClientSession& s) {
+  // Every new connection has yet to log in. Those that have not are capped in total and per
+  // address, and never take the slots reserved for logged-in sessions; when room is needed,
+  // the oldest of them that has had a second to log in is closed (see docs/reliability.md).
+  const LimitsConfig& limits = config_->limits;
+  StartupLimiter::Limits l;
+  l.max_total = static_cast<size_t>(limits.startupCap());
+  l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
+  const std::string address = s.viaUnix() ? std::string() : StartupLimiter::addressKey(s.peerHost());
+  const uint64_t now = nowMs();
+  const bool clients_full = sessions_.size() > static_cast<size_t>(limits.max_client_connections);
+  const auto d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
+  // A flood would write a line per connection: one line a second per kind, with the count.
+  uint64_t left_out = 0;
+  const auto more = [&left_out] {
+    return left_out == 0 ? std::string() : fmt::format(" ({} more like it in the last second)",
+                                                       left_out);
+  };
+  if (d.evict != 0) {
+    if (ClientSession* old = findSession(d.evict)) {
+      if (startup_log_[0].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: closed after {} ms without logging in, to make room for a "
+                     "new connection (limits.max_startup_connections {}){}", old->id(),
+                     old->peer(), now - old->connectedAtMs(), l.max_total, more());
+      }
+      old->reject("53300", "too many connections still starting up; this one did not log in in "
+                  "time", RejectReason::kStartupLimit);
+    }
+  }
+  switch (d.verdict) {
+    case StartupLimiter::Verdict::kAdmit:
+      return;
+    case StartupLimiter::Verdict::kAddressFull:
+      if (startup_log_[1].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: {} connections from {} are still starting up "
+                     "(limits.max_startup_per_address){}", s.id(), s.peer(),
+                     startup_limiter_.countFor(address), address, more());
+      }
+      s.rejectAfterStartup("53300", "too many connections still starting up from " + address,
+                           RejectReason::kStartupLimit);
+      return;
+    case StartupLimiter::Verdict::kStartupFull:
+      if (startup_log_[2].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: {} connections are still starting up, none for a "
+                     "second yet (limits.max_startup_connections){}", s.id(), s.peer(),
+                     startup_limiter_.size(), more());
+      }
+      s.rejectAfterStartup("53300", "too many connections still starting up",
+                           RejectReason::kStartupLimit);
+      return;
+    case StartupLimiter::Verdict::kClientsFull:
+      if (startup_log_[3].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached{}", s.id(),
+                     s.peer(), limits.max_client_connections, more());
+      }
+      s.rejectAfterStartup("53300", "sorry, too many clients already",
+                           RejectReason::kMaxConnections);
+      return;
+  }
+}
+
+void Daemon::leftStartup(uint64_t id) { startup_limiter_.leave(id); }
 
 void Daemon::onSessionClosed(ClientSession* s) {
   auto it = sessions_.find(s->id());

@@ -5,6 +5,7 @@
 
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,7 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_throttle.h"
 #include "session/auth_limiter.h"
+#include "session/startup_limiter.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
 #include "net/listener.h"
@@ -88,6 +91,8 @@ class Daemon final : public StatementSink {
 
   // Session bookkeeping.
   void onSessionClosed(ClientSession* s);
+  // The session logged in or is closing: it no longer counts as starting up.
+  void leftStartup(uint64_t id);
   size_t sessionCount() const { return sessions_.size(); }
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
   ClientSession* findSession(uint64_t id);  // null when no such live session
@@ -103,6 +108,8 @@ class Daemon final : public StatementSink {
   // Adopts sockets inherited from systemd and binds the configured addresses they leave out.
   bool startListeners(const ListenConfig& listen, const std::string& metrics_listen);
   void onConnection(Listener& l);
+  // Applies the limits on connections that have not logged in to a new session.
+  void admitStartup(ClientSession& s);
   void tick();
   void sweep();
   void finishShutdownIfDone();
@@ -121,6 +128,8 @@ class Daemon final : public StatementSink {
   PoolManager pools_;
   std::unique_ptr<PolicyEngine> policy_;
   AuthLimiter auth_limiter_;
+  StartupLimiter startup_limiter_;
+  std::array<LogThrottle, 4> startup_log_;  // admitStartup's lines: evicted, and each refusal
   std::unique_ptr<history::Recorder> recorder_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;

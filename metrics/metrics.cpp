@@ -99,8 +99,11 @@ Metrics::Metrics(const BuildInfo& build)
           "Statements refused because a conversation or user budget was exhausted.", {"group"})),
       conversations_live(registry.gauge("pgwarden_conversations_live",
                                         "Conversations with budget state held in memory.")),
-      upstream_connect_errors(registry.counter("pgwarden_upstream_connect_errors_total",
-                                               "Failed attempts to open a server connection.")),
+      upstream_connect_errors(registry.counterFamily(
+          "pgwarden_upstream_connect_errors_total",
+          "Failed attempts to open a server connection, by reason (too_many_connections, "
+          "auth_failed, refused, timeout, other).",
+          {"reason"}, 10)),
       upstream_server_errors(registry.counterFamily(
           "pgwarden_upstream_server_errors_total",
           "ErrorResponses from PostgreSQL by SQLSTATE class (first two characters).",

@@ -84,7 +84,7 @@ struct Metrics {
   CounterFamily& budget_exhausted;  // {group}
   Gauge& conversations_live;
   // upstream
-  Counter& upstream_connect_errors;
+  CounterFamily& upstream_connect_errors;  // {reason}
   CounterFamily& upstream_server_errors;  // {sqlstate_class}
   Counter& upstream_cancel_requests;
   // history (collected from the recorder at scrape time, see setHistorySource)

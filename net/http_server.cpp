@@ -316,6 +316,7 @@ struct HttpServer::Connection {
   uv_write_t write_req{};
   uv_shutdown_t shutdown_req{};
   ConnState state = ConnState::kReading;
+  uint64_t seq = 0;      // order of arrival
   int open_handles = 0;  // handles initialised and not yet through their close callback
   size_t lingered = 0;
   std::string in;
@@ -400,11 +401,32 @@ void HttpServer::onConnection(uv_stream_t* listener, int status) {
     return;
   }
   if (self->closing_) return;
-  if (self->clients_.size() >= self->options_.max_clients) {
+  if (self->clients_.size() >= self->options_.max_clients && !self->makeRoom()) {
     self->reject("max_clients");
   } else {
     self->accept();
   }
+}
+
+bool HttpServer::makeRoom() {
+  // With every slot taken, the client that has been there longest without sending a whole
+  // request gives way (then one already answered that is waiting for the peer's FIN), so
+  // half-open connections cannot keep health probes out: a probe sends its request at once.
+  Connection* victim = nullptr;
+  for (const ConnState wanted : {ConnState::kReading, ConnState::kLingering}) {
+    for (auto& [ptr, conn] : clients_) {
+      if (conn->state == wanted && (victim == nullptr || conn->seq < victim->seq)) victim = ptr;
+    }
+    if (victim != nullptr) break;
+  }
+  if (victim == nullptr) return false;  // all busy writing responses: bounded by write_timeout
+  if (victim->state == ConnState::kReading) {
+    spdlog::debug("metrics endpoint: closing the oldest incomplete request to make room "
+                  "(max_clients {})", options_.max_clients);
+    metrics_.http_connections_rejected.with({"evicted"}).inc();
+  }
+  closeConnection(*victim);
+  return true;
 }
 
 void HttpServer::reject(const char* reason) {
@@ -432,6 +454,7 @@ void HttpServer::onRejectClosed(uv_handle_t* handle) {
 void HttpServer::accept() {
   auto owned = std::make_unique<Connection>(this);
   Connection& c = *owned;
+  c.seq = ++accepted_;
   if (uv_tcp_init(loop_, &c.tcp) != 0) return;
   ++c.open_handles;
   clients_.emplace(&c, std::move(owned));

@@ -14,6 +14,10 @@ bool isOpen(ServerState s) { return s != ServerState::kClosing && s != ServerSta
 
 }  // namespace
 
+std::string refusalMessage(std::string_view server_message) {
+  return "the database server refuses new connections: " + std::string(server_message);
+}
+
 Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size)
     : manager_(manager),
       role_(std::move(role)),
@@ -64,7 +68,10 @@ void Pool::spawnAsNeeded() {
   const int coming = connecting + countState(ServerState::kResetting) +
                      countState(ServerState::kDraining);
   const int total = static_cast<int>(conns_.size());
-  const int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  // While the server refuses new backends, one login per login_retry finds out when it takes
+  // them again, client or not (readiness waits for that login).
+  if (connecting == 0 && manager_.probing(*this)) wanted = std::max(wanted, 1);
   for (int i = 0; i < wanted && static_cast<int>(conns_.size()) < maxSize(); ++i) {
     auto c = manager_.factory().create(*this, manager_.nextServerId());
     PooledConnection* raw = c.get();
@@ -92,6 +99,7 @@ void Pool::serve() {
 void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
   manager_.counters().last_server_login = 1;
+  manager_.clearRefusal();
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
   idle_.push_back(&c);
   if (!waiters_.empty()) scheduleServe();
@@ -106,17 +114,25 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   // Only a missing database is the client's business; every other cause is ours to log.
   std::string sqlstate = "08006";
   std::string message = kUnreachableMessage;
+  // Waiters that other open connections can still serve keep waiting. `c` is closing already,
+  // so countOpen() does not count it.
+  int others = countOpen();
   if (c.loginSqlstate() == "3D000") {
     sqlstate = "3D000";
     message = "database does not exist on the server";
   } else if (c.loginSqlstate() == "53300") {
+    // PostgreSQL is out of connection slots (max_connections, or a role's or database's limit):
+    // the clients hear the server's own reason rather than wait for the acquire timeout.
+    manager_.noteRefusal(*this, c.loginMessage());
     sqlstate = "53300";
-    message = "the database server has too many connections; try again in a moment";
+    message = refusalMessage(c.loginMessage());
+    // Only connections on their way can serve them: one lent to a client stays with it for
+    // the client's whole session.
+    others = countState(ServerState::kResolving) + countState(ServerState::kConnecting) +
+             countState(ServerState::kLogin) + countState(ServerState::kResetting) +
+             countState(ServerState::kDraining);
   }
-  // Waiters that other open connections can still serve keep waiting. `c` is closing already,
-  // so countOpen() does not count it.
-  const int others = countOpen();
-  while (static_cast<int>(waiters_.size()) > others) {
+  while (static_cast<int>(waiters_.size()) > std::max(others, 0)) {
     PoolWaiter* w = waiters_.back().waiter;
     waiters_.pop_back();
     w->onServerFailed(sqlstate, message);
@@ -162,6 +178,10 @@ void Pool::tick(uint64_t now_ms) {
   while (!waiters_.empty() && waiters_.front().deadline_ms <= now_ms) {
     PoolWaiter* w = waiters_.front().waiter;
     waiters_.pop_front();
+    if (!manager_.refusal().empty()) {
+      w->onServerFailed("53300", refusalMessage(manager_.refusal()));
+      continue;
+    }
     w->onServerFailed("53300", "no database connection became free within " +
                                    std::to_string(cfg.pool.acquire_timeout.count()) +
                                    " ms (pool size " + std::to_string(maxSize()) +
@@ -235,8 +255,8 @@ void PoolManager::tick(uint64_t now_ms) {
   for (auto it = pools_.begin(); it != pools_.end();) {
     it->second->tick(now_ms);
     // Pools are made on demand from client-chosen names: drop the empty ones so the map stays
-    // bounded by what is in use.
-    if (it->second->empty() && config_->pool.min_size == 0) {
+    // bounded by what is in use (the one finding out when the server takes logins again stays).
+    if (it->second->empty() && config_->pool.min_size == 0 && it->second.get() != refused_pool_) {
       it = pools_.erase(it);
     } else {
       ++it;
@@ -250,10 +270,22 @@ void PoolManager::scheduleServe(Pool& pool) {
 }
 
 void PoolManager::closeAll(const std::string& why) {
+  closed_ = true;  // no more logins to find out whether the server takes them
   for (auto& [k, p] : pools_) p->closeAll(why);
 }
 
 void PoolManager::sweep() { graveyard_.clear(); }
+
+void PoolManager::noteRefusal(const Pool& pool, std::string_view server_message) {
+  refusal_ = std::string(server_message.substr(0, kMaxLoginMessage));
+  if (refusal_.empty()) refusal_ = "too many connections";
+  refused_pool_ = &pool;
+}
+
+void PoolManager::clearRefusal() {
+  refusal_.clear();
+  refused_pool_ = nullptr;
+}
 
 size_t PoolManager::openConnections() const {
   size_t n = 0;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/config.h"
@@ -39,6 +40,9 @@ class PoolWaiter {
 inline constexpr const char* kUnreachableMessage =
     "the database is unreachable: pgwarden could not connect to the PostgreSQL server behind "
     "it; try again in a moment";
+
+// What clients hear while PostgreSQL refuses new backends (53300), with the server's words.
+std::string refusalMessage(std::string_view server_message);
 
 struct PoolStats {
   std::string role;
@@ -149,6 +153,15 @@ class PoolManager {
   // Frees connections whose close callback ran (called once per loop iteration).
   void sweep();
   void bury(std::unique_ptr<PooledConnection> c) { graveyard_.push_back(std::move(c)); }
+
+  // PostgreSQL refused a login for want of connection slots (SQLSTATE 53300): its message, kept
+  // until any login succeeds again; "" while logins succeed. Readiness reports it. Meanwhile
+  // `pool` (kept even when empty) tries one login per upstream.login_retry to find out when
+  // the server takes new connections again.
+  const std::string& refusal() const { return refusal_; }
+  void noteRefusal(const Pool& pool, std::string_view server_message);
+  void clearRefusal();
+  bool probing(const Pool& pool) const { return !closed_ && refused_pool_ == &pool; }
   size_t openConnections() const;
   std::vector<PoolStats> stats() const;
   void forEachPool(const std::function<void(const Pool&)>& fn) const {
@@ -167,6 +180,9 @@ class PoolManager {
   std::vector<Pool*> due_;
   NextTurn next_turn_;
   uint64_t last_server_id_ = 0;
+  std::string refusal_;
+  const Pool* refused_pool_ = nullptr;
+  bool closed_ = false;  // closeAll ran (shutdown)
 };
 
 }  // namespace pgwarden::daemon

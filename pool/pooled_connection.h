@@ -34,7 +34,12 @@ class PooledConnection {
   virtual const std::string& lastError() const = 0;
   // The SQLSTATE the server refused the login with ("" when it did not).
   virtual const std::string& loginSqlstate() const = 0;
+  // The message of that ErrorResponse (at most kMaxLoginMessage bytes).
+  virtual const std::string& loginMessage() const = 0;
 };
+
+// The server's login error message is kept up to this many bytes.
+inline constexpr size_t kMaxLoginMessage = 256;
 
 // Makes a pool's connections: ServerConnectionFactory in the daemon, a fake in tests.
 class ConnectionFactory {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "daemon/counters.h"
 #include "net/stream.h"
 #include "net/upstream.h"
 #include "pool/pool.h"
@@ -87,6 +88,8 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   const std::string& lastError() const override { return last_error_; }
   // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
   const std::string& loginSqlstate() const override { return login_sqlstate_; }
+  // The message of that ErrorResponse (at most kMaxLoginMessage bytes).
+  const std::string& loginMessage() const override { return login_message_; }
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
 
@@ -95,6 +98,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   // The session is done with it. `rfq_expected` ReadyForQuery messages are still due for work
   // already sent (0 when it is idle at ReadyForQuery); with `need_sync` a Sync is sent first so
   // an unfinished extended-protocol batch ends. The connection drains, then resets itself.
+  // `rfq_expected` below 0: what the server still owes cannot be known; the connection closes.
   void release(int rfq_expected, bool need_sync);
 
   std::string& out() { return stream_.out(); }
@@ -121,6 +125,8 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
  private:
   void setState(ServerState to);
   void fail(const std::string& why);
+  // A failure while connecting or logging in, counted under `kind`.
+  void failLogin(ConnectFailure kind, const std::string& why);
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
@@ -159,6 +165,8 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;
+  std::string login_message_;
+  ConnectFailure failure_ = ConnectFailure::kOther;  // why connecting or logging in failed
 };
 
 // The daemon's factory: every pool connection is a ServerConnection.

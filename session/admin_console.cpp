@@ -297,6 +297,10 @@ AdminConsole::Table AdminConsole::showStats() const {
   add("auth_failures", c.auth_failures);
   add("server_connects", c.server_connects);
   add("server_connect_errors", c.server_connect_errors);
+  for (size_t i = 0; i < kConnectFailures; ++i) {
+    add(std::string("server_connect_errors_") + connectFailureName(static_cast<ConnectFailure>(i)),
+        c.server_connect_errors_by_reason[i]);
+  }
   add("server_lost", c.server_lost);
   add("cancel_requests_received", c.cancel_requests_received);
   add("cancel_requests_forwarded", c.cancel_requests_forwarded);

@@ -117,6 +117,8 @@ constexpr size_t kMaxPendingEntries = 65536;
 constexpr uint64_t kStatsWaitMs = 3000;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
+// How long a refused client may take to send its StartupMessage before it hears why anyway.
+constexpr uint64_t kRejectWaitMs = 1000;
 
 // A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
 // still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
@@ -186,7 +188,17 @@ void ClientSession::setState(ClientState to) {
     spdlog::error("{}: illegal state change {} -> {}", logPrefix(), stateName(state_),
                   stateName(to));
   }
+  const auto starting = [](ClientState s) {
+    return s == ClientState::kStartup || s == ClientState::kAuth;
+  };
+  if (starting(state_) && !starting(to)) daemon_.leftStartup(id_);
   state_ = to;
+}
+
+void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
+                                       RejectReason reason) {
+  startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  deadline_ms_ = std::min(deadline_ms_, daemon_.nowMs() + kRejectWaitMs);
 }
 
 void ClientSession::flushClient() {
@@ -1641,6 +1653,38 @@ int ClientSession::rfqOwed() const {
   return n;
 }
 
+bool ClientSession::owedIsUncertain() const {
+  bool batch_open = server_skipping_;
+  for (const auto& p : pending_) {
+    switch (p.kind) {
+      case Expect::kSync:
+        batch_open = false;
+        break;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+        batch_open = true;
+        break;
+      case Expect::kExplain:
+        if (!p.explain_simple) {
+          batch_open = true;
+          break;
+        }
+        [[fallthrough]];
+      case Expect::kQuery:
+      case Expect::kInternal:
+        if (batch_open) return true;
+        break;
+      case Expect::kLocal:
+        break;
+    }
+  }
+  return false;
+}
+
 bool ClientSession::unsyncedTail() const {
   if (server_skipping_) return true;
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
@@ -1676,7 +1720,11 @@ void ClientSession::releaseServer(bool client_gone) {
     server_paused_ = false;
     s->resumeReading();
   }
-  const int owed = rfqOwed();
+  // A Query behind unfinished extended-protocol messages is answered only if none of them fails
+  // (after an error the server skips everything up to the Sync): how many ReadyForQuery are
+  // still owed is then unknown, and a drain that waits for one too many would hold the
+  // connection until its deadline. Such a connection is closed instead.
+  const int owed = owedIsUncertain() ? -1 : rfqOwed();
   const bool need_sync = unsyncedTail();
   bool running = false;
   for (const auto& p : pending_) {
@@ -1790,7 +1838,10 @@ void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
     case ClientState::kAuth:
-      if (now_ms >= deadline_ms_) {
+      if (now_ms >= deadline_ms_ && startup_reject_) {
+        const StartupReject r = *startup_reject_;
+        fatal(r.sqlstate, r.message, r.reason);
+      } else if (now_ms >= deadline_ms_) {
         spdlog::info("{}: startup timeout", logPrefix());
         fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
       }

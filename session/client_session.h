@@ -50,6 +50,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   const std::string& user() const { return user_; }
   const std::string& database() const { return database_; }
   const std::string& peer() const { return peer_; }
+  const std::string& peerHost() const { return peer_host_; }
+  bool viaUnix() const { return via_unix_; }
   const std::string& agentId() const { return agent_id_; }
   const std::string& conversationId() const { return conversation_id_; }
   const std::string& applicationName() const { return application_name_; }
@@ -69,11 +71,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     fatal(sqlstate, message, reason);
   }
   // The same once the client's StartupMessage is in (as PostgreSQL does): an SSLRequest gets
-  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. Bounded
-  // by the startup timeout.
-  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason) {
-    startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
-  }
+  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. A client
+  // that sends no StartupMessage within a second gets the reason then, and is closed.
+  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason);
   // The first catalog statistics load for our database ended: finish attaching.
   void onStatsReady();
   // Janitor: startup/idle deadlines.
@@ -183,6 +183,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void finishPortals();
   void serverIdleCheck();
   int rfqOwed() const;
+  // A Query waits behind extended-protocol messages not yet synced: whether the server answers
+  // it depends on whether they fail.
+  bool owedIsUncertain() const;
   bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();

@@ -299,8 +299,11 @@ class Pgwarden:
         cfg["users"] = users
         return deep_merge(cfg, copy.deepcopy(overrides))
 
-    def write_config(self):
-        self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+    def write_config(self, text=None):
+        """Writes the config (or `text`) in one step, so a reload never reads half a file."""
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(text if text is not None else yaml.safe_dump(self.config, sort_keys=False))
+        os.replace(tmp, self.config_path)
 
     def start(self, timeout=20):
         self._log = open(self.logfile, "ab")
@@ -368,6 +371,18 @@ class Pgwarden:
 
     def log(self):
         return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
+
+    # -- the process as the kernel sees it
+    def rss_kib(self):
+        """Resident memory of the daemon (VmRSS from /proc), in KiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def open_fds(self):
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     # -- client connection strings
     def dsn(self, user="core", dbname=DATABASE, password=None, host="127.0.0.1", **extra):

@@ -316,3 +316,32 @@ TEST(Config, HistoryDsnMustParseAndIsNotEchoed) {
   EXPECT_EQ(errorOf(baseConfig() + "history:\n  store: postgres\n  dsn: \"host=h dbname=x\"\n"), "");
   EXPECT_EQ(errorOf(baseConfig() + "history:\n  store: postgres\n  dsn: postgresql://u@h:5432/x\n"), "");
 }
+
+TEST(Config, StartupLimitsAndTheReserveForLoggedInSessions) {
+  auto c = parseConfig(baseConfig(), "test.yaml");
+  EXPECT_EQ(c->limits.max_startup_connections, 64);
+  EXPECT_EQ(c->limits.max_startup_per_address, 16);
+  EXPECT_EQ(c->limits.reserved_authenticated, 10);
+  EXPECT_EQ(c->limits.startupCap(), 64);
+  // A small max_client_connections gets a proportionally small reserve by default...
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 30\n", "test.yaml");
+  EXPECT_EQ(c->limits.reserved_authenticated, 3);
+  EXPECT_EQ(c->limits.startupCap(), 27);
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 3\n", "test.yaml");
+  EXPECT_EQ(c->limits.reserved_authenticated, 0);
+  EXPECT_EQ(c->limits.startupCap(), 3);
+  // ... and an explicit one must leave room for someone to log in.
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 100\n"
+                                 "  reserved_authenticated: 40\n  max_startup_per_address: 0\n",
+                  "test.yaml");
+  EXPECT_EQ(c->limits.startupCap(), 60);
+  EXPECT_EQ(c->limits.max_startup_per_address, 0);
+  const auto err = errorOf(baseConfig() + "limits:\n  max_client_connections: 100\n"
+                                          "  reserved_authenticated: 100\n");
+  EXPECT_NE(err.find("test.yaml:16: limits.reserved_authenticated: must be below"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(errorOf(baseConfig() + "limits:\n  max_startup_connections: 0\n")
+                .find("limits.max_startup_connections"),
+            std::string::npos);
+}

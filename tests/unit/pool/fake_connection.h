@@ -46,6 +46,7 @@ class FakeConnection final : public PooledConnection {
   int32_t backendPid() const override { return static_cast<int32_t>(1000 + id_); }
   const std::string& lastError() const override { return last_error_; }
   const std::string& loginSqlstate() const override { return login_sqlstate_; }
+  const std::string& loginMessage() const override { return login_message_; }
 
   // The server accepted the login: the connection is idle in its pool.
   void loginSucceeds() {
@@ -81,6 +82,7 @@ class FakeConnection final : public PooledConnection {
   uint64_t idle_since_ms_ = 0;
   std::string last_error_;
   std::string login_sqlstate_;
+  std::string login_message_;
   int closes_ = 0;
 };
 
