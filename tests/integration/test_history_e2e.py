@@ -579,11 +579,15 @@ def test_postgres_store_unreachable_at_start_does_not_stop_the_proxy(pgwarden_fa
 ])
 def test_history_store_that_can_never_work_stops_start_up(pgwarden_factory, pg, store, setting):
     """What no retry can fix (a connection string that does not parse, a sqlite file in a
-    directory that does not exist) still stops start-up, naming the store and the reason."""
+    directory that does not exist) still stops start-up: the config check, the same as
+    --check-config's, names the key and the reason before pgwarden listens."""
     with pytest.raises(RuntimeError) as e:
         start_daemon(pgwarden_factory, pg, store, **setting)
-    assert f"cannot open the history store ({store})" in str(e.value)
-    assert ("does not parse" if store == "postgres" else "nonexistent-pgwarden-dir") in str(e.value)
+    if store == "postgres":
+        assert "history.dsn: not a valid connection string" in str(e.value)
+    else:
+        assert ("history.path: cannot create /nonexistent-pgwarden-dir/history.db: the directory "
+                "/nonexistent-pgwarden-dir does not exist") in str(e.value)
     assert HISTORY_PASSWORD not in str(e.value)
 
 
