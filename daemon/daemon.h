@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/salt_key.h"
 #include "session/auth_limiter.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
@@ -53,6 +54,8 @@ class Daemon {
   PoolManager& pools() { return pools_; }
   PolicyEngine& policy() { return *policy_; }
   AuthLimiter& authLimiter() { return auth_limiter_; }
+  // The key unknown users' made-up salts are derived from (daemon/salt_key.h).
+  const std::string& saltKey() const { return salt_key_.key; }
   // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
   // the shutdown has released them).
   guards::BudgetLedger* budgets() { return budgets_.get(); }
@@ -114,6 +117,7 @@ class Daemon {
   PoolManager pools_;
   std::unique_ptr<PolicyEngine> policy_;
   AuthLimiter auth_limiter_;
+  SaltKey salt_key_;
   std::unique_ptr<history::Recorder> recorder_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;

@@ -376,6 +376,7 @@ ignore_startup_parameters = extra_float_digits
         cfg["auth"]["failed_attempts_per_minute"] = 100000
         cfg["metrics"]["listen"] = "127.0.0.1:0"
         cfg["history"] = {"store": "sqlite", "path": str(d / "history.db")}
+        cfg["daemon"] = {"state_dir": str(d)}
         cfg["users"] = [
             {"name": AGENT_USER, "password": self._pgwarden_verifier(binary, AGENT_USER,
                                                                      self.agent_password),
