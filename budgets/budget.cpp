@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/log_text.h"
 #include "common/config_util.h"
 #include "guards/policy.h"
 
@@ -432,8 +433,9 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
         Admission out;
         if (!r.ok()) {
           ++store_failures_;
-          spdlog::warn("budget: shared store failed for user={} conversation_id={}: {}", key.user,
-                       key.conversation, r.error());
+          spdlog::warn("budget: shared store failed for user={} conversation_id={}: {}",
+                       logsafe(key.user), logsafe(key.conversation),
+                       logsafe(r.error(), kLogMessageMaxBytes));
           if (guard->store().fail_open) {
             touch(key, *guard).counters.statements += statements;
             countAdmitted(*guard, key, statements);

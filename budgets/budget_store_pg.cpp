@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/log_text.h"
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -152,7 +154,10 @@ void BudgetStorePg::connect() {
 void BudgetStorePg::disconnect(const std::string& why) {
   std::string msg = why;
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (msg != last_error_) spdlog::warn("budget store: connection to the shared budget table lost or refused: {}", msg);
+  if (msg != last_error_) {
+    spdlog::warn("budget store: connection to the shared budget table lost or refused: {}",
+                 logsafe(msg, kLogMessageMaxBytes));
+  }
   last_error_ = msg;
   if (poll_) closePoll(poll_);
   poll_ = nullptr;
@@ -339,8 +344,9 @@ void BudgetStorePg::complete(Op& op, PGresult* res) {
         std::string err = PQresultErrorMessage(res);
         while (!err.empty() && err.back() == '\n') err.pop_back();
         // Two processes creating the table at once: one of them loses the race, harmlessly.
-        spdlog::warn("budget store: {} failed: {}", op.kind == Op::Kind::kSetup ? "creating the table" : "an update",
-                     err);
+        spdlog::warn("budget store: {} failed: {}",
+                     op.kind == Op::Kind::kSetup ? "creating the table" : "an update",
+                     logsafe(err, kLogMessageMaxBytes));
       }
       return;
   }

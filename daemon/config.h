@@ -91,12 +91,28 @@ struct LimitsConfig {
   int startupCap() const;
 };
 
-struct AuthConfig {
-  int failed_attempts_per_minute = 20;
-};
-
 enum class AuthMethod { kScramSha256, kMd5, kTrust };
 const char* authMethodName(AuthMethod m);
+
+struct AuthConfig {
+  int failed_attempts_per_minute = 20;
+  // The challenge a user who is not in `users` gets, as PostgreSQL answers a missing role with
+  // its password_encryption method: scram-sha-256 or md5.
+  AuthMethod unknown_user_method = AuthMethod::kScramSha256;
+  // The key unknown users' made-up salts are derived from: `salt_key` when set, else the file
+  // `salt_key_file` (default <daemon.state_dir>/salt.key), created at first start.
+  std::string salt_key;
+  std::string salt_key_file;  // resolved path
+  // Not keys: taken from the SCRAM users (the commonest iteration count and salt length), so an
+  // unknown user's server-first-message looks like a real user's.
+  int unknown_scram_iterations = 4096;
+  size_t unknown_scram_salt_len = 16;
+};
+
+struct DaemonSection {
+  // Where the process keeps state that must outlive it (the salt key; the history by default).
+  std::string state_dir = "/var/lib/pgwarden";
+};
 
 struct UserConfig {
   std::string name;
@@ -118,6 +134,7 @@ struct LoggingConfig {
 struct Config {
   std::string path;         // the file it came from
   std::string instance_id;  // names this process in history records (default: host name)
+  DaemonSection daemon;
   ListenConfig listen;
   UpstreamConfig upstream;
   PoolConfig pool;

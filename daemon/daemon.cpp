@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log_text.h"
 #include "budgets/budget_store_pg.h"
 #include "pool/catalog_stats.h"
 #include "pool/server_conn.h"
@@ -73,6 +74,8 @@ Daemon::~Daemon() {
 
 bool Daemon::start() {
   const auto& cfg = *config_;
+  salt_key_ = loadSaltKey(cfg.auth);
+  if (!salt_key_.warning.empty()) spdlog::warn("{}", salt_key_.warning);
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
     metrics_->setRecorder(recorder_.get(), cfg.history.store);
@@ -216,9 +219,11 @@ void Daemon::onConnection(Listener& l) {
   if (fd >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
     const rlim_t reserve = std::max<rlim_t>(16, lim.rlim_cur / 32);
     if (static_cast<rlim_t>(fd) + reserve >= lim.rlim_cur) {
-      spdlog::warn("s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
-                   "{} kept for open sessions); raise LimitNOFILE", id, raw->peer(), fd,
-                   static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(reserve));
+      spdlog::warn(
+          "s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
+          "{} kept for open sessions); raise LimitNOFILE",
+          id, logsafe(raw->peer()), fd, static_cast<uint64_t>(lim.rlim_cur),
+          static_cast<uint64_t>(reserve));
       raw->rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
                               "descriptors", RejectReason::kMaxConnections);
       return;
@@ -476,6 +481,13 @@ void Daemon::reload() {
       h_now.spool_size != h_was.spool_size) {
     spdlog::warn("reload: history store or spool settings changed; they take effect after a "
                  "restart");
+  }
+  if (next->auth.salt_key != config_->auth.salt_key ||
+      next->auth.salt_key_file != config_->auth.salt_key_file) {
+    SaltKey key = loadSaltKey(next->auth);
+    if (!key.warning.empty()) spdlog::warn("reload: {}", key.warning);
+    // A key of this process's own would change every unknown user's salt for nothing.
+    if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
   }
   config_ = std::move(next);
   pools_.setConfig(config_);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/log_throttle.h"
+#include "daemon/salt_key.h"
 #include "session/auth_limiter.h"
 #include "session/startup_limiter.h"
 #include "daemon/config.h"
@@ -59,6 +60,8 @@ class Daemon final : public StatementSink {
   PoolManager& pools() { return pools_; }
   PolicyEngine& policy() { return *policy_; }
   AuthLimiter& authLimiter() { return auth_limiter_; }
+  // The key unknown users' made-up salts are derived from (daemon/salt_key.h).
+  const std::string& saltKey() const { return salt_key_.key; }
   // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
   // the shutdown has released them).
   guards::BudgetLedger* budgets() { return budgets_.get(); }
@@ -130,6 +133,7 @@ class Daemon final : public StatementSink {
   AuthLimiter auth_limiter_;
   StartupLimiter startup_limiter_;
   std::array<LogThrottle, 4> startup_log_;  // admitStartup's lines: evicted, and each refusal
+  SaltKey salt_key_;
   std::unique_ptr<history::Recorder> recorder_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;

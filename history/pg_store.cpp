@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log_text.h"
 #include "history/schema.h"
 #include "history/store.h"
 #include "history/text.h"
@@ -91,7 +92,7 @@ std::string conninfoError(const char* errmsg) {
 void onNotice(void*, const char* message) {
   std::string m = message != nullptr ? message : "";
   while (!m.empty() && m.back() == '\n') m.pop_back();
-  spdlog::debug("history: postgres notice: {}", m);
+  spdlog::debug("history: postgres notice: {}", logsafe(m, kLogMessageMaxBytes));
 }
 
 class PostgresStore final : public Store {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log_text.h"
 #include "history/json.h"
 #include "history/record_queue.h"
 #include "history/spool.h"
@@ -206,7 +207,8 @@ class QueueRecorder final : public Recorder {
         ret.max_rows = config_.max_rows;
         auto deleted = store_->prune(ret);
         if (!deleted.ok()) {
-          spdlog::warn("history: pruning the {} store failed: {}", store_->name(), deleted.error());
+          spdlog::warn("history: pruning the {} store failed: {}", store_->name(),
+                       logsafe(deleted.error(), kLogMessageMaxBytes));
         } else if (*deleted >= ret.chunk) {
           next_prune = now;  // more to delete: go on after the next batch
         }
@@ -245,14 +247,15 @@ class QueueRecorder final : public Recorder {
         case WriteOutcome::kRejected:
           if (n > 1) {
             one_by_one = true;
-            spdlog::warn("history: the {} store refused a batch of {} ({}); writing its records "
-                         "one by one",
-                         store_->name(), n, res.error);
+            spdlog::warn(
+                "history: the {} store refused a batch of {} ({}); writing its records "
+                "one by one",
+                store_->name(), n, logsafe(res.error, kLogMessageMaxBytes));
           } else {
             rejected_.fetch_add(1, std::memory_order_relaxed);
             spdlog::error("history: the {} store refused a record (session {}, outcome {}): {}",
                           store_->name(), batch[pos].session_id, outcomeName(batch[pos].outcome),
-                          res.error);
+                          logsafe(res.error, kLogMessageMaxBytes));
             ++pos;
           }
           break;
@@ -262,7 +265,7 @@ class QueueRecorder final : public Recorder {
           if (!sleepBackoff(backoff)) {
             *resolved = pos;
             spdlog::error("history: shutdown deadline passed with the {} store unavailable ({})",
-                          store_->name(), res.error);
+                          store_->name(), logsafe(res.error, kLogMessageMaxBytes));
             return false;
           }
           backoff = std::min(backoff * 2, kBackoffMax);
@@ -293,18 +296,21 @@ class QueueRecorder final : public Recorder {
       down_ = true;
       down_since_ = now;
       next_down_log_ = now + kDownLogInterval;
-      spdlog::warn("history: the {} store is unavailable ({}); {} records wait in the queue "
-                   "and writes are retried with backoff",
-                   store_->name(), error, stats().queue_depth);
+      spdlog::warn(
+          "history: the {} store is unavailable ({}); {} records wait in the queue "
+          "and writes are retried with backoff",
+          store_->name(), logsafe(error, kLogMessageMaxBytes), stats().queue_depth);
     } else if (now >= next_down_log_) {
       next_down_log_ = now + kDownLogInterval;
-      spdlog::warn("history: the {} store is still unavailable after {} s ({}); {} records wait "
-                   "in the queue (queue_size={})",
-                   store_->name(),
-                   std::chrono::duration_cast<std::chrono::seconds>(now - down_since_).count(),
-                   error, stats().queue_depth, config_.queue_size);
+      spdlog::warn(
+          "history: the {} store is still unavailable after {} s ({}); {} records wait "
+          "in the queue (queue_size={})",
+          store_->name(),
+          std::chrono::duration_cast<std::chrono::seconds>(now - down_since_).count(),
+          logsafe(error, kLogMessageMaxBytes), stats().queue_depth, config_.queue_size);
     } else {
-      spdlog::debug("history: retrying the {} store failed: {}", store_->name(), error);
+      spdlog::debug("history: retrying the {} store failed: {}", store_->name(),
+                    logsafe(error, kLogMessageMaxBytes));
     }
   }
 
@@ -473,7 +479,7 @@ std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
     spdlog::warn("history: the {} store is unavailable at start-up ({}); pgwarden starts "
                  "anyway: records wait in the {} (up to {}) and the writer retries with "
                  "backoff, creating the table when the store comes up",
-                 store->name(), down_error,
+                 store->name(), logsafe(down_error, kLogMessageMaxBytes),
                  c.durability == Durability::kProcess ? "spool" : "queue", c.queue_size);
   }
   const Spool* spool = nullptr;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/config_util.h"
+#include "common/log_text.h"
 
 namespace pgwarden::daemon::metrics {
 
@@ -531,7 +532,7 @@ void HttpServer::received(Connection& c, const char* data, size_t n) {
     case ParseStatus::kIncomplete:
       return;
     case ParseStatus::kBad:
-      spdlog::debug("metrics endpoint: bad request: {}", parsed.error);
+      spdlog::debug("metrics endpoint: bad request: {}", logsafe(parsed.error));
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&c.tcp));
       respond(c, 400, "other", "text/plain; charset=utf-8", "bad request: " + parsed.error + "\n",
               false);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "common/log_text.h"
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -100,7 +102,8 @@ void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
   manager_.counters().last_server_login = 1;
   manager_.clearRefusal();
-  spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
+  spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), logsafe(database_),
+                c.backendPid());
   idle_.push_back(&c);
   if (!waiters_.empty()) scheduleServe();
 }
@@ -108,8 +111,8 @@ void Pool::onLoginDone(PooledConnection& c) {
 void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   const auto& cfg = *manager_.config();
   retry_after_ms_ = manager_.nowMs() + static_cast<uint64_t>(cfg.upstream.login_retry.count());
-  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", database_, why,
-               cfg.upstream.login_retry.count());
+  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", logsafe(database_),
+               logsafe(why, kLogMessageMaxBytes), cfg.upstream.login_retry.count());
   // The clients waiting now would wait for a server that just told us no: answer them at once.
   // Only a missing database is the client's business; every other cause is ours to log.
   std::string sqlstate = "08006";

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_text.h"
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -140,7 +142,7 @@ void ServerConnection::onStreamConnected(Stream&, int status) {
 }
 
 void ServerConnection::onStreamTlsReady(Stream&) {
-  spdlog::debug("server {} db={}: TLS with the server: {}", id_, pool_.database(),
+  spdlog::debug("server {} db={}: TLS with the server: {}", id_, logsafe(pool_.database()),
                 stream_.tls()->describe());
   sendStartup();
 }
@@ -269,9 +271,11 @@ void ServerConnection::fail(const std::string& why) {
   if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
   if (last_error_.empty()) last_error_ = why;
   if (state_ == ServerState::kIdle) {
-    spdlog::info("server {} db={}: closed while idle: {}", id_, pool_.database(), why);
+    spdlog::info("server {} db={}: closed while idle: {}", id_, logsafe(pool_.database()),
+                 logsafe(why, kLogMessageMaxBytes));
   } else {
-    spdlog::warn("server {} db={}: {} (state {})", id_, pool_.database(), why, stateName(state_));
+    spdlog::warn("server {} db={}: {} (state {})", id_, logsafe(pool_.database()),
+                 logsafe(why, kLogMessageMaxBytes), stateName(state_));
   }
   close(why);
 }

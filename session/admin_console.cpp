@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 
+#include "common/log_text.h"
 #include "session/client_session.h"
 #include "daemon/counters.h"
 #include "daemon/daemon.h"
@@ -176,8 +177,9 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {
   const auto w = words(command);
-  spdlog::info("s{} user={} db=pgwarden: admin command: {}", session_id_, user_,
-               w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string()));
+  spdlog::info(
+      "s{} user={} db=pgwarden: admin command: {}", session_id_, logsafe(user_),
+      logsafe(w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string())));
   if (w.size() == 2 && w[0] == "SHOW") {
     std::optional<Table> t;
     const std::string& what = w[1];
@@ -503,7 +505,7 @@ void AdminConsole::killClient(std::string_view arg, std::string& out) {
                "SHOW CLIENTS lists the ids.");
     return;
   }
-  spdlog::info("s{} user={}: admin killed client s{}", session_id_, user_, id);
+  spdlog::info("s{} user={}: admin killed client s{}", session_id_, logsafe(user_), id);
   s->terminate("57P01", "terminating connection due to administrator command");
   protocol::writeCommandComplete(out, "KILL");
 }

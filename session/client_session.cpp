@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/log_text.h"
 #include "session/admin_console.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
@@ -70,21 +71,6 @@ bool isZeroCell(std::string_view v) {
   return false;
 }
 
-// A verifier for a user that does not exist, so the exchange runs to the end and fails exactly
-// like a wrong password (PostgreSQL does the same): salt derived from the name with a key made
-// once per process, keys random.
-protocol::ScramVerifier mockVerifier(const std::string& user) {
-  static const std::string key = protocol::randomBytes(32);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(user.data()), user.size(), mac, &mac_len);
-  protocol::ScramVerifier v;
-  v.iterations = 4096;
-  v.salt.assign(reinterpret_cast<const char*>(mac), 16);
-  v.stored_key = protocol::randomBytes(32);
-  v.server_key = protocol::randomBytes(32);
-  return v;
 }
 
 // A RowDescription of one text column with the given format code (0 text, 1 binary), for the
@@ -173,12 +159,19 @@ int ClientSession::accept(uv_stream_t* listener) {
 }
 
 std::string ClientSession::logPrefix() const {
+  // Every value but the id is the client's (or its address): escaped, so none can end the line.
   std::string p = "s" + std::to_string(id_);
-  if (!user_.empty()) p += " user=" + user_;
-  if (!database_.empty()) p += " db=" + database_;
-  p += " peer=" + peer_;
-  if (!agent_id_.empty()) p += " agent_id=" + agent_id_;
-  if (!conversation_id_.empty()) p += " conversation_id=" + conversation_id_;
+  const auto add = [&p](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    p.append(" ").append(key).append("=");
+    appendLogText(p, value);
+  };
+  add("user", user_);
+  add("db", database_);
+  p += " peer=";
+  appendLogText(p, peer_);
+  add("agent_id", agent_id_);
+  add("conversation_id", conversation_id_);
   return p;
 }
 
@@ -258,8 +251,9 @@ void ClientSession::processInput() {
         const auto st = in_.next(f, limits_, false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
         if (st == protocol::FrameStatus::kTooLarge) {
-          protocolViolation(std::string("message of type '") + in_.data()[0] +
-                            "' is larger than the limit (limits.max_message_bytes / "
+          protocolViolation("message of type " +
+                            std::to_string(static_cast<unsigned char>(in_.data()[0])) +
+                            " is larger than the limit (limits.max_message_bytes / "
                             "limits.max_bind_bytes)");
           goto done;
         }
@@ -393,7 +387,8 @@ bool ClientSession::handleStartupPacket() {
       if (n == "user") user_ = v;
       if (n == "database") database_ = v;
     }
-    spdlog::warn("{}: startup refused: {}", logPrefix(), filtered.refusal.message);
+    spdlog::warn("{}: startup refused: {}", logPrefix(),
+                 logsafe(filtered.refusal.message, kLogMessageMaxBytes));
     fatal(filtered.refusal.sqlstate, filtered.refusal.message, RejectReason::kNotAllowed);
     return false;
   }
@@ -431,102 +426,48 @@ bool ClientSession::handleStartupPacket() {
 
 void ClientSession::beginAuth() {
   user_config_ = config_->findUser(user_);
-  user_known_ = user_config_ != nullptr;
-  const AuthMethod method = user_config_ ? user_config_->method : AuthMethod::kScramSha256;
-  switch (method) {
-    case AuthMethod::kTrust:
-      if (!via_unix_) {
-        spdlog::warn("{}: trust user tried to connect over TCP", logPrefix());
-        fatal("28000", "user \"" + user_ + "\" may connect only over the Unix socket",
-              RejectReason::kAuthFailure);
-        return;
-      }
+  const UserConfig* password_user = user_config_;
+  std::string unknown_reason = "no such user";
+  if (user_config_ && user_config_->method == AuthMethod::kTrust) {
+    if (via_unix_) {
       authenticated();
       return;
-    case AuthMethod::kScramSha256: {
-      protocol::ScramVerifier v;
-      if (user_config_) {
-        auto parsed = protocol::parseScramVerifier(user_config_->secret);
-        if (parsed) v = std::move(*parsed);
-      }
-      if (!user_config_ || v.iterations == 0) v = mockVerifier(user_);
-      scram_ = std::make_unique<protocol::ScramServer>(std::move(v));
-      protocol::writeAuthSasl(client_.out(), {"SCRAM-SHA-256"});
-      auth_step_ = AuthStep::kSaslInitial;
-      setState(ClientState::kAuth);
-      return;
     }
-    case AuthMethod::kMd5: {
-      const std::string salt = protocol::randomBytes(4);
-      std::memcpy(md5_salt_, salt.data(), 4);
-      protocol::writeAuthMd5(client_.out(), md5_salt_);
-      auth_step_ = AuthStep::kMd5;
-      setState(ClientState::kAuth);
-      return;
-    }
+    // Answered like a name that does not exist, so a probe over TCP cannot find trust users;
+    // only the log says what happened.
+    password_user = nullptr;
+    unknown_reason = "trust user tried to connect over TCP (trust is for the Unix socket only)";
   }
+  const AuthConfig& a = config_->auth;
+  const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
+                                a.unknown_scram_salt_len, daemon_.saltKey()};
+  auth_ = std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason));
+  auth_->begin(client_.out());
+  setState(ClientState::kAuth);
 }
 
 bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
-  if (f.type != 'p') {
-    protocolViolation(std::string("expected a password message, got message type '") + f.type +
-                      "'");
+  if (!auth_) {
+    protocolViolation("unexpected password message");
     return false;
   }
-  switch (auth_step_) {
-    case AuthStep::kSaslInitial: {
-      auto m = protocol::parseSaslInitial(f.body);
-      if (!m) {
-        protocolViolation("malformed SASLInitialResponse: " + m.error());
-        return false;
-      }
-      if (m->mechanism != "SCRAM-SHA-256") {
-        protocolViolation("client selected an invalid SASL authentication mechanism");
-        return false;
-      }
-      auto reply = scram_->handleClientFirst(m->data);
-      if (!reply) {
-        authFailed("malformed SCRAM client-first-message");
-        return false;
-      }
-      protocol::writeAuthSaslContinue(client_.out(), *reply);
-      auth_step_ = AuthStep::kSaslFinal;
+  ClientAuth::Outcome o = auth_->handle(f.type, f.body, client_.out());
+  switch (o.verdict) {
+    case ClientAuth::Verdict::kContinue:
       return true;
-    }
-    case AuthStep::kSaslFinal: {
-      auto m = protocol::parseSaslResponse(f.body);
-      if (!m) {
-        protocolViolation("malformed SASLResponse: " + m.error());
-        return false;
-      }
-      auto reply = scram_->handleClientFinal(m->data);
-      scram_.reset();
-      if (!reply || !user_known_) {
-        authFailed(user_known_ ? "wrong password (SCRAM)" : "no such user");
-        return false;
-      }
-      protocol::writeAuthSaslFinal(client_.out(), *reply);
+    case ClientAuth::Verdict::kOk:
+      auth_.reset();
       authenticated();
       return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
-    }
-    case AuthStep::kMd5: {
-      auto p = protocol::parsePassword(f.body);
-      if (!p) {
-        protocolViolation("malformed password message: " + p.error());
-        return false;
-      }
-      const std::string expected = protocol::md5Response(user_config_->secret, md5_salt_);
-      if (!protocol::constantTimeEquals(expected, p->password)) {
-        authFailed("wrong password (md5)");
-        return false;
-      }
-      authenticated();
-      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
-    }
-    case AuthStep::kNone:
-      break;
+    case ClientAuth::Verdict::kFailed:
+      auth_.reset();
+      authFailed(o.reason);
+      return false;
+    case ClientAuth::Verdict::kProtocolViolation:
+      auth_.reset();
+      protocolViolation(o.reason);
+      return false;
   }
-  protocolViolation("unexpected password message");
   return false;
 }
 
@@ -543,7 +484,6 @@ void ClientSession::authFailed(const std::string& log_reason) {
 
 void ClientSession::authenticated() {
   protocol::writeAuthOk(client_.out());
-  auth_step_ = AuthStep::kNone;
   if (database_ == AdminConsole::kDatabase) {
     if (!config_->isAdmin(user_)) {
       fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
@@ -595,7 +535,7 @@ void ClientSession::onServerReady(ServerConnection& c) {
 
 void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
   waiting_pool_ = nullptr;
-  spdlog::warn("{}: no server connection: {}", logPrefix(), message);
+  spdlog::warn("{}: no server connection: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal(sqlstate, message,
         sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
 }
@@ -647,7 +587,8 @@ void ClientSession::finishAttach() {
   protocol::writeBackendKeyData(out, key_pid_, key_secret_);
   protocol::writeReadyForQuery(out, server_->txStatus());
   spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
-               group_, application_name_, server_database_, via_unix_ ? "unix" : "tcp");
+               group_, logsafe(application_name_), logsafe(server_database_),
+               via_unix_ ? "unix" : "tcp");
   if (client_.open() && !client_.reading() && !client_paused_) {
     if (client_.startRead() != 0) {
       closeSession("cannot read from the client");
@@ -1254,7 +1195,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       return true;
     }
     spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
-                  logPrefix(), f.type);
+                  logPrefix(), logsafe(f.type));
     terminate("08P01", "protocol error between pgwarden and the database; reconnect");
     return false;
   }
@@ -1495,7 +1436,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
   }
 
   spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
-                logPrefix(), f.type, static_cast<int>(head.kind));
+                logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
 }
@@ -1623,7 +1564,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
     finishAllPending(history::Outcome::kAborted,
                      "pgwarden ended the session: the server's read-only setting was turned off",
                      "25006");
-    spdlog::warn("{}: ending the session: {}", logPrefix(), why);
+    spdlog::warn("{}: ending the session: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
     fatal("25006",
           "terminating connection: the server reported default_transaction_read_only=off, and "
           "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
@@ -1632,7 +1573,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
   }
   finishAllPending(history::Outcome::kAborted,
                    "the server connection was lost before the statement finished", "08006");
-  spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
+  spdlog::warn("{}: server connection lost: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
   fatal("08006",
         "the connection to the database was lost; reconnect and try again",
         RejectReason::kUnreachable);
@@ -1769,9 +1710,11 @@ void ClientSession::closeSession(const std::string& reason) {
   if (before != ClientState::kStartup || !user_.empty()) {
     const uint64_t ms = daemon_.nowMs() - connected_ms_;
     spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
-                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s", reason);
+                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s",
+                 logsafe(reason, kLogMessageMaxBytes));
   } else {
-    spdlog::debug("{}: closed before startup: {}", logPrefix(), reason);
+    spdlog::debug("{}: closed before startup: {}", logPrefix(),
+                  logsafe(reason, kLogMessageMaxBytes));
   }
   setState(ClientState::kClosing);
   deadline_ms_ = daemon_.nowMs() + kCloseFlushMs;
@@ -1794,14 +1737,14 @@ void ClientSession::terminate(const std::string& sqlstate, const std::string& me
 
 void ClientSession::protocolViolation(const std::string& message) {
   ++daemon_.counters().protocol_errors;
-  spdlog::warn("{}: protocol violation: {}", logPrefix(), message);
+  spdlog::warn("{}: protocol violation: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal("08P01", message, RejectReason::kBadProtocol);
 }
 
 void ClientSession::onStreamEnd(Stream&, int status) {
   if (status == UV_EPROTO && !client_.tlsError().empty()) {
     // Certificate and protocol problems are the operator's to fix: say so above debug level.
-    spdlog::warn("{}: TLS: {}", logPrefix(), client_.tlsError());
+    spdlog::warn("{}: TLS: {}", logPrefix(), logsafe(client_.tlsError()));
     closeSession("TLS: " + client_.tlsError());
     return;
   }
@@ -2244,7 +2187,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
       break;
   }
   spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
-                logPrefix(), f.type);
+                logPrefix(), logsafe(f.type));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
 }

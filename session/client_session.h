@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "session/client_auth.h"
 #include "daemon/config.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"
@@ -257,12 +258,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   int32_t key_secret_ = 0;
   bool key_registered_ = false;
 
-  // Authentication.
-  enum class AuthStep { kNone, kSaslInitial, kSaslFinal, kMd5 };
-  AuthStep auth_step_ = AuthStep::kNone;
-  std::unique_ptr<protocol::ScramServer> scram_;
-  uint8_t md5_salt_[4] = {0, 0, 0, 0};
-  bool user_known_ = false;
+  // Authentication: the exchange under way, if any.
+  std::unique_ptr<ClientAuth> auth_;
 
   // The server side.
   ServerConnection* server_ = nullptr;

@@ -380,6 +380,7 @@ ignore_startup_parameters = extra_float_digits
         cfg["metrics"]["listen"] = "127.0.0.1:0"
         cfg["history"] = {"store": "sqlite", "path": str(d / "history.db"),
                           "durability": self.history_durability}
+        cfg["daemon"] = {"state_dir": str(d)}
         cfg["users"] = [
             {"name": AGENT_USER, "password": self._pgwarden_verifier(binary, AGENT_USER,
                                                                      self.agent_password),

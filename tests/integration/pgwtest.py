@@ -282,6 +282,8 @@ class Pgwarden:
         cfg["auth"]["failed_attempts_per_minute"] = 10000
         cfg["metrics"]["listen"] = f"127.0.0.1:{self.metrics_port}"
         cfg["history"] = {"store": "sqlite", "path": str(self.dir / "history.db")}
+        # The salt key (and anything else that must outlive the process) stays in the temp dir.
+        cfg.setdefault("daemon", {})["state_dir"] = str(self.dir)
         if users is None:
             self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [
