@@ -215,6 +215,9 @@ void BudgetStorePg::continueConnect() {
     disconnect("cannot make the connection non-blocking");
     return;
   }
+  // Server notices ("relation already exists, skipping") go to the log, not to stderr.
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char* msg) { spdlog::debug("budget store: server notice: {}", msg); }, nullptr);
   if (PQenterPipelineMode(conn_) != 1) {
     disconnect(std::string("cannot enter pipeline mode: ") + PQerrorMessage(conn_));
     return;
@@ -261,21 +264,29 @@ void BudgetStorePg::enqueue(Op op) {
 
 void BudgetStorePg::sendQueued() {
   if (state_ != State::kReady || !conn_) return;
-  expireAdmits();
+  const int64_t now = nowMs();
+  std::vector<Op> late;  // answered once nothing here is touched any more: an answer may admit again
   bool sent = false;
   while (conn_ && !queue_.empty() && in_flight_.size() < kMaxInFlight) {
     Op op = std::move(queue_.front());
     queue_.pop_front();
-    // An admit nobody waits for any more (cancelled) is not counted at all.
-    if (op.kind == Op::Kind::kAdmit && !op.done) continue;
+    if (op.kind == Op::Kind::kAdmit) {
+      // An admit nobody waits for any more (cancelled) is not counted at all, nor a late one.
+      if (!op.done) continue;
+      if (now >= op.deadline_ms) {
+        late.push_back(std::move(op));
+        continue;
+      }
+    }
     in_flight_.push_back(std::move(op));
     if (!send(in_flight_.back())) {
       disconnect(PQerrorMessage(conn_));
-      return;
+      break;
     }
     sent = true;
   }
-  if (sent) flush();
+  if (sent && conn_) flush();
+  for (auto& op : late) failAdmit(op, "timed out waiting for the budget store");
 }
 
 bool BudgetStorePg::send(Op& op) {
