@@ -71,8 +71,6 @@ bool isZeroCell(std::string_view v) {
   return false;
 }
 
-}
-
 // A RowDescription of one text column with the given format code (0 text, 1 binary), for the
 // SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
 // https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
