@@ -6,13 +6,12 @@ fuzz_*.cpp): whole PostgreSQL messages both ways, startup packets, SCRAM exchang
 texts of the security corpora (tests/security/*.tsv) with EXPLAIN plans, the example config and
 variants built from the guard examples in docs/agents.md, and HTTP requests of the metrics
 endpoint. File names are the SHA-1 of the content, as libFuzzer names what it finds, so running
-this again only adds what changed. Run from anywhere: python3 tests/fuzz/make_seeds.py
+this again only adds what changed (delete a corpus folder first to drop old seeds). Run from anywhere: python3 tests/fuzz/make_seeds.py
 """
 import base64
 import hashlib
 import hmac
 import re
-import shutil
 import struct
 from pathlib import Path
 
@@ -258,10 +257,9 @@ def http_seeds():
 # ----- writing -------------------------------------------------------------------------------
 
 def write(target, seeds):
+    # Entries already there (merged from fuzzing runs by scripts/fuzz --merge) are kept.
     d = CORPUS / target
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
+    d.mkdir(parents=True, exist_ok=True)
     for s in seeds:
         (d / hashlib.sha1(s).hexdigest()).write_bytes(s)
     return len(set(seeds))
