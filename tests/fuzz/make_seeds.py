@@ -234,6 +234,12 @@ def config_seeds():
     out.append("upstream: {host: 127.0.0.1, port: 5432}\ngroups:\n  g:\n    guards: []\n")
     out.append(example.replace("store: sqlite", "store: postgres\n  dsn: host=/nonexistent"))
     out.append(example + "listen:\n  address: 127.0.0.1:6432\n")  # a duplicate key
+    # Files that never end: each must be refused at once, not read (regressions: a secret file,
+    # a Lua script and a TLS key read to the end of /dev/zero).
+    out.append(example.replace("/etc/pgwarden/upstream.password", "/dev/zero"))
+    out.append(example.replace("groups:\n", "groups:\n  zero:\n    guards:\n      - kind: lua\n"
+                                            "        file: /dev/zero\n", 1))
+    out.append(example + "tls:\n  cert_file: /dev/zero\n  key_file: /dev/zero\n")
     return [c.encode() for c in out]
 
 
