@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -72,8 +73,13 @@ std::string requireReadable(const YAML::Node& map, const std::string& key, const
   if (!v) return "";
   const std::string path = resolvePath(config_path, *v);
   if (path.empty()) cfg::fail(map[field], key + "." + field, "must not be empty");
-  if (::access(path.c_str(), R_OK) != 0) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || ::access(path.c_str(), R_OK) != 0) {
     cfg::fail(map[field], key + "." + field, "cannot read " + path);
+  }
+  // OpenSSL opens it blocking: a FIFO would stall start-up or a reload, a device never end.
+  if (!S_ISREG(st.st_mode)) {
+    cfg::fail(map[field], key + "." + field, path + " is not a regular file");
   }
   return path;
 }

@@ -6,13 +6,12 @@ fuzz_*.cpp): whole PostgreSQL messages both ways, startup packets, SCRAM exchang
 texts of the security corpora (tests/security/*.tsv) with EXPLAIN plans, the example config and
 variants built from the guard examples in docs/agents.md, and HTTP requests of the metrics
 endpoint. File names are the SHA-1 of the content, as libFuzzer names what it finds, so running
-this again only adds what changed. Run from anywhere: python3 tests/fuzz/make_seeds.py
+this again only adds what changed (delete a corpus folder first to drop old seeds). Run from anywhere: python3 tests/fuzz/make_seeds.py
 """
 import base64
 import hashlib
 import hmac
 import re
-import shutil
 import struct
 from pathlib import Path
 
@@ -235,6 +234,12 @@ def config_seeds():
     out.append("upstream: {host: 127.0.0.1, port: 5432}\ngroups:\n  g:\n    guards: []\n")
     out.append(example.replace("store: sqlite", "store: postgres\n  dsn: host=/nonexistent"))
     out.append(example + "listen:\n  address: 127.0.0.1:6432\n")  # a duplicate key
+    # Files that never end: each must be refused at once, not read (regressions: a secret file,
+    # a Lua script and a TLS key read to the end of /dev/zero).
+    out.append(example.replace("/etc/pgwarden/upstream.password", "/dev/zero"))
+    out.append(example.replace("groups:\n", "groups:\n  zero:\n    guards:\n      - kind: lua\n"
+                                            "        file: /dev/zero\n", 1))
+    out.append(example + "tls:\n  cert_file: /dev/zero\n  key_file: /dev/zero\n")
     return [c.encode() for c in out]
 
 
@@ -258,10 +263,9 @@ def http_seeds():
 # ----- writing -------------------------------------------------------------------------------
 
 def write(target, seeds):
+    # Entries already there (merged from fuzzing runs by scripts/fuzz --merge) are kept.
     d = CORPUS / target
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
+    d.mkdir(parents=True, exist_ok=True)
     for s in seeds:
         (d / hashlib.sha1(s).hexdigest()).write_bytes(s)
     return len(set(seeds))

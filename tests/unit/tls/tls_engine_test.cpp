@@ -2,6 +2,7 @@
 // CA verification, client certificates, hostile input, close_notify; and the strict parsing of
 // the `tls:` and `upstream.ssl*` keys. Certificates are made here with OpenSSL for each run.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -363,6 +364,22 @@ TEST_F(TlsEngineTest, ConfigDefaultsAndStrictKeys) {
   EXPECT_NE(configError("cert_file: " + p("server.crt") + "\nkey_file: " + p("client.key"), false)
                 .find("mismatch"),
             std::string::npos);
+}
+
+TEST_F(TlsEngineTest, ConfigFilesMustBeRegularFiles) {
+  // OpenSSL would block opening a FIFO with no writer, and a device is no certificate.
+  const std::string fifo = p("fifo.crt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(configError("cert_file: " + fifo + "\nkey_file: " + p("server.key"), false)
+                .find("tls.cert_file: " + fifo + " is not a regular file"),
+            std::string::npos);
+  EXPECT_NE(configError("cert_file: " + p("server.crt") + "\nkey_file: /dev/zero", false)
+                .find("is not a regular file"),
+            std::string::npos);
+  EXPECT_NE(configError("host: x\nsslmode: verify-full\nsslrootcert: " + fifo, true)
+                .find("upstream.sslrootcert: " + fifo + " is not a regular file"),
+            std::string::npos);
+  ::unlink(fifo.c_str());
 }
 
 TEST_F(TlsEngineTest, UpstreamSslModeConfig) {
