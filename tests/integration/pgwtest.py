@@ -12,6 +12,7 @@ import hmac
 import os
 import pathlib
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -23,6 +24,7 @@ import threading
 import time
 
 import psycopg2
+import pytest
 import yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -40,6 +42,33 @@ KNOWN_BUGS = {}
 READER_ROLE = "pgwarden_reader"
 READER_PASSWORD = "reader-" + secrets.token_hex(8)
 DATABASE = "analytics"
+
+
+def tools_required():
+    """True in CI: CI or PGWARDEN_REQUIRE_TOOLS is 1 (or true) in the environment, as scripts/test
+    sets it. A test must not skip itself there for want of a tool: scripts/deps installs them."""
+    return any(os.environ.get(v, "").lower() in ("1", "true")
+               for v in ("PGWARDEN_REQUIRE_TOOLS", "CI"))
+
+
+def skip_without_tool(reason):
+    """Skips the calling test (or fixture) for want of a tool; fails it where tools_required()."""
+    if tools_required():
+        pytest.fail(f"{reason} (a missing tool fails here: CI or PGWARDEN_REQUIRE_TOOLS is set; "
+                    "scripts/deps installs it)", pytrace=False)
+    pytest.skip(reason)
+
+
+# The first line of an AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer report.
+SANITIZER_REPORT = re.compile(r"^==\d+==ERROR: (Address|Leak)Sanitizer|^\S+:\d+:\d+: runtime error: ",
+                              re.M)
+
+
+def sanitizer_report(log):
+    """The first sanitizer report in a daemon's log (a daemon built with PGWARDEN_SANITIZE, as
+    scripts/test's second stage runs the suite), with what follows it; "" when there is none."""
+    m = SANITIZER_REPORT.search(log)
+    return "" if m is None else log[m.start():m.start() + 6000]
 
 
 def is_root():

@@ -18,6 +18,7 @@
 #include "pg_wire_proxy.h"
 #include "budgets/budget_store_pg.h"
 #include "budgets/budget.h"
+#include "require_tool.h"
 
 namespace pgwarden::daemon {
 namespace {
@@ -31,7 +32,7 @@ class SharedBudgetStore : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto bin = agent_test::findPgBin();
-    if (bin.empty()) GTEST_SKIP() << "PostgreSQL server binaries not found: shared budget store tests skipped";
+    if (bin.empty()) PGW_MISSING_TOOL("PostgreSQL server binaries not found: shared budget store tests skipped");
     ASSERT_TRUE(server_.init(bin));
     ASSERT_EQ(uv_loop_init(&loop_), 0);
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/unit/guards/guard_test_util.h"
+#include "require_tool.h"
 
 namespace pgwarden::guards {
 namespace {
@@ -146,7 +147,7 @@ class LivePostgres : public ::testing::Test {
     cluster_ = nullptr;
   }
   void SetUp() override {
-    if (!ready_) GTEST_SKIP() << "no PostgreSQL server binaries (initdb, pg_ctl) usable here; set PGW_PGBIN";
+    if (!ready_) PGW_MISSING_TOOL("no PostgreSQL server binaries (initdb, pg_ctl) usable here; set PGW_PGBIN");
   }
   static std::shared_ptr<const TableStatsSnapshot> snapshot() {
     Connection c(cluster_->conninfo());

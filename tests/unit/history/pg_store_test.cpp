@@ -18,6 +18,7 @@
 #include "history/report.h"
 #include "report_expect.h"
 #include "test_util.h"
+#include "require_tool.h"
 
 namespace pgwarden::history {
 namespace {
@@ -151,8 +152,8 @@ class PostgresStore : public ::testing::Test {
   void SetUp() override {
     const fs::path bin = findPgBin();
     if (bin.empty()) {
-      GTEST_SKIP() << "PostgreSQL server binaries (initdb, pg_ctl) not found under "
-                      "/usr/lib/postgresql/*/bin or $PGW_PGBIN: PostgreSQL store tests skipped";
+      PGW_MISSING_TOOL("PostgreSQL server binaries (initdb, pg_ctl) not found under "
+                       "/usr/lib/postgresql/*/bin or $PGW_PGBIN: PostgreSQL store tests skipped");
     }
     ASSERT_TRUE(server_.init(bin)) << server_.serverLog();
   }
