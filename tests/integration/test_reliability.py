@@ -441,7 +441,9 @@ def test_reload_under_load(pgwarden_factory, pg):
                 d.write_config(good + "not_a_key: 1\n")
             else:
                 d.config["limits"]["client_idle_timeout"] = "1h" if i % 2 else "0"
-                d.config["groups"]["agents"]["guards"][-1]["max_rows"] = 1000 + i
+                row_limit = next(g for g in d.config["groups"]["agents"]["guards"]
+                                 if g["kind"] == "row_limit")
+                row_limit["max_rows"] = 1000 + i
                 d.write_config()
             d.send_signal(signal.SIGHUP)
             time.sleep(0.15)
