@@ -103,6 +103,9 @@ struct StatementInfo {
   bool two_phase = false;               // PREPARE TRANSACTION / COMMIT PREPARED / ROLLBACK PREPARED
   // set_config(name, ...) calls: the setting names, lower case; "*" when the name is not a constant.
   std::vector<std::string> set_config_names;
+  // FROM items at every query level (tables, CTE and function scans, subqueries, VALUES): two or
+  // more means the statement joins something; a self-join counts two.
+  int from_items = 0;
 };
 
 struct Analysis {

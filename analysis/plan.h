@@ -1,5 +1,6 @@
-// Reads the JSON that EXPLAIN (FORMAT JSON) returns into a PlanSummary: the total cost and every
-// node that scans a relation. Internal to guards/ (the cost gate's input).
+// Reads the JSON that EXPLAIN (FORMAT JSON) returns into a PlanSummary: the total cost, every
+// node that scans a relation and every join with the scans beneath it. Internal to guards/ (the
+// cost gate's input).
 #pragma once
 
 #include <string_view>

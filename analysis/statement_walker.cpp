@@ -938,6 +938,8 @@ class Walker {
   void walkFrom(element item, Ctx ctx, const std::vector<Refs>& filters, bool wild,
                 bool trivial_where) {
     Node n = asNode(item);
+    // A join and a sampled table are counted by the items they hold.
+    if (n.type != "JoinExpr" && n.type != "RangeTableSample") ++out_.from_items;
     if (n.type == "RangeVar") {
       const std::string_view a = aliasOf(n.body);
       const std::string_view name = a.empty() ? pgjson::str(n.body, "relname") : a;

@@ -1,5 +1,7 @@
 // Query-history throughput: how many records per second each writer stores when it always has
-// a full queue (submit everything, then shutdown flushes), and what submit() costs the caller.
+// a full queue (submit everything, then shutdown flushes), and what submit() costs the caller;
+// each with the memory queue (spool 0, history.durability: off) and the memory-mapped spool
+// (spool 1, durability: process, the default).
 // PostgreSQL figures need a connection string in PGWARDEN_BENCH_DSN (rows go to its
 // pgwarden_history table). Figures are measured and reported, never asserted.
 #include <benchmark/benchmark.h>
@@ -16,6 +18,7 @@
 
 namespace {
 
+using pgwarden::history::Durability;
 using pgwarden::history::HistoryConfig;
 using pgwarden::history::makeRecorder;
 using pgwarden::history::Outcome;
@@ -67,10 +70,19 @@ double processCpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-void writeAll(benchmark::State& state, HistoryConfig config) {
+// Room for every record of a case, so none is dropped whatever the writer's pace.
+constexpr uint64_t kSpoolBytes = 256ull << 20;
+
+void setDurability(HistoryConfig& c, int64_t spool) {
+  c.durability = spool != 0 ? Durability::kProcess : Durability::kOff;
+  c.spool_size = kSpoolBytes;
+}
+
+void writeAll(benchmark::State& state, HistoryConfig config, int64_t spool) {
   const auto n = static_cast<uint64_t>(state.range(0));
   config.queue_size = n;
   config.batch_size = static_cast<size_t>(state.range(1));
+  setDurability(config, spool);
   config.flush_interval = std::chrono::milliseconds(50);
   uint64_t written = 0;
   const double cpu0 = processCpuSeconds();
@@ -97,15 +109,16 @@ void BM_SqliteWriter(benchmark::State& state) {
   c.store = "sqlite";
   c.path = dir + "/history.db";
   c.redact_literals = state.range(2) != 0;
-  writeAll(state, c);
+  writeAll(state, c, state.range(3));
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_SqliteWriter)
-    ->ArgNames({"records", "batch", "redact"})
-    ->Args({100000, 64, 0})
-    ->Args({100000, 512, 0})
-    ->Args({100000, 4096, 0})
-    ->Args({100000, 512, 1})
+    ->ArgNames({"records", "batch", "redact", "spool"})
+    ->Args({100000, 64, 0, 1})
+    ->Args({100000, 512, 0, 0})
+    ->Args({100000, 512, 0, 1})
+    ->Args({100000, 4096, 0, 1})
+    ->Args({100000, 512, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
@@ -115,12 +128,13 @@ void BM_JsonlWriter(benchmark::State& state) {
   HistoryConfig c;
   c.store = "jsonl";
   c.path = dir + "/history.jsonl";
-  writeAll(state, c);
+  writeAll(state, c, state.range(2));
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_JsonlWriter)
-    ->ArgNames({"records", "batch"})
-    ->Args({100000, 512})
+    ->ArgNames({"records", "batch", "spool"})
+    ->Args({100000, 512, 0})
+    ->Args({100000, 512, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
@@ -133,28 +147,34 @@ void BM_PostgresWriter(benchmark::State& state) {
     }
     return;
   }
+  const std::string dir = tempDir();
   HistoryConfig c;
   c.store = "postgres";
   c.dsn = dsn;
-  writeAll(state, c);
+  c.spool_path = dir + "/history.spool";
+  writeAll(state, c, state.range(2));
+  std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_PostgresWriter)
-    ->ArgNames({"records", "batch"})
-    ->Args({100000, 64})
-    ->Args({100000, 512})
-    ->Args({100000, 4096})
+    ->ArgNames({"records", "batch", "spool"})
+    ->Args({100000, 64, 1})
+    ->Args({100000, 512, 0})
+    ->Args({100000, 512, 1})
+    ->Args({100000, 4096, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
 
-// What the event loop pays per statement: copying a record in and queueing it (the writer runs
-// meanwhile; the queue is large enough that nothing is dropped).
+// What the event loop pays per statement: copying a record in and queueing it, into memory or
+// serialized into the spool (the writer runs meanwhile; the queue is large enough that nothing
+// is dropped).
 void BM_Submit(benchmark::State& state) {
   const std::string dir = tempDir();
   HistoryConfig c;
   c.store = "sqlite";
   c.path = dir + "/history.db";
   c.queue_size = 1 << 20;
+  setDurability(c, state.range(0));
   auto rec = makeRecorder(c);
   const Record sample = sampleRecord(1);
   for (auto _ : state) {
@@ -165,7 +185,7 @@ void BM_Submit(benchmark::State& state) {
   rec->shutdown(std::chrono::minutes(5));
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_Submit)->Iterations(200000);
+BENCHMARK(BM_Submit)->ArgNames({"spool"})->Arg(0)->Arg(1)->Iterations(200000);
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/log_text.h"
 #include "common/config_util.h"
 #include "guards/policy.h"
 
@@ -199,6 +200,10 @@ std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string
   if (!s.shared && (dsn || dsn_file)) {
     config::fail(dsn ? node["dsn"] : node["dsn_file"], path + (dsn ? ".dsn" : ".dsn_file"),
                  "dsn is only for store: postgres");
+  }
+  if (dsn || dsn_file) {
+    config::requireConnectionString(dsn ? node["dsn"] : node["dsn_file"], path + (dsn ? ".dsn" : ".dsn_file"),
+                                    s.dsn);
   }
   s.timeout = config::getDuration(node, path, "timeout", std::chrono::milliseconds(500));
   if (s.timeout.count() <= 0) config::fail(node["timeout"], path + ".timeout", "must be above zero");
@@ -428,8 +433,9 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
         Admission out;
         if (!r.ok()) {
           ++store_failures_;
-          spdlog::warn("budget: shared store failed for user={} conversation_id={}: {}", key.user,
-                       key.conversation, r.error());
+          spdlog::warn("budget: shared store failed for user={} conversation_id={}: {}",
+                       logsafe(key.user), logsafe(key.conversation),
+                       logsafe(r.error(), kLogMessageMaxBytes));
           if (guard->store().fail_open) {
             touch(key, *guard).counters.statements += statements;
             countAdmitted(*guard, key, statements);

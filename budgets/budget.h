@@ -106,7 +106,7 @@ std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string
 // The group's budget guard and its chain position, or nullptr (a group has at most one).
 const BudgetGuard* findBudgetGuard(const PolicyGroup& group, size_t* index = nullptr);
 
-// A table several pgwarden processes share (daemon/budget_store_pg.h). Calls come from the loop;
+// A table several pgwarden processes share (budgets/budget_store_pg.h). Calls come from the loop;
 // answers arrive on the loop, never inside the call that asked.
 class SharedBudgetStore {
  public:

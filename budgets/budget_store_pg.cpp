@@ -1,13 +1,18 @@
-// The shared budget table, driven from the loop: one libpq connection, one query in flight, a
-// bounded queue behind it, a tick timer for deadlines and reconnects. An admit is a single
-// INSERT ... ON CONFLICT DO UPDATE ... WHERE <text fits> RETURNING adding the text's statement
-// count, so two processes counting the same conversation can never both take its last statements.
+// The shared budget table, driven from the loop: one libpq connection in pipeline mode, up to
+// kMaxInFlight queries on the wire (each followed by its own sync point, so each is its own
+// transaction and one failure aborts nothing else), a bounded queue behind them, a tick timer for
+// deadlines and reconnects. An admit is a single INSERT ... ON CONFLICT DO UPDATE ... WHERE <text
+// fits> RETURNING adding the text's statement count, so two processes counting the same
+// conversation can never both take its last statements.
 #include "budgets/budget_store_pg.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
+
+#include "common/log_text.h"
 
 namespace pgwarden::daemon {
 
@@ -118,10 +123,9 @@ BudgetStorePg::~BudgetStorePg() {
 
 void BudgetStorePg::setState(State to) {
   if (to == state_) return;
-  // Legal moves: Disconnected -> Connecting -> Ready <-> Busy, and any state -> Disconnected.
+  // Legal moves: Disconnected -> Connecting -> Ready, and any state -> Disconnected.
   const bool legal = to == State::kDisconnected || (state_ == State::kDisconnected && to == State::kConnecting) ||
-                     (state_ == State::kConnecting && to == State::kReady) ||
-                     (state_ == State::kReady && to == State::kBusy) || (state_ == State::kBusy && to == State::kReady);
+                     (state_ == State::kConnecting && to == State::kReady);
   if (!legal) spdlog::error("budget store: illegal state move {} -> {}", static_cast<int>(state_), static_cast<int>(to));
   state_ = to;
 }
@@ -152,20 +156,26 @@ void BudgetStorePg::connect() {
 void BudgetStorePg::disconnect(const std::string& why) {
   std::string msg = why;
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (msg != last_error_) spdlog::warn("budget store: connection to the shared budget table lost or refused: {}", msg);
+  if (msg != last_error_) {
+    spdlog::warn("budget store: connection to the shared budget table lost or refused: {}",
+                 logsafe(msg, kLogMessageMaxBytes));
+  }
   last_error_ = msg;
   if (poll_) closePoll(poll_);
   poll_ = nullptr;
   poll_fd_ = -1;
+  want_write_ = false;
   if (conn_) PQfinish(conn_);
   conn_ = nullptr;
   setState(State::kDisconnected);
   retry_at_ms_ = nowMs() + kReconnectMs;
-  if (current_) {
-    if (current_->kind == Op::Kind::kAdmit && !current_failed_) failAdmit(*current_, "connection lost: " + msg);
-    current_.reset();
+  // Whatever was on the wire is lost: its admits get fail_behavior now. Counter updates are not
+  // sent again, since they may have counted already (an undercount beats counting twice).
+  std::deque<Op> lost;
+  lost.swap(in_flight_);
+  for (auto& op : lost) {
+    if (op.kind == Op::Kind::kAdmit) failAdmit(op, "connection lost: " + msg);
   }
-  current_failed_ = false;
   armTimer();
 }
 
@@ -210,6 +220,13 @@ void BudgetStorePg::continueConnect() {
     disconnect("cannot make the connection non-blocking");
     return;
   }
+  // Server notices ("relation already exists, skipping") go to the log, not to stderr.
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char* msg) { spdlog::debug("budget store: server notice: {}", msg); }, nullptr);
+  if (PQenterPipelineMode(conn_) != 1) {
+    disconnect(std::string("cannot enter pipeline mode: ") + PQerrorMessage(conn_));
+    return;
+  }
   if (!last_error_.empty()) spdlog::info("budget store: connected to the shared budget table again");
   last_error_.clear();
   setState(State::kReady);
@@ -217,7 +234,7 @@ void BudgetStorePg::continueConnect() {
   setup.kind = Op::Kind::kSetup;
   queue_.push_front(std::move(setup));
   watch(UV_READABLE);
-  sendNext();
+  sendQueued();
 }
 
 void BudgetStorePg::onPoll(int status, int events) {
@@ -230,15 +247,8 @@ void BudgetStorePg::onPoll(int status, int events) {
     return;
   }
   if (!conn_) return;
-  if ((events & UV_WRITABLE) && state_ == State::kBusy) {
-    const int f = PQflush(conn_);
-    if (f < 0) {
-      disconnect(PQerrorMessage(conn_));
-      return;
-    }
-    if (f == 0) watch(UV_READABLE);
-  }
-  if (events & UV_READABLE) readResults();
+  if ((events & UV_WRITABLE) && want_write_) flush();
+  if (conn_ && (events & UV_READABLE)) readResults();
 }
 
 void BudgetStorePg::enqueue(Op op) {
@@ -254,18 +264,39 @@ void BudgetStorePg::enqueue(Op op) {
   queue_.push_back(std::move(op));
   armTimer();
   if (state_ == State::kDisconnected && nowMs() >= retry_at_ms_) connect();
-  sendNext();
+  sendQueued();
 }
 
-void BudgetStorePg::sendNext() {
-  if (state_ != State::kReady || current_ || !conn_) return;
-  expireAdmits();
-  if (queue_.empty()) return;
-  current_ = std::make_unique<Op>(std::move(queue_.front()));
-  queue_.pop_front();
-  current_failed_ = false;
+void BudgetStorePg::sendQueued() {
+  if (state_ != State::kReady || !conn_) return;
+  const int64_t now = nowMs();
+  std::vector<Op> late;  // answered once nothing here is touched any more: an answer may admit again
+  bool sent = false;
+  while (conn_ && !queue_.empty() && in_flight_.size() < kMaxInFlight) {
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    if (op.kind == Op::Kind::kAdmit) {
+      // An admit nobody waits for any more (cancelled) is not counted at all, nor a late one.
+      if (!op.done) continue;
+      if (now >= op.deadline_ms) {
+        late.push_back(std::move(op));
+        continue;
+      }
+    }
+    in_flight_.push_back(std::move(op));
+    if (!send(in_flight_.back())) {
+      disconnect(PQerrorMessage(conn_));
+      break;
+    }
+    sent = true;
+  }
+  if (sent && conn_) flush();
+  for (auto& op : late) failAdmit(op, "timed out waiting for the budget store");
+}
+
+bool BudgetStorePg::send(Op& op) {
   const char* sql = nullptr;
-  switch (current_->kind) {
+  switch (op.kind) {
     case Op::Kind::kSetup: sql = kSetupSql; break;
     case Op::Kind::kAdmit: sql = kAdmitSql; break;
     case Op::Kind::kAddRows: sql = kAddRowsSql; break;
@@ -273,20 +304,24 @@ void BudgetStorePg::sendNext() {
     case Op::Kind::kCleanup: sql = kCleanupSql; break;
   }
   std::vector<const char*> values;
-  values.reserve(current_->params.size());
-  for (const auto& p : current_->params) values.push_back(p.c_str());
-  if (!PQsendQueryParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0)) {
-    disconnect(PQerrorMessage(conn_));
-    return;
-  }
-  setState(State::kBusy);
-  busy_since_ms_ = nowMs();
+  values.reserve(op.params.size());
+  for (const auto& p : op.params) values.push_back(p.c_str());
+  op.sent_ms = nowMs();
+  // A sync point after every query: each runs in its own transaction, holding its row lock only
+  // for itself, and an error in one leaves the ones behind it to run.
+  return PQsendQueryParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
+                           0) == 1 &&
+         PQpipelineSync(conn_) == 1;
+}
+
+void BudgetStorePg::flush() {
   const int f = PQflush(conn_);
   if (f < 0) {
     disconnect(PQerrorMessage(conn_));
     return;
   }
-  watch(f == 1 ? (UV_READABLE | UV_WRITABLE) : UV_READABLE);
+  want_write_ = f == 1;
+  watch(want_write_ ? (UV_READABLE | UV_WRITABLE) : UV_READABLE);
 }
 
 void BudgetStorePg::readResults() {
@@ -294,19 +329,33 @@ void BudgetStorePg::readResults() {
     disconnect(PQerrorMessage(conn_));
     return;
   }
-  while (conn_ && !PQisBusy(conn_)) {
+  // Per query: its result, a null ending its results, then the result marking its sync point.
+  // Two nulls in a row mean nothing more has arrived.
+  int nulls = 0;
+  while (conn_ && !in_flight_.empty() && !PQisBusy(conn_)) {
     PGresult* res = PQgetResult(conn_);
     if (!res) {
-      // The query is done.
-      current_.reset();
-      current_failed_ = false;
-      setState(State::kReady);
-      sendNext();
-      return;
+      if (++nulls > 1) break;
+      continue;
     }
-    if (current_) complete(*current_, res);
+    nulls = 0;
+    if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+      PQclear(res);
+      Op op = std::move(in_flight_.front());
+      in_flight_.pop_front();
+      if (op.kind == Op::Kind::kAdmit && !op.has_result) failAdmit(op, "the budget upsert returned nothing");
+      continue;
+    }
+    Op& op = in_flight_.front();
+    const bool first = !op.has_result;
+    op.has_result = true;
+    // complete() may call back into admit(): it touches `op` only before that call.
+    if (first) complete(op, res);
     PQclear(res);
   }
+  if (!conn_) return;
+  sendQueued();
+  if (conn_ && want_write_) flush();
 }
 
 void BudgetStorePg::complete(Op& op, PGresult* res) {
@@ -314,7 +363,7 @@ void BudgetStorePg::complete(Op& op, PGresult* res) {
   const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
   switch (op.kind) {
     case Op::Kind::kAdmit: {
-      if (current_failed_ || !op.done) return;
+      if (!op.done) return;
       AdmitDone done = std::move(op.done);
       op.done = nullptr;
       if (st != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 4) {
@@ -339,8 +388,9 @@ void BudgetStorePg::complete(Op& op, PGresult* res) {
         std::string err = PQresultErrorMessage(res);
         while (!err.empty() && err.back() == '\n') err.pop_back();
         // Two processes creating the table at once: one of them loses the race, harmlessly.
-        spdlog::warn("budget store: {} failed: {}", op.kind == Op::Kind::kSetup ? "creating the table" : "an update",
-                     err);
+        spdlog::warn("budget store: {} failed: {}",
+                     op.kind == Op::Kind::kSetup ? "creating the table" : "an update",
+                     logsafe(err, kLogMessageMaxBytes));
       }
       return;
   }
@@ -355,20 +405,24 @@ void BudgetStorePg::failAdmit(Op& op, const std::string& why) {
 
 void BudgetStorePg::expireAdmits() {
   const int64_t now = nowMs();
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->kind == Op::Kind::kAdmit && now >= it->deadline_ms) {
-      Op op = std::move(*it);
-      it = queue_.erase(it);
-      failAdmit(op, "timed out waiting for the budget store");
-      it = queue_.begin();  // failAdmit may have queued more
-    } else {
-      ++it;
+  // Collected first and answered after: an answer may call admit() and touch both queues.
+  std::vector<std::pair<AdmitDone, const char*>> expired;
+  for (auto& op : queue_) {
+    if (op.kind == Op::Kind::kAdmit && op.done && now >= op.deadline_ms) {
+      expired.emplace_back(std::move(op.done), "timed out waiting for the budget store");
+      op.done = nullptr;
     }
   }
-  if (current_ && current_->kind == Op::Kind::kAdmit && !current_failed_ && now >= current_->deadline_ms) {
-    current_failed_ = true;
-    failAdmit(*current_, "the budget upsert timed out");
+  std::erase_if(queue_, [](const Op& op) { return op.kind == Op::Kind::kAdmit && !op.done; });
+  // An upsert already on the wire stays there (its answer still has to be read in order), but
+  // its session hears now.
+  for (auto& op : in_flight_) {
+    if (op.kind == Op::Kind::kAdmit && op.done && now >= op.deadline_ms) {
+      expired.emplace_back(std::move(op.done), "the budget upsert timed out");
+      op.done = nullptr;
+    }
   }
+  for (auto& [done, why] : expired) done(Result<Answer>::fail(why));
 }
 
 void BudgetStorePg::onTimer() {
@@ -376,8 +430,9 @@ void BudgetStorePg::onTimer() {
   if (state_ == State::kConnecting && now >= connect_deadline_ms_) disconnect("connect timed out");
   if (state_ == State::kDisconnected && !queue_.empty() && now >= retry_at_ms_) connect();
   expireAdmits();
-  // A query stuck far past its deadline holds every later one: drop the connection.
-  if (state_ == State::kBusy && now - busy_since_ms_ > std::max<int64_t>(config_.timeout.count() * 4, 2000)) {
+  // A query stuck far past its deadline holds every one behind it: drop the connection.
+  if (state_ == State::kReady && !in_flight_.empty() &&
+      now - in_flight_.front().sent_ms > std::max<int64_t>(config_.timeout.count() * 4, 2000)) {
     disconnect("a budget query took too long");
   }
   if (now >= next_cleanup_ms_) {
@@ -387,8 +442,8 @@ void BudgetStorePg::onTimer() {
     op.params = {std::to_string(idle_expiry_ms_)};
     enqueue(std::move(op));
   }
-  if (state_ == State::kReady && queue_.empty() && !current_) uv_timer_stop(timer_);
-  sendNext();
+  if (state_ != State::kConnecting && queue_.empty() && in_flight_.empty()) uv_timer_stop(timer_);
+  sendQueued();
 }
 
 uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
@@ -421,10 +476,11 @@ uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::Budget
 }
 
 void BudgetStorePg::cancel(uint64_t ticket) {
-  for (auto& op : queue_) {
-    if (op.kind == Op::Kind::kAdmit && op.ticket == ticket) op.done = nullptr;
+  for (auto* ops : {&queue_, &in_flight_}) {
+    for (auto& op : *ops) {
+      if (op.kind == Op::Kind::kAdmit && op.ticket == ticket) op.done = nullptr;
+    }
   }
-  if (current_ && current_->kind == Op::Kind::kAdmit && current_->ticket == ticket) current_->done = nullptr;
 }
 
 void BudgetStorePg::addRows(const guards::BudgetKey& key, const guards::BudgetLimits&, int64_t rows) {

@@ -1,6 +1,8 @@
 // Implementation of the strict YAML helpers: typed getters that fail with line and key.
 #include "common/config_util.h"
 
+#include <libpq-fe.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <limits>
+#include <map>
 #include <set>
 #include <system_error>
 
@@ -20,7 +23,93 @@ std::string join(const std::string& path, const char* key) {
   return path.empty() ? std::string(key) : path + "." + key;
 }
 
+// Walks every mapping once. Aliases share nodes, so a file can name far more nodes than it
+// holds (or, with an anchor used inside itself, loop): both are bounded.
+class DuplicateKeyWalk {
+ public:
+  void walk(const YAML::Node& node, const std::string& path, int depth) {
+    if (++visited_ > kMaxNodes) {
+      fail(node, path, "the file expands to more than " + std::to_string(kMaxNodes) +
+                           " nodes (aliases used too often?)");
+    }
+    if (depth > kMaxDepth) {
+      fail(node, path, "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    }
+    if (node.IsSequence()) {
+      size_t i = 0;
+      for (const auto& item : node) walk(item, path + "[" + std::to_string(i++) + "]", depth + 1);
+      return;
+    }
+    if (!node.IsMap()) return;
+    std::map<std::string, int> first_line;
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) {
+        walk(kv.second, path, depth + 1);
+        continue;
+      }
+      const std::string key = kv.first.Scalar();
+      const std::string key_path = join(path, key.c_str());
+      const auto [it, inserted] = first_line.emplace(key, lineOf(kv.first));
+      if (!inserted) {
+        throw ConfigError(lineOf(kv.first), key_path,
+                          "duplicate key '" + key + "' at lines " + std::to_string(it->second) +
+                              " and " + std::to_string(lineOf(kv.first)) +
+                              ": only one would be used; remove or merge the other");
+      }
+      walk(kv.second, key_path, depth + 1);
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxNodes = 1'000'000;
+  static constexpr int kMaxDepth = 64;
+  size_t visited_ = 0;
+};
+
+// libpq's parse error without the fragments it quotes from the string, which may be a password.
+std::string withoutQuotes(const std::string& message) {
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    if (message[i] != '"') {
+      out += message[i++];
+      continue;
+    }
+    const size_t close = message.find('"', i + 1);
+    if (close == std::string::npos) {
+      out += "\"...\"";
+      break;
+    }
+    if (close - i <= 2) {
+      out.append(message, i, close + 1 - i);  // a quoted single character such as "="
+    } else {
+      out += "\"...\"";
+    }
+    i = close + 1;
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
 }  // namespace
+
+void rejectDuplicateKeys(const YAML::Node& root) {
+  DuplicateKeyWalk walk;
+  walk.walk(root, "", 0);
+}
+
+void requireConnectionString(const YAML::Node& node, const std::string& key,
+                             const std::string& dsn) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+  if (options) {
+    PQconninfoFree(options);
+    return;
+  }
+  const std::string why = error ? withoutQuotes(error) : "out of memory";
+  PQfreemem(error);
+  fail(node, key, "not a valid connection string (" + why + ")");
+}
 
 int lineOf(const YAML::Node& node) {
   if (!node.IsDefined()) return 0;

@@ -38,6 +38,11 @@ void checkKeys(const YAML::Node& map, const std::string& path,
 void requireMap(const YAML::Node& node, const std::string& path);
 void requireSequence(const YAML::Node& node, const std::string& path);
 
+// Rejects a key written twice in one mapping, anywhere under `root`: yaml-cpp keeps both entries
+// and every lookup finds the first, so the second would be ignored without a word. The error
+// names the key and both lines. Also bounds the walk (depth, and nodes reached through aliases).
+void rejectDuplicateKeys(const YAML::Node& root);
+
 std::string getString(const YAML::Node& map, const std::string& path, const char* key,
                       const std::string& fallback);
 std::optional<std::string> getOptionalString(const YAML::Node& map, const std::string& path,
@@ -57,6 +62,10 @@ uint64_t getSize(const YAML::Node& map, const std::string& path, const char* key
 
 std::optional<std::chrono::milliseconds> parseDuration(const std::string& text);
 std::optional<uint64_t> parseSize(const std::string& text);
+
+// A libpq connection string (key=value or postgresql:// URI) that libpq can parse; the error
+// quotes no part of it, as it may hold a password. Throws ConfigError at `node`.
+void requireConnectionString(const YAML::Node& node, const std::string& key, const std::string& dsn);
 
 // Size caps of the files a config names, read with readSmallFile.
 inline constexpr size_t kMaxSecretFileBytes = 64 * 1024;   // passwords, tokens, DSNs

@@ -11,6 +11,7 @@
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/salt_key.h"
 #include "daemon/systemd_notify.h"
 #include "pgwarden_version.h"
 #include "protocol/auth.h"
@@ -80,6 +81,7 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
   try {
     auto cfg = loadConfig(path);
     for (const auto& w : cfg->warnings) err << "warning: " << w << "\n";
+    if (const std::string w = checkSaltKey(cfg->auth); !w.empty()) err << "warning: " << w << "\n";
     out << path << ": ok (" << cfg->users.size() << " user" << (cfg->users.size() == 1 ? "" : "s")
         << ", " << cfg->groups.size() << " group" << (cfg->groups.size() == 1 ? "" : "s") << ")\n";
     return 0;

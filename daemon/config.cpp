@@ -14,6 +14,7 @@
 
 #include "common/config_util.h"
 #include "guards/webhook_guard.h"
+#include "history/store_path.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -21,8 +22,6 @@ namespace pgwarden::daemon {
 namespace cfg = pgwarden::config;
 
 namespace {
-
-constexpr const char* kDefaultHistoryPath = "/var/lib/pgwarden/history.db";
 
 bool isIpLiteral(const std::string& host) {
   unsigned char buf[16];
@@ -183,11 +182,27 @@ void parsePool(const YAML::Node& n, PoolConfig& out) {
 void parseLimits(const YAML::Node& n, LimitsConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "limits",
-                 {"max_client_connections", "max_message_bytes", "max_bind_bytes",
-                  "startup_timeout", "client_idle_timeout", "shutdown_timeout",
-                  "client_write_buffer", "max_prepared_statements"});
+                 {"max_client_connections", "max_startup_connections",
+                  "max_startup_per_address", "reserved_authenticated", "max_message_bytes",
+                  "max_bind_bytes", "startup_timeout", "client_idle_timeout",
+                  "shutdown_timeout", "client_write_buffer", "max_prepared_statements"});
   out.max_client_connections = static_cast<int>(cfg::getInt(
       n, "limits", "max_client_connections", out.max_client_connections, 1, 1000000));
+  out.max_startup_connections = static_cast<int>(cfg::getInt(
+      n, "limits", "max_startup_connections", out.max_startup_connections, 1, 1000000));
+  out.max_startup_per_address = static_cast<int>(cfg::getInt(
+      n, "limits", "max_startup_per_address", out.max_startup_per_address, 0, 1000000));
+  out.reserved_authenticated = std::min(out.reserved_authenticated,
+                                        out.max_client_connections / 10);
+  if (n["reserved_authenticated"].IsDefined()) {
+    out.reserved_authenticated = static_cast<int>(
+        cfg::getInt(n, "limits", "reserved_authenticated", 0, 0, 1000000));
+    if (out.reserved_authenticated >= out.max_client_connections) {
+      cfg::fail(n["reserved_authenticated"], "limits.reserved_authenticated",
+                "must be below limits.max_client_connections (" +
+                    std::to_string(out.max_client_connections) + ")");
+    }
+  }
   out.max_message_bytes = cfg::getSize(n, "limits", "max_message_bytes", out.max_message_bytes);
   out.max_bind_bytes = cfg::getSize(n, "limits", "max_bind_bytes", out.max_bind_bytes);
   const auto sizeRange = [&](const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
@@ -213,11 +228,115 @@ void parseLimits(const YAML::Node& n, LimitsConfig& out) {
   }
 }
 
-void parseAuth(const YAML::Node& n, AuthConfig& out) {
+void parseDaemonSection(const YAML::Node& n, const std::string& config_path, DaemonSection& out) {
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(n, "auth", {"failed_attempts_per_minute"});
+  cfg::checkKeys(n, "daemon", {"state_dir"});
+  out.state_dir =
+      resolveRelative(config_path, cfg::getString(n, "daemon", "state_dir", out.state_dir));
+  if (out.state_dir.empty()) cfg::fail(n["state_dir"], "daemon.state_dir", "must not be empty");
+  while (out.state_dir.size() > 1 && out.state_dir.back() == '/') out.state_dir.pop_back();
+}
+
+// A salt key shorter than this could be guessed, and with it every unknown user's salt.
+constexpr size_t kMinSaltKeyBytes = 16;
+
+void parseAuth(const YAML::Node& n, const std::string& config_path, const std::string& state_dir,
+               AuthConfig& out) {
+  out.salt_key_file = state_dir + "/salt.key";
+  if (!n.IsDefined() || n.IsNull()) return;
+  cfg::checkKeys(
+      n, "auth",
+      {"failed_attempts_per_minute", "unknown_user_method", "salt_key", "salt_key_file"});
   out.failed_attempts_per_minute = static_cast<int>(cfg::getInt(
       n, "auth", "failed_attempts_per_minute", out.failed_attempts_per_minute, 1, 1000000));
+  const std::string method = cfg::getString(n, "auth", "unknown_user_method", "scram-sha-256");
+  if (method == "scram-sha-256") {
+    out.unknown_user_method = AuthMethod::kScramSha256;
+  } else if (method == "md5") {
+    out.unknown_user_method = AuthMethod::kMd5;
+  } else {
+    cfg::fail(n["unknown_user_method"], "auth.unknown_user_method",
+              "unknown method '" + method + "' (scram-sha-256 or md5)");
+  }
+  const auto key = cfg::getOptionalString(n, "auth", "salt_key");
+  const auto key_file = cfg::getOptionalString(n, "auth", "salt_key_file");
+  if (key && key_file) {
+    cfg::fail(n["salt_key_file"], "auth.salt_key_file",
+              "set either salt_key or salt_key_file, not both");
+  }
+  if (key) {
+    if (key->size() < kMinSaltKeyBytes) {
+      cfg::fail(n["salt_key"], "auth.salt_key",
+                "must be at least " + std::to_string(kMinSaltKeyBytes) + " characters");
+    }
+    out.salt_key = *key;
+    out.salt_key_file.clear();
+  }
+  if (key_file) {
+    if (key_file->empty()) cfg::fail(n["salt_key_file"], "auth.salt_key_file", "must not be empty");
+    out.salt_key_file = resolveRelative(config_path, *key_file);
+  }
+}
+
+// The commonest value in `counts` (the smallest on a tie), or `fallback` when there is none.
+template <typename T>
+T commonest(const std::map<T, int>& counts, T fallback) {
+  int best = 0;
+  for (const auto& [value, n] : counts) {
+    if (n > best) {
+      best = n;
+      fallback = value;
+    }
+  }
+  return fallback;
+}
+
+// Makes an unknown user's SCRAM challenge look like the real users': their commonest iteration
+// count and salt length (PostgreSQL's 4096 and 16 bytes when there are no SCRAM users).
+void shapeUnknownUserScram(const std::vector<UserConfig>& users, AuthConfig& auth) {
+  std::map<int, int> iterations;
+  std::map<size_t, int> salt_lengths;
+  for (const auto& u : users) {
+    if (u.method != AuthMethod::kScramSha256) continue;
+    auto v = protocol::parseScramVerifier(u.secret);
+    if (!v) continue;
+    ++iterations[v->iterations];
+    ++salt_lengths[v->salt.size()];
+  }
+  auth.unknown_scram_iterations = commonest(iterations, 4096);
+  auth.unknown_scram_salt_len = std::min<size_t>(commonest(salt_lengths, size_t{16}), 32);
+}
+
+// Users whose challenge differs from an unknown user's can be told apart from names that do not
+// exist: say who they are, and what would close the gap. Trust users are left out: over TCP they
+// are answered as unknown users, over the Unix socket they get in.
+void warnAboutRevealedUsers(const YAML::Node& auth_node, const std::string& config_path,
+                            const std::vector<UserConfig>& users, const AuthConfig& auth,
+                            std::vector<std::string>& warnings) {
+  std::string names;
+  size_t count = 0;
+  for (const auto& u : users) {
+    if (u.method == AuthMethod::kTrust || u.method == auth.unknown_user_method) continue;
+    if (++count <= 5) names += (names.empty() ? "\"" : ", \"") + u.name + "\"";
+  }
+  if (count == 0) return;
+  if (count > 5) names += " and " + std::to_string(count - 5) + " more";
+  const bool md5_users = auth.unknown_user_method == AuthMethod::kScramSha256;
+  const int line = auth_node.IsDefined() ? cfg::lineOf(auth_node["unknown_user_method"]) : 0;
+  std::string w =
+      config_path + (line > 0 ? ":" + std::to_string(line) : "") + ": auth.unknown_user_method: ";
+  if (md5_users) {
+    w += "md5 reveals which users exist: " + names + (count == 1 ? " uses" : " use") +
+         " md5 and always gets the md5 challenge, while a user who does not exist gets "
+         "SCRAM-SHA-256; give " +
+         (count == 1 ? "it a SCRAM verifier" : "them SCRAM verifiers") +
+         " (pgwarden passwd USER), or set auth.unknown_user_method: md5 if most users use md5";
+  } else {
+    w += "is md5, so SCRAM users can be told from users who do not exist: " + names +
+         (count == 1 ? " gets" : " get") +
+         " the SCRAM-SHA-256 challenge while unknown users get md5";
+  }
+  warnings.push_back(std::move(w));
 }
 
 void parseClientParameters(const YAML::Node& n, ClientParametersConfig& out) {
@@ -319,25 +438,29 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   auto config = std::make_shared<Config>();
   config->path = path;
   if (!root.IsDefined() || root.IsNull()) cfg::fail(root, "", "the file is empty");
-  cfg::checkKeys(root, "",
-                 {"instance_id", "listen", "upstream", "pool", "limits", "auth",
-                  "client_parameters", "users", "admin_users", "logging", "metrics", "history",
-                  "groups", "tls"});
+  cfg::checkKeys(
+      root, "",
+      {"instance_id", "daemon", "listen", "upstream", "pool", "limits", "auth", "client_parameters",
+       "users", "admin_users", "logging", "metrics", "history", "groups", "tls"});
   config->instance_id = cfg::getString(root, "", "instance_id", "");
   if (config->instance_id.empty()) config->instance_id = hostName();
+  parseDaemonSection(root["daemon"], path, config->daemon);
   parseListen(root["listen"], config->listen);
   parseUpstream(root["upstream"], path, config->upstream, config->warnings);
   config->upstream.tls = parseUpstreamTls(root["upstream"], path);
   config->tls = parseTlsConfig(root["tls"], path);
   parsePool(root["pool"], config->pool);
   parseLimits(root["limits"], config->limits);
-  parseAuth(root["auth"], config->auth);
+  parseAuth(root["auth"], path, config->daemon.state_dir, config->auth);
   parseClientParameters(root["client_parameters"], config->client_parameters);
   parseUsers(root["users"], config->users);
+  shapeUnknownUserScram(config->users, config->auth);
+  warnAboutRevealedUsers(root["auth"], path, config->users, config->auth, config->warnings);
   config->admin_users = cfg::getStringList(root, "", "admin_users");
   parseLogging(root["logging"], config->logging);
   config->metrics = metrics::parseMetricsConfig(root["metrics"]);
-  config->history = history::parseHistoryConfig(root["history"], kDefaultHistoryPath);
+  config->history =
+      history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");
 
   const YAML::Node groups = root["groups"];
   if (!groups.IsDefined() || groups.IsNull()) {
@@ -383,6 +506,18 @@ std::string formatError(const std::string& path, int line, const std::string& ke
   return out;
 }
 
+// What only this machine can answer: whether this process can open or create the files the
+// config names. The files read while parsing (TLS certificates and keys, password and secret
+// files, Lua scripts) were opened then; the history file is created later, by the store, so it
+// is checked here. Not part of parseConfig: tests parse configs that name other machines' paths.
+void checkFiles(const Config& config) {
+  const auto& h = config.history;
+  if (auto st = history::checkStorePath(h); !st.ok()) {
+    const std::string where = h.path_line > 0 ? "" : " (history.path is not set; this is its default)";
+    throw ConfigFileError(formatError(config.path, h.path_line, "history.path", st.error() + where));
+  }
+}
+
 }  // namespace
 
 const char* authMethodName(AuthMethod m) {
@@ -400,6 +535,11 @@ std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_d
   if (it != databases.end()) return it->second;
   if (databases.count("*")) return std::string(client_db);
   return std::nullopt;
+}
+
+int LimitsConfig::startupCap() const {
+  return std::max(1, std::min(max_startup_connections,
+                              max_client_connections - reserved_authenticated));
 }
 
 const UserConfig* Config::findUser(std::string_view name) const {
@@ -476,6 +616,7 @@ std::shared_ptr<const Config> parseConfig(const std::string& text, const std::st
                                       "invalid YAML: " + e.msg));
   }
   try {
+    cfg::rejectDuplicateKeys(root);
     return parseRoot(root, path);
   } catch (const cfg::ConfigError& e) {
     throw ConfigFileError(formatError(path, e.line(), e.key(), e.what()));
@@ -494,7 +635,9 @@ std::shared_ptr<const Config> loadConfig(const std::string& path) {
   if (!in) throw ConfigFileError(path + ": cannot open the file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parseConfig(ss.str(), path);
+  auto config = parseConfig(ss.str(), path);
+  checkFiles(*config);
+  return config;
 }
 
 }  // namespace pgwarden::daemon

@@ -69,6 +69,15 @@ struct PoolConfig {
 
 struct LimitsConfig {
   int max_client_connections = 1000;
+  // Connections still in startup or authentication: at most this many at once, and at most
+  // max_startup_per_address from one address (IPv6: one /64; 0: no per-address cap). Unix
+  // socket clients count towards the first only.
+  int max_startup_connections = 64;
+  int max_startup_per_address = 16;
+  // Client slots that connections still starting up never take: however many of them there
+  // are, this many slots stay for sessions that have logged in. Default: 10, or a tenth of
+  // max_client_connections when that is smaller.
+  int reserved_authenticated = 10;
   uint64_t max_message_bytes = 1u << 20;
   uint64_t max_bind_bytes = 64u << 20;
   Millis startup_timeout{10000};
@@ -76,14 +85,34 @@ struct LimitsConfig {
   Millis shutdown_timeout{30000};
   uint64_t client_write_buffer = 256u << 10;
   int max_prepared_statements = 10000;  // per session: named statements and portals tracked
-};
 
-struct AuthConfig {
-  int failed_attempts_per_minute = 20;
+  // How many connections may be in startup or authentication at once: max_startup_connections,
+  // less when the reserve for logged-in sessions needs the slots; at least 1.
+  int startupCap() const;
 };
 
 enum class AuthMethod { kScramSha256, kMd5, kTrust };
 const char* authMethodName(AuthMethod m);
+
+struct AuthConfig {
+  int failed_attempts_per_minute = 20;
+  // The challenge a user who is not in `users` gets, as PostgreSQL answers a missing role with
+  // its password_encryption method: scram-sha-256 or md5.
+  AuthMethod unknown_user_method = AuthMethod::kScramSha256;
+  // The key unknown users' made-up salts are derived from: `salt_key` when set, else the file
+  // `salt_key_file` (default <daemon.state_dir>/salt.key), created at first start.
+  std::string salt_key;
+  std::string salt_key_file;  // resolved path
+  // Not keys: taken from the SCRAM users (the commonest iteration count and salt length), so an
+  // unknown user's server-first-message looks like a real user's.
+  int unknown_scram_iterations = 4096;
+  size_t unknown_scram_salt_len = 16;
+};
+
+struct DaemonSection {
+  // Where the process keeps state that must outlive it (the salt key; the history by default).
+  std::string state_dir = "/var/lib/pgwarden";
+};
 
 struct UserConfig {
   std::string name;
@@ -105,6 +134,7 @@ struct LoggingConfig {
 struct Config {
   std::string path;         // the file it came from
   std::string instance_id;  // names this process in history records (default: host name)
+  DaemonSection daemon;
   ListenConfig listen;
   UpstreamConfig upstream;
   PoolConfig pool;
@@ -134,9 +164,13 @@ class ConfigFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Reads and validates a config file. Throws ConfigFileError. Never called on the data path.
+// Reads and validates a config file, then checks that this process can open or create the files
+// it names (the history file too, which the store only creates later), so that --check-config,
+// start-up and reload refuse the same files with the same messages. Throws ConfigFileError.
+// Never called on the data path.
 std::shared_ptr<const Config> loadConfig(const std::string& path);
-// Same from text (tests, and `path` is only used in messages and for relative paths).
+// Parses and validates text only, without looking at the files it names beyond those parsing
+// reads (tests, and `path` is only used in messages and for relative paths).
 std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path);
 
 // Parses "host:port", "[v6]:port", "*:port" (all IPv4 and IPv6) and "localhost:port".

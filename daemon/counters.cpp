@@ -25,19 +25,18 @@ const char* rejectReasonName(RejectReason r) {
     case RejectReason::kUnreachable: return "unreachable";
     case RejectReason::kAcquireTimeout: return "acquire_timeout";
     case RejectReason::kShutdown: return "shutdown";
+    case RejectReason::kStartupLimit: return "startup_limit";
   }
   return "?";
 }
 
-const char* statementOutcomeName(StatementOutcome o) {
-  switch (o) {
-    case StatementOutcome::kOk: return "ok";
-    case StatementOutcome::kError: return "error";
-    case StatementOutcome::kDenied: return "denied";
-    case StatementOutcome::kCancelled: return "cancelled";
-    case StatementOutcome::kClientGone: return "client_gone";
-    case StatementOutcome::kBudget: return "budget";
-    case StatementOutcome::kAborted: return "aborted";
+const char* connectFailureName(ConnectFailure f) {
+  switch (f) {
+    case ConnectFailure::kTooManyConnections: return "too_many_connections";
+    case ConnectFailure::kAuthFailed: return "auth_failed";
+    case ConnectFailure::kRefused: return "refused";
+    case ConnectFailure::kTimeout: return "timeout";
+    case ConnectFailure::kOther: return "other";
   }
   return "?";
 }

@@ -7,18 +7,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/outcome.h"
+
 namespace pgwarden::daemon {
 
 // Why a client connection was refused or ended before it was ready.
 enum class RejectReason { kMaxConnections, kAuthFailure, kStartupTimeout, kBadProtocol,
-                          kNotAllowed, kUnreachable, kAcquireTimeout, kShutdown };
-inline constexpr size_t kRejectReasons = 8;
+                          kNotAllowed, kUnreachable, kAcquireTimeout, kShutdown, kStartupLimit };
+inline constexpr size_t kRejectReasons = 9;
 const char* rejectReasonName(RejectReason r);  // "max_connections", "auth_failure", ...
 
-// How a statement ended, as history records it.
-enum class StatementOutcome { kOk, kError, kDenied, kCancelled, kClientGone, kBudget, kAborted };
-inline constexpr size_t kStatementOutcomes = 7;
-const char* statementOutcomeName(StatementOutcome o);  // "ok", "error", ...
+// Why a server connection could not be opened (pgwarden_upstream_connect_errors_total{reason}).
+enum class ConnectFailure { kTooManyConnections, kAuthFailed, kRefused, kTimeout, kOther };
+inline constexpr size_t kConnectFailures = 5;
+const char* connectFailureName(ConnectFailure f);  // "too_many_connections", "auth_failed", ...
 
 struct Counters {
   // Client connections.
@@ -31,6 +33,7 @@ struct Counters {
   // Server connections (all pools).
   uint64_t server_connects = 0;          // login attempts started
   uint64_t server_connect_errors = 0;    // connect or login failures
+  std::array<uint64_t, kConnectFailures> server_connect_errors_by_reason{};  // by ConnectFailure
   int last_server_login = -1;            // last login attempt: 1 ok, 0 failed, -1 none yet
   uint64_t server_current = 0;           // gauge: open server connections
   uint64_t server_idle = 0;              // gauge: idle in a pool
@@ -40,7 +43,7 @@ struct Counters {
   uint64_t cancel_requests_forwarded = 0;
 
   // Statements (one per statement, as history counts them).
-  std::array<uint64_t, kStatementOutcomes> statements{};  // by StatementOutcome
+  std::array<uint64_t, kOutcomeCount> statements{};  // by Outcome
   uint64_t rows_returned = 0;
   uint64_t statements_truncated = 0;     // row cap cut the result
   uint64_t warnings_sent = 0;            // NoticeResponses from guards
@@ -58,8 +61,12 @@ struct Counters {
   uint64_t history_dropped = 0;          // submit() refused (queue full)
 
   void reject(RejectReason r) { ++clients_rejected[static_cast<size_t>(r)]; }
-  void statement(StatementOutcome o) { ++statements[static_cast<size_t>(o)]; }
-  uint64_t statementTotal(StatementOutcome o) const {
+  void connectError(ConnectFailure f) {
+    ++server_connect_errors;
+    ++server_connect_errors_by_reason[static_cast<size_t>(f)];
+  }
+  void statement(Outcome o) { ++statements[static_cast<size_t>(o)]; }
+  uint64_t statementTotal(Outcome o) const {
     return statements[static_cast<size_t>(o)];
   }
 };

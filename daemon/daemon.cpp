@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log_text.h"
 #include "budgets/budget_store_pg.h"
 #include "pool/catalog_stats.h"
+#include "pool/server_conn.h"
 #include "session/client_session.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/systemd_notify.h"
@@ -32,7 +34,8 @@ uint64_t cancelMapKey(int32_t pid, int32_t key) {
 }  // namespace
 
 Daemon::Daemon(std::shared_ptr<const Config> config)
-    : config_(std::move(config)), pools_(&loop_, counters_) {
+    : config_(std::move(config)),
+      pools_(&loop_, counters_, std::make_unique<ServerConnectionFactory>()) {
   uv_loop_init(&loop_);
   loop_.data = this;
   pools_.setConfig(config_);
@@ -47,6 +50,7 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
     return std::make_unique<BudgetStorePg>(&loop_, cfg);
   });
   webhooks_ = std::make_unique<WebhookClient>(&loop_, WebhookClient::Options{});
+  statements_ = std::make_unique<StatementRecorder>(*this, budgets_.get(), config_->instance_id);
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
 }
@@ -55,8 +59,10 @@ Daemon::~Daemon() {
   // run() returns only once every handle is closed; a Daemon that never ran has its timers and
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
   webhooks_.reset();
+  statements_->setBudgets(nullptr);
   budgets_.reset();
   metrics_->close();
+  pools_.close();
   uv_run(&loop_, UV_RUN_NOWAIT);
   sessions_.clear();
   session_graveyard_.clear();
@@ -68,6 +74,8 @@ Daemon::~Daemon() {
 
 bool Daemon::start() {
   const auto& cfg = *config_;
+  salt_key_ = loadSaltKey(cfg.auth);
+  if (!salt_key_.warning.empty()) spdlog::warn("{}", salt_key_.warning);
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
     metrics_->setRecorder(recorder_.get(), cfg.history.store);
@@ -204,13 +212,6 @@ void Daemon::onConnection(Listener& l) {
     if (raw->state() == ClientState::kStartup) sessions_.erase(id);  // no handle was opened
     return;
   }
-  if (sessions_.size() > static_cast<size_t>(config_->limits.max_client_connections)) {
-    spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached", id, raw->peer(),
-                 config_->limits.max_client_connections);
-    raw->rejectAfterStartup("53300", "sorry, too many clients already",
-                            RejectReason::kMaxConnections);
-    return;
-  }
   // Near RLIMIT_NOFILE, refuse new clients while descriptors remain for the server connections,
   // history and metrics of the sessions already in; otherwise libuv would close connections
   // silently once accept() fails with EMFILE.
@@ -218,14 +219,81 @@ void Daemon::onConnection(Listener& l) {
   if (fd >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
     const rlim_t reserve = std::max<rlim_t>(16, lim.rlim_cur / 32);
     if (static_cast<rlim_t>(fd) + reserve >= lim.rlim_cur) {
-      spdlog::warn("s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
-                   "{} kept for open sessions); raise LimitNOFILE", id, raw->peer(), fd,
-                   static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(reserve));
+      spdlog::warn(
+          "s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
+          "{} kept for open sessions); raise LimitNOFILE",
+          id, logsafe(raw->peer()), fd, static_cast<uint64_t>(lim.rlim_cur),
+          static_cast<uint64_t>(reserve));
       raw->rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
                               "descriptors", RejectReason::kMaxConnections);
+      return;
     }
   }
+  admitStartup(*raw);
 }
+
+void Daemon::admitStartup(ClientSession& s) {
+  // Every new connection has yet to log in. Those that have not are capped in total and per
+  // address, and never take the slots reserved for logged-in sessions; when room is needed,
+  // the oldest of them that has had a second to log in is closed (see docs/reliability.md).
+  const LimitsConfig& limits = config_->limits;
+  StartupLimiter::Limits l;
+  l.max_total = static_cast<size_t>(limits.startupCap());
+  l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
+  const std::string address = s.viaUnix() ? std::string() : StartupLimiter::addressKey(s.peerHost());
+  const uint64_t now = nowMs();
+  const bool clients_full = sessions_.size() > static_cast<size_t>(limits.max_client_connections);
+  const auto d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
+  // A flood would write a line per connection: one line a second per kind, with the count.
+  uint64_t left_out = 0;
+  const auto more = [&left_out] {
+    return left_out == 0 ? std::string() : fmt::format(" ({} more like it in the last second)",
+                                                       left_out);
+  };
+  if (d.evict != 0) {
+    if (ClientSession* old = findSession(d.evict)) {
+      if (startup_log_[0].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: closed after {} ms without logging in, to make room for a "
+                     "new connection (limits.max_startup_connections {}){}", old->id(),
+                     old->peer(), now - old->connectedAtMs(), l.max_total, more());
+      }
+      old->reject("53300", "too many connections still starting up; this one did not log in in "
+                  "time", RejectReason::kStartupLimit);
+    }
+  }
+  switch (d.verdict) {
+    case StartupLimiter::Verdict::kAdmit:
+      return;
+    case StartupLimiter::Verdict::kAddressFull:
+      if (startup_log_[1].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: {} connections from {} are still starting up "
+                     "(limits.max_startup_per_address){}", s.id(), s.peer(),
+                     startup_limiter_.countFor(address), address, more());
+      }
+      s.rejectAfterStartup("53300", "too many connections still starting up from " + address,
+                           RejectReason::kStartupLimit);
+      return;
+    case StartupLimiter::Verdict::kStartupFull:
+      if (startup_log_[2].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: {} connections are still starting up, none for a "
+                     "second yet (limits.max_startup_connections){}", s.id(), s.peer(),
+                     startup_limiter_.size(), more());
+      }
+      s.rejectAfterStartup("53300", "too many connections still starting up",
+                           RejectReason::kStartupLimit);
+      return;
+    case StartupLimiter::Verdict::kClientsFull:
+      if (startup_log_[3].allow(now, left_out)) {
+        spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached{}", s.id(),
+                     s.peer(), limits.max_client_connections, more());
+      }
+      s.rejectAfterStartup("53300", "sorry, too many clients already",
+                           RejectReason::kMaxConnections);
+      return;
+  }
+}
+
+void Daemon::leftStartup(uint64_t id) { startup_limiter_.leave(id); }
 
 void Daemon::onSessionClosed(ClientSession* s) {
   auto it = sessions_.find(s->id());
@@ -313,6 +381,13 @@ void Daemon::submitRecord(history::Record&& record) {
   if (!recorder_->submit(std::move(record))) ++counters_.history_dropped;
 }
 
+void Daemon::onStatement(history::Record&& record, const StatementPlan* plan) {
+  counters_.statement(record.outcome);
+  if (record.truncated) ++counters_.statements_truncated;
+  metrics_->onStatement(record, plan);
+  submitRecord(std::move(record));
+}
+
 void Daemon::requestShutdown(bool fast) {
   const uint64_t now = nowMs();
   const uint64_t timeout = fast ? std::min<uint64_t>(kSigintShutdownMs,
@@ -345,6 +420,7 @@ void Daemon::finishShutdownIfDone() {
   pools_.closeAll("pgwarden is shutting down");
   metrics_->close();
   webhooks_.reset();
+  statements_->setBudgets(nullptr);
   budgets_.reset();
   for (auto& c : cancels_) c->close();
   // Whatever still holds the loop open after this (a server login in flight, a late close) must
@@ -398,8 +474,20 @@ void Daemon::reload() {
     spdlog::warn("reload: {} changed; the listeners keep their old settings until a restart",
                  restart_keys);
   }
-  if (next->history.store != config_->history.store || next->history.path != config_->history.path) {
-    spdlog::warn("reload: history store settings changed; they take effect after a restart");
+  const auto& h_was = config_->history;
+  const auto& h_now = next->history;
+  if (h_now.store != h_was.store || h_now.path != h_was.path ||
+      h_now.durability != h_was.durability || h_now.spool_path != h_was.spool_path ||
+      h_now.spool_size != h_was.spool_size) {
+    spdlog::warn("reload: history store or spool settings changed; they take effect after a "
+                 "restart");
+  }
+  if (next->auth.salt_key != config_->auth.salt_key ||
+      next->auth.salt_key_file != config_->auth.salt_key_file) {
+    SaltKey key = loadSaltKey(next->auth);
+    if (!key.warning.empty()) spdlog::warn("reload: {}", key.warning);
+    // A key of this process's own would change every unknown user's salt for nothing.
+    if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
   }
   config_ = std::move(next);
   pools_.setConfig(config_);

@@ -5,6 +5,7 @@
 
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,12 +14,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_throttle.h"
+#include "daemon/salt_key.h"
 #include "session/auth_limiter.h"
+#include "session/startup_limiter.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
 #include "net/listener.h"
 #include "pool/pool.h"
 #include "session/statement_policy.h"
+#include "session/statement_recorder.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
 #include "budgets/budget.h"
@@ -32,7 +37,9 @@ class CatalogRefresher;
 class DaemonMetrics;
 class SystemdNotifier;
 
-class Daemon {
+// The process is where finished statements end up (StatementSink): counted, exported as
+// metrics and queued for history.
+class Daemon final : public StatementSink {
  public:
   explicit Daemon(std::shared_ptr<const Config> config);
   ~Daemon();
@@ -53,6 +60,8 @@ class Daemon {
   PoolManager& pools() { return pools_; }
   PolicyEngine& policy() { return *policy_; }
   AuthLimiter& authLimiter() { return auth_limiter_; }
+  // The key unknown users' made-up salts are derived from (daemon/salt_key.h).
+  const std::string& saltKey() const { return salt_key_.key; }
   // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
   // the shutdown has released them).
   guards::BudgetLedger* budgets() { return budgets_.get(); }
@@ -78,9 +87,15 @@ class Daemon {
 
   // History: never blocks; a record refused by a full queue is counted.
   void submitRecord(history::Record&& record);
+  // Every front end's finished statements go through this one recorder.
+  StatementRecorder& statementRecorder() { return *statements_; }
+  // StatementSink: counters, metrics, then the history queue.
+  void onStatement(history::Record&& record, const StatementPlan* plan) override;
 
   // Session bookkeeping.
   void onSessionClosed(ClientSession* s);
+  // The session logged in or is closing: it no longer counts as starting up.
+  void leftStartup(uint64_t id);
   size_t sessionCount() const { return sessions_.size(); }
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
   ClientSession* findSession(uint64_t id);  // null when no such live session
@@ -96,6 +111,8 @@ class Daemon {
   // Adopts sockets inherited from systemd and binds the configured addresses they leave out.
   bool startListeners(const ListenConfig& listen, const std::string& metrics_listen);
   void onConnection(Listener& l);
+  // Applies the limits on connections that have not logged in to a new session.
+  void admitStartup(ClientSession& s);
   void tick();
   void sweep();
   void finishShutdownIfDone();
@@ -114,6 +131,9 @@ class Daemon {
   PoolManager pools_;
   std::unique_ptr<PolicyEngine> policy_;
   AuthLimiter auth_limiter_;
+  StartupLimiter startup_limiter_;
+  std::array<LogThrottle, 4> startup_log_;  // admitStartup's lines: evicted, and each refusal
+  SaltKey salt_key_;
   std::unique_ptr<history::Recorder> recorder_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;
@@ -125,6 +145,7 @@ class Daemon {
   std::unique_ptr<DaemonMetrics> metrics_;
   // Both own loop handles: released before the loop stops (finishShutdownIfDone, ~Daemon).
   std::unique_ptr<guards::BudgetLedger> budgets_;
+  std::unique_ptr<StatementRecorder> statements_;
   std::unique_ptr<WebhookClient> webhooks_;
   uv_timer_t janitor_;
   uv_check_t check_;

@@ -67,6 +67,10 @@ DaemonMetrics::DaemonMetrics(Daemon& daemon)
     rejected_series_[i] = &metrics_.client_connections_rejected.with(
         {rejectReasonName(static_cast<RejectReason>(i))});
   }
+  for (size_t i = 0; i < kConnectFailures; ++i) {
+    connect_error_series_[i] = &metrics_.upstream_connect_errors.with(
+        {connectFailureName(static_cast<ConnectFailure>(i))});
+  }
   // Both kinds exist from the start, so a dashboard shows 0 rather than no data.
   for (const auto kind : {External::kLua, External::kWebhook}) {
     const std::string_view label = kind == External::kLua ? "lua" : "webhook";
@@ -124,6 +128,9 @@ void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::st
     s.write_errors = st.write_errors;
     s.queue_depth = st.queue_depth;
     s.store_up = st.store_up ? 1 : 0;
+    s.recovered = st.recovered;
+    s.spool_used_bytes = st.spool_used_bytes;
+    s.spool_size_bytes = st.spool_capacity;
     return s;
   });
 }
@@ -200,8 +207,10 @@ void DaemonMetrics::syncCounters() {
     rejected_series_[i]->inc(c.clients_rejected[i] - synced_rejected_[i]);
     synced_rejected_[i] = c.clients_rejected[i];
   }
-  metrics_.upstream_connect_errors.inc(c.server_connect_errors - synced_connect_errors_);
-  synced_connect_errors_ = c.server_connect_errors;
+  for (size_t i = 0; i < kConnectFailures; ++i) {
+    connect_error_series_[i]->inc(c.server_connect_errors_by_reason[i] - synced_connect_errors_[i]);
+    synced_connect_errors_[i] = c.server_connect_errors_by_reason[i];
+  }
   metrics_.upstream_cancel_requests.inc(c.cancel_requests_forwarded - synced_cancels_);
   synced_cancels_ = c.cancel_requests_forwarded;
   for (size_t i = 0; i < c.server_errors_by_class.size(); ++i) {
@@ -249,6 +258,10 @@ void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
 
 metrics::Readiness DaemonMetrics::readiness() const {
   if (daemon_.shuttingDown()) return {false, "shutting down"};
+  // PostgreSQL turns new backends away: new clients would be turned away too, pooled ones aside.
+  if (const std::string& refusal = daemon_.pools().refusal(); !refusal.empty()) {
+    return {false, "upstream refuses connections: " + refusal};
+  }
   // The listeners are bound before the endpoint starts and closed only at shutdown.
   for (const PoolStats& p : daemon_.pools().stats()) {
     if (p.idle + p.active + p.resetting > 0) return {true, ""};

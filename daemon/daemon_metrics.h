@@ -93,7 +93,8 @@ class DaemonMetrics final : public guards::GuardObserver {
   uint64_t synced_accepted_ = 0;
   std::array<uint64_t, kRejectReasons> synced_rejected_{};
   std::array<metrics::Counter*, kRejectReasons> rejected_series_{};
-  uint64_t synced_connect_errors_ = 0;
+  std::array<uint64_t, kConnectFailures> synced_connect_errors_{};
+  std::array<metrics::Counter*, kConnectFailures> connect_error_series_{};
   uint64_t synced_cancels_ = 0;
   std::array<uint64_t, 36 * 36> synced_server_errors_{};
 };

@@ -22,6 +22,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/log_text.h"
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -245,24 +247,24 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    // One record is one line: whatever a call site let through unescaped (a newline, a NUL,
+    // invalid UTF-8) is escaped here, so no text can start a line that looks like a record.
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    spdlog::details::log_msg safe = msg;
+    std::string escaped;
+    if (needsLogEscape(payload)) {
+      escaped = escapeLogText(payload, 0, LogEscape::kControlsOnly);
+      safe.payload = spdlog::string_view_t(escaped.data(), escaped.size());
+    }
     spdlog::memory_buf_t formatted;
-    formatter_->format(msg, formatted);
+    formatter_->format(safe, formatted);
     if (!journal_) {
       writeAll(formatted.data(), formatted.size());
       return;
     }
-    // journald takes the priority from each line's own prefix, so a message that spans lines
-    // gets it on every line (otherwise the continuation lines would be logged at info).
-    const char* prefix = priorityPrefix(msg.level);
-    std::string out;
-    out.reserve(formatted.size() + 8);
-    bool lineStart = true;
-    for (char c : std::string_view(formatted.data(), formatted.size())) {
-      if (lineStart) out += prefix;
-      out += c;
-      lineStart = (c == '\n');
-    }
-    if (!lineStart) out += '\n';
+    // journald takes the priority from the line's own prefix.
+    std::string out = priorityPrefix(msg.level);
+    out.append(formatted.data(), formatted.size());
     writeAll(out.data(), out.size());
   }
   void flush_() override {}

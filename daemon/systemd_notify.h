@@ -104,8 +104,9 @@ std::string socketAddressText(const std::string& host, int port);
 bool stderrIsJournal();
 
 // Log lines for stderr. Under journald: "<N>message" with the syslog priority of the level
-// (sd-daemon.h SD_ERR etc.) and no timestamp, since the journal adds its own; every line of a
-// multi-line message carries the prefix. Otherwise: "2024-05-01 12:00:00.123 [info] message".
+// (sd-daemon.h SD_ERR etc.) and no timestamp, since the journal adds its own. Otherwise:
+// "2024-05-01 12:00:00.123 [info] message". Either way one record is one line: control
+// characters and invalid UTF-8 left in a message are escaped (common/log_text.h).
 // Use the returned sink as the logger's only stderr sink and do not call set_pattern() on that
 // logger: the sink already has the right pattern for where its output goes.
 std::shared_ptr<spdlog::sinks::sink> makeStderrSink();

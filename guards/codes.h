@@ -20,6 +20,7 @@ inline constexpr std::string_view kFunctionLimit = "FUNCTION_LIMIT";
 inline constexpr std::string_view kRecursionUnbounded = "RECURSION_UNBOUNDED";
 inline constexpr std::string_view kSeqScan = "SEQ_SCAN";
 inline constexpr std::string_view kCostTooHigh = "COST_TOO_HIGH";
+inline constexpr std::string_view kJoinExplosion = "JOIN_EXPLOSION";
 // The text does not parse (42601 syntax_error).
 inline constexpr std::string_view kSyntaxError = "SYNTAX_ERROR";
 // A check that needs the server could not run (58000 system_error).
@@ -42,7 +43,7 @@ std::string_view sqlstateFor(std::string_view code);
 inline constexpr std::string_view kAll[] = {
     kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
     kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
-    kSeqScan,        kCostTooHigh,      kSyntaxError,         kPlanUnavailable, kRowsCapped,
-    kRowsTruncated};
+    kSeqScan,        kCostTooHigh,      kJoinExplosion,       kSyntaxError,    kPlanUnavailable,
+    kRowsCapped,     kRowsTruncated};
 
 }  // namespace pgwarden::guards::codes

@@ -18,7 +18,7 @@ namespace codes {
 std::string_view sqlstateFor(std::string_view code) {
   if (code == kMissingPredicate || code == kLimitTooLarge || code == kLimitRequired ||
       code == kFunctionLimit || code == kRecursionUnbounded || code == kSeqScan ||
-      code == kCostTooHigh) {
+      code == kCostTooHigh || code == kJoinExplosion) {
     return kSqlstateLimit;
   }
   if (code == kSyntaxError) return kSqlstateSyntax;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/log_text.h"
 #include "common/config_util.h"
 #include "guards/agent_context.h"
 
@@ -340,10 +341,12 @@ size_t LuaGuard::memoryInUse() const {
 }
 
 GuardResult LuaGuard::failure(const GuardInput& in, const std::string& why) const {
-  spdlog::warn("lua guard {}: {} (user={} database={} agent_id={} conversation_id={} fingerprint={}); "
-               "fail_behavior={}",
-               opts_.chunk_name, why, in.ctx.user, in.ctx.database, in.ctx.agent_id, in.ctx.conversation_id,
-               in.analysis.fingerprint_hex, opts_.fail_open ? "allow" : "deny");
+  spdlog::warn(
+      "lua guard {}: {} (user={} database={} agent_id={} conversation_id={} fingerprint={}); "
+      "fail_behavior={}",
+      opts_.chunk_name, logsafe(why, kLogMessageMaxBytes), logsafe(in.ctx.user),
+      logsafe(in.ctx.database), logsafe(in.ctx.agent_id), logsafe(in.ctx.conversation_id),
+      in.analysis.fingerprint_hex, opts_.fail_open ? "allow" : "deny");
   if (opts_.fail_open) return {};
   GuardResult r;
   r.action = Action::kDeny;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "common/log_text.h"
 #include "common/config_util.h"
 #include "guards/agent_context.h"
 #include "budgets/budget.h"
@@ -86,7 +87,8 @@ std::string WebhookGuard::urlForLog() const {
 }
 
 GuardResult WebhookGuard::unavailable(const std::string& log_reason, const WebhookOutcome& outcome) const {
-  spdlog::warn("http_webhook {}: {} ({} attempt{}); fail_behavior={}", urlForLog(), log_reason, outcome.attempts,
+  spdlog::warn("http_webhook {}: {} ({} attempt{}); fail_behavior={}", urlForLog(),
+               logsafe(log_reason, kLogMessageMaxBytes), outcome.attempts,
                outcome.attempts == 1 ? "" : "s", opts_.fail_open ? "allow" : "deny");
   if (opts_.fail_open) return {};
   GuardResult r;

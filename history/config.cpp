@@ -1,6 +1,8 @@
 // Parses the `history:` config section into a HistoryConfig. Strict: unknown keys, bad values and
 // combinations that cannot work are errors with line and dotted key, raised at load time.
+#include <algorithm>
 #include <limits>
+#include <string>
 
 #include "common/config_util.h"
 #include "history/recorder.h"
@@ -10,6 +12,14 @@ namespace pgwarden::history {
 namespace {
 
 constexpr const char* kPath = "history";
+constexpr uint64_t kMaxSpoolSize = 64ull << 30;
+
+// The postgres store has no file of its own: its spool goes where the sqlite file would.
+std::string defaultPostgresSpool(const std::string& default_path) {
+  const size_t slash = default_path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : default_path.substr(0, slash)) +
+         "/history.spool";
+}
 
 }  // namespace
 
@@ -20,7 +30,7 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
   config::checkKeys(node, kPath,
                     {"store", "path", "dsn", "dsn_file", "queue_size", "batch_size",
                      "flush_interval", "max_sql_bytes", "redact_literals", "max_age", "max_rows",
-                     "instance_id"});
+                     "instance_id", "durability", "spool_path", "spool_size"});
 
   c.store = config::getString(node, kPath, "store", c.store);
   if (c.store != "sqlite" && c.store != "postgres" && c.store != "jsonl" && c.store != "off") {
@@ -32,6 +42,7 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
   if (path) {
     if (path->empty()) config::fail(node["path"], "history.path", "must not be empty");
     c.path = *path;
+    c.path_line = config::lineOf(node["path"]);
   }
   if (c.store == "jsonl" && !path) {
     config::fail(node, "history.path", "the jsonl store needs history.path (the file to append to)");
@@ -51,11 +62,15 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
     config::fail(node[key], std::string("history.") + key,
                  "only the postgres store uses a connection string (store is " + c.store + ")");
   }
-  if (dsn) c.dsn = *dsn;
+  if (dsn) {
+    c.dsn = *dsn;
+    config::requireConnectionString(node["dsn"], "history.dsn", c.dsn);
+  }
   if (dsn_file) {
     c.dsn_file = *dsn_file;
     c.dsn = config::readSecretFile(node["dsn_file"], "history.dsn_file", *dsn_file);
     if (c.dsn.empty()) config::fail(node["dsn_file"], "history.dsn_file", "the file is empty");
+    config::requireConnectionString(node["dsn_file"], "history.dsn_file", c.dsn);
   }
   if (c.store == "postgres" && c.dsn.empty()) {
     config::fail(node, "history.dsn", "the postgres store needs history.dsn or history.dsn_file");
@@ -85,7 +100,36 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
                  "logrotate)");
   }
   c.instance_id = config::getString(node, kPath, "instance_id", c.instance_id);
+
+  const std::string durability = config::getString(node, kPath, "durability", "process");
+  if (durability == "off") {
+    c.durability = Durability::kOff;
+  } else if (durability != "process") {
+    config::fail(node["durability"], "history.durability",
+                 "unknown durability '" + durability + "' (expected process or off)");
+  }
+  if (const auto spool = config::getOptionalString(node, kPath, "spool_path")) {
+    if (spool->empty()) config::fail(node["spool_path"], "history.spool_path", "must not be empty");
+    c.spool_path = *spool;
+  } else if (c.store == "postgres") {
+    c.spool_path = defaultPostgresSpool(default_path);
+  }
+  // Unset, it grows with a max_sql_bytes whose records the default would not hold.
+  const uint64_t min_spool = minSpoolSize(c.max_sql_bytes);
+  c.spool_size = config::getSize(node, kPath, "spool_size", std::max(c.spool_size, min_spool));
+  if (c.spool_size < min_spool || c.spool_size > kMaxSpoolSize) {
+    config::fail(node["spool_size"], "history.spool_size",
+                 "must be between " + std::to_string(min_spool >> 20) +
+                     "MiB (four of the largest records max_sql_bytes allows) and " +
+                     std::to_string(kMaxSpoolSize >> 30) + "GiB");
+  }
   return c;
+}
+
+std::string spoolPath(const HistoryConfig& config) {
+  if (config.store == "off" || config.durability == Durability::kOff) return {};
+  if (!config.spool_path.empty()) return config.spool_path;
+  return config.path.empty() ? std::string() : config.path + ".spool";
 }
 
 }  // namespace pgwarden::history

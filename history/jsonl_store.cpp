@@ -1,11 +1,17 @@
 // The JSON-lines store: one JSON object per record, appended per batch with one write(2). The
 // file is opened for each batch, so a log shipper's rotation (move or copytruncate) just works.
+// A file has no unique index: the last record_uid in it (read at open, then kept) tells which
+// records the spool hands over again after a crash are there already.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "history/json.h"
 #include "history/schema.h"
@@ -15,6 +21,43 @@
 namespace pgwarden::history {
 
 namespace {
+
+struct SpoolPosition {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+};
+
+// How far back from the end of the file to look for the last record_uid.
+constexpr size_t kTailScanBytes = 1 << 20;
+
+// The record_uid of the last whole line that has one. record_uid is the last key of every line,
+// so a line written whole ends `,"record_uid":"<uid>"}` (or `...:null}`); a quote inside a JSON
+// string is escaped, so no value can end a line that way. A line cut by a failed write does not.
+SpoolPosition lastWrittenUid(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  std::string tail;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    const auto size = static_cast<size_t>(st.st_size);
+    tail.resize(std::min(size, kTailScanBytes));
+    const ssize_t n = pread(fd, tail.data(), tail.size(), static_cast<off_t>(size - tail.size()));
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  static constexpr std::string_view kKey = ",\"record_uid\":\"";
+  for (size_t nl = tail.rfind('\n'); nl != std::string::npos && nl > 0;
+       nl = tail.rfind('\n', nl - 1)) {
+    const std::string_view line(tail.data(), nl);
+    if (line.size() < 2 || line.substr(line.size() - 2) != "\"}") continue;
+    const size_t key = line.rfind(kKey);
+    if (key == std::string_view::npos) continue;
+    const size_t from = key + kKey.size();
+    SpoolPosition p;
+    if (parseRecordUid(line.substr(from, line.size() - 2 - from), &p.epoch, &p.seq)) return p;
+  }
+  return {};
+}
 
 class JsonlStore final : public Store {
  public:
@@ -26,12 +69,20 @@ class JsonlStore final : public Store {
     const int fd = openFile();
     if (fd < 0) return Status::fail(path_ + ": " + std::strerror(errno));
     ::close(fd);
+    last_ = lastWrittenUid(path_);
     return {};
   }
 
   WriteResult write(std::span<const Record> records) override {
     buffer_.clear();
-    for (const Record& r : records) appendLine(r);
+    ends_.clear();
+    for (const Record& r : records) {
+      // Written before a crash, handed over again by the spool: the file has it already.
+      if (r.spool_seq != 0 && r.spool_epoch == last_.epoch && r.spool_seq <= last_.seq) continue;
+      appendLine(r);
+      ends_.push_back({buffer_.size(), r.spool_epoch, r.spool_seq});
+    }
+    if (buffer_.empty()) return {};
     const int fd = openFile();
     if (fd < 0) return {WriteOutcome::kRetry, path_ + ": " + std::strerror(errno)};
     size_t off = 0;
@@ -41,14 +92,16 @@ class JsonlStore final : public Store {
       if (n <= 0) {
         const std::string err = std::strerror(errno);
         // Finish a partly written line so the file stays one object per line; the batch is
-        // then written again whole (the cut line is not valid JSON and shippers skip it).
+        // then written again, but for the lines that made it whole.
         if (off > 0) (void)!::write(fd, "\n", 1);
         ::close(fd);
+        noteWritten(off);
         return {WriteOutcome::kRetry, path_ + ": " + err};
       }
       off += static_cast<size_t>(n);
     }
     ::close(fd);
+    noteWritten(off);
     return {};
   }
 
@@ -71,6 +124,13 @@ class JsonlStore final : public Store {
         case ColumnType::kInt: w_.number(v.i); break;
         case ColumnType::kBool: w_.boolean(v.i != 0); break;
         case ColumnType::kText: w_.string(v.text); break;
+        case ColumnType::kUid:
+          if (v.text.empty()) {
+            w_.null();
+          } else {
+            w_.string(v.text);
+          }
+          break;
         case ColumnType::kJson:
           // tables is built by RowValues; guard_actions was checked by prepareRecord.
           if (isJsonValue(v.text)) {
@@ -86,8 +146,24 @@ class JsonlStore final : public Store {
     buffer_.push_back('\n');
   }
 
+  // The last spool record among the first `bytes` of buffer_ that are now in the file whole.
+  void noteWritten(size_t bytes) {
+    for (const LineEnd& e : ends_) {
+      if (e.end > bytes) break;
+      if (e.seq != 0) last_ = SpoolPosition{e.epoch, e.seq};
+    }
+  }
+
+  struct LineEnd {
+    size_t end;
+    uint64_t epoch;
+    uint64_t seq;
+  };
+
   std::string path_;
   std::string buffer_;
+  std::vector<LineEnd> ends_;
+  SpoolPosition last_;
   JsonWriter w_;
 };
 

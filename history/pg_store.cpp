@@ -1,6 +1,7 @@
 // The PostgreSQL store: libpq on the writer thread (blocking is fine there), the schema created
-// if missing under an advisory lock, one COPY per batch, and a reconnect (with the recorder's
-// backoff) whenever the connection fails. Data errors are "rejected", everything else "retry".
+// if missing under an advisory lock, one COPY per batch (records already stored, found by their
+// record_uid, are skipped), and a reconnect (with the recorder's backoff) whenever the connection
+// fails. Data errors are "rejected", everything else "retry".
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log_text.h"
 #include "history/schema.h"
 #include "history/store.h"
 #include "history/text.h"
@@ -90,7 +92,7 @@ std::string conninfoError(const char* errmsg) {
 void onNotice(void*, const char* message) {
   std::string m = message != nullptr ? message : "";
   while (!m.empty() && m.back() == '\n') m.pop_back();
-  spdlog::debug("history: postgres notice: {}", m);
+  spdlog::debug("history: postgres notice: {}", logsafe(m, kLogMessageMaxBytes));
 }
 
 class PostgresStore final : public Store {
@@ -134,25 +136,11 @@ class PostgresStore final : public Store {
     }
     buffer_.clear();
     for (const Record& r : records) appendRow(r);
-
-    PGresult* res = PQexec(conn_, copy_sql_.c_str());
-    if (PQresultStatus(res) != PGRES_COPY_IN) return fail(res, "COPY");
-    PQclear(res);
-    constexpr size_t kChunk = 1 << 20;
-    for (size_t off = 0; off < buffer_.size(); off += kChunk) {
-      const size_t n = std::min(kChunk, buffer_.size() - off);
-      if (PQputCopyData(conn_, buffer_.data() + off, static_cast<int>(n)) != 1) {
-        return fail(nullptr, "COPY data");
-      }
-    }
-    if (PQputCopyEnd(conn_, nullptr) != 1) return fail(nullptr, "COPY end");
-    WriteResult out;
-    while ((res = PQgetResult(conn_)) != nullptr) {
-      if (PQresultStatus(res) != PGRES_COMMAND_OK && out.outcome == WriteOutcome::kOk) {
-        out = classify(res, "COPY");
-      }
-      PQclear(res);
-    }
+    bool uid_conflict = false;
+    WriteResult out = copyIn(copy_sql_, &uid_conflict);
+    // Some of the batch is stored already: the spool handed it over again after a crash, or a
+    // connection lost after the server committed the last COPY. Store the rest.
+    if (uid_conflict) out = writeSkippingStored();
     if (out.outcome == WriteOutcome::kRetry) disconnect();
     return out;
   }
@@ -208,6 +196,73 @@ class PostgresStore final : public Store {
       return s;
     }
     return {};
+  }
+
+  // COPY of buffer_ with `sql`; the first failure, classified. `uid_conflict`: the failure is a
+  // record_uid already in the table.
+  WriteResult copyIn(const std::string& sql, bool* uid_conflict) {
+    PGresult* res = PQexec(conn_, sql.c_str());
+    if (PQresultStatus(res) != PGRES_COPY_IN) return failed(res, "COPY");
+    PQclear(res);
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t off = 0; off < buffer_.size(); off += kChunk) {
+      const size_t n = std::min(kChunk, buffer_.size() - off);
+      if (PQputCopyData(conn_, buffer_.data() + off, static_cast<int>(n)) != 1) {
+        return failed(nullptr, "COPY data");
+      }
+    }
+    if (PQputCopyEnd(conn_, nullptr) != 1) return failed(nullptr, "COPY end");
+    WriteResult out;
+    while ((res = PQgetResult(conn_)) != nullptr) {
+      if (PQresultStatus(res) != PGRES_COMMAND_OK && out.outcome == WriteOutcome::kOk) {
+        out = classify(res, "COPY");
+        const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        const char* constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+        *uid_conflict = state != nullptr && std::strcmp(state, "23505") == 0 &&
+                        constraint != nullptr && std::strcmp(constraint, kUidIndex) == 0;
+      }
+      PQclear(res);
+    }
+    return out;
+  }
+
+  // The batch through a temporary table and INSERT ... ON CONFLICT (record_uid) DO NOTHING, in
+  // one transaction: slower than a plain COPY, so used only when that found a record stored.
+  WriteResult writeSkippingStored() {
+    const std::string cols = columnList();
+    const std::string t = kHistoryTable;
+    const std::string incoming = "pgwarden_history_incoming";
+    WriteResult out = step("BEGIN");
+    if (out.outcome == WriteOutcome::kOk) {
+      out = step("CREATE TEMP TABLE IF NOT EXISTS " + incoming +
+                 " ON COMMIT DELETE ROWS AS SELECT " + cols + " FROM " + t + " WITH NO DATA");
+    }
+    bool ignored = false;
+    if (out.outcome == WriteOutcome::kOk) {
+      out = copyIn("COPY " + incoming + " (" + cols + ") FROM STDIN", &ignored);
+    }
+    if (out.outcome == WriteOutcome::kOk) {
+      out = step("INSERT INTO " + t + " (" + cols + ") SELECT " + cols + " FROM " + incoming +
+                 " ORDER BY ctid ON CONFLICT (" + kUidColumn + ") DO NOTHING");
+    }
+    if (out.outcome == WriteOutcome::kOk) out = step("COMMIT");
+    if (out.outcome != WriteOutcome::kOk && conn_ != nullptr &&
+        PQstatus(conn_) == CONNECTION_OK) {
+      PQclear(PQexec(conn_, "ROLLBACK"));
+    }
+    return out;
+  }
+
+  WriteResult step(const std::string& sql) {
+    PGresult* res = PQexec(conn_, sql.c_str());
+    const auto st = PQresultStatus(res);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+      PQclear(res);
+      return {};
+    }
+    WriteResult out = classify(res, "skipping stored records");
+    PQclear(res);
+    return out;
   }
 
   Status ensureSchema() {
@@ -277,12 +332,11 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  WriteResult fail(PGresult* res, const char* what) {
+  // Anything but a data error makes write() start over on a fresh connection (which also
+  // re-creates the table if someone dropped it).
+  WriteResult failed(PGresult* res, const char* what) {
     WriteResult out = classify(res, what);
     PQclear(res);
-    // Anything but a data error: start over on a fresh connection (which also re-creates the
-    // table if someone dropped it).
-    if (out.outcome == WriteOutcome::kRetry) disconnect();
     return out;
   }
 
@@ -298,6 +352,13 @@ class PostgresStore final : public Store {
         case ColumnType::kBool: buffer_.push_back(v.i != 0 ? 't' : 'f'); break;
         case ColumnType::kText:
         case ColumnType::kJson: appendCopyText(buffer_, v.text); break;
+        case ColumnType::kUid:
+          if (v.text.empty()) {
+            buffer_ += "\\N";
+          } else {
+            appendCopyText(buffer_, v.text);
+          }
+          break;
       }
     }
     buffer_.push_back('\n');

@@ -5,25 +5,17 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/outcome.h"
 
 namespace pgwarden::history {
 
-enum class Outcome {
-  kOk,          // allowed and completed
-  kError,       // allowed, failed on the server (sqlstate set)
-  kDenied,      // denied by a guard (deny_code set); never reached the server
-  kCancelled,   // cancelled by the client (CancelRequest) or statement_timeout
-  kClientGone,  // the client disconnected mid-statement
-  kBudget,      // denied because a budget was exhausted
-  // pgwarden ended the session before the statement finished (shutdown, the server connection
-  // lost, a protocol error, an administrator's KILL CLIENT); error_message says why
-  kAborted,
-};
-// "ok", "error", "denied", "cancelled", "client_gone", "budget", "aborted"
-const char* outcomeName(Outcome o);
-// The inverse of outcomeName; false when `name` is not one of them.
-bool parseOutcome(const std::string& name, Outcome* out);
+// How a statement ended (common/outcome.h): one type for history, counters and metrics.
+using pgwarden::Outcome;
+using pgwarden::outcomeName;
+using pgwarden::parseOutcome;
 
 // Wall-clock microseconds since the Unix epoch: the clock of a record's started_at/finished_at.
 inline int64_t wallClockMicros() {
@@ -67,6 +59,18 @@ struct Record {
   // The result was exactly one row of one column whose value is zero (e.g. count(*) = 0): with
   // rows_returned == 0 this is what the `zeros` report calls a confident wrong answer.
   bool single_zero = false;
+  // Set by the spool (history.durability: process) when the writer takes the record: the spool
+  // file's random epoch and the record's sequence number in it. Together they are the record's
+  // unique id in the store (record_uid), which makes writing it twice after a crash harmless.
+  // Both 0 without a spool.
+  uint64_t spool_epoch = 0;
+  uint64_t spool_seq = 0;
 };
+
+// record_uid as stored: the epoch as 16 hex digits, '-', the sequence number in decimal; "" for
+// a record without a spool id.
+std::string recordUid(const Record& r);
+// The inverse: false when `uid` is not one.
+bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq);
 
 }  // namespace pgwarden::history

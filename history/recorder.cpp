@@ -1,6 +1,7 @@
-// The recorder: submit() (event loop) puts records on a bounded queue; one writer thread takes
-// batches, prepares them (redaction, UTF-8 repair, truncation) and writes them to the store,
-// retrying with capped exponential backoff while the store is down. Only a full queue drops.
+// The recorder: submit() (event loop) puts records on a bounded queue (in memory, or the spool
+// file with durability: process); one writer thread takes batches, prepares them (redaction,
+// UTF-8 repair, truncation), writes them to the store, retrying with capped exponential backoff
+// while the store is down, and only then releases them from the queue. Only a full queue drops.
 #include "history/recorder.h"
 
 #include <spdlog/spdlog.h>
@@ -9,13 +10,16 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "common/log_text.h"
 #include "history/json.h"
+#include "history/record_queue.h"
+#include "history/spool.h"
 #include "history/store.h"
 #include "history/text.h"
 
@@ -34,23 +38,6 @@ constexpr milliseconds kDropLogInterval{5000};
 // once, each retry only at debug level).
 constexpr milliseconds kDownLogInterval{60000};
 constexpr std::chrono::seconds kDestructorFlush{5};
-// When the writer must parse the text (redact_literals, or no fingerprint yet), submit cuts it
-// only at this much larger bound (a text cut here no longer parses: it is stored redacted, or
-// without a fingerprint).
-constexpr size_t kMaxRawSqlBytes = 1 << 20;
-
-// Memory a queued record holds, near enough to bound the queue in bytes as well as records.
-size_t approxBytes(const Record& r) {
-  size_t n = sizeof(Record) + r.sql_text.capacity() + r.error_message.capacity() +
-             r.guard_actions.capacity() + r.user.size() + r.database.size() +
-             r.policy_group.size() + r.client_addr.size() + r.application_name.size() +
-             r.agent_id.size() + r.conversation_id.size() + r.query_intent_sent.size() +
-             r.query_intent_inferred.size() + r.statement_kind.size() + r.fingerprint.size() +
-             r.deny_code.size() + r.sqlstate.size() + r.protocol.size() + r.instance_id.size();
-  for (const auto& t : r.tables) n += t.size() + sizeof(std::string);
-  return n;
-}
-
 void cutAndShrink(std::string& s, size_t max, bool* flag) {
   if (truncateUtf8(s, max)) {
     s.shrink_to_fit();  // a copy of at most `max` bytes: bounded work, and the memory is freed
@@ -75,11 +62,14 @@ class OffRecorder final : public Recorder {
 class QueueRecorder final : public Recorder {
  public:
   // `down_error` non-empty: the store could not be reached at start-up; the writer starts with it
-  // down and keeps trying.
-  QueueRecorder(HistoryConfig config, std::unique_ptr<Store> store, std::string down_error)
+  // down and keeps trying. `spool`: the queue when it is the spool (for its figures), else null.
+  QueueRecorder(HistoryConfig config, std::unique_ptr<Store> store,
+                std::unique_ptr<RecordQueue> queue, const Spool* spool, std::string down_error)
       : config_(std::move(config)),
         store_(std::move(store)),
-        max_bytes_(config_.queue_size * (2 * config_.max_sql_bytes + 1024)) {
+        queue_(std::move(queue)),
+        spool_(spool),
+        recovered_(spool != nullptr ? spool->recovered() : 0) {
     if (!down_error.empty()) {
       down_ = true;
       down_since_ = Clock::now();
@@ -100,20 +90,17 @@ class QueueRecorder final : public Recorder {
     cutAndShrink(r.sql_text, writer_needs_text ? kMaxRawSqlBytes : config_.max_sql_bytes,
                  &r.sql_truncated);
     cutAndShrink(r.error_message, config_.max_sql_bytes, nullptr);
-    const size_t bytes = approxBytes(r);
     submitted_.fetch_add(1, std::memory_order_relaxed);
     bool wake = false;
     {
+      // Held across the push so that no record lands after the writer's last look (closed_).
       std::lock_guard<std::mutex> lock(mu_);
-      if (closed_ || queue_.size() + inflight_ >= config_.queue_size ||
-          pending_bytes_ + bytes > max_bytes_) {
+      if (closed_ || !queue_->push(std::move(r))) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         if (!closed_) overflow_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
-      queue_.push_back(std::move(r));
-      pending_bytes_ += bytes;
-      wake = queue_.size() == config_.batch_size;
+      wake = queue_->ready() == config_.batch_size;
     }
     if (wake) cv_.notify_one();
     return true;
@@ -140,8 +127,12 @@ class QueueRecorder final : public Recorder {
     s.write_errors = write_errors_.load(std::memory_order_relaxed);
     s.rejected = rejected_.load(std::memory_order_relaxed);
     s.store_up = up_.load(std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(mu_);
-    s.queue_depth = queue_.size() + inflight_;
+    s.recovered = recovered_;
+    s.queue_depth = queue_->depth();
+    if (spool_ != nullptr) {
+      s.spool_used_bytes = spool_->usedBytes();
+      s.spool_capacity = spool_->capacity();
+    }
     return s;
   }
 
@@ -155,33 +146,26 @@ class QueueRecorder final : public Recorder {
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);
     for (;;) {
-      size_t batch_bytes = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!stopping_ && queue_.size() < config_.batch_size) {
+        if (!stopping_ && queue_->ready() < config_.batch_size) {
           cv_.wait_for(lock, config_.flush_interval,
-                       [&] { return stopping_ || queue_.size() >= config_.batch_size; });
+                       [&] { return stopping_ || queue_->ready() >= config_.batch_size; });
         }
-        if (queue_.empty() && stopping_) {
+        if (queue_->ready() == 0 && stopping_) {
           closed_ = true;
           break;
         }
-        const size_t n = std::min(config_.batch_size, queue_.size());
-        for (size_t i = 0; i < n; ++i) {
-          batch_bytes += approxBytes(queue_.front());
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-        inflight_ = n;
       }
+      // Outside the lock: the spool decodes here while the loop goes on appending.
+      const size_t taken = queue_->take(batch, config_.batch_size);
+      size_t resolved = 0;
       bool abandoned = false;
-      if (!batch.empty()) {
+      if (taken > 0) {
         for (auto& r : batch) prepareRecord(r, config_);
-        abandoned = !writeBatch(batch);
+        abandoned = !writeBatch(batch, &resolved);
         batch.clear();
-        std::lock_guard<std::mutex> lock(mu_);
-        inflight_ = 0;
-        pending_bytes_ -= std::min(pending_bytes_, batch_bytes);
+        queue_->release(resolved);
       }
       if (abandoned) {
         abandonQueue();
@@ -189,7 +173,7 @@ class QueueRecorder final : public Recorder {
       }
 
       const auto now = Clock::now();
-      if (down_ && batch_bytes == 0 && now >= next_probe_ && !isStopping()) {
+      if (down_ && taken == 0 && now >= next_probe_ && !isStopping()) {
         // Nothing to write, but the store is down: look again, so it is opened (and its schema
         // created) as soon as it is back, not at the next statement.
         const Status probed = store_->probe();
@@ -223,7 +207,8 @@ class QueueRecorder final : public Recorder {
         ret.max_rows = config_.max_rows;
         auto deleted = store_->prune(ret);
         if (!deleted.ok()) {
-          spdlog::warn("history: pruning the {} store failed: {}", store_->name(), deleted.error());
+          spdlog::warn("history: pruning the {} store failed: {}", store_->name(),
+                       logsafe(deleted.error(), kLogMessageMaxBytes));
         } else if (*deleted >= ret.chunk) {
           next_prune = now;  // more to delete: go on after the next batch
         }
@@ -242,9 +227,10 @@ class QueueRecorder final : public Recorder {
   }
 
   // Writes the batch, retrying while the store is down. Records the store refuses are isolated
-  // by writing the rest one by one, so one bad record cannot hold up the others. Returns false
-  // when shutdown's deadline passed first (the rest of the batch is then counted as dropped).
-  bool writeBatch(std::vector<Record>& batch) {
+  // by writing the rest one by one, so one bad record cannot hold up the others. `resolved`:
+  // how many, from the front, are stored or refused. Returns false when shutdown's deadline
+  // passed first (the rest is then left to abandonQueue).
+  bool writeBatch(std::vector<Record>& batch, size_t* resolved) {
     size_t pos = 0;
     bool one_by_one = false;
     milliseconds backoff = kBackoffInitial;
@@ -261,14 +247,15 @@ class QueueRecorder final : public Recorder {
         case WriteOutcome::kRejected:
           if (n > 1) {
             one_by_one = true;
-            spdlog::warn("history: the {} store refused a batch of {} ({}); writing its records "
-                         "one by one",
-                         store_->name(), n, res.error);
+            spdlog::warn(
+                "history: the {} store refused a batch of {} ({}); writing its records "
+                "one by one",
+                store_->name(), n, logsafe(res.error, kLogMessageMaxBytes));
           } else {
             rejected_.fetch_add(1, std::memory_order_relaxed);
             spdlog::error("history: the {} store refused a record (session {}, outcome {}): {}",
                           store_->name(), batch[pos].session_id, outcomeName(batch[pos].outcome),
-                          res.error);
+                          logsafe(res.error, kLogMessageMaxBytes));
             ++pos;
           }
           break;
@@ -276,11 +263,9 @@ class QueueRecorder final : public Recorder {
           write_errors_.fetch_add(1, std::memory_order_relaxed);
           noteDown(res.error);
           if (!sleepBackoff(backoff)) {
-            const size_t lost = batch.size() - pos;
-            dropped_.fetch_add(lost, std::memory_order_relaxed);
-            spdlog::error("history: shutdown deadline passed with the {} store unavailable ({}); "
-                          "{} records of the current batch not written",
-                          store_->name(), res.error, lost);
+            *resolved = pos;
+            spdlog::error("history: shutdown deadline passed with the {} store unavailable ({})",
+                          store_->name(), logsafe(res.error, kLogMessageMaxBytes));
             return false;
           }
           backoff = std::min(backoff * 2, kBackoffMax);
@@ -288,6 +273,7 @@ class QueueRecorder final : public Recorder {
         }
       }
     }
+    *resolved = pos;
     return true;
   }
 
@@ -310,18 +296,21 @@ class QueueRecorder final : public Recorder {
       down_ = true;
       down_since_ = now;
       next_down_log_ = now + kDownLogInterval;
-      spdlog::warn("history: the {} store is unavailable ({}); {} records wait in the queue "
-                   "and writes are retried with backoff",
-                   store_->name(), error, stats().queue_depth);
+      spdlog::warn(
+          "history: the {} store is unavailable ({}); {} records wait in the queue "
+          "and writes are retried with backoff",
+          store_->name(), logsafe(error, kLogMessageMaxBytes), stats().queue_depth);
     } else if (now >= next_down_log_) {
       next_down_log_ = now + kDownLogInterval;
-      spdlog::warn("history: the {} store is still unavailable after {} s ({}); {} records wait "
-                   "in the queue (queue_size={})",
-                   store_->name(),
-                   std::chrono::duration_cast<std::chrono::seconds>(now - down_since_).count(),
-                   error, stats().queue_depth, config_.queue_size);
+      spdlog::warn(
+          "history: the {} store is still unavailable after {} s ({}); {} records wait "
+          "in the queue (queue_size={})",
+          store_->name(),
+          std::chrono::duration_cast<std::chrono::seconds>(now - down_since_).count(),
+          logsafe(error, kLogMessageMaxBytes), stats().queue_depth, config_.queue_size);
     } else {
-      spdlog::debug("history: retrying the {} store failed: {}", store_->name(), error);
+      spdlog::debug("history: retrying the {} store failed: {}", store_->name(),
+                    logsafe(error, kLogMessageMaxBytes));
     }
   }
 
@@ -336,28 +325,29 @@ class QueueRecorder final : public Recorder {
     return !(stopping_ && Clock::now() >= deadline_);
   }
 
-  // After shutdown's deadline: what is still queued will not be written; count it.
+  // After shutdown's deadline: what the store has not taken is lost (memory queue, counted as
+  // dropped) or stays in the spool for the next start.
   void abandonQueue() {
     std::lock_guard<std::mutex> lock(mu_);
-    const size_t lost = queue_.size();
+    const size_t lost = queue_->abandon();
     dropped_.fetch_add(lost, std::memory_order_relaxed);
-    if (lost > 0) {
-      spdlog::error("history: {} queued records not written at shutdown", lost);
+    if (lost > 0) spdlog::error("history: {} queued records not written at shutdown", lost);
+    if (const size_t kept = queue_->depth(); kept > 0) {
+      spdlog::warn("history: {} records not written at shutdown stay in the spool {} and are "
+                   "written at the next start",
+                   kept, spool_ != nullptr ? spool_->path() : std::string());
     }
-    queue_.clear();
-    pending_bytes_ = 0;
     closed_ = true;
   }
 
   const HistoryConfig config_;
   std::unique_ptr<Store> store_;
-  const size_t max_bytes_;
+  const std::unique_ptr<RecordQueue> queue_;
+  const Spool* const spool_;
+  const uint64_t recovered_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Record> queue_;
-  size_t inflight_ = 0;       // records the writer holds (taken off the queue, not yet resolved)
-  size_t pending_bytes_ = 0;  // approxBytes of queued and in-flight records
   bool stopping_ = false;
   bool closed_ = false;       // the writer has exited: submit drops
   Clock::time_point deadline_{};
@@ -427,6 +417,51 @@ void prepareRecord(Record& r, const HistoryConfig& config) {
   }
 }
 
+uint64_t minSpoolSize(size_t max_sql_bytes) {
+  // Room for four of the largest records: a statement text kept whole for the writer, an error
+  // message, and the rest of the record.
+  const uint64_t largest = std::max<uint64_t>(max_sql_bytes, kMaxRawSqlBytes) + max_sql_bytes +
+                           (64u << 10);
+  constexpr uint64_t kMiB = 1u << 20;
+  return (4 * largest + kMiB - 1) / kMiB * kMiB;
+}
+
+namespace {
+
+// The queue for the config: the spool (durability: process), its recovered records logged, or
+// memory. Throws std::runtime_error when the spool cannot be used.
+std::unique_ptr<RecordQueue> makeQueue(const HistoryConfig& c, const Spool** spool_out) {
+  const std::string path = spoolPath(c);
+  if (c.durability == Durability::kOff) {
+    HistoryConfig with_spool = c;
+    with_spool.durability = Durability::kProcess;
+    const std::string left = spoolPath(with_spool);
+    std::error_code ec;
+    if (!left.empty() && std::filesystem::exists(left, ec)) {
+      spdlog::warn("history: durability is off; records still in the spool {} are written "
+                   "only after a start with durability: process",
+                   left);
+    }
+    return makeMemoryQueue(c.queue_size, c.queue_size * (2 * c.max_sql_bytes + 1024));
+  }
+  if (path.empty()) {
+    throw std::runtime_error("history: durability: process needs history.spool_path for the " +
+                             c.store + " store");
+  }
+  auto opened = Spool::open(SpoolOptions{path, c.spool_size, c.queue_size});
+  if (!opened.ok()) throw std::runtime_error("history: cannot open the spool: " + opened.error());
+  std::unique_ptr<Spool> spool = std::move(*opened);
+  if (spool->recovered() > 0) {
+    spdlog::warn("history: {} records from before the last stop found in the spool {}; they are "
+                 "written to the {} store before new ones",
+                 spool->recovered(), path, c.store);
+  }
+  *spool_out = spool.get();
+  return spool;
+}
+
+}  // namespace
+
 std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
                                                 std::unique_ptr<Store> store) {
   HistoryConfig c = config;
@@ -442,11 +477,15 @@ std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
     // A history database that is down must not keep the proxy down with it.
     down_error = opened.error();
     spdlog::warn("history: the {} store is unavailable at start-up ({}); pgwarden starts "
-                 "anyway: records wait in the queue (up to {}) and the writer retries with "
+                 "anyway: records wait in the {} (up to {}) and the writer retries with "
                  "backoff, creating the table when the store comes up",
-                 store->name(), down_error, c.queue_size);
+                 store->name(), logsafe(down_error, kLogMessageMaxBytes),
+                 c.durability == Durability::kProcess ? "spool" : "queue", c.queue_size);
   }
-  return std::make_unique<QueueRecorder>(std::move(c), std::move(store), std::move(down_error));
+  const Spool* spool = nullptr;
+  std::unique_ptr<RecordQueue> queue = makeQueue(c, &spool);
+  return std::make_unique<QueueRecorder>(std::move(c), std::move(store), std::move(queue), spool,
+                                         std::move(down_error));
 }
 
 std::unique_ptr<Recorder> makeRecorder(const HistoryConfig& config) {

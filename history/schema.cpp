@@ -17,6 +17,7 @@ const char* sqlType(ColumnType t, Dialect d) {
     case ColumnType::kBool:
       return pg ? "boolean NOT NULL DEFAULT false" : "INTEGER NOT NULL DEFAULT 0";
     case ColumnType::kJson: return pg ? "jsonb NOT NULL DEFAULT '[]'" : "TEXT NOT NULL DEFAULT '[]'";
+    case ColumnType::kUid: return pg ? "text" : "TEXT";
   }
   return "TEXT";
 }
@@ -29,6 +30,7 @@ RowValues::RowValues(const Record& r) {
   for (const auto& t : r.tables) w.string(t);
   w.endArray();
   tables_json_ = w.take();
+  uid_ = recordUid(r);
 
   auto ts = [](int64_t v) { return Value{ColumnType::kTimestamp, v, {}}; };
   auto num = [](int64_t v) { return Value{ColumnType::kInt, v, {}}; };
@@ -66,6 +68,7 @@ RowValues::RowValues(const Record& r) {
       num(r.bytes_sent),
       txt(r.protocol),
       flag(r.single_zero),
+      Value{ColumnType::kUid, 0, uid_},
   }};
 }
 
@@ -78,7 +81,13 @@ std::string columnList() {
   return out;
 }
 
-std::array<std::string, 7> schemaStatements(Dialect d) {
+std::string addUidColumn(Dialect d) {
+  return std::string("ALTER TABLE ") + kHistoryTable + " ADD COLUMN " +
+         (d == Dialect::kPostgres ? "IF NOT EXISTS " : "") + kUidColumn + " " +
+         sqlType(ColumnType::kUid, d);
+}
+
+std::vector<std::string> schemaStatements(Dialect d) {
   const bool pg = d == Dialect::kPostgres;
   std::string table = std::string("CREATE TABLE IF NOT EXISTS ") + kHistoryTable + " (\n  id " +
                       (pg ? "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
@@ -96,16 +105,19 @@ std::array<std::string, 7> schemaStatements(Dialect d) {
     return std::string("CREATE INDEX IF NOT EXISTS ") + kHistoryTable + "_" + col + "_idx ON " +
            kHistoryTable + " (" + col + ")";
   };
+  // NULLs are distinct in a unique index in both databases: records without a spool id coexist.
+  const std::string uid_index = std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex +
+                                " ON " + kHistoryTable + " (" + kUidColumn + ")";
   const std::string record_version =
       std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
       std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";
-  return {table,
-          version,
-          index("started_at"),
-          index("conversation_id"),
-          index("fingerprint"),
-          index("outcome"),
-          record_version};
+  std::vector<std::string> out{table};
+  if (pg) out.push_back(addUidColumn(d));
+  for (auto& s : {version, index("started_at"), index("conversation_id"), index("fingerprint"),
+                  index("outcome"), uid_index, record_version}) {
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace pgwarden::history

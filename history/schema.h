@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "history/record.h"
 
@@ -13,9 +14,14 @@ namespace pgwarden::history {
 
 inline constexpr const char* kHistoryTable = "pgwarden_history";
 inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
-inline constexpr int kSchemaVersion = 1;
+// 2: record_uid (the spool id that makes a record written twice harmless), added in place to a
+// version-1 table.
+inline constexpr int kSchemaVersion = 2;
+inline constexpr const char* kUidColumn = "record_uid";
+inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
 
-enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson };
+// kUid: text, NULL when empty (records without a spool id), unique when set.
+enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
 
 struct Column {
   const char* name;
@@ -23,7 +29,7 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 30> kColumns{{
+inline constexpr std::array<Column, 31> kColumns{{
     {"started_at", ColumnType::kTimestamp},
     {"finished_at", ColumnType::kTimestamp},
     {"duration_us", ColumnType::kInt},
@@ -54,6 +60,7 @@ inline constexpr std::array<Column, 30> kColumns{{
     {"bytes_sent", ColumnType::kInt},
     {"protocol", ColumnType::kText},
     {"single_zero", ColumnType::kBool},
+    {"record_uid", ColumnType::kUid},  // last: the jsonl store finds it at the end of a line
 }};
 
 // One column's value for a record. Text and JSON point into the record or into `json_tables`
@@ -61,7 +68,7 @@ inline constexpr std::array<Column, 30> kColumns{{
 struct Value {
   ColumnType type = ColumnType::kText;
   int64_t i = 0;             // kTimestamp (epoch microseconds), kInt; kBool as 0/1
-  std::string_view text;     // kText, kJson
+  std::string_view text;     // kText, kJson, kUid (empty: NULL)
 };
 
 // The values of one record in kColumns order. Keeps the JSON it builds for `tables`.
@@ -72,13 +79,17 @@ class RowValues {
 
  private:
   std::string tables_json_;
+  std::string uid_;
   std::array<Value, kColumns.size()> values_;
 };
 
 enum class Dialect { kSqlite, kPostgres };
 
-// Statements that create the schema if missing (idempotent), in order.
-std::array<std::string, 7> schemaStatements(Dialect dialect);
+// Statements that create the schema if missing, or bring a version-1 table up to date
+// (idempotent), in order. For SQLite, which has no ADD COLUMN IF NOT EXISTS, the caller runs
+// addUidColumn() between the first statement (the table) and the rest when the table lacks it.
+std::vector<std::string> schemaStatements(Dialect dialect);
+std::string addUidColumn(Dialect dialect);
 
 // "started_at, finished_at, ..." in kColumns order.
 std::string columnList();

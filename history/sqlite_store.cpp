@@ -1,5 +1,6 @@
-// The SQLite store: a WAL-mode file, one transaction per batch through a prepared INSERT, and
-// retention pruned in small chunks. Busy/locked/IO errors are "retry"; data errors are "rejected".
+// The SQLite store: a WAL-mode file, one transaction per batch through a prepared INSERT that
+// skips a record_uid already stored, and retention pruned in small chunks. Busy/locked/IO errors
+// are "retry"; data errors are "rejected".
 #include <sqlite3.h>
 
 #include <string>
@@ -59,8 +60,12 @@ class SqliteStore final : public Store {
     // pages in memory instead of re-reading them from the OS for every batch.
     if (auto s = exec("PRAGMA cache_size=-16384"); !s.ok()) return s;
     if (auto s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    bool first = true;
     for (const auto& sql : schemaStatements(Dialect::kSqlite)) {
-      if (auto s = exec(sql.c_str()); !s.ok()) {
+      Status s = exec(sql.c_str());
+      if (s.ok() && first) s = addUidColumnIfMissing();
+      first = false;
+      if (!s.ok()) {
         (void)exec("ROLLBACK");
         return s;
       }
@@ -82,7 +87,10 @@ class SqliteStore final : public Store {
     std::string insert = std::string("INSERT INTO ") + kHistoryTable + " (" + columnList() +
                          ") VALUES (";
     for (size_t i = 0; i < kColumns.size(); ++i) insert += i == 0 ? "?" : ", ?";
-    insert += ")";
+    // A record the spool hands over again after a crash (stored, not yet marked consumed) is
+    // skipped by its record_uid. Only that conflict is skipped: an operator's CHECK or trigger
+    // still refuses a row, and it is counted as rejected.
+    insert += std::string(") ON CONFLICT (") + kUidColumn + ") DO NOTHING";
     if (auto s = prepare(insert, &insert_); !s.ok()) return s;
     const std::string t = kHistoryTable;
     if (auto s = prepare("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
@@ -165,6 +173,12 @@ class SqliteStore final : public Store {
         case ColumnType::kBool:
           sqlite3_bind_int64(insert_, idx, v.i);
           break;
+        case ColumnType::kUid:
+          if (v.text.empty()) {
+            sqlite3_bind_null(insert_, idx);
+            break;
+          }
+          [[fallthrough]];
         case ColumnType::kText:
         case ColumnType::kJson:
           // The record outlives the step, so SQLite need not copy the text.
@@ -178,6 +192,16 @@ class SqliteStore final : public Store {
     sqlite3_reset(insert_);
     sqlite3_clear_bindings(insert_);
     return rc;
+  }
+
+  // A table made by a pgwarden before schema version 2 gets record_uid in place.
+  Status addUidColumnIfMissing() {
+    std::string present;
+    const std::string sql = std::string("SELECT count(*) FROM pragma_table_info('") +
+                            kHistoryTable + "') WHERE name = '" + kUidColumn + "'";
+    if (auto s = queryText(sql.c_str(), &present); !s.ok()) return s;
+    if (present != "0") return {};
+    return exec(addUidColumn(Dialect::kSqlite).c_str());
   }
 
   std::string errorText(int rc) const {

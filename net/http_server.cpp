@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/config_util.h"
+#include "common/log_text.h"
 
 namespace pgwarden::daemon::metrics {
 
@@ -316,6 +317,7 @@ struct HttpServer::Connection {
   uv_write_t write_req{};
   uv_shutdown_t shutdown_req{};
   ConnState state = ConnState::kReading;
+  uint64_t seq = 0;      // order of arrival
   int open_handles = 0;  // handles initialised and not yet through their close callback
   size_t lingered = 0;
   std::string in;
@@ -400,11 +402,32 @@ void HttpServer::onConnection(uv_stream_t* listener, int status) {
     return;
   }
   if (self->closing_) return;
-  if (self->clients_.size() >= self->options_.max_clients) {
+  if (self->clients_.size() >= self->options_.max_clients && !self->makeRoom()) {
     self->reject("max_clients");
   } else {
     self->accept();
   }
+}
+
+bool HttpServer::makeRoom() {
+  // With every slot taken, the client that has been there longest without sending a whole
+  // request gives way (then one already answered that is waiting for the peer's FIN), so
+  // half-open connections cannot keep health probes out: a probe sends its request at once.
+  Connection* victim = nullptr;
+  for (const ConnState wanted : {ConnState::kReading, ConnState::kLingering}) {
+    for (auto& [ptr, conn] : clients_) {
+      if (conn->state == wanted && (victim == nullptr || conn->seq < victim->seq)) victim = ptr;
+    }
+    if (victim != nullptr) break;
+  }
+  if (victim == nullptr) return false;  // all busy writing responses: bounded by write_timeout
+  if (victim->state == ConnState::kReading) {
+    spdlog::debug("metrics endpoint: closing the oldest incomplete request to make room "
+                  "(max_clients {})", options_.max_clients);
+    metrics_.http_connections_rejected.with({"evicted"}).inc();
+  }
+  closeConnection(*victim);
+  return true;
 }
 
 void HttpServer::reject(const char* reason) {
@@ -432,6 +455,7 @@ void HttpServer::onRejectClosed(uv_handle_t* handle) {
 void HttpServer::accept() {
   auto owned = std::make_unique<Connection>(this);
   Connection& c = *owned;
+  c.seq = ++accepted_;
   if (uv_tcp_init(loop_, &c.tcp) != 0) return;
   ++c.open_handles;
   clients_.emplace(&c, std::move(owned));
@@ -508,7 +532,7 @@ void HttpServer::received(Connection& c, const char* data, size_t n) {
     case ParseStatus::kIncomplete:
       return;
     case ParseStatus::kBad:
-      spdlog::debug("metrics endpoint: bad request: {}", parsed.error);
+      spdlog::debug("metrics endpoint: bad request: {}", logsafe(parsed.error));
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&c.tcp));
       respond(c, 400, "other", "text/plain; charset=utf-8", "bad request: " + parsed.error + "\n",
               false);
@@ -547,21 +571,20 @@ void HttpServer::handle(Connection& c, const HttpRequest& req) {
       respond(c, 401, handler, text, "unauthorized\n", head, challenge);
       return;
     }
-    Format format = options_.openmetrics ? negotiateFormat(req.accept) : Format::kPrometheusText;
     std::string body;
     // Collectors are other modules' code running inside a libuv callback: nothing they throw
     // (std::bad_alloc included) may unwind through libuv.
     try {
       body.reserve(last_scrape_bytes_ + last_scrape_bytes_ / 4);
-      metrics_.http_scrapes.with({format == Format::kOpenMetrics ? "openmetrics" : "text"}).inc();
-      metrics_.registry.render(body, format);
+      metrics_.http_scrapes.with({"text"}).inc();
+      metrics_.registry.render(body);
     } catch (const std::exception& e) {
       spdlog::error("metrics endpoint: rendering /metrics failed: {}", e.what());
       respond(c, 500, handler, text, "internal error\n", head);
       return;
     }
     last_scrape_bytes_ = body.size();
-    respond(c, 200, handler, contentType(format), std::move(body), head);
+    respond(c, 200, handler, std::string(kContentType), std::move(body), head);
   } else if (handler == "healthz") {
     respond(c, 200, handler, text, "ok\n", head);
   } else if (handler == "readyz") {

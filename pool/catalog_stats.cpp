@@ -4,12 +4,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_text.h"
 #include "session/client_session.h"
 #include "daemon/daemon.h"
 
 namespace pgwarden::daemon {
 
-class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
+class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
  public:
   Job(Daemon& daemon, std::string db) : daemon_(daemon), db_(std::move(db)) {}
   ~Job() { stop(); }
@@ -39,7 +40,7 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
     running_ = false;
   }
 
-  // PoolWaiter
+  // ServerWaiter
   void onServerReady(ServerConnection& c) override {
     waiting_ = false;
     server_ = &c;
@@ -96,7 +97,7 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
         wakeWaiters();
         const auto every = daemon_.config()->upstream.stats_refresh.count();
         next_due_ms_ = daemon_.nowMs() + static_cast<uint64_t>(every > 0 ? every : 0);
-        spdlog::debug("catalog statistics for db={}: {} tables", db_, snapshot_->size());
+        spdlog::debug("catalog statistics for db={}: {} tables", logsafe(db_), snapshot_->size());
         return;
       }
       default:
@@ -133,8 +134,8 @@ class CatalogRefresher::Job final : public PoolWaiter, public ServerLink {
     const auto every = static_cast<uint64_t>(daemon_.config()->upstream.stats_refresh.count());
     const uint64_t retry = every > 0 && every < kRetryMs ? every : kRetryMs;
     next_due_ms_ = daemon_.nowMs() + retry;
-    spdlog::warn("catalog statistics for db={} not refreshed: {}; retrying in {} s", db_, why,
-                 retry / 1000);
+    spdlog::warn("catalog statistics for db={} not refreshed: {}; retrying in {} s", logsafe(db_),
+                 logsafe(why, kLogMessageMaxBytes), retry / 1000);
   }
 
   Daemon& daemon_;

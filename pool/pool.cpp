@@ -6,7 +6,19 @@
 
 #include <algorithm>
 
+#include "common/log_text.h"
+
 namespace pgwarden::daemon {
+
+namespace {
+
+bool isOpen(ServerState s) { return s != ServerState::kClosing && s != ServerState::kClosed; }
+
+}  // namespace
+
+std::string refusalMessage(std::string_view server_message) {
+  return "the database server refuses new connections: " + std::string(server_message);
+}
 
 Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size)
     : manager_(manager),
@@ -26,17 +38,22 @@ int Pool::countState(ServerState s) const {
   return n;
 }
 
+int Pool::countOpen() const {
+  int n = 0;
+  for (const auto& c : conns_) n += isOpen(c->state()) ? 1 : 0;
+  return n;
+}
+
 void Pool::acquire(PoolWaiter* w) {
-  while (!idle_.empty()) {
-    ServerConnection* c = idle_.back();
-    idle_.pop_back();
-    if (c->state() != ServerState::kIdle) continue;
-    w->onServerReady(*c);
-    return;
-  }
   const auto& cfg = *manager_.config();
   waiters_.push_back({w, manager_.nowMs() + static_cast<uint64_t>(cfg.pool.acquire_timeout.count())});
-  spawnAsNeeded();
+  scheduleServe();
+}
+
+void Pool::scheduleServe() {
+  if (serve_due_) return;
+  serve_due_ = true;
+  manager_.scheduleServe(*this);
 }
 
 void Pool::cancelWait(PoolWaiter* w) {
@@ -53,10 +70,13 @@ void Pool::spawnAsNeeded() {
   const int coming = connecting + countState(ServerState::kResetting) +
                      countState(ServerState::kDraining);
   const int total = static_cast<int>(conns_.size());
-  const int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  // While the server refuses new backends, one login per login_retry finds out when it takes
+  // them again, client or not (readiness waits for that login).
+  if (connecting == 0 && manager_.probing(*this)) wanted = std::max(wanted, 1);
   for (int i = 0; i < wanted && static_cast<int>(conns_.size()) < maxSize(); ++i) {
-    auto c = std::make_unique<ServerConnection>(*this, manager_.nextServerId());
-    ServerConnection* raw = c.get();
+    auto c = manager_.factory().create(*this, manager_.nextServerId());
+    PooledConnection* raw = c.get();
     conns_.push_back(std::move(c));
     raw->start();
     // start() may fail at once (and then sets a retry pause): stop spawning.
@@ -64,44 +84,57 @@ void Pool::spawnAsNeeded() {
   }
 }
 
-void Pool::serveWaiters() {
+void Pool::serve() {
+  serve_due_ = false;
+  // A waiter may acquire or cancel from inside its callback: the queues are read afresh each time.
   while (!waiters_.empty() && !idle_.empty()) {
-    ServerConnection* c = idle_.back();
+    PooledConnection* c = idle_.back();
     idle_.pop_back();
     if (c->state() != ServerState::kIdle) continue;
     PoolWaiter* w = waiters_.front().waiter;
     waiters_.pop_front();
-    w->onServerReady(*c);
+    w->onConnectionReady(*c);
   }
+  if (!waiters_.empty()) spawnAsNeeded();
 }
 
-void Pool::onLoginDone(ServerConnection& c) {
+void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
   manager_.counters().last_server_login = 1;
-  spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), database_, c.backendPid());
+  manager_.clearRefusal();
+  spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), logsafe(database_),
+                c.backendPid());
   idle_.push_back(&c);
-  serveWaiters();
+  if (!waiters_.empty()) scheduleServe();
 }
 
-void Pool::onLoginFailed(ServerConnection& c, const std::string& why) {
+void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   const auto& cfg = *manager_.config();
   retry_after_ms_ = manager_.nowMs() + static_cast<uint64_t>(cfg.upstream.login_retry.count());
-  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", database_, why,
-               cfg.upstream.login_retry.count());
+  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", logsafe(database_),
+               logsafe(why, kLogMessageMaxBytes), cfg.upstream.login_retry.count());
   // The clients waiting now would wait for a server that just told us no: answer them at once.
   // Only a missing database is the client's business; every other cause is ours to log.
   std::string sqlstate = "08006";
   std::string message = kUnreachableMessage;
+  // Waiters that other open connections can still serve keep waiting. `c` is closing already,
+  // so countOpen() does not count it.
+  int others = countOpen();
   if (c.loginSqlstate() == "3D000") {
     sqlstate = "3D000";
     message = "database does not exist on the server";
   } else if (c.loginSqlstate() == "53300") {
+    // PostgreSQL is out of connection slots (max_connections, or a role's or database's limit):
+    // the clients hear the server's own reason rather than wait for the acquire timeout.
+    manager_.noteRefusal(*this, c.loginMessage());
     sqlstate = "53300";
-    message = "the database server has too many connections; try again in a moment";
+    message = refusalMessage(c.loginMessage());
+    // Only connections on their way can serve them: one lent to a client stays with it for
+    // the client's whole session.
+    others = countState(ServerState::kResolving) + countState(ServerState::kConnecting) +
+             countState(ServerState::kLogin) + countState(ServerState::kResetting) +
+             countState(ServerState::kDraining);
   }
-  // Waiters that other live connections can still serve keep waiting.
-  const int others = static_cast<int>(conns_.size()) - 1 - countState(ServerState::kClosing) -
-                     countState(ServerState::kClosed);
   while (static_cast<int>(waiters_.size()) > std::max(others, 0)) {
     PoolWaiter* w = waiters_.back().waiter;
     waiters_.pop_back();
@@ -109,12 +142,12 @@ void Pool::onLoginFailed(ServerConnection& c, const std::string& why) {
   }
 }
 
-void Pool::onIdle(ServerConnection& c) {
+void Pool::onIdle(PooledConnection& c) {
   idle_.push_back(&c);
-  serveWaiters();
+  if (!waiters_.empty()) scheduleServe();
 }
 
-void Pool::onClosed(ServerConnection& c) {
+void Pool::onClosed(PooledConnection& c) {
   idle_.erase(std::remove(idle_.begin(), idle_.end(), &c), idle_.end());
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->get() == &c) {
@@ -123,29 +156,35 @@ void Pool::onClosed(ServerConnection& c) {
       break;
     }
   }
-  // A waiter may have been counting on this one.
-  if (!waiters_.empty()) spawnAsNeeded();
+  // A waiter may have been counting on this one: serve() opens a replacement.
+  if (!waiters_.empty()) scheduleServe();
 }
 
 void Pool::tick(uint64_t now_ms) {
   const auto& cfg = *manager_.config();
-  std::vector<ServerConnection*> snapshot;
+  std::vector<PooledConnection*> snapshot;
   snapshot.reserve(conns_.size());
   for (auto& c : conns_) snapshot.push_back(c.get());
-  int idle_count = static_cast<int>(idle_.size());
-  const int total = static_cast<int>(conns_.size());
-  for (ServerConnection* c : snapshot) {
+  // Idle connections close only while more than min_size stay open.
+  int open = countOpen();
+  for (PooledConnection* c : snapshot) {
+    const bool was_open = isOpen(c->state());
     c->tick(now_ms);
+    if (was_open && !isOpen(c->state())) --open;  // a deadline closed it
     if (c->state() == ServerState::kIdle && cfg.pool.idle_timeout.count() > 0 &&
-        total > minSize() && idle_count > 0 &&
+        open > minSize() &&
         now_ms - c->idleSinceMs() >= static_cast<uint64_t>(cfg.pool.idle_timeout.count())) {
-      --idle_count;
+      --open;
       c->close("idle timeout");
     }
   }
   while (!waiters_.empty() && waiters_.front().deadline_ms <= now_ms) {
     PoolWaiter* w = waiters_.front().waiter;
     waiters_.pop_front();
+    if (!manager_.refusal().empty()) {
+      w->onServerFailed("53300", refusalMessage(manager_.refusal()));
+      continue;
+    }
     w->onServerFailed("53300", "no database connection became free within " +
                                    std::to_string(cfg.pool.acquire_timeout.count()) +
                                    " ms (pool size " + std::to_string(maxSize()) +
@@ -160,9 +199,9 @@ void Pool::closeAll(const std::string& why) {
     waiters_.pop_front();
     w->onServerFailed("57P01", why);
   }
-  std::vector<ServerConnection*> snapshot;
+  std::vector<PooledConnection*> snapshot;
   for (auto& c : conns_) snapshot.push_back(c.get());
-  for (ServerConnection* c : snapshot) c->close(why);
+  for (PooledConnection* c : snapshot) c->close(why);
 }
 
 PoolStats Pool::stats() const {
@@ -187,7 +226,18 @@ PoolStats Pool::stats() const {
   return s;
 }
 
-PoolManager::PoolManager(uv_loop_t* loop, Counters& counters) : loop_(loop), counters_(counters) {}
+PoolManager::PoolManager(uv_loop_t* loop, Counters& counters,
+                         std::unique_ptr<ConnectionFactory> factory, Clock clock)
+    : loop_(loop),
+      counters_(counters),
+      factory_(std::move(factory)),
+      clock_(std::move(clock)),
+      next_turn_(loop, [this] {
+        // Pools scheduled while these are served wait for the next turn.
+        std::vector<Pool*> due;
+        due.swap(due_);
+        for (Pool* p : due) p->serve();
+      }) {}
 
 PoolManager::~PoolManager() = default;
 
@@ -208,8 +258,8 @@ void PoolManager::tick(uint64_t now_ms) {
   for (auto it = pools_.begin(); it != pools_.end();) {
     it->second->tick(now_ms);
     // Pools are made on demand from client-chosen names: drop the empty ones so the map stays
-    // bounded by what is in use.
-    if (it->second->empty() && config_->pool.min_size == 0) {
+    // bounded by what is in use (the one finding out when the server takes logins again stays).
+    if (it->second->empty() && config_->pool.min_size == 0 && it->second.get() != refused_pool_) {
       it = pools_.erase(it);
     } else {
       ++it;
@@ -217,11 +267,28 @@ void PoolManager::tick(uint64_t now_ms) {
   }
 }
 
+void PoolManager::scheduleServe(Pool& pool) {
+  due_.push_back(&pool);
+  next_turn_.schedule();
+}
+
 void PoolManager::closeAll(const std::string& why) {
+  closed_ = true;  // no more logins to find out whether the server takes them
   for (auto& [k, p] : pools_) p->closeAll(why);
 }
 
 void PoolManager::sweep() { graveyard_.clear(); }
+
+void PoolManager::noteRefusal(const Pool& pool, std::string_view server_message) {
+  refusal_ = std::string(server_message.substr(0, kMaxLoginMessage));
+  if (refusal_.empty()) refusal_ = "too many connections";
+  refused_pool_ = &pool;
+}
+
+void PoolManager::clearRefusal() {
+  refusal_.clear();
+  refused_pool_ = nullptr;
+}
 
 size_t PoolManager::openConnections() const {
   size_t n = 0;

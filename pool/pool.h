@@ -12,21 +12,23 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
-#include "pool/server_conn.h"
+#include "pool/next_turn.h"
+#include "pool/pooled_connection.h"
 
 namespace pgwarden::daemon {
 
 class PoolManager;
 
-// A client session waiting for a server connection.
+// A client session (or pgwarden's own job) waiting for a connection.
 class PoolWaiter {
  public:
   // The connection is the waiter's now (state kIdle; the waiter attaches it).
-  virtual void onServerReady(ServerConnection& c) = 0;
+  virtual void onConnectionReady(PooledConnection& c) = 0;
   // No connection: `sqlstate` and `message` are what the client should see (FATAL).
   virtual void onServerFailed(const std::string& sqlstate, const std::string& message) = 0;
 
@@ -38,6 +40,9 @@ class PoolWaiter {
 inline constexpr const char* kUnreachableMessage =
     "the database is unreachable: pgwarden could not connect to the PostgreSQL server behind "
     "it; try again in a moment";
+
+// What clients hear while PostgreSQL refuses new backends (53300), with the server's words.
+std::string refusalMessage(std::string_view server_message);
 
 struct PoolStats {
   std::string role;
@@ -63,25 +68,31 @@ class Pool {
   const std::string& database() const { return database_; }
   PoolManager& manager() { return manager_; }
 
-  // Hands out an idle connection (calling w->onServerReady before returning), or queues `w`
-  // until one is free, opening a new one while below max_size.
+  // Queues `w`. From the next loop turn on it gets an idle connection, or waits for one while a
+  // new one is opened below max_size. Never calls `w` back before returning: the caller may be
+  // in the middle of its own input processing.
   void acquire(PoolWaiter* w);
   // The waiter went away (client disconnected) before it got a connection.
   void cancelWait(PoolWaiter* w);
 
-  // From the connections.
-  void onLoginDone(ServerConnection& c);
-  void onLoginFailed(ServerConnection& c, const std::string& why);
-  void onIdle(ServerConnection& c);  // a reset finished
-  void onClosed(ServerConnection& c);
+  // From the connections. A connection that became idle goes to a waiter on the next turn.
+  void onLoginDone(PooledConnection& c);
+  void onLoginFailed(PooledConnection& c, const std::string& why);
+  void onIdle(PooledConnection& c);  // a reset finished
+  void onClosed(PooledConnection& c);
+
+  // Hands idle connections to waiters, first come first served, and opens what is missing. Run
+  // by the manager on the loop turn after acquire() or a connection came back; the only place
+  // a waiter gets a connection.
+  void serve();
 
   void tick(uint64_t now_ms);
   // Closes idle connections and fails waiters (shutdown).
   void closeAll(const std::string& why);
-  bool empty() const { return conns_.empty() && waiters_.empty(); }
+  bool empty() const { return conns_.empty() && waiters_.empty() && !serve_due_; }
   PoolStats stats() const;
   // Every connection of the pool, for the admin console's SHOW SERVERS.
-  void forEachConnection(const std::function<void(const ServerConnection&)>& fn) const {
+  void forEachConnection(const std::function<void(const PooledConnection&)>& fn) const {
     for (const auto& c : conns_) fn(*c);
   }
 
@@ -90,31 +101,41 @@ class Pool {
     PoolWaiter* waiter;
     uint64_t deadline_ms;
   };
+  void scheduleServe();
   void spawnAsNeeded();
-  void serveWaiters();
   int countState(ServerState s) const;
+  // Connections not closing or closed.
+  int countOpen() const;
   int maxSize() const;
   int minSize() const;
 
   PoolManager& manager_;
   std::string role_;
   std::string database_;
-  std::vector<std::unique_ptr<ServerConnection>> conns_;
-  std::vector<ServerConnection*> idle_;  // LIFO: the warmest connection first
+  std::vector<std::unique_ptr<PooledConnection>> conns_;
+  std::vector<PooledConnection*> idle_;  // LIFO: the warmest connection first
   std::deque<Waiter> waiters_;
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
+  bool serve_due_ = false;  // serve() is scheduled with the manager
 };
 
 // All pools of the process, plus the things every server connection needs from the daemon.
 class PoolManager {
  public:
-  PoolManager(uv_loop_t* loop, Counters& counters);
+  // The pools' time in milliseconds.
+  using Clock = std::function<uint64_t()>;
+
+  // `factory` makes every pool's connections; `clock` defaults to the loop's uv_now (tests drive
+  // a clock of their own).
+  PoolManager(uv_loop_t* loop, Counters& counters, std::unique_ptr<ConnectionFactory> factory,
+              Clock clock = {});
   ~PoolManager();
 
   uv_loop_t* loop() const { return loop_; }
   Counters& counters() { return counters_; }
-  uint64_t nowMs() const { return uv_now(loop_); }
+  ConnectionFactory& factory() { return *factory_; }
+  uint64_t nowMs() const { return clock_ ? clock_() : uv_now(loop_); }
   const std::shared_ptr<const Config>& config() const { return config_; }
   void setConfig(std::shared_ptr<const Config> config) { config_ = std::move(config); }
   uint64_t nextServerId() { return ++last_server_id_; }
@@ -124,9 +145,23 @@ class PoolManager {
   Pool& pool(const std::string& database, bool internal = false);
   void tick(uint64_t now_ms);
   void closeAll(const std::string& why);
+  // Runs `pool.serve()` on the next loop turn.
+  void scheduleServe(Pool& pool);
+  // Releases the loop handle behind scheduleServe (before the loop is closed); nothing is handed
+  // out after this.
+  void close() { next_turn_.close(); }
   // Frees connections whose close callback ran (called once per loop iteration).
   void sweep();
-  void bury(std::unique_ptr<ServerConnection> c) { graveyard_.push_back(std::move(c)); }
+  void bury(std::unique_ptr<PooledConnection> c) { graveyard_.push_back(std::move(c)); }
+
+  // PostgreSQL refused a login for want of connection slots (SQLSTATE 53300): its message, kept
+  // until any login succeeds again; "" while logins succeed. Readiness reports it. Meanwhile
+  // `pool` (kept even when empty) tries one login per upstream.login_retry to find out when
+  // the server takes new connections again.
+  const std::string& refusal() const { return refusal_; }
+  void noteRefusal(const Pool& pool, std::string_view server_message);
+  void clearRefusal();
+  bool probing(const Pool& pool) const { return !closed_ && refused_pool_ == &pool; }
   size_t openConnections() const;
   std::vector<PoolStats> stats() const;
   void forEachPool(const std::function<void(const Pool&)>& fn) const {
@@ -136,10 +171,18 @@ class PoolManager {
  private:
   uv_loop_t* loop_;
   Counters& counters_;
+  std::unique_ptr<ConnectionFactory> factory_;
+  Clock clock_;
   std::shared_ptr<const Config> config_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
-  std::vector<std::unique_ptr<ServerConnection>> graveyard_;
+  std::vector<std::unique_ptr<PooledConnection>> graveyard_;
+  // Pools whose serve() is due, each at most once (a pool with serve() due is never erased).
+  std::vector<Pool*> due_;
+  NextTurn next_turn_;
   uint64_t last_server_id_ = 0;
+  std::string refusal_;
+  const Pool* refused_pool_ = nullptr;
+  bool closed_ = false;  // closeAll ran (shutdown)
 };
 
 }  // namespace pgwarden::daemon

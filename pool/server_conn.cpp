@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "pool/pool.h"
+#include "common/log_text.h"
 
 namespace pgwarden::daemon {
 
@@ -18,6 +18,16 @@ std::string millisText(Millis m) { return std::to_string(m.count()); }
 constexpr uint64_t kDrainGraceMs = 5000;
 
 }  // namespace
+
+void ServerWaiter::onConnectionReady(PooledConnection& c) {
+  if (auto* s = dynamic_cast<ServerConnection*>(&c)) {
+    onServerReady(*s);
+    return;
+  }
+  spdlog::error("server {}: lent by a pool whose factory does not make server connections", c.id());
+  c.close("not a server connection");
+  onServerFailed("XX000", "internal error: no server connection");
+}
 
 ServerConnection::ServerConnection(Pool& pool, uint64_t id)
     : pool_(pool),
@@ -84,6 +94,8 @@ void ServerConnection::start() {
   if (rc != 0) {
     state_ = ServerState::kClosing;
     last_error_ = std::string("socket: ") + uv_strerror(rc);
+    c.connectError(ConnectFailure::kOther);
+    c.last_server_login = 0;
     pool_.onLoginFailed(*this, last_error_);
     pool_.onClosed(*this);
     return;
@@ -98,12 +110,19 @@ void ServerConnection::start() {
   rc = connectUpstream(config_->upstream, stream_, resolver_, [this](int status) {
     fail(std::string("cannot resolve the upstream host: ") + uv_strerror(status));
   });
-  if (rc != 0) fail(std::string("connect: ") + uv_strerror(rc));
+  if (rc != 0) {
+    failLogin(rc == UV_ECONNREFUSED || rc == UV_ENOENT ? ConnectFailure::kRefused
+                                                       : ConnectFailure::kOther,
+              std::string("connect: ") + uv_strerror(rc));
+  }
 }
 
 void ServerConnection::onStreamConnected(Stream&, int status) {
   if (status != 0) {
-    fail(std::string("connect: ") + uv_strerror(status));
+    // Nothing listens there (a TCP port, or a socket file that is not there): refused.
+    failLogin(status == UV_ECONNREFUSED || status == UV_ENOENT ? ConnectFailure::kRefused
+                                                               : ConnectFailure::kOther,
+              std::string("connect: ") + uv_strerror(status));
     return;
   }
   if (state_ == ServerState::kResolving) setState(ServerState::kConnecting);
@@ -123,7 +142,7 @@ void ServerConnection::onStreamConnected(Stream&, int status) {
 }
 
 void ServerConnection::onStreamTlsReady(Stream&) {
-  spdlog::debug("server {} db={}: TLS with the server: {}", id_, pool_.database(),
+  spdlog::debug("server {} db={}: TLS with the server: {}", id_, logsafe(pool_.database()),
                 stream_.tls()->describe());
   sendStartup();
 }
@@ -158,6 +177,10 @@ void ServerConnection::attach(ServerLink* link) {
 void ServerConnection::release(int rfq_expected, bool need_sync) {
   if (state_ != ServerState::kActive) return;
   link_ = nullptr;
+  if (rfq_expected < 0) {
+    close("released in a state that cannot be drained");
+    return;
+  }
   // A huge message still arriving in pieces (chunk_left_) is skipped by the drain below.
   if (paused_) resumeReading();
   if (rfq_expected <= 0 && !need_sync) {
@@ -169,10 +192,13 @@ void ServerConnection::release(int rfq_expected, bool need_sync) {
   if (need_sync) {
     protocol::writeSync(stream_.out());
     ++rfq_expected_;
-    if (stream_.flush() != 0) {
-      fail("cannot write to the server");
-      return;
-    }
+  }
+  // Messages the session forwarded just before it let go (a Query read together with the bad
+  // message that ended the session) may still be queued: they are part of what is owed, so
+  // they go out now, or the ReadyForQuery the drain waits for would never come.
+  if (stream_.flush() != 0) {
+    fail("cannot write to the server");
+    return;
   }
   deadline_ms_ = pool_.manager().nowMs() +
                  static_cast<uint64_t>(config_->upstream.statement_timeout.count()) + kDrainGraceMs;
@@ -226,7 +252,7 @@ void ServerConnection::close(const std::string& why) {
   }
   if (before == ServerState::kResolving || before == ServerState::kConnecting ||
       before == ServerState::kLogin) {
-    ++pool_.manager().counters().server_connect_errors;
+    pool_.manager().counters().connectError(failure_);
     pool_.manager().counters().last_server_login = 0;
     pool_.onLoginFailed(*this, last_error_);
   } else if (link) {
@@ -236,13 +262,20 @@ void ServerConnection::close(const std::string& why) {
   if (stream_.closed()) onStreamClosed(stream_);
 }
 
+void ServerConnection::failLogin(ConnectFailure kind, const std::string& why) {
+  failure_ = kind;
+  fail(why);
+}
+
 void ServerConnection::fail(const std::string& why) {
   if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
   if (last_error_.empty()) last_error_ = why;
   if (state_ == ServerState::kIdle) {
-    spdlog::info("server {} db={}: closed while idle: {}", id_, pool_.database(), why);
+    spdlog::info("server {} db={}: closed while idle: {}", id_, logsafe(pool_.database()),
+                 logsafe(why, kLogMessageMaxBytes));
   } else {
-    spdlog::warn("server {} db={}: {} (state {})", id_, pool_.database(), why, stateName(state_));
+    spdlog::warn("server {} db={}: {} (state {})", id_, logsafe(pool_.database()),
+                 logsafe(why, kLogMessageMaxBytes), stateName(state_));
   }
   close(why);
 }
@@ -252,7 +285,7 @@ void ServerConnection::tick(uint64_t now_ms) {
     case ServerState::kResolving:
     case ServerState::kConnecting:
     case ServerState::kLogin:
-      if (now_ms >= deadline_ms_) fail("connect timeout");
+      if (now_ms >= deadline_ms_) failLogin(ConnectFailure::kTimeout, "connect timeout");
       break;
     case ServerState::kResetting:
     case ServerState::kDraining:
@@ -395,7 +428,7 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
       }
       const bool needs_password = r->code == 3 || r->code == 5 || r->code == 10;
       if (needs_password && up.password.empty()) {
-        fail(up.password_file.empty()
+        failLogin(ConnectFailure::kAuthFailed, up.password_file.empty()
                  ? "the server asks for a password and none is configured (upstream.password "
                    "or upstream.password_file)"
                  : "the server asks for a password and " + up.password_file +
@@ -437,7 +470,8 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
           }
           auto final_msg = scram_->handleServerFirst(r->data);
           if (!final_msg) {
-            fail("SCRAM exchange with the server failed: " + final_msg.error());
+            failLogin(ConnectFailure::kAuthFailed,
+                      "SCRAM exchange with the server failed: " + final_msg.error());
             return false;
           }
           protocol::writeSaslResponse(stream_.out(), *final_msg);
@@ -451,13 +485,14 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
           auto st = scram_->verifyServerFinal(r->data);
           scram_.reset();
           if (!st) {
-            fail("the server's SCRAM signature does not verify");
+            failLogin(ConnectFailure::kAuthFailed, "the server's SCRAM signature does not verify");
             return false;
           }
           break;
         }
         default:
-          fail("the server asks for authentication method " + std::to_string(r->code) +
+          failLogin(ConnectFailure::kAuthFailed,
+                    "the server asks for authentication method " + std::to_string(r->code) +
                ", which pgwarden does not support (use scram-sha-256, md5, password or trust)");
           return false;
       }
@@ -493,8 +528,15 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
       auto e = protocol::parseErrorFields(f.body);
       if (e) {
         login_sqlstate_ = std::string(e->sqlstate());
-        fail("the server refused the login: " + std::string(e->sqlstate()) + " " +
-             std::string(e->message()));
+        // The server's own words, for the clients waiting on this login; bounded.
+        login_message_ = std::string(e->message().substr(0, kMaxLoginMessage));
+        ConnectFailure kind = ConnectFailure::kOther;
+        if (login_sqlstate_ == "53300") kind = ConnectFailure::kTooManyConnections;
+        if (login_sqlstate_ == "28P01" || login_sqlstate_ == "28000") {
+          kind = ConnectFailure::kAuthFailed;
+        }
+        failLogin(kind, "the server refused the login: " + login_sqlstate_ + " " +
+                            login_message_);
       } else {
         fail("the server refused the login");
       }

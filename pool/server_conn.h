@@ -12,16 +12,18 @@
 #include <vector>
 
 #include "daemon/config.h"
-#include "session/session_state.h"
-#include "session/startup_params.h"
+#include "daemon/counters.h"
 #include "net/stream.h"
 #include "net/upstream.h"
+#include "pool/pool.h"
+#include "pool/pooled_connection.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
+#include "session/session_state.h"
+#include "session/startup_params.h"
 
 namespace pgwarden::daemon {
 
-class Pool;
 class ServerConnection;
 
 // The client session a server connection is lent to. Callbacks run on the loop thread.
@@ -44,20 +46,32 @@ class ServerLink {
   ~ServerLink() = default;
 };
 
-class ServerConnection final : public StreamEvents {
+// A waiter that works on the ServerConnection itself (client sessions, the catalog refresher).
+// The daemon's pools are built with ServerConnectionFactory, so that is what they lend.
+class ServerWaiter : public PoolWaiter {
+ public:
+  virtual void onServerReady(ServerConnection& c) = 0;
+  // Anything else is a wiring mistake: the connection is closed and the waiter fails.
+  void onConnectionReady(PooledConnection& c) final;
+
+ protected:
+  ~ServerWaiter() = default;
+};
+
+class ServerConnection final : public StreamEvents, public PooledConnection {
  public:
   ServerConnection(Pool& pool, uint64_t id);
-  ~ServerConnection();
+  ~ServerConnection() override;
   ServerConnection(const ServerConnection&) = delete;
   ServerConnection& operator=(const ServerConnection&) = delete;
 
   // Resolves, connects and logs in; the pool hears onLoginDone or onLoginFailed.
-  void start();
+  void start() override;
 
-  uint64_t id() const { return id_; }
+  uint64_t id() const override { return id_; }
   Pool& pool() { return pool_; }
-  ServerState state() const { return state_; }
-  int32_t backendPid() const { return backend_pid_; }
+  ServerState state() const override { return state_; }
+  int32_t backendPid() const override { return backend_pid_; }
   int32_t backendKey() const { return backend_key_; }
   char txStatus() const { return tx_status_; }
   void setTxStatus(char s) { tx_status_ = s; }
@@ -69,11 +83,13 @@ class ServerConnection final : public StreamEvents {
   // search_path): cleared by a reset.
   std::string_view unreportedValue(std::string_view name) const;
   void noteUnreported(std::string_view name, std::string_view value);
-  uint64_t idleSinceMs() const { return idle_since_ms_; }
+  uint64_t idleSinceMs() const override { return idle_since_ms_; }
   uint64_t deadlineMs() const { return deadline_ms_; }
-  const std::string& lastError() const { return last_error_; }
+  const std::string& lastError() const override { return last_error_; }
   // The login's ErrorResponse SQLSTATE, if the server refused us ("" otherwise).
-  const std::string& loginSqlstate() const { return login_sqlstate_; }
+  const std::string& loginSqlstate() const override { return login_sqlstate_; }
+  // The message of that ErrorResponse (at most kMaxLoginMessage bytes).
+  const std::string& loginMessage() const override { return login_message_; }
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
 
@@ -82,6 +98,7 @@ class ServerConnection final : public StreamEvents {
   // The session is done with it. `rfq_expected` ReadyForQuery messages are still due for work
   // already sent (0 when it is idle at ReadyForQuery); with `need_sync` a Sync is sent first so
   // an unfinished extended-protocol batch ends. The connection drains, then resets itself.
+  // `rfq_expected` below 0: what the server still owes cannot be known; the connection closes.
   void release(int rfq_expected, bool need_sync);
 
   std::string& out() { return stream_.out(); }
@@ -90,11 +107,11 @@ class ServerConnection final : public StreamEvents {
   void pauseReading();
   void resumeReading();
 
-  void close(const std::string& why);
+  void close(const std::string& why) override;
   bool closed() const { return stream_.closed(); }
 
   // Janitor: connect/login, reset and drain deadlines.
-  void tick(uint64_t now_ms);
+  void tick(uint64_t now_ms) override;
 
   // StreamEvents
   void onStreamData(Stream& s, const char* data, size_t len) override;
@@ -108,6 +125,8 @@ class ServerConnection final : public StreamEvents {
  private:
   void setState(ServerState to);
   void fail(const std::string& why);
+  // A failure while connecting or logging in, counted under `kind`.
+  void failLogin(ConnectFailure kind, const std::string& why);
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
@@ -146,6 +165,16 @@ class ServerConnection final : public StreamEvents {
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;
+  std::string login_message_;
+  ConnectFailure failure_ = ConnectFailure::kOther;  // why connecting or logging in failed
+};
+
+// The daemon's factory: every pool connection is a ServerConnection.
+class ServerConnectionFactory final : public ConnectionFactory {
+ public:
+  std::unique_ptr<PooledConnection> create(Pool& pool, uint64_t id) override {
+    return std::make_unique<ServerConnection>(pool, id);
+  }
 };
 
 // Messages bigger than this are streamed to the link in pieces rather than buffered whole.

@@ -28,9 +28,15 @@ std::string makeScramVerifier(std::string_view password, int iterations = 4096);
 std::string makeScramVerifierWithSalt(std::string_view password, std::string_view salt,
                                       int iterations);
 // A verifier for a user that does not exist, so the exchange runs to the end and fails like a
-// wrong password: the salt is derived from `user` and a per-process `secret` (stable across
-// attempts, as PostgreSQL's mock salt), the keys are random so no proof matches.
-ScramVerifier mockScramVerifier(std::string_view user, std::string_view secret);
+// wrong password: the salt is HMAC-SHA256(key, user) cut to `salt_len` bytes (at most 32), so it
+// is the same on every attempt and, with a key that persists, across restarts, as PostgreSQL's
+// mock salt; the keys are random so no proof matches. Give the iteration count and salt length
+// real users have, so that nothing in server-first-message tells the two apart.
+ScramVerifier mockScramVerifier(std::string_view user, std::string_view key, int iterations = 4096,
+                                size_t salt_len = 16);
+// An md5 hash ("md5" + 32 hex digits) for a user that does not exist, derived from `key` and
+// `user`: checking a response against it costs what checking a real user's does.
+std::string mockMd5Verifier(std::string_view user, std::string_view key);
 
 // The client refuses a server-first-message asking for more PBKDF2 rounds than this: each round
 // is CPU time on the caller's thread (4096 is PostgreSQL's default).

@@ -258,18 +258,24 @@ std::string makeScramVerifier(std::string_view password, int iterations) {
   return makeScramVerifierWithSalt(password, randomBytes(kSaltLen), iterations);
 }
 
-ScramVerifier mockScramVerifier(std::string_view user, std::string_view secret) {
-  // Same salt for the same user on every attempt, so a prober cannot tell a missing user from
-  // a wrong password by watching the salt; random keys so no proof can ever match.
+ScramVerifier mockScramVerifier(std::string_view user, std::string_view key, int iterations,
+                                size_t salt_len) {
   ScramVerifier v;
-  v.iterations = 4096;
-  std::string seed(secret);
-  seed.append(user);
-  if (!sha256(seed, v.salt)) v.salt = randomBytes(kKeyLen);
-  v.salt.resize(kSaltLen);
+  v.iterations = iterations < 1 ? 4096 : iterations;
+  if (!hmacSha256(key, user, v.salt)) v.salt = randomBytes(kKeyLen);
+  v.salt.resize(salt_len == 0 || salt_len > kKeyLen ? kSaltLen : salt_len);
   v.stored_key = randomBytes(kKeyLen);
   v.server_key = randomBytes(kKeyLen);
   return v;
+}
+
+std::string mockMd5Verifier(std::string_view user, std::string_view key) {
+  // A label keeps this derivation apart from the SCRAM salt's, which an observer can see.
+  std::string input = "md5:";
+  input.append(user);
+  Secret mac;
+  if (!hmacSha256(key, input, mac.bytes)) mac.bytes = randomBytes(kKeyLen);
+  return "md5" + md5Hash(mac.bytes).substr(0, 32);
 }
 
 // ---------------------------------------------------------------------------------------------

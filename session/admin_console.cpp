@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 
+#include "common/log_text.h"
 #include "session/client_session.h"
 #include "daemon/counters.h"
 #include "daemon/daemon.h"
@@ -170,14 +171,15 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
     }
     r.bytes_sent = static_cast<int64_t>(answer.size());
   }
-  daemon_.metrics().onStatement(r, nullptr);
-  daemon_.submitRecord(std::move(r));
+  // The same sink as every other statement: counters, metrics and history.
+  daemon_.onStatement(std::move(r), nullptr);
 }
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {
   const auto w = words(command);
-  spdlog::info("s{} user={} db=pgwarden: admin command: {}", session_id_, user_,
-               w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string()));
+  spdlog::info(
+      "s{} user={} db=pgwarden: admin command: {}", session_id_, logsafe(user_),
+      logsafe(w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string())));
   if (w.size() == 2 && w[0] == "SHOW") {
     std::optional<Table> t;
     const std::string& what = w[1];
@@ -255,7 +257,7 @@ AdminConsole::Table AdminConsole::showServers() const {
   Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error"}, {}};
   const uint64_t now = daemon_.nowMs();
   daemon_.pools().forEachPool([&](const Pool& p) {
-    p.forEachConnection([&](const ServerConnection& c) {
+    p.forEachConnection([&](const PooledConnection& c) {
       const bool idle = c.state() == ServerState::kIdle;
       t.rows.push_back({std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
                         stateName(c.state()),
@@ -297,12 +299,16 @@ AdminConsole::Table AdminConsole::showStats() const {
   add("auth_failures", c.auth_failures);
   add("server_connects", c.server_connects);
   add("server_connect_errors", c.server_connect_errors);
+  for (size_t i = 0; i < kConnectFailures; ++i) {
+    add(std::string("server_connect_errors_") + connectFailureName(static_cast<ConnectFailure>(i)),
+        c.server_connect_errors_by_reason[i]);
+  }
   add("server_lost", c.server_lost);
   add("cancel_requests_received", c.cancel_requests_received);
   add("cancel_requests_forwarded", c.cancel_requests_forwarded);
   uint64_t total = 0;
-  for (size_t i = 0; i < kStatementOutcomes; ++i) {
-    add(std::string("statements_") + statementOutcomeName(static_cast<StatementOutcome>(i)),
+  for (size_t i = 0; i < kOutcomeCount; ++i) {
+    add(std::string("statements_") + outcomeName(static_cast<Outcome>(i)),
         c.statements[i]);
     total += c.statements[i];
   }
@@ -499,7 +505,7 @@ void AdminConsole::killClient(std::string_view arg, std::string& out) {
                "SHOW CLIENTS lists the ids.");
     return;
   }
-  spdlog::info("s{} user={}: admin killed client s{}", session_id_, user_, id);
+  spdlog::info("s{} user={}: admin killed client s{}", session_id_, logsafe(user_), id);
   s->terminate("57P01", "terminating connection due to administrator command");
   protocol::writeCommandComplete(out, "KILL");
 }

@@ -11,11 +11,10 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/log_text.h"
 #include "session/admin_console.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
-#include "net/webhook_client.h"
-#include "guards/webhook_guard.h"
 
 namespace pgwarden::daemon {
 
@@ -72,40 +71,6 @@ bool isZeroCell(std::string_view v) {
   return false;
 }
 
-// A verifier for a user that does not exist, so the exchange runs to the end and fails exactly
-// like a wrong password (PostgreSQL does the same): salt derived from the name with a key made
-// once per process, keys random.
-protocol::ScramVerifier mockVerifier(const std::string& user) {
-  static const std::string key = protocol::randomBytes(32);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(user.data()), user.size(), mac, &mac_len);
-  protocol::ScramVerifier v;
-  v.iterations = 4096;
-  v.salt.assign(reinterpret_cast<const char*>(mac), 16);
-  v.stored_key = protocol::randomBytes(32);
-  v.server_key = protocol::randomBytes(32);
-  return v;
-}
-
-history::Outcome outcomeForError(std::string_view sqlstate) {
-  return sqlstate == "57014" ? history::Outcome::kCancelled : history::Outcome::kError;
-}
-
-StatementOutcome counterOutcome(history::Outcome o) {
-  switch (o) {
-    case history::Outcome::kOk: return StatementOutcome::kOk;
-    case history::Outcome::kError: return StatementOutcome::kError;
-    case history::Outcome::kDenied: return StatementOutcome::kDenied;
-    case history::Outcome::kCancelled: return StatementOutcome::kCancelled;
-    case history::Outcome::kClientGone: return StatementOutcome::kClientGone;
-    case history::Outcome::kBudget: return StatementOutcome::kBudget;
-    case history::Outcome::kAborted: return StatementOutcome::kAborted;
-  }
-  return StatementOutcome::kError;
-}
-
 // A RowDescription of one text column with the given format code (0 text, 1 binary), for the
 // SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
 // https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
@@ -136,6 +101,8 @@ constexpr size_t kMaxPendingEntries = 65536;
 constexpr uint64_t kStatsWaitMs = 3000;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
+// How long a refused client may take to send its StartupMessage before it hears why anyway.
+constexpr uint64_t kRejectWaitMs = 1000;
 
 // A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
 // still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
@@ -158,6 +125,13 @@ ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
       via_unix_(via_unix) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
+  GateServices services;
+  services.policy = &daemon.policy();
+  services.webhooks = daemon.webhooks();
+  services.budgets = daemon.budgets();
+  services.stats = [this] { return daemon_.tableStats(server_database_); };
+  gate_ = std::make_unique<StatementGate>(std::move(services), *this,
+                                          [this](GateVerdict v) { onGateVerdict(std::move(v)); });
 }
 
 ClientSession::~ClientSession() { cancelWaits(); }
@@ -183,12 +157,19 @@ int ClientSession::accept(uv_stream_t* listener) {
 }
 
 std::string ClientSession::logPrefix() const {
+  // Every value but the id is the client's (or its address): escaped, so none can end the line.
   std::string p = "s" + std::to_string(id_);
-  if (!user_.empty()) p += " user=" + user_;
-  if (!database_.empty()) p += " db=" + database_;
-  p += " peer=" + peer_;
-  if (!agent_id_.empty()) p += " agent_id=" + agent_id_;
-  if (!conversation_id_.empty()) p += " conversation_id=" + conversation_id_;
+  const auto add = [&p](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    p.append(" ").append(key).append("=");
+    appendLogText(p, value);
+  };
+  add("user", user_);
+  add("db", database_);
+  p += " peer=";
+  appendLogText(p, peer_);
+  add("agent_id", agent_id_);
+  add("conversation_id", conversation_id_);
   return p;
 }
 
@@ -198,7 +179,17 @@ void ClientSession::setState(ClientState to) {
     spdlog::error("{}: illegal state change {} -> {}", logPrefix(), stateName(state_),
                   stateName(to));
   }
+  const auto starting = [](ClientState s) {
+    return s == ClientState::kStartup || s == ClientState::kAuth;
+  };
+  if (starting(state_) && !starting(to)) daemon_.leftStartup(id_);
   state_ = to;
+}
+
+void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
+                                       RejectReason reason) {
+  startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  deadline_ms_ = std::min(deadline_ms_, daemon_.nowMs() + kRejectWaitMs);
 }
 
 void ClientSession::flushClient() {
@@ -233,8 +224,8 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length during authentication");
           goto done;
         }
-        // Taken off the buffer before it is handled: a login that completes here may attach a
-        // pooled connection at once and read what follows from the buffer (nested).
+        // Taken off the buffer before it is handled, so nothing the handler does to the buffer
+        // can pull the frame from under it.
         const std::string raw(f.raw);
         in_.consume(raw.size());
         protocol::Frame own{raw[0], raw, std::string_view(raw).substr(5)};
@@ -248,8 +239,9 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (waiting_) {
-          // A statement waits for a webhook or the budget store; keep what piles up bounded.
+        if (!paused_.empty()) {
+          // A statement waits for its verdict (a webhook, the cost gate, the budget store);
+          // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
           goto done;
         }
@@ -257,8 +249,9 @@ void ClientSession::processInput() {
         const auto st = in_.next(f, limits_, false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
         if (st == protocol::FrameStatus::kTooLarge) {
-          protocolViolation(std::string("message of type '") + in_.data()[0] +
-                            "' is larger than the limit (limits.max_message_bytes / "
+          protocolViolation("message of type " +
+                            std::to_string(static_cast<unsigned char>(in_.data()[0])) +
+                            " is larger than the limit (limits.max_message_bytes / "
                             "limits.max_bind_bytes)");
           goto done;
         }
@@ -267,9 +260,8 @@ void ClientSession::processInput() {
           goto done;
         }
         const bool go_on = handleClientMessage(f);
-        if (waiting_) goto done;  // the message stays at the head until its answer is in
-        in_.consume(f.raw.size());
-        if (!go_on) goto done;
+        in_.consume(f.raw.size());  // a paused message keeps a copy of its own
+        if (!go_on || !paused_.empty()) goto done;
         if (pending_.size() > kMaxPendingEntries ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
           updateBackpressure();
@@ -393,7 +385,8 @@ bool ClientSession::handleStartupPacket() {
       if (n == "user") user_ = v;
       if (n == "database") database_ = v;
     }
-    spdlog::warn("{}: startup refused: {}", logPrefix(), filtered.refusal.message);
+    spdlog::warn("{}: startup refused: {}", logPrefix(),
+                 logsafe(filtered.refusal.message, kLogMessageMaxBytes));
     fatal(filtered.refusal.sqlstate, filtered.refusal.message, RejectReason::kNotAllowed);
     return false;
   }
@@ -431,102 +424,48 @@ bool ClientSession::handleStartupPacket() {
 
 void ClientSession::beginAuth() {
   user_config_ = config_->findUser(user_);
-  user_known_ = user_config_ != nullptr;
-  const AuthMethod method = user_config_ ? user_config_->method : AuthMethod::kScramSha256;
-  switch (method) {
-    case AuthMethod::kTrust:
-      if (!via_unix_) {
-        spdlog::warn("{}: trust user tried to connect over TCP", logPrefix());
-        fatal("28000", "user \"" + user_ + "\" may connect only over the Unix socket",
-              RejectReason::kAuthFailure);
-        return;
-      }
+  const UserConfig* password_user = user_config_;
+  std::string unknown_reason = "no such user";
+  if (user_config_ && user_config_->method == AuthMethod::kTrust) {
+    if (via_unix_) {
       authenticated();
       return;
-    case AuthMethod::kScramSha256: {
-      protocol::ScramVerifier v;
-      if (user_config_) {
-        auto parsed = protocol::parseScramVerifier(user_config_->secret);
-        if (parsed) v = std::move(*parsed);
-      }
-      if (!user_config_ || v.iterations == 0) v = mockVerifier(user_);
-      scram_ = std::make_unique<protocol::ScramServer>(std::move(v));
-      protocol::writeAuthSasl(client_.out(), {"SCRAM-SHA-256"});
-      auth_step_ = AuthStep::kSaslInitial;
-      setState(ClientState::kAuth);
-      return;
     }
-    case AuthMethod::kMd5: {
-      const std::string salt = protocol::randomBytes(4);
-      std::memcpy(md5_salt_, salt.data(), 4);
-      protocol::writeAuthMd5(client_.out(), md5_salt_);
-      auth_step_ = AuthStep::kMd5;
-      setState(ClientState::kAuth);
-      return;
-    }
+    // Answered like a name that does not exist, so a probe over TCP cannot find trust users;
+    // only the log says what happened.
+    password_user = nullptr;
+    unknown_reason = "trust user tried to connect over TCP (trust is for the Unix socket only)";
   }
+  const AuthConfig& a = config_->auth;
+  const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
+                                a.unknown_scram_salt_len, daemon_.saltKey()};
+  auth_ = std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason));
+  auth_->begin(client_.out());
+  setState(ClientState::kAuth);
 }
 
 bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
-  if (f.type != 'p') {
-    protocolViolation(std::string("expected a password message, got message type '") + f.type +
-                      "'");
+  if (!auth_) {
+    protocolViolation("unexpected password message");
     return false;
   }
-  switch (auth_step_) {
-    case AuthStep::kSaslInitial: {
-      auto m = protocol::parseSaslInitial(f.body);
-      if (!m) {
-        protocolViolation("malformed SASLInitialResponse: " + m.error());
-        return false;
-      }
-      if (m->mechanism != "SCRAM-SHA-256") {
-        protocolViolation("client selected an invalid SASL authentication mechanism");
-        return false;
-      }
-      auto reply = scram_->handleClientFirst(m->data);
-      if (!reply) {
-        authFailed("malformed SCRAM client-first-message");
-        return false;
-      }
-      protocol::writeAuthSaslContinue(client_.out(), *reply);
-      auth_step_ = AuthStep::kSaslFinal;
+  ClientAuth::Outcome o = auth_->handle(f.type, f.body, client_.out());
+  switch (o.verdict) {
+    case ClientAuth::Verdict::kContinue:
       return true;
-    }
-    case AuthStep::kSaslFinal: {
-      auto m = protocol::parseSaslResponse(f.body);
-      if (!m) {
-        protocolViolation("malformed SASLResponse: " + m.error());
-        return false;
-      }
-      auto reply = scram_->handleClientFinal(m->data);
-      scram_.reset();
-      if (!reply || !user_known_) {
-        authFailed(user_known_ ? "wrong password (SCRAM)" : "no such user");
-        return false;
-      }
-      protocol::writeAuthSaslFinal(client_.out(), *reply);
+    case ClientAuth::Verdict::kOk:
+      auth_.reset();
       authenticated();
       return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
-    }
-    case AuthStep::kMd5: {
-      auto p = protocol::parsePassword(f.body);
-      if (!p) {
-        protocolViolation("malformed password message: " + p.error());
-        return false;
-      }
-      const std::string expected = protocol::md5Response(user_config_->secret, md5_salt_);
-      if (!protocol::constantTimeEquals(expected, p->password)) {
-        authFailed("wrong password (md5)");
-        return false;
-      }
-      authenticated();
-      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
-    }
-    case AuthStep::kNone:
-      break;
+    case ClientAuth::Verdict::kFailed:
+      auth_.reset();
+      authFailed(o.reason);
+      return false;
+    case ClientAuth::Verdict::kProtocolViolation:
+      auth_.reset();
+      protocolViolation(o.reason);
+      return false;
   }
-  protocolViolation("unexpected password message");
   return false;
 }
 
@@ -543,7 +482,6 @@ void ClientSession::authFailed(const std::string& log_reason) {
 
 void ClientSession::authenticated() {
   protocol::writeAuthOk(client_.out());
-  auth_step_ = AuthStep::kNone;
   if (database_ == AdminConsole::kDatabase) {
     if (!config_->isAdmin(user_)) {
       fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
@@ -581,7 +519,7 @@ void ClientSession::authenticated() {
   setState(ClientState::kAcquiring);
   Pool& pool = daemon_.pools().pool(server_database_);
   waiting_pool_ = &pool;
-  pool.acquire(this);  // may call onServerReady or onServerFailed before returning
+  pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
 void ClientSession::onServerReady(ServerConnection& c) {
@@ -595,7 +533,7 @@ void ClientSession::onServerReady(ServerConnection& c) {
 
 void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
   waiting_pool_ = nullptr;
-  spdlog::warn("{}: no server connection: {}", logPrefix(), message);
+  spdlog::warn("{}: no server connection: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal(sqlstate, message,
         sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
 }
@@ -647,7 +585,8 @@ void ClientSession::finishAttach() {
   protocol::writeBackendKeyData(out, key_pid_, key_secret_);
   protocol::writeReadyForQuery(out, server_->txStatus());
   spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
-               group_, application_name_, server_database_, via_unix_ ? "unix" : "tcp");
+               group_, logsafe(application_name_), logsafe(server_database_),
+               via_unix_ ? "unix" : "tcp");
   if (client_.open() && !client_.reading() && !client_paused_) {
     if (client_.startRead() != 0) {
       closeSession("cannot read from the client");
@@ -757,12 +696,6 @@ void ClientSession::forward(const protocol::Frame& f) {
 
 void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
-std::shared_ptr<const StatementPlan> ClientSession::planFor(std::string_view sql, bool extended) {
-  const guards::RequestContext ctx = requestContext(extended, overrides_);
-  const auto stats = daemon_.tableStats(server_database_);
-  return daemon_.policy().plan(policy_, sql, ctx, stats.get());
-}
-
 void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
   const auto& v = plan.decision.deny;
   std::vector<protocol::Field> fields;
@@ -794,28 +727,26 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     protocolViolation("malformed Query message: " + q.error());
     return false;
   }
-  if (held_ && held_->ready && held_->answered) {
-    held_.reset();  // the cost gate's EXPLAIN failed, and its error was this Query's answer
+  auto cmd = guards::parseAgentCommand(q->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(q->sql);
+    return answerAgentCommand(cmd);
+  }
+  GateRequest r;
+  r.sql = std::string(q->sql);
+  r.overrides = guards::parseSqlComment(q->sql);
+  r.admit = true;
+  r.explain = GateRequest::Explain::kRun;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    // The cost gate's EXPLAIN failed: its error (and the ReadyForQuery after it) answers the Query.
+    recordExplainFailure(plan, false, v.explain_error);
+    queueLocal(std::move(v.explain_error), true);
     return true;
-  }
-  if (!held_) {
-    auto cmd = guards::parseAgentCommand(q->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
-      cmd.text = std::string(q->sql);
-      return answerAgentCommand(cmd);
-    }
-  }
-  std::shared_ptr<const StatementPlan> plan;
-  std::shared_ptr<const guards::BudgetKey> budget_key;
-  if (!decide(q->sql, false, true, plan, budget_key)) return true;
-  if (!plan->decision.denied && plan->decision.explain_sql) {
-    if (plan->decision.explain_needs_params || !policy_ || !server_) {
-      plan = PolicyEngine::withDecision(
-          *plan, policy_ ? policy_->planUnavailable(plan->decision) : plan->decision);
-    } else {
-      startExplain(plan, std::move(budget_key), q->sql, false, nullptr, nullptr);
-      return true;  // waiting_: the Query stays at the head of the input
-    }
   }
   const auto& d = plan->decision;
   if (d.denied) {
@@ -835,7 +766,7 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   p.overrides = overrides_;
   if (!empty_text) {
     p.run = startRun(plan, 0, false);
-    p.run->budget_key = std::move(budget_key);
+    p.run->budget_key = std::move(v.budget_key);
     p.run->overrides = overrides_;
     p.next_statement = 1;
   } else {
@@ -859,8 +790,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     return false;
   }
   const std::string name(m->statement);
-  const auto existing = statements_.find(name);
-  if (!name.empty() && existing == statements_.end() &&
+  if (!name.empty() && !statements_.count(name) &&
       statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
     std::string out;
     protocol::writeError(out, "ERROR", "54000",
@@ -871,33 +801,39 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     deny_skipping_ = true;
     return true;
   }
-  if (!held_) {
-    auto cmd = guards::parseAgentCommand(m->sql);
-    if (cmd.kind != guards::AgentCommand::Kind::kNone) {
-      cmd.text = std::string(m->sql);
-      return handleAgentParse(*m, cmd);
-    }
-    if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
-      if (!name.empty()) {
-        std::string out;
-        protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
-        queueLocal(std::move(out), false);
-        deny_skipping_ = true;
-        return true;
-      }
-      agent_statements_.erase(a);
-    }
+  auto cmd = guards::parseAgentCommand(m->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(m->sql);
+    return handleAgentParse(*m, cmd);
   }
-  std::shared_ptr<const StatementPlan> plan;
-  std::shared_ptr<const guards::BudgetKey> no_key;  // a Parse is counted when it is executed
-  if (!decide(m->sql, true, false, plan, no_key)) return true;
-  if (!plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
-    if (!plan->decision.explain_needs_params) {
-      startExplain(plan, nullptr, m->sql, true, nullptr, &m->param_types);
-      return true;  // waiting_: the Parse stays at the head of the input
+  if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+    if (!name.empty()) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+      queueLocal(std::move(out), false);
+      deny_skipping_ = true;
+      return true;
     }
-    // The plan depends on the parameters: the gate runs when the Bind brings them.
-    statement_types_[name] = m->param_types;
+    agent_statements_.erase(a);
+  }
+  GateRequest r;
+  r.sql = std::string(m->sql);
+  r.overrides = guards::parseSqlComment(m->sql);
+  r.extended = true;
+  // A Parse is counted against the budget when it is executed.
+  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain_args.param_types = m->param_types;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) return false;  // checked when it arrived
+  const std::string name(m->statement);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    return true;
   }
   const auto& d = plan->decision;
   if (d.denied) {
@@ -906,6 +842,10 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     denyExtended(*plan);
     if (name.empty()) statements_.erase(name);
     return true;
+  }
+  if (d.explain_sql && d.explain_needs_params) {
+    // The plan depends on the parameters: the cost gate runs when the Bind brings them.
+    statement_types_[name] = m->param_types;
   }
   if (!d.warnings.empty()) {
     std::string out;
@@ -919,7 +859,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
   }
   Pending p(Expect::kParse);
   p.name = name;
-  if (existing != statements_.end()) {
+  if (const auto existing = statements_.find(name); existing != statements_.end()) {
     p.had_previous = true;
     p.previous = existing->second;
   }
@@ -941,23 +881,42 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
     protocolViolation("malformed Bind message: " + b.error());
     return false;
   }
-  const std::string portal(b->portal);
-  auto stmt = statements_.find(std::string(b->statement));
-  std::shared_ptr<const StatementPlan> plan =
-      stmt == statements_.end() ? nullptr : stmt->second;
-  if (const auto ov = statement_overrides_.find(std::string(b->statement)); ov != statement_overrides_.end()) {
-    overrides_ = ov->second;
-  } else {
-    overrides_ = {};
+  const std::string statement(b->statement);
+  auto stmt = statements_.find(statement);
+  GateVerdict v;
+  v.plan = stmt == statements_.end() ? nullptr : stmt->second;
+  if (const auto ov = statement_overrides_.find(statement); ov != statement_overrides_.end()) {
+    v.overrides = ov->second;
   }
-  if (held_ && held_->ready && held_->explain) {
-    plan = std::move(held_->plan);  // the cost gate's verdict with these parameters
-    held_.reset();
-  } else if (plan && !plan->decision.denied && plan->decision.explain_sql && policy_ && server_) {
-    const auto types = statement_types_.find(std::string(b->statement));
-    startExplain(plan, nullptr, {}, true, &*b,
-                 types == statement_types_.end() ? nullptr : &types->second);
-    return true;  // waiting_: the Bind stays at the head of the input
+  if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && policy_ && server_) {
+    // The cost gate's verdict with these parameters.
+    GateRequest r;
+    r.plan = std::move(v.plan);
+    r.overrides = std::move(v.overrides);
+    r.extended = true;
+    r.explain = GateRequest::Explain::kRun;
+    if (const auto types = statement_types_.find(statement); types != statement_types_.end()) {
+      r.explain_args.param_types = types->second;
+    }
+    r.explain_args.param_formats = b->param_formats;
+    r.explain_args.params.reserve(b->params.size());
+    for (const auto& p : b->params) {
+      r.explain_args.params.push_back(p ? std::optional<std::string>(std::string(*p)) : std::nullopt);
+    }
+    r.explain_args.bound = true;
+    return judge(f, std::move(r));
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) return false;  // checked when it arrived
+  const std::string portal(b->portal);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    return true;
   }
   if (plan && plan->decision.denied) {
     // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
@@ -998,28 +957,38 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
     protocolViolation("malformed Execute message: " + e.error());
     return false;
   }
+  GateVerdict v;
+  const auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end() && (!it->second.run || it->second.run->finished)) {
+    // A new execution: it counts against the budget now, once (a suspended portal's later
+    // Executes continue the same run).
+    v.plan = it->second.plan;
+    v.overrides = it->second.overrides;  // the budget key and any denial belong to this statement
+    if (v.plan && !v.plan->decision.denied) {
+      GateRequest r;
+      r.plan = std::move(v.plan);
+      r.overrides = std::move(v.overrides);
+      r.extended = true;
+      r.admit = true;
+      return judge(f, std::move(r));
+    }
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) return false;  // checked when it arrived
   std::shared_ptr<StatementRun> run;
   auto it = portals_.find(std::string(e->portal));
   if (it != portals_.end()) {
     if (!it->second.run || it->second.run->finished) {
-      // A new execution: it counts against the budget now, once (a suspended portal's later
-      // Executes continue the same run).
-      std::shared_ptr<const StatementPlan> plan = it->second.plan;
-      std::shared_ptr<const guards::BudgetKey> key;
-      overrides_ = it->second.overrides;  // the budget key and any denial belong to this statement
-      if (held_ && held_->ready) {
-        plan = std::move(held_->plan);
-        key = std::move(held_->key);
-        held_.reset();
-      } else if (plan && !plan->decision.denied && !admitBudget(plan, key)) {
-        return true;  // waiting for the shared budget store
-      }
-      if (plan && plan->decision.denied) {
-        denyExtended(*plan);
+      if (v.plan && v.plan->decision.denied) {
+        denyExtended(*v.plan);
         return true;
       }
       it->second.run = startRun(it->second.plan, 0, true);
-      it->second.run->budget_key = std::move(key);
+      it->second.run->budget_key = std::move(v.budget_key);
       it->second.run->overrides = it->second.overrides;
     }
     run = it->second.run;
@@ -1092,78 +1061,12 @@ void ClientSession::popPending() {
 // Statement runs and history
 // ---------------------------------------------------------------------------------------------
 
-std::shared_ptr<StatementRun> ClientSession::startRun(std::shared_ptr<const StatementPlan> plan,
-                                                      size_t index, bool extended) {
-  auto run = std::make_shared<StatementRun>();
-  run->max_rows = plan ? plan->decision.max_rows : -1;
-  run->plan = std::move(plan);
-  run->index = index;
-  run->extended = extended;
-  run->started_us = wallClockMicros();
-  return run;
-}
-
 void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
-  run.finished = true;
-  if (run.budget_key) {
-    if (auto* ledger = daemon_.budgets()) {
-      if (const auto* bg = policy_ ? guards::findBudgetGuard(*policy_) : nullptr) {
-        ledger->addRows(*bg, *run.budget_key, run.rows_sent);
-      }
-      ledger->release(*run.budget_key);
-    }
-  }
   ++statement_count_;
-  auto& c = daemon_.counters();
-  c.statement(counterOutcome(outcome));
-  if (run.truncated) ++c.statements_truncated;
-
-  history::Record r;
-  r.started_at_us = run.started_us;
-  r.finished_at_us = wallClockMicros();
-  r.duration_us = r.finished_at_us - r.started_at_us;
-  r.instance_id = daemon_.instanceId();
-  r.session_id = id_;
-  r.user = user_;
-  r.database = database_;
-  r.policy_group = group_;
-  r.client_addr = peer_host_;
-  r.application_name = application_name_;
-  // A sqlcommenter comment on the statement wins over the session's values, for it alone.
-  const auto& ov = run.overrides;
-  r.agent_id = ov.agent_id ? *ov.agent_id : agent_id_;
-  r.conversation_id = ov.conversation_id ? *ov.conversation_id : conversation_id_;
-  r.query_intent_sent = ov.query_intent ? *ov.query_intent : query_intent_;
-  if (run.plan && run.index < run.plan->statements.size()) {
-    const auto& st = run.plan->statements[run.index];
-    r.query_intent_inferred = st.intent;
-    r.statement_kind = st.kind;
-    r.tables = st.tables;
-    r.sql_text = st.sql;
-    r.sql_truncated = st.sql_truncated;
-    // The text's fingerprint is this statement's only when the text holds one statement; the
-    // writer thread fingerprints a statement of a longer text from its own text.
-    if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
-    r.guard_actions = run.plan->guard_actions_json;
-  } else {
-    r.guard_actions = "[]";
-  }
-  r.outcome = outcome;
-  if ((outcome == history::Outcome::kDenied || outcome == history::Outcome::kBudget) && run.plan) {
-    r.deny_code = run.plan->decision.deny.code;
-  }
-  r.sqlstate = std::string(sqlstate);
-  r.error_message = std::string(message);
-  r.rows_returned = run.rows_sent;
-  r.truncated = run.truncated;
-  r.rows_affected = run.rows_affected;
-  r.bytes_sent = run.bytes_sent;
-  r.protocol = run.extended ? "extended" : "simple";
-  r.single_zero = run.single_zero && run.rows_sent == 1;
-  daemon_.metrics().onStatement(r, run.plan.get());
-  daemon_.submitRecord(std::move(r));
+  daemon_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
+                            message);
 }
 
 void ClientSession::denyExtended(const StatementPlan& plan) {
@@ -1177,27 +1080,8 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
-  // A denial by any guard but a budget counts towards the conversation's max_denied, as many
-  // statements as the text counts against max_statements (at least one).
-  if (!plan.budget && policy_) {
-    auto* ledger = daemon_.budgets();
-    if (const auto* bg = guards::findBudgetGuard(*policy_); ledger && bg) {
-      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
-      ledger->addDenied(*bg, ledger->keyFor(requestContext(extended, overrides_)), statements);
-    }
-  }
-  // A denied text counts as each of its statements.
-  auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
-  for (size_t i = 0; i < plan.statements.size(); ++i) {
-    StatementRun run;
-    run.plan = shared;
-    run.index = i;
-    run.extended = extended;
-    run.started_us = wallClockMicros();
-    run.overrides = overrides_;
-    finishRun(run, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
-              plan.decision.deny.sqlstate, plan.decision.deny.message);
-  }
+  statement_count_ += plan.statements.size();
+  daemon_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
 }
 
 void ClientSession::finishPortals() {
@@ -1309,7 +1193,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       return true;
     }
     spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
-                  logPrefix(), f.type);
+                  logPrefix(), logsafe(f.type));
     terminate("08P01", "protocol error between pgwarden and the database; reconnect");
     return false;
   }
@@ -1550,7 +1434,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
   }
 
   spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
-                logPrefix(), f.type, static_cast<int>(head.kind));
+                logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
 }
@@ -1607,14 +1491,13 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
-    if (explain && held_ && held_->explain) {
+    if (explain && gate_->waiting()) {
       recordFailure();
-      // The server skips our EXPLAIN with the rest of the batch; the held message goes the same
-      // way once input resumes (everything up to Sync is ignored).
-      held_.reset();
-      waiting_ = false;
+      // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
+      // same way (everything up to Sync is ignored).
+      cancelWaits();
       if (pending_.empty()) server_skipping_ = true;
-      processInput();
+      resumeInput();
       return;
     }
   }
@@ -1679,7 +1562,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
     finishAllPending(history::Outcome::kAborted,
                      "pgwarden ended the session: the server's read-only setting was turned off",
                      "25006");
-    spdlog::warn("{}: ending the session: {}", logPrefix(), why);
+    spdlog::warn("{}: ending the session: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
     fatal("25006",
           "terminating connection: the server reported default_transaction_read_only=off, and "
           "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
@@ -1688,7 +1571,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
   }
   finishAllPending(history::Outcome::kAborted,
                    "the server connection was lost before the statement finished", "08006");
-  spdlog::warn("{}: server connection lost: {}", logPrefix(), why);
+  spdlog::warn("{}: server connection lost: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
   fatal("08006",
         "the connection to the database was lost; reconnect and try again",
         RejectReason::kUnreachable);
@@ -1707,6 +1590,38 @@ int ClientSession::rfqOwed() const {
              : 0;
   }
   return n;
+}
+
+bool ClientSession::owedIsUncertain() const {
+  bool batch_open = server_skipping_;
+  for (const auto& p : pending_) {
+    switch (p.kind) {
+      case Expect::kSync:
+        batch_open = false;
+        break;
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+        batch_open = true;
+        break;
+      case Expect::kExplain:
+        if (!p.explain_simple) {
+          batch_open = true;
+          break;
+        }
+        [[fallthrough]];
+      case Expect::kQuery:
+      case Expect::kInternal:
+        if (batch_open) return true;
+        break;
+      case Expect::kLocal:
+        break;
+    }
+  }
+  return false;
 }
 
 bool ClientSession::unsyncedTail() const {
@@ -1744,7 +1659,11 @@ void ClientSession::releaseServer(bool client_gone) {
     server_paused_ = false;
     s->resumeReading();
   }
-  const int owed = rfqOwed();
+  // A Query behind unfinished extended-protocol messages is answered only if none of them fails
+  // (after an error the server skips everything up to the Sync): how many ReadyForQuery are
+  // still owed is then unknown, and a drain that waits for one too many would hold the
+  // connection until its deadline. Such a connection is closed instead.
+  const int owed = owedIsUncertain() ? -1 : rfqOwed();
   const bool need_sync = unsyncedTail();
   bool running = false;
   for (const auto& p : pending_) {
@@ -1789,9 +1708,11 @@ void ClientSession::closeSession(const std::string& reason) {
   if (before != ClientState::kStartup || !user_.empty()) {
     const uint64_t ms = daemon_.nowMs() - connected_ms_;
     spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
-                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s", reason);
+                 ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s",
+                 logsafe(reason, kLogMessageMaxBytes));
   } else {
-    spdlog::debug("{}: closed before startup: {}", logPrefix(), reason);
+    spdlog::debug("{}: closed before startup: {}", logPrefix(),
+                  logsafe(reason, kLogMessageMaxBytes));
   }
   setState(ClientState::kClosing);
   deadline_ms_ = daemon_.nowMs() + kCloseFlushMs;
@@ -1814,14 +1735,14 @@ void ClientSession::terminate(const std::string& sqlstate, const std::string& me
 
 void ClientSession::protocolViolation(const std::string& message) {
   ++daemon_.counters().protocol_errors;
-  spdlog::warn("{}: protocol violation: {}", logPrefix(), message);
+  spdlog::warn("{}: protocol violation: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal("08P01", message, RejectReason::kBadProtocol);
 }
 
 void ClientSession::onStreamEnd(Stream&, int status) {
   if (status == UV_EPROTO && !client_.tlsError().empty()) {
     // Certificate and protocol problems are the operator's to fix: say so above debug level.
-    spdlog::warn("{}: TLS: {}", logPrefix(), client_.tlsError());
+    spdlog::warn("{}: TLS: {}", logPrefix(), logsafe(client_.tlsError()));
     closeSession("TLS: " + client_.tlsError());
     return;
   }
@@ -1858,7 +1779,10 @@ void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
     case ClientState::kAuth:
-      if (now_ms >= deadline_ms_) {
+      if (now_ms >= deadline_ms_ && startup_reject_) {
+        const StartupReject r = *startup_reject_;
+        fatal(r.sqlstate, r.message, r.reason);
+      } else if (now_ms >= deadline_ms_) {
         spdlog::info("{}: startup timeout", logPrefix());
         fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
       }
@@ -2083,140 +2007,54 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
   return true;
 }
 
-namespace {
+// ---------------------------------------------------------------------------------------------
+// The statement gate: judging a Query, Parse, Bind or Execute, and acting on its verdict
+// ---------------------------------------------------------------------------------------------
 
-const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
-  if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
-  return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
-}
-
-}  // namespace
-
-bool ClientSession::decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
-                           std::shared_ptr<const guards::BudgetKey>& key) {
-  if (held_ && held_->ready) {
-    plan = std::move(held_->plan);
-    key = std::move(held_->key);
-    overrides_ = std::move(held_->overrides);
-    held_.reset();
+bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
+  GateVerdict v;
+  if (!gate_->decide(std::move(request), v)) {
+    // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
+    // (and nothing after it is read) until the verdict comes; then it goes on from here.
+    paused_.assign(f.raw.data(), f.raw.size());
     return true;
   }
-  overrides_ = guards::parseSqlComment(sql);
-  plan = planFor(sql, extended);
-  if (plan->decision.webhook) {
-    held_ = Held{plan, std::string(sql), extended, count, overrides_, nullptr, false};
-    postWebhook();
-    if (waiting_) return false;
-    // Answered at once (no client to ask): go on with what the answer made of it.
-    plan = std::move(held_->plan);
-    key = std::move(held_->key);
-    held_.reset();
-    return true;
-  }
-  return !count || admitBudget(plan, key);
+  return act(f, std::move(v));
 }
 
-bool ClientSession::admitBudget(std::shared_ptr<const StatementPlan>& plan,
-                                std::shared_ptr<const guards::BudgetKey>& key) {
-  guards::BudgetLedger* ledger = daemon_.budgets();
-  size_t index = 0;
-  const guards::BudgetGuard* bg = policy_ ? guards::findBudgetGuard(*policy_, &index) : nullptr;
-  if (!ledger || !bg || !plan || plan->decision.denied) return true;
-  if (!plan->analysis || !guards::countsAgainstBudget(*plan->analysis)) return true;  // housekeeping
-  auto k = std::make_shared<const guards::BudgetKey>(ledger->keyFor(requestContext(false, overrides_)));
-  auto deniedPlan = [this, index](const StatementPlan& p, guards::GuardResult r) {
-    guards::Decision d = p.decision;
-    d.denied = true;
-    d.deny = policy_->render(index, std::move(r));
-    d.actions.push_back(d.deny);
-    d.rewritten_sql.reset();
-    d.max_rows = -1;
-    return PolicyEngine::withDecision(p, std::move(d));
-  };
-  // Each statement of a multi-statement text counts once; the text is admitted whole or not.
-  const int64_t statements = guards::budgetStatements(*plan->analysis);
-  auto a = ledger->admit(*bg, *k, [this, k, deniedPlan](guards::BudgetLedger::Admission r) {
-    budget_ticket_ = 0;
-    if (!held_ || !held_->plan) return;
-    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
-      held_->key = k;
-    } else {
-      held_->plan = deniedPlan(*held_->plan, std::move(r.denial));
-    }
-    held_->ready = true;
-    resumeHeld();
-  }, statements);
-  switch (a.kind) {
-    case guards::BudgetLedger::Admission::Kind::kAdmitted:
-      key = std::move(k);
-      return true;
-    case guards::BudgetLedger::Admission::Kind::kDenied:
-      plan = deniedPlan(*plan, std::move(a.denial));
-      return true;
-    case guards::BudgetLedger::Admission::Kind::kPending:
-      if (!held_) held_ = Held{};
-      held_->plan = plan;
-      held_->overrides = overrides_;
-      held_->key.reset();
-      held_->ready = false;
-      budget_ticket_ = a.ticket;
-      waiting_ = true;
-      return false;
+bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
+  overrides_ = v.overrides;
+  switch (f.type) {
+    case 'Q': return actQuery(f, std::move(v));
+    case 'P': return actParse(f, std::move(v));
+    case 'B': return actBind(f, std::move(v));
+    case 'E': return actExecute(f, std::move(v));
+    default: break;
   }
+  gate_->discard(v);
   return true;
 }
 
-void ClientSession::postWebhook() {
-  const guards::WebhookGuard* guard = webhookGuardOf(policy_, *held_->plan);
-  WebhookClient* client = daemon_.webhooks();
-  if (!guard || !client) {
-    // Cannot happen while the daemon runs; fail the check rather than skip it.
-    guards::WebhookOutcome o;
-    o.error = "no webhook client";
-    waiting_ = true;
-    onWebhookAnswer(std::move(o));
+void ClientSession::onGateVerdict(GateVerdict v) {
+  std::string raw = std::move(paused_);
+  paused_.clear();
+  if (state_ != ClientState::kReady || raw.size() < 5) {
+    gate_->discard(v);
     return;
   }
-  waiting_ = true;
-  webhook_started_ = std::chrono::steady_clock::now();
-  webhook_id_ = client->post(webhookRequestFor(*guard, held_->plan->decision.webhook->body),
-                             [this](guards::WebhookOutcome o) {
-                               webhook_id_ = 0;
-                               if (o.status != guards::WebhookOutcome::Status::kCancelled) {
-                                 daemon_.metrics().externalCall(guards::GuardObserver::External::kWebhook,
-                                                                guards::webhookCallResult(o),
-                                                                std::chrono::steady_clock::now() - webhook_started_);
-                               }
-                               onWebhookAnswer(std::move(o));
-                               if (!waiting_ && held_ && held_->ready) resumeHeld();
-                             });
+  const protocol::Frame f{raw[0], raw, std::string_view(raw).substr(5)};
+  if (deny_skipping_ || server_skipping_) {
+    // An earlier message of the batch failed meanwhile: this one is skipped with the rest, up
+    // to Sync, as the server skips them.
+    gate_->discard(v);
+    handleClientMessage(f);
+  } else {
+    act(f, std::move(v));
+  }
+  resumeInput();
 }
 
-void ClientSession::onWebhookAnswer(guards::WebhookOutcome outcome) {
-  if (!held_ || !held_->plan || !held_->plan->analysis || !policy_) return;
-  const guards::RequestContext ctx = requestContext(held_->extended, held_->overrides);
-  const auto stats = daemon_.tableStats(server_database_);
-  guards::Decision d = policy_->resumeWebhook(held_->plan->decision, outcome, *held_->plan->analysis, held_->sql,
-                                              ctx, stats.get());
-  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
-  if (held_->plan->decision.webhook) {
-    postWebhook();  // the next webhook guard of the chain
-    return;
-  }
-  overrides_ = held_->overrides;
-  if (held_->count) {
-    std::shared_ptr<const StatementPlan> plan = held_->plan;
-    std::shared_ptr<const guards::BudgetKey> key;
-    if (!admitBudget(plan, key)) return;  // now waiting for the shared budget store
-    held_->plan = std::move(plan);
-    held_->key = std::move(key);
-  }
-  held_->ready = true;
-  waiting_ = false;
-}
-
-void ClientSession::resumeHeld() {
-  waiting_ = false;
+void ClientSession::resumeInput() {
   if (state_ != ClientState::kReady) return;
   if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
     closeSession("cannot read from the client");
@@ -2226,16 +2064,32 @@ void ClientSession::resumeHeld() {
 }
 
 void ClientSession::cancelWaits() {
-  if (webhook_id_) {
-    if (auto* c = daemon_.webhooks()) c->cancel(webhook_id_);
-    webhook_id_ = 0;
+  if (gate_) gate_->cancel();
+  paused_.clear();
+}
+
+void ClientSession::recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
+                                         const std::string& error_response) {
+  std::string sqlstate;
+  std::string message;
+  if (error_response.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error_response).substr(5));
+    if (e) {
+      sqlstate = std::string(e->sqlstate());
+      message = std::string(e->message());
+    }
   }
-  if (budget_ticket_) {
-    if (auto* l = daemon_.budgets()) l->cancel(budget_ticket_);
-    budget_ticket_ = 0;
-  }
-  waiting_ = false;
-  held_.reset();
+  auto run = startRun(plan, 0, extended);
+  run->overrides = overrides_;
+  finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+}
+
+void ClientSession::failExtendedExplain(const std::shared_ptr<const StatementPlan>& plan, std::string error) {
+  // The server now ignores everything up to Sync: the EXPLAIN's error answers the Parse or Bind,
+  // which is dropped with the rest of the batch.
+  recordExplainFailure(plan, true, error);
+  queueLocal(std::move(error), false);
+  server_skipping_ = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2247,20 +2101,8 @@ namespace {
 constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
-void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
-                                 std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
-                                 bool extended, const protocol::BindMsg* bind,
-                                 const std::vector<uint32_t>* param_types) {
-  Held h;
-  h.plan = plan;
-  h.sql = std::string(sql);
-  h.extended = extended;
-  h.overrides = overrides_;
-  h.key = std::move(key);
-  h.explain = true;
-  held_ = std::move(h);
-  waiting_ = true;
-  const std::string& text = *plan->decision.explain_sql;
+bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
+  if (!server_) return false;
   Pending p(Expect::kExplain);
   std::string& out = server_->out();
   if (!extended) {
@@ -2269,14 +2111,16 @@ void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
   } else {
     // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
     // so the client's own batch and transaction go on undisturbed.
-    static const std::vector<uint32_t> kNoTypes;
-    protocol::writeParse(out, kExplainName, text, param_types ? *param_types : kNoTypes);
+    protocol::writeParse(out, kExplainName, text, args.param_types);
     protocol::BindMsg b;
     b.portal = kExplainName;
     b.statement = kExplainName;
-    if (bind) {
-      b.param_formats = bind->param_formats;
-      b.params = bind->params;
+    if (args.bound) {
+      b.param_formats = args.param_formats;
+      b.params.reserve(args.params.size());
+      for (const auto& v : args.params) {
+        b.params.push_back(v ? std::optional<std::string_view>(*v) : std::nullopt);
+      }
     }
     protocol::writeBind(out, b);
     protocol::writeExecute(out, kExplainName, 0);
@@ -2288,6 +2132,7 @@ void ClientSession::startExplain(std::shared_ptr<const StatementPlan> plan,
   }
   pushPending(std::move(p));
   flushServer();
+  return true;
 }
 
 bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
@@ -2301,17 +2146,16 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
     case 'E':
       head.explain_error.assign(f.raw.data(), f.raw.size());
       if (!head.explain_simple) {
-        // The server now ignores everything up to Sync: the error answers the held message.
-        const std::string error = std::move(head.explain_error);
+        std::string error = std::move(head.explain_error);
         pending_.pop_front();
-        failExplain(error, nullptr);
+        gate_->explainFailed(std::move(error));
       }
       return true;
     case '3':
       if (!head.explain_simple && --head.explain_closes == 0) {
         std::string json = std::move(head.explain_json);
         pending_.pop_front();
-        finishExplain(std::move(json));
+        gate_->explainDone(std::move(json));
       }
       return true;
     case 'Z':
@@ -2322,12 +2166,12 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
           if (server_) server_->setTxStatus(z->status);
         }
         std::string json = std::move(head.explain_json);
-        const std::string error = std::move(head.explain_error);
+        std::string error = std::move(head.explain_error);
         pending_.pop_front();
         if (!error.empty()) {
-          failExplain(error, &f);
+          gate_->explainFailed(std::move(error));
         } else {
-          finishExplain(std::move(json));
+          gate_->explainDone(std::move(json));
         }
         return true;
       }
@@ -2341,55 +2185,9 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
       break;
   }
   spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
-                logPrefix(), f.type);
+                logPrefix(), logsafe(f.type));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
-}
-
-void ClientSession::finishExplain(std::string json) {
-  if (!held_ || !held_->explain || !held_->plan) return;
-  const auto stats = daemon_.tableStats(server_database_);
-  guards::Decision d = json.empty() || !policy_
-                           ? (policy_ ? policy_->planUnavailable(held_->plan->decision)
-                                      : held_->plan->decision)
-                           : policy_->evaluatePlan(held_->plan->decision, json, stats.get());
-  held_->plan = PolicyEngine::withDecision(*held_->plan, std::move(d));
-  held_->ready = true;
-  resumeHeld();
-}
-
-void ClientSession::failExplain(const std::string& error_bytes, const protocol::Frame* rfq) {
-  // "If the EXPLAIN itself fails with a server error (an unknown column, say), that error is the
-  // statement's answer": the statement would have failed the same way.
-  std::string sqlstate;
-  std::string message;
-  if (error_bytes.size() > 5) {
-    auto e = protocol::parseErrorFields(std::string_view(error_bytes).substr(5));
-    if (e) {
-      sqlstate = std::string(e->sqlstate());
-      message = std::string(e->message());
-    }
-  }
-  if (held_ && held_->plan) {
-    auto run = startRun(held_->plan, 0, held_->extended);
-    run->budget_key = std::move(held_->key);
-    run->overrides = held_->overrides;
-    finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
-  }
-  client_.out().append(error_bytes);
-  if (rfq) {
-    // Simple protocol: the EXPLAIN's ReadyForQuery ends the client's Query too.
-    client_.out().append(rfq->raw.data(), rfq->raw.size());
-    if (held_) {
-      held_->answered = true;
-      held_->ready = true;
-    }
-  } else {
-    // Extended protocol: the server skips to Sync; the held Parse/Bind is dropped with the rest.
-    held_.reset();
-    if (pending_.empty()) server_skipping_ = true;
-  }
-  resumeHeld();
 }
 
 }  // namespace pgwarden::daemon

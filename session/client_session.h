@@ -15,12 +15,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "session/client_auth.h"
 #include "daemon/config.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"
 #include "session/session_state.h"
 #include "session/startup_params.h"
+#include "session/statement_gate.h"
 #include "session/statement_policy.h"
+#include "session/statement_recorder.h"
 #include "net/stream.h"
 #include "guards/agent_context.h"
 #include "budgets/budget.h"
@@ -33,29 +36,7 @@ namespace pgwarden::daemon {
 class Daemon;
 class AdminConsole;
 
-// One statement's life, from the message that started it to its record. Shared by the pending
-// entries and the portal that run it; finished (and recorded) exactly once.
-struct StatementRun {
-  std::shared_ptr<const StatementPlan> plan;
-  size_t index = 0;            // which statement of the plan's text
-  bool extended = false;
-  int64_t started_us = 0;
-  int64_t rows_sent = 0;       // DataRows the client received
-  int64_t rows_affected = 0;
-  int64_t bytes_sent = 0;
-  int64_t max_rows = -1;       // the cap, -1 none
-  bool truncated = false;      // rows were held back by the cap
-  bool notice_sent = false;
-  bool finished = false;
-  bool single_zero = false;
-  int64_t first_value_rows = 0;  // rows seen while checking single_zero
-  // Admitted by a budget: its rows are counted and its running slot released when it finishes.
-  std::shared_ptr<const guards::BudgetKey> budget_key;
-  // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
-  guards::AgentOverrides overrides;
-};
-
-class ClientSession final : public StreamEvents, public ServerLink, public PoolWaiter {
+class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller {
  public:
   ClientSession(Daemon& daemon, uint64_t id, bool via_unix);
   ~ClientSession();
@@ -70,6 +51,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   const std::string& user() const { return user_; }
   const std::string& database() const { return database_; }
   const std::string& peer() const { return peer_; }
+  const std::string& peerHost() const { return peer_host_; }
+  bool viaUnix() const { return via_unix_; }
   const std::string& agentId() const { return agent_id_; }
   const std::string& conversationId() const { return conversation_id_; }
   const std::string& applicationName() const { return application_name_; }
@@ -89,11 +72,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
     fatal(sqlstate, message, reason);
   }
   // The same once the client's StartupMessage is in (as PostgreSQL does): an SSLRequest gets
-  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. Bounded
-  // by the startup timeout.
-  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason) {
-    startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
-  }
+  // its 'N' first, so the client reads the reason rather than a failed SSL exchange. A client
+  // that sends no StartupMessage within a second gets the reason then, and is closed.
+  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason);
   // The first catalog statistics load for our database ended: finish attaching.
   void onStatsReady();
   // Janitor: startup/idle deadlines.
@@ -113,7 +94,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void onServerWritten(ServerConnection& s) override;
   void onServerLost(ServerConnection& s, const std::string& why) override;
 
-  // PoolWaiter
+  // ServerWaiter
   void onServerReady(ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
 
@@ -191,11 +172,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   bool handleServerMessage(const protocol::Frame& f);
   void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
-  std::shared_ptr<const StatementPlan> planFor(std::string_view sql, bool extended);
   void writeDeny(std::string& out, const StatementPlan& plan);
   void writeWarnings(std::string& out, const StatementPlan& plan);
-  std::shared_ptr<StatementRun> startRun(std::shared_ptr<const StatementPlan> plan, size_t index,
-                                         bool extended);
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});
   void recordDenied(const StatementPlan& plan, bool extended);
@@ -206,6 +184,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   void finishPortals();
   void serverIdleCheck();
   int rfqOwed() const;
+  // A Query waits behind extended-protocol messages not yet synced: whether the server answers
+  // it depends on whether they fail.
+  bool owedIsUncertain() const;
   bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();
@@ -222,27 +203,29 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   // are answered here, never sent to the server. False: not one of ours.
   bool handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd);
   bool handleAgentMessage(const protocol::Frame& f);
-  guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const;
-  // The plan for a text: the chain (with a webhook pause) and, when `count`, the budget admission.
-  // False while waiting: the message stays at the head of the input and is handled again later.
-  bool decide(std::string_view sql, bool extended, bool count, std::shared_ptr<const StatementPlan>& plan,
-              std::shared_ptr<const guards::BudgetKey>& key);
-  bool admitBudget(std::shared_ptr<const StatementPlan>& plan, std::shared_ptr<const guards::BudgetKey>& key);
-  void postWebhook();
-  void onWebhookAnswer(guards::WebhookOutcome outcome);
-  void resumeHeld();
-  void cancelWaits();
 
-  // cost_gate: runs the decision's explain_sql on this session's server connection (a Query for
-  // a Query; Parse/Bind/Execute with the statement's parameters otherwise), then lets the group
-  // judge the plan. The message waits at the head of the input meanwhile, as for a webhook.
-  void startExplain(std::shared_ptr<const StatementPlan> plan,
-                    std::shared_ptr<const guards::BudgetKey> key, std::string_view sql,
-                    bool extended, const protocol::BindMsg* bind,
-                    const std::vector<uint32_t>* param_types);
+  // The statement gate (session/statement_gate.h): a Query, Parse, Bind or Execute is judged
+  // there, then acted on here with its verdict. A message whose verdict waits is kept in paused_
+  // and goes on from act() when the verdict comes.
+  bool judge(const protocol::Frame& f, GateRequest request);
+  bool act(const protocol::Frame& f, GateVerdict v);
+  bool actQuery(const protocol::Frame& f, GateVerdict v);
+  bool actParse(const protocol::Frame& f, GateVerdict v);
+  bool actBind(const protocol::Frame& f, GateVerdict v);
+  bool actExecute(const protocol::Frame& f, GateVerdict v);
+  void onGateVerdict(GateVerdict v);
+  void resumeInput();
+  void cancelWaits();
+  void recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
+                            const std::string& error_response);
+  void failExtendedExplain(const std::shared_ptr<const StatementPlan>& plan, std::string error);
+  // GateCaller
+  guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override;
+  const guards::PolicyGroup* policyGroup() const override { return policy_; }
+  // cost_gate: runs the EXPLAIN on this session's server connection (a Query for a Query;
+  // Parse/Bind/Execute with the statement's parameters otherwise); its answer goes to the gate.
+  bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
   bool handleExplainMessage(const protocol::Frame& f, Pending& head);
-  void finishExplain(std::string json);
-  void failExplain(const std::string& error_bytes, const protocol::Frame* rfq);
 
   Daemon& daemon_;
   uint64_t id_;
@@ -275,12 +258,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   int32_t key_secret_ = 0;
   bool key_registered_ = false;
 
-  // Authentication.
-  enum class AuthStep { kNone, kSaslInitial, kSaslFinal, kMd5 };
-  AuthStep auth_step_ = AuthStep::kNone;
-  std::unique_ptr<protocol::ScramServer> scram_;
-  uint8_t md5_salt_[4] = {0, 0, 0, 0};
-  bool user_known_ = false;
+  // Authentication: the exchange under way, if any.
+  std::unique_ptr<ClientAuth> auth_;
 
   // The server side.
   ServerConnection* server_ = nullptr;
@@ -320,23 +299,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   std::string ended_message_;
   std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
 
-  // A statement paused for a webhook answer or the shared budget store. Its message stays at the
-  // head of in_ and is handled again once `ready`; later messages wait behind it, in order.
-  struct Held {
-    std::shared_ptr<const StatementPlan> plan;
-    std::string sql;
-    bool extended = false;
-    bool count = false;
-    guards::AgentOverrides overrides;
-    std::shared_ptr<const guards::BudgetKey> key;
-    bool ready = false;
-    bool explain = false;   // waiting for (or back from) the cost gate's EXPLAIN
-    bool answered = false;  // the EXPLAIN failed and its error answered the message: drop it
-  };
-  std::optional<Held> held_;
-  bool waiting_ = false;
-  uint64_t webhook_id_ = 0;
-  uint64_t budget_ticket_ = 0;
+  // The gate that judges this session's statements, and the message waiting for its verdict
+  // (empty: none).
+  std::unique_ptr<StatementGate> gate_;
+  std::string paused_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
   // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
   std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
@@ -344,7 +310,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public PoolW
   // statements_ and portals_ by limits.max_prepared_statements).
   std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
   std::unordered_map<std::string, AgentPortal> agent_portals_;
-  std::chrono::steady_clock::time_point webhook_started_{};  // the pending webhook call's start
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
   std::optional<std::array<std::string, 3>> agent_defaults_;
 };

@@ -189,8 +189,9 @@ def rss_kib(pid):
 class BenchEnv:
     """One temp directory holding the cluster, PgBouncer's and pgwarden's files and logs."""
 
-    def __init__(self, cleanup, scale, max_connections, keep=False):
+    def __init__(self, cleanup, scale, max_connections, keep=False, history_durability="process"):
         self.cleanup = cleanup
+        self.history_durability = history_durability
         self.scale = scale
         self.max_connections = max_connections
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="pgw-bench-"))
@@ -372,10 +373,14 @@ ignore_startup_parameters = extra_float_digits
                   # than the example's 10 s; nothing else here comes near it.
                   statement_timeout="10m")
         cfg["pool"].update(min_size=0, max_size=max_clients + 8, acquire_timeout="60s")
-        cfg["limits"].update(max_client_connections=max_clients + 8, startup_timeout="60s")
+        # The memory runs log in 32 clients at a time, all from 127.0.0.1: no per-address cap.
+        cfg["limits"].update(max_client_connections=max_clients + 8, startup_timeout="60s",
+                             max_startup_per_address=0)
         cfg["auth"]["failed_attempts_per_minute"] = 100000
         cfg["metrics"]["listen"] = "127.0.0.1:0"
-        cfg["history"] = {"store": "sqlite", "path": str(d / "history.db")}
+        cfg["history"] = {"store": "sqlite", "path": str(d / "history.db"),
+                          "durability": self.history_durability}
+        cfg["daemon"] = {"state_dir": str(d)}
         cfg["users"] = [
             {"name": AGENT_USER, "password": self._pgwarden_verifier(binary, AGENT_USER,
                                                                      self.agent_password),

@@ -12,6 +12,7 @@ import hmac
 import os
 import pathlib
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -23,6 +24,7 @@ import threading
 import time
 
 import psycopg2
+import pytest
 import yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -40,6 +42,33 @@ KNOWN_BUGS = {}
 READER_ROLE = "pgwarden_reader"
 READER_PASSWORD = "reader-" + secrets.token_hex(8)
 DATABASE = "analytics"
+
+
+def tools_required():
+    """True in CI: CI or PGWARDEN_REQUIRE_TOOLS is 1 (or true) in the environment, as scripts/test
+    sets it. A test must not skip itself there for want of a tool: scripts/deps installs them."""
+    return any(os.environ.get(v, "").lower() in ("1", "true")
+               for v in ("PGWARDEN_REQUIRE_TOOLS", "CI"))
+
+
+def skip_without_tool(reason):
+    """Skips the calling test (or fixture) for want of a tool; fails it where tools_required()."""
+    if tools_required():
+        pytest.fail(f"{reason} (a missing tool fails here: CI or PGWARDEN_REQUIRE_TOOLS is set; "
+                    "scripts/deps installs it)", pytrace=False)
+    pytest.skip(reason)
+
+
+# The first line of an AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer report.
+SANITIZER_REPORT = re.compile(r"^==\d+==ERROR: (Address|Leak)Sanitizer|^\S+:\d+:\d+: runtime error: ",
+                              re.M)
+
+
+def sanitizer_report(log):
+    """The first sanitizer report in a daemon's log (a daemon built with PGWARDEN_SANITIZE, as
+    scripts/test's second stage runs the suite), with what follows it; "" when there is none."""
+    m = SANITIZER_REPORT.search(log)
+    return "" if m is None else log[m.start():m.start() + 6000]
 
 
 def is_root():
@@ -282,6 +311,8 @@ class Pgwarden:
         cfg["auth"]["failed_attempts_per_minute"] = 10000
         cfg["metrics"]["listen"] = f"127.0.0.1:{self.metrics_port}"
         cfg["history"] = {"store": "sqlite", "path": str(self.dir / "history.db")}
+        # The salt key (and anything else that must outlive the process) stays in the temp dir.
+        cfg.setdefault("daemon", {})["state_dir"] = str(self.dir)
         if users is None:
             self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [
@@ -299,8 +330,11 @@ class Pgwarden:
         cfg["users"] = users
         return deep_merge(cfg, copy.deepcopy(overrides))
 
-    def write_config(self):
-        self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+    def write_config(self, text=None):
+        """Writes the config (or `text`) in one step, so a reload never reads half a file."""
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(text if text is not None else yaml.safe_dump(self.config, sort_keys=False))
+        os.replace(tmp, self.config_path)
 
     def start(self, timeout=20):
         self._log = open(self.logfile, "ab")
@@ -368,6 +402,18 @@ class Pgwarden:
 
     def log(self):
         return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
+
+    # -- the process as the kernel sees it
+    def rss_kib(self):
+        """Resident memory of the daemon (VmRSS from /proc), in KiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def open_fds(self):
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     # -- client connection strings
     def dsn(self, user="core", dbname=DATABASE, password=None, host="127.0.0.1", **extra):
@@ -744,6 +790,21 @@ def send_cancel(host_or_path, port, key, unix=False):
             s.recv(1)
         except OSError:
             pass
+
+
+HISTORY_FILES = {"sqlite": "history.db", "jsonl": "history.jsonl"}
+
+
+def history_config(d, store, dsn=None, **keys):
+    """A `history:` section for daemon `d`: the sqlite or jsonl file in its directory, or the
+    postgres store at `dsn` with its spool in that directory; then `keys`."""
+    h = {"store": store}
+    if store in HISTORY_FILES:
+        h["path"] = str(d.dir / HISTORY_FILES[store])
+    else:
+        h.update(dsn=dsn, spool_path=str(d.dir / "history.spool"))
+    h.update(keys)
+    return h
 
 
 def history_rows(d, where, params=(), want=1, timeout=10):

@@ -38,9 +38,53 @@ def test_unknown_argument_fails(pgwarden_bin):
     assert r.stderr.strip()
 
 
-def test_check_config_accepts_the_example(pgwarden_bin):
-    r = run(pgwarden_bin, "--check-config", str(pgwtest.EXAMPLE_CONFIG))
+SHIPPED_HISTORY = "  path: /var/lib/pgwarden/history.db\n"
+
+
+def example_with_history(path):
+    """The example config as shipped but for its history file: the shipped /var/lib/pgwarden
+    exists only where the package made it (--check-config proves the file can be created)."""
+    text = pgwtest.EXAMPLE_CONFIG.read_text()
+    assert text.count(SHIPPED_HISTORY) == 1
+    return text.replace(SHIPPED_HISTORY, f"  path: {path}\n")
+
+
+def line_of(text, start):
+    return next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+def test_check_config_accepts_the_example(pgwarden_bin, tmp_path):
+    config = tmp_path / "pgwarden.yaml"
+    config.write_text(example_with_history(tmp_path / "history.db"))
+    r = run(pgwarden_bin, "--check-config", str(config))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_check_config_and_start_refuse_a_history_path_that_cannot_be_created(pgwarden_bin, tmp_path):
+    text = example_with_history("/nonexistent/dir/h.db")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    expected = (f"{bad}:{line_of(text, '  path: /nonexistent/dir/h.db')}: history.path: cannot create "
+                "/nonexistent/dir/h.db: the directory /nonexistent/dir does not exist")
+    r = run(pgwarden_bin, "--check-config", str(bad))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert expected in r.stderr.splitlines(), r.stderr
+    # The daemon refuses to start with the same message, before it listens.
+    r = run(pgwarden_bin, "--config", str(bad))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert expected in r.stderr.splitlines(), r.stderr
+
+
+def test_check_config_names_both_lines_of_a_duplicate_key(pgwarden_bin, tmp_path):
+    text = example_with_history(tmp_path / "history.db")
+    first = line_of(text, "pool:")
+    text += "pool:\n  max_size: 5\n"
+    second = len(text.splitlines()) - 1
+    bad = tmp_path / "dup.yaml"
+    bad.write_text(text)
+    r = run(pgwarden_bin, "--check-config", str(bad))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{bad}:{second}: pool: duplicate key 'pool' at lines {first} and {second}" in r.stderr, r.stderr
 
 
 def test_check_config_accepts_the_test_config(pgwarden_factory, pg):

@@ -28,7 +28,7 @@ import pgwtest
 MAX_SQL = 128
 HISTORY_ROLE = "pgw_history"
 HISTORY_PASSWORD = "history-pw-e2e"
-STORE_FILES = {"sqlite": "history.db", "jsonl": "history.jsonl"}
+STORE_FILES = pgwtest.HISTORY_FILES
 FIELDS = ("user_name", "policy_group", "agent_id", "conversation_id", "application_name",
           "protocol", "statement_kind", "sql_text", "sql_truncated", "outcome", "deny_code",
           "sqlstate", "rows_returned", "single_zero")
@@ -77,13 +77,8 @@ def start_daemon(factory, pg, store, dsn=None, groups=None, limits=None, **histo
     all_groups.update(groups or {})
     d = factory.start(pg, overrides={"groups": all_groups}, users=cfg_users, start=False)
     d.passwords.update(passwords)
-    h = {"store": store, "max_sql_bytes": MAX_SQL, "flush_interval": "50ms"}
-    if store in STORE_FILES:
-        h["path"] = str(d.dir / STORE_FILES[store])
-    else:
-        h["dsn"] = dsn
-    h.update(history)
-    d.config["history"] = h
+    d.config["history"] = pgwtest.history_config(d, store, dsn, max_sql_bytes=MAX_SQL,
+                                                 flush_interval="50ms", **history)
     d.config["limits"].update(limits or {})
     d.write_config()
     d.start()
@@ -584,11 +579,15 @@ def test_postgres_store_unreachable_at_start_does_not_stop_the_proxy(pgwarden_fa
 ])
 def test_history_store_that_can_never_work_stops_start_up(pgwarden_factory, pg, store, setting):
     """What no retry can fix (a connection string that does not parse, a sqlite file in a
-    directory that does not exist) still stops start-up, naming the store and the reason."""
+    directory that does not exist) still stops start-up: the config check, the same as
+    --check-config's, names the key and the reason before pgwarden listens."""
     with pytest.raises(RuntimeError) as e:
         start_daemon(pgwarden_factory, pg, store, **setting)
-    assert f"cannot open the history store ({store})" in str(e.value)
-    assert ("does not parse" if store == "postgres" else "nonexistent-pgwarden-dir") in str(e.value)
+    if store == "postgres":
+        assert "history.dsn: not a valid connection string" in str(e.value)
+    else:
+        assert ("history.path: cannot create /nonexistent-pgwarden-dir/history.db: the directory "
+                "/nonexistent-pgwarden-dir does not exist") in str(e.value)
     assert HISTORY_PASSWORD not in str(e.value)
 
 

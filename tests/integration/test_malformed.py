@@ -170,3 +170,35 @@ def test_many_abrupt_disconnects(pgwarden):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
         s.close()
     still_serving(pgwarden)
+
+
+def test_query_sent_with_a_malformed_message_does_not_strand_its_server_connection(
+        pgwarden_factory, pg):
+    """A Query and a malformed message in one write: the session ends at the bad message while
+    the Query is still on its way to the server. The server connection must still come back to
+    the pool (here of one) for the next client, within the acquire timeout (5 s)."""
+    d = pgwarden_factory.start(pg, overrides={"pool": {"max_size": 1}})
+    still_serving(d)
+    with logged_in(d) as c:
+        c.send(b"Q" + struct.pack("!I", 13) + b"select 1\0"
+               + b"E" + struct.pack("!I", 5) + b"\0")  # Execute without its row limit
+        assert_rejected(c, "08P01")
+    still_serving(d)
+
+
+def test_query_queued_behind_a_failing_parse_does_not_strand_its_server_connection(
+        pgwarden_factory, pg):
+    """Parse naming a type that does not exist, then a Query, then Sync, and the client leaves:
+    the server skips the Query after the Parse fails, so it owes one ReadyForQuery fewer than
+    the messages suggest. The connection must not wait for it: the next client of a pool of one
+    gets it within the acquire timeout (5 s)."""
+    d = pgwarden_factory.start(pg, overrides={"pool": {"max_size": 1}})
+    still_serving(d)
+    with logged_in(d) as c:
+        parse = b"s1\0select $1::int\0" + struct.pack("!HI", 1, 1311)  # no type has OID 1311
+        c.send(b"P" + struct.pack("!I", 4 + len(parse)) + parse
+               + b"Q" + struct.pack("!I", 13) + b"select 1\0"
+               + b"S" + struct.pack("!I", 4))
+        c.shutdown_write()
+        c.read_until_closed_or_error()
+    still_serving(d)

@@ -3,9 +3,10 @@ by a user of the example's `agents` group, is denied by pgwarden with its code a
 the simple protocol and over the extended protocol (Parse/Bind/Describe/Execute, with a read
 queued behind it in the same batch that must be skipped up to Sync), and never reaches the server:
 each statement carries a unique marker comment and the test server logs every statement
-(log_statement=all), so a marker in the server log is a statement that got through. Every line of
-tests/security/allowed_reads.tsv passes both ways, and its marker does appear in the server log,
-which shows the marker check can see what reaches the server."""
+(log_statement=all), so a marker in the server log is a statement that got through. The only
+exception is the cost gate's own EXPLAIN (FORMAT JSON) of a runaway join, which plans the statement
+without running it. Every line of tests/security/allowed_reads.tsv passes both ways, and its marker
+does appear in the server log, which shows the marker check can see what reaches the server."""
 
 import json
 import pathlib
@@ -25,8 +26,13 @@ SQLSTATE = {
     "FUNCTION_DENIED": "42501", "TABLE_DENIED": "42501",
     "MISSING_PREDICATE": "54000", "LIMIT_TOO_LARGE": "54000", "LIMIT_REQUIRED": "54000",
     "FUNCTION_LIMIT": "54000", "RECURSION_UNBOUNDED": "54000", "SEQ_SCAN": "54000",
-    "COST_TOO_HIGH": "54000", "SYNTAX_ERROR": "42601", "PLAN_UNAVAILABLE": "58000",
+    "COST_TOO_HIGH": "54000", "JOIN_EXPLOSION": "54000", "SYNTAX_ERROR": "42601",
+    "PLAN_UNAVAILABLE": "58000",
 }
+# Codes the cost gate gives from a plan: the server saw the statement's EXPLAIN, never the statement.
+PLAN_CODES = {"JOIN_EXPLOSION", "COST_TOO_HIGH", "SEQ_SCAN"}
+# How pgwarden's EXPLAIN of a marked statement starts, in the server log.
+EXPLAINED = "EXPLAIN (FORMAT JSON) /* "
 MAX_ROWS = 1000  # packaging/pgwarden.yaml, agents: row_limit max_rows
 
 
@@ -140,9 +146,15 @@ def test_bypass_corpus_is_denied_by_pgwarden_over_both_protocols(agent, pg):
         assert c.extended("SELECT 1")[0] == 1
 
     log = pg.log_since(offset)
-    reached = sorted({m for m in re.findall(rf"pgwsec[-_]{RUN}[-_](?:q|x|after)[-_]\d+", log)})
+    marks = rf"pgwsec[-_]{RUN}[-_](?:q|x|after)[-_]\d+"
+    reached = sorted({m for m in re.findall(rf"(?<!{re.escape(EXPLAINED)}){marks}", log)})
+    explained = {m for m in re.findall(rf"{re.escape(EXPLAINED)}({marks})", log)}
+    planned = {marker(kind, where) for where, _, expect, _ in CORPUS if expect in PLAN_CODES
+               for kind in ("q", "x")}
     assert not problems, f"{len(problems)} of {2 * len(CORPUS)} attempts:\n" + "\n".join(problems)
     assert not reached, f"statements that reached the server: {reached}"
+    # The runaway joins were denied from their plans: EXPLAINed, and nothing else was.
+    assert explained == planned, (sorted(planned - explained), sorted(explained - planned))
     assert database_state(pg) == before
     print(f"\n[security] {len(CORPUS)} bypass attempts denied over the simple and the extended "
           "protocol; none reached the server")
@@ -181,6 +193,41 @@ def test_allowed_reads_pass_over_both_protocols(agent, pg):
             # Forwarded unchanged: the server logged the exact text.
             assert f"statement: {marked('q', where, sql)}" in log, f"{where} was rewritten"
     print(f"\n[security] {len(ALLOWED)} ordinary reads allowed over both protocols")
+
+
+def test_runaway_join_is_denied_from_its_plan_and_never_runs(agent, pg):
+    """fct_shipments joined with itself (200,000 rows each, 40 billion pairs) under count(*), which
+    needs no predicate, would hold a backend until statement_timeout. The example's cost gate plans
+    it and denies it, naming the join and its estimated rows: the server saw its EXPLAIN and never
+    ran it. One-table aggregates of the same table still pass."""
+    tag = f"pgwsec-{RUN}-runaway"
+    offset = pg.log_offset()
+    with agent() as c:
+        with pytest.raises(pgwtest.ServerError) as denied:
+            c.query(f"/* {tag} */ SELECT count(*) FROM fct_shipments a, fct_shipments b")
+        # Asked before the session sends anything else: what every server backend runs or ran last.
+        # (The tag is passed in two pieces, so this query's own text in the log does not hold it.)
+        activity = pg.execute("SELECT state, query FROM pg_stat_activity WHERE "
+                              "strpos(query, %s || %s) > 0 AND pid <> pg_backend_pid()",
+                              (tag[:6], tag[6:]))
+        assert sorted(r[0] for r in c.query("SELECT DISTINCT status FROM fct_shipments")[0]) == [
+            "DELAYED", "DELIVERED", "RETURNED"]
+        assert c.query("SELECT count(*) FROM fct_shipments")[0] == [("200000",)]
+
+    fields = denied.value.fields
+    detail = json.loads(fields["D"])
+    assert (fields["C"], detail["code"]) == ("54000", "JOIN_EXPLOSION"), fields
+    assert detail["tables"] == ["public.fct_shipments a", "public.fct_shipments b"], detail
+    assert detail["estimated_rows"] >= 10 ** 10 and detail["input_rows"] == 200000, detail
+    message = fields["M"]
+    assert "public.fct_shipments a and public.fct_shipments b" in message, message
+    assert "join on a key" in message and "a LIMIT does not make the join smaller" in message
+
+    lines = [line for line in pg.log_since(offset).splitlines() if tag in line]
+    assert lines, "the cost gate never asked the server for the plan"
+    assert all(EXPLAINED + tag in line for line in lines), lines
+    assert activity and all(state != "active" and query.startswith("EXPLAIN (FORMAT JSON)")
+                            for state, query in activity), activity
 
 
 def test_denial_after_accepted_messages_arrives_on_flush(agent):

@@ -6,7 +6,8 @@ small launcher and by systemd-socket-activate); the Unix socket's mode under a s
 log lines with syslog priority prefixes when $JOURNAL_STREAM names its stderr.
 
 A daemon built without the systemd integration (no sd_notify in its dynamic symbols) is skipped
-with that reason; once the daemon links it, every test here must pass.
+with that reason, and fails in CI (pgwtest.tools_required()); once the daemon links it, every test
+here must pass.
 """
 
 import grp
@@ -51,8 +52,8 @@ def pgwarden_bin():
     if not path.is_file():
         pytest.fail(f"pgwarden binary not found at {path} (set PGWARDEN_BIN)", pytrace=False)
     if not _links_sd_notify(path):
-        pytest.skip("this pgwarden does not call sd_notify: the daemon has not wired "
-                    "daemon/systemd_notify.h yet")
+        pgwtest.skip_without_tool("this pgwarden does not call sd_notify: it was built without "
+                                  "libsystemd (Debian package libsystemd-dev)")
     return path
 
 
@@ -499,9 +500,9 @@ def test_socket_activation_refuses_the_metrics_address(daemon, notify):
         metrics.close()
 
 
-@pytest.mark.skipif(shutil.which("systemd-socket-activate") is None,
-                    reason="systemd-socket-activate is not installed")
 def test_systemd_socket_activate_starts_pgwarden_on_first_connection(daemon, notify):
+    if shutil.which("systemd-socket-activate") is None:
+        pgwtest.skip_without_tool("systemd-socket-activate is not installed (Debian package systemd)")
     port = daemon.spec.port
     daemon.start({"NOTIFY_SOCKET": notify.path},
                  launcher=["systemd-socket-activate", "-l", f"127.0.0.1:{port}",

@@ -3,13 +3,22 @@
 // race, and whether statements come one per text or several per text (each counted once, a text
 // whole or not at all, refused with what is left); counters of rows and denied statements land in
 // the table; a store that is down or stuck answers within the timeout with fail_behavior (deny or
-// allow), and none of it blocks the loop.
+// allow), and none of it blocks the loop. Admissions are pipelined: many upserts are on the wire
+// at once (seen through a proxy that counts them while it holds the answers back), up to the
+// store's bound, answered in the order they were asked, and a connection lost under them answers
+// every one with fail_behavior.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <optional>
+#include <vector>
+
 #include "agent_test_util.h"
+#include "pg_wire_proxy.h"
 #include "budgets/budget_store_pg.h"
 #include "budgets/budget.h"
+#include "require_tool.h"
 
 namespace pgwarden::daemon {
 namespace {
@@ -23,7 +32,7 @@ class SharedBudgetStore : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto bin = agent_test::findPgBin();
-    if (bin.empty()) GTEST_SKIP() << "PostgreSQL server binaries not found: shared budget store tests skipped";
+    if (bin.empty()) PGW_MISSING_TOOL("PostgreSQL server binaries not found: shared budget store tests skipped");
     ASSERT_TRUE(server_.init(bin));
     ASSERT_EQ(uv_loop_init(&loop_), 0);
   }
@@ -299,6 +308,131 @@ TEST_F(SharedBudgetStore, StuckRowTimesOutAndTheLoopKeepsRunning) {
   PQfinish(holder);
   // The store recovers: the next admit is answered by the table again.
   EXPECT_TRUE(runUntil(&loop_, [&] { return admitSync(l, *g, key) == Kind::kAdmitted; }, 10000));
+}
+
+TEST_F(SharedBudgetStore, AdmissionsArePipelinedAndAnsweredInOrder) {
+  agent_test::PgWireProxy proxy(server_.port());
+  ASSERT_GT(proxy.port(), 0);
+  const auto m = group(proxy.dsn(), "      timeout: 60s\n", 1000);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& l = ledger();
+  const guards::BudgetKey key{"agent", "c-pipe"};
+  ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);  // connected, table made
+  // The answers are held back: a store that waits for each one before sending the next puts one
+  // upsert on the wire and no more.
+  proxy.hold(true);
+  const int before = proxy.syncs();
+  std::vector<int> order;
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < 10; ++i) {
+    auto r = l.admit(*g, key, [&order, i](BudgetLedger::Admission x) {
+      order.push_back(x.kind == Kind::kAdmitted ? i : -1);
+    });
+    ASSERT_EQ(r.kind, Kind::kPending);
+    tickets.push_back(r.ticket);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return proxy.syncs() - before >= 10; }, 10000))
+      << "only " << proxy.syncs() - before << " of 10 admissions went out before the first answer";
+  EXPECT_TRUE(order.empty());
+  l.cancel(tickets[4]);  // its session ended while its upsert was on the wire
+  proxy.hold(false);
+  ASSERT_TRUE(runUntil(&loop_, [&] { return order.size() == 9; }, 10000));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-pipe'"), "11");
+}
+
+TEST_F(SharedBudgetStore, InFlightUpsertsAreBoundedAndCancelledOnesNeverCount) {
+  agent_test::PgWireProxy proxy(server_.port());
+  const auto m = group(proxy.dsn(), "      timeout: 60s\n", 1000);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  BudgetLedger& l = ledger();
+  const guards::BudgetKey key{"agent", "c-bound"};
+  ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);
+  proxy.hold(true);
+  const int before = proxy.syncs();
+  constexpr int kAdmits = 100;
+  const int bound = static_cast<int>(BudgetStorePg::kMaxInFlight);
+  int answered = 0;
+  int admitted = 0;
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < kAdmits; ++i) {
+    tickets.push_back(l.admit(*g, key, [&](BudgetLedger::Admission x) {
+                         ++answered;
+                         admitted += x.kind == Kind::kAdmitted;
+                       }).ticket);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return proxy.syncs() - before >= bound; }, 10000));
+  runUntil(&loop_, [] { return false; }, 200);  // time for more to go out, if the bound leaked
+  EXPECT_EQ(proxy.syncs() - before, bound);
+  // Still queued behind the bound: a cancelled admit is dropped, never sent, never counted.
+  l.cancel(tickets[kAdmits - 1]);
+  proxy.hold(false);
+  ASSERT_TRUE(runUntil(&loop_, [&] { return answered == kAdmits - 1; }, 15000));
+  EXPECT_EQ(admitted, kAdmits - 1);
+  EXPECT_EQ(proxy.syncs() - before, kAdmits - 1);
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-bound'"),
+            std::to_string(kAdmits));
+}
+
+TEST_F(SharedBudgetStore, ManyConcurrentSessionsGetExactlyTheBudget) {
+  constexpr int kBudget = 7;
+  const auto m = group(server_.dsn(), "      timeout: 10s\n", kBudget);
+  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  std::vector<BudgetLedger*> processes;
+  for (int p = 0; p < 4; ++p) {
+    processes.push_back(&ledger());
+    ASSERT_EQ(admitSync(*processes.back(), *g, {"agent", "warm-" + std::to_string(p)}), Kind::kAdmitted);
+  }
+  const guards::BudgetKey key{"agent", "c-many"};
+  int answered = 0;
+  int admitted = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto r = processes[i % processes.size()]->admit(*g, key, [&](BudgetLedger::Admission x) {
+      ++answered;
+      admitted += x.kind == Kind::kAdmitted;
+    });
+    ASSERT_EQ(r.kind, Kind::kPending);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return answered == 200; }, 30000));
+  EXPECT_EQ(admitted, kBudget);
+  EXPECT_EQ(query("SELECT statements FROM pgwarden_budget WHERE conversation_id = 'c-many'"),
+            std::to_string(kBudget));
+}
+
+TEST_F(SharedBudgetStore, ConnectionLostUnderPipelinedAdmitsAppliesFailBehaviorToEach) {
+  agent_test::PgWireProxy proxy(server_.port());
+  // A timeout far beyond the wait below: every answer comes from the lost connection.
+  const auto closed = group(proxy.dsn(), "      timeout: 60s\n", 1000);
+  const auto open = group(proxy.dsn(), "      timeout: 60s\n      fail_behavior: allow\n", 1000);
+  const auto* deny = guards::findBudgetGuard(*closed.at("g"));
+  const auto* allow = guards::findBudgetGuard(*open.at("g"));
+  BudgetLedger& l = ledger();
+  const guards::BudgetKey key{"agent", "c-lost"};
+  ASSERT_EQ(admitSync(l, *deny, key), Kind::kAdmitted);
+  proxy.hold(true);
+  const int before = proxy.syncs();
+  std::vector<std::optional<BudgetLedger::Admission>> answers(10);
+  for (int i = 0; i < 10; ++i) {
+    auto r = l.admit(i % 2 ? *allow : *deny, key, [&answers, i](BudgetLedger::Admission x) { answers[i] = x; });
+    ASSERT_EQ(r.kind, Kind::kPending);
+  }
+  ASSERT_TRUE(runUntil(&loop_, [&] { return proxy.syncs() - before >= 10; }, 10000));
+  proxy.cut();
+  ASSERT_TRUE(runUntil(&loop_, [&] {
+    return std::all_of(answers.begin(), answers.end(), [](const auto& a) { return a.has_value(); });
+  }, 15000));
+  for (int i = 0; i < 10; ++i) {
+    if (i % 2) {
+      EXPECT_EQ(answers[i]->kind, Kind::kAdmitted) << i;
+    } else {
+      EXPECT_EQ(answers[i]->kind, Kind::kDenied) << i;
+      EXPECT_EQ(answers[i]->denial.code, "BUDGET_UNAVAILABLE") << i;
+    }
+  }
+  EXPECT_GE(l.storeFailures(), 10u);
+  // The store connects again (after its back-off) and answers from the table.
+  proxy.hold(false);
+  EXPECT_EQ(admitSync(l, *deny, key), Kind::kAdmitted);
 }
 
 }  // namespace

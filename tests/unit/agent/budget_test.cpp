@@ -297,6 +297,10 @@ TEST(BudgetConfig, Errors) {
   fails("      max_statements: 4\n      store: redis\n", "memory or postgres");
   fails("      max_statements: 4\n      store: postgres\n", "dsn");
   fails("      max_statements: 4\n      dsn: host=x\n", "only for store: postgres");
+  fails("      max_statements: 4\n      store: postgres\n      dsn: \"host=db password=pw1 oops\"\n",
+        "not a valid connection string (missing \"=\" after \"...\" in connection info string)");
+  fails("      max_statements: 4\n      store: postgres\n      dsn: \"host=db sslmood=require\"\n",
+        "not a valid connection string");
   fails("      max_statements: 4\n      fail_behavior: open\n", "deny or allow");
   fails("      max_statements: 4\n      idle_expiry: 0\n", "above zero");
   try {

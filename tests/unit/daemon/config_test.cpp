@@ -226,3 +226,122 @@ TEST(Config, ListenErrorsNameTheKey) {
   const auto err = errorOf(baseConfig() + "listen:\n  addresses: [\"127.0.0.1:notaport\"]\n");
   EXPECT_NE(err.find("listen.addresses"), std::string::npos) << err;
 }
+
+// yaml-cpp keeps both entries of a key written twice and every lookup finds the first, so the
+// second would be ignored without a word: a duplicate is an error naming the key and both lines.
+TEST(Config, DuplicateTopLevelKeyNamesBothLines) {
+  const auto err = errorOf(baseConfig() + "pool:\n  max_size: 5\npool:\n  max_size: 7\n");
+  EXPECT_EQ(err.rfind("test.yaml:16: pool: ", 0), 0u) << err;
+  EXPECT_NE(err.find("duplicate key 'pool' at lines 14 and 16"), std::string::npos) << err;
+}
+
+TEST(Config, DuplicateKeyInsideAUserEntryNamesBothLines) {
+  std::string text = baseConfig();
+  text.insert(text.find("    password: \"SCRAM"), "    name: other\n");  // becomes line 8
+  const auto err = errorOf(text);
+  EXPECT_EQ(err.rfind("test.yaml:8: users[0].name: ", 0), 0u) << err;
+  EXPECT_NE(err.find("duplicate key 'name' at lines 7 and 8"), std::string::npos) << err;
+}
+
+TEST(Config, DuplicateKeyDeepInAGroupIsFound) {
+  const auto err = errorOf(baseConfig() + "        action: warn\n        action: deny\n");
+  EXPECT_EQ(err.rfind("test.yaml:15: groups.agents.guards[0].action: ", 0), 0u) << err;
+}
+
+TEST(Config, AliasesCannotBlowUpTheDuplicateCheck) {
+  // Nine levels of ten aliases name 10^9 nodes in a few hundred bytes.
+  std::string text = baseConfig() + "l0: &l0 [x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    const std::string prev = "*l" + std::to_string(i - 1);
+    text += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", " : "") + prev;
+    text += "]\n";
+  }
+  const auto err = errorOf(text);
+  EXPECT_NE(err.find("expands to more than"), std::string::npos) << err;
+}
+
+namespace {
+
+// Writes `text` to a fresh file and loads it as the daemon does; "" when it loads.
+std::string loadErrorOf(const std::string& text, std::string* file = nullptr) {
+  const std::string path = ::testing::TempDir() + "/pgwarden-load-test.yaml";
+  { std::ofstream(path) << text; }
+  if (file) *file = path;
+  try {
+    loadConfig(path);
+    return "";
+  } catch (const ConfigFileError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Config, HistoryPathInAMissingDirectoryFailsTheLoad) {
+  const std::string text =
+      baseConfig() + "history:\n  store: sqlite\n  path: /nonexistent/dir/h.db\n";  // line 16
+  EXPECT_NO_THROW(parseConfig(text, "test.yaml")) << "parsing alone looks at no history file";
+  std::string file;
+  const auto err = loadErrorOf(text, &file);
+  EXPECT_EQ(err, file + ":16: history.path: cannot create /nonexistent/dir/h.db: the directory "
+                        "/nonexistent/dir does not exist");
+}
+
+TEST(Config, HistoryPathThatIsADirectoryFailsTheLoad) {
+  const std::string dir = ::testing::TempDir();
+  const auto err = loadErrorOf(baseConfig() + "history:\n  store: jsonl\n  path: " + dir + "\n");
+  EXPECT_NE(err.find(":16: history.path: cannot open " + dir + ": it is a directory"),
+            std::string::npos)
+      << err;
+}
+
+TEST(Config, HistoryPathThatCanBeCreatedLoads) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(loadErrorOf(baseConfig() + "history:\n  store: sqlite\n  path: " + dir + "/h.db\n"), "");
+  EXPECT_EQ(loadErrorOf(baseConfig() + "history:\n  store: jsonl\n  path: " + dir + "/h.jsonl\n"), "");
+  // No file to check for these stores.
+  EXPECT_EQ(loadErrorOf(baseConfig() + "history:\n  store: \"off\"\n"), "");
+}
+
+TEST(Config, HistoryDsnMustParseAndIsNotEchoed) {
+  const auto err = errorOf(baseConfig() +
+                           "history:\n  store: postgres\n  dsn: \"host=h password=s3cr3t-pw oops\"\n");
+  EXPECT_EQ(err.rfind("test.yaml:16: history.dsn: not a valid connection string", 0), 0u) << err;
+  EXPECT_EQ(err.find("s3cr3t"), std::string::npos) << err;
+  EXPECT_EQ(err.find("oops"), std::string::npos) << err;
+  EXPECT_NE(errorOf(baseConfig() + "history:\n  store: postgres\n  dsn: \"host=h nosuchoption=1\"\n")
+                .find("history.dsn: not a valid connection string"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(baseConfig() + "history:\n  store: postgres\n  dsn: \"host=h dbname=x\"\n"), "");
+  EXPECT_EQ(errorOf(baseConfig() + "history:\n  store: postgres\n  dsn: postgresql://u@h:5432/x\n"), "");
+}
+
+TEST(Config, StartupLimitsAndTheReserveForLoggedInSessions) {
+  auto c = parseConfig(baseConfig(), "test.yaml");
+  EXPECT_EQ(c->limits.max_startup_connections, 64);
+  EXPECT_EQ(c->limits.max_startup_per_address, 16);
+  EXPECT_EQ(c->limits.reserved_authenticated, 10);
+  EXPECT_EQ(c->limits.startupCap(), 64);
+  // A small max_client_connections gets a proportionally small reserve by default...
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 30\n", "test.yaml");
+  EXPECT_EQ(c->limits.reserved_authenticated, 3);
+  EXPECT_EQ(c->limits.startupCap(), 27);
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 3\n", "test.yaml");
+  EXPECT_EQ(c->limits.reserved_authenticated, 0);
+  EXPECT_EQ(c->limits.startupCap(), 3);
+  // ... and an explicit one must leave room for someone to log in.
+  c = parseConfig(baseConfig() + "limits:\n  max_client_connections: 100\n"
+                                 "  reserved_authenticated: 40\n  max_startup_per_address: 0\n",
+                  "test.yaml");
+  EXPECT_EQ(c->limits.startupCap(), 60);
+  EXPECT_EQ(c->limits.max_startup_per_address, 0);
+  const auto err = errorOf(baseConfig() + "limits:\n  max_client_connections: 100\n"
+                                          "  reserved_authenticated: 100\n");
+  EXPECT_NE(err.find("test.yaml:16: limits.reserved_authenticated: must be below"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(errorOf(baseConfig() + "limits:\n  max_startup_connections: 0\n")
+                .find("limits.max_startup_connections"),
+            std::string::npos);
+}

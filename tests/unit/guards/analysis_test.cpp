@@ -139,6 +139,8 @@ TEST_P(AnalysisCase, Matches) {
       EXPECT_EQ(findRel(st, value), nullptr);
     } else if (key == "nrel") {
       EXPECT_EQ(st.relations.size(), std::stoul(value));
+    } else if (key == "from") {
+      EXPECT_EQ(st.from_items, std::stoi(value));
     } else if (key == "fn") {
       EXPECT_NE(std::find(st.functions.begin(), st.functions.end(), value), st.functions.end());
     } else if (key == "nfn") {
@@ -286,6 +288,22 @@ const Case kJoins[] = {
     {"SELECT * FROM big TABLESAMPLE SYSTEM (100)", "rel=big:unb"},
 };
 INSTANTIATE_TEST_SUITE_P(Joins, AnalysisCase, ::testing::ValuesIn(kJoins));
+
+// ---- FROM items: what the cost gate's `plan: joins` counts (every level, self-joins twice) ----
+const Case kFromItems[] = {
+    {"SELECT 1", "from=0"},
+    {"SELECT count(*) FROM t", "from=1 nrel=1"},
+    {"SELECT * FROM big TABLESAMPLE SYSTEM (1)", "from=1"},
+    {"SELECT count(*) FROM t a, t b", "from=2 nrel=1"},
+    {"SELECT count(*) FROM t a CROSS JOIN t b JOIN u ON u.id = a.id", "from=3"},
+    {"SELECT * FROM t WHERE id IN (SELECT id FROM u)", "from=2"},
+    {"SELECT * FROM t WHERE id = (SELECT max(id) FROM t)", "from=2 nrel=1"},
+    {"WITH s AS (SELECT * FROM t) SELECT count(*) FROM s a, s b", "from=3 nrel=1"},
+    {"SELECT count(*) FROM t, generate_series(1, 10) g", "from=2"},
+    {"SELECT count(*) FROM (SELECT * FROM t) x", "from=2"},
+    {"SELECT * FROM t JOIN (VALUES (1)) v(id) ON v.id = t.id", "from=2"},
+};
+INSTANTIATE_TEST_SUITE_P(FromItems, AnalysisCase, ::testing::ValuesIn(kFromItems));
 
 // ---- CTEs: names told apart from tables, scoped as PostgreSQL scopes them ----
 const Case kCtes[] = {

@@ -67,6 +67,18 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"CostGateFailBehavior",
             "agents:\n  guards:\n    - kind: cost_gate\n      tables: [public.t]\n      fail_behavior: maybe\n", 5,
             "groups.agents.guards[0].fail_behavior", "expected deny or allow"},
+        Bad{"CostGateSeqScan",
+            "agents:\n  guards:\n    - kind: cost_gate\n      tables: [public.t]\n      seq_scan: sometimes\n", 5,
+            "groups.agents.guards[0].seq_scan", "expected deny or allow"},
+        Bad{"CostGatePlan",
+            "agents:\n  guards:\n    - kind: cost_gate\n      tables: [public.t]\n      plan: some\n", 5,
+            "groups.agents.guards[0].plan", "expected all or joins"},
+        Bad{"CostGateThatChecksNothing",
+            "agents:\n  guards:\n    - kind: cost_gate\n      seq_scan_rows: 10\n      seq_scan: allow\n", 5,
+            "groups.agents.guards[0].seq_scan", "set max_cost or max_join_growth"},
+        Bad{"CostGateJoinGrowth",
+            "agents:\n  guards:\n    - kind: cost_gate\n      tables: [public.t]\n      max_join_growth: -1\n", 5,
+            "groups.agents.guards[0].max_join_growth", "must be 0 (off) or more"},
         Bad{"FunctionsMode", "agents:\n  guards:\n    - kind: functions\n      mode: strict\n", 4,
             "groups.agents.guards[0].mode", "expected deny or allow"},
         Bad{"AllowModeNeedsList", "agents:\n  guards:\n    - kind: functions\n      mode: allow\n", 3,
@@ -94,7 +106,7 @@ TEST(GroupsConfig, ExampleConfigParsesIntoTheDocumentedChains) {
   std::vector<std::string> kinds;
   for (const auto& g : agents.guards()) kinds.emplace_back(g->kind());
   EXPECT_EQ(kinds, (std::vector<std::string>{"read_only", "multi_statement", "functions", "tables",
-                                             "require_predicate", "row_limit"}));
+                                             "require_predicate", "row_limit", "cost_gate"}));
   EXPECT_EQ(agents.searchPath(), std::vector<std::string>{"public"});
   EXPECT_EQ(agents.name(), "agents");
 }

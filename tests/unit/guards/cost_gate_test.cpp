@@ -158,5 +158,172 @@ TEST(CostGate, WarnOnlyPlanCheckWarns) {
   EXPECT_EQ(d.warnings[0].code, "SEQ_SCAN");
 }
 
+// ---- runaway joins (the example's agents group: seq_scan allowed, only joins planned) ----
+
+const PolicyGroup& joinGated() {
+  static const auto groups = test::groupsFromYaml(
+      "g:\n  search_path: [public]\n  guards:\n"
+      "    - kind: cost_gate\n      seq_scan_rows: 100000\n      seq_scan: allow\n      plan: joins\n"
+      "      max_join_growth: 100\n      max_cost: 1000000\n");
+  return *groups.at("g");
+}
+
+std::string scan(const std::string& node, const std::string& relation, const std::string& alias, double rows,
+                 const std::string& relationship, bool parallel = false) {
+  return "{\"Node Type\": \"" + node + "\", \"Parent Relationship\": \"" + relationship +
+         "\", \"Parallel Aware\": " + (parallel ? "true" : "false") + ", \"Relation Name\": \"" + relation +
+         "\", \"Alias\": \"" + alias + "\", \"Total Cost\": 19000.0, \"Plan Rows\": " + std::to_string(rows) + "}";
+}
+
+std::string join(const std::string& node, double rows, const std::string& outer, const std::string& inner,
+                 const std::string& relationship = "Outer") {
+  return "{\"Node Type\": \"" + node + "\", \"Parent Relationship\": \"" + relationship +
+         "\", \"Join Type\": \"Inner\", \"Total Cost\": 9.0e9, \"Plan Rows\": " + std::to_string(rows) +
+         ", \"Plans\": [" + outer + ", " + inner + "]}";
+}
+
+std::string aggregateOver(const std::string& child, double cost) {
+  return "[{\"Plan\": {\"Node Type\": \"Aggregate\", \"Total Cost\": " + std::to_string(cost) +
+         ", \"Plan Rows\": 1, \"Plans\": [" + child + "]}}]";
+}
+
+// SELECT count(*) FROM fct_shipments a, fct_shipments b: a Nested Loop of a million rows by a million.
+std::string productPlan() {
+  return aggregateOver(join("Nested Loop", 1e12, scan("Seq Scan", "fct_shipments", "a", 1e6, "Outer"),
+                            "{\"Node Type\": \"Materialize\", \"Parent Relationship\": \"Inner\", \"Plan Rows\": "
+                            "1000000, \"Plans\": [" + scan("Seq Scan", "fct_shipments", "b", 1e6, "Outer") + "]}"),
+                       2.5e10);
+}
+
+Decision planned(const PolicyGroup& g, const std::string& sql, const std::string& plan_json) {
+  const auto stats = test::sampleStats();
+  const Decision pending = evaluate(g, sql, stats.get());
+  EXPECT_TRUE(pending.explain_sql.has_value()) << sql;
+  if (!pending.explain_sql) return pending;
+  return g.evaluatePlan(pending, plan_json, stats.get());
+}
+
+TEST(CostGate, PlanJoinsOnlyPlansReadsThatJoinABigTable) {
+  const auto stats = test::sampleStats();
+  for (const char* sql : {"SELECT count(*) FROM fct_shipments", "SELECT DISTINCT status FROM fct_shipments",
+                          "SELECT count(*) FROM dim_region a, dim_region b"}) {
+    EXPECT_FALSE(evaluate(joinGated(), sql, stats.get()).explain_sql.has_value()) << sql;
+  }
+  for (const char* sql : {"SELECT count(*) FROM fct_shipments a, fct_shipments b",
+                          "SELECT count(*) FROM fct_shipments f JOIN dim_region r ON r.region = f.region",
+                          "SELECT * FROM fct_shipments WHERE id = (SELECT max(id) FROM fct_shipments)",
+                          "WITH s AS (SELECT * FROM fct_shipments) SELECT count(*) FROM s a, s b"}) {
+    EXPECT_TRUE(evaluate(joinGated(), sql, stats.get()).explain_sql.has_value()) << sql;
+  }
+}
+
+TEST(CostGate, SeqScanAllowedLetsABigTableBeReadWhole) {
+  const auto groups = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: cost_gate\n      tables: [public.fct_shipments]\n      seq_scan: allow\n"
+      "      max_cost: 50000\n");
+  const Decision d = planned(*groups.at("g"), "SELECT count(*) FROM fct_shipments", plan("Seq Scan", "fct_shipments", 20000));
+  EXPECT_FALSE(d.denied) << d.deny.message;
+}
+
+TEST(CostGate, AProductOfABigTableIsARunawayJoin) {
+  const Decision d = planned(joinGated(), "SELECT count(*) FROM fct_shipments a, fct_shipments b", productPlan());
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "JOIN_EXPLOSION");
+  EXPECT_EQ(d.deny.sqlstate, "54000");
+  EXPECT_EQ(d.deny.message,
+            "The plan joins public.fct_shipments a and public.fct_shipments b into about 1,000,000,000,000 rows "
+            "(Nested Loop), far more than its larger input (about 1,000,000 rows): join on a key that matches each "
+            "row to few rows of the other side, or filter both sides with WHERE; a LIMIT does not make the join "
+            "smaller.");
+  EXPECT_EQ(d.deny.detail.rfind("{\"code\":\"JOIN_EXPLOSION\",\"tables\":[\"public.fct_shipments a\","
+                                "\"public.fct_shipments b\"],\"plan_node\":\"Nested Loop\",\"join_type\":\"Inner\","
+                                "\"estimated_rows\":1000000000000,\"input_rows\":1000000,\"max_join_growth\":100,",
+                                0),
+            0u)
+      << d.deny.detail;
+  EXPECT_EQ(d.actions.back().code, "JOIN_EXPLOSION");
+}
+
+TEST(CostGate, AParallelPlansRowsAreCountedOverAllItsProcesses) {
+  // Two workers and the leader: each process's estimate is a 2.4th of the whole.
+  const std::string gathered =
+      "{\"Node Type\": \"Gather\", \"Parent Relationship\": \"Outer\", \"Workers Planned\": 2, \"Plan Rows\": 2, "
+      "\"Plans\": [{\"Node Type\": \"Aggregate\", \"Parent Relationship\": \"Outer\", \"Plan Rows\": 1, \"Plans\": [" +
+      join("Nested Loop", 416666666667.0, scan("Seq Scan", "fct_shipments", "a", 416667, "Outer", true),
+           scan("Index Only Scan", "fct_shipments", "b", 1e6, "Inner")) +
+      "]}]}";
+  const Decision d = planned(joinGated(), "SELECT count(*) FROM fct_shipments a, fct_shipments b",
+                             aggregateOver(gathered, 1.3e10));
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "JOIN_EXPLOSION");
+  EXPECT_NE(d.deny.detail.find("\"estimated_rows\":1000000000000,"), std::string::npos) << d.deny.detail;
+}
+
+TEST(CostGate, AJoinOnAKeyPasses) {
+  const std::string on_id = aggregateOver(
+      join("Hash Join", 1e6, scan("Seq Scan", "fct_shipments", "a", 1e6, "Outer"),
+           "{\"Node Type\": \"Hash\", \"Parent Relationship\": \"Inner\", \"Plan Rows\": 1000000, \"Plans\": [" +
+               scan("Seq Scan", "fct_shipments", "b", 1e6, "Outer") + "]}"),
+      41000);
+  const Decision d = planned(joinGated(), "SELECT count(*) FROM fct_shipments a JOIN fct_shipments b ON b.id = a.id", on_id);
+  EXPECT_FALSE(d.denied) << d.deny.message;
+}
+
+TEST(CostGate, AJoinOnALowCardinalityKeyIsARunawayJoin) {
+  const std::string on_status = aggregateOver(
+      join("Hash Join", 3.3e11, scan("Seq Scan", "fct_shipments", "a", 1e6, "Outer"),
+           "{\"Node Type\": \"Hash\", \"Parent Relationship\": \"Inner\", \"Plan Rows\": 1000000, \"Plans\": [" +
+               scan("Seq Scan", "fct_shipments", "b", 1e6, "Outer") + "]}"),
+      500000);
+  const Decision d =
+      planned(joinGated(), "SELECT count(*) FROM fct_shipments a JOIN fct_shipments b ON a.status = b.status", on_status);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "JOIN_EXPLOSION") << "named before the cost, which is under max_cost here";
+}
+
+TEST(CostGate, SmallProductsAreNotRunaway) {
+  // Both sides filtered to about a thousand rows: a million pairs, about the size of the table.
+  const std::string filtered = aggregateOver(
+      join("Nested Loop", 1.1e6, scan("Index Scan", "fct_shipments", "a", 1042, "Outer"),
+           scan("Index Scan", "fct_shipments", "b", 1042, "Inner")),
+      17000);
+  EXPECT_FALSE(planned(joinGated(), "SELECT count(*) FROM fct_shipments a, fct_shipments b WHERE a.id < 1000 AND b.id < 1000",
+                       filtered)
+                   .denied);
+  // Under min_join_rows (a million by default) a join never counts as runaway, however it grows.
+  const std::string tiny = aggregateOver(join("Nested Loop", 144, scan("Seq Scan", "dim_region", "a", 12, "Outer"),
+                                              scan("Seq Scan", "dim_region", "b", 12, "Inner")),
+                                         5);
+  EXPECT_FALSE(planned(joinGated(), "SELECT count(*) FROM fct_shipments f, dim_region a, dim_region b", tiny).denied);
+}
+
+TEST(CostGate, CteAndFunctionScansAreNamedByWhatTheyRead) {
+  const std::string cte = aggregateOver(
+      join("Nested Loop", 1e12,
+           "{\"Node Type\": \"CTE Scan\", \"Parent Relationship\": \"Outer\", \"CTE Name\": \"s\", \"Alias\": \"a\", "
+           "\"Plan Rows\": 1000000}",
+           "{\"Node Type\": \"Function Scan\", \"Parent Relationship\": \"Inner\", \"Function Name\": "
+           "\"generate_series\", \"Alias\": \"g\", \"Plan Rows\": 1000000}"),
+      2.5e10);
+  const Decision d =
+      planned(joinGated(), "WITH s AS (SELECT * FROM fct_shipments) SELECT count(*) FROM s a, generate_series(1, 1000000) g",
+              cte);
+  ASSERT_TRUE(d.denied);
+  EXPECT_NE(d.deny.message.find("joins s a and generate_series() g into"), std::string::npos) << d.deny.message;
+}
+
+TEST(CostGate, CostOfAJoinAboveTheLimitIsRefused) {
+  // Growth 50: not runaway, but the plan costs more than max_cost.
+  const std::string fanout = aggregateOver(
+      join("Hash Join", 5e7, scan("Seq Scan", "fct_shipments", "a", 1e6, "Outer"),
+           "{\"Node Type\": \"Hash\", \"Parent Relationship\": \"Inner\", \"Plan Rows\": 1000000, \"Plans\": [" +
+               scan("Seq Scan", "fct_shipments", "b", 1e6, "Outer") + "]}"),
+      4.3e6);
+  const Decision d =
+      planned(joinGated(), "SELECT count(*) FROM fct_shipments a JOIN fct_shipments b ON a.ship_date = b.ship_date", fanout);
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.code, "COST_TOO_HIGH");
+}
+
 }  // namespace
 }  // namespace pgwarden::guards

@@ -1,12 +1,15 @@
 // Shared pieces of the guards tests: the example config's groups, a catalog snapshot of the sample
-// table, groups built from inline YAML, and one call that analyses and evaluates a text.
+// table, groups built from inline YAML, one call that analyses and evaluates a text, and the
+// security corpora (tests/security/*.tsv).
 #pragma once
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "analysis/analysis.h"
 #include "guards/policy.h"
@@ -42,6 +45,48 @@ inline Decision evaluate(const PolicyGroup& group, const std::string& sql,
   ctx.group = group.name();
   ctx.extended = extended;
   return group.evaluate(*analysis, sql, ctx, stats);
+}
+
+// One line of a security corpus: category, expected code (or ALLOW/CAPPED) and the statement.
+struct CorpusLine {
+  int number = 0;
+  std::string category, expect, sql;
+};
+
+// Reads tests/security/<file>: three tab-separated columns; \t, \n and \\ escaped in the sql.
+inline std::vector<CorpusLine> loadCorpus(const std::string& file) {
+  std::ifstream in(sourcePath(file));
+  EXPECT_TRUE(in.good()) << file;
+  std::vector<CorpusLine> out;
+  std::string text;
+  int n = 0;
+  while (std::getline(in, text)) {
+    ++n;
+    if (text.empty() || text[0] == '#') continue;
+    const size_t a = text.find('\t');
+    const size_t b = a == std::string::npos ? a : text.find('\t', a + 1);
+    if (b == std::string::npos) {
+      ADD_FAILURE() << file << ":" << n << ": expected three tab-separated columns";
+      continue;
+    }
+    std::string sql;
+    for (size_t i = b + 1; i < text.size(); ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) {
+        const char e = text[++i];
+        sql += e == 't' ? '\t' : e == 'n' ? '\n' : e;
+      } else {
+        sql += text[i];
+      }
+    }
+    out.push_back(CorpusLine{n, text.substr(0, a), text.substr(a + 1, b - a - 1), std::move(sql)});
+  }
+  return out;
+}
+
+// Codes only a plan can give. Without a server a corpus test checks that such a line is held for
+// its plan; live_pg_test.cpp (a real server's plans) and the end-to-end test check the verdict.
+inline bool decidedByPlan(const std::string& code) {
+  return code == "JOIN_EXPLOSION" || code == "COST_TOO_HIGH" || code == "SEQ_SCAN";
 }
 
 }  // namespace pgwarden::guards::test

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "tests/unit/guards/guard_test_util.h"
+#include "require_tool.h"
 
 namespace pgwarden::guards {
 namespace {
@@ -147,7 +147,7 @@ class LivePostgres : public ::testing::Test {
     cluster_ = nullptr;
   }
   void SetUp() override {
-    if (!ready_) GTEST_SKIP() << "no PostgreSQL server binaries (initdb, pg_ctl) usable here; set PGW_PGBIN";
+    if (!ready_) PGW_MISSING_TOOL("no PostgreSQL server binaries (initdb, pg_ctl) usable here; set PGW_PGBIN");
   }
   static std::shared_ptr<const TableStatsSnapshot> snapshot() {
     Connection c(cluster_->conninfo());
@@ -213,38 +213,59 @@ TEST_F(LivePostgres, CostGateOnRealPlans) {
   EXPECT_EQ(costly.deny.code, "COST_TOO_HIGH");
 }
 
+// A decision held for a plan, completed with the plan this server gives for its EXPLAIN.
+Decision withPlan(const PolicyGroup& group, const Decision& d, Connection& c, const TableStatsSnapshot* stats) {
+  if (!d.explain_sql) return d;
+  const auto plan = c.query(*d.explain_sql);
+  EXPECT_EQ(plan.size(), 1u);
+  return group.evaluatePlan(d, plan.at(0).at(0), stats);
+}
+
 TEST_F(LivePostgres, AllowedReadsRunAndCappedOnesStopAtTheCap) {
   const auto stats = snapshot();
   const auto& agents = *test::exampleGroups().at("agents");
   Connection c(cluster_->conninfo());
   c.query("SET default_transaction_read_only = on");  // as every server connection of the daemon
-  std::ifstream in(test::sourcePath("tests/security/allowed_reads.tsv"));
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty() || line[0] == '#') continue;
-    std::string sql = line.substr(line.find('\t', line.find('\t') + 1) + 1);
-    std::string unescaped;
-    for (size_t i = 0; i < sql.size(); ++i) {
-      if (sql[i] == '\\' && i + 1 < sql.size()) {
-        const char e = sql[++i];
-        unescaped += e == 't' ? '\t' : e == 'n' ? '\n' : e;
-      } else {
-        unescaped += sql[i];
-      }
-    }
-    SCOPED_TRACE("allowed_reads.tsv:" + std::to_string(n) + ": " + unescaped);
-    const Decision d = test::evaluate(agents, unescaped, stats.get());
+  int planned = 0;
+  for (const auto& l : test::loadCorpus("tests/security/allowed_reads.tsv")) {
+    SCOPED_TRACE("allowed_reads.tsv:" + std::to_string(l.number) + ": " + l.sql);
+    const Decision pending = test::evaluate(agents, l.sql, stats.get());
+    planned += pending.explain_sql ? 1 : 0;
+    const Decision d = withPlan(agents, pending, c, stats.get());
     ASSERT_FALSE(d.denied) << d.deny.message;
-    const std::string run = d.rewritten_sql ? *d.rewritten_sql : unescaped;
+    const std::string run = d.rewritten_sql ? *d.rewritten_sql : l.sql;
     std::vector<std::vector<std::string>> rows;
     EXPECT_NO_THROW(rows = c.query(run)) << run;
     if (d.max_rows >= 0) {
       EXPECT_LE(rows.size(), static_cast<size_t>(d.max_rows + 1));
     }
   }
+  EXPECT_GE(planned, 5) << "the example's cost gate plans the joins of big tables";
   c.query("ROLLBACK");
+}
+
+// The corpus lines only a plan can deny, denied from this server's plans with their code.
+TEST_F(LivePostgres, RunawayJoinsOfTheCorpusAreDeniedFromTheirPlans) {
+  const auto stats = snapshot();
+  const auto& agents = *test::exampleGroups().at("agents");
+  Connection c(cluster_->conninfo());
+  int checked = 0;
+  for (const auto& l : test::loadCorpus("tests/security/bypass_corpus.tsv")) {
+    if (!test::decidedByPlan(l.expect)) continue;
+    SCOPED_TRACE("bypass_corpus.tsv:" + std::to_string(l.number) + ": " + l.sql);
+    const Decision pending = test::evaluate(agents, l.sql, stats.get());
+    ASSERT_TRUE(pending.explain_sql.has_value());
+    const Decision d = withPlan(agents, pending, c, stats.get());
+    ASSERT_TRUE(d.denied);
+    EXPECT_EQ(d.deny.code, l.expect) << d.deny.message;
+    EXPECT_EQ(d.deny.sqlstate, "54000");
+    if (l.expect == "JOIN_EXPLOSION") {
+      EXPECT_EQ(d.deny.message.rfind("The plan joins ", 0), 0u) << d.deny.message;
+      EXPECT_NE(d.deny.message.find("a LIMIT does not make the join smaller"), std::string::npos);
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 TEST_F(LivePostgres, TrickyRewritesRunAndTheEngineStops) {

@@ -39,6 +39,9 @@ TEST(HistoryConfig, AbsentSectionGivesDefaults) {
   EXPECT_EQ(c.max_age.count(), 0);
   EXPECT_EQ(c.max_rows, 0);
   EXPECT_EQ(c.instance_id, "");
+  EXPECT_EQ(c.durability, Durability::kProcess);
+  EXPECT_EQ(spoolPath(c), "/var/lib/pgwarden/history.db.spool");
+  EXPECT_EQ(c.spool_size, 64u << 20);
 }
 
 TEST(HistoryConfig, EveryKey) {
@@ -53,7 +56,10 @@ TEST(HistoryConfig, EveryKey) {
       "  redact_literals: true\n"
       "  max_age: 7d\n"
       "  max_rows: 1000000\n"
-      "  instance_id: pgw-a\n");
+      "  instance_id: pgw-a\n"
+      "  durability: off\n"
+      "  spool_path: /tmp/h.spool\n"
+      "  spool_size: 16MiB\n");
   EXPECT_EQ(c.path, "/tmp/h.db");
   EXPECT_EQ(c.queue_size, 1000u);
   EXPECT_EQ(c.batch_size, 100u);
@@ -63,6 +69,25 @@ TEST(HistoryConfig, EveryKey) {
   EXPECT_EQ(c.max_age, std::chrono::hours(24 * 7));
   EXPECT_EQ(c.max_rows, 1000000);
   EXPECT_EQ(c.instance_id, "pgw-a");
+  EXPECT_EQ(c.durability, Durability::kOff);
+  EXPECT_EQ(c.spool_path, "/tmp/h.spool");
+  EXPECT_EQ(c.spool_size, 16u << 20);
+  EXPECT_EQ(spoolPath(c), "");  // durability off: no spool
+}
+
+TEST(HistoryConfig, SpoolPathDefaultsBesideTheStore) {
+  EXPECT_EQ(spoolPath(parse("history:\n  store: jsonl\n  path: /srv/h.jsonl\n")),
+            "/srv/h.jsonl.spool");
+  // The postgres store has no file: its spool goes to the default state directory.
+  EXPECT_EQ(spoolPath(parse("history:\n  store: postgres\n  dsn: host=db\n")),
+            "/var/lib/pgwarden/history.spool");
+  EXPECT_EQ(spoolPath(parse("history:\n  store: off\n")), "");
+  // A larger max_sql_bytes needs a larger spool: four of the largest records.
+  EXPECT_EQ(minSpoolSize(4096), 5u << 20);
+  EXPECT_EQ(minSpoolSize(16u << 20), 129u << 20);
+  EXPECT_EQ(parse("history:\n  max_sql_bytes: 4MiB\n  spool_size: 33MiB\n").spool_size,
+            33u << 20);
+  EXPECT_EQ(parse("history:\n  max_sql_bytes: 16MiB\n").spool_size, 129u << 20);
 }
 
 TEST(HistoryConfig, PostgresWithDsnAndDsnFile) {
@@ -117,6 +142,10 @@ TEST(HistoryConfig, BadValuesNameTheirKey) {
       {"history:\n  store: jsonl\n  path: /tmp/h.jsonl\n  max_rows: 10\n", 4, "history.max_rows"},
       {"history:\n  store: postgres\n  dsn_file: /nonexistent/dsn\n", 3, "history.dsn_file"},
       {"history: [1, 2]\n", 1, "history"},
+      {"history:\n  durability: fsync\n", 2, "history.durability"},
+      {"history:\n  spool_path: ''\n", 2, "history.spool_path"},
+      {"history:\n  spool_size: 1MiB\n", 2, "history.spool_size"},
+      {"history:\n  max_sql_bytes: 4MiB\n  spool_size: 32MiB\n", 3, "history.spool_size"},
   };
   for (const auto& c : cases) {
     const auto e = parseError(c.yaml);

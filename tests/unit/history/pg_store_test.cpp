@@ -18,6 +18,7 @@
 #include "history/report.h"
 #include "report_expect.h"
 #include "test_util.h"
+#include "require_tool.h"
 
 namespace pgwarden::history {
 namespace {
@@ -151,21 +152,25 @@ class PostgresStore : public ::testing::Test {
   void SetUp() override {
     const fs::path bin = findPgBin();
     if (bin.empty()) {
-      GTEST_SKIP() << "PostgreSQL server binaries (initdb, pg_ctl) not found under "
-                      "/usr/lib/postgresql/*/bin or $PGW_PGBIN: PostgreSQL store tests skipped";
+      PGW_MISSING_TOOL("PostgreSQL server binaries (initdb, pg_ctl) not found under "
+                       "/usr/lib/postgresql/*/bin or $PGW_PGBIN: PostgreSQL store tests skipped");
     }
     ASSERT_TRUE(server_.init(bin)) << server_.serverLog();
   }
 
-  HistoryConfig config() const {
+  // A spool of its own for each recorder, unless a test reuses one on purpose.
+  HistoryConfig config() {
     HistoryConfig c;
     c.store = "postgres";
     c.dsn = server_.dsn();
     c.flush_interval = std::chrono::milliseconds(20);
+    c.spool_path = spools_.file("history-" + std::to_string(++spool_count_) + ".spool");
     return c;
   }
 
   PostgresServer server_;
+  test::TempDir spools_;
+  int spool_count_ = 0;
 };
 
 TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
@@ -200,10 +205,10 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
 
   Client db(server_.dsn());
   ASSERT_TRUE(db.ok());
-  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "1");
+  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
   EXPECT_EQ(db.query("SELECT count(*) FROM pg_indexes WHERE tablename = 'pgwarden_history' AND "
                      "indexname LIKE '%_idx'")[0][0],
-            "4");
+            "5");
   const auto rows = db.query(
       "SET TimeZone = 'UTC'; SELECT to_char(started_at, 'YYYY-MM-DD HH24:MI:SS.US'), "
       "duration_us, instance_id, session_id, tables->>1, guard_actions->0->>'code', outcome, "
@@ -274,8 +279,10 @@ TEST_F(PostgresStore, ServerStoppedMidRunQueuesThenDeliversAndCountsOverflow) {
             (std::vector<std::string>{"300", "0", "299"}));
 }
 
+// With durability: process the records stay in the spool (StoredOrNotRecordsFromBeforeACrash...).
 TEST_F(PostgresStore, ShutdownWithServerDownGivesUpAtTheDeadline) {
   HistoryConfig c = config();
+  c.durability = Durability::kOff;
   auto rec = makeRecorder(c);
   ASSERT_TRUE(server_.stop());
   for (uint64_t i = 0; i < 30; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 1")));
@@ -286,6 +293,41 @@ TEST_F(PostgresStore, ShutdownWithServerDownGivesUpAtTheDeadline) {
                   .count());
   EXPECT_EQ(rec->stats().dropped, 30u);
   EXPECT_EQ(rec->stats().written, 0u);
+}
+
+// A crash leaves some records stored but not marked consumed in the spool, and others not
+// stored at all (the server was down): the next start stores each exactly once, in order.
+TEST_F(PostgresStore, StoredOrNotRecordsFromBeforeACrashAreStoredExactlyOnce) {
+  HistoryConfig c = config();
+  c.batch_size = 50;
+  {
+    auto rec = makeRecorder(c);
+    for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 1")));
+    ASSERT_TRUE(waitFor([&] { return rec->stats().written == 100; }));
+    ASSERT_TRUE(server_.stop());
+    for (uint64_t i = 100; i < 130; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 2")));
+    rec->shutdown(std::chrono::milliseconds(300));
+    EXPECT_EQ(rec->stats().dropped, 0u);
+    EXPECT_EQ(rec->stats().queue_depth, 30u);
+  }
+  // As if killed right after the first COPY committed: nothing marked consumed.
+  test::forgetConsumedMarks(c.spool_path);
+  ASSERT_TRUE(server_.start()) << server_.serverLog();
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, 130u);
+  for (uint64_t i = 130; i < 140; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 3")));
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().written, 140u);
+  EXPECT_EQ(rec->stats().rejected, 0u);
+  Client db(server_.dsn());
+  EXPECT_EQ(db.count(), 140);
+  EXPECT_EQ(db.query("SELECT count(DISTINCT record_uid), count(DISTINCT session_id) FROM "
+                     "pgwarden_history")[0],
+            (std::vector<std::string>{"140", "140"}));
+  // Insertion order is still the order the statements ended.
+  EXPECT_EQ(db.query("SELECT count(*) FROM (SELECT session_id, lag(session_id) OVER (ORDER BY id) "
+                     "AS prev FROM pgwarden_history) t WHERE prev > session_id")[0][0],
+            "0");
 }
 
 TEST_F(PostgresStore, RefusedRowsAreIsolatedAndCounted) {

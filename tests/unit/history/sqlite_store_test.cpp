@@ -39,7 +39,7 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   auto rec = makeRecorder(sqliteConfig(dir));
   const std::string path = dir.file("history.db");
   EXPECT_EQ(sqliteQuery(path, "PRAGMA journal_mode")[0][0], "wal");
-  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "1");
+  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
   const auto idx = sqliteQuery(path,
                                "SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                "tbl_name = 'pgwarden_history' ORDER BY name");
@@ -47,8 +47,9 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   for (const auto& r : idx) names.push_back(r[0]);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "pgwarden_history_conversation_id_idx", "pgwarden_history_fingerprint_idx",
-                       "pgwarden_history_outcome_idx", "pgwarden_history_started_at_idx"}));
-  rec->shutdown(std::chrono::seconds(5));
+                       "pgwarden_history_outcome_idx", "pgwarden_history_record_uid_idx",
+                       "pgwarden_history_started_at_idx"}));
+  rec.reset();  // one recorder per spool at a time
   // Opening again is idempotent.
   auto again = makeRecorder(sqliteConfig(dir));
   again->shutdown(std::chrono::seconds(5));
@@ -297,9 +298,11 @@ TEST(SqliteStore, LockedStoreQueuesThenDropsAndCountsWithoutBlockingSubmit) {
   EXPECT_EQ(sqliteQuery(c.path, "SELECT max(session_id) FROM pgwarden_history")[0][0], "99");
 }
 
+// With durability: process the records stay in the spool instead (durability_test.cpp).
 TEST(SqliteStore, ShutdownGivesUpAtItsDeadlineAndCountsWhatIsLost) {
   TempDir dir;
   HistoryConfig c = sqliteConfig(dir);
+  c.durability = Durability::kOff;
   c.batch_size = 10;
   auto rec = makeRecorder(c);
   WriteLock lock(c.path);
@@ -383,6 +386,7 @@ TEST(SqliteStore, UnopenableFileFailsAtStartup) {
   HistoryConfig c;
   c.store = "sqlite";
   c.path = "/nonexistent-dir/for/history.db";
+  c.durability = Durability::kOff;  // the store's own failure, not its spool's
   EXPECT_THROW(makeRecorder(c), std::runtime_error);
 }
 

@@ -1,5 +1,6 @@
 // Shared pieces of the history tests: temp directories, a direct SQLite reader for checking what
-// a store holds, a record factory, polling with a deadline, and the seed the report tests use.
+// a store holds, a record factory, polling with a deadline, the seed the report tests use, and
+// a spool made to look as a crash at the worst moment leaves it.
 #pragma once
 
 #include <sqlite3.h>
@@ -7,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "history/record.h"
+#include "history/spool.h"
 
 namespace pgwarden::history::test {
 
@@ -67,6 +70,15 @@ inline Rows sqliteQuery(const std::string& path, const std::string& sql) {
   sqlite3_finalize(st);
   sqlite3_close(db);
   return rows;
+}
+
+// What a process killed between the store's commit and the spool's consumed mark leaves: every
+// record still in the ring and nothing marked consumed.
+inline void forgetConsumedMarks(const std::string& spool) {
+  std::fstream f(spool, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(spool_layout::kMarksOffset));
+  const std::string zeros(2 * spool_layout::kMarkSize, '\0');
+  f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
 }
 
 inline int64_t nowUs() {

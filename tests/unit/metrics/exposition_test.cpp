@@ -1,5 +1,6 @@
-// The exposition formats byte for byte: HELP/TYPE lines, escaping, histogram series, number
-// formatting, OpenMetrics counter naming and # EOF, and content negotiation.
+// The exposition byte for byte as prometheus::TextSerializer writes it through the registry:
+// HELP/TYPE lines in registration order, escaping, histogram series, number formatting, series
+// order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +28,8 @@ struct Small {
 
 TEST(Exposition, PrometheusTextIsExact) {
   Small s;
+  // Families in registration order, series by label values, labels by name; a histogram's
+  // _count and _sum come before its buckets, and bounds print as numbers (le="1").
   const std::string expected =
       "# HELP pgwarden_metrics_series_overflow_total Label-set lookups that exceeded their "
       "family's series cap and were counted under label values \"other\".\n"
@@ -42,84 +45,51 @@ TEST(Exposition, PrometheusTextIsExact) {
       "demo_queue_depth -3\n"
       "# HELP demo_latency_seconds Latency \"in\" seconds.\n"
       "# TYPE demo_latency_seconds histogram\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"0.005\"} 1\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"1.0\"} 2\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"2.5\"} 2\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"+Inf\"} 3\n"
-      "demo_latency_seconds_sum{path=\"/a\"} 11.001\n"
-      "demo_latency_seconds_count{path=\"/a\"} 3\n";
-  EXPECT_EQ(s.r.render(Format::kPrometheusText), expected);
-}
-
-TEST(Exposition, OpenMetricsIsExact) {
-  Small s;
-  const std::string expected =
-      "# HELP pgwarden_metrics_series_overflow Label-set lookups that exceeded their "
-      "family's series cap and were counted under label values \\\"other\\\".\n"
-      "# TYPE pgwarden_metrics_series_overflow counter\n"
-      "pgwarden_metrics_series_overflow_total{family=\"demo_latency_seconds\"} 0\n"
-      "pgwarden_metrics_series_overflow_total{family=\"demo_queue_depth\"} 0\n"
-      "pgwarden_metrics_series_overflow_total{family=\"demo_requests_total\"} 0\n"
-      "# HELP demo_requests Requests by code.\n"
-      "# TYPE demo_requests counter\n"
-      "demo_requests_total{code=\"200\"} 7\n"
-      "# HELP demo_queue_depth Items\\\\waiting\\nnow.\n"
-      "# TYPE demo_queue_depth gauge\n"
-      "demo_queue_depth -3\n"
-      "# HELP demo_latency_seconds Latency \\\"in\\\" seconds.\n"
-      "# TYPE demo_latency_seconds histogram\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"0.005\"} 1\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"1.0\"} 2\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"2.5\"} 2\n"
-      "demo_latency_seconds_bucket{path=\"/a\",le=\"+Inf\"} 3\n"
-      "demo_latency_seconds_sum{path=\"/a\"} 11.001\n"
       "demo_latency_seconds_count{path=\"/a\"} 3\n"
-      "# EOF\n";
-  EXPECT_EQ(s.r.render(Format::kOpenMetrics), expected);
+      "demo_latency_seconds_sum{path=\"/a\"} 11.001\n"
+      "demo_latency_seconds_bucket{path=\"/a\",le=\"0.005\"} 1\n"
+      "demo_latency_seconds_bucket{path=\"/a\",le=\"1\"} 2\n"
+      "demo_latency_seconds_bucket{path=\"/a\",le=\"2.5\"} 2\n"
+      "demo_latency_seconds_bucket{path=\"/a\",le=\"+Inf\"} 3\n";
+  EXPECT_EQ(s.r.render(), expected);
 }
 
 TEST(Exposition, LabelValuesEscapeBackslashQuoteAndNewline) {
-  std::string out;
-  appendEscapedLabelValue(out, "a\\b\"c\nd\te");
-  EXPECT_EQ(out, "a\\\\b\\\"c\\nd\te");
   Registry r;
-  r.counterFamily("t_esc_total", "x", {"v"}).with({"say \"hi\"\\\n"}).inc();
-  EXPECT_NE(r.render(Format::kPrometheusText).find("t_esc_total{v=\"say \\\"hi\\\"\\\\\\n\"} 1\n"),
-            std::string::npos);
+  r.counterFamily("t_esc_total", "x", {"v"}).with({"say \"hi\"\\\n\tend"}).inc();
+  EXPECT_NE(r.render().find("t_esc_total{v=\"say \\\"hi\\\"\\\\\\n\tend\"} 1\n"),
+            std::string::npos)
+      << r.render();
 }
 
-TEST(Exposition, HelpEscapingDiffersBetweenFormatsOnlyForQuotes) {
-  std::string text, om;
-  appendEscapedHelp(text, "a\\b\"c\nd", Format::kPrometheusText);
-  appendEscapedHelp(om, "a\\b\"c\nd", Format::kOpenMetrics);
-  EXPECT_EQ(text, "a\\\\b\"c\\nd");
-  EXPECT_EQ(om, "a\\\\b\\\"c\\nd");
-}
-
-TEST(Exposition, NumbersUseShortestRoundTripAndSpecialValues) {
-  auto fmt = [](double v) {
-    std::string s;
-    appendDouble(s, v);
-    return s;
-  };
-  EXPECT_EQ(fmt(0), "0");
-  EXPECT_EQ(fmt(1.5), "1.5");
-  EXPECT_EQ(fmt(0.1), "0.1");
-  EXPECT_EQ(fmt(1e-06), "1e-06");
-  EXPECT_EQ(fmt(1700000000.25), "1700000000.25");
-  EXPECT_EQ(fmt(INFINITY), "+Inf");
-  EXPECT_EQ(fmt(-INFINITY), "-Inf");
-  EXPECT_EQ(fmt(std::nan("")), "NaN");
-  EXPECT_EQ(std::stod(fmt(0.1 + 0.2)), 0.1 + 0.2);  // round-trips exactly
+TEST(Exposition, NumbersAndSpecialValues) {
+  Registry r;
+  r.callbackFamily("t_values", "x", MetricType::kGauge, {"v"}, [](SampleSink& s) {
+    s.add({"a"}, 0);
+    s.add({"b"}, 1.5);
+    s.add({"c"}, 0.1);
+    s.add({"d"}, 1e-06);
+    s.add({"e"}, 1700000000.25);
+    s.add({"f"}, INFINITY);
+    s.add({"g"}, -INFINITY);
+    s.add({"h"}, 9007199254740992.0);  // 2^53, in full: counters are doubles, exact up to here
+  });
+  const std::string text = r.render();
+  for (const char* line : {"t_values{v=\"a\"} 0\n", "t_values{v=\"b\"} 1.5\n",
+                           "t_values{v=\"c\"} 0.1\n", "t_values{v=\"d\"} 1e-06\n",
+                           "t_values{v=\"e\"} 1700000000.25\n", "t_values{v=\"f\"} +Inf\n",
+                           "t_values{v=\"g\"} -Inf\n", "t_values{v=\"h\"} 9007199254740992\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
 }
 
 TEST(Exposition, UnlabeledSeriesHaveNoBraces) {
   Registry r;
   r.counter("t_plain_total", "x").inc(3);
   r.histogram("t_plain_seconds", "x", {1}).observe(0.5);
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   EXPECT_NE(text.find("\nt_plain_total 3\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nt_plain_seconds_bucket{le=\"1.0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nt_plain_seconds_bucket{le=\"1\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nt_plain_seconds_sum 0.5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nt_plain_seconds_count 1\n"), std::string::npos) << text;
 }
@@ -127,7 +97,7 @@ TEST(Exposition, UnlabeledSeriesHaveNoBraces) {
 TEST(Exposition, EmptyFamiliesStillDeclareThemselves) {
   Registry r;
   r.counterFamily("t_none_total", "Nothing yet.", {"group"});
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   EXPECT_NE(text.find("# HELP t_none_total Nothing yet.\n# TYPE t_none_total counter\n"),
             std::string::npos);
   EXPECT_EQ(text.find("t_none_total{"), std::string::npos);
@@ -139,7 +109,7 @@ TEST(Exposition, HistogramCountEqualsInfBucketInEveryScrape) {
   for (int i = 0; i < 1000; ++i) {
     f.with({"g" + std::to_string(i % 7), i % 2 ? "ok" : "error"}).observe(i * 0.0137);
   }
-  std::istringstream in(m.registry.render(Format::kPrometheusText));
+  std::istringstream in(m.registry.render());
   std::string line;
   std::map<std::string, std::string> inf, count;
   while (std::getline(in, line)) {
@@ -160,7 +130,7 @@ TEST(Exposition, BucketsAreCumulativeAndOrdered) {
   Registry r;
   Histogram& h = r.histogram("t_cum_seconds", "x", kStatementDurationBuckets);
   for (int i = 0; i < 200; ++i) h.observe(std::pow(10.0, -4.5 + i * 0.03));
-  std::istringstream in(r.render(Format::kPrometheusText));
+  std::istringstream in(r.render());
   std::string line;
   double prev_le = -1;
   uint64_t prev_count = 0;
@@ -181,38 +151,9 @@ TEST(Exposition, BucketsAreCumulativeAndOrdered) {
   EXPECT_EQ(prev_count, 200u);
 }
 
-TEST(Exposition, CallbackCountersKeepTotalInOpenMetricsSamples) {
-  Registry r;
-  r.callbackFamily("t_cpu_seconds_total", "CPU.", MetricType::kCounter, {},
-                   [](SampleSink& s) { s.add({}, 1.25); });
-  std::string om = r.render(Format::kOpenMetrics);
-  EXPECT_NE(om.find("# TYPE t_cpu_seconds counter\nt_cpu_seconds_total 1.25\n"), std::string::npos)
-      << om;
-}
-
-TEST(Negotiation, PicksOpenMetricsOnlyWhenAsked) {
-  EXPECT_EQ(negotiateFormat(""), Format::kPrometheusText);
-  EXPECT_EQ(negotiateFormat("*/*"), Format::kPrometheusText);
-  EXPECT_EQ(negotiateFormat("text/plain;version=0.0.4"), Format::kPrometheusText);
-  // What Prometheus 2.x sends.
-  EXPECT_EQ(negotiateFormat("application/openmetrics-text;version=1.0.0,application/"
-                            "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;"
-                            "q=0.5,*/*;q=0.1"),
-            Format::kOpenMetrics);
-  EXPECT_EQ(negotiateFormat("text/plain, application/openmetrics-text; version=1.0.0"),
-            Format::kOpenMetrics);
-  EXPECT_EQ(negotiateFormat("application/openmetrics-text;q=0"), Format::kPrometheusText);
-  EXPECT_EQ(negotiateFormat("application/openmetrics-text; q=0.0, text/plain"),
-            Format::kPrometheusText);
-  EXPECT_EQ(negotiateFormat("application/json"), Format::kPrometheusText);
-  EXPECT_STREQ(contentType(Format::kPrometheusText), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_STREQ(contentType(Format::kOpenMetrics),
-               "application/openmetrics-text; version=1.0.0; charset=utf-8");
-}
-
 TEST(Exposition, FullCatalogueHasHelpAndTypeForEveryFamilyOnce) {
   Metrics m(BuildInfo{"v", "s"});
-  std::istringstream in(m.registry.render(Format::kPrometheusText));
+  std::istringstream in(m.registry.render());
   std::string line;
   std::map<std::string, int> help, type;
   while (std::getline(in, line)) {

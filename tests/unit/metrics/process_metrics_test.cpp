@@ -70,7 +70,7 @@ TEST(ProcessMetrics, MaxFdsIsTheSoftLimit) {
 TEST(ProcessMetrics, RegisteredFamiliesRenderNumbers) {
   Registry r;
   registerProcessMetrics(r, BuildInfo{"9.9.9", "cafe"});
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   for (const char* name :
        {"\npgwarden_process_resident_memory_bytes ", "\npgwarden_process_virtual_memory_bytes ",
         "\npgwarden_process_open_fds ", "\npgwarden_process_max_fds ",
@@ -81,7 +81,7 @@ TEST(ProcessMetrics, RegisteredFamiliesRenderNumbers) {
                                     text.find('\n', at + 1) - at - std::string(name).size());
     EXPECT_GT(std::stod(value), 0) << name;
   }
-  EXPECT_NE(text.find("pgwarden_build_info{version=\"9.9.9\",git_sha=\"cafe\"} 1\n"),
+  EXPECT_NE(text.find("pgwarden_build_info{git_sha=\"cafe\",version=\"9.9.9\"} 1\n"),
             std::string::npos);
 }
 

@@ -1,6 +1,7 @@
 // The exposition checked by Prometheus' own tools: `promtool check metrics` (parser and lint)
-// on a full scrape, and a real Prometheus server scraping the endpoint, which negotiates
-// OpenMetrics and rejects the whole scrape on any format error.
+// on a full scrape, and a real Prometheus server scraping the endpoint, which asks for OpenMetrics
+// first, takes the text format it is answered with, and rejects the whole scrape on any format
+// error.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "test_util.h"
+#include "require_tool.h"
 
 namespace pgwarden::daemon::metrics {
 namespace {
@@ -47,10 +49,10 @@ int promtoolCheck(const std::string& promtool, const std::string& exposition, st
 
 TEST(Promtool, FullScrapeInTextFormatPasses) {
   auto promtool = testing::findExecutable("promtool");
-  if (!promtool) GTEST_SKIP() << "promtool not installed (Debian package prometheus); skipped";
+  if (!promtool) PGW_MISSING_TOOL("promtool not installed (Debian package prometheus); skipped");
   Metrics m(BuildInfo{"0.1.0", "0123456789ab"});
   testing::populate(m);
-  std::string text = m.registry.render(Format::kPrometheusText);
+  std::string text = m.registry.render();
   std::string out;
   int rc = promtoolCheck(*promtool, text, &out);
   EXPECT_EQ(rc, 0) << out << "\n--- exposition ---\n" << text;
@@ -60,7 +62,7 @@ TEST(Promtool, FullScrapeInTextFormatPasses) {
 TEST(Promtool, CatchesABrokenExposition) {
   // The check above can fail: promtool rejects what a registry bug would produce.
   auto promtool = testing::findExecutable("promtool");
-  if (!promtool) GTEST_SKIP() << "promtool not installed (Debian package prometheus); skipped";
+  if (!promtool) PGW_MISSING_TOOL("promtool not installed (Debian package prometheus); skipped");
   std::string out;
   EXPECT_NE(promtoolCheck(*promtool, "# TYPE x counter\nx{a=\"unterminated} 1\n", &out), 0);
   out.clear();
@@ -72,10 +74,10 @@ TEST(Promtool, CatchesABrokenExposition) {
 
 TEST(Promtool, EmptyCataloguePasses) {
   auto promtool = testing::findExecutable("promtool");
-  if (!promtool) GTEST_SKIP() << "promtool not installed (Debian package prometheus); skipped";
+  if (!promtool) PGW_MISSING_TOOL("promtool not installed (Debian package prometheus); skipped");
   Metrics m(BuildInfo{"0.1.0", "unknown"});
   std::string out;
-  EXPECT_EQ(promtoolCheck(*promtool, m.registry.render(Format::kPrometheusText), &out), 0) << out;
+  EXPECT_EQ(promtoolCheck(*promtool, m.registry.render(), &out), 0) << out;
 }
 
 std::string urlEncode(const std::string& s) {
@@ -150,16 +152,11 @@ class PrometheusProcess {
   pid_t pid_ = -1;
 };
 
-// Prometheus 2.x asks for OpenMetrics first and falls back to text; run it against both.
-class PrometheusScrape : public ::testing::TestWithParam<bool> {};
-
-TEST_P(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
+TEST(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
   auto binary = testing::findExecutable("prometheus");
-  if (!binary) GTEST_SKIP() << "prometheus not installed (Debian package prometheus); skipped";
-  const bool openmetrics = GetParam();
+  if (!binary) PGW_MISSING_TOOL("prometheus not installed (Debian package prometheus); skipped");
   HttpServerOptions o;
   o.listen = "127.0.0.1:0";
-  o.openmetrics = openmetrics;
   testing::LoopServer s(o);
   ASSERT_TRUE(s.started()) << s.startError();
   testing::populate(s.metrics());
@@ -180,13 +177,7 @@ TEST_P(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
     std::this_thread::sleep_for(200ms);
   }
   ASSERT_EQ(health, "up") << "lastError: " << last_error << "\nprometheus log:\n" << prom.log();
-  if (openmetrics) {
-    ASSERT_GE(s.metrics().http_scrapes.with({"openmetrics"}).value(), 1u)
-        << "Prometheus did not negotiate OpenMetrics";
-  } else {
-    ASSERT_EQ(s.metrics().http_scrapes.with({"openmetrics"}).value(), 0u);
-    ASSERT_GE(s.metrics().http_scrapes.with({"text"}).value(), 2u);  // populate() adds one
-  }
+  ASSERT_GE(s.metrics().http_scrapes.with({"text"}).value(), 2u);  // populate() adds one
 
   auto value = [&](const std::string& promql) -> std::string {
     auto r = prom.query(promql);
@@ -209,11 +200,6 @@ TEST_P(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
   ASSERT_EQ(odd->size(), 1u);
   EXPECT_EQ((*odd)[0]["metric"]["group"], "ana\"lysts\\ and\nmore");
 }
-
-INSTANTIATE_TEST_SUITE_P(Formats, PrometheusScrape, ::testing::Values(false, true),
-                         [](const auto& info) {
-                           return info.param ? std::string("OpenMetrics") : std::string("Text");
-                         });
 
 }  // namespace
 }  // namespace pgwarden::daemon::metrics

@@ -116,7 +116,7 @@ TEST(Family, SeriesBeyondTheCapGoToOtherAndAreCounted) {
   EXPECT_EQ(&f.with({"a"}), &f.with({"a"}));  // existing series are still found
   EXPECT_EQ(f.with({std::string(kOtherLabelValue)}).value(), 2u);
   EXPECT_EQ(r.overflowFamily().with({"t_capped_total"}).value(), 2u);
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   EXPECT_NE(text.find("t_capped_total{code=\"other\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("pgwarden_metrics_series_overflow_total{family=\"t_capped_total\"} 2\n"),
             std::string::npos)
@@ -147,7 +147,7 @@ TEST(Family, InvalidUtf8IsReplacedAndFindsOneSeries) {
   Counter& a = f.with({std::string_view("db\xff\xfe", 4)});
   Counter& b = f.with({"db??"});
   EXPECT_EQ(&a, &b);
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   EXPECT_NE(text.find("t_utf8_total{pool=\"db??\"} 0"), std::string::npos) << text;
 }
 
@@ -199,7 +199,7 @@ TEST(CallbackFamily, SumsDuplicatesCapsAndSortsSamples) {
     s.add({"waiting"}, 9);  // third label set: over the cap of 2
     s.add({"a", "b"}, 1);   // wrong arity
   });
-  std::string text = r.render(Format::kPrometheusText);
+  std::string text = r.render();
   EXPECT_NE(text.find("t_conns{state=\"active\"} 2\nt_conns{state=\"idle\"} 4\n"),
             std::string::npos)
       << text;
@@ -214,8 +214,8 @@ TEST(CallbackFamily, CollectorRunsAtEveryRender) {
     ++calls;
     s.add({}, calls * 10);
   });
-  EXPECT_NE(r.render(Format::kPrometheusText).find("t_depth_now 10\n"), std::string::npos);
-  EXPECT_NE(r.render(Format::kPrometheusText).find("t_depth_now 20\n"), std::string::npos);
+  EXPECT_NE(r.render().find("t_depth_now 10\n"), std::string::npos);
+  EXPECT_NE(r.render().find("t_depth_now 20\n"), std::string::npos);
 }
 
 TEST(Concurrency, IncrementsFromManyThreadsSumExactly) {
@@ -245,7 +245,7 @@ TEST(Concurrency, IncrementsFromManyThreadsSumExactly) {
   // Renders run concurrently with the updates and must not tear or crash.
   std::thread scraper([&] {
     while (!go.load()) std::this_thread::yield();
-    for (int i = 0; i < 50; ++i) (void)r.render(Format::kPrometheusText);
+    for (int i = 0; i < 50; ++i) (void)r.render();
   });
   go.store(true);
   for (auto& th : threads) th.join();
@@ -295,12 +295,12 @@ TEST(Catalogue, HistorySourceIsReadAtScrapeTime) {
   Metrics m(BuildInfo{"1.2.3", "abc"});
   HistorySnapshot now{10, 1, 0, 5};
   m.setHistorySource("sqlite", [&] { return now; });
-  std::string a = m.registry.render(Format::kPrometheusText);
+  std::string a = m.registry.render();
   EXPECT_NE(a.find("pgwarden_history_records_written_total{store=\"sqlite\"} 10\n"),
             std::string::npos);
   EXPECT_NE(a.find("pgwarden_history_queue_depth{store=\"sqlite\"} 5\n"), std::string::npos);
   now = {25, 3, 1, 0};
-  std::string b = m.registry.render(Format::kPrometheusText);
+  std::string b = m.registry.render();
   EXPECT_NE(b.find("pgwarden_history_records_written_total{store=\"sqlite\"} 25\n"),
             std::string::npos);
   EXPECT_NE(b.find("pgwarden_history_records_dropped_total{store=\"sqlite\"} 3\n"),
@@ -311,8 +311,9 @@ TEST(Catalogue, HistorySourceIsReadAtScrapeTime) {
 
 TEST(Catalogue, BuildInfoCarriesVersionAndSha) {
   Metrics m(BuildInfo{"1.2.3", "deadbeef0123"});
-  std::string text = m.registry.render(Format::kPrometheusText);
-  EXPECT_NE(text.find("pgwarden_build_info{version=\"1.2.3\",git_sha=\"deadbeef0123\"} 1\n"),
+  std::string text = m.registry.render();
+  // prometheus-cpp orders a series' labels by name.
+  EXPECT_NE(text.find("pgwarden_build_info{git_sha=\"deadbeef0123\",version=\"1.2.3\"} 1\n"),
             std::string::npos)
       << text;
 }

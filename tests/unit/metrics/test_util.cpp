@@ -251,7 +251,7 @@ void populate(Metrics& m) {
   m.guard_decisions.with({"agents", "require_predicate", "deny", "MISSING_PREDICATE"}).inc(2);
   m.guard_decisions.with({"agents", "row_limit", "warn", "LIMIT_ADDED"}).inc();
   m.conversations_live.set(4);
-  m.upstream_connect_errors.inc();
+  m.upstream_connect_errors.with({"too_many_connections"}).inc();
   m.upstream_server_errors.with({"57"}).inc(3);
   m.upstream_cancel_requests.inc();
   m.setHistorySource("sqlite", [] { return HistorySnapshot{100, 2, 1, 7}; });

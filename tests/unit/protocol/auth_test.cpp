@@ -380,6 +380,19 @@ TEST(Scram, MockVerifierFailsLikeAWrongPassword) {
   EXPECT_FALSE(server.handleClientFinal(*cf));
 }
 
+TEST(Scram, MockVerifierTakesTheRealUsersShape) {
+  const ScramVerifier v = mockScramVerifier("ghost", "a-key-that-persists", 10000, 20);
+  EXPECT_EQ(v.iterations, 10000);
+  EXPECT_EQ(v.salt.size(), 20u);
+  EXPECT_EQ(mockScramVerifier("ghost", "a-key-that-persists", 10000, 20).salt, v.salt);
+  // Another key (another installation) gives another salt for the same name.
+  EXPECT_NE(mockScramVerifier("ghost", "another-key", 10000, 20).salt, v.salt);
+  // Nonsense shapes fall back to PostgreSQL's.
+  const ScramVerifier d = mockScramVerifier("ghost", "k", 0, 99);
+  EXPECT_EQ(d.iterations, 4096);
+  EXPECT_EQ(d.salt.size(), 16u);
+}
+
 // ------------------------------------------------------------------ md5
 
 TEST(Md5, KnownDigests) {

@@ -430,7 +430,8 @@ TEST(SystemdJournal, JournalLinesCarrySyslogPrioritiesAndNoTimestamp) {
   logger.error("e");
   logger.critical("c");
   logger.error("first line\nsecond line");
-  EXPECT_EQ(file.contents(), "<7>t\n<7>d\n<6>i\n<4>w\n<3>e\n<2>c\n<3>first line\n<3>second line\n");
+  // One record, one line: a newline inside a message cannot start a record of its own.
+  EXPECT_EQ(file.contents(), "<7>t\n<7>d\n<6>i\n<4>w\n<3>e\n<2>c\n<3>first line\\nsecond line\n");
 }
 
 TEST(SystemdJournal, ConsoleLinesAreTimestampedWithoutPriorityPrefix) {
@@ -439,6 +440,21 @@ TEST(SystemdJournal, ConsoleLinesAreTimestampedWithoutPriorityPrefix) {
   logger.warn("upstream unreachable");
   const std::string out = file.contents();
   EXPECT_TRUE(matchesShape(out, "dddd-dd-dd dd:dd:dd.ddd [warning] upstream unreachable\n")) << out;
+}
+
+TEST(SystemdJournal, ConsoleSinkKeepsOneRecordOnOneLine) {
+  // The last line of defence for a value a call site forgot to pass through logsafe().
+  LogFile file;
+  spdlog::logger logger("test", makeStderrSink(file.fd(), /*journal=*/false));
+  const std::string forged =
+      std::string("user=nobody\n2026-12-01 06:00:00.000 [error] FORGED") + '\0' + "\xff";
+  logger.warn("{}", forged);
+  const std::string out = file.contents();
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_EQ(out.find('\0'), std::string::npos) << out;
+  EXPECT_NE(out.find("user=nobody\\n2026-12-01 06:00:00.000 [error] FORGED\\x00\\xff\n"),
+            std::string::npos)
+      << out;
 }
 
 TEST(SystemdJournal, DefaultSinkFollowsJournalStream) {

@@ -1,0 +1,131 @@
+// Record <-> spool bytes. One list of the string fields drives size, encode and decode, so the
+// three cannot drift apart.
+#include "history/spool_codec.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+
+namespace pgwarden::history {
+
+namespace {
+
+constexpr std::array<std::string Record::*, 18> kStrings{
+    &Record::instance_id,       &Record::user,
+    &Record::database,          &Record::policy_group,
+    &Record::client_addr,       &Record::application_name,
+    &Record::agent_id,          &Record::conversation_id,
+    &Record::query_intent_sent, &Record::query_intent_inferred,
+    &Record::statement_kind,    &Record::sql_text,
+    &Record::fingerprint,       &Record::guard_actions,
+    &Record::deny_code,         &Record::sqlstate,
+    &Record::error_message,     &Record::protocol,
+};
+
+// started, finished, duration, session, rows_returned, rows_affected, bytes_sent; outcome and
+// flags; the table count.
+constexpr size_t kFixedBytes = 7 * 8 + 2 + 4;
+
+constexpr uint8_t kSqlTruncated = 1;
+constexpr uint8_t kResultTruncated = 2;
+constexpr uint8_t kSingleZero = 4;
+constexpr uint8_t kOutcomeCount = static_cast<uint8_t>(Outcome::kAborted) + 1;
+
+class Writer {
+ public:
+  explicit Writer(uint8_t* out) : p_(out) {}
+  template <typename T>
+  void put(T v) {
+    std::memcpy(p_, &v, sizeof v);
+    p_ += sizeof v;
+  }
+  void text(const std::string& s) {
+    put(static_cast<uint32_t>(s.size()));
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+
+ private:
+  uint8_t* p_;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  template <typename T>
+  bool get(T* v) {
+    if (static_cast<size_t>(end_ - p_) < sizeof(T)) return false;
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return true;
+  }
+  bool text(std::string* s) {
+    uint32_t n = 0;
+    if (!get(&n) || static_cast<size_t>(end_ - p_) < n) return false;
+    s->assign(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return true;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+}  // namespace
+
+size_t encodedSize(const Record& r) {
+  size_t n = kFixedBytes;
+  for (auto field : kStrings) n += 4 + (r.*field).size();
+  for (const auto& t : r.tables) n += 4 + t.size();
+  return n;
+}
+
+void encodeRecord(const Record& r, uint8_t* out) {
+  Writer w(out);
+  w.put(r.started_at_us);
+  w.put(r.finished_at_us);
+  w.put(r.duration_us);
+  w.put(r.session_id);
+  w.put(r.rows_returned);
+  w.put(r.rows_affected);
+  w.put(r.bytes_sent);
+  w.put(static_cast<uint8_t>(r.outcome));
+  w.put(static_cast<uint8_t>((r.sql_truncated ? kSqlTruncated : 0) |
+                             (r.truncated ? kResultTruncated : 0) |
+                             (r.single_zero ? kSingleZero : 0)));
+  w.put(static_cast<uint32_t>(r.tables.size()));
+  for (auto field : kStrings) w.text(r.*field);
+  for (const auto& t : r.tables) w.text(t);
+}
+
+bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
+  Reader in(body, size);
+  uint8_t outcome = 0;
+  uint8_t flags = 0;
+  uint32_t tables = 0;
+  if (!in.get(&out->started_at_us) || !in.get(&out->finished_at_us) || !in.get(&out->duration_us) ||
+      !in.get(&out->session_id) || !in.get(&out->rows_returned) || !in.get(&out->rows_affected) ||
+      !in.get(&out->bytes_sent) || !in.get(&outcome) || !in.get(&flags) || !in.get(&tables)) {
+    return false;
+  }
+  if (outcome >= kOutcomeCount) return false;
+  out->outcome = static_cast<Outcome>(outcome);
+  out->sql_truncated = (flags & kSqlTruncated) != 0;
+  out->truncated = (flags & kResultTruncated) != 0;
+  out->single_zero = (flags & kSingleZero) != 0;
+  for (auto field : kStrings) {
+    if (!in.text(&(out->*field))) return false;
+  }
+  // Each table takes at least its 4-byte length: a count the body cannot hold is refused before
+  // anything is reserved for it.
+  if (tables > size / 4) return false;
+  out->tables.resize(tables);
+  for (auto& t : out->tables) {
+    if (!in.text(&t)) return false;
+  }
+  return in.done();
+}
+
+}  // namespace pgwarden::history

@@ -1,0 +1,242 @@
+#include "session/statement_gate.h"
+
+#include <chrono>
+
+#include "guards/webhook_guard.h"
+#include "net/webhook_client.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+int64_t monotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
+  if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
+  return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
+}
+
+}  // namespace
+
+bool StatementGate::decide(GateRequest request, GateVerdict& out) {
+  cancel();
+  request_ = std::move(request);
+  plan_ = request_.plan;
+  stage_ = Stage::kChain;
+  if (!advance()) return false;
+  out = takeVerdict();
+  return true;
+}
+
+bool StatementGate::advance() {
+  while (true) {
+    switch (stage_) {
+      case Stage::kIdle:
+        return false;  // cancelled meanwhile
+      case Stage::kChain:
+        if (!plan_) {
+          const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          const auto stats = services_.stats ? services_.stats() : nullptr;
+          plan_ = services_.policy->plan(caller_.policyGroup(), request_.sql, ctx, stats.get());
+        }
+        stage_ = Stage::kWebhook;
+        continue;
+      case Stage::kWebhook:
+        // Each webhook guard of the chain in turn; the chain goes on after each answer.
+        if (plan_->decision.webhook) {
+          if (!startWebhook()) return false;
+          continue;
+        }
+        stage_ = Stage::kExplain;
+        continue;
+      case Stage::kExplain:
+        stage_ = Stage::kBudget;
+        if (!startExplain()) {
+          stage_ = Stage::kExplain;
+          return false;
+        }
+        continue;
+      case Stage::kBudget:
+        if (request_.admit && !plan_->decision.denied && !admit()) return false;
+        stage_ = Stage::kDone;
+        continue;
+      case Stage::kDone:
+        return true;
+    }
+  }
+}
+
+void StatementGate::resume() {
+  waiting_ = false;
+  if (!advance()) return;
+  GateVerdict v = takeVerdict();
+  done_(std::move(v));
+}
+
+GateVerdict StatementGate::takeVerdict() {
+  GateVerdict v;
+  v.plan = std::move(plan_);
+  v.budget_key = std::move(key_);
+  v.overrides = std::move(request_.overrides);
+  v.explain_error = std::move(explain_error_);
+  request_ = GateRequest{};
+  explain_error_.clear();
+  stage_ = Stage::kIdle;
+  waiting_ = false;
+  return v;
+}
+
+bool StatementGate::startWebhook() {
+  const guards::WebhookGuard* guard = webhookGuardOf(caller_.policyGroup(), *plan_);
+  if (!guard || !services_.webhooks) {
+    // Cannot happen while the daemon runs; fail the check rather than skip it.
+    guards::WebhookOutcome o;
+    o.error = "no webhook client";
+    onWebhookAnswer(std::move(o));
+    return true;
+  }
+  waiting_ = true;
+  webhook_started_ns_ = monotonicNs();
+  webhook_id_ = services_.webhooks->post(
+      webhookRequestFor(*guard, plan_->decision.webhook->body), [this](guards::WebhookOutcome o) {
+        webhook_id_ = 0;
+        if (o.status != guards::WebhookOutcome::Status::kCancelled) {
+          const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          if (ctx.observer) {
+            ctx.observer->externalCall(guards::GuardObserver::External::kWebhook, guards::webhookCallResult(o),
+                                       std::chrono::nanoseconds(monotonicNs() - webhook_started_ns_));
+          }
+        }
+        onWebhookAnswer(std::move(o));
+        resume();
+      });
+  return false;
+}
+
+void StatementGate::onWebhookAnswer(guards::WebhookOutcome outcome) {
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  if (!group || !plan_->analysis) {
+    // Nothing to resume the chain with: the statement is judged as it stood.
+    plan_ = PolicyEngine::withDecision(*plan_, [&] {
+      guards::Decision d = plan_->decision;
+      d.webhook.reset();
+      return d;
+    }());
+    return;
+  }
+  const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+  const auto stats = services_.stats ? services_.stats() : nullptr;
+  plan_ = PolicyEngine::withDecision(
+      *plan_, group->resumeWebhook(plan_->decision, outcome, *plan_->analysis, request_.sql, ctx, stats.get()));
+}
+
+bool StatementGate::startExplain() {
+  using Explain = GateRequest::Explain;
+  const guards::Decision& d = plan_->decision;
+  if (request_.explain == Explain::kSkip || d.denied || !d.explain_sql) return true;
+  // The plan depends on the parameters: the gate runs when a Bind brings them.
+  if (request_.explain == Explain::kRunOrDefer && d.explain_needs_params) return true;
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  const bool runnable = group && (!d.explain_needs_params || request_.explain_args.bound);
+  if (runnable && caller_.runExplain(*d.explain_sql, request_.extended, request_.explain_args)) {
+    waiting_ = true;
+    return false;
+  }
+  plan_ = PolicyEngine::withDecision(*plan_, group ? group->planUnavailable(d) : d);
+  return true;
+}
+
+void StatementGate::explainDone(std::string plan_json) {
+  if (stage_ != Stage::kExplain || !waiting_) return;
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  const auto stats = services_.stats ? services_.stats() : nullptr;
+  guards::Decision d = !group ? plan_->decision
+                       : plan_json.empty() ? group->planUnavailable(plan_->decision)
+                                           : group->evaluatePlan(plan_->decision, plan_json, stats.get());
+  plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+  stage_ = Stage::kBudget;
+  resume();
+}
+
+void StatementGate::explainFailed(std::string error_response) {
+  if (stage_ != Stage::kExplain || !waiting_) return;
+  // "If the EXPLAIN itself fails with a server error (an unknown column, say), that error is
+  // the statement's answer": it is not admitted, it will not run.
+  explain_error_ = std::move(error_response);
+  stage_ = Stage::kDone;
+  resume();
+}
+
+bool StatementGate::admit() {
+  guards::BudgetLedger* ledger = services_.budgets;
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  size_t index = 0;
+  const guards::BudgetGuard* bg = group ? guards::findBudgetGuard(*group, &index) : nullptr;
+  if (!ledger || !bg) return true;
+  if (!plan_->analysis || !guards::countsAgainstBudget(*plan_->analysis)) return true;  // housekeeping
+  auto key = std::make_shared<const guards::BudgetKey>(
+      ledger->keyFor(caller_.requestContext(false, request_.overrides)));
+  const auto deny = [this, group, index](guards::GuardResult r) {
+    guards::Decision d = plan_->decision;
+    d.denied = true;
+    d.deny = group->render(index, std::move(r));
+    d.actions.push_back(d.deny);
+    d.rewritten_sql.reset();
+    d.max_rows = -1;
+    plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+  };
+  // Each statement of a multi-statement text counts once; the text is admitted whole or not.
+  const int64_t statements = guards::budgetStatements(*plan_->analysis);
+  auto a = ledger->admit(*bg, *key, [this, key, deny](guards::BudgetLedger::Admission r) {
+    budget_ticket_ = 0;
+    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
+      key_ = key;
+    } else {
+      deny(std::move(r.denial));
+    }
+    stage_ = Stage::kDone;
+    resume();
+  }, statements);
+  switch (a.kind) {
+    case guards::BudgetLedger::Admission::Kind::kAdmitted:
+      key_ = std::move(key);
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kDenied:
+      deny(std::move(a.denial));
+      return true;
+    case guards::BudgetLedger::Admission::Kind::kPending:
+      budget_ticket_ = a.ticket;
+      waiting_ = true;
+      return false;
+  }
+  return true;
+}
+
+void StatementGate::cancel() {
+  if (webhook_id_) {
+    if (services_.webhooks) services_.webhooks->cancel(webhook_id_);
+    webhook_id_ = 0;
+  }
+  if (budget_ticket_) {
+    if (services_.budgets) services_.budgets->cancel(budget_ticket_);
+    budget_ticket_ = 0;
+  }
+  if (key_ && services_.budgets) services_.budgets->release(*key_);
+  key_.reset();
+  plan_.reset();
+  request_ = GateRequest{};
+  explain_error_.clear();
+  stage_ = Stage::kIdle;
+  waiting_ = false;
+}
+
+void StatementGate::discard(GateVerdict& verdict) {
+  if (verdict.budget_key && services_.budgets) services_.budgets->release(*verdict.budget_key);
+  verdict.budget_key.reset();
+}
+
+}  // namespace pgwarden::daemon

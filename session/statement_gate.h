@@ -1,0 +1,134 @@
+// The statement gate: the one place a statement is judged, whichever front end it came through.
+// Given a text (or a prepared statement's plan) and who is asking, it runs the analysis and the
+// policy group's chain, waits for what the chain waits on (a webhook's answer, the cost gate's
+// EXPLAIN, the shared budget store) and admits the statement against its conversation's budget,
+// then hands back one verdict: the plan to act on (allowed, rewritten, warned or denied) and the
+// budget it holds. A wait resumes at the stage it stopped at; nothing before it runs again.
+//
+// The front end supplies who is asking and, for the cost gate, a way to run an EXPLAIN on its
+// server connection (GateCaller). The gate never touches a socket.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "budgets/budget.h"
+#include "guards/agent_context.h"
+#include "guards/policy.h"
+#include "session/statement_policy.h"
+
+namespace pgwarden::daemon {
+
+class WebhookClient;
+
+// The parameters an extended-protocol statement's EXPLAIN runs with (the statement's own).
+struct ExplainArgs {
+  std::vector<uint32_t> param_types;
+  std::vector<int16_t> param_formats;
+  std::vector<std::optional<std::string>> params;  // nullopt = SQL NULL
+  bool bound = false;                              // params are the Bind's values
+};
+
+struct GateRequest {
+  // What to judge: a text, analysed and run through the chain, or (when `plan` is set) a
+  // prepared statement's plan, judged at its Bind or Execute.
+  std::string sql;
+  std::shared_ptr<const StatementPlan> plan;
+  guards::AgentOverrides overrides;  // the statement's sqlcommenter comment
+  bool extended = false;
+  // Admit it against the conversation's budget: it is about to run (a Query, an Execute).
+  bool admit = false;
+  // The cost gate's EXPLAIN: never; now (a plan that needs parameters and has none gets
+  // planUnavailable); or now unless the plan needs parameters, when it is left for the Bind.
+  enum class Explain : uint8_t { kSkip, kRun, kRunOrDefer };
+  Explain explain = Explain::kSkip;
+  ExplainArgs explain_args;
+};
+
+struct GateVerdict {
+  std::shared_ptr<const StatementPlan> plan;
+  // Admitted: held until the run finishes (the recorder gives it back).
+  std::shared_ptr<const guards::BudgetKey> budget_key;
+  guards::AgentOverrides overrides;
+  // The cost gate's EXPLAIN failed on the server: this ErrorResponse (the whole message) is the
+  // statement's answer, as the statement would have failed the same way.
+  std::string explain_error;
+};
+
+// What the gate needs of the front end whose statement it judges.
+class GateCaller {
+ public:
+  virtual ~GateCaller() = default;
+  // Who is asking, with a statement's comment overrides applied.
+  virtual guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const = 0;
+  // The caller's policy group (null: none, everything passes).
+  virtual const guards::PolicyGroup* policyGroup() const = 0;
+  // Runs the cost gate's EXPLAIN text on the caller's server connection and later reports
+  // through explainDone() or explainFailed(). False: no connection to run it on.
+  virtual bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) = 0;
+};
+
+// The process-wide services a gate uses (any may be null: that feature is off).
+struct GateServices {
+  PolicyEngine* policy = nullptr;
+  WebhookClient* webhooks = nullptr;
+  guards::BudgetLedger* budgets = nullptr;
+  std::function<std::shared_ptr<const guards::TableStatsSnapshot>()> stats;
+};
+
+class StatementGate {
+ public:
+  using Done = std::function<void(GateVerdict)>;
+  StatementGate(GateServices services, GateCaller& caller, Done done)
+      : services_(std::move(services)), caller_(caller), done_(std::move(done)) {}
+  ~StatementGate() { cancel(); }
+  StatementGate(const StatementGate&) = delete;
+  StatementGate& operator=(const StatementGate&) = delete;
+
+  // Judges one statement. True: decided at once, `out` holds the verdict. False: waiting; the
+  // verdict comes through `done` later, on the loop, never inside this call. One statement at a
+  // time: the caller holds its next statement until then.
+  [[nodiscard]] bool decide(GateRequest request, GateVerdict& out);
+  bool waiting() const { return stage_ != Stage::kIdle; }
+
+  // The caller's answers to runExplain().
+  void explainDone(std::string plan_json);
+  void explainFailed(std::string error_response);
+  // Drops the statement being judged (its session ended, or the server skips it): no verdict
+  // comes; a budget it was admitted to is given back.
+  void cancel();
+  // Gives back the budget of a verdict that will not run after all.
+  void discard(GateVerdict& verdict);
+
+  void setServices(GateServices services) { services_ = std::move(services); }
+
+ private:
+  enum class Stage : uint8_t { kIdle, kChain, kWebhook, kExplain, kBudget, kDone };
+  // Runs stages from the current one until one waits (false) or the verdict is reached (true).
+  bool advance();
+  void resume();
+  bool startWebhook();
+  void onWebhookAnswer(guards::WebhookOutcome outcome);
+  bool startExplain();
+  bool admit();
+  GateVerdict takeVerdict();
+
+  GateServices services_;
+  GateCaller& caller_;
+  Done done_;
+  Stage stage_ = Stage::kIdle;
+  bool waiting_ = false;  // a stage waits for an answer from outside
+  GateRequest request_;
+  std::shared_ptr<const StatementPlan> plan_;
+  std::shared_ptr<const guards::BudgetKey> key_;
+  std::string explain_error_;
+  uint64_t webhook_id_ = 0;
+  uint64_t budget_ticket_ = 0;
+  int64_t webhook_started_ns_ = 0;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,101 @@
+#include "session/statement_recorder.h"
+
+namespace pgwarden::daemon {
+
+using history::wallClockMicros;
+
+std::shared_ptr<StatementRun> startRun(std::shared_ptr<const StatementPlan> plan, size_t index,
+                                       bool extended) {
+  auto run = std::make_shared<StatementRun>();
+  run->max_rows = plan ? plan->decision.max_rows : -1;
+  run->plan = std::move(plan);
+  run->index = index;
+  run->extended = extended;
+  run->started_us = wallClockMicros();
+  return run;
+}
+
+history::Outcome outcomeForError(std::string_view sqlstate) {
+  return sqlstate == "57014" ? history::Outcome::kCancelled : history::Outcome::kError;
+}
+
+void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& who,
+                               const guards::PolicyGroup* policy, history::Outcome outcome,
+                               std::string_view sqlstate, std::string_view message) {
+  if (run.finished) return;
+  run.finished = true;
+  if (run.budget_key && budgets_) {
+    if (const auto* bg = policy ? guards::findBudgetGuard(*policy) : nullptr) {
+      budgets_->addRows(*bg, *run.budget_key, run.rows_sent);
+    }
+    budgets_->release(*run.budget_key);
+  }
+
+  history::Record r;
+  r.started_at_us = run.started_us;
+  r.finished_at_us = wallClockMicros();
+  r.duration_us = r.finished_at_us - r.started_at_us;
+  r.instance_id = instance_id_;
+  r.session_id = who.session_id;
+  r.user = who.user;
+  r.database = who.database;
+  r.policy_group = who.group;
+  r.client_addr = who.client_addr;
+  r.application_name = who.application_name;
+  r.agent_id = who.agent_id;
+  r.conversation_id = who.conversation_id;
+  r.query_intent_sent = who.query_intent;
+  if (run.plan && run.index < run.plan->statements.size()) {
+    const auto& st = run.plan->statements[run.index];
+    r.query_intent_inferred = st.intent;
+    r.statement_kind = st.kind;
+    r.tables = st.tables;
+    r.sql_text = st.sql;
+    r.sql_truncated = st.sql_truncated;
+    // The text's fingerprint is this statement's only when the text holds one statement; the
+    // writer thread fingerprints a statement of a longer text from its own text.
+    if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
+    r.guard_actions = run.plan->guard_actions_json;
+  } else {
+    r.guard_actions = "[]";
+  }
+  r.outcome = outcome;
+  if ((outcome == history::Outcome::kDenied || outcome == history::Outcome::kBudget) && run.plan) {
+    r.deny_code = run.plan->decision.deny.code;
+  }
+  r.sqlstate = std::string(sqlstate);
+  r.error_message = std::string(message);
+  r.rows_returned = run.rows_sent;
+  r.truncated = run.truncated;
+  r.rows_affected = run.rows_affected;
+  r.bytes_sent = run.bytes_sent;
+  r.protocol = run.extended ? "extended" : "simple";
+  r.single_zero = run.single_zero && run.rows_sent == 1;
+  sink_.onStatement(std::move(r), run.plan.get());
+}
+
+void StatementRecorder::denied(const StatementPlan& plan, const guards::RequestContext& who,
+                               const guards::PolicyGroup* policy, const guards::AgentOverrides& overrides) {
+  // A denial by any guard but a budget counts towards the conversation's max_denied, as many
+  // statements as the text counts against max_statements (at least one).
+  if (!plan.budget && policy && budgets_) {
+    if (const auto* bg = guards::findBudgetGuard(*policy)) {
+      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
+      budgets_->addDenied(*bg, budgets_->keyFor(who), statements);
+    }
+  }
+  // A denied text counts as each of its statements.
+  auto shared = std::shared_ptr<const StatementPlan>(std::shared_ptr<const StatementPlan>{}, &plan);
+  for (size_t i = 0; i < plan.statements.size(); ++i) {
+    StatementRun run;
+    run.plan = shared;
+    run.index = i;
+    run.extended = who.extended;
+    run.started_us = wallClockMicros();
+    run.overrides = overrides;
+    finish(run, who, policy, plan.budget ? history::Outcome::kBudget : history::Outcome::kDenied,
+           plan.decision.deny.sqlstate, plan.decision.deny.message);
+  }
+}
+
+}  // namespace pgwarden::daemon

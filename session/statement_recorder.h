@@ -1,0 +1,83 @@
+// The statement recorder: the one place a finished statement becomes what pgwarden remembers of
+// it. Every front end (the wire protocol today, the MCP endpoint next) hands its finished runs
+// here, so each statement gets exactly one history record, is counted once in the counters and
+// metrics, and gives back what it held of its conversation's budget.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "budgets/budget.h"
+#include "guards/agent_context.h"
+#include "guards/policy.h"
+#include "history/record.h"
+#include "session/statement_policy.h"
+
+namespace pgwarden::daemon {
+
+// One statement's life, from the message that started it to its record. Shared by whatever
+// tracks it (a pending server answer, a portal); finished (and recorded) exactly once.
+struct StatementRun {
+  std::shared_ptr<const StatementPlan> plan;
+  size_t index = 0;            // which statement of the plan's text
+  bool extended = false;
+  int64_t started_us = 0;
+  int64_t rows_sent = 0;       // DataRows the client received
+  int64_t rows_affected = 0;
+  int64_t bytes_sent = 0;
+  int64_t max_rows = -1;       // the cap, -1 none
+  bool truncated = false;      // rows were held back by the cap
+  bool notice_sent = false;
+  bool finished = false;
+  bool single_zero = false;
+  int64_t first_value_rows = 0;  // rows seen while checking single_zero
+  // Admitted by a budget: its rows are counted and its running slot released when it finishes.
+  std::shared_ptr<const guards::BudgetKey> budget_key;
+  // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
+  guards::AgentOverrides overrides;
+};
+
+// A new run of statement `index` of `plan`, started now, with the plan's row cap.
+std::shared_ptr<StatementRun> startRun(std::shared_ptr<const StatementPlan> plan, size_t index,
+                                       bool extended);
+
+// What an error's SQLSTATE makes of a statement: cancelled (57014) or error.
+history::Outcome outcomeForError(std::string_view sqlstate);
+
+// Where finished statements go: the process counts them, exports their metrics and queues
+// their history records (never blocking).
+class StatementSink {
+ public:
+  virtual ~StatementSink() = default;
+  virtual void onStatement(history::Record&& record, const StatementPlan* plan) = 0;
+};
+
+class StatementRecorder {
+ public:
+  // `budgets` may be null (no budget state: nothing to give back).
+  StatementRecorder(StatementSink& sink, guards::BudgetLedger* budgets, std::string_view instance_id)
+      : sink_(sink), budgets_(budgets), instance_id_(instance_id) {}
+
+  // Records `run` once (later calls do nothing): its history record, counters and metrics, and
+  // its budget's rows and running slot. `who` is the caller as the statement saw it (its
+  // comment overrides applied); `policy` the caller's group (null: none).
+  void finish(StatementRun& run, const guards::RequestContext& who, const guards::PolicyGroup* policy,
+              history::Outcome outcome, std::string_view sqlstate = {}, std::string_view message = {});
+
+  // A denied text: one record per statement it holds, and, unless a budget denied it, the
+  // conversation's max_denied counts as many statements as the text spends.
+  void denied(const StatementPlan& plan, const guards::RequestContext& who,
+              const guards::PolicyGroup* policy, const guards::AgentOverrides& overrides);
+
+  guards::BudgetLedger* budgets() const { return budgets_; }
+  // The ledger is gone (shutdown): nothing more is given back.
+  void setBudgets(guards::BudgetLedger* budgets) { budgets_ = budgets; }
+
+ private:
+  StatementSink& sink_;
+  guards::BudgetLedger* budgets_;
+  std::string instance_id_;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,239 @@
+// history: the recorder with durability: process against real SQLite and JSON-lines files.
+// Records the store never got are written at the next start; records it got, but whose spool
+// entries were not yet marked consumed when the process died, are not written twice; a full spool
+// drops and counts as the memory queue does; a version-1 table gains record_uid in place.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "history/recorder.h"
+#include "history/schema.h"
+#include "test_util.h"
+
+namespace pgwarden::history {
+namespace {
+
+using test::forgetConsumedMarks;
+using test::makeRecord;
+using test::sqliteQuery;
+using test::TempDir;
+
+HistoryConfig fileConfig(const TempDir& dir, const std::string& store) {
+  HistoryConfig c;
+  c.store = store;
+  c.path = dir.file(store == "jsonl" ? "history.jsonl" : "history.db");
+  c.batch_size = 64;
+  c.flush_interval = std::chrono::milliseconds(10);
+  return c;
+}
+
+int64_t sqliteCount(const std::string& path, const std::string& what = "count(*)") {
+  return std::stoll(sqliteQuery(path, "SELECT " + what + " FROM pgwarden_history")[0][0]);
+}
+
+std::vector<nlohmann::json> jsonLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+void submitRange(Recorder& rec, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; ++i) {
+    ASSERT_TRUE(rec.submit(makeRecord(i, "SELECT " + std::to_string(i))));
+  }
+}
+
+// Holds SQLite's write lock on `path` from another connection, the way a second writer would.
+class WriteLock {
+ public:
+  explicit WriteLock(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  ~WriteLock() {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+TEST(Durability, RecordsTheStoreNeverGotAreWrittenAtTheNextStart) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  {
+    auto rec = makeRecorder(c);
+    WriteLock lock(c.path);  // the store takes nothing: all 300 wait in the spool
+    submitRange(*rec, 0, 300);
+    rec->shutdown(std::chrono::milliseconds(200));
+    const auto s = rec->stats();
+    EXPECT_EQ(s.written, 0u);
+    EXPECT_EQ(s.dropped, 0u);  // kept, not lost
+    EXPECT_EQ(s.queue_depth, 300u);
+  }
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, 300u);
+  submitRange(*rec, 300, 310);
+  rec->shutdown(std::chrono::seconds(10));
+  const auto s = rec->stats();
+  EXPECT_EQ(s.written, 310u);
+  EXPECT_EQ(s.submitted + s.recovered, s.written + s.dropped + s.rejected + s.queue_depth);
+  EXPECT_EQ(sqliteCount(c.path), 310);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT session_id)"), 310);
+  // The recovered ones went first.
+  EXPECT_EQ(sqliteQuery(c.path,
+                        "SELECT session_id FROM pgwarden_history ORDER BY id LIMIT 1 "
+                        "OFFSET 300")[0][0],
+            "300");
+}
+
+TEST(Durability, WithDurabilityOffTheSameRecordsAreLostAndCounted) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  c.durability = Durability::kOff;
+  {
+    auto rec = makeRecorder(c);
+    WriteLock lock(c.path);
+    submitRange(*rec, 0, 50);
+    rec->shutdown(std::chrono::milliseconds(200));
+    EXPECT_EQ(rec->stats().dropped, 50u);
+    EXPECT_EQ(rec->stats().queue_depth, 0u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(c.path + ".spool"));
+  auto rec = makeRecorder(c);
+  rec->shutdown(std::chrono::seconds(5));
+  EXPECT_EQ(sqliteCount(c.path), 0);
+}
+
+// Stores `n` records, then leaves the spool as a kill between the store's commit and the consumed
+// mark would.
+void storeThenDieBeforeMarking(const HistoryConfig& c, uint64_t n) {
+  auto rec = makeRecorder(c);
+  submitRange(*rec, 0, n);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().written, n);
+  rec.reset();
+  forgetConsumedMarks(c.path + ".spool");
+}
+
+TEST(Durability, StoredButNotMarkedConsumedIsNotStoredTwiceInSqlite) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  storeThenDieBeforeMarking(c, 300);
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, 300u);
+  submitRange(*rec, 300, 320);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().rejected, 0u);
+  EXPECT_EQ(sqliteCount(c.path), 320);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT session_id)"), 320);
+}
+
+TEST(Durability, StoredButNotMarkedConsumedIsNotWrittenTwiceToJsonl) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "jsonl");
+  storeThenDieBeforeMarking(c, 200);
+  {
+    auto rec = makeRecorder(c);
+    EXPECT_EQ(rec->stats().recovered, 200u);
+    submitRange(*rec, 200, 210);
+    rec->shutdown(std::chrono::seconds(10));
+  }
+  const auto lines = jsonLines(c.path);
+  ASSERT_EQ(lines.size(), 210u);
+  std::set<std::string> uids;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["session_id"], i);
+    uids.insert(lines[i]["record_uid"].get<std::string>());
+  }
+  EXPECT_EQ(uids.size(), 210u);
+  // durability: off writes record_uid as null, and the next start with the spool still reads
+  // the last id from further back.
+  c.durability = Durability::kOff;
+  {
+    auto rec = makeRecorder(c);
+    submitRange(*rec, 210, 211);
+    rec->shutdown(std::chrono::seconds(10));
+  }
+  EXPECT_TRUE(jsonLines(c.path).back()["record_uid"].is_null());
+  c.durability = Durability::kProcess;
+  forgetConsumedMarks(c.path + ".spool");
+  makeRecorder(c)->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(jsonLines(c.path).size(), 211u);
+}
+
+TEST(Durability, AFullSpoolDropsAndCountsWithoutBlocking) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  c.max_sql_bytes = 64 << 10;
+  c.spool_size = minSpoolSize(c.max_sql_bytes);
+  c.queue_size = 100000;
+  auto rec = makeRecorder(c);
+  WriteLock lock(c.path);
+  size_t accepted = 0;
+  for (uint64_t i = 0; i < 300; ++i) {
+    Record r = makeRecord(i, std::string(60 << 10, 'x'));
+    accepted += rec->submit(std::move(r)) ? 1 : 0;
+  }
+  const auto s = rec->stats();
+  EXPECT_LT(accepted, 300u);
+  EXPECT_GT(accepted, 40u);
+  EXPECT_EQ(s.dropped, 300u - accepted);
+  EXPECT_EQ(s.queue_depth, accepted);
+  EXPECT_GT(s.spool_used_bytes, s.spool_capacity - (64u << 10) * 2);
+  EXPECT_EQ(s.spool_capacity, c.spool_size);
+}
+
+TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  std::string ddl = "CREATE TABLE pgwarden_history (id INTEGER PRIMARY KEY";
+  for (const auto& col : kColumns) {
+    if (col.type != ColumnType::kUid) ddl += std::string(", ") + col.name + " TEXT";
+  }
+  ddl += ")";
+  std::ofstream(c.path).close();  // an empty file is an empty database
+  sqliteQuery(c.path, ddl);
+  sqliteQuery(c.path,
+              "CREATE TABLE pgwarden_history_schema (version INTEGER PRIMARY KEY, "
+              "applied_at TEXT)");
+  sqliteQuery(c.path, "INSERT INTO pgwarden_history_schema (version) VALUES (1)");
+  sqliteQuery(c.path, "INSERT INTO pgwarden_history (sql_text) VALUES ('from version 1')");
+  auto rec = makeRecorder(c);
+  submitRange(*rec, 0, 3);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
+  const auto rows = sqliteQuery(c.path,
+                                "SELECT sql_text, record_uid FROM pgwarden_history "
+                                "ORDER BY id");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"from version 1", "<null>"}));
+  EXPECT_NE(rows[3][1], "<null>");
+}
+
+TEST(Durability, ASpoolThatCannotBeOpenedStopsStartUp) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  c.spool_path = dir.file("missing/dir/history.spool");
+  try {
+    makeRecorder(c);
+    FAIL() << "started without its spool";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing/dir/history.spool"), std::string::npos)
+        << e.what();
+  }
+  HistoryConfig pg;
+  pg.store = "postgres";
+  pg.dsn = "host=/nonexistent-socket-dir";
+  EXPECT_THROW(makeRecorder(pg), std::runtime_error);  // no file to put the spool beside
+}
+
+}  // namespace
+}  // namespace pgwarden::history

@@ -1,0 +1,316 @@
+// history: the memory-mapped spool on real files. Records come back as they went in, in order;
+// what was not released is found again after the process "dies" (the Spool object is dropped
+// without any goodbye, as a kill -9 leaves the file); a torn or damaged entry ends recovery; the
+// ring wraps; bounds refuse rather than block; a second process cannot share the file.
+#include "history/spool.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "history/spool_codec.h"
+#include "test_util.h"
+
+namespace pgwarden::history {
+namespace {
+
+using test::makeRecord;
+using test::TempDir;
+
+namespace layout = spool_layout;
+
+std::unique_ptr<Spool> openSpool(const std::string& path, uint64_t capacity = 1 << 20,
+                                 size_t max_records = 100000) {
+  auto s = Spool::open(SpoolOptions{path, capacity, max_records});
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error());
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::vector<Record> takeAll(Spool& s, size_t max = 1000000) {
+  std::vector<Record> out;
+  s.take(out, max);
+  return out;
+}
+
+// Ring bytes one entry takes.
+uint64_t entryBytes(const Record& r) { return (layout::kEntryHeader + encodedSize(r) + 7) & ~7ull; }
+
+void pokeFile(const std::string& path, uint64_t offset, const void* bytes, size_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, bytes, n, static_cast<off_t>(offset)), static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
+  Record r = makeRecord(7, "SELECT 'caf\xC3\xA9', '\xFF'");
+  r.tables = {"public.orders", "", std::string("x\0y", 3)};
+  r.guard_actions = R"([{"guard":"row_limit"}])";
+  r.outcome = Outcome::kAborted;
+  r.sqlstate = "57P01";
+  r.error_message = std::string("nul\0inside", 10);
+  r.sql_truncated = r.truncated = r.single_zero = true;
+  r.rows_affected = -1;
+  r.bytes_sent = int64_t{1} << 40;
+  std::vector<uint8_t> body(encodedSize(r));
+  encodeRecord(r, body.data());
+  Record back;
+  ASSERT_TRUE(decodeRecord(body.data(), body.size(), &back));
+  EXPECT_EQ(back.sql_text, r.sql_text);
+  EXPECT_EQ(back.tables, r.tables);
+  EXPECT_EQ(back.error_message, r.error_message);
+  EXPECT_EQ(back.outcome, Outcome::kAborted);
+  EXPECT_TRUE(back.sql_truncated && back.truncated && back.single_zero);
+  EXPECT_EQ(back.bytes_sent, r.bytes_sent);
+  EXPECT_EQ(back.rows_affected, -1);
+  EXPECT_EQ(back.started_at_us, r.started_at_us);
+  EXPECT_EQ(back.conversation_id, r.conversation_id);
+  for (size_t n = 0; n < body.size(); ++n) {
+    Record cut;
+    EXPECT_FALSE(decodeRecord(body.data(), n, &cut)) << n;
+  }
+  body.push_back(0);
+  EXPECT_FALSE(decodeRecord(body.data(), body.size(), &back));
+}
+
+TEST(Spool, TakesRecordsBackInOrderAndReleaseFreesTheirSpace) {
+  TempDir dir;
+  auto s = openSpool(dir.file("h.spool"));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->recovered(), 0u);
+  EXPECT_NE(s->epoch(), 0u);
+  for (uint64_t i = 1; i <= 10; ++i)
+    ASSERT_TRUE(s->push(makeRecord(i, "SELECT " + std::to_string(i))));
+  EXPECT_EQ(s->depth(), 10u);
+  EXPECT_EQ(s->ready(), 10u);
+  const uint64_t used = s->usedBytes();
+  EXPECT_GT(used, 0u);
+
+  std::vector<Record> first;
+  EXPECT_EQ(s->take(first, 4), 4u);
+  EXPECT_EQ(s->ready(), 6u);
+  EXPECT_EQ(s->depth(), 10u);  // taken is not consumed
+  auto rest = takeAll(*s);
+  ASSERT_EQ(rest.size(), 6u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(first[i].sql_text, "SELECT " + std::to_string(i + 1));
+    EXPECT_EQ(first[i].spool_seq, i + 1);
+    EXPECT_EQ(first[i].spool_epoch, s->epoch());
+  }
+  EXPECT_EQ(rest[5].spool_seq, 10u);
+  EXPECT_EQ(rest[5].session_id, 10u);
+
+  s->release(4);
+  EXPECT_EQ(s->depth(), 6u);
+  EXPECT_LT(s->usedBytes(), used);
+  s->release(6);
+  EXPECT_EQ(s->depth(), 0u);
+  EXPECT_EQ(s->usedBytes(), 0u);
+}
+
+TEST(Spool, WhatWasNotReleasedIsRecoveredAfterTheProcessDies) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  uint64_t epoch = 0;
+  {
+    auto s = openSpool(path);
+    epoch = s->epoch();
+    for (uint64_t i = 1; i <= 20; ++i) ASSERT_TRUE(s->push(makeRecord(i, "q" + std::to_string(i))));
+    std::vector<Record> batch;
+    s->take(batch, 12);
+    s->release(8);  // 9..12 taken but not stored when the process dies; 13..20 never taken
+  }
+  auto s = openSpool(path);
+  EXPECT_EQ(s->epoch(), epoch);
+  EXPECT_EQ(s->recovered(), 12u);
+  EXPECT_EQ(s->depth(), 12u);
+  auto again = takeAll(*s);
+  ASSERT_EQ(again.size(), 12u);
+  for (size_t i = 0; i < again.size(); ++i) {
+    EXPECT_EQ(again[i].spool_seq, 9 + i);
+    EXPECT_EQ(again[i].sql_text, "q" + std::to_string(9 + i));
+  }
+  // New records follow the recovered ones, and their ids never repeat an old one.
+  ASSERT_TRUE(s->push(makeRecord(21, "q21")));
+  auto next = takeAll(*s);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].spool_seq, 21u);
+  s->release(13);
+  s.reset();
+  EXPECT_EQ(openSpool(path)->recovered(), 0u);
+}
+
+TEST(Spool, ARecordWithoutItsCommitWordEndsRecoveryAndItsSeqIsUsedAgain) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  std::vector<Record> sent;
+  for (uint64_t i = 1; i <= 4; ++i) sent.push_back(makeRecord(i, "SELECT " + std::to_string(i)));
+  {
+    auto s = openSpool(path);
+    for (auto r : sent) ASSERT_TRUE(s->push(std::move(r)));
+  }
+  // The crash came while the fourth was being written: its body is there, its commit word not.
+  const uint64_t fourth =
+      layout::kHeaderSize + entryBytes(sent[0]) + entryBytes(sent[1]) + entryBytes(sent[2]);
+  const uint32_t zero = 0;
+  pokeFile(path, fourth, &zero, sizeof zero);
+  auto s = openSpool(path);
+  EXPECT_EQ(s->recovered(), 3u);
+  ASSERT_TRUE(s->push(makeRecord(5, "SELECT 5")));
+  auto got = takeAll(*s);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[2].sql_text, "SELECT 3");
+  EXPECT_EQ(got[3].sql_text, "SELECT 5");
+  EXPECT_EQ(got[3].spool_seq, 4u);  // never handed out before: the torn one was never taken
+}
+
+TEST(Spool, ADamagedBodyFailsItsCrcAndEndsRecovery) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  std::vector<Record> sent;
+  for (uint64_t i = 1; i <= 3; ++i) sent.push_back(makeRecord(i, "SELECT 'abcdef'"));
+  {
+    auto s = openSpool(path);
+    for (auto r : sent) ASSERT_TRUE(s->push(std::move(r)));
+  }
+  const uint64_t second_body = layout::kHeaderSize + entryBytes(sent[0]) + layout::kEntryHeader;
+  const char bad = 'X';
+  pokeFile(path, second_body + 20, &bad, 1);
+  EXPECT_EQ(openSpool(path)->recovered(), 1u);
+}
+
+TEST(Spool, ATornConsumedMarkFallsBackToTheOlderOne) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  {
+    auto s = openSpool(path);
+    for (uint64_t i = 1; i <= 6; ++i) ASSERT_TRUE(s->push(makeRecord(i, "SELECT 1")));
+    takeAll(*s);
+    s->release(2);  // mark generation 1 (second slot): consumed up to 2
+    s->release(3);  // generation 2 (first slot): consumed up to 5
+  }
+  // The crash cut the newer mark short: recovery uses the older, and records 3..5 come again
+  // (the store skips them by their ids).
+  const char junk[4] = {1, 2, 3, 4};
+  pokeFile(path, layout::kMarksOffset + 8, junk, sizeof junk);
+  auto s = openSpool(path);
+  EXPECT_EQ(s->recovered(), 4u);
+  auto got = takeAll(*s);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].spool_seq, 3u);
+}
+
+TEST(Spool, TheRingWrapsAndRecoversRecordsOnBothSidesOfTheEnd) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  constexpr uint64_t kCapacity = 64 << 10;
+  uint64_t next = 1;
+  uint64_t expect = 1;
+  uint64_t pushed_bytes = 0;
+  {
+    auto s = openSpool(path, kCapacity);
+    // Many laps of the ring, each record checked as it comes back.
+    for (int round = 0; round < 200; ++round) {
+      for (int i = 0; i < 7; ++i, ++next) {
+        Record r = makeRecord(next, std::string(100 + (next * 37) % 900, 'x'));
+        pushed_bytes += entryBytes(r);
+        ASSERT_TRUE(s->push(std::move(r)));
+      }
+      auto got = takeAll(*s);
+      for (const auto& r : got) {
+        ASSERT_EQ(r.spool_seq, expect);
+        ASSERT_EQ(r.session_id, expect);
+        ASSERT_EQ(r.sql_text.size(), 100 + (expect * 37) % 900);
+        ++expect;
+      }
+      s->release(got.size());
+    }
+    EXPECT_GT(pushed_bytes, 10 * kCapacity);  // it did go round, many times
+    // Fill until the ring is full: the records left straddle the end of the ring.
+    while (s->push(makeRecord(next, std::string(700, 'y')))) ++next;
+    EXPECT_GT(s->usedBytes(), kCapacity - 1024);
+  }
+  auto s = openSpool(path, kCapacity);
+  EXPECT_EQ(s->recovered(), next - expect);
+  auto got = takeAll(*s);
+  ASSERT_EQ(got.size(), next - expect);
+  for (const auto& r : got) {
+    EXPECT_EQ(r.spool_seq, expect);
+    EXPECT_EQ(r.session_id, expect);
+    ++expect;
+  }
+}
+
+TEST(Spool, FullRefusesUntilReleasedByBytesAndByRecords) {
+  TempDir dir;
+  auto s = openSpool(dir.file("bytes.spool"), 64 << 10);
+  size_t accepted = 0;
+  while (s->push(makeRecord(accepted, std::string(1000, 'z')))) ++accepted;
+  EXPECT_GT(accepted, 40u);
+  EXPECT_EQ(s->depth(), accepted);
+  EXPECT_FALSE(s->push(makeRecord(0, std::string(1000, 'z'))));
+  std::vector<Record> batch;
+  s->take(batch, 10);
+  s->release(10);
+  EXPECT_TRUE(s->push(makeRecord(0, std::string(1000, 'z'))));
+  // A record bigger than the whole ring never fits.
+  EXPECT_FALSE(s->push(makeRecord(0, std::string(70 << 10, 'z'))));
+
+  auto few = openSpool(dir.file("records.spool"), 1 << 20, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(few->push(makeRecord(i, "SELECT 1")));
+  EXPECT_FALSE(few->push(makeRecord(5, "SELECT 1")));
+  std::vector<Record> one;
+  few->take(one, 1);
+  EXPECT_FALSE(few->push(makeRecord(5, "SELECT 1")));  // taken is still held
+  few->release(1);
+  EXPECT_TRUE(few->push(makeRecord(5, "SELECT 1")));
+}
+
+TEST(Spool, ASecondProcessCannotOpenASpoolInUse) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  auto first = openSpool(path);
+  // flock locks belong to the open file description: a second open() conflicts as another
+  // process's would.
+  auto second = Spool::open(SpoolOptions{path, 1 << 20, 100});
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().find("in use"), std::string::npos) << second.error();
+  first.reset();
+  EXPECT_TRUE(Spool::open(SpoolOptions{path, 1 << 20, 100}).ok());
+}
+
+TEST(Spool, ANewSizeAppliesOnceTheSpoolIsEmpty) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  {
+    auto s = openSpool(path, 1 << 20);
+    ASSERT_TRUE(s->push(makeRecord(1, "SELECT 1")));
+  }
+  {
+    auto s = openSpool(path, 2 << 20);
+    EXPECT_EQ(s->capacity(), 1u << 20);  // still holds a record
+    EXPECT_EQ(s->recovered(), 1u);
+    takeAll(*s);
+    s->release(1);
+  }
+  auto s = openSpool(path, 2 << 20);
+  EXPECT_EQ(s->capacity(), 2u << 20);
+  EXPECT_EQ(s->recovered(), 0u);
+}
+
+TEST(Spool, AFileThatIsNotASpoolIsRefusedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  std::ofstream(path) << std::string(8192, 'n');
+  auto s = Spool::open(SpoolOptions{path, 1 << 20, 100});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("not a pgwarden history spool"), std::string::npos) << s.error();
+  EXPECT_EQ(std::filesystem::file_size(path), 8192u);
+  EXPECT_FALSE(Spool::open(SpoolOptions{dir.file("no/such/dir.spool"), 1 << 20, 100}).ok());
+}
+
+}  // namespace
+}  // namespace pgwarden::history

@@ -1,0 +1,103 @@
+// A pool connection that does what the test tells it: log in, fail its login, be lent, come back
+// from a reset, finish closing. It reports to its pool exactly when ServerConnection would.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pool/pool.h"
+#include "pool/pooled_connection.h"
+
+namespace pgwarden::daemon::test {
+
+class FakeConnection final : public PooledConnection {
+ public:
+  FakeConnection(Pool& pool, uint64_t id, bool fail_at_start)
+      : pool_(pool), id_(id), fail_at_start_(fail_at_start) {}
+
+  uint64_t id() const override { return id_; }
+  ServerState state() const override { return state_; }
+  void start() override {
+    if (fail_at_start_) {
+      // As ServerConnection::start when the socket cannot even be made.
+      state_ = ServerState::kClosing;
+      last_error_ = "socket: too many open files";
+      pool_.onLoginFailed(*this, last_error_);
+      closeCompletes();
+      return;
+    }
+    state_ = ServerState::kLogin;
+  }
+  void close(const std::string& why) override {
+    if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
+    const ServerState before = state_;
+    state_ = ServerState::kClosing;
+    if (last_error_.empty()) last_error_ = why;
+    ++closes_;
+    if (before == ServerState::kResolving || before == ServerState::kConnecting ||
+        before == ServerState::kLogin) {
+      pool_.onLoginFailed(*this, last_error_);
+    }
+  }
+  void tick(uint64_t) override {}
+  uint64_t idleSinceMs() const override { return idle_since_ms_; }
+  int32_t backendPid() const override { return static_cast<int32_t>(1000 + id_); }
+  const std::string& lastError() const override { return last_error_; }
+  const std::string& loginSqlstate() const override { return login_sqlstate_; }
+  const std::string& loginMessage() const override { return login_message_; }
+
+  // The server accepted the login: the connection is idle in its pool.
+  void loginSucceeds() {
+    state_ = ServerState::kIdle;
+    idle_since_ms_ = pool_.manager().nowMs();
+    pool_.onLoginDone(*this);
+  }
+  // The server refused the login with `sqlstate`.
+  void loginFails(const std::string& sqlstate) {
+    login_sqlstate_ = sqlstate;
+    close("the server refused the login: " + sqlstate);
+  }
+  // What a waiter does with the connection it got (ServerConnection::attach).
+  void attach() { state_ = ServerState::kActive; }
+  // The waiter let go and the reset finished: back in the pool.
+  void resetDone() {
+    state_ = ServerState::kIdle;
+    idle_since_ms_ = pool_.manager().nowMs();
+    pool_.onIdle(*this);
+  }
+  // The socket's close callback ran. The pool buries the connection (freed at the next sweep).
+  void closeCompletes() {
+    state_ = ServerState::kClosed;
+    pool_.onClosed(*this);
+  }
+  int closes() const { return closes_; }
+
+ private:
+  Pool& pool_;
+  uint64_t id_;
+  bool fail_at_start_;
+  ServerState state_ = ServerState::kConnecting;
+  uint64_t idle_since_ms_ = 0;
+  std::string last_error_;
+  std::string login_sqlstate_;
+  std::string login_message_;
+  int closes_ = 0;
+};
+
+// Makes FakeConnections and remembers them in order (they stay valid until the pool manager's
+// next sweep after they closed).
+class FakeFactory final : public ConnectionFactory {
+ public:
+  std::unique_ptr<PooledConnection> create(Pool& pool, uint64_t id) override {
+    auto c = std::make_unique<FakeConnection>(pool, id, fail_at_start);
+    made.push_back(c.get());
+    return c;
+  }
+
+  bool fail_at_start = false;
+  std::vector<FakeConnection*> made;
+};
+
+}  // namespace pgwarden::daemon::test

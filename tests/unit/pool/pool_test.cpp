@@ -1,0 +1,334 @@
+// The pool's rules on a real uv loop with fake connections and a clock the test moves: handoffs
+// on the next loop turn, waiters in order, the acquire timeout, min_size, idle closes, and what a
+// failed login does to the clients waiting.
+#include "pool/pool.h"
+
+#include <gtest/gtest.h>
+#include <uv.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pool/server_conn.h"
+#include "fake_connection.h"
+
+using namespace pgwarden::daemon;
+using pgwarden::daemon::test::FakeConnection;
+using pgwarden::daemon::test::FakeFactory;
+
+namespace {
+
+// A client waiting for a connection; it writes what happened to a log shared by the test.
+class Waiter final : public PoolWaiter {
+ public:
+  Waiter(std::string name, std::vector<std::string>& log) : name_(std::move(name)), log_(log) {}
+
+  void onConnectionReady(PooledConnection& c) override {
+    conn = static_cast<FakeConnection*>(&c);
+    conn->attach();
+    log_.push_back(name_ + " ready " + std::to_string(c.id()));
+  }
+  void onServerFailed(const std::string& sqlstate, const std::string& message) override {
+    failed_sqlstate = sqlstate;
+    failed_message = message;
+    log_.push_back(name_ + " failed " + sqlstate);
+  }
+
+  FakeConnection* conn = nullptr;
+  std::string failed_sqlstate;
+  std::string failed_message;
+
+ private:
+  std::string name_;
+  std::vector<std::string>& log_;
+};
+
+class PoolTest : public ::testing::Test {
+ protected:
+  PoolTest() {
+    uv_loop_init(&loop_);
+    auto factory = std::make_unique<FakeFactory>();
+    factory_ = factory.get();
+    manager_ = std::make_unique<PoolManager>(&loop_, counters_, std::move(factory),
+                                             [this] { return now_; });
+    config_ = std::make_shared<Config>();
+    config_->upstream.user = "app";
+    config_->upstream.login_retry = Millis(2000);
+    config_->pool.min_size = 0;
+    config_->pool.max_size = 2;
+    config_->pool.acquire_timeout = Millis(5000);
+    config_->pool.idle_timeout = Millis(60000);
+    apply();
+  }
+
+  ~PoolTest() override {
+    manager_.reset();
+    uv_run(&loop_, UV_RUN_NOWAIT);  // close callbacks of the manager's handles
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "a handle was left open";
+  }
+
+  void apply() { manager_->setConfig(config_); }
+  Pool& pool() { return manager_->pool("appdb"); }
+  // One turn of the loop: whatever the pool scheduled runs now.
+  void turn() { uv_run(&loop_, UV_RUN_NOWAIT); }
+  FakeConnection& made(size_t i) {
+    EXPECT_LT(i, factory_->made.size());
+    return *factory_->made.at(i);
+  }
+  size_t madeCount() const { return factory_->made.size(); }
+  // Finishes every close in progress, as the sockets' close callbacks would.
+  void closesComplete() {
+    for (FakeConnection* c : factory_->made) {
+      if (c->state() == ServerState::kClosing) c->closeCompletes();
+    }
+  }
+
+  uv_loop_t loop_{};
+  Counters counters_;
+  uint64_t now_ = 1000000;
+  FakeFactory* factory_ = nullptr;
+  std::shared_ptr<Config> config_;
+  std::unique_ptr<PoolManager> manager_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(PoolTest, AnIdleConnectionIsHandedOverOnTheNextLoopTurnNotInsideAcquire) {
+  config_->pool.min_size = 1;
+  apply();
+  pool().tick(now_);
+  ASSERT_EQ(madeCount(), 1u);
+  made(0).loginSucceeds();
+  turn();
+  ASSERT_EQ(pool().stats().idle, 1);
+
+  Waiter w("w", log_);
+  pool().acquire(&w);
+  EXPECT_EQ(w.conn, nullptr) << "acquire called the waiter back from inside the call";
+  EXPECT_TRUE(log_.empty());
+  turn();
+  EXPECT_EQ(w.conn, &made(0));
+  EXPECT_EQ(log_, std::vector<std::string>{"w ready 1"});
+}
+
+TEST_F(PoolTest, ALoginThatFailsAtOnceIsReportedOnTheNextTurnNotInsideAcquire) {
+  factory_->fail_at_start = true;
+  Waiter w("w", log_);
+  pool().acquire(&w);
+  EXPECT_TRUE(log_.empty()) << "acquire failed the waiter from inside the call";
+  turn();
+  EXPECT_EQ(log_, std::vector<std::string>{"w failed 08006"});
+  EXPECT_EQ(w.failed_message, kUnreachableMessage);
+}
+
+TEST_F(PoolTest, ANewLoginIsHandedOverOnTheTurnAfterItFinished) {
+  Waiter w("w", log_);
+  pool().acquire(&w);
+  turn();
+  ASSERT_EQ(madeCount(), 1u);
+  made(0).loginSucceeds();  // from inside the connection's own input processing
+  EXPECT_EQ(w.conn, nullptr);
+  turn();
+  EXPECT_EQ(w.conn, &made(0));
+}
+
+TEST_F(PoolTest, WaitersAreServedFirstComeFirstServed) {
+  config_->pool.max_size = 1;
+  apply();
+  Waiter a("a", log_), b("b", log_), c("c", log_);
+  pool().acquire(&a);
+  pool().acquire(&b);
+  pool().acquire(&c);
+  turn();
+  ASSERT_EQ(madeCount(), 1u) << "max_size is 1";
+  made(0).loginSucceeds();
+  turn();
+  made(0).resetDone();
+  turn();
+  made(0).resetDone();
+  turn();
+  EXPECT_EQ(log_, (std::vector<std::string>{"a ready 1", "b ready 1", "c ready 1"}));
+  EXPECT_EQ(pool().stats().waiting, 0);
+}
+
+TEST_F(PoolTest, AWaiterThatLeftBeforeItsTurnIsNotCalledAndTheConnectionStaysIdle) {
+  config_->pool.min_size = 1;
+  apply();
+  pool().tick(now_);
+  made(0).loginSucceeds();
+  turn();
+  Waiter w("w", log_);
+  pool().acquire(&w);
+  pool().cancelWait(&w);
+  turn();
+  EXPECT_TRUE(log_.empty());
+  EXPECT_EQ(pool().stats().idle, 1);
+  EXPECT_EQ(pool().stats().waiting, 0);
+}
+
+TEST_F(PoolTest, AWaiterGivesUpAfterAcquireTimeout) {
+  config_->pool.max_size = 1;
+  apply();
+  Waiter holder("holder", log_), late("late", log_);
+  pool().acquire(&holder);
+  turn();
+  made(0).loginSucceeds();
+  turn();
+  ASSERT_NE(holder.conn, nullptr);
+
+  pool().acquire(&late);
+  turn();
+  now_ += 4999;
+  pool().tick(now_);
+  EXPECT_TRUE(late.failed_sqlstate.empty()) << "failed before acquire_timeout";
+  now_ += 1;
+  pool().tick(now_);
+  EXPECT_EQ(late.failed_sqlstate, "53300");
+  EXPECT_NE(late.failed_message.find("within 5000 ms (pool size 1)"), std::string::npos)
+      << late.failed_message;
+  EXPECT_EQ(madeCount(), 1u) << "no connection beyond max_size";
+}
+
+TEST_F(PoolTest, MinSizeConnectionsAreOpenedAndKeptWhenIdleForLong) {
+  config_->pool.min_size = 2;
+  config_->pool.max_size = 4;
+  apply();
+  pool().tick(now_);
+  ASSERT_EQ(madeCount(), 2u);
+  made(0).loginSucceeds();
+  made(1).loginSucceeds();
+  now_ += 10 * 60000;
+  pool().tick(now_);
+  EXPECT_EQ(made(0).closes() + made(1).closes(), 0);
+  EXPECT_EQ(pool().stats().idle, 2);
+  EXPECT_EQ(madeCount(), 2u);
+}
+
+TEST_F(PoolTest, IdleConnectionsAboveMinSizeCloseAndTheTotalStopsAtMinSize) {
+  config_->pool.min_size = 1;
+  config_->pool.max_size = 3;
+  apply();
+  // Three clients at once make three connections; all three come back.
+  Waiter a("a", log_), b("b", log_), c("c", log_);
+  pool().acquire(&a);
+  pool().acquire(&b);
+  pool().acquire(&c);
+  turn();
+  ASSERT_EQ(madeCount(), 3u);
+  for (size_t i = 0; i < 3; ++i) made(i).loginSucceeds();
+  turn();
+  for (size_t i = 0; i < 3; ++i) made(i).resetDone();
+  turn();
+  ASSERT_EQ(pool().stats().idle, 3);
+
+  now_ += 60000;
+  pool().tick(now_);
+  closesComplete();
+  int closed = 0;
+  for (size_t i = 0; i < 3; ++i) closed += made(i).closes();
+  EXPECT_EQ(closed, 2) << "idle connections closed below min_size";
+  EXPECT_EQ(pool().stats().total, 1);
+  EXPECT_EQ(pool().stats().idle, 1);
+
+  // The one left is min_size: kept however long it idles, and nothing is opened in its place.
+  now_ += 60000;
+  pool().tick(now_);
+  EXPECT_EQ(pool().stats().total, 1);
+  EXPECT_EQ(madeCount(), 3u);
+}
+
+TEST_F(PoolTest, WithNoMinSizeEveryIdleConnectionClosesAndThePoolEmpties) {
+  config_->pool.max_size = 2;
+  apply();
+  Waiter a("a", log_), b("b", log_);
+  pool().acquire(&a);
+  pool().acquire(&b);
+  turn();
+  made(0).loginSucceeds();
+  made(1).loginSucceeds();
+  turn();
+  made(0).resetDone();
+  made(1).resetDone();
+  now_ += 60000;
+  pool().tick(now_);
+  closesComplete();
+  EXPECT_EQ(made(0).closes() + made(1).closes(), 2);
+  EXPECT_EQ(pool().stats().total, 0);
+  EXPECT_TRUE(pool().empty());
+}
+
+TEST_F(PoolTest, AFailedLoginFailsOneWaiterNotEveryWaiterWhileAnotherLoginIsInFlight) {
+  Waiter a("a", log_), b("b", log_);
+  pool().acquire(&a);
+  pool().acquire(&b);
+  turn();
+  ASSERT_EQ(madeCount(), 2u);
+  made(0).loginFails("53300");
+  // One waiter is told; the other still has a login coming.
+  EXPECT_EQ(log_, std::vector<std::string>{"b failed 53300"});
+  EXPECT_EQ(pool().stats().waiting, 1);
+  closesComplete();
+  made(1).loginSucceeds();
+  turn();
+  EXPECT_EQ(log_, (std::vector<std::string>{"b failed 53300", "a ready 2"}));
+}
+
+TEST_F(PoolTest, AWaiterLeftAfterAFailedLoginGetsTheNextAttemptAfterTheRetryPause) {
+  // One connection is lent out; a second client's login fails. That client keeps waiting (the
+  // lent connection may come back), and the pool tries a new login once login_retry has passed.
+  Waiter holder("holder", log_), w("w", log_);
+  pool().acquire(&holder);
+  turn();
+  made(0).loginSucceeds();
+  turn();
+  pool().acquire(&w);
+  turn();
+  ASSERT_EQ(madeCount(), 2u);
+  made(1).loginFails("08006");
+  closesComplete();
+  EXPECT_TRUE(w.failed_sqlstate.empty()) << w.failed_sqlstate;
+
+  now_ += 1999;
+  pool().tick(now_);
+  EXPECT_EQ(madeCount(), 2u) << "a new login before login_retry passed";
+  now_ += 1;
+  pool().tick(now_);
+  ASSERT_EQ(madeCount(), 3u);
+  made(2).loginSucceeds();
+  turn();
+  EXPECT_EQ(w.conn, &made(2));
+}
+
+TEST_F(PoolTest, ALoginRefusedWithNothingElseComingFailsTheWaiterWithTheReason) {
+  Waiter w("w", log_);
+  pool().acquire(&w);
+  turn();
+  made(0).loginFails("3D000");
+  EXPECT_EQ(w.failed_sqlstate, "3D000");
+  EXPECT_EQ(w.failed_message, "database does not exist on the server");
+}
+
+// A waiter that needs a ServerConnection, lent something else: a wiring mistake that fails the
+// waiter (and closes the connection) instead of handing over the wrong type.
+class ServerOnlyWaiter final : public ServerWaiter {
+ public:
+  void onServerReady(ServerConnection&) override { ready = true; }
+  void onServerFailed(const std::string& sqlstate, const std::string&) override {
+    failed_sqlstate = sqlstate;
+  }
+  bool ready = false;
+  std::string failed_sqlstate;
+};
+
+TEST_F(PoolTest, AServerWaiterLentAnotherKindOfConnectionFailsInsteadOfMisusingIt) {
+  ServerOnlyWaiter w;
+  pool().acquire(&w);
+  turn();
+  made(0).loginSucceeds();
+  turn();
+  EXPECT_FALSE(w.ready);
+  EXPECT_EQ(w.failed_sqlstate, "XX000");
+  EXPECT_EQ(made(0).closes(), 1);
+}
+
+}  // namespace

@@ -1,0 +1,304 @@
+// ServerConnection driven by frames: the test plays the PostgreSQL server on a Unix socket and
+// checks the login (with its safety settings), what the lending session sees of a result, a
+// server error mid-result, the server vanishing mid-result, and the drain and reset that bring
+// a connection back to its pool.
+#include "pool/server_conn.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fake_server.h"
+#include "pool/pool.h"
+#include "protocol/messages.h"
+
+using namespace pgwarden::daemon;
+using pgwarden::daemon::test::FakeServer;
+namespace protocol = pgwarden::protocol;
+
+namespace {
+
+// A session as the connection sees it: it waits for a connection, attaches it and records every
+// server message it is handed.
+class Client final : public ServerWaiter, public ServerLink {
+ public:
+  void onServerReady(ServerConnection& c) override {
+    server = &c;
+    c.attach(this);
+  }
+  void onServerFailed(const std::string& sqlstate, const std::string& message) override {
+    failed_sqlstate = sqlstate;
+    failed_message = message;
+  }
+  void onServerMessage(ServerConnection&, const protocol::Frame& f) override {
+    types += f.type;
+  }
+  void onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
+                     bool last) override {
+    if (first) types += type;
+    chunk_bytes += bytes.size();
+    if (last) ++chunked_messages;
+  }
+  void onServerReadDone(ServerConnection&) override {}
+  void onServerWritten(ServerConnection&) override {}
+  void onServerLost(ServerConnection&, const std::string& why) override {
+    lost_why = why;
+    server = nullptr;
+  }
+
+  ServerConnection* server = nullptr;
+  std::string types;  // one letter per server message, in order
+  size_t chunk_bytes = 0;
+  int chunked_messages = 0;
+  std::string failed_sqlstate;
+  std::string failed_message;
+  std::string lost_why;
+};
+
+std::string frames(const std::function<void(std::string&)>& write) {
+  std::string out;
+  write(out);
+  return out;
+}
+
+class ServerConnTest : public ::testing::Test {
+ protected:
+  ServerConnTest() {
+    uv_loop_init(&loop_);
+    manager_ = std::make_unique<PoolManager>(&loop_, counters_,
+                                             std::make_unique<ServerConnectionFactory>());
+    auto config = std::make_shared<Config>();
+    config->upstream.host = server_.dir();
+    config->upstream.port = FakeServer::kPort;
+    config->upstream.user = "app";
+    manager_->setConfig(config);
+  }
+
+  ~ServerConnTest() override {
+    manager_->closeAll("test over");
+    runUntil([this] { return manager_->openConnections() == 0; });
+    manager_->sweep();
+    manager_.reset();
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "a handle was left open";
+  }
+
+  Pool& pool() { return manager_->pool("appdb"); }
+  // Sessions live as long as the fixture: closing the connections at the end still tells them.
+  Client& newClient() { return *clients_.emplace_back(std::make_unique<Client>()); }
+
+  // Turns the loop and the fake server until `done` (bounded, so a broken test fails instead of
+  // hanging; nothing here asserts on time).
+  bool runUntil(const std::function<bool()>& done) {
+    for (int i = 0; i < 5000; ++i) {
+      uv_run(&loop_, UV_RUN_NOWAIT);
+      server_.accept();
+      server_.pump();
+      if (done()) return true;
+      usleep(1000);
+    }
+    return false;
+  }
+
+  // The next message the connection sent the server.
+  bool serverReads(char& type, std::string& body) {
+    return runUntil([&] { return server_.takeMessage(type, body); });
+  }
+
+  // Acquires for `client` and plays a server that accepts the login.
+  void loginAndLend(Client& client) {
+    pool().acquire(&client);
+    protocol::StartupPacket startup;
+    ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
+    startup_ = startup;
+    server_.send(frames([](std::string& o) {
+      protocol::writeAuthOk(o);
+      protocol::writeParameterStatus(o, "server_version", "15.4");
+      protocol::writeParameterStatus(o, "default_transaction_read_only", "on");
+      protocol::writeBackendKeyData(o, 4242, 77);
+      protocol::writeReadyForQuery(o, 'I');
+    }));
+    ASSERT_TRUE(runUntil([&] { return client.server != nullptr; }));
+  }
+
+  // The client sends a simple Query; the server receives it.
+  void query(Client& client, const std::string& sql) {
+    protocol::writeQuery(client.server->out(), sql);
+    ASSERT_EQ(client.server->flush(), 0);
+    char type = 0;
+    std::string body;
+    ASSERT_TRUE(serverReads(type, body));
+    EXPECT_EQ(type, 'Q');
+    EXPECT_EQ(body, sql + '\0');
+  }
+
+  std::string param(const std::string& name) const {
+    for (const auto& [n, v] : startup_.params) {
+      if (n == name) return v;
+    }
+    return "<absent>";
+  }
+
+  FakeServer server_;
+  uv_loop_t loop_{};
+  Counters counters_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::unique_ptr<PoolManager> manager_;
+  protocol::StartupPacket startup_;
+};
+
+std::string rowDescription() {
+  return frames([](std::string& o) {
+    protocol::writeRowDescription(o, {protocol::ColumnDesc{"n", 23, 4, -1}});
+  });
+}
+
+std::string dataRow(std::string_view v) {
+  return frames([v](std::string& o) { protocol::writeDataRow(o, {v}); });
+}
+
+TEST_F(ServerConnTest, LogsInWithTheSafetySettingsInTheStartupPacket) {
+  ASSERT_TRUE(server_.listening());
+  Client& client = newClient();
+  loginAndLend(client);
+  EXPECT_EQ(param("user"), "app");
+  EXPECT_EQ(param("database"), "appdb");
+  EXPECT_EQ(param("application_name"), "pgwarden");
+  EXPECT_EQ(param("default_transaction_read_only"), "on");
+  EXPECT_EQ(param("statement_timeout"), "10000");
+  ServerConnection& s = *client.server;
+  EXPECT_EQ(s.state(), ServerState::kActive);
+  EXPECT_EQ(s.backendPid(), 4242);
+  EXPECT_EQ(s.backendKey(), 77);
+  EXPECT_EQ(s.parameter("server_version"), "15.4");
+  EXPECT_EQ(counters_.last_server_login, 1);
+  EXPECT_EQ(client.types, "") << "login messages are the connection's own";
+}
+
+TEST_F(ServerConnTest, ALoginRefusedByTheServerFailsTheWaiterWithItsSqlstate) {
+  Client& client = newClient();
+  pool().acquire(&client);
+  protocol::StartupPacket startup;
+  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
+  server_.send(frames([](std::string& o) {
+    protocol::writeError(o, "FATAL", "3D000", "database \"appdb\" does not exist");
+  }));
+  ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
+  EXPECT_EQ(client.failed_sqlstate, "3D000");
+  EXPECT_EQ(client.failed_message, "database does not exist on the server");
+  EXPECT_EQ(counters_.server_connect_errors, 1u);
+  EXPECT_EQ(counters_.last_server_login, 0);
+}
+
+TEST_F(ServerConnTest, AServerThatIsNotReadOnlyIsNeverLent) {
+  Client& client = newClient();
+  pool().acquire(&client);
+  protocol::StartupPacket startup;
+  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
+  server_.send(frames([](std::string& o) {
+    protocol::writeAuthOk(o);
+    protocol::writeParameterStatus(o, "default_transaction_read_only", "off");
+    protocol::writeReadyForQuery(o, 'I');
+  }));
+  ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
+  EXPECT_EQ(client.server, nullptr);
+  EXPECT_EQ(client.failed_sqlstate, "08006");
+}
+
+TEST_F(ServerConnTest, AResultReachesTheSessionInOrderAndAnErrorMidResultLeavesItUsable) {
+  Client& client = newClient();
+  loginAndLend(client);
+  query(client, "SELECT n FROM t");
+  server_.send(rowDescription() + dataRow("1") + dataRow("2") + frames([](std::string& o) {
+                 protocol::writeError(o, "ERROR", "22012", "division by zero");
+                 protocol::writeReadyForQuery(o, 'I');
+               }));
+  ASSERT_TRUE(runUntil([&] { return client.types.size() == 5; }));
+  EXPECT_EQ(client.types, "TDDEZ");
+  ASSERT_NE(client.server, nullptr);
+  EXPECT_EQ(client.server->state(), ServerState::kActive);
+
+  // The next statement on the same connection.
+  query(client, "SELECT 1");
+  server_.send(rowDescription() + dataRow("1") + frames([](std::string& o) {
+                 protocol::writeCommandComplete(o, "SELECT 1");
+                 protocol::writeReadyForQuery(o, 'I');
+               }));
+  ASSERT_TRUE(runUntil([&] { return client.types.size() == 9; }));
+  EXPECT_EQ(client.types, "TDDEZTDCZ");
+}
+
+TEST_F(ServerConnTest, ARowTooLargeToBufferReachesTheSessionInPieces) {
+  Client& client = newClient();
+  loginAndLend(client);
+  query(client, "SELECT big");
+  const std::string big(kStreamThreshold * 2, 'x');
+  const std::string row = dataRow(big);
+  server_.send(rowDescription() + row + frames([](std::string& o) {
+                 protocol::writeCommandComplete(o, "SELECT 1");
+                 protocol::writeReadyForQuery(o, 'I');
+               }));
+  ASSERT_TRUE(runUntil([&] { return client.types.size() == 4; }));
+  EXPECT_EQ(client.types, "TDCZ");
+  EXPECT_EQ(client.chunked_messages, 1);
+  EXPECT_EQ(client.chunk_bytes, row.size());
+}
+
+TEST_F(ServerConnTest, TheServerVanishingMidResultTellsTheSessionAndFreesTheConnection) {
+  Client& client = newClient();
+  loginAndLend(client);
+  query(client, "SELECT n FROM t");
+  server_.send(rowDescription() + dataRow("1"));
+  ASSERT_TRUE(runUntil([&] { return client.types.size() == 2; }));
+  server_.hangUp();
+  ASSERT_TRUE(runUntil([&] { return !client.lost_why.empty(); }));
+  EXPECT_EQ(client.lost_why, "the server closed the connection");
+  EXPECT_EQ(client.server, nullptr);
+  EXPECT_EQ(counters_.server_lost, 1u);
+  ASSERT_TRUE(runUntil([&] { return pool().stats().total == 0; }));
+  EXPECT_EQ(counters_.server_current, 0u);
+}
+
+TEST_F(ServerConnTest, ALetGoMidResultDrainsResetsAndGoesBackToThePool) {
+  Client& first = newClient();
+  loginAndLend(first);
+  ServerConnection* s = first.server;
+  const uint64_t id = s->id();
+  query(first, "SELECT n FROM t");
+  server_.send(rowDescription() + dataRow("1"));
+  ASSERT_TRUE(runUntil([&] { return first.types.size() == 2; }));
+
+  // The session leaves with one ReadyForQuery still owed.
+  s->release(1, false);
+  first.server = nullptr;
+  EXPECT_EQ(s->state(), ServerState::kDraining);
+  server_.send(dataRow("2") + frames([](std::string& o) {
+                 protocol::writeCommandComplete(o, "SELECT 2");
+                 protocol::writeReadyForQuery(o, 'I');
+               }));
+  char type = 0;
+  std::string body;
+  ASSERT_TRUE(serverReads(type, body));
+  EXPECT_EQ(type, 'Q');
+  EXPECT_EQ(body, std::string("DISCARD ALL") + '\0');
+  EXPECT_EQ(first.types, "TD") << "nothing reaches a session after it let go";
+  EXPECT_EQ(s->state(), ServerState::kResetting);
+  server_.send(frames([](std::string& o) {
+    protocol::writeCommandComplete(o, "DISCARD ALL");
+    protocol::writeReadyForQuery(o, 'I');
+  }));
+  ASSERT_TRUE(runUntil([&] { return pool().stats().idle == 1; }));
+
+  Client& second = newClient();
+  pool().acquire(&second);
+  ASSERT_TRUE(runUntil([&] { return second.server != nullptr; }));
+  EXPECT_EQ(second.server->id(), id);
+  EXPECT_EQ(pool().stats().total, 1);
+}
+
+}  // namespace

@@ -1,0 +1,202 @@
+// session: the statement gate. A statement is judged once: the chain runs once, a cost gate's
+// EXPLAIN is asked for once and the verdict comes after its answer (never inside decide()), an
+// EXPLAIN error is the statement's answer, and budget admission comes last, so only what will
+// run is counted.
+#include <optional>
+
+#include "session/statement_gate.h"
+#include "tests/unit/session/session_test_util.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+using test::FakeCaller;
+
+constexpr const char* kGroups =
+    "gated:\n  search_path: [public]\n  guards:\n"
+    "    - kind: cost_gate\n      tables: [\"public.fct_shipments\"]\n      max_cost: 50000\n"
+    "    - kind: budget\n      max_statements: 2\n      per_user_concurrent: 5\n";
+
+// An EXPLAIN (FORMAT JSON) answer: one scan of fct_shipments at `cost`.
+std::string planJson(const char* node, double cost) {
+  return std::string("[{\"Plan\": {\"Node Type\": \"") + node +
+         "\", \"Relation Name\": \"fct_shipments\", \"Alias\": \"s\", \"Startup Cost\": 0.0, "
+         "\"Total Cost\": " + std::to_string(cost) + ", \"Plan Rows\": 10}}]";
+}
+
+class GateTest : public ::testing::Test {
+ protected:
+  GateTest()
+      : groups_(test::groupsFromYaml(kGroups)),
+        engine_(64, 4096),
+        caller_(groups_.at("gated").get()),
+        gate_(services(), caller_, [this](GateVerdict v) {
+          ++verdicts_;
+          last_ = std::move(v);
+        }) {
+    caller_.budgets = &ledger_;
+  }
+
+  GateServices services() {
+    GateServices s;
+    s.policy = &engine_;
+    s.budgets = &ledger_;
+    s.stats = [stats = stats_] { return stats; };
+    return s;
+  }
+
+  GateRequest query(const std::string& sql) {
+    GateRequest r;
+    r.sql = sql;
+    r.admit = true;
+    r.explain = GateRequest::Explain::kRun;
+    return r;
+  }
+
+  int64_t counted() const {
+    guards::BudgetKey key{"agent", "c-1"};
+    return ledger_.counters(key).statements;
+  }
+
+  std::shared_ptr<const guards::TableStatsSnapshot> stats_ = test::sampleStats();
+  guards::PolicyMap groups_;
+  PolicyEngine engine_;
+  guards::BudgetLedger ledger_;
+  FakeCaller caller_;
+  StatementGate gate_;
+  int verdicts_ = 0;
+  std::optional<GateVerdict> last_;
+};
+
+TEST_F(GateTest, AStatementWithNothingToWaitForIsDecidedAtOnce) {
+  GateVerdict v;
+  ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
+  ASSERT_TRUE(v.plan);
+  EXPECT_FALSE(v.plan->decision.denied);
+  EXPECT_TRUE(v.budget_key);  // admitted: it will run
+  EXPECT_TRUE(caller_.explains.empty());
+  EXPECT_FALSE(gate_.waiting());
+  EXPECT_EQ(verdicts_, 0);  // the callback is for verdicts that waited
+  EXPECT_EQ(counted(), 1);
+}
+
+TEST_F(GateTest, TheCostGateWaitsForThePlanAndTheChainRunsOnce) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
+  EXPECT_TRUE(gate_.waiting());
+  ASSERT_EQ(caller_.explains.size(), 1u);
+  EXPECT_EQ(caller_.explains[0].sql.rfind("EXPLAIN (FORMAT JSON) ", 0), 0u) << caller_.explains[0].sql;
+  EXPECT_FALSE(caller_.explains[0].extended);
+  EXPECT_EQ(counted(), 0);  // not admitted before its plan is judged
+  gate_.explainDone(planJson("Seq Scan", 120000));
+  EXPECT_FALSE(gate_.waiting());
+  ASSERT_EQ(verdicts_, 1);
+  ASSERT_TRUE(last_->plan->decision.denied);
+  EXPECT_EQ(last_->plan->decision.deny.code, "SEQ_SCAN");
+  EXPECT_FALSE(last_->budget_key);
+  EXPECT_EQ(counted(), 0);  // a denied statement spends no budget
+  // The text was analysed and run through the chain once, not again when the plan came back.
+  EXPECT_EQ(engine_.cacheHits() + engine_.cacheMisses(), 1u);
+  // A late or repeated answer changes nothing.
+  gate_.explainDone(planJson("Index Scan", 10));
+  EXPECT_EQ(verdicts_, 1);
+}
+
+TEST_F(GateTest, APlanWithinTheGateIsAdmittedAfterIt) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE ship_date = '2024-01-01'"), v));
+  gate_.explainDone(planJson("Index Scan", 900));
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_FALSE(last_->plan->decision.denied) << last_->plan->decision.deny.message;
+  EXPECT_FALSE(last_->plan->decision.explain_sql.has_value());
+  EXPECT_TRUE(last_->budget_key);
+  EXPECT_EQ(counted(), 1);
+}
+
+TEST_F(GateTest, AnExplainErrorIsTheStatementsAnswerAndSpendsNoBudget) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELECT nope FROM fct_shipments WHERE status = 'x'"), v));
+  const std::string error("E\0\0\0\x0bS42703\0\0", 13);
+  gate_.explainFailed(error);
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_EQ(last_->explain_error, error);
+  EXPECT_FALSE(last_->budget_key);
+  EXPECT_EQ(counted(), 0);
+}
+
+TEST_F(GateTest, WithoutAServerConnectionThePlanIsUnavailable) {
+  caller_.has_server = false;
+  GateVerdict v;
+  ASSERT_TRUE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
+  EXPECT_FALSE(v.plan->decision.explain_sql.has_value());
+}
+
+TEST_F(GateTest, AParseLeavesAPlanThatNeedsParametersToItsBind) {
+  GateRequest r;
+  r.sql = "SELECT * FROM fct_shipments WHERE ship_date = $1";
+  r.extended = true;
+  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain_args.param_types = {1082};
+  GateVerdict parsed;
+  ASSERT_TRUE(gate_.decide(std::move(r), parsed));
+  ASSERT_TRUE(parsed.plan->decision.explain_sql.has_value());
+  EXPECT_TRUE(parsed.plan->decision.explain_needs_params);
+  EXPECT_TRUE(caller_.explains.empty());
+  EXPECT_EQ(counted(), 0);  // a Parse is counted when it is executed
+
+  // The Bind brings the values: the EXPLAIN runs with them.
+  GateRequest bind;
+  bind.plan = parsed.plan;
+  bind.extended = true;
+  bind.explain = GateRequest::Explain::kRun;
+  bind.explain_args.param_types = {1082};
+  bind.explain_args.params = {std::string("2024-01-01")};
+  bind.explain_args.bound = true;
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(std::move(bind), v));
+  ASSERT_EQ(caller_.explains.size(), 1u);
+  EXPECT_TRUE(caller_.explains[0].extended);
+  ASSERT_EQ(caller_.explains[0].args.params.size(), 1u);
+  EXPECT_EQ(*caller_.explains[0].args.params[0], "2024-01-01");
+  gate_.explainDone(planJson("Index Scan", 900));
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_FALSE(last_->plan->decision.denied);
+  // The Execute admits it.
+  GateRequest exec;
+  exec.plan = last_->plan;
+  exec.extended = true;
+  exec.admit = true;
+  ASSERT_TRUE(gate_.decide(std::move(exec), v));
+  EXPECT_TRUE(v.budget_key);
+  EXPECT_EQ(counted(), 1);
+}
+
+TEST_F(GateTest, TheBudgetIsCheckedLastAndRefusesWhatIsOverIt) {
+  GateVerdict v;
+  ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
+  ASSERT_TRUE(gate_.decide(query("SELECT 2"), v));
+  ASSERT_TRUE(gate_.decide(query("SELECT 3"), v));
+  ASSERT_TRUE(v.plan->decision.denied);
+  EXPECT_EQ(v.plan->decision.deny.code, "BUDGET_EXHAUSTED");
+  EXPECT_FALSE(v.budget_key);
+  EXPECT_EQ(counted(), 2);
+}
+
+TEST_F(GateTest, CancelAndDiscardGiveTheRunningSlotBack) {
+  GateVerdict v;
+  ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
+  ASSERT_EQ(ledger_.users().size(), 1u);
+  EXPECT_EQ(ledger_.users()[0].running, 1);
+  gate_.discard(v);
+  EXPECT_FALSE(v.budget_key);
+  EXPECT_EQ(ledger_.users()[0].running, 0);
+  // A statement dropped while it waits: no verdict comes.
+  ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
+  gate_.cancel();
+  EXPECT_FALSE(gate_.waiting());
+  gate_.explainDone(planJson("Index Scan", 10));
+  EXPECT_EQ(verdicts_, 0);
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon

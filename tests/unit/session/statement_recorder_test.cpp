@@ -1,0 +1,98 @@
+// session: the statement recorder. A run is recorded once however often it is finished; a denied
+// text is one record per statement it holds, with the deny code; a finished run gives its budget
+// back; the record carries the caller as the statement saw it.
+#include <vector>
+
+#include "session/statement_recorder.h"
+#include "tests/unit/session/session_test_util.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+class CollectingSink : public StatementSink {
+ public:
+  void onStatement(history::Record&& record, const StatementPlan*) override { records.push_back(std::move(record)); }
+  std::vector<history::Record> records;
+};
+
+guards::RequestContext who() {
+  guards::RequestContext ctx;
+  ctx.user = "agent";
+  ctx.database = "analytics";
+  ctx.group = "g";
+  ctx.agent_id = "planner";
+  ctx.conversation_id = "c-9";
+  ctx.session_id = 3;
+  return ctx;
+}
+
+TEST(StatementRecorder, ARunIsRecordedOnceWithItsCaller) {
+  CollectingSink sink;
+  StatementRecorder recorder(sink, nullptr, "host-1");
+  PolicyEngine engine(16, 4096);
+  auto run = startRun(engine.plan(nullptr, "SELECT 42", who(), nullptr), 0, false);
+  run->rows_sent = 1;
+  recorder.finish(*run, who(), nullptr, history::Outcome::kOk);
+  recorder.finish(*run, who(), nullptr, history::Outcome::kError, "57014", "late");
+  ASSERT_EQ(sink.records.size(), 1u);
+  const auto& r = sink.records[0];
+  EXPECT_EQ(r.outcome, history::Outcome::kOk);
+  EXPECT_EQ(r.sql_text, "SELECT 42");
+  EXPECT_EQ(r.instance_id, "host-1");
+  EXPECT_EQ(r.user, "agent");
+  EXPECT_EQ(r.agent_id, "planner");
+  EXPECT_EQ(r.conversation_id, "c-9");
+  EXPECT_EQ(r.session_id, 3u);
+  EXPECT_EQ(r.rows_returned, 1);
+  EXPECT_EQ(r.protocol, "simple");
+}
+
+TEST(StatementRecorder, ADeniedTextIsOneRecordPerStatementAndCountsAsDenied) {
+  const auto groups = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: read_only\n    - kind: budget\n      max_denied: 10\n");
+  const guards::PolicyGroup* group = groups.at("g").get();
+  guards::BudgetLedger ledger;
+  CollectingSink sink;
+  StatementRecorder recorder(sink, &ledger, "host-1");
+  PolicyEngine engine(16, 4096);
+  auto ctx = who();
+  ctx.budgets = &ledger;
+  const auto plan = engine.plan(group, "DELETE FROM t; DELETE FROM u", ctx, nullptr);
+  ASSERT_TRUE(plan->decision.denied);
+  recorder.denied(*plan, ctx, group, {});
+  ASSERT_EQ(sink.records.size(), 2u);
+  for (const auto& r : sink.records) {
+    EXPECT_EQ(r.outcome, history::Outcome::kDenied);
+    EXPECT_EQ(r.deny_code, plan->decision.deny.code);
+    EXPECT_FALSE(r.deny_code.empty());
+  }
+  EXPECT_EQ(sink.records[0].sql_text, "DELETE FROM t");
+  EXPECT_EQ(sink.records[1].sql_text, "DELETE FROM u");
+  EXPECT_EQ(ledger.counters(ledger.keyFor(ctx)).denied, 2);
+}
+
+TEST(StatementRecorder, AFinishedRunGivesItsBudgetBack) {
+  const auto groups = test::groupsFromYaml(
+      "g:\n  guards:\n    - kind: budget\n      max_rows: 100\n      per_user_concurrent: 1\n");
+  const guards::PolicyGroup* group = groups.at("g").get();
+  const guards::BudgetGuard* bg = guards::findBudgetGuard(*group);
+  ASSERT_NE(bg, nullptr);
+  guards::BudgetLedger ledger;
+  CollectingSink sink;
+  StatementRecorder recorder(sink, &ledger, "host-1");
+  PolicyEngine engine(16, 4096);
+  auto ctx = who();
+  const auto key = std::make_shared<const guards::BudgetKey>(ledger.keyFor(ctx));
+  ASSERT_EQ(ledger.admit(*bg, *key).kind, guards::BudgetLedger::Admission::Kind::kAdmitted);
+  EXPECT_EQ(ledger.users()[0].running, 1);
+  auto run = startRun(engine.plan(group, "SELECT 1", ctx, nullptr), 0, true);
+  run->budget_key = key;
+  run->rows_sent = 7;
+  recorder.finish(*run, ctx, group, history::Outcome::kOk);
+  EXPECT_EQ(ledger.users()[0].running, 0);
+  EXPECT_EQ(ledger.counters(*key).rows, 7);
+  EXPECT_EQ(sink.records.at(0).protocol, "extended");
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
