@@ -1458,7 +1458,25 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   };
   while (!pending_.empty()) {
     Pending& p = pending_.front();
-    if (p.kind == Expect::kSync || p.kind == Expect::kQuery) break;
+    if (p.kind == Expect::kSync) break;
+    if (p.kind == Expect::kQuery) {
+      // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
+      // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
+      // its record.
+      if (p.run && !p.run->finished) {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
+        finishRun(*run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      first = false;
+      pending_.pop_front();
+      continue;
+    }
     if (first) {
       if (p.kind == Expect::kParse) {
         auto it = statements_.find(p.name);

@@ -199,11 +199,6 @@ def hostile_after_login(d, rng):
     return send_and_wait_for_close(c.sock, b"".join(msgs))
 
 
-# Known regression: since the statement gate, pool next-turn handoff and startup limiter were
-# merged, a login during this run can wait more than 5 s for a server connection (one stranded
-# by an earlier hostile session, it seems). Marked until fixed; the other reliability tests run.
-@pytest.mark.xfail(reason="a pooled server connection can stay stranded after hostile input "
-                          "(regression after the merge; see the closing note)", strict=False)
 def test_hostile_wire_input_leaves_the_daemon_serving_with_bounded_memory(pgwarden):
     """2,000 malformed startup packets and post-login messages (seeded mutations of valid ones),
     each on its own connection: every one ends in an error or a close, never a hang; the daemon
