@@ -1,6 +1,7 @@
 // How the daemon fills the metrics catalogue: per-statement series at the point the history
 // record is submitted (so metrics and history count the same statements), everything else read
 // from loop state when scraped. docs/metrics.md lists which family comes from where.
+#include "pool/catalog_stats.h"
 #include "daemon/daemon_metrics.h"
 
 #include <spdlog/spdlog.h>
@@ -93,6 +94,11 @@ bool DaemonMetrics::start() {
   });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
+  metrics_.catalog_stats_age.setCollector([this](metrics::SampleSink& sink) {
+    daemon_.catalog().forEachAge([&sink](const std::string& db, uint64_t age_ms) {
+      sink.add({db}, static_cast<double>(age_ms) / 1000.0);
+    });
+  });
 
   const auto& options = daemon_.config()->metrics;
   if (options.listen.empty()) return true;
@@ -152,6 +158,9 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
   if (record.rows_returned > 0) g.rowsReturned().inc(static_cast<uint64_t>(record.rows_returned));
   if (record.truncated) g.truncated().inc();
   if (record.outcome == history::Outcome::kBudget) g.budgetExhausted().inc();
+  for (const auto& code : record.result_warnings) {
+    metrics_.result_warnings.with({g.group(), code}).inc();
+  }
   if (!plan) return;
   // Every non-allow verdict the record carries in guard_actions, once per record: a denied
   // text of three statements is three records, each with the denial, as history shows it.

@@ -94,6 +94,14 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_guard_decisions_total",
           "Non-allow guard verdicts by group, guard kind, action (deny, warn, rewrite) and code.",
           {"group", "guard", "action", "code"}, 2000)),
+      result_warnings(registry.counterFamily(
+          "pgwarden_result_warnings_total",
+          "Results a result screen warned about (or denied), by group and code (UNKNOWN_VALUE, ...).",
+          {"group", "code"}, 1000)),
+      catalog_stats_age(registry.callbackFamily(
+          "pgwarden_catalog_stats_age_seconds",
+          "Age of the catalog statistics snapshot (tables and column statistics) per server database.",
+          MetricType::kGauge, {"database"})),
       budget_exhausted(registry.counterFamily(
           "pgwarden_budget_exhausted_total",
           "Statements refused because a conversation or user budget was exhausted.", {"group"})),

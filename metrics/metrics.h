@@ -81,6 +81,8 @@ struct Metrics {
   CounterFamily& statements_truncated;  // {group}
   // guards and budgets
   CounterFamily& guard_decisions;   // {group,guard,action,code}
+  CounterFamily& result_warnings;   // {group,code}: result screens that spoke
+  CallbackFamily& catalog_stats_age;  // gauge seconds {database}
   CounterFamily& budget_exhausted;  // {group}
   Gauge& conversations_live;
   // upstream
