@@ -131,3 +131,64 @@ def test_jdbc_sees_the_warning_in_get_warnings(java, screened):
         assert warnings.startswith("01000 status has no value 'late'; its values are"), warnings
         assert '"code":"UNKNOWN_VALUE"' in warnings
         assert facts[f"1.{mode}.warnings"] == ""
+
+
+def test_limit_without_order_is_arbitrary(screened):
+    rows, notices = ask(screened, "SELECT id FROM answer_shipments WHERE carrier = 'carrier1' LIMIT 5")
+    assert len(rows) == 5
+    assert codes_in(notices) == ["ARBITRARY_ROWS"], notices
+    rows, notices = ask(screened, "SELECT id FROM answer_shipments WHERE carrier = 'carrier1' "
+                                  "ORDER BY id DESC LIMIT 5")
+    assert len(rows) == 5 and notices == []
+
+
+def test_the_whole_table_is_unfiltered(screened):
+    rows, notices = ask(screened, "SELECT id, status FROM answer_shipments")
+    assert len(rows) == 20000
+    assert codes_in(notices) == ["UNFILTERED"], notices
+    assert "not a filtered subset" in notices[0]
+
+
+def test_a_cut_result_is_partial(screened):
+    """The agents group caps results at 1000 rows: after ROWS_TRUNCATED comes PARTIAL_RESULT with the
+    aggregate to run instead."""
+    conn = screened.connect(user="agent", password=screened.passwords["agent"])
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT id FROM answer_shipments WHERE ship_date > '2023-02-01'")
+        assert len(cur.fetchall()) == 1000
+        notices = [n for n in conn.notices if n.startswith("WARNING:")]
+    finally:
+        conn.close()
+    assert codes_in(notices) == ["ROWS_TRUNCATED", "PARTIAL_RESULT"], notices
+    assert ("HINT:  SELECT count(*) FROM (SELECT id FROM answer_shipments WHERE ship_date > "
+            "'2023-02-01') AS q") in notices[1]
+
+
+def test_count_over_a_many_to_many_join_is_fanout(screened):
+    rows, notices = ask(screened, "SELECT count(*) FROM answer_shipments a JOIN answer_shipments b "
+                                  "ON a.carrier = b.carrier WHERE a.id < 50 AND b.id < 50")
+    assert rows[0][0] > 49
+    assert codes_in(notices) == ["FANOUT_JOIN"], notices
+    rows, notices = ask(screened, "SELECT count(*) FROM answer_shipments a JOIN answer_shipments b "
+                                  "ON a.id = b.id WHERE a.id < 50")
+    assert rows == [(49,)] and notices == []
+
+
+def test_deny_replaces_the_result_with_the_error(pgwarden_factory, screened, pg):
+    import psycopg2
+    d = pgwarden_factory.start(pg, overrides={"groups": {"passthrough": {
+        "result_screens": {"UNKNOWN_VALUE": "deny", "OUT_OF_RANGE": "off"}}}})
+    conn = d.connect()
+    try:
+        cur = conn.cursor()
+        with pytest.raises(psycopg2.Error) as err:
+            cur.execute(COUNT_LATE.format(status="late"))
+        assert err.value.pgcode == "42501"
+        assert "status has no value 'late'" in err.value.pgerror
+        # The session goes on; a code turned off says nothing.
+        cur.execute("SELECT count(*) FROM answer_shipments WHERE ship_date >= '2026-07-01'")
+        assert cur.fetchone() == (0,)
+        assert [n for n in conn.notices if n.startswith("WARNING:")] == []
+    finally:
+        conn.close()
