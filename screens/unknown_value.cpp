@@ -2,6 +2,7 @@
 // never holds (enum labels, a CHECK IN-list, or MCVs that cover every row). Names the known
 // values and a near match that differs only by case or surrounding whitespace; never guesses
 // synonyms.
+#include <algorithm>
 #include <cctype>
 
 #include "guards/codes.h"
@@ -77,6 +78,10 @@ void unknownValue(const ScreenInput& in, Findings& out) {
     guards::GuardResult r;
     r.code = std::string(guards::codes::kUnknownValue);
     r.subject = rc.table_name;
+    // Enum labels keep their declared order; other lists read best sorted.
+    std::vector<std::string> sorted = *known;
+    if (col.enum_labels.empty()) std::sort(sorted.begin(), sorted.end());
+    known = &sorted;
     const std::string values = listValues(*known, false);
     const std::string quoted = listValues(unknown, true, 5);
     r.message = c.column + " has no value " + quoted + "; its values are " + values;
