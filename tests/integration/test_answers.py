@@ -192,3 +192,16 @@ def test_deny_replaces_the_result_with_the_error(pgwarden_factory, screened, pg)
         assert [n for n in conn.notices if n.startswith("WARNING:")] == []
     finally:
         conn.close()
+
+
+def test_jdbc_bound_parameter_is_screened_with_its_value(java, screened):
+    url = f"jdbc:postgresql://127.0.0.1:{screened.port}/{pgwtest.DATABASE}"
+    r = java.run("JdbcCheck", "screen", url, "user=core", f"password={screened.passwords['core']}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    facts = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    for round in range(7):
+        if round == 1:
+            assert int(facts["1.count"]) > 0 and facts["1.warning"] == "none"
+            continue
+        assert facts[f"{round}.count"] == "0"
+        assert facts[f"{round}.warning"].startswith("01000 status has no value 'late'"), facts
