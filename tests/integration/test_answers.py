@@ -111,6 +111,7 @@ def test_history_and_metrics_carry_the_code(screened):
     actions = json.loads(rows[-1]["guard_actions"])
     assert [a["code"] for a in actions] == ["UNKNOWN_VALUE"]
     assert actions[0]["guard"] == "result_screen" and actions[0]["action"] == "warn"
+    assert rows[-1]["warnings"] == 1
     with urllib.request.urlopen(f"http://127.0.0.1:{screened.metrics_port}/metrics", timeout=5) as r:
         body = r.read().decode()
     assert 'pgwarden_result_warnings_total{code="UNKNOWN_VALUE",group="passthrough"}' in body
