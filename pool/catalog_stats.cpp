@@ -51,6 +51,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     rows_.clear();
     column_rows_.clear();
     result_sets_ = 0;
+    completed_ = 0;
+    column_error_.clear();
     c.attach(this);
     // Tables, then columns: two statements in one Query, one round trip per refresh.
     const std::string sql = std::string(guards::TableStatsSnapshot::catalogQuery()) + ";\n" +
@@ -84,10 +86,21 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         into.push_back(std::move(row));
         return;
       }
+      case 'C':
+        ++completed_;
+        return;
       case 'E': {
         auto e = protocol::parseErrorFields(f.body);
+        std::string why = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
+        // The column statistics are extra: without them the result screens stay silent, and
+        // the table sizes the guards need still count.
+        if (completed_ >= 1) {
+          column_error_ = std::move(why);
+          column_rows_.clear();
+          return;
+        }
         failed_ = true;
-        error_ = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
+        error_ = std::move(why);
         return;
       }
       case 'Z': {
@@ -100,6 +113,10 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         }
         auto& c = daemon_.counters();
         ++c.stats_refreshes;
+        if (!column_error_.empty()) {
+          spdlog::warn("column statistics for db={} not read: {}; result screens that need them stay silent",
+                       logsafe(db_), logsafe(column_error_, kLogMessageMaxBytes));
+        }
         snapshot_ = guards::TableStatsSnapshot::fromRows(rows_, column_rows_);
         loaded_at_ms_ = daemon_.nowMs();
         rows_.clear();
@@ -114,7 +131,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         return;
       }
       default:
-        return;  // RowDescription, CommandComplete, notices
+        return;  // notices
     }
   }
   void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
@@ -159,7 +176,9 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   std::shared_ptr<const guards::TableStatsSnapshot> snapshot_;
   std::vector<std::vector<std::string>> rows_;
   std::vector<std::vector<std::string>> column_rows_;
-  int result_sets_ = 0;
+  int result_sets_ = 0;        // RowDescriptions seen: 1 tables, 2 columns
+  int completed_ = 0;          // CommandCompletes seen
+  std::string column_error_;   // the column query failed (the tables query did not)
   uint64_t loaded_at_ms_ = 0;
   std::string error_;
   uint64_t next_due_ms_ = 0;
