@@ -10,6 +10,7 @@
 namespace {
 
 using namespace pgwarden::daemon::metrics;
+using pgwarden::Outcome;
 
 void BM_CounterInc(benchmark::State& state) {
   static Registry registry;
@@ -45,8 +46,8 @@ void BM_StatementPath(benchmark::State& state) {
   static Metrics metrics(BuildInfo{"bench", "bench"});
   static GroupSeries group(metrics, "agents");
   for (auto _ : state) {
-    group.statements(StatementOutcome::kOk, StatementIntent::kLookup).inc();
-    group.duration(StatementOutcome::kOk).observe(std::chrono::microseconds(850));
+    group.statements(Outcome::kOk, StatementIntent::kLookup).inc();
+    group.duration(Outcome::kOk).observe(std::chrono::microseconds(850));
     group.rowsReturned().inc(20);
   }
 }

@@ -63,6 +63,10 @@ Daemon::~Daemon() {
   budgets_.reset();
   metrics_->close();
   pools_.close();
+  // The janitor is unreferenced during shutdown: when every other handle closes before its
+  // grace period ends, uv_run returns with it still open, and the loop could not be closed.
+  auto* janitor = reinterpret_cast<uv_handle_t*>(&janitor_);
+  if (janitor_.loop == &loop_ && !uv_is_closing(janitor)) uv_close(janitor, &Daemon::onHandleClosed);
   uv_run(&loop_, UV_RUN_NOWAIT);
   sessions_.clear();
   session_graveyard_.clear();

@@ -22,19 +22,6 @@ namespace {
 // own cap and overflow series), so a config reloaded many times cannot grow this without bound.
 constexpr size_t kMaxDecisionCache = 4096;
 
-metrics::StatementOutcome metricOutcome(history::Outcome o) {
-  switch (o) {
-    case history::Outcome::kOk: return metrics::StatementOutcome::kOk;
-    case history::Outcome::kError: return metrics::StatementOutcome::kError;
-    case history::Outcome::kDenied: return metrics::StatementOutcome::kDenied;
-    case history::Outcome::kCancelled: return metrics::StatementOutcome::kCancelled;
-    case history::Outcome::kClientGone: return metrics::StatementOutcome::kClientGone;
-    case history::Outcome::kBudget: return metrics::StatementOutcome::kBudget;
-    case history::Outcome::kAborted: return metrics::StatementOutcome::kAborted;
-  }
-  return metrics::StatementOutcome::kError;
-}
-
 // The inferred intent as the analysis names it; anything else (no analysis) is "other".
 metrics::StatementIntent metricIntent(std::string_view intent) {
   using I = metrics::StatementIntent;
@@ -152,7 +139,7 @@ metrics::GroupSeries& DaemonMetrics::group(const std::string& name) {
 
 void DaemonMetrics::onStatement(const history::Record& record, const StatementPlan* plan) {
   auto& g = group(record.policy_group);
-  const auto outcome = metricOutcome(record.outcome);
+  const auto outcome = record.outcome;
   g.statements(outcome, metricIntent(record.query_intent_inferred)).inc();
   g.duration(outcome).observe(std::chrono::microseconds(record.duration_us));
   if (record.rows_returned > 0) g.rowsReturned().inc(static_cast<uint64_t>(record.rows_returned));

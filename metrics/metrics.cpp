@@ -19,26 +19,6 @@ const std::vector<double> kExternalCallBuckets = {0.001, 0.0025, 0.005, 0.01, 0.
 
 // ----- the catalogue --------------------------------------------------------------------------
 
-const char* outcomeLabel(StatementOutcome outcome) {
-  switch (outcome) {
-    case StatementOutcome::kOk:
-      return "ok";
-    case StatementOutcome::kError:
-      return "error";
-    case StatementOutcome::kDenied:
-      return "denied";
-    case StatementOutcome::kCancelled:
-      return "cancelled";
-    case StatementOutcome::kClientGone:
-      return "client_gone";
-    case StatementOutcome::kBudget:
-      return "budget";
-    case StatementOutcome::kAborted:
-      return "aborted";
-  }
-  return "other";
-}
-
 const char* intentLabel(StatementIntent intent) {
   switch (intent) {
     case StatementIntent::kCatalog:
@@ -210,21 +190,21 @@ GroupSeries::GroupSeries(Metrics& metrics, std::string group)
       truncated_(metrics.statements_truncated.with({group_})),
       budget_exhausted_(metrics.budget_exhausted.with({group_})) {}
 
-Counter& GroupSeries::statements(StatementOutcome outcome, StatementIntent intent) {
+Counter& GroupSeries::statements(Outcome outcome, StatementIntent intent) {
   size_t i = static_cast<size_t>(outcome) * kStatementIntentCount + static_cast<size_t>(intent);
   Counter* c = statements_[i].load(std::memory_order_acquire);
   if (c == nullptr) {
-    c = &metrics_.statements.with({group_, outcomeLabel(outcome), intentLabel(intent)});
+    c = &metrics_.statements.with({group_, outcomeName(outcome), intentLabel(intent)});
     statements_[i].store(c, std::memory_order_release);
   }
   return *c;
 }
 
-Histogram& GroupSeries::duration(StatementOutcome outcome) {
+Histogram& GroupSeries::duration(Outcome outcome) {
   size_t i = static_cast<size_t>(outcome);
   Histogram* h = durations_[i].load(std::memory_order_acquire);
   if (h == nullptr) {
-    h = &metrics_.statement_duration.with({group_, outcomeLabel(outcome)});
+    h = &metrics_.statement_duration.with({group_, outcomeName(outcome)});
     durations_[i].store(h, std::memory_order_release);
   }
   return *h;

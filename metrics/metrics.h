@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/outcome.h"
 #include "metrics/registry.h"
 
 namespace pgwarden::daemon::metrics {
@@ -30,12 +31,8 @@ struct BuildInfo {
   std::string git_sha;
 };
 
-// Mirrors history::Outcome (same order); the session maps one to the other with a switch.
-enum class StatementOutcome : uint8_t {
-  kOk, kError, kDenied, kCancelled, kClientGone, kBudget, kAborted
-};
-inline constexpr size_t kStatementOutcomeCount = 7;
-const char* outcomeLabel(StatementOutcome outcome);
+// A statement's outcome label is common/outcome.h's outcomeName(): the one Outcome history
+// records and the counters count.
 // Mirrors guards::Intent (the inferred intent; the client-sent one is free text and never a label).
 enum class StatementIntent : uint8_t {
   kCatalog,
@@ -120,8 +117,8 @@ struct Metrics {
 class GroupSeries {
  public:
   GroupSeries(Metrics& metrics, std::string group);
-  Counter& statements(StatementOutcome outcome, StatementIntent intent);
-  Histogram& duration(StatementOutcome outcome);
+  Counter& statements(Outcome outcome, StatementIntent intent);
+  Histogram& duration(Outcome outcome);
   Counter& rowsReturned() { return rows_returned_; }
   Counter& truncated() { return truncated_; }
   Counter& budgetExhausted() { return budget_exhausted_; }
@@ -130,8 +127,8 @@ class GroupSeries {
  private:
   Metrics& metrics_;
   std::string group_;
-  std::atomic<Counter*> statements_[kStatementOutcomeCount * kStatementIntentCount] = {};
-  std::atomic<Histogram*> durations_[kStatementOutcomeCount] = {};
+  std::atomic<Counter*> statements_[kOutcomeCount * kStatementIntentCount] = {};
+  std::atomic<Histogram*> durations_[kOutcomeCount] = {};
   Counter& rows_returned_;
   Counter& truncated_;
   Counter& budget_exhausted_;

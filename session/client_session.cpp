@@ -614,6 +614,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
     if (f.type == 'S') {
       deny_skipping_ = false;
       server_skipping_ = false;
+      skipped_.end();
       pushPending(Pending(Expect::kSync));
       forward(f);
       return true;
@@ -622,6 +623,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       closeSession("client sent Terminate");
       return false;
     }
+    noteSkipped(f);
     return true;
   }
   if ((f.type == 'S' || f.type == 'H' || f.type == 'X') && !f.body.empty()) {
@@ -807,7 +809,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
                              std::to_string(config_->limits.max_prepared_statements) +
                              "); close the ones you no longer need");
     queueLocal(std::move(out), false);
-    deny_skipping_ = true;
+    skipBatch("54000", false);
     return true;
   }
   auto cmd = guards::parseAgentCommand(m->sql);
@@ -820,7 +822,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
       std::string out;
       protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
       queueLocal(std::move(out), false);
-      deny_skipping_ = true;
+      skipBatch("42P05", false);
       return true;
     }
     agent_statements_.erase(a);
@@ -842,6 +844,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     failExtendedExplain(plan, std::move(v.explain_error));
+    skipped_.statement(name, {plan, true});
     return true;
   }
   const auto& d = plan->decision;
@@ -849,6 +852,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
     // The denial answers the Parse; the server never sees the text. As after any failed Parse,
     // the rest of the batch up to Sync is skipped.
     denyExtended(*plan);
+    skipped_.statement(name, {plan, true});  // its record is the denial's
     if (name.empty()) statements_.erase(name);
     return true;
   }
@@ -925,11 +929,13 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     failExtendedExplain(plan, std::move(v.explain_error));
+    skipped_.portal(portal, {plan, true});
     return true;
   }
   if (plan && plan->decision.denied) {
     // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
     denyExtended(*plan);
+    skipped_.portal(portal, {plan, true});  // its record is the denial's
     return true;
   }
   auto it = portals_.find(portal);
@@ -948,13 +954,14 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
                                std::to_string(config_->limits.max_prepared_statements) +
                                "); close the ones you no longer need");
       queueLocal(std::move(out), false);
-      deny_skipping_ = true;
+      skipBatch("54000", false);
       return true;
     }
     portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)});
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.plan = plan;
+  bind_entry.name = portal;
   pushPending(std::move(bind_entry));
   forward(f);
   return true;
@@ -1086,7 +1093,65 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
   std::string out;
   writeDeny(out, plan);
   queueLocal(std::move(out), false);
+  skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
+            true);
+}
+
+void ClientSession::skipBatch(std::string_view sqlstate, bool denied) {
   deny_skipping_ = true;
+  skipped_.begin(sqlstate,
+                 denied ? "an earlier statement in the same batch was denied"
+                        : "an earlier message in the same batch failed",
+                 static_cast<size_t>(config_->limits.max_prepared_statements));
+}
+
+void ClientSession::recordSkipped(const std::shared_ptr<const StatementPlan>& plan, size_t index,
+                                  bool extended) {
+  auto run = startRun(plan, index, extended);
+  finishRun(*run, history::Outcome::kError, skipped_.sqlstate(), skipped_.message());
+}
+
+void ClientSession::noteSkipped(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'P': {
+      auto m = protocol::parseParse(f.body);
+      if (m) skipped_.statement(m->statement, {daemon_.policy().unjudgedPlan(m->sql), false});
+      return;
+    }
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      if (!b) return;
+      auto target = skipped_.findStatement(b->statement);
+      if (!target) {
+        const auto it = statements_.find(std::string(b->statement));
+        target = SkippedBatch::Target{it == statements_.end() ? nullptr : it->second, false};
+      }
+      skipped_.portal(b->portal, std::move(*target));
+      return;
+    }
+    case 'E': {
+      auto e = protocol::parseExecute(f.body);
+      if (!e) return;
+      auto found = skipped_.execute(e->portal);
+      if (!found.found) {
+        const auto it = portals_.find(std::string(e->portal));
+        if (it != portals_.end()) found.target.plan = it->second.plan;
+      }
+      // A portal nobody bound would have failed on the server: nothing ran, nothing to record.
+      if (found.target.plan && !found.target.recorded) recordSkipped(found.target.plan, 0, true);
+      return;
+    }
+    case 'Q': {
+      // The server ignores a Query in a skipped batch too; each of its statements is accounted for.
+      auto body = f.body;
+      if (!body.empty() && body.back() == '\0') body.remove_suffix(1);
+      const auto plan = daemon_.policy().unjudgedPlan(body);
+      for (size_t i = 0; i < plan->statements.size(); ++i) recordSkipped(plan, i, false);
+      return;
+    }
+    default:
+      return;
+  }
 }
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
@@ -1483,6 +1548,18 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   guards::AgentOverrides failed_overrides;
   bool failed_recorded = false;
   bool first = true;
+  // The failed Parse's statement name or Bind's portal: the client's later messages up to Sync
+  // that name it refer to a statement whose record is this failure's.
+  std::optional<std::string> failed_statement;
+  std::optional<std::string> failed_portal;
+  const auto skipRest = [&] {
+    if (!pending_.empty()) return;
+    server_skipping_ = true;
+    skipped_.begin(sqlstate, "an earlier message in the same batch failed",
+                   static_cast<size_t>(config_->limits.max_prepared_statements));
+    if (failed_statement) skipped_.statement(*failed_statement, {failed_plan, true});
+    if (failed_portal) skipped_.portal(*failed_portal, {failed_plan, true});
+  };
   const auto recordFailure = [&] {
     if (failed_plan && !failed_recorded) {
       failed_recorded = true;
@@ -1493,9 +1570,28 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   };
   while (!pending_.empty()) {
     Pending& p = pending_.front();
-    if (p.kind == Expect::kSync || p.kind == Expect::kQuery) break;
+    if (p.kind == Expect::kSync) break;
+    if (p.kind == Expect::kQuery) {
+      // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
+      // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
+      // its record.
+      if (p.run && !p.run->finished) {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
+        finishRun(*run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      first = false;
+      pending_.pop_front();
+      continue;
+    }
     if (first) {
       if (p.kind == Expect::kParse) {
+        failed_statement = p.name;
         auto it = statements_.find(p.name);
         if (it != statements_.end()) failed_plan = it->second;
         if (auto ov = statement_overrides_.find(p.name); ov != statement_overrides_.end()) {
@@ -1503,6 +1599,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
         }
       } else if (p.kind == Expect::kBind) {
         failed_plan = p.plan;
+        failed_portal = p.name;
       } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
         finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
         failed_recorded = true;
@@ -1531,13 +1628,13 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
       // same way (everything up to Sync is ignored).
       cancelWaits();
-      if (pending_.empty()) server_skipping_ = true;
+      skipRest();
       resumeInput();
       return;
     }
   }
   recordFailure();
-  if (pending_.empty()) server_skipping_ = true;
+  skipRest();
 }
 
 void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
@@ -1945,7 +2042,7 @@ bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::
     recordAgentCommand(cmd, true, wallClockMicros(), sqlstate, error);
     // As after any failed Parse, the rest of the batch up to Sync is skipped.
     queueLocal(std::move(out), false);
-    deny_skipping_ = true;
+    skipBatch(sqlstate, false);
     return true;
   }
   if (name.empty()) {
@@ -1973,16 +2070,20 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
         return false;
       }
       const int16_t format = b->result_formats.empty() ? 0 : b->result_formats[0];
+      std::string_view code;
       if (!portal.empty() && (portals_.count(portal) || agent_portals_.count(portal))) {
-        protocol::writeError(out, "ERROR", "42P03", "portal \"" + portal + "\" already exists");
+        code = "42P03";
+        protocol::writeError(out, "ERROR", code, "portal \"" + portal + "\" already exists");
       } else if (format != 0 && format != 1) {
-        protocol::writeError(out, "ERROR", "22023", "unsupported format code: " + std::to_string(format));
+        code = "22023";
+        protocol::writeError(out, "ERROR", code, "unsupported format code: " + std::to_string(format));
       } else if (agent_portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
-        protocol::writeError(out, "ERROR", "54000", "too many open portals in this session; close the ones you no longer need");
+        code = "54000";
+        protocol::writeError(out, "ERROR", code, "too many open portals in this session; close the ones you no longer need");
       }
-      if (!out.empty()) {
+      if (!code.empty()) {
         queueLocal(std::move(out), false);
-        deny_skipping_ = true;
+        skipBatch(code, false);
         return true;
       }
       if (const auto old = portals_.find(portal); old != portals_.end()) {
@@ -2123,8 +2224,15 @@ void ClientSession::failExtendedExplain(const std::shared_ptr<const StatementPla
   // The server now ignores everything up to Sync: the EXPLAIN's error answers the Parse or Bind,
   // which is dropped with the rest of the batch.
   recordExplainFailure(plan, true, error);
+  std::string sqlstate;
+  if (error.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error).substr(5));
+    if (e) sqlstate = std::string(e->sqlstate());
+  }
   queueLocal(std::move(error), false);
   server_skipping_ = true;
+  skipped_.begin(sqlstate, "an earlier message in the same batch failed",
+                 static_cast<size_t>(config_->limits.max_prepared_statements));
 }
 
 // ---------------------------------------------------------------------------------------------

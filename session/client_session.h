@@ -20,6 +20,7 @@
 #include "pool/pool.h"
 #include "pool/server_conn.h"
 #include "session/session_state.h"
+#include "session/skipped_batch.h"
 #include "session/startup_params.h"
 #include "session/statement_gate.h"
 #include "session/statement_policy.h"
@@ -112,7 +113,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     Expect kind;
     std::shared_ptr<StatementRun> run;        // kExecute, kQuery (current statement)
     std::shared_ptr<const StatementPlan> plan;  // kQuery: the text; kParse: the new statement
-    std::string name;                         // kParse: statement name
+    std::string name;                         // kParse: statement name; kBind: portal name
     std::shared_ptr<const StatementPlan> previous;  // kParse: what the name meant before
     bool had_previous = false;
     std::string local;                        // kLocal bytes
@@ -186,6 +187,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void recordDenied(const StatementPlan& plan, bool extended);
   // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
   void denyExtended(const StatementPlan& plan);
+  // Skips the client's messages up to Sync after pgwarden refused one (`denied`: a guard denied
+  // it; otherwise pgwarden answered it with an error of `sqlstate`).
+  void skipBatch(std::string_view sqlstate, bool denied);
+  // A client message that arrived while the batch is skipped: the statements it would have run
+  // get their "not executed" records.
+  void noteSkipped(const protocol::Frame& f);
+  void recordSkipped(const std::shared_ptr<const StatementPlan>& plan, size_t index, bool extended);
   void finishAllPending(history::Outcome outcome, std::string_view message,
                         std::string_view sqlstate = {});
   void finishPortals();
@@ -279,6 +287,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   char tx_status_ = 'I';
   bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
   bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
+  SkippedBatch skipped_;          // what the skipped messages name, while either flag is set
   bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
   bool attach_failed_ = false;
   struct StartupReject {

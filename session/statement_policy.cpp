@@ -94,6 +94,12 @@ std::shared_ptr<const StatementPlan> PolicyEngine::localPlan(std::string_view sq
   return plan;
 }
 
+std::shared_ptr<const StatementPlan> PolicyEngine::unjudgedPlan(std::string_view sql) {
+  auto p = plan(nullptr, sql, guards::RequestContext{}, nullptr);
+  if (!p->decision.denied) return p;
+  return withDecision(*p, guards::Decision{});
+}
+
 uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
 uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
 

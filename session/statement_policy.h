@@ -43,6 +43,9 @@ class PolicyEngine {
   // A plan for a statement pgwarden answers itself (SET/RESET/SHOW pgwarden.*): one statement of
   // `kind`, intent admin, no guard run. Its history record is made like any other statement's.
   std::shared_ptr<const StatementPlan> localPlan(std::string_view sql, std::string_view kind) const;
+  // What a text is (its statements, kinds, tables), with no guard run and no decision: the plan
+  // of a statement the client sent that never ran (skipped after an earlier failure).
+  std::shared_ptr<const StatementPlan> unjudgedPlan(std::string_view sql);
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
   // The same plan with the decision a paused chain reached later (webhook answer, budget).

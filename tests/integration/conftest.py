@@ -74,16 +74,23 @@ class DaemonSet:
         problems = []
         for d in self.daemons:
             try:
-                if d.proc is None or d.stopped_by_test:
-                    continue  # never started, or the test stopped it and judged the exit itself
-                if d.proc.poll() is not None:
+                if d.proc is None:
+                    continue  # never started
+                if d.stopped_by_test:
+                    pass  # the test stopped it and judged the exit itself
+                elif d.proc.poll() is not None:
                     problems.append(f"pgwarden exited on its own with status {d.proc.returncode}"
                                     f"; log tail:\n{d.log()[-4000:]}")
-                    continue
-                code = d.stop()
-                if code != 0:
-                    problems.append(f"pgwarden exited with status {code} on SIGTERM; log tail:\n"
-                                    + d.log()[-4000:])
+                else:
+                    code = d.stop()
+                    if code != 0:
+                        problems.append(f"pgwarden exited with status {code} on SIGTERM; log "
+                                        "tail:\n" + d.log()[-4000:])
+                # A sanitizer build reports to the log; a report fails the test even when the
+                # exit status (judged by the test, or UBSan without halt_on_error) did not.
+                report = pgwtest.sanitizer_report(d.log())
+                if report:
+                    problems.append("sanitizer report in the daemon's log:\n" + report)
             finally:
                 d.destroy()
         if problems:

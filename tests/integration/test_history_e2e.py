@@ -321,6 +321,23 @@ def run_mix(d, conv):
         assert (tags, errors) == (["SELECT 1"] * 3, [])
         for q in queries:
             s.expect(core, q, rows=1)
+        # A Parse the server refuses, answered before the client goes on (Flush): the Bind,
+        # Execute and Query the client sends next, up to Sync, are skipped by the server, and
+        # each statement they name is recorded as not executed.
+        bad = "SELECT * FROM no_such_table"
+        raw.send(b"".join(t + struct.pack("!I", len(b) + 4) + b
+                          for t, b in [parse_msg("s5", bad), (b"H", b"")]))
+        tag, body = raw.read_msg()
+        assert tag == b"E" and pgtest_code(body) == "42P01"
+        s.expect(core, bad, outcome="error", sqlstate="42P01", protocol="extended")
+        later = "SELECT 14 AS p"
+        tags, rows, errors = send_batch(raw, [bind_msg("s5"), execute_msg(),
+                                              bind_msg("s1", 2), execute_msg(),
+                                              (b"Q", later.encode() + b"\0")])
+        assert (tags, errors) == ([], []), (tags, errors)
+        s.expect(core, "SELECT id, note FROM scratch WHERE id = $1", outcome="error",
+                 sqlstate="42P01", protocol="extended")
+        s.expect(core, later, outcome="error", sqlstate="42P01")
 
     with d.raw() as raw:  # the guarded group refuses a Parse: one record, extended
         raw.login("agent", d.passwords["agent"], extra=dict(startup, conversation_id=agent[2]))
@@ -329,6 +346,22 @@ def run_mix(d, conv):
         assert tags == [] and len(errors) == 1, (tags, errors)
         s.expect(agent, sql, outcome="denied", kind="delete", deny="READ_ONLY", sqlstate=errors[0],
                  protocol="extended")
+        # A pipeline with a denied statement in the middle (as psycopg 3's pipeline mode sends
+        # it): the statements after the denial up to Sync never run, and each has its record.
+        texts = ["SELECT 1 AS one", "SELECT $1::int AS two", "DELETE FROM scratch WHERE id = $1",
+                 "SELECT 4 AS four", "SELECT 5 AS five"]
+        msgs = []
+        for t in texts:
+            msgs += [parse_msg("", t), bind_msg("", 2) if "$1" in t else bind_msg(""),
+                     execute_msg()]
+        tags, rows, errors = send_batch(raw, msgs)
+        assert tags == ["SELECT 1", "SELECT 1"] and len(errors) == 1, (tags, errors)
+        s.expect(agent, texts[0], rows=1, protocol="extended")
+        s.expect(agent, texts[1], rows=1, protocol="extended")
+        s.expect(agent, texts[2], outcome="denied", kind="delete", deny="READ_ONLY",
+                 sqlstate=errors[0], protocol="extended")
+        for t in texts[3:]:
+            s.expect(agent, t, outcome="error", sqlstate=errors[0], protocol="extended")
 
     raw = d.raw()
     raw.login("core", d.passwords["core"], extra=startup)
@@ -339,6 +372,10 @@ def run_mix(d, conv):
     raw.close()  # RST: the client is gone while the server sleeps
     s.expect(core, sql, outcome="client_gone")
     return s
+
+
+def pgtest_code(body):
+    return pgwtest.parse_fields(body)["C"]
 
 
 def project(rec):

@@ -202,3 +202,26 @@ def test_query_queued_behind_a_failing_parse_does_not_strand_its_server_connecti
         c.shutdown_write()
         c.read_until_closed_or_error()
     still_serving(d)
+
+
+def test_query_skipped_after_a_failing_parse_is_not_waited_for(pgwarden_factory, pg):
+    """The same batch, but the client reads every answer before it goes on: the server answers
+    the Parse with an error and only the Sync with ReadyForQuery. The session must match that
+    ReadyForQuery to the Sync, not to the skipped Query, so its next Query is answered and the
+    connection is free again (pool of one) once the client leaves."""
+    d = pgwarden_factory.start(pg, overrides={"pool": {"max_size": 1}})
+    with logged_in(d) as c:
+        parse = b"s1\0select $1::int\0" + struct.pack("!HI", 1, 1311)  # no type has OID 1311
+        c.send(b"P" + struct.pack("!I", 4 + len(parse)) + parse
+               + b"Q" + struct.pack("!I", 13) + b"select 1\0"
+               + b"S" + struct.pack("!I", 4))
+        tags = []
+        while not tags or tags[-1] != b"Z":
+            tags.append(c.read_msg()[0])
+        assert tags == [b"E", b"Z"], tags
+        c.send_msg(b"Q", b"select 'next'\0")
+        tags = []
+        while not tags or tags[-1] != b"Z":
+            tags.append(c.read_msg()[0])
+        assert tags == [b"T", b"D", b"C", b"Z"], tags
+    still_serving(d)

@@ -33,9 +33,22 @@ def figure(name, value, unit=""):
     print(f"figure: {name} = {value}{(' ' + unit) if unit else ''}")
 
 
-def still_serving(d):
-    r = psql(d.dsn(), "-At", "-c", "select 'alive'")
+def still_serving(d, retry_for=0.0):
+    """A login and a statement succeed (within `retry_for` seconds of retrying, for a daemon that
+    is still draining a flood)."""
+    deadline = time.monotonic() + retry_for
+    while True:
+        r = psql(d.dsn(), "-At", "-c", "select 'alive'")
+        if (r.returncode == 0 and r.stdout.strip() == "alive") or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     assert r.returncode == 0 and r.stdout.strip() == "alive", r.stderr + d.log()[-3000:]
+
+
+def assert_rss_growth(before, after, limit_kib):
+    """Memory bounds hold for the product build; a sanitizer build's RSS is mostly ASan's."""
+    if not pgwtest.SANITIZED:
+        assert after - before < limit_kib, (before, after)
 
 
 def fds_settle(d, baseline, slack=4, timeout=15):
@@ -199,11 +212,6 @@ def hostile_after_login(d, rng):
     return send_and_wait_for_close(c.sock, b"".join(msgs))
 
 
-# Known regression: since the statement gate, pool next-turn handoff and startup limiter were
-# merged, a login during this run can wait more than 5 s for a server connection (one stranded
-# by an earlier hostile session, it seems). Marked until fixed; the other reliability tests run.
-@pytest.mark.xfail(reason="a pooled server connection can stay stranded after hostile input "
-                          "(regression after the merge; see the closing note)", strict=False)
 def test_hostile_wire_input_leaves_the_daemon_serving_with_bounded_memory(pgwarden):
     """2,000 malformed startup packets and post-login messages (seeded mutations of valid ones),
     each on its own connection: every one ends in an error or a close, never a hang; the daemon
@@ -232,7 +240,7 @@ def test_hostile_wire_input_leaves_the_daemon_serving_with_bounded_memory(pgward
     figure("hostile inputs, RSS growth", rss_after - rss_before, "KiB")
     figure("hostile inputs, descriptors before/after", f"{fds_before}/{fds_after}")
     assert hangs == 0, f"{hangs} malformed inputs were neither answered nor closed in 5 s"
-    assert rss_after - rss_before < RSS_GROWTH_LIMIT_KIB, (rss_before, rss_after)
+    assert_rss_growth(rss_before, rss_after, RSS_GROWTH_LIMIT_KIB)
     assert fds_after <= fds_before + 4
 
 
@@ -359,8 +367,9 @@ def flood(d, churn_each=750, held_count=300):
         held.append(s)
     for w in workers:
         w.join(60)
-    # Logins go on while the 300 are held (they get no more than their address's share).
-    still_serving(d)
+    # Logins go on while the 300 are held (they get no more than their address's share). A
+    # sanitizer build may still be working through the churned connections' closes.
+    still_serving(d, retry_for=20 if pgwtest.SANITIZED else 0)
     for s in held:
         s.close()
     return failures
@@ -388,7 +397,7 @@ def test_connection_flood(pgwarden):
     figure("flood RSS growth in the third round", rss_after - rss_before, "KiB")
     assert not failures, failures[:5]
     assert fds_after <= fds_before + 4
-    assert rss_after - rss_before < 3 * 1024, (rss_start, rss_before, rss_after)
+    assert_rss_growth(rss_before, rss_after, 3 * 1024)
     still_serving(d)
 
 

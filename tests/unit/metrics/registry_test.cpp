@@ -267,25 +267,25 @@ TEST(Concurrency, IncrementsFromManyThreadsSumExactly) {
 TEST(Catalogue, GroupSeriesCachesAndResolvesTheRightSeries) {
   Metrics m(BuildInfo{"1.2.3", "abc"});
   GroupSeries g(m, "agents");
-  Counter& ok = g.statements(StatementOutcome::kOk, StatementIntent::kLookup);
-  EXPECT_EQ(&ok, &g.statements(StatementOutcome::kOk, StatementIntent::kLookup));
+  Counter& ok = g.statements(Outcome::kOk, StatementIntent::kLookup);
+  EXPECT_EQ(&ok, &g.statements(Outcome::kOk, StatementIntent::kLookup));
   EXPECT_EQ(&ok, &m.statements.with({"agents", "ok", "lookup"}));
-  EXPECT_EQ(&g.statements(StatementOutcome::kDenied, StatementIntent::kOther),
+  EXPECT_EQ(&g.statements(Outcome::kDenied, StatementIntent::kOther),
             &m.statements.with({"agents", "denied", "other"}));
-  EXPECT_EQ(&g.duration(StatementOutcome::kError), &m.statement_duration.with({"agents", "error"}));
+  EXPECT_EQ(&g.duration(Outcome::kError), &m.statement_duration.with({"agents", "error"}));
   EXPECT_EQ(&g.rowsReturned(), &m.rows_returned.with({"agents"}));
   // A second GroupSeries for the same group (a config reload) shares the series.
   GroupSeries again(m, "agents");
-  EXPECT_EQ(&ok, &again.statements(StatementOutcome::kOk, StatementIntent::kLookup));
+  EXPECT_EQ(&ok, &again.statements(Outcome::kOk, StatementIntent::kLookup));
 }
 
 TEST(Catalogue, LabelNamesMatchTheEnums) {
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kOk), "ok");
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kError), "error");
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kDenied), "denied");
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kCancelled), "cancelled");
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kClientGone), "client_gone");
-  EXPECT_STREQ(outcomeLabel(StatementOutcome::kBudget), "budget");
+  EXPECT_STREQ(outcomeName(Outcome::kOk), "ok");
+  EXPECT_STREQ(outcomeName(Outcome::kError), "error");
+  EXPECT_STREQ(outcomeName(Outcome::kDenied), "denied");
+  EXPECT_STREQ(outcomeName(Outcome::kCancelled), "cancelled");
+  EXPECT_STREQ(outcomeName(Outcome::kClientGone), "client_gone");
+  EXPECT_STREQ(outcomeName(Outcome::kBudget), "budget");
   EXPECT_STREQ(intentLabel(StatementIntent::kCatalog), "catalog");
   EXPECT_STREQ(intentLabel(StatementIntent::kAggregation), "aggregation");
   EXPECT_STREQ(intentLabel(StatementIntent::kOther), "other");

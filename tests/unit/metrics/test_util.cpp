@@ -230,21 +230,21 @@ void populate(Metrics& m) {
   m.client_connections_rejected.with({"auth_failure"}).inc(2);
 
   GroupSeries agents(m, "agents");
-  agents.statements(StatementOutcome::kOk, StatementIntent::kLookup).inc(5);
-  agents.statements(StatementOutcome::kDenied, StatementIntent::kLookup).inc(2);
-  agents.statements(StatementOutcome::kError, StatementIntent::kAggregation).inc();
-  agents.statements(StatementOutcome::kCancelled, StatementIntent::kAggregation).inc();
-  agents.statements(StatementOutcome::kBudget, StatementIntent::kLookup).inc();
-  agents.duration(StatementOutcome::kOk).observe(std::chrono::microseconds(850));
-  agents.duration(StatementOutcome::kOk).observe(std::chrono::milliseconds(12));
-  agents.duration(StatementOutcome::kDenied).observe(std::chrono::microseconds(40));
+  agents.statements(Outcome::kOk, StatementIntent::kLookup).inc(5);
+  agents.statements(Outcome::kDenied, StatementIntent::kLookup).inc(2);
+  agents.statements(Outcome::kError, StatementIntent::kAggregation).inc();
+  agents.statements(Outcome::kCancelled, StatementIntent::kAggregation).inc();
+  agents.statements(Outcome::kBudget, StatementIntent::kLookup).inc();
+  agents.duration(Outcome::kOk).observe(std::chrono::microseconds(850));
+  agents.duration(Outcome::kOk).observe(std::chrono::milliseconds(12));
+  agents.duration(Outcome::kDenied).observe(std::chrono::microseconds(40));
   agents.rowsReturned().inc(1234);
   agents.truncated().inc();
   agents.budgetExhausted().inc();
   // A group name with every character the format escapes: the exposition must still parse.
   GroupSeries odd(m, "ana\"lysts\\ and\nmore");
-  odd.statements(StatementOutcome::kOk, StatementIntent::kCatalog).inc();
-  odd.duration(StatementOutcome::kOk).observe(0.2);
+  odd.statements(Outcome::kOk, StatementIntent::kCatalog).inc();
+  odd.duration(Outcome::kOk).observe(0.2);
 
   m.guard_duration.with({"require_predicate"}).observe(std::chrono::microseconds(20));
   m.guard_duration.with({"row_limit"}).observe(std::chrono::microseconds(3));
