@@ -1,14 +1,16 @@
 // How the daemon fills the metrics catalogue: per-statement series at the point the history
 // record is submitted (so metrics and history count the same statements), everything else read
 // from loop state when scraped. docs/metrics.md lists which family comes from where.
-#include "pool/catalog_stats.h"
 #include "daemon/daemon_metrics.h"
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 
+#include "guards/codes.h"
+#include "pool/catalog_stats.h"
 #include "session/client_session.h"
 #include "daemon/daemon.h"
 #include "session/statement_policy.h"
@@ -146,7 +148,9 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
   if (record.truncated) g.truncated().inc();
   if (record.outcome == history::Outcome::kBudget) g.budgetExhausted().inc();
   for (const auto& code : record.result_warnings) {
-    metrics_.result_warnings.with({g.group(), code}).inc();
+    const auto& known = guards::codes::kResultScreens;
+    const size_t index = static_cast<size_t>(std::find(std::begin(known), std::end(known), code) - std::begin(known));
+    g.resultWarnings(index, code).inc();
   }
   if (!plan) return;
   // Every non-allow verdict the record carries in guard_actions, once per record: a denied

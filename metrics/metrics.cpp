@@ -200,6 +200,16 @@ Counter& GroupSeries::statements(Outcome outcome, StatementIntent intent) {
   return *c;
 }
 
+Counter& GroupSeries::resultWarnings(size_t index, std::string_view code) {
+  if (index >= kResultScreenSlots) return metrics_.result_warnings.with({group_, code});
+  Counter* c = result_warnings_[index].load(std::memory_order_acquire);
+  if (c == nullptr) {
+    c = &metrics_.result_warnings.with({group_, code});
+    result_warnings_[index].store(c, std::memory_order_release);
+  }
+  return *c;
+}
+
 Histogram& GroupSeries::duration(Outcome outcome) {
   size_t i = static_cast<size_t>(outcome);
   Histogram* h = durations_[i].load(std::memory_order_acquire);
