@@ -136,7 +136,10 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
       const int len = static_cast<int>(pgjson::int64(o, "stmt_len", 0));
       st.length = len > 0 ? len : static_cast<int>(sql.size()) - st.location;
       simdjson::dom::element node;
-      if (pgjson::get(o, "stmt", node)) detail::walkStatement(node, sql, st);
+      if (pgjson::get(o, "stmt", node)) {
+        detail::walkStatement(node, sql, st);
+        if (st.kind == StatementKind::kSelect) detail::walkScreenFacts(node, st.screen);
+      }
       analysis->statements.push_back(std::move(st));
     }
   }

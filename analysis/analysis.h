@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/screen_facts.h"
+
 namespace pgwarden::guards {
 
 enum class StatementKind {
@@ -106,6 +108,9 @@ struct StatementInfo {
   // FROM items at every query level (tables, CTE and function scans, subqueries, VALUES): two or
   // more means the statement joins something; a self-join counts two.
   int from_items = 0;
+  // For the result screens (SELECT only): comparisons with constants, LIMIT without ORDER BY,
+  // aggregates over joins (analysis/screen_facts.h).
+  ScreenFacts screen;
 };
 
 struct Analysis {

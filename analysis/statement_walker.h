@@ -14,6 +14,10 @@ namespace pgwarden::guards::detail {
 // arrives with location/length set.
 void walkStatement(pgjson::element stmt, std::string_view sql, StatementInfo& out);
 
+// Fills the result screens' facts of a SELECT (screen_facts.cpp); other statements leave `out`
+// empty.
+void walkScreenFacts(pgjson::element stmt, ScreenFacts& out);
+
 // The byte length of the literal token (number, ALL, NULL, quoted string) starting at `pos`.
 int literalLength(std::string_view sql, int pos);
 

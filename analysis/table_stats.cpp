@@ -59,7 +59,8 @@ std::vector<std::string> splitCommas(const std::string& s) {
 }  // namespace
 
 std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
-    const std::vector<std::vector<std::string>>& rows) {
+    const std::vector<std::vector<std::string>>& rows,
+    const std::vector<std::vector<std::string>>& column_rows) {
   auto snap = std::make_shared<TableStatsSnapshot>();
   for (const auto& row : rows) {
     if (row.size() < 4 || row[0].empty() || row[1].empty()) continue;
@@ -79,6 +80,12 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
       stats.indexed_column_types.push_back(i < types.size() ? types[i] : "");
     }
     snap->tables_[row[0] + "." + row[1]] = std::move(stats);
+  }
+  for (const auto& row : column_rows) {
+    auto col = parseColumnRow(row);
+    if (!col) continue;
+    auto it = snap->tables_.find(col->schema + "." + col->table);
+    if (it != snap->tables_.end()) it->second.columns[col->column] = std::move(col->stats);
   }
   return snap;
 }

@@ -72,6 +72,7 @@ class Daemon final : public StatementSink {
 
   // Catalog statistics for a server database (null until the first refresh succeeds).
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) const;
+  const CatalogRefresher& catalog() const { return *catalog_; }
   // Keeps statistics for a server database from now on (a client logged in to it).
   void watchDatabase(const std::string& server_db);
   // The first statistics load for `server_db` is under way; `session_id` is told when it ends.

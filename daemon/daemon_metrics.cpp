@@ -5,9 +5,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 
+#include "guards/codes.h"
+#include "pool/catalog_stats.h"
 #include "session/client_session.h"
 #include "daemon/daemon.h"
 #include "session/statement_policy.h"
@@ -80,6 +83,11 @@ bool DaemonMetrics::start() {
   });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
+  metrics_.catalog_stats_age.setCollector([this](metrics::SampleSink& sink) {
+    daemon_.catalog().forEachAge([&sink](const std::string& db, uint64_t age_ms) {
+      sink.add({db}, static_cast<double>(age_ms) / 1000.0);
+    });
+  });
 
   const auto& options = daemon_.config()->metrics;
   if (options.listen.empty()) return true;
@@ -139,6 +147,11 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
   if (record.rows_returned > 0) g.rowsReturned().inc(static_cast<uint64_t>(record.rows_returned));
   if (record.truncated) g.truncated().inc();
   if (record.outcome == history::Outcome::kBudget) g.budgetExhausted().inc();
+  for (const auto& code : record.result_warnings) {
+    const auto& known = guards::codes::kResultScreens;
+    const size_t index = static_cast<size_t>(std::find(std::begin(known), std::end(known), code) - std::begin(known));
+    g.resultWarnings(index, code).inc();
+  }
   if (!plan) return;
   // Every non-allow verdict the record carries in guard_actions, once per record: a denied
   // text of three statements is three records, each with the denial, as history shows it.

@@ -29,6 +29,17 @@ inline constexpr std::string_view kPlanUnavailable = "PLAN_UNAVAILABLE";
 inline constexpr std::string_view kRowsCapped = "ROWS_CAPPED";
 inline constexpr std::string_view kRowsTruncated = "ROWS_TRUNCATED";
 
+// Result screens (01000 warning, or 54000 when a group sets the code to deny): a successful result
+// that is probably not the answer (docs/answers.md).
+inline constexpr std::string_view kUnknownValue = "UNKNOWN_VALUE";
+inline constexpr std::string_view kOutOfRange = "OUT_OF_RANGE";
+inline constexpr std::string_view kUnfiltered = "UNFILTERED";
+inline constexpr std::string_view kArbitraryRows = "ARBITRARY_ROWS";
+inline constexpr std::string_view kPartialResult = "PARTIAL_RESULT";
+inline constexpr std::string_view kFanoutJoin = "FANOUT_JOIN";
+inline constexpr std::string_view kResultScreens[] = {kUnknownValue, kOutOfRange,   kUnfiltered,
+                                                      kArbitraryRows, kPartialResult, kFanoutJoin};
+
 inline constexpr std::string_view kSqlstatePolicy = "42501";
 inline constexpr std::string_view kSqlstateLimit = "54000";
 inline constexpr std::string_view kSqlstateSyntax = "42601";
@@ -44,6 +55,7 @@ inline constexpr std::string_view kAll[] = {
     kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
     kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
     kSeqScan,        kCostTooHigh,      kJoinExplosion,       kSyntaxError,    kPlanUnavailable,
-    kRowsCapped,     kRowsTruncated};
+    kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
+    kArbitraryRows,  kPartialResult,    kFanoutJoin};
 
 }  // namespace pgwarden::guards::codes

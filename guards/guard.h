@@ -25,6 +25,12 @@ struct GroupSettings {
   std::string name;
   std::vector<std::string> search_path;         // as configured; empty = server default
   std::vector<std::string> protected_settings;  // lower case; read_only and functions deny changes
+  // result_screens: code -> action (kAllow: off); a code not listed warns.
+  std::map<std::string, Action, std::less<>> result_screens;
+  Action screenAction(std::string_view code) const {
+    auto it = result_screens.find(code);
+    return it == result_screens.end() ? Action::kWarn : it->second;
+  }
 };
 
 // Facts about a verdict, in order. Rendered as the compact JSON object in Verdict::detail and

@@ -111,20 +111,28 @@ std::vector<std::string> protectedFor(const std::vector<std::string>& search_pat
 }  // namespace
 
 PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> guards,
-                         std::vector<std::string> search_path, ReasonOverrides reasons)
+                         std::vector<std::string> search_path, ReasonOverrides reasons,
+                         std::map<std::string, Action, std::less<>> result_screens)
     : name_(std::move(name)),
       guards_(std::move(guards)),
       search_path_(std::move(search_path)),
       reasons_(std::move(reasons)),
-      settings_(std::make_unique<GroupSettings>(GroupSettings{name_, search_path_, protectedFor(search_path_)})) {}
+      settings_(std::make_unique<GroupSettings>(
+          GroupSettings{name_, search_path_, protectedFor(search_path_), std::move(result_screens)})) {}
 
 PolicyGroup::~PolicyGroup() = default;
 
 Verdict PolicyGroup::finalize(const Guard& guard, GuardResult r) const {
+  return finalize(guard.kind(), guard.warnOnly(), std::move(r));
+}
+
+Verdict PolicyGroup::renderScreen(GuardResult r) const { return finalize("result_screen", false, std::move(r)); }
+
+Verdict PolicyGroup::finalize(std::string_view kind, bool warn_only, GuardResult r) const {
   Verdict v;
-  v.guard = std::string(guard.kind());
+  v.guard = std::string(kind);
   v.action = r.action;
-  if (v.action == Action::kDeny && guard.warnOnly()) v.action = Action::kWarn;
+  if (v.action == Action::kDeny && warn_only) v.action = Action::kWarn;
   v.code = r.code;
   v.sqlstate = v.action == Action::kDeny
                    ? (r.sqlstate.empty() ? std::string(codes::sqlstateFor(r.code)) : r.sqlstate)
@@ -467,7 +475,8 @@ ReasonOverrides parseReasons(const YAML::Node& node, const std::string& path,
   ReasonOverrides out;
   if (!node.IsDefined() || node.IsNull()) return out;
   config::requireMap(node, path);
-  std::vector<std::string_view> known;
+  // The result screens speak for every group.
+  std::vector<std::string_view> known(std::begin(codes::kResultScreens), std::end(codes::kResultScreens));
   bool any_code = false;
   for (const auto& g : guards) {
     for (auto c : g->codes()) {
@@ -499,6 +508,34 @@ ReasonOverrides parseReasons(const YAML::Node& node, const std::string& path,
   return out;
 }
 
+// result_screens: {CODE: off|warn|deny, ...}; codes not listed warn.
+std::map<std::string, Action, std::less<>> parseResultScreens(const YAML::Node& node, const std::string& path) {
+  std::map<std::string, Action, std::less<>> out;
+  if (!node.IsDefined() || node.IsNull()) return out;
+  config::requireMap(node, path);
+  for (const auto& kv : node) {
+    const std::string code = kv.first.as<std::string>();
+    const std::string key = path + "." + code;
+    if (std::find(std::begin(codes::kResultScreens), std::end(codes::kResultScreens), code) ==
+        std::end(codes::kResultScreens)) {
+      std::string list;
+      for (auto c : codes::kResultScreens) list += (list.empty() ? "" : ", ") + std::string(c);
+      config::fail(kv.first, key, "unknown result screen " + code + " (known: " + list + ")");
+    }
+    const std::string action = kv.second.IsScalar() ? kv.second.as<std::string>() : std::string();
+    if (action == "off") {
+      out[code] = Action::kAllow;
+    } else if (action == "warn") {
+      out[code] = Action::kWarn;
+    } else if (action == "deny") {
+      out[code] = Action::kDeny;
+    } else {
+      config::fail(kv.second, key, "expected off, warn or deny, got '" + action + "'");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 PolicyMap parsePolicyGroups(const YAML::Node& groups) {
@@ -512,9 +549,9 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const std::string name = kv.first.as<std::string>();
     const std::string path = "groups." + name;
     const YAML::Node node = kv.second;
-    config::checkKeys(node, path, {"search_path", "reasons", "guards"});
+    config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
-    const GroupSettings settings{name, search_path, protectedFor(search_path)};
+    const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
     std::vector<std::unique_ptr<Guard>> chain;
     const YAML::Node list = node["guards"];
@@ -542,7 +579,9 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
       }
     }
     ReasonOverrides reasons = parseReasons(node["reasons"], path + ".reasons", chain);
-    out[name] = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path), std::move(reasons));
+    auto screens = parseResultScreens(node["result_screens"], path + ".result_screens");
+    out[name] = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path), std::move(reasons),
+                                              std::move(screens));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/column_stats.h"
 
 namespace pgwarden::guards {
 
@@ -90,6 +91,8 @@ struct TableStats {
   int64_t estimated_rows = 0;
   std::vector<std::string> indexed_columns;  // leading column of each index, best first
   std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
+  // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.
+  std::map<std::string, ColumnStats, std::less<>> columns;
 };
 class TableStatsSnapshot {
  public:
@@ -97,8 +100,10 @@ class TableStatsSnapshot {
   // comma-separated leading index columns (btree first), comma-separated types of those columns.
   static const char* catalogQuery();
   // Builds a snapshot from that query's text-format rows (4 or 5 columns; bad rows are skipped).
+  // `column_rows` are columnStatsQuery()'s rows (malformed ones and unknown tables skipped).
   static std::shared_ptr<const TableStatsSnapshot> fromRows(
-      const std::vector<std::vector<std::string>>& rows);
+      const std::vector<std::vector<std::string>>& rows,
+      const std::vector<std::vector<std::string>>& column_rows = {});
   const TableStats* find(std::string_view schema, std::string_view table) const;
   size_t size() const { return tables_.size(); }
 
@@ -150,7 +155,8 @@ using ReasonOverrides = std::map<std::string, std::map<std::string, std::string,
 class PolicyGroup {
  public:
   PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> guards,
-              std::vector<std::string> search_path, ReasonOverrides reasons = {});
+              std::vector<std::string> search_path, ReasonOverrides reasons = {},
+              std::map<std::string, Action, std::less<>> result_screens = {});
   ~PolicyGroup();
   const std::string& name() const { return name_; }
   const std::vector<std::string>& searchPath() const { return search_path_; }
@@ -182,9 +188,13 @@ class PolicyGroup {
   // A verdict for guard `index` reached outside the chain (a budget checked when the statement
   // runs), with the group's reason overrides applied as for any other verdict.
   Verdict render(size_t index, GuardResult r) const;
+  // A result screen's finding (kind "result_screen"), with the group's reason overrides applied;
+  // r.action is the group's result_screens action for the code.
+  Verdict renderScreen(GuardResult r) const;
 
  private:
   Verdict finalize(const Guard& guard, GuardResult r) const;
+  Verdict finalize(std::string_view kind, bool warn_only, GuardResult r) const;
   Decision runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                     const TableStatsSnapshot* stats, Decision d, ChainState st) const;
   std::string name_;

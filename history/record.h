@@ -59,6 +59,9 @@ struct Record {
   // The result was exactly one row of one column whose value is zero (e.g. count(*) = 0): with
   // rows_returned == 0 this is what the `zeros` report calls a confident wrong answer.
   bool single_zero = false;
+  // The result screens' codes for this result (UNKNOWN_VALUE, ...), in order; also in
+  // guard_actions. Stored as the `warnings` count.
+  std::vector<std::string> result_warnings;
   // Set by the spool (history.durability: process) when the writer takes the record: the spool
   // file's random epoch and the record's sequence number in it. Together they are the record's
   // unique id in the store (record_uid), which makes writing it twice after a crash harmless.

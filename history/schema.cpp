@@ -22,6 +22,19 @@ const char* sqlType(ColumnType t, Dialect d) {
   return "TEXT";
 }
 
+// The result screens' entries in guard_actions (session/statement_policy.cpp writes the list; each
+// screen finding is one {"guard":"result_screen",...}): counted from the record's own text, so a
+// record that went through the spool keeps its count.
+int64_t screenFindings(std::string_view guard_actions) {
+  static constexpr std::string_view kEntry = "{\"guard\":\"result_screen\"";
+  int64_t n = 0;
+  for (size_t at = guard_actions.find(kEntry); at != std::string_view::npos;
+       at = guard_actions.find(kEntry, at + kEntry.size())) {
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 RowValues::RowValues(const Record& r) {
@@ -68,6 +81,7 @@ RowValues::RowValues(const Record& r) {
       num(r.bytes_sent),
       txt(r.protocol),
       flag(r.single_zero),
+      num(screenFindings(r.guard_actions)),
       Value{ColumnType::kUid, 0, uid_},
   }};
 }
@@ -81,10 +95,13 @@ std::string columnList() {
   return out;
 }
 
-std::string addUidColumn(Dialect d) {
+std::string addColumn(Dialect d, std::string_view name) {
+  ColumnType type = ColumnType::kText;
+  for (const auto& c : kColumns) {
+    if (name == c.name) type = c.type;
+  }
   return std::string("ALTER TABLE ") + kHistoryTable + " ADD COLUMN " +
-         (d == Dialect::kPostgres ? "IF NOT EXISTS " : "") + kUidColumn + " " +
-         sqlType(ColumnType::kUid, d);
+         (d == Dialect::kPostgres ? "IF NOT EXISTS " : "") + std::string(name) + " " + sqlType(type, d);
 }
 
 std::vector<std::string> schemaStatements(Dialect d) {
@@ -112,7 +129,9 @@ std::vector<std::string> schemaStatements(Dialect d) {
       std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
       std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";
   std::vector<std::string> out{table};
-  if (pg) out.push_back(addUidColumn(d));
+  if (pg) {
+    for (const char* column : kAddedColumns) out.push_back(addColumn(d, column));
+  }
   for (auto& s : {version, index("started_at"), index("conversation_id"), index("fingerprint"),
                   index("outcome"), uid_index, record_version}) {
     out.push_back(s);

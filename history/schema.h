@@ -15,10 +15,11 @@ namespace pgwarden::history {
 inline constexpr const char* kHistoryTable = "pgwarden_history";
 inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // 2: record_uid (the spool id that makes a record written twice harmless), added in place to a
-// version-1 table.
-inline constexpr int kSchemaVersion = 2;
+// version-1 table. 3: warnings (the result screens' findings), added in place likewise.
+inline constexpr int kSchemaVersion = 3;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
+inline constexpr const char* kWarningsColumn = "warnings";
 
 // kUid: text, NULL when empty (records without a spool id), unique when set.
 enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
@@ -29,7 +30,7 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 31> kColumns{{
+inline constexpr std::array<Column, 32> kColumns{{
     {"started_at", ColumnType::kTimestamp},
     {"finished_at", ColumnType::kTimestamp},
     {"duration_us", ColumnType::kInt},
@@ -60,6 +61,7 @@ inline constexpr std::array<Column, 31> kColumns{{
     {"bytes_sent", ColumnType::kInt},
     {"protocol", ColumnType::kText},
     {"single_zero", ColumnType::kBool},
+    {"warnings", ColumnType::kInt},
     {"record_uid", ColumnType::kUid},  // last: the jsonl store finds it at the end of a line
 }};
 
@@ -85,11 +87,14 @@ class RowValues {
 
 enum class Dialect { kSqlite, kPostgres };
 
-// Statements that create the schema if missing, or bring a version-1 table up to date
+// Statements that create the schema if missing, or bring an older table up to date
 // (idempotent), in order. For SQLite, which has no ADD COLUMN IF NOT EXISTS, the caller runs
-// addUidColumn() between the first statement (the table) and the rest when the table lacks it.
+// addColumn() for each of kAddedColumns between the first statement (the table) and the rest when
+// the table lacks it.
 std::vector<std::string> schemaStatements(Dialect dialect);
-std::string addUidColumn(Dialect dialect);
+// Columns later schema versions added to an existing table, in order.
+inline constexpr const char* kAddedColumns[] = {kUidColumn, kWarningsColumn};
+std::string addColumn(Dialect dialect, std::string_view name);
 
 // "started_at, finished_at, ..." in kColumns order.
 std::string columnList();

@@ -63,7 +63,9 @@ class SqliteStore final : public Store {
     bool first = true;
     for (const auto& sql : schemaStatements(Dialect::kSqlite)) {
       Status s = exec(sql.c_str());
-      if (s.ok() && first) s = addUidColumnIfMissing();
+      for (const char* column : kAddedColumns) {
+        if (s.ok() && first) s = addColumnIfMissing(column);
+      }
       first = false;
       if (!s.ok()) {
         (void)exec("ROLLBACK");
@@ -194,14 +196,14 @@ class SqliteStore final : public Store {
     return rc;
   }
 
-  // A table made by a pgwarden before schema version 2 gets record_uid in place.
-  Status addUidColumnIfMissing() {
+  // A table made by an older pgwarden gets the later columns (record_uid, warnings) in place.
+  Status addColumnIfMissing(const char* column) {
     std::string present;
     const std::string sql = std::string("SELECT count(*) FROM pragma_table_info('") +
-                            kHistoryTable + "') WHERE name = '" + kUidColumn + "'";
+                            kHistoryTable + "') WHERE name = '" + column + "'";
     if (auto s = queryText(sql.c_str(), &present); !s.ok()) return s;
     if (present != "0") return {};
-    return exec(addUidColumn(Dialect::kSqlite).c_str());
+    return exec(addColumn(Dialect::kSqlite, column).c_str());
   }
 
   std::string errorText(int rc) const {

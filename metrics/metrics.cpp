@@ -74,6 +74,14 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_guard_decisions_total",
           "Non-allow guard verdicts by group, guard kind, action (deny, warn, rewrite) and code.",
           {"group", "guard", "action", "code"}, 2000)),
+      result_warnings(registry.counterFamily(
+          "pgwarden_result_warnings_total",
+          "Results a result screen warned about (or denied), by group and code (UNKNOWN_VALUE, ...).",
+          {"group", "code"}, 1000)),
+      catalog_stats_age(registry.callbackFamily(
+          "pgwarden_catalog_stats_age_seconds",
+          "Age of the catalog statistics snapshot (tables and column statistics) per server database.",
+          MetricType::kGauge, {"database"})),
       budget_exhausted(registry.counterFamily(
           "pgwarden_budget_exhausted_total",
           "Statements refused because a conversation or user budget was exhausted.", {"group"})),
@@ -188,6 +196,16 @@ Counter& GroupSeries::statements(Outcome outcome, StatementIntent intent) {
   if (c == nullptr) {
     c = &metrics_.statements.with({group_, outcomeName(outcome), intentLabel(intent)});
     statements_[i].store(c, std::memory_order_release);
+  }
+  return *c;
+}
+
+Counter& GroupSeries::resultWarnings(size_t index, std::string_view code) {
+  if (index >= kResultScreenSlots) return metrics_.result_warnings.with({group_, code});
+  Counter* c = result_warnings_[index].load(std::memory_order_acquire);
+  if (c == nullptr) {
+    c = &metrics_.result_warnings.with({group_, code});
+    result_warnings_[index].store(c, std::memory_order_release);
   }
   return *c;
 }

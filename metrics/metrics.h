@@ -78,6 +78,8 @@ struct Metrics {
   CounterFamily& statements_truncated;  // {group}
   // guards and budgets
   CounterFamily& guard_decisions;   // {group,guard,action,code}
+  CounterFamily& result_warnings;   // {group,code}: result screens that spoke
+  CallbackFamily& catalog_stats_age;  // gauge seconds {database}
   CounterFamily& budget_exhausted;  // {group}
   Gauge& conversations_live;
   // upstream
@@ -120,6 +122,10 @@ class GroupSeries {
   Counter& rowsReturned() { return rows_returned_; }
   Counter& truncated() { return truncated_; }
   Counter& budgetExhausted() { return budget_exhausted_; }
+  // result_warnings{group,code}: `index` is the code's place among the result screen codes
+  // (below kResultScreenSlots), so each series is resolved once.
+  static constexpr size_t kResultScreenSlots = 8;
+  Counter& resultWarnings(size_t index, std::string_view code);
   const std::string& group() const { return group_; }
 
  private:
@@ -127,6 +133,7 @@ class GroupSeries {
   std::string group_;
   std::atomic<Counter*> statements_[kOutcomeCount * kStatementIntentCount] = {};
   std::atomic<Histogram*> durations_[kOutcomeCount] = {};
+  std::atomic<Counter*> result_warnings_[kResultScreenSlots] = {};
   Counter& rows_returned_;
   Counter& truncated_;
   Counter& budget_exhausted_;

@@ -17,6 +17,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
 
   std::shared_ptr<const guards::TableStatsSnapshot> snapshot() const { return snapshot_; }
   bool loading() const { return !done_once_ && !failed_once_; }
+  uint64_t loadedAtMs() const { return loaded_at_ms_; }
   void addWaiter(uint64_t session_id) {
     if (waiters_.size() < 100000) waiters_.push_back(session_id);
   }
@@ -48,8 +49,15 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     failed_ = false;
     error_.clear();
     rows_.clear();
+    column_rows_.clear();
+    result_sets_ = 0;
+    completed_ = 0;
+    column_error_.clear();
     c.attach(this);
-    protocol::writeQuery(c.out(), guards::TableStatsSnapshot::catalogQuery());
+    // Tables, then columns: two statements in one Query, one round trip per refresh.
+    const std::string sql = std::string(guards::TableStatsSnapshot::catalogQuery()) + ";\n" +
+                            guards::columnStatsQuery();
+    protocol::writeQuery(c.out(), sql);
     if (c.flush() != 0) c.close("write failed");
   }
   void onServerFailed(const std::string&, const std::string& message) override {
@@ -60,8 +68,12 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   // ServerLink
   void onServerMessage(ServerConnection& s, const protocol::Frame& f) override {
     switch (f.type) {
+      case 'T':
+        ++result_sets_;
+        return;
       case 'D': {
-        if (rows_.size() >= kMaxRows) return;
+        auto& into = result_sets_ <= 1 ? rows_ : column_rows_;
+        if (into.size() >= kMaxRows) return;
         auto cells = protocol::parseDataRowValues(f.body);
         if (!cells) {
           failed_ = true;
@@ -71,13 +83,24 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         std::vector<std::string> row;
         row.reserve(cells->size());
         for (const auto& c : *cells) row.emplace_back(c ? std::string(*c) : std::string());
-        rows_.push_back(std::move(row));
+        into.push_back(std::move(row));
         return;
       }
+      case 'C':
+        ++completed_;
+        return;
       case 'E': {
         auto e = protocol::parseErrorFields(f.body);
+        std::string why = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
+        // The column statistics are extra: without them the result screens stay silent, and
+        // the table sizes the guards need still count.
+        if (completed_ >= 1) {
+          column_error_ = std::move(why);
+          column_rows_.clear();
+          return;
+        }
         failed_ = true;
-        error_ = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
+        error_ = std::move(why);
         return;
       }
       case 'Z': {
@@ -90,9 +113,16 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         }
         auto& c = daemon_.counters();
         ++c.stats_refreshes;
-        snapshot_ = guards::TableStatsSnapshot::fromRows(rows_);
+        if (!column_error_.empty()) {
+          spdlog::warn("column statistics for db={} not read: {}; result screens that need them stay silent",
+                       logsafe(db_), logsafe(column_error_, kLogMessageMaxBytes));
+        }
+        snapshot_ = guards::TableStatsSnapshot::fromRows(rows_, column_rows_);
+        loaded_at_ms_ = daemon_.nowMs();
         rows_.clear();
         rows_.shrink_to_fit();
+        column_rows_.clear();
+        column_rows_.shrink_to_fit();
         done_once_ = true;
         wakeWaiters();
         const auto every = daemon_.config()->upstream.stats_refresh.count();
@@ -101,7 +131,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         return;
       }
       default:
-        return;  // RowDescription, CommandComplete, notices
+        return;  // notices
     }
   }
   void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
@@ -131,6 +161,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     wakeWaiters();
     ++daemon_.counters().stats_refresh_errors;
     rows_.clear();
+    column_rows_.clear();
     const auto every = static_cast<uint64_t>(daemon_.config()->upstream.stats_refresh.count());
     const uint64_t retry = every > 0 && every < kRetryMs ? every : kRetryMs;
     next_due_ms_ = daemon_.nowMs() + retry;
@@ -144,6 +175,11 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   ServerConnection* server_ = nullptr;
   std::shared_ptr<const guards::TableStatsSnapshot> snapshot_;
   std::vector<std::vector<std::string>> rows_;
+  std::vector<std::vector<std::string>> column_rows_;
+  int result_sets_ = 0;        // RowDescriptions seen: 1 tables, 2 columns
+  int completed_ = 0;          // CommandCompletes seen
+  std::string column_error_;   // the column query failed (the tables query did not)
+  uint64_t loaded_at_ms_ = 0;
   std::string error_;
   uint64_t next_due_ms_ = 0;
   bool waiting_ = false;
@@ -162,6 +198,14 @@ std::shared_ptr<const guards::TableStatsSnapshot> CatalogRefresher::get(
     const std::string& server_db) const {
   auto it = jobs_.find(server_db);
   return it == jobs_.end() ? nullptr : it->second->snapshot();
+}
+
+void CatalogRefresher::forEachAge(
+    const std::function<void(const std::string&, uint64_t)>& fn) const {
+  const uint64_t now = daemon_.nowMs();
+  for (const auto& [db, job] : jobs_) {
+    if (job->loadedAtMs() > 0) fn(db, now > job->loadedAtMs() ? now - job->loadedAtMs() : 0);
+  }
 }
 
 void CatalogRefresher::watch(const std::string& server_db) {

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "common/log_text.h"
+#include "guards/codes.h"
+#include "session/result_screen.h"
 #include "session/admin_console.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
@@ -699,7 +701,10 @@ void ClientSession::forward(const protocol::Frame& f) {
 void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
 void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
-  const auto& v = plan.decision.deny;
+  writeDeny(out, plan.decision.deny);
+}
+
+void ClientSession::writeDeny(std::string& out, const guards::Verdict& v) {
   std::vector<protocol::Field> fields;
   fields.push_back({'S', "ERROR"});
   fields.push_back({'V', "ERROR"});
@@ -716,7 +721,11 @@ void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
 }
 
 void ClientSession::writeWarnings(std::string& out, const StatementPlan& plan) {
-  for (const auto& w : plan.decision.warnings) {
+  writeWarnings(out, plan.decision.warnings);
+}
+
+void ClientSession::writeWarnings(std::string& out, const std::vector<guards::Verdict>& warnings) {
+  for (const auto& w : warnings) {
     protocol::writeNotice(out, "WARNING", w.sqlstate.empty() ? std::string_view("01000") : w.sqlstate,
                           w.message, w.detail, w.hint);
     ++daemon_.counters().warnings_sent;
@@ -935,7 +944,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     if (portal.empty()) {
       auto& run = it->second.run;
       if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
-      it->second = Portal{plan, nullptr, overrides_};
+      it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)};
     }
   } else {
     if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
@@ -948,7 +957,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
       skipBatch("54000", false);
       return true;
     }
-    portals_.emplace(portal, Portal{plan, nullptr, overrides_});
+    portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)});
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.plan = plan;
@@ -997,6 +1006,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
       it->second.run = startRun(it->second.plan, 0, true);
       it->second.run->budget_key = std::move(v.budget_key);
       it->second.run->overrides = it->second.overrides;
+      it->second.run->params = it->second.params;
     }
     run = it->second.run;
   } else {
@@ -1211,12 +1221,36 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
   protocol::writeNotice(client_.out(), "WARNING", "01000", text);
 }
 
+const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
+  if (!screenMaySpeak(run)) return nullptr;
+  const auto stats = daemon_.tableStats(server_database_);
+  const auto& found = screenRun(run, policy_, stats.get());
+  if (found.empty()) return nullptr;
+  // A denial replaces CommandComplete only where the client expects nothing after it but
+  // ReadyForQuery; elsewhere it is sent as a warning.
+  const bool last = head.kind == Expect::kQuery && head.plan &&
+                    head.next_statement >= head.plan->statements.size();
+  const guards::Verdict* denial = last ? screenDenial(run) : nullptr;
+  for (const auto& v : found) {
+    if (&v == denial) continue;
+    protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v.message, v.detail, v.hint);
+    ++daemon_.counters().warnings_sent;
+  }
+  return denial;
+}
+
 void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   StatementRun* run = head.run.get();
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (run && run->truncated) sendTruncationNotice(*run);
+  const guards::Verdict* denial = run ? sendScreenNotices(*run, head) : nullptr;
+  if (denial) {
+    writeDeny(client_.out(), *denial);
+    finishRun(*run, history::Outcome::kError, denial->sqlstate, denial->message);
+    return;
+  }
   if (run && run->truncated) {
-    sendTruncationNotice(*run);
     protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
   } else {
     client_.out().append(f.raw.data(), f.raw.size());
@@ -1442,6 +1476,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
             if (run && run->truncated) {
               // The cap is reached: end the portal for the client here.
               sendTruncationNotice(*run);
+              sendScreenNotices(*run, head);
               protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
               finishRun(*run, history::Outcome::kOk);
             } else {

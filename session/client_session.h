@@ -131,6 +131,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     std::shared_ptr<const StatementPlan> plan;
     std::shared_ptr<StatementRun> run;
     guards::AgentOverrides overrides;  // of the prepared statement it was bound from
+    // The Bind's values, when a result screen may need them (session/result_screen.h).
+    std::shared_ptr<const std::vector<std::optional<std::string>>> params;
   };
   // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
   // Execute itself; `format` is the result column's format code from the Bind.
@@ -173,8 +175,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool handleServerMessage(const protocol::Frame& f);
   void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
+  // Runs the result screens on a run that completes now and sends their warnings; returns the
+  // denial to answer with instead of CommandComplete (only a simple Query's last statement).
+  const guards::Verdict* sendScreenNotices(StatementRun& run, const Pending& head);
   void writeDeny(std::string& out, const StatementPlan& plan);
+  void writeDeny(std::string& out, const guards::Verdict& v);
   void writeWarnings(std::string& out, const StatementPlan& plan);
+  void writeWarnings(std::string& out, const std::vector<guards::Verdict>& warnings);
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});
   void recordDenied(const StatementPlan& plan, bool extended);

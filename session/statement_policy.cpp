@@ -48,11 +48,13 @@ void cutSql(std::string_view text, size_t max_bytes, PlannedStatement& st) {
   }
 }
 
-std::string actionsJson(const guards::Decision& d) {
-  if (d.actions.empty()) return "[]";
+}  // namespace
+
+std::string actionsJson(const std::vector<guards::Verdict>& actions) {
+  if (actions.empty()) return "[]";
   std::string out = "[";
-  for (size_t i = 0; i < d.actions.size(); ++i) {
-    const auto& v = d.actions[i];
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const auto& v = actions[i];
     if (i) out.push_back(',');
     out += "{\"guard\":";
     appendJsonString(out, v.guard);
@@ -68,7 +70,6 @@ std::string actionsJson(const guards::Decision& d) {
   return out;
 }
 
-}  // namespace
 
 struct PolicyEngine::Impl {
   Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql) {}
@@ -107,7 +108,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementP
   auto out = std::make_shared<StatementPlan>(plan);
   out->decision = std::move(decision);
   out->budget = out->decision.denied && out->decision.deny.guard == "budget";
-  out->guard_actions_json = actionsJson(out->decision);
+  out->guard_actions_json = actionsJson(out->decision.actions);
   return out;
 }
 
@@ -130,7 +131,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
     plan->decision = group->evaluate(a, sql, ctx, stats);
   }
   plan->budget = plan->decision.denied && plan->decision.deny.guard == "budget";
-  plan->guard_actions_json = actionsJson(plan->decision);
+  plan->guard_actions_json = actionsJson(plan->decision.actions);
 
   if (a.ok && !a.statements.empty()) {
     plan->statements.reserve(a.statements.size());

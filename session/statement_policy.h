@@ -56,6 +56,9 @@ class PolicyEngine {
   std::unique_ptr<Impl> impl_;
 };
 
+// History's guard_actions list: [{"guard":..,"action":..,"code":..,"reason":..}, ...].
+std::string actionsJson(const std::vector<guards::Verdict>& actions);
+
 // JSON string escaping for the small documents pgwarden writes itself.
 void appendJsonString(std::string& out, std::string_view s);
 

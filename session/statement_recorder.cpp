@@ -71,6 +71,15 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.bytes_sent = run.bytes_sent;
   r.protocol = run.extended ? "extended" : "simple";
   r.single_zero = run.single_zero && run.rows_sent == 1;
+  if (!run.screens.empty()) {
+    // The screens' findings join the guards' verdicts in one list.
+    const std::string screens = actionsJson(run.screens);
+    r.guard_actions = r.guard_actions.size() <= 2
+                          ? screens
+                          : r.guard_actions.substr(0, r.guard_actions.size() - 1) + "," + screens.substr(1);
+    r.result_warnings.reserve(run.screens.size());
+    for (const auto& v : run.screens) r.result_warnings.push_back(v.code);
+  }
   sink_.onStatement(std::move(r), run.plan.get());
 }
 

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 #include <string_view>
 
 #include "budgets/budget.h"
@@ -32,6 +35,11 @@ struct StatementRun {
   bool finished = false;
   bool single_zero = false;
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
+  // The Bind's parameter values in text format ($1 first; nullopt for NULL or binary), kept only
+  // when a result screen may need them.
+  std::shared_ptr<const std::vector<std::optional<std::string>>> params;
+  // What the result screens said about the result (history's guard_actions, metrics).
+  std::vector<guards::Verdict> screens;
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.
   std::shared_ptr<const guards::BudgetKey> budget_key;
   // The statement's sqlcommenter overrides: its record carries the agent context it ran with.

@@ -10,7 +10,7 @@ import sys
 LAYERS = {
     "common": 1,
     "protocol": 2, "analysis": 2, "history": 2, "metrics": 2,
-    "guards": 3, "budgets": 3,
+    "guards": 3, "budgets": 3, "screens": 3,
     "net": 4, "pool": 4,
     "session": 5, "mcp": 5,
     "daemon": 6,

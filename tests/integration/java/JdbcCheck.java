@@ -39,6 +39,7 @@ public final class JdbcCheck {
                 case "batch": batch(conn); break;
                 case "identity": identity(conn); break;
                 case "errors": errors(conn); break;
+                case "screen": screen(conn); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
         }
@@ -246,6 +247,25 @@ public final class JdbcCheck {
         try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("select 'ok'")) {
             rs.next();
             out("after", rs.getString(1));
+        }
+    }
+
+    // A result screen on a bound parameter (test_answers.py): the status is in Bind, not in the
+    // text; run often enough that pgjdbc switches to a named server-side statement.
+    private static void screen(Connection conn) throws SQLException {
+        try (PreparedStatement ps = conn.prepareStatement(
+                "select count(*) from answer_shipments where status = ?")) {
+            String[] values = {"late", "DELAYED", "late", "late", "late", "late", "late"};
+            for (int round = 0; round < values.length; round++) {
+                ps.setString(1, values[round]);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out(round + ".count", rs.getLong(1));
+                }
+                SQLWarning w = ps.getWarnings();
+                out(round + ".warning", w == null ? "none" : w.getSQLState() + " " + w.getMessage());
+                ps.clearWarnings();
+            }
         }
     }
 }

@@ -161,7 +161,7 @@ TEST(ContextDoc, CarriesTheStatementAndWhoAsks) {
   ctx.client_addr = "127.0.0.1";
   BudgetLedger ledger;
   ctx.budgets = &ledger;
-  GroupSettings group{"agents", {}, {}};
+  GroupSettings group{"agents", {}, {}, {}};
   const GuardInput in{*analysis, sql, ctx, nullptr, group};
   const ContextDoc d = buildContextDoc(in);
   EXPECT_EQ(d.user, "agent");
@@ -197,7 +197,7 @@ TEST(ContextDoc, InvalidUtf8NeverThrows) {
   const std::string sql = "SELECT '\xff\xfe'";
   const auto analysis = analyzeUncached(sql);
   RequestContext ctx;
-  GroupSettings group{"g", {}, {}};
+  GroupSettings group{"g", {}, {}, {}};
   const GuardInput in{*analysis, sql, ctx, nullptr, group};
   EXPECT_NO_THROW((void)contextJson(buildContextDoc(in)));
 }

@@ -196,7 +196,10 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   HistoryConfig c = fileConfig(dir, "sqlite");
   std::string ddl = "CREATE TABLE pgwarden_history (id INTEGER PRIMARY KEY";
   for (const auto& col : kColumns) {
-    if (col.type != ColumnType::kUid) ddl += std::string(", ") + col.name + " TEXT";
+    // Version 1 had neither record_uid nor warnings.
+    if (col.type != ColumnType::kUid && std::string_view(col.name) != kWarningsColumn) {
+      ddl += std::string(", ") + col.name + " TEXT";
+    }
   }
   ddl += ")";
   std::ofstream(c.path).close();  // an empty file is an empty database
@@ -209,7 +212,7 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "3");
   const auto rows = sqliteQuery(c.path,
                                 "SELECT sql_text, record_uid FROM pgwarden_history "
                                 "ORDER BY id");

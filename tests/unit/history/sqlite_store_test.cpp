@@ -39,7 +39,7 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   auto rec = makeRecorder(sqliteConfig(dir));
   const std::string path = dir.file("history.db");
   EXPECT_EQ(sqliteQuery(path, "PRAGMA journal_mode")[0][0], "wal");
-  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "2");
+  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "3");
   const auto idx = sqliteQuery(path,
                                "SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                "tbl_name = 'pgwarden_history' ORDER BY name");
@@ -70,7 +70,9 @@ TEST(SqliteStore, RoundTripsEveryField) {
   r.query_intent_sent = "lookup";
   r.query_intent_inferred = "aggregation";
   r.tables = {"public.orders", "sales.\"Odd\"\tname"};
-  r.guard_actions = R"([{"guard":"row_limit","action":"rewrite","code":"limit_added","reason":"LIMIT 1000 added"}])";
+  r.guard_actions = R"([{"guard":"row_limit","action":"rewrite","code":"limit_added","reason":"LIMIT 1000 added"},)"
+                    R"({"guard":"result_screen","action":"warn","code":"PARTIAL_RESULT","reason":"partial"},)"
+                    R"({"guard":"result_screen","action":"warn","code":"UNFILTERED","reason":"all rows"}])";
   r.outcome = Outcome::kError;
   r.deny_code = "";
   r.sqlstate = "57014";
@@ -102,7 +104,7 @@ TEST(SqliteStore, RoundTripsEveryField) {
       "database_name, policy_group, client_addr, application_name, agent_id, conversation_id, "
       "query_intent_sent, query_intent_inferred, statement_kind, tables, sql_text, sql_truncated, "
       "fingerprint, guard_actions, outcome, deny_code, sqlstate, error_message, rows_returned, "
-      "result_truncated, rows_affected, bytes_sent, protocol, single_zero "
+      "result_truncated, rows_affected, bytes_sent, protocol, single_zero, warnings "
       "FROM pgwarden_history ORDER BY id");
   ASSERT_EQ(rows.size(), 2u);
   const auto& a = rows[0];
@@ -137,6 +139,7 @@ TEST(SqliteStore, RoundTripsEveryField) {
   EXPECT_EQ(a[28], "1234");
   EXPECT_EQ(a[29], "extended");
   EXPECT_EQ(a[30], "0");
+  EXPECT_EQ(a[31], "2");  // the result screens' findings in guard_actions
 
   const auto& b = rows[1];
   EXPECT_EQ(b[17], "SELECT 1 /* nul: */");  // NUL dropped

@@ -1,0 +1,220 @@
+// Column statistics for the result screens: the catalog query and the parsing of its text rows
+// (PostgreSQL array literals, CHECK constraint IN-lists). Runs when a refresh lands, on the loop,
+// never per statement.
+#include "analysis/column_stats.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+namespace pgwarden::guards {
+
+namespace {
+
+// Wide texts (a long MCV list of long strings) are left out rather than fail a refresh whose rows
+// must each stay below the server connection's streaming threshold.
+#define PGW_CAPPED(expr) "CASE WHEN length(" expr ") <= 16384 THEN " expr " ELSE '' END"
+
+// The MCVs count as every value when there are few distinct values and they cover nearly all rows.
+constexpr double kMaxKnownDistinct = 64;
+constexpr double kMinCoverage = 0.99;
+
+std::optional<double> toDouble(std::string_view s) {
+  if (s.empty() || s.size() > 64) return std::nullopt;
+  const std::string copy(s);
+  char* end = nullptr;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size()) return std::nullopt;
+  return v;
+}
+
+bool isoDate(std::string_view s) {
+  if (s.size() < 10) return false;
+  for (size_t i = 0; i < 10; ++i) {
+    const bool digit = std::isdigit(static_cast<unsigned char>(s[i])) != 0;
+    if ((i == 4 || i == 7) ? s[i] != '-' : !digit) return false;
+  }
+  return s.size() == 10 || s[10] == ' ' || s[10] == 'T';
+}
+
+}  // namespace
+
+const char* columnStatsQuery() {
+  return "SELECT n.nspname, c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),"
+         " t.typcategory::text,"
+         " coalesce((SELECT array_agg(e.enumlabel ORDER BY e.enumsortorder)::text"
+         "   FROM pg_catalog.pg_enum e WHERE e.enumtypid = a.atttypid), ''),"
+         " coalesce((SELECT string_agg(pg_catalog.pg_get_constraintdef(k.oid), '; ')"
+         "   FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'"
+         "   AND k.conkey = ARRAY[a.attnum]), ''),"
+         " coalesce(" PGW_CAPPED("s.most_common_vals::text") ", ''),"
+         " coalesce(" PGW_CAPPED("s.most_common_freqs::text") ", ''),"
+         " coalesce(s.n_distinct::text, ''),"
+         " coalesce(CASE WHEN t.typcategory IN ('N', 'D') THEN"
+         "   ARRAY[(s.histogram_bounds::text::text[])[1],"
+         "     (s.histogram_bounds::text::text[])[array_upper(s.histogram_bounds::text::text[], 1)]]::text"
+         "   END, ''),"
+         " (s.attname IS NOT NULL)::text, u.is_unique::text"
+         " FROM pg_catalog.pg_attribute a"
+         " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+         " JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
+         " LEFT JOIN pg_catalog.pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname"
+         "   AND s.attname = a.attname AND s.inherited = (c.relkind = 'p')"
+         " CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
+         "   WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts = 1"
+         "   AND i.indkey[0] = a.attnum AND i.indpred IS NULL) AS is_unique) u"
+         " WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'm', 'f')"
+         " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+         " AND n.nspname !~ '^pg_(toast|temp_)'"
+         " AND (t.typtype = 'e' OR s.attname IS NOT NULL OR u.is_unique OR EXISTS (SELECT 1 FROM"
+         "   pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'"
+         "   AND k.conkey = ARRAY[a.attnum]))";
+}
+
+#undef PGW_CAPPED
+
+std::optional<std::vector<std::string>> parseArrayText(std::string_view text) {
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return std::nullopt;
+  std::vector<std::string> out;
+  const std::string_view body = text.substr(1, text.size() - 2);
+  if (body.empty()) return out;
+  size_t i = 0;
+  while (i <= body.size()) {
+    std::string item;
+    bool quoted = false;
+    if (i < body.size() && body[i] == '"') {
+      quoted = true;
+      ++i;
+      while (i < body.size() && body[i] != '"') {
+        if (body[i] == '\\' && i + 1 < body.size()) ++i;
+        item.push_back(body[i++]);
+      }
+      if (i >= body.size()) return std::nullopt;  // unterminated
+      ++i;
+    } else {
+      while (i < body.size() && body[i] != ',') {
+        if (body[i] == '{' || body[i] == '"') return std::nullopt;  // nested or malformed
+        item.push_back(body[i++]);
+      }
+    }
+    if (quoted || item != "NULL") out.push_back(std::move(item));
+    if (i >= body.size()) break;
+    if (body[i] != ',') return std::nullopt;
+    ++i;
+  }
+  return out;
+}
+
+std::vector<std::string> checkInList(std::string_view def) {
+  std::vector<std::string> out;
+  // Only a single IN-list: anything combined with AND/OR is not the column's whole domain.
+  if (def.find(" OR ") != std::string_view::npos || def.find(" AND ") != std::string_view::npos) return out;
+  const size_t any = def.find("= ANY");
+  if (any == std::string_view::npos) return out;
+  const size_t open = def.find("ARRAY[", any);
+  const size_t close = open == std::string_view::npos ? open : def.find(']', open);
+  if (close == std::string_view::npos) return out;
+  for (size_t i = open + 6; i < close; ++i) {
+    if (def[i] != '\'') continue;
+    std::string item;
+    ++i;
+    while (i < def.size()) {
+      if (def[i] == '\'') {
+        if (i + 1 < def.size() && def[i + 1] == '\'') {
+          item.push_back('\'');
+          i += 2;
+          continue;
+        }
+        break;
+      }
+      item.push_back(def[i++]);
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
+  if (row.size() < 12 || row[0].empty() || row[1].empty() || row[2].empty()) return std::nullopt;
+  ColumnRow out;
+  out.schema = row[0];
+  out.table = row[1];
+  out.column = row[2];
+  ColumnStats& s = out.stats;
+  s.type = row[3];
+  s.category = row[4].empty() ? 'X' : row[4][0];
+  if (auto labels = parseArrayText(row[5])) s.enum_labels = std::move(*labels);
+  // Several constraints are joined with "; "; the first that is an IN-list wins.
+  std::string_view defs = row[6];
+  while (!defs.empty() && s.check_values.empty()) {
+    const size_t sep = defs.find("; ");
+    s.check_values = checkInList(defs.substr(0, sep));
+    defs = sep == std::string_view::npos ? std::string_view() : defs.substr(sep + 2);
+  }
+  if (auto mcv = parseArrayText(row[7])) s.mcv = std::move(*mcv);
+  if (auto freqs = parseArrayText(row[8])) {
+    for (const auto& f : *freqs) {
+      auto v = toDouble(f);
+      if (!v) break;
+      s.mcv_freqs.push_back(*v);
+    }
+  }
+  if (s.mcv_freqs.size() != s.mcv.size()) s.mcv_freqs.clear();
+  s.n_distinct = toDouble(row[9]).value_or(0);
+  if (auto h = parseArrayText(row[10])) s.histogram = std::move(*h);
+  s.analyzed = row[11] == "true";
+  s.unique = row.size() > 12 && row[12] == "true";
+  return out;
+}
+
+const std::vector<std::string>* ColumnStats::knownValues() const {
+  if (!enum_labels.empty()) return &enum_labels;
+  if (!check_values.empty()) return &check_values;
+  if (!analyzed || mcv.empty() || mcv_freqs.size() != mcv.size()) return nullptr;
+  // n_distinct > 0 is a count; a negative one is a fraction of the rows: many values.
+  if (n_distinct <= 0 || n_distinct > kMaxKnownDistinct) return nullptr;
+  if (static_cast<double>(mcv.size()) < n_distinct) return nullptr;
+  double covered = 0;
+  for (double f : mcv_freqs) covered += f;
+  return covered >= kMinCoverage ? &mcv : nullptr;
+}
+
+std::optional<int> compareValues(char category, std::string_view a, std::string_view b) {
+  if (category == 'N') {
+    const auto x = toDouble(a), y = toDouble(b);
+    if (!x || !y) return std::nullopt;
+    return *x < *y ? -1 : (*x > *y ? 1 : 0);
+  }
+  if (category == 'D') {
+    // Dates only: a timestamp's time of day and zone are ignored, so a comparison never claims
+    // more than whole days can show.
+    if (!isoDate(a) || !isoDate(b)) return std::nullopt;
+    const int c = a.substr(0, 10).compare(b.substr(0, 10));
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  return std::nullopt;
+}
+
+bool ColumnStats::bounds(std::string* low, std::string* high) const {
+  if (!analyzed || (category != 'N' && category != 'D')) return false;
+  std::vector<const std::string*> seen;
+  for (const auto& v : histogram) seen.push_back(&v);
+  for (const auto& v : mcv) seen.push_back(&v);
+  const std::string* lo = nullptr;
+  const std::string* hi = nullptr;
+  for (const std::string* v : seen) {
+    auto lc = lo ? compareValues(category, *v, *lo) : std::optional<int>(-1);
+    auto hc = hi ? compareValues(category, *v, *hi) : std::optional<int>(1);
+    if (!lc || !hc) return false;  // a value that does not read as its type: say nothing
+    if (*lc < 0) lo = v;
+    if (*hc > 0) hi = v;
+  }
+  if (!lo || !hi) return false;
+  *low = *lo;
+  *high = *hi;
+  return true;
+}
+
+}  // namespace pgwarden::guards

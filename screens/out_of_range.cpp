@@ -1,0 +1,41 @@
+// OUT_OF_RANGE: nothing matched, and a range predicate lies wholly outside the column's data as
+// the statistics saw it (histogram bounds and MCVs; dates compared by day, numbers by value).
+#include "guards/codes.h"
+#include "screens/screen_util.h"
+
+namespace pgwarden::screens::detail {
+
+void outOfRange(const ScreenInput& in, Findings& out) {
+  if (!nothingMatched(in.result)) return;
+  using Op = guards::ScreenComparison::Op;
+  for (const auto& c : in.statement->screen.comparisons) {
+    if (c.op == Op::kEq || c.values.size() != 1) continue;
+    const std::string* v = valueText(in, c.values.front());
+    if (!v) continue;
+    const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
+    std::string low, high;
+    if (!rc.column || !rc.column->bounds(&low, &high)) continue;
+    const char cat = rc.column->category;
+    // Strictly outside: a bound the sample saw is not the column's true edge.
+    const bool starts_after = c.op == Op::kLower && guards::compareValues(cat, *v, high).value_or(0) > 0;
+    const bool ends_before = c.op == Op::kUpper && guards::compareValues(cat, *v, low).value_or(0) < 0;
+    if (!starts_after && !ends_before) continue;
+
+    guards::GuardResult r;
+    r.code = std::string(guards::codes::kOutOfRange);
+    r.subject = rc.table_name;
+    r.message = c.column + " data runs from " + low + " to " + high + "; your range " +
+                (starts_after ? "starts " : "ends ") + *v +
+                ". Nothing can match: move the range inside the data, or check the year.";
+    r.hint = c.column + (starts_after ? " >= '" + low + "'" : " <= '" + high + "'");
+    if (cat == 'N') r.hint = c.column + (starts_after ? " >= " + low : " <= " + high);
+    r.facts.add("table", rc.table_name)
+        .add("column", c.column)
+        .add("low", low)
+        .add("high", high)
+        .add(starts_after ? "range_starts" : "range_ends", *v);
+    out.push_back(std::move(r));
+  }
+}
+
+}  // namespace pgwarden::screens::detail

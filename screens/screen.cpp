@@ -1,0 +1,98 @@
+// The screens' dispatcher and shared helpers: which statements are worth screening, the group's
+// action per code (off, warn, deny), and rendering a finding with the group's reason overrides.
+#include "screens/screen.h"
+
+#include "guards/codes.h"
+#include "guards/guard_util.h"
+#include "screens/screen_util.h"
+
+namespace pgwarden::screens {
+
+namespace detail {
+
+ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string& column) {
+  ResolvedColumn out;
+  const auto& tables = in.statement->screen.tables;
+  if (!in.stats || column.empty()) return out;
+  static const guards::GroupSettings kNoGroup{};
+  const guards::GroupSettings& settings = in.group ? in.group->settings() : kNoGroup;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (table >= 0 && static_cast<size_t>(table) != i) continue;
+    guards::RelationRef rel;
+    rel.schema = tables[i].schema;
+    rel.name = tables[i].name;
+    std::string resolved;
+    const guards::TableStats* ts = guards::util::findStats(in.stats, rel, settings, &resolved);
+    if (!ts) continue;
+    auto it = ts->columns.find(column);
+    if (it == ts->columns.end()) continue;
+    if (out.column) return {};  // two tables have the column: which one is meant is not known
+    out = ResolvedColumn{ts, &it->second, resolved};
+  }
+  return out;
+}
+
+const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v) {
+  if (v.null) return nullptr;
+  if (v.param == 0) return &v.text;
+  if (!in.params || static_cast<size_t>(v.param) > in.params->size()) return nullptr;
+  const auto& p = (*in.params)[static_cast<size_t>(v.param) - 1];
+  return p ? &*p : nullptr;
+}
+
+std::string listValues(const std::vector<std::string>& values, bool quote, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < values.size() && i < max; ++i) {
+    if (i) out += ", ";
+    if (quote) out += '\'';
+    out += values[i];
+    if (quote) out += '\'';
+  }
+  if (values.size() > max) out += ", ... (" + std::to_string(values.size()) + " in all)";
+  return out;
+}
+
+}  // namespace detail
+
+bool worthScreening(const guards::StatementInfo& st) {
+  if (st.kind != guards::StatementKind::kSelect || !st.returns_rows) return false;
+  if (!st.screen.empty()) return true;
+  // UNFILTERED: a read that reaches the client with no predicate at all.
+  for (const auto& r : st.relations) {
+    if (r.unbounded_read && r.reaches_client) return true;
+  }
+  return false;
+}
+
+bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
+  if (r.truncated) return true;  // PARTIAL_RESULT
+  if (!worthScreening(st)) return false;
+  const guards::ScreenFacts& f = st.screen;
+  if (detail::nothingMatched(r) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
+  if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
+  if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN
+  return r.rows >= detail::kBigTableRows * 9 / 10;                      // UNFILTERED
+}
+
+std::vector<guards::Verdict> screenResult(const ScreenInput& in) {
+  std::vector<guards::Verdict> out;
+  if (!in.statement || !maySpeak(*in.statement, in.result)) return out;
+  detail::Findings found;
+  detail::unknownValue(in, found);
+  detail::outOfRange(in, found);
+  detail::unfiltered(in, found);
+  detail::arbitraryRows(in, found);
+  detail::partialResult(in, found);
+  detail::fanoutJoin(in, found);
+  if (found.empty()) return out;
+  static const guards::PolicyGroup kDefaultGroup("", {}, {});
+  const guards::PolicyGroup& group = in.group ? *in.group : kDefaultGroup;
+  for (auto& f : found) {
+    f.action = group.settings().screenAction(f.code);
+    if (f.action == guards::Action::kAllow) continue;
+    out.push_back(group.renderScreen(std::move(f)));
+  }
+  return out;
+}
+
+}  // namespace pgwarden::screens

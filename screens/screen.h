@@ -1,0 +1,48 @@
+// Result screens: after a statement succeeded, is its result probably not the answer? Given the
+// statement's analysis, a summary of what the server returned and the catalog snapshot, each
+// screen may find one thing (UNKNOWN_VALUE, OUT_OF_RANGE, UNFILTERED, ARBITRARY_ROWS,
+// PARTIAL_RESULT, FANOUT_JOIN) and say what to do next. Pure and loop-safe; never touches rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "guards/policy.h"
+
+namespace pgwarden::screens {
+
+// What the front end saw of the result.
+struct ResultSummary {
+  int64_t rows = 0;          // rows the client received
+  bool single_zero = false;  // exactly one row of one column whose value is zero
+  bool truncated = false;    // the row cap cut it
+  int64_t row_cap = -1;      // the cap in force, -1 none
+};
+
+struct ScreenInput {
+  const guards::StatementInfo* statement = nullptr;
+  std::string_view sql;                             // the statement's own text (for hints)
+  ResultSummary result;
+  const guards::TableStatsSnapshot* stats = nullptr;  // null: not loaded, screens needing it stay silent
+  const guards::PolicyGroup* group = nullptr;       // null: default settings and texts
+  // Bound parameter values ($1 is [0]) in text format; nullopt for NULL or a binary value.
+  const std::vector<std::optional<std::string>>* params = nullptr;
+};
+
+// True when some screen could speak about this statement's result: the front end looks at a
+// result only then (and always when the row cap cut it).
+bool worthScreening(const guards::StatementInfo& st);
+
+// True when some screen could speak about this result: the front end looks up the catalog
+// snapshot and runs the screens only then, so a result no screen can flag costs a few compares.
+bool maySpeak(const guards::StatementInfo& st, const ResultSummary& result);
+
+// The warnings (and denials, where the group sets a code to deny) for one finished result, in
+// screen order; empty for nearly every result.
+std::vector<guards::Verdict> screenResult(const ScreenInput& in);
+
+}  // namespace pgwarden::screens

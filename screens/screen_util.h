@@ -1,0 +1,45 @@
+// What the screens share: the finding each returns, column statistics lookup for a compared
+// column (through the group's search_path) and the value a comparison compares with. Internal
+// to screens/.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "guards/guard.h"
+#include "screens/screen.h"
+
+namespace pgwarden::screens::detail {
+
+// The table a column of the statement resolved to, as the catalog knows it.
+struct ResolvedColumn {
+  const guards::TableStats* table = nullptr;
+  const guards::ColumnStats* column = nullptr;
+  std::string table_name;  // "public.fct_shipments"
+};
+
+// The statistics of `column` of FROM item `table` (-1: whichever single table has that column).
+ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string& column);
+
+// The text a comparison value stands for: the constant, or the bound parameter; null when unknown.
+const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v);
+
+// "'a', 'b', 'c'" or "a, b, c" (quoted when `quote`), at most `max` items and "(N in all)".
+std::string listValues(const std::vector<std::string>& values, bool quote, size_t max = 20);
+
+// An empty result, or a single zero (count(*) = 0, sum = 0): the shape of "nothing matched".
+inline bool nothingMatched(const ResultSummary& r) { return r.rows == 0 || r.single_zero; }
+
+// UNFILTERED speaks about tables of at least this many estimated rows.
+inline constexpr int64_t kBigTableRows = 10000;
+
+using Findings = std::vector<guards::GuardResult>;
+
+void unknownValue(const ScreenInput& in, Findings& out);
+void outOfRange(const ScreenInput& in, Findings& out);
+void unfiltered(const ScreenInput& in, Findings& out);
+void arbitraryRows(const ScreenInput& in, Findings& out);
+void partialResult(const ScreenInput& in, Findings& out);
+void fanoutJoin(const ScreenInput& in, Findings& out);
+
+}  // namespace pgwarden::screens::detail

@@ -1,0 +1,76 @@
+#include "session/result_screen.h"
+
+#include "screens/screen.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+const guards::StatementInfo* statementOf(const StatementPlan* plan, size_t index) {
+  if (!plan || !plan->analysis || !plan->analysis->ok || index >= plan->analysis->statements.size()) {
+    return nullptr;
+  }
+  return &plan->analysis->statements[index];
+}
+
+screens::ResultSummary summaryOf(const StatementRun& run) {
+  screens::ResultSummary r;
+  r.rows = run.rows_sent;
+  r.single_zero = run.single_zero && run.rows_sent == 1;
+  r.truncated = run.truncated;
+  r.row_cap = run.max_rows;
+  return r;
+}
+
+}  // namespace
+
+bool screenMaySpeak(const StatementRun& run) {
+  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  return st && run.screens.empty() && screens::maySpeak(*st, summaryOf(run));
+}
+
+std::shared_ptr<const std::vector<std::optional<std::string>>> screenParams(
+    const StatementPlan* plan, const protocol::BindMsg& bind) {
+  const guards::StatementInfo* st = statementOf(plan, 0);
+  if (!st || st->max_param == 0 || bind.params.empty() || !screens::worthScreening(*st)) return nullptr;
+  auto out = std::make_shared<std::vector<std::optional<std::string>>>();
+  out->reserve(bind.params.size());
+  for (size_t i = 0; i < bind.params.size(); ++i) {
+    // One format code applies to all parameters; none means text.
+    const int16_t format = bind.param_formats.empty() ? 0
+                           : bind.param_formats.size() == 1 ? bind.param_formats[0]
+                           : i < bind.param_formats.size() ? bind.param_formats[i] : 1;
+    if (format == 0 && bind.params[i]) {
+      out->emplace_back(std::string(*bind.params[i]));
+    } else {
+      out->emplace_back(std::nullopt);
+    }
+  }
+  return out;
+}
+
+const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
+                                              const guards::TableStatsSnapshot* stats) {
+  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  if (!st || !run.screens.empty()) return run.screens;
+  screens::ScreenInput in;
+  in.statement = st;
+  if (run.index < run.plan->statements.size() && !run.plan->statements[run.index].sql_truncated) {
+    in.sql = run.plan->statements[run.index].sql;
+  }
+  in.result = summaryOf(run);
+  in.stats = stats;
+  in.group = policy;
+  in.params = run.params.get();
+  run.screens = screens::screenResult(in);
+  return run.screens;
+}
+
+const guards::Verdict* screenDenial(const StatementRun& run) {
+  for (const auto& v : run.screens) {
+    if (v.action == guards::Action::kDeny) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace pgwarden::daemon

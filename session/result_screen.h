@@ -1,0 +1,34 @@
+// The front ends' one call into the result screens: a finished statement run (its plan's
+// analysis, the rows it sent, the row cap, its Bind's values) is screened against the catalog
+// snapshot, and what the screens found is kept on the run for history and metrics.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guards/policy.h"
+#include "protocol/messages.h"
+#include "session/statement_recorder.h"
+
+namespace pgwarden::daemon {
+
+// The Bind's text-format values when a screen may need them (the statement is screened and
+// has parameters); null otherwise, so most Binds keep nothing.
+std::shared_ptr<const std::vector<std::optional<std::string>>> screenParams(
+    const StatementPlan* plan, const protocol::BindMsg& bind);
+
+// Whether the screens could say anything about `run`'s result as it stands: when false (nearly
+// always), nothing more is looked up.
+bool screenMaySpeak(const StatementRun& run);
+
+// Screens `run`'s result once (a suspended portal is screened when it completes); the findings
+// are left in run.screens. Cheap and silent for a statement no screen can speak about.
+const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
+                                              const guards::TableStatsSnapshot* stats);
+
+// The screen to deny with: the first finding whose action is deny, or null.
+const guards::Verdict* screenDenial(const StatementRun& run);
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,208 @@
+"""Result screens (docs/answers.md) replayed the way an agent meets them: a shipments table like the
+demo's, ANALYZEd, asked for 'late' shipments in every spelling an agent tries, for a range past the
+data's end, and then the right way. The warnings must reach psql, psycopg2 and JDBC before the
+result completes, and land in history and metrics; the right query gets none."""
+
+import datetime
+import json
+import urllib.request
+
+import pytest
+
+import pgwtest
+from conftest import DaemonSet
+
+TABLE = "answer_shipments"
+# The table's ship_date runs from 2023-01-01 over 1277 days.
+LAST_DATE = (datetime.date(2023, 1, 1) + datetime.timedelta(days=1276)).isoformat()
+COUNT_LATE = ("SELECT count(*) FROM answer_shipments WHERE status = '{status}' "
+              "AND ship_date >= '2024-07-01'")
+
+
+@pytest.fixture(scope="module")
+def screened(pgwarden_bin, pg):
+    pg.execute(f"""
+        DROP TABLE IF EXISTS {TABLE};
+        CREATE TABLE {TABLE} (id bigint PRIMARY KEY, status text NOT NULL, ship_date date NOT NULL,
+                              carrier text NOT NULL, weight numeric NOT NULL);
+        INSERT INTO {TABLE}
+          SELECT i, (ARRAY['DELIVERED', 'DELIVERED', 'DELIVERED', 'DELAYED', 'RETURNED'])[1 + i % 5],
+                 date '2023-01-01' + (i % 1277), 'carrier' || (i % 7), (i % 90) + 0.5
+          FROM generate_series(1, 20000) AS i;
+        GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
+        ANALYZE {TABLE};
+    """)
+    daemons = DaemonSet(pgwarden_bin)
+    try:
+        yield daemons.start(pg)
+    finally:
+        daemons.teardown()
+
+
+def codes_in(notices):
+    out = []
+    for n in notices:
+        for line in n.splitlines():
+            if line.startswith("DETAIL:"):
+                out.append(json.loads(line[len("DETAIL:"):].strip())["code"])
+    return out
+
+
+def ask(daemon, sql):
+    """The rows of `sql` and the WARNING notices that came with them, over psycopg2."""
+    conn = daemon.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        rows = cur.fetchall()
+        return rows, [n for n in conn.notices if n.startswith("WARNING:")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("status", ["late", "Late", "LATE", "overdue"])
+def test_unknown_value_names_the_real_values(screened, status):
+    rows, notices = ask(screened, COUNT_LATE.format(status=status))
+    assert rows == [(0,)]
+    assert codes_in(notices) == ["UNKNOWN_VALUE"], notices
+    assert f"status has no value '{status}'; its values are" in notices[0]
+    for value in ("DELAYED", "DELIVERED", "RETURNED"):
+        assert value in notices[0]
+
+
+def test_near_match_by_case(screened):
+    rows, notices = ask(screened, COUNT_LATE.format(status="delayed "))
+    assert rows == [(0,)]
+    assert codes_in(notices) == ["UNKNOWN_VALUE"]
+    assert "did you mean 'DELAYED'?" in notices[0]
+    assert "HINT:  status = 'DELAYED'" in notices[0]
+
+
+def test_range_past_the_data_is_out_of_range(screened):
+    rows, notices = ask(screened, "SELECT count(*) FROM answer_shipments WHERE status = 'DELAYED' "
+                                  "AND ship_date >= '2026-07-01'")
+    assert rows == [(0,)]
+    assert codes_in(notices) == ["OUT_OF_RANGE"], notices
+    assert (f"ship_date data runs from 2023-01-01 to {LAST_DATE}; your range starts 2026-07-01"
+            in notices[0])
+
+
+def test_the_right_query_gets_no_warning(screened):
+    rows, notices = ask(screened, COUNT_LATE.format(status="DELAYED"))
+    assert rows[0][0] > 0 and notices == []
+    # Nor does a lookup that finds its row.
+    rows, notices = ask(screened, "SELECT id, status FROM answer_shipments WHERE id = 44")
+    assert rows == [(44, "RETURNED")] and notices == []
+
+
+def test_psql_prints_the_warning_before_the_result(screened):
+    r = pgwtest.psql(screened.dsn(), "-c", COUNT_LATE.format(status="late"),
+                     password=screened.passwords["core"])
+    assert r.returncode == 0, r.stderr
+    assert "WARNING:  status has no value 'late'; its values are" in r.stderr
+    assert "HINT:  status = 'DELAYED'" in r.stderr or "HINT:  status = 'DELIVERED'" in r.stderr
+    assert " 0\n" in r.stdout
+
+
+def test_history_and_metrics_carry_the_code(screened):
+    ask(screened, COUNT_LATE.format(status="shipped_late"))
+    rows = pgwtest.history_rows(screened, "sql_text LIKE '%shipped_late%'")
+    assert rows, "no history record"
+    actions = json.loads(rows[-1]["guard_actions"])
+    assert [a["code"] for a in actions] == ["UNKNOWN_VALUE"]
+    assert actions[0]["guard"] == "result_screen" and actions[0]["action"] == "warn"
+    assert rows[-1]["warnings"] == 1
+    with urllib.request.urlopen(f"http://127.0.0.1:{screened.metrics_port}/metrics", timeout=5) as r:
+        body = r.read().decode()
+    assert 'pgwarden_result_warnings_total{code="UNKNOWN_VALUE",group="passthrough"}' in body
+    assert "pgwarden_catalog_stats_age_seconds{" in body
+
+
+def test_jdbc_sees_the_warning_in_get_warnings(java, screened):
+    """pgjdbc (extended protocol, as Statement and PreparedStatement): the notice arrives before
+    CommandComplete, so it is attached to the statement."""
+    url = f"jdbc:postgresql://127.0.0.1:{screened.port}/{pgwtest.DATABASE}"
+    r = java.run("DenialCheck", url, "user=core", f"password={screened.passwords['core']}", "--",
+                 COUNT_LATE.format(status="late"), COUNT_LATE.format(status="DELAYED"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    facts = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    for mode in ("stmt", "prep"):
+        assert facts[f"0.{mode}.outcome"] == "ok"
+        warnings = facts[f"0.{mode}.warnings"]
+        assert warnings.startswith("01000 status has no value 'late'; its values are"), warnings
+        assert '"code":"UNKNOWN_VALUE"' in warnings
+        assert facts[f"1.{mode}.warnings"] == ""
+
+
+def test_limit_without_order_is_arbitrary(screened):
+    rows, notices = ask(screened, "SELECT id FROM answer_shipments WHERE carrier = 'carrier1' LIMIT 5")
+    assert len(rows) == 5
+    assert codes_in(notices) == ["ARBITRARY_ROWS"], notices
+    rows, notices = ask(screened, "SELECT id FROM answer_shipments WHERE carrier = 'carrier1' "
+                                  "ORDER BY id DESC LIMIT 5")
+    assert len(rows) == 5 and notices == []
+
+
+def test_the_whole_table_is_unfiltered(screened):
+    rows, notices = ask(screened, "SELECT id, status FROM answer_shipments")
+    assert len(rows) == 20000
+    assert codes_in(notices) == ["UNFILTERED"], notices
+    assert "not a filtered subset" in notices[0]
+
+
+def test_a_cut_result_is_partial(screened):
+    """The agents group caps results at 1000 rows: after ROWS_TRUNCATED comes PARTIAL_RESULT with the
+    aggregate to run instead."""
+    conn = screened.connect(user="agent", password=screened.passwords["agent"])
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT id FROM answer_shipments WHERE ship_date > '2023-02-01'")
+        assert len(cur.fetchall()) == 1000
+        notices = [n for n in conn.notices if n.startswith("WARNING:")]
+    finally:
+        conn.close()
+    assert codes_in(notices) == ["ROWS_TRUNCATED", "PARTIAL_RESULT"], notices
+    assert ("HINT:  SELECT count(*) FROM (SELECT id FROM answer_shipments WHERE ship_date > "
+            "'2023-02-01') AS q") in notices[1]
+
+
+def test_count_over_a_many_to_many_join_is_fanout(screened):
+    rows, notices = ask(screened, "SELECT count(*) FROM answer_shipments a JOIN answer_shipments b "
+                                  "ON a.carrier = b.carrier WHERE a.id < 50 AND b.id < 50")
+    assert rows[0][0] > 49
+    assert codes_in(notices) == ["FANOUT_JOIN"], notices
+    rows, notices = ask(screened, "SELECT count(*) FROM answer_shipments a JOIN answer_shipments b "
+                                  "ON a.id = b.id WHERE a.id < 50")
+    assert rows == [(49,)] and notices == []
+
+
+def test_deny_replaces_the_result_with_the_error(pgwarden_factory, screened, pg):
+    import psycopg2
+    d = pgwarden_factory.start(pg, overrides={"groups": {"passthrough": {
+        "result_screens": {"UNKNOWN_VALUE": "deny", "OUT_OF_RANGE": "off"}}}})
+    conn = d.connect()
+    try:
+        cur = conn.cursor()
+        with pytest.raises(psycopg2.Error) as err:
+            cur.execute(COUNT_LATE.format(status="late"))
+        assert err.value.pgcode == "42501"
+        assert "status has no value 'late'" in err.value.pgerror
+        # The session goes on; a code turned off says nothing.
+        cur.execute("SELECT count(*) FROM answer_shipments WHERE ship_date >= '2026-07-01'")
+        assert cur.fetchone() == (0,)
+        assert [n for n in conn.notices if n.startswith("WARNING:")] == []
+    finally:
+        conn.close()
+
+
+def test_jdbc_bound_parameter_is_screened_with_its_value(java, screened):
+    url = f"jdbc:postgresql://127.0.0.1:{screened.port}/{pgwtest.DATABASE}"
+    r = java.run("JdbcCheck", "screen", url, "user=core", f"password={screened.passwords['core']}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    facts = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    for round in range(7):
+        if round == 1:
+            assert int(facts["1.count"]) > 0 and facts["1.warning"] == "none"
+            continue
+        assert facts[f"{round}.count"] == "0"
+        assert facts[f"{round}.warning"].startswith("01000 status has no value 'late'"), facts

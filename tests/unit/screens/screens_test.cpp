@@ -1,0 +1,258 @@
+// Each result screen on parsed statements, a made-up catalog snapshot and a result summary: when
+// it speaks, what it says, and the cases where it must stay silent.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "guards/codes.h"
+#include "screens/screen.h"
+
+namespace pgwarden::screens {
+namespace {
+
+using guards::TableStatsSnapshot;
+using Row = std::vector<std::string>;
+
+Row column(std::string table, std::string col, std::string category, std::string mcv, std::string freqs,
+           std::string n_distinct, std::string histogram = "", std::string unique = "false") {
+  return {"public", table, col, category == "D" ? "date" : "text", category, "", "", mcv, freqs,
+          n_distinct, histogram, "true", unique};
+}
+
+std::shared_ptr<const TableStatsSnapshot> shipmentStats() {
+  return TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "50000", "ship_date,id", "date,bigint"},
+       {"public", "orders", "20000", "id", "bigint"},
+       {"public", "dim_region", "12", "region", "text"}},
+      {column("fct_shipments", "status", "S", "{DELIVERED,DELAYED,RETURNED}", "{0.6,0.25,0.15}", "3"),
+       column("fct_shipments", "ship_date", "D", "", "", "-0.02", "{2023-01-01,2026-06-30}"),
+       column("fct_shipments", "tracking_no", "S", "{A1,B2}", "{0.0001,0.0001}", "-1"),
+       column("fct_shipments", "order_id", "N", "", "", "-0.4"),
+       column("fct_shipments", "id", "N", "", "", "-1", "", "true"),
+       column("orders", "id", "N", "", "", "-1", "", "true"),
+       column("orders", "customer_id", "N", "", "", "-0.1")});
+}
+
+struct Screening {
+  std::shared_ptr<const guards::Analysis> analysis;
+  std::vector<std::optional<std::string>> params;
+  ResultSummary result;
+  std::shared_ptr<const TableStatsSnapshot> stats = shipmentStats();
+  const guards::PolicyGroup* group = nullptr;
+
+  std::vector<guards::Verdict> screen(std::string_view sql) {
+    analysis = guards::analyzeUncached(sql);
+    EXPECT_TRUE(analysis->ok) << sql;
+    ScreenInput in;
+    in.statement = &analysis->statements.at(0);
+    in.sql = sql;
+    in.result = result;
+    in.stats = stats.get();
+    in.group = group;
+    in.params = &params;
+    return screenResult(in);
+  }
+};
+
+ResultSummary empty() { return {}; }
+ResultSummary singleZero() { return {1, true, false, -1}; }
+ResultSummary rows(int64_t n) { return {n, false, false, -1}; }
+
+std::vector<std::string> codesOf(const std::vector<guards::Verdict>& vs) {
+  std::vector<std::string> out;
+  for (const auto& v : vs) out.push_back(v.code);
+  return out;
+}
+
+const std::string kLate =
+    "SELECT count(*) FROM fct_shipments WHERE status = 'late' AND ship_date >= '2024-07-01'";
+
+TEST(UnknownValue, SingleZeroNamesTheKnownValues) {
+  Screening r;
+  r.result = singleZero();
+  auto vs = r.screen(kLate);
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(vs[0].message.rfind("status has no value 'late'; its values are DELAYED, DELIVERED, RETURNED", 0), 0u)
+      << vs[0].message;
+  EXPECT_EQ(vs[0].sqlstate, "01000");
+  EXPECT_EQ(vs[0].action, guards::Action::kWarn);
+  EXPECT_NE(vs[0].detail.find("\"code\":\"UNKNOWN_VALUE\""), std::string::npos);
+  EXPECT_NE(vs[0].detail.find("\"known_values\":[\"DELAYED\",\"DELIVERED\",\"RETURNED\"]"), std::string::npos);
+  EXPECT_EQ(vs[0].message.find("did you mean"), std::string::npos);  // no synonyms guessed
+}
+
+TEST(UnknownValue, NearMatchByCaseAndWhitespace) {
+  Screening r;
+  for (const char* v : {"delayed", " Delayed ", "DELAYED  "}) {
+    auto vs = r.screen(std::string("SELECT * FROM fct_shipments WHERE status = '") + v + "'");
+    ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"}) << v;
+    EXPECT_NE(vs[0].message.find("did you mean 'DELAYED'?"), std::string::npos) << vs[0].message;
+    EXPECT_EQ(vs[0].hint, "status = 'DELAYED'");
+  }
+}
+
+TEST(UnknownValue, InListAndLikeWithoutWildcards) {
+  Screening r;
+  EXPECT_EQ(codesOf(r.screen("SELECT id FROM fct_shipments s WHERE s.status IN ('late', 'overdue')")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(codesOf(r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late'")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+  // A wildcard pattern is not a value; ILIKE of a known value in another case matches.
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late%'").empty());
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status ILIKE 'delayed'").empty());
+  // One known value in the list: the emptiness has another cause.
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IN ('late', 'DELAYED')").empty());
+}
+
+TEST(UnknownValue, BoundParameterIsScreenedWithItsValue) {
+  Screening r;
+  r.params = {std::string("late")};
+  r.result = rows(1);
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM fct_shipments WHERE status = $1")),
+            std::vector<std::string>{});  // a count that is not zero: nothing matched is false
+  r.result = singleZero();
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM fct_shipments WHERE status = $1")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+  r.params = {std::string("DELAYED")};
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments WHERE status = $1").empty());
+  r.params = {std::nullopt};  // NULL or a binary value: unknown, so silent
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments WHERE status = $1").empty());
+  r.params = {};
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments WHERE status = $1").empty());
+}
+
+TEST(UnknownValue, SilentCases) {
+  Screening r;
+  // The value is there.
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE status = 'DELAYED'").empty());
+  // Rows came back.
+  r.result = rows(3);
+  EXPECT_TRUE(r.screen(kLate).empty());
+  r.result = empty();
+  // A high-cardinality column: its MCVs are not its values.
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE tracking_no = 'ZZ9'").empty());
+  // A column without statistics, a table the catalog does not know.
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x'").empty());
+  EXPECT_TRUE(r.screen("SELECT * FROM elsewhere WHERE status = 'late'").empty());
+  // No snapshot yet.
+  r.stats = nullptr;
+  EXPECT_TRUE(r.screen(kLate).empty());
+}
+
+TEST(UnknownValue, ColumnsResolveThroughAliasesAndJoins) {
+  Screening r;
+  auto vs = r.screen("SELECT o.id FROM orders o JOIN fct_shipments s ON s.order_id = o.id "
+                     "WHERE s.status = 'late'");
+  EXPECT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  // Unqualified, but only one table has the column.
+  EXPECT_EQ(codesOf(r.screen("SELECT o.id FROM orders o, fct_shipments s WHERE status = 'late'")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+}
+
+TEST(OutOfRange, RangePastTheDataEnd) {
+  Screening r;
+  r.result = singleZero();
+  auto vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status = 'DELAYED' AND ship_date >= '2026-07-01'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"OUT_OF_RANGE"});
+  EXPECT_EQ(vs[0].message.rfind("ship_date data runs from 2023-01-01 to 2026-06-30; your range starts 2026-07-01", 0), 0u);
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM fct_shipments WHERE ship_date < DATE '2022-12-01'")),
+            std::vector<std::string>{"OUT_OF_RANGE"});
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM fct_shipments WHERE ship_date BETWEEN '2027-01-01' AND '2027-02-01'")),
+            std::vector<std::string>{"OUT_OF_RANGE"});
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM fct_shipments WHERE '2026-08-01' < ship_date")),
+            std::vector<std::string>{"OUT_OF_RANGE"});
+}
+
+TEST(OutOfRange, SilentInsideTheDataOrWithoutBounds) {
+  Screening r;
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE ship_date >= '2026-06-30'").empty());
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE ship_date >= now()").empty());
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE ship_date >= 'yesterday'").empty());
+  r.result = rows(2);
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE ship_date >= '2026-07-01'").empty());
+}
+
+TEST(ArbitraryRows, LimitWithoutOrderThatFilledUp) {
+  Screening r;
+  r.result = rows(10);
+  auto vs = r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x' LIMIT 10");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"ARBITRARY_ROWS"});
+  EXPECT_NE(vs[0].message.find("Add ORDER BY"), std::string::npos);
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x' ORDER BY id LIMIT 10").empty());
+  r.result = rows(4);
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x' LIMIT 10").empty());
+  r.result = rows(1);
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments LIMIT 1").empty());
+}
+
+TEST(PartialResult, CutByTheRowCapSuggestsTheServerAggregate) {
+  Screening r;
+  r.result = {1000, false, true, 1000};
+  auto vs = r.screen("SELECT status FROM fct_shipments WHERE ship_date > '2024-01-01'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"PARTIAL_RESULT"});
+  EXPECT_NE(vs[0].message.find("first 1000 rows"), std::string::npos);
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM (SELECT status FROM fct_shipments WHERE ship_date > '2024-01-01') AS q");
+}
+
+TEST(Unfiltered, TheWholeBigTable) {
+  Screening r;
+  r.result = rows(49000);
+  auto vs = r.screen("SELECT * FROM fct_shipments");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNFILTERED"});
+  EXPECT_NE(vs[0].message.find("not a filtered subset"), std::string::npos);
+  EXPECT_EQ(vs[0].hint, "WHERE ship_date >= current_date - 7");
+  // A filtered read, a small table, a small part of the table: silent.
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x'").empty());
+  r.result = rows(12);
+  EXPECT_TRUE(r.screen("SELECT * FROM dim_region").empty());
+  r.result = rows(100);
+  EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments").empty());
+}
+
+TEST(FanoutJoin, CountOverAManyToManyJoin) {
+  Screening r;
+  r.result = rows(1);
+  auto vs = r.screen("SELECT count(*) FROM fct_shipments s JOIN orders o ON o.customer_id = s.order_id");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"FANOUT_JOIN"});
+  EXPECT_NE(vs[0].message.find("count(*) and sum() count some rows more than once"), std::string::npos);
+  // sum of the one side's amounts over the many side multiplies them.
+  EXPECT_EQ(codesOf(r.screen("SELECT sum(o.customer_id) FROM orders o JOIN fct_shipments s ON s.order_id = o.id")),
+            std::vector<std::string>{"FANOUT_JOIN"});
+  // Joined on a unique key, counting the many side: right.
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments s JOIN orders o ON o.id = s.order_id").empty());
+  EXPECT_TRUE(r.screen("SELECT count(DISTINCT s.id) FROM fct_shipments s JOIN orders o ON o.customer_id = s.order_id").empty());
+}
+
+TEST(Config, OffDenyAndReasonOverrides) {
+  auto groups = guards::parsePolicyGroups(YAML::Load(R"(
+g:
+  result_screens: {UNKNOWN_VALUE: deny, OUT_OF_RANGE: off}
+  reasons:
+    UNKNOWN_VALUE: "No such {column}: {values}. Try one of {known_values}."
+)"));
+  Screening r;
+  r.group = groups.at("g").get();
+  r.result = singleZero();
+  auto vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status = 'late' AND ship_date > '2027-01-01'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(vs[0].action, guards::Action::kDeny);
+  EXPECT_EQ(vs[0].message, "No such status: late. Try one of DELAYED, DELIVERED, RETURNED.");
+  EXPECT_THROW(guards::parsePolicyGroups(YAML::Load("g: {result_screens: {NOPE: warn}}")), std::exception);
+  EXPECT_THROW(guards::parsePolicyGroups(YAML::Load("g: {result_screens: {UNFILTERED: loud}}")), std::exception);
+}
+
+TEST(WorthScreening, OnlyShapesThatCanBeFlagged) {
+  auto a = guards::analyzeUncached("SELECT id, status FROM fct_shipments WHERE id > 5 ORDER BY id LIMIT 5");
+  // A range on a column is a comparison: worth a look (it may be out of range when empty).
+  EXPECT_TRUE(worthScreening(a->statements[0]));
+  EXPECT_FALSE(worthScreening(guards::analyzeUncached("SELECT 1")->statements[0]));
+  // pgbench -S: worth a look by shape, but one row that is not a zero cannot make any screen speak.
+  const auto pgbench = guards::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
+  EXPECT_TRUE(worthScreening(pgbench->statements[0]));
+  EXPECT_FALSE(maySpeak(pgbench->statements[0], rows(1)));
+  EXPECT_TRUE(maySpeak(pgbench->statements[0], empty()));
+  EXPECT_FALSE(worthScreening(guards::analyzeUncached("SET search_path = public")->statements[0]));
+  EXPECT_FALSE(worthScreening(guards::analyzeUncached("SELECT count(*) FROM t GROUP BY x ORDER BY 1")->statements[0]));
+}
+
+}  // namespace
+}  // namespace pgwarden::screens
