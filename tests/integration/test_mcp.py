@@ -1,0 +1,329 @@
+"""The MCP endpoint over raw HTTP: the transport's refusals (no or wrong token, a foreign Origin,
+malformed JSON, wrong JSON-RPC shapes, unknown methods and tools, bad arguments, oversized bodies)
+and the tools against the real database, with every statement in history once as protocol mcp."""
+
+import json
+import socket
+import sqlite3
+import time
+
+import pytest
+
+import pgwtest
+from mcpsupport import McpHttp, start_mcp_daemon
+
+
+@pytest.fixture(scope="module")
+def mcpd(pgwarden_bin, pg):
+    from conftest import DaemonSet
+    daemons = DaemonSet(pgwarden_bin)
+    try:
+        daemon, tokens = start_mcp_daemon(daemons, pg)
+        yield daemon, tokens
+    finally:
+        daemons.teardown()
+
+
+def client(mcpd, user="agent", **kw):
+    daemon, tokens = mcpd
+    return McpHttp(daemon.mcp_port, tokens[user] if user else None, **kw)
+
+
+def history(daemon, where="1=1", count=1):
+    """The history rows matching `where`, once at least `count` of them are written."""
+    deadline = time.monotonic() + 10
+    db = daemon.dir / "history.db"
+    rows = []
+    while time.monotonic() < deadline:
+        try:
+            con = sqlite3.connect(str(db))
+            con.row_factory = sqlite3.Row
+            rows = [dict(r) for r in con.execute(f"SELECT * FROM pgwarden_history WHERE {where} ORDER BY id")]
+            con.close()
+        except sqlite3.OperationalError:
+            rows = []
+        if len(rows) >= count:
+            return rows
+        time.sleep(0.2)
+    return rows
+
+
+def test_no_token_is_401_with_bearer_challenge(mcpd):
+    c = client(mcpd, user=None)
+    status, hdrs, _ = c.raw(body=b"{}")
+    assert status == 401
+    assert hdrs["www-authenticate"].startswith("Bearer")
+
+
+def test_wrong_token_is_401(mcpd):
+    daemon, _ = mcpd
+    c = McpHttp(daemon.mcp_port, "pgw_wrong")
+    status, hdrs, _ = c.raw(body=b"{}")
+    assert status == 401
+    assert "invalid_token" in hdrs["www-authenticate"]
+
+
+def test_foreign_origin_is_403(mcpd):
+    c = client(mcpd)
+    status, _, _ = c.raw(body=b"{}", headers={"Origin": "https://evil.example"})
+    assert status == 403
+    c2 = client(mcpd)
+    status, _, _ = c2.raw(body=b"{}", headers={"Host": "evil.example:80"})
+    assert status == 403
+
+
+def test_loopback_origin_is_accepted(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    status, _, body = c.post({"jsonrpc": "2.0", "id": 5, "method": "ping"},
+                             headers={"Origin": "http://localhost:6274"})
+    assert status == 200 and body["result"] == {}
+
+
+def test_malformed_json_is_parse_error(mcpd):
+    c = client(mcpd)
+    status, _, data = c.raw(body=b'{"jsonrpc": "2.0", "id": 1, "method": ')
+    assert status == 400
+    assert json.loads(data)["error"]["code"] == -32700
+    status, _, data = c.raw(body=b"[" * 10000)
+    assert json.loads(data)["error"]["code"] == -32700
+
+
+def test_wrong_shapes_are_invalid_request(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    for body in ([1, 2], {"id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 1, "method": 5}, "x", 42):
+        status, _, data = c.raw(body=json.dumps(body).encode())
+        assert status == 400, (body, data)
+        err = json.loads(data)
+        err = err[0] if isinstance(err, list) else err
+        assert err["error"]["code"] == -32600, (body, err)
+
+
+def test_requests_need_a_session(mcpd):
+    c = client(mcpd)
+    status, _, body = c.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert status == 400
+    c.session = "0" * 32
+    status, _, body = c.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert status == 404
+
+
+def test_unknown_method_tool_and_bad_arguments(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    assert c.call("no/such/method")["error"]["code"] == -32601
+    assert c.call("tools/call", {"name": "drop_everything", "arguments": {}})["error"]["code"] == -32602
+    assert c.call("tools/call", {"name": "query", "arguments": {"sql": 5}})["error"]["code"] == -32602
+    assert c.call("tools/call", {"name": "query", "arguments": {"sql": "select 1", "x": 1}})["error"]["code"] == -32602
+    assert c.call("tools/call", {"name": "query", "arguments": {}})["error"]["code"] == -32602
+
+
+def test_unsupported_protocol_version_header(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    status, _, _ = c.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"MCP-Protocol-Version": "1999-01-01"})
+    assert status == 400
+
+
+def test_body_limit_and_bad_http(mcpd):
+    daemon, tokens = mcpd
+    # Refused from the headers alone, before the body is read.
+    s = socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=5)
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + tokens["agent"].encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n{")
+    assert s.recv(100).startswith(b"HTTP/1.1 413")
+    s.close()
+    # A chunked body that grows past the limit.
+    s = socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=5)
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+    try:
+        for _ in range(40):
+            s.sendall(b"10000\r\n" + b" " * 0x10000 + b"\r\n")
+    except OSError:
+        pass
+    assert s.recv(100).startswith(b"HTTP/1.1 413")
+    s.close()
+    s = socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=5)
+    s.sendall(b"GARBAGE / HTTP/9.9\r\n\r\n")
+    assert s.recv(100).startswith(b"HTTP/1.1 400")
+    s.close()
+
+
+def test_initialize_negotiates_versions(mcpd):
+    for asked, got in (("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"),
+                       ("2025-11-25", "2025-11-25"), ("2024-11-05", "2025-11-25")):
+        c = client(mcpd)
+        result = c.initialize(version=asked)
+        assert result["protocolVersion"] == got
+        assert result["capabilities"]["tools"] == {"listChanged": False}
+        assert result["serverInfo"]["name"] == "pgwarden"
+
+
+def test_batch_only_in_2025_03_26(mcpd):
+    c = client(mcpd)
+    c.initialize(version="2025-03-26")
+    status, _, body = c.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                              {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])
+    assert status == 200 and [r["id"] for r in body] == [1, 2]
+    c2 = client(mcpd)
+    c2.initialize(version="2025-06-18")
+    status, _, _ = c2.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    assert status == 400
+
+
+def test_tools_list(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    tools = {t["name"]: t for t in c.call("tools/list")["result"]["tools"]}
+    assert set(tools) == {"query", "explain", "policy", "list_schemas", "list_tables", "describe_table"}
+    for t in tools.values():
+        assert t["inputSchema"]["additionalProperties"] is False
+        assert t["annotations"]["readOnlyHint"] is True
+        assert "outputSchema" in t
+    assert "1000 rows" in tools["query"]["description"]
+
+
+def test_query_allowed_and_recorded(mcpd):
+    daemon, _ = mcpd
+    c = client(mcpd)
+    c.initialize(client="history-agent")
+    r = c.tool("query", {"sql": "SELECT 1 AS one, 'x'::text AS t, true AS b, 2.5::float8 AS f, "
+                                "12345678901234567890::numeric AS n, NULL::int AS z"})
+    assert r["isError"] is False
+    s = r["structuredContent"]
+    assert [col["name"] for col in s["columns"]] == ["one", "t", "b", "f", "n", "z"]
+    assert s["rows"] == [[1, "x", True, 2.5, "12345678901234567890", None]]
+    assert s["row_count"] == 1 and s["truncated"] is False
+    assert "untrusted-data" in r["content"][0]["text"]
+    rows = history(daemon, "agent_id = 'history-agent'")
+    assert len(rows) == 1
+    assert rows[0]["protocol"] == "mcp"
+    assert rows[0]["application_name"] == "mcp:query"
+    assert rows[0]["conversation_id"] == c.session
+    assert rows[0]["outcome"] == "ok"
+
+
+def test_query_row_cap(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    r = c.tool("query", {"sql": "SELECT g FROM generate_series(1, 50) g", "max_rows": 7})
+    s = r["structuredContent"]
+    assert s["row_count"] == 7 and s["truncated"] is True and s["max_rows"] == 7
+
+
+def test_query_denied_is_tool_error_with_next_step(mcpd):
+    daemon, _ = mcpd
+    c = client(mcpd)
+    c.initialize(client="denied-agent")
+    r = c.tool("query", {"sql": "DELETE FROM fct_shipments"})
+    assert r["isError"] is True
+    s = r["structuredContent"]
+    assert s["code"] == "READ_ONLY"
+    assert s["message"] and s["next_step"]
+    r = c.tool("query", {"sql": "SELECT * FROM fct_shipments"})
+    assert r["isError"] is True and r["structuredContent"]["code"] == "MISSING_PREDICATE"
+    rows = history(daemon, "agent_id = 'denied-agent'", count=2)
+    assert [x["outcome"] for x in rows] == ["denied", "denied"]
+    assert all(x["protocol"] == "mcp" for x in rows)
+
+
+def test_query_server_error(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    r = c.tool("query", {"sql": "SELECT no_such_column FROM fct_shipments WHERE id = 1"})
+    assert r["isError"] is True
+    assert r["structuredContent"]["sqlstate"] == "42703"
+
+
+def test_conversation_override(mcpd):
+    daemon, _ = mcpd
+    c = client(mcpd)
+    c.initialize(client="conv-agent")
+    c.tool("query", {"sql": "SELECT 2", "conversation_id": "conv-77"})
+    rows = history(daemon, "agent_id = 'conv-agent'")
+    assert rows[-1]["conversation_id"] == "conv-77"
+
+
+def test_policy_list_and_describe(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    p = c.tool("policy")["structuredContent"]
+    assert p["group"] == "agents"
+    kinds = [g["guard"] for g in p["guards"]]
+    assert "require_predicate" in kinds and "row_limit" in kinds
+    deadline = time.monotonic() + 10
+    while True:
+        t = c.tool("list_tables", {"name_like": "fct%"})["structuredContent"]
+        if t["tables"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    fct = [x for x in t["tables"] if x["table"] == "fct_shipments"]
+    assert fct and fct[0]["predicate_required"] is True
+    schemas = c.tool("list_schemas")["structuredContent"]["schemas"]
+    assert any(s["schema"] == "public" for s in schemas)
+    d = c.tool("describe_table", {"table": "fct_shipments", "sample_rows": 2})
+    assert d["isError"] is False, d
+    ds = d["structuredContent"]
+    assert ds["table"] == "public.fct_shipments"
+    assert any(col["name"] == "ship_date" for col in ds["columns"])
+    bad = c.tool("describe_table", {"table": "x; drop table y"})
+    assert bad["isError"] is True
+    denied = c.tool("describe_table", {"table": "pg_catalog.pg_authid"})
+    assert denied["isError"] is True
+
+
+def test_explain(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    r = c.tool("explain", {"sql": "SELECT count(*) FROM fct_shipments WHERE id = 5"})
+    assert r["isError"] is False, r
+    s = r["structuredContent"]
+    assert s["scans"] and s["scans"][0]["table"].endswith("fct_shipments")
+    assert s["allowed"] is True
+
+
+def test_delete_ends_the_session(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    status, _, _ = c.raw(method="DELETE")
+    assert status == 200
+    status, _, _ = c.post({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert status == 404
+
+
+def test_sse_when_only_event_stream_is_accepted(mcpd):
+    c = client(mcpd)
+    c.initialize()
+    status, hdrs, data = c.raw(body=json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}).encode(),
+                               headers={"Accept": "text/event-stream"})
+    assert status == 200
+    assert hdrs["content-type"] == "text/event-stream"
+    line = [l for l in data.decode().splitlines() if l.startswith("data: ")][0]
+    assert json.loads(line[6:])["id"] == 9
+
+
+def test_cancel_a_long_statement(mcpd):
+    daemon, _ = mcpd
+    c = client(mcpd, user="core")
+    c.initialize(client="cancel-agent")
+    other = client(mcpd, user="core")
+    other.session, other.version = c.session, c.version
+    import threading
+    result = {}
+
+    def run():
+        result["r"] = c.tool("query", {"sql": "SELECT pg_sleep(20)"})
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1.0)
+    s, _, _ = other.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": c.next_id, "reason": "user"}})
+    assert s == 202
+    t.join(10)
+    assert not t.is_alive()
+    assert result["r"]["isError"] is True
+    assert result["r"]["structuredContent"]["code"] == "CANCELLED"
+    rows = history(daemon, "agent_id = 'cancel-agent'")
+    assert rows[-1]["outcome"] == "cancelled"
