@@ -60,7 +60,7 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   // Runs the loop until shutdown has finished. Returns the process exit code.
   int run();
 
-  uv_loop_t* loop() { return &loop_; }
+  uv_loop_t* loop() override { return &loop_; }
   const std::shared_ptr<const Config>& config() const { return config_; }
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
@@ -118,6 +118,7 @@ class Daemon final : public StatementSink, public mcp::McpHost {
     return static_cast<const Daemon*>(this)->tableStats(server_db);
   }
   guards::GuardObserver* guardObserver() override;
+  bool statsLoading(const std::string& server_database) override;
   bool loginBlocked(const std::string& peer_host) override;
   void loginFailed(const std::string& peer_host) override;
   uint64_t nextSessionId() override { return ++next_session_id_; }

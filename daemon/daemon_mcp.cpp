@@ -3,6 +3,7 @@
 // recorder, login limiter and metrics.
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
+#include "pool/catalog_stats.h"
 
 namespace pgwarden::daemon {
 
@@ -29,6 +30,10 @@ GateServices Daemon::gateServices(const std::string& server_database) {
   services.budgets = budgets_.get();
   services.stats = [this, server_database] { return catalog_ ? tableStats(server_database) : nullptr; };
   return services;
+}
+
+bool Daemon::statsLoading(const std::string& server_database) {
+  return catalog_ && catalog_->loading(server_database);
 }
 
 guards::GuardObserver* Daemon::guardObserver() { return metrics_.get(); }

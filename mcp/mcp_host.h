@@ -4,6 +4,8 @@
 // limiter. The MCP code never sees the Daemon itself.
 #pragma once
 
+#include <uv.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,6 +45,10 @@ class McpHost {
   // Sends a CancelRequest for that server backend on a new upstream connection.
   virtual void cancelServerQuery(int32_t server_pid, int32_t server_key) = 0;
   virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;
+  virtual uv_loop_t* loop() = 0;
+  // The first catalog statistics load for the database is still running: statements wait for it
+  // (bounded), so a size guard never judges a big table as unknown.
+  virtual bool statsLoading(const std::string& server_database) = 0;
   // Keeps statistics for a database from now on (an MCP user will query it).
   virtual void watchDatabase(const std::string& server_database) = 0;
   virtual guards::BudgetLedger* budgets() = 0;

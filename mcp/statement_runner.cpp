@@ -16,6 +16,8 @@ using history::Outcome;
 namespace {
 
 constexpr size_t kMaxNotices = 50;
+constexpr uint64_t kStatsWaitMs = 3000;  // as long as a SQL session waits at login
+constexpr uint64_t kStatsPollMs = 20;
 constexpr const char* kNotExecuted = "not executed: an earlier statement in the same query failed";
 
 }  // namespace
@@ -24,6 +26,7 @@ StatementRunner::StatementRunner(McpHost& host, RunSpec spec, Done done)
     : host_(host), spec_(std::move(spec)), done_(std::move(done)) {}
 
 StatementRunner::~StatementRunner() {
+  stopStatsTimer();
   if (waiting_pool_) waiting_pool_->cancelWait(this);
   if (server_) {
     // Only at shutdown: the answer is owed still, so the connection drains (or closes).
@@ -45,6 +48,36 @@ void StatementRunner::start() {
     acquire();
     return;
   }
+  if (host_.statsLoading(spec_.who.server_database)) {
+    // As a SQL session waits at login: the first statements are judged with table sizes known.
+    step_ = Step::kStats;
+    stats_deadline_ms_ = uv_now(host_.loop()) + kStatsWaitMs;
+    stats_timer_ = new uv_timer_t;
+    uv_timer_init(host_.loop(), stats_timer_);
+    stats_timer_->data = this;
+    uv_timer_start(stats_timer_, &StatementRunner::onStatsTimer, kStatsPollMs, kStatsPollMs);
+    return;
+  }
+  judge();
+}
+
+void StatementRunner::onStatsTimer(uv_timer_t* t) {
+  auto* self = static_cast<StatementRunner*>(t->data);
+  if (!self) return;
+  if (self->host_.statsLoading(self->spec_.who.server_database) && uv_now(t->loop) < self->stats_deadline_ms_) return;
+  self->stopStatsTimer();
+  self->judge();
+}
+
+void StatementRunner::stopStatsTimer() {
+  if (!stats_timer_) return;
+  stats_timer_->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(stats_timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  stats_timer_ = nullptr;
+}
+
+void StatementRunner::judge() {
+  step_ = Step::kJudging;
   gate_ = std::make_unique<daemon::StatementGate>(host_.gateServices(spec_.who.server_database), *this,
                                                   [this](GateVerdict v) { onVerdict(std::move(v)); });
   GateRequest r;
@@ -389,6 +422,10 @@ void StatementRunner::cancel() {
   cancelled_ = true;
   result_.cancelled = true;
   switch (step_) {
+    case Step::kStats:
+      stopStatsTimer();
+      fail("57014", "the request was cancelled");
+      return;
     case Step::kJudging:
       if (gate_ && gate_->waiting()) {
         gate_->cancel();

@@ -110,7 +110,10 @@ class StatementRunner final : public daemon::GateCaller,
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
 
  private:
-  enum class Step : uint8_t { kJudging, kAcquiring, kExplaining, kRunning, kDone };
+  enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
+  void judge();
+  static void onStatsTimer(uv_timer_t* t);
+  void stopStatsTimer();
   void onVerdict(daemon::GateVerdict v);
   void act(daemon::GateVerdict v);
   void acquire();
@@ -131,6 +134,8 @@ class StatementRunner final : public daemon::GateCaller,
 
   McpHost& host_;
   RunSpec spec_;
+  uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
+  uint64_t stats_deadline_ms_ = 0;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;
   Step step_ = Step::kJudging;

@@ -1,5 +1,7 @@
 #include "mcp/tool_calls.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <regex>
 
 #include "budgets/budget.h"
@@ -13,6 +15,8 @@ namespace {
 
 constexpr size_t kMaxListedTables = 500;
 constexpr int kMaxPlanDepth = 64;
+// describe_table samples tables estimated at this size or more with TABLESAMPLE.
+constexpr int64_t kSampleScanRows = 10000;
 
 std::string argString(const Json& args, const char* key) {
   if (!args.is_object()) return {};
@@ -399,10 +403,19 @@ void ToolCall::describeGotCatalog(RunResult&& r) {
     finish(std::move(describe_), false, "ok", "The table:");
     return;
   }
-  // The sample goes through the policy like any query (and is recorded): a bounded read that
-  // stops after n rows, so it costs the same on a big table as on a small one.
-  runStatement("SELECT * FROM " + argString(args_, "table") + " LIMIT " + std::to_string(n), n, false, false,
-               [this](RunResult&& res) { describeGotSample(std::move(res)); });
+  // The sample goes through the policy like any query (and is recorded). On a big table it is a
+  // TABLESAMPLE of about a thousand rows' worth of pages, cut to n: a bounded read by
+  // construction, which a guard against full scans accepts as it accepts a predicate.
+  const int64_t estimated = describe_.value("estimated_rows", int64_t{0});
+  std::string sql = "SELECT * FROM " + argString(args_, "table");
+  if (estimated >= kSampleScanRows) {
+    const double percent = std::clamp(100.0 * 1000.0 / static_cast<double>(estimated), 0.001, 50.0);
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4f", percent);
+    sql += std::string(" TABLESAMPLE SYSTEM (") + buf + ")";
+  }
+  sql += " LIMIT " + std::to_string(n);
+  runStatement(std::move(sql), n, false, false, [this](RunResult&& res) { describeGotSample(std::move(res)); });
 }
 
 void ToolCall::describeGotSample(RunResult&& r) {

@@ -9,8 +9,9 @@ import secrets
 import pgwtest
 
 
-def start_mcp_daemon(factory, pg, extra=None):
-    """(daemon, tokens by user) with the MCP endpoint on a free loopback port."""
+def start_mcp_daemon(factory, pg, extra=None, configure=None):
+    """(daemon, tokens by user) with the MCP endpoint on a free loopback port. `configure` may
+    change the config dict before the daemon starts."""
     tokens = {"agent": "pgw_" + secrets.token_urlsafe(32), "core": "pgw_" + secrets.token_urlsafe(32)}
     mcp = {
         "listen": f"127.0.0.1:{pgwtest.free_port()}",
@@ -18,7 +19,11 @@ def start_mcp_daemon(factory, pg, extra=None):
         "tokens": [{"user": u, "sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in tokens.items()],
     }
     mcp.update(extra or {})
-    daemon = factory.start(pg, overrides={"mcp": mcp})
+    daemon = factory.start(pg, overrides={"mcp": mcp}, start=False)
+    if configure:
+        configure(daemon.config)
+        daemon.write_config()
+    daemon.start()
     daemon.mcp_port = int(mcp["listen"].rsplit(":", 1)[1])
     return daemon, tokens
 

@@ -267,6 +267,9 @@ def test_policy_list_and_describe(mcpd):
     ds = d["structuredContent"]
     assert ds["table"] == "public.fct_shipments"
     assert any(col["name"] == "ship_date" for col in ds["columns"])
+    # A big table under require_predicate still gets its sample (a TABLESAMPLE read).
+    assert "sample_denied" not in ds, ds.get("sample_denied")
+    assert ds["sample"]["row_count"] <= 2 and ds["sample"]["columns"]
     bad = c.tool("describe_table", {"table": "x; drop table y"})
     assert bad["isError"] is True
     denied = c.tool("describe_table", {"table": "pg_catalog.pg_authid"})
@@ -327,3 +330,48 @@ def test_cancel_a_long_statement(mcpd):
     assert result["r"]["structuredContent"]["code"] == "CANCELLED"
     rows = history(daemon, "agent_id = 'cancel-agent'")
     assert rows[-1]["outcome"] == "cancelled"
+
+
+def test_security_corpus_through_the_query_tool(mcpd, pg):
+    """Every line of the bypass corpus, sent through `query` as the guarded user, is refused with
+    its code and SQLSTATE and never reaches the server (only the cost gate's EXPLAIN of a runaway
+    join does, which plans without running)."""
+    import re
+    import secrets
+    from test_security import CORPUS, EXPLAINED, PLAN_CODES, SQLSTATE
+    run = secrets.token_hex(4)
+    c = client(mcpd)
+    c.initialize(client="corpus-agent")
+    offset = pg.log_offset()
+    problems = []
+    for where, category, expect, sql in CORPUS:
+        mark = f"pgwmcp-{run}-{where.split(':')[1]}"
+        r = c.tool("query", {"sql": f"/* {mark} */ {sql}"})
+        s = r["structuredContent"]
+        if not r["isError"] or s.get("code") != expect or s.get("sqlstate") != SQLSTATE[expect]:
+            problems.append(f"{where} [{category}] {sql!r}: {s.get('code')} {s.get('sqlstate')} {s.get('message')}")
+        elif not s.get("message") or not s.get("next_step"):
+            problems.append(f"{where}: denial without message or next_step: {s}")
+    assert not problems, f"{len(problems)} of {len(CORPUS)}:\n" + "\n".join(problems)
+    log = pg.log_since(offset)
+    marks = rf"pgwmcp-{run}-\d+"
+    reached = sorted(set(re.findall(rf"(?<!{re.escape(EXPLAINED)}){marks}", log)))
+    assert not reached, f"statements that reached the server: {reached}"
+    planned = {f"pgwmcp-{run}-{w.split(':')[1]}" for w, _, e, _ in CORPUS if e in PLAN_CODES}
+    assert set(re.findall(rf"{re.escape(EXPLAINED)}({marks})", log)) == planned
+
+
+def test_budget_runs_out(pgwarden_factory, pg):
+    """A conversation's budget counts MCP tool calls as it counts SQL statements."""
+    daemon, tokens = start_mcp_daemon(
+        pgwarden_factory, pg,
+        configure=lambda cfg: cfg["groups"]["agents"]["guards"].append({"kind": "budget", "max_statements": 3}))
+    c = McpHttp(daemon.mcp_port, tokens["agent"])
+    c.initialize(client="budget-agent")
+    results = [c.tool("query", {"sql": f"SELECT {i}"}) for i in range(5)]
+    assert [r["isError"] for r in results] == [False, False, False, True, True]
+    assert results[3]["structuredContent"]["code"] == "BUDGET_EXHAUSTED"
+    p = c.tool("policy")["structuredContent"]
+    assert p["budget"]["max_statements"] == 3 and p["budget"]["remaining"]["statements"] == 0
+    # Another conversation has its own budget.
+    assert c.tool("query", {"sql": "SELECT 1", "conversation_id": "fresh"})["isError"] is False
