@@ -521,7 +521,6 @@ bool McpServer::startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMe
   ctx.session_id = s.history_id;
   ctx.max_rows = config_.max_rows;
   ctx.max_result_bytes = config_.max_result_bytes;
-  ++counters_.tool_calls;
   const uint64_t key = ++next_call_;
   Call& c = calls_[key];
   c.exchange = ex.http;
@@ -552,8 +551,11 @@ void McpServer::onToolDone(uint64_t call_key, Json result, const char* outcome) 
   if (it == calls_.end()) return;
   Call c = std::move(it->second);
   calls_.erase(it);
-  if (std::string_view(outcome) == "denied") ++counters_.tool_calls_denied;
-  if (std::string_view(outcome) == "error") ++counters_.tool_calls_failed;
+  if (c.call) {
+    for (size_t i = 0; i < std::size(kCallOutcomes); ++i) {
+      if (std::string_view(outcome) == kCallOutcomes[i]) ++counters_.tool_calls[static_cast<size_t>(c.call->tool())][i];
+    }
+  }
   if (auto s = sessions_.find(c.session_id); s != sessions_.end()) --s->second.in_flight;
   if (c.call) {
     graveyard_.push_back(std::move(c.call));

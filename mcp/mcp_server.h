@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,15 +37,17 @@ bool originAllowed(std::string_view origin, const std::vector<std::string>& allo
 // localhost, with or without a port), or an allowed origin's host.
 bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins);
 
+// How tool calls end, for metrics.
+inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
+inline constexpr size_t kToolCount = 6;
+
 struct McpCounters {
   uint64_t http_requests = 0;
   uint64_t unauthorized = 0;
   uint64_t forbidden_origin = 0;
   uint64_t sessions_started = 0;
   uint64_t sessions_expired = 0;
-  uint64_t tool_calls = 0;
-  uint64_t tool_calls_denied = 0;
-  uint64_t tool_calls_failed = 0;
+  uint64_t tool_calls[kToolCount][std::size(kCallOutcomes)] = {};  // by Tool, then outcome
 };
 
 class McpServer final : public HttpHandler {

@@ -286,6 +286,26 @@ def test_explain(mcpd):
     assert s["allowed"] is True
 
 
+def test_metrics_count_mcp_requests_and_tool_calls(mcpd):
+    import urllib.request
+    daemon, _ = mcpd
+    c = client(mcpd)
+    c.initialize()
+    c.tool("query", {"sql": "DELETE FROM fct_shipments"})
+    c.tool("query", {"sql": "SELECT 1"})
+    McpHttp(daemon.mcp_port, "pgw_wrong").raw(body=b"{}")
+    with urllib.request.urlopen(f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    def value(series):
+        line = [l for l in text.splitlines() if l.startswith(series + " ")]
+        assert line, series + "\n" + "\n".join(l for l in text.splitlines() if "mcp" in l)
+        return float(line[0].split()[-1])
+    assert value('pgwarden_mcp_tool_calls_total{outcome="denied",tool="query"}') >= 1
+    assert value('pgwarden_mcp_tool_calls_total{outcome="ok",tool="query"}') >= 1
+    assert value('pgwarden_mcp_requests_total{result="unauthorized"}') >= 1
+    assert value("pgwarden_mcp_sessions") >= 1
+
+
 def test_delete_ends_the_session(mcpd):
     c = client(mcpd)
     c.initialize()
