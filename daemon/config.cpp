@@ -500,6 +500,9 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
     cfg::fail(mcp_node["trust_loopback"], "mcp.trust_loopback",
               "user \"" + config->mcp.trust_loopback + "\" is not defined under users");
   }
+  if (config->mcp.tls && !config->tls.context) {
+    cfg::fail(mcp_node["tls"], "mcp.tls", "needs the tls: section's cert_file and key_file");
+  }
   if (config->mcp.enabled() && !config->upstream.mapDatabase(config->mcp.database)) {
     cfg::fail(mcp_node["database"].IsDefined() ? mcp_node["database"] : mcp_node, "mcp.database",
               "database \"" + config->mcp.database + "\" is not mapped by upstream.databases");

@@ -91,7 +91,8 @@ bool Daemon::start() {
 
   if (!metrics_->start()) return false;
   if (cfg.mcp.enabled()) {
-    mcp_ = std::make_unique<mcp::McpServer>(&loop_, *this, cfg.mcp, kVersion);
+    mcp_ = std::make_unique<mcp::McpServer>(&loop_, *this, cfg.mcp, kVersion,
+                                            cfg.mcp.tls ? cfg.tls.context : nullptr);
     if (auto st = mcp_->start(); !st.ok()) {
       spdlog::error("cannot start the MCP endpoint: {}", st.error());
       mcp_.reset();

@@ -87,6 +87,10 @@ class HttpTransport::Connection final : public StreamEvents {
   int accept(uv_stream_t* listener) {
     int rc = stream_.initTcp();
     if (rc == 0) rc = stream_.acceptFrom(listener);
+    if (rc == 0 && t_.options_.tls) {
+      auto engine = daemon::TlsEngine::makeServer(t_.options_.tls);
+      if (!engine.ok() || !stream_.startTls(std::move(engine.value())).ok()) rc = UV_EPROTO;
+    }
     if (rc == 0) rc = stream_.startRead();
     if (rc == 0) {
       peer_host_ = stream_.peerHost();

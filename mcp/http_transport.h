@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "net/tls.h"
 
 namespace pgwarden::mcp {
 
@@ -60,6 +61,8 @@ struct HttpTransportOptions {
   size_t max_body_bytes = 1u << 20;
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds keepalive_timeout{60000};
+  // Set: every connection is TLS from its first byte (HTTPS).
+  std::shared_ptr<const daemon::TlsContext> tls;
 };
 
 // Keeps itself alive from start() until every handle's close callback ran, so the owner may drop

@@ -12,7 +12,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, "mcp");
   cfg::checkKeys(n, "mcp",
-                 {"listen", "path", "tokens", "trust_loopback", "database", "allowed_origins",
+                 {"listen", "path", "tls", "tokens", "trust_loopback", "database", "allowed_origins",
                   "max_body_bytes", "max_connections", "max_sessions", "max_requests_per_session",
                   "read_timeout", "keepalive_timeout", "session_idle_timeout", "max_rows",
                   "max_result_bytes"});
@@ -22,6 +22,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
       out.path.find_first_of("?# \t") != std::string::npos) {
     cfg::fail(n["path"], "mcp.path", "must start with '/' and hold no query, fragment or space");
   }
+  out.tls = cfg::getBool(n, "mcp", "tls", false);
   if (const YAML::Node t = n["tokens"]; t.IsDefined() && !t.IsNull()) {
     cfg::requireSequence(t, "mcp.tokens");
     for (size_t i = 0; i < t.size(); ++i) {

@@ -22,6 +22,8 @@ struct McpToken {
 struct McpConfig {
   std::string listen;  // "host:port"; "" = the endpoint is off (the default)
   std::string path = "/mcp";
+  // Serve HTTPS with the certificate and key of the `tls:` section (the SQL listener's).
+  bool tls = false;
   std::vector<McpToken> tokens;
   // Requests from 127.0.0.1 / ::1 without a token run as this user ("" = off).
   std::string trust_loopback;

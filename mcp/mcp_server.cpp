@@ -101,8 +101,9 @@ bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_
   return false;
 }
 
-McpServer::McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version)
-    : loop_(loop), host_(host), config_(std::move(config)), version_(std::move(version)) {}
+McpServer::McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
+                     std::shared_ptr<const daemon::TlsContext> tls)
+    : loop_(loop), host_(host), config_(std::move(config)), version_(std::move(version)), tls_(std::move(tls)) {}
 
 McpServer::~McpServer() { close(); }
 
@@ -113,6 +114,7 @@ Status McpServer::start() {
   o.max_body_bytes = config_.max_body_bytes;
   o.read_timeout = config_.read_timeout;
   o.keepalive_timeout = config_.keepalive_timeout;
+  o.tls = tls_;
   listen_loopback_ = isLoopbackListen(config_.listen);
   transport_ = HttpTransport::create(loop_, o, this);
   if (auto st = transport_->start(); !st.ok()) {
@@ -125,7 +127,7 @@ Status McpServer::start() {
   uv_timer_start(timer_, &McpServer::onTimer, kTimerMs, kTimerMs);
   uv_unref(reinterpret_cast<uv_handle_t*>(timer_));
   sweeper_ = std::make_unique<daemon::NextTurn>(loop_, [this] { sweep(); });
-  spdlog::info("mcp: listening on {} (path {}, {} token(s){})", config_.listen, config_.path,
+  spdlog::info("mcp: listening on {}{} (path {}, {} token(s){})", tls_ ? "https://" : "http://", config_.listen, config_.path,
                config_.tokens.size(),
                config_.trust_loopback.empty()
                    ? std::string()

@@ -52,7 +52,9 @@ struct McpCounters {
 
 class McpServer final : public HttpHandler {
  public:
-  McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version);
+  // `tls`: serve HTTPS with this context (mcp.tls), or null for plain HTTP.
+  McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
+            std::shared_ptr<const daemon::TlsContext> tls = nullptr);
   ~McpServer();
   McpServer(const McpServer&) = delete;
   McpServer& operator=(const McpServer&) = delete;
@@ -127,6 +129,7 @@ class McpServer final : public HttpHandler {
   McpHost& host_;
   McpConfig config_;
   std::string version_;
+  std::shared_ptr<const daemon::TlsContext> tls_;
   bool listen_loopback_ = false;
   std::shared_ptr<HttpTransport> transport_;
   std::unordered_map<std::string, Session> sessions_;

@@ -395,3 +395,34 @@ def test_budget_runs_out(pgwarden_factory, pg):
     assert p["budget"]["max_statements"] == 3 and p["budget"]["remaining"]["statements"] == 0
     # Another conversation has its own budget.
     assert c.tool("query", {"sql": "SELECT 1", "conversation_id": "fresh"})["isError"] is False
+
+
+def test_https_with_the_sql_listeners_certificate(pgwarden_factory, pg):
+    """mcp.tls: the endpoint speaks HTTPS with the tls: section's certificate; plain HTTP fails."""
+    import http.client
+    import shutil
+    import ssl
+    from test_tls import _make_ca, _make_leaf, _tls_section
+    d = pgwtest.make_tempdir("pgw-mcptls-")
+    try:
+        _make_ca(d, "ca")
+        _make_leaf(d, "server", "ca", "localhost", "DNS:localhost,IP:127.0.0.1")
+        daemon, tokens = start_mcp_daemon(
+            pgwarden_factory, pg, extra={"tls": True},
+            configure=lambda cfg: cfg.update(tls=_tls_section(d, mode="allow", ca=False)))
+        ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
+        conn = http.client.HTTPSConnection("localhost", daemon.mcp_port, context=ctx, timeout=10)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                      "clientInfo": {"name": "tls-agent", "version": "1"}}})
+        conn.request("POST", "/mcp", body=body, headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {tokens['agent']}"})
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["result"]["serverInfo"]["name"] == "pgwarden"
+        conn.close()
+        plain = McpHttp(daemon.mcp_port, tokens["agent"])
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            plain.raw(body=body.encode())
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
