@@ -278,6 +278,11 @@ class HttpTransport::Connection final : public StreamEvents {
       return -1;
     }
     c.keep_alive_ = http_should_keep_alive(p) != 0;
+    // A client that waits for leave to send its body (curl does, above 1 KiB) gets it at once.
+    if (p->http_minor >= 1 && c.req_.header("expect") == "100-continue") {
+      c.stream_.out() += "HTTP/1.1 100 Continue\r\n\r\n";
+      if (c.stream_.flush() != 0) return -1;
+    }
     return 0;
   }
   static int onBody(http_parser* p, const char* at, size_t n) {

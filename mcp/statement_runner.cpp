@@ -165,6 +165,12 @@ void StatementRunner::act(GateVerdict v) {
     result_.notices.push_back({"WARNING", w.code.empty() ? w.sqlstate : w.code, w.message, w.detail, w.hint});
   }
   if (spec_.explain_only) {
+    // EXPLAIN takes one statement; a second one after it would run unexplained and unrecorded.
+    if (!plan_->analysis || !plan_->analysis->ok || plan_->analysis->statements.size() != 1) {
+      releaseServer(0);
+      fail("42601", "explain takes exactly one statement");
+      return;
+    }
     if (!result_.explain_json.empty()) {
       // The cost gate already ran this EXPLAIN.
       releaseServer(0);

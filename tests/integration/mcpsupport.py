@@ -5,6 +5,8 @@ import hashlib
 import http.client
 import json
 import secrets
+import socket
+import time
 
 import pgwtest
 
@@ -25,6 +27,16 @@ def start_mcp_daemon(factory, pg, extra=None, configure=None):
         daemon.write_config()
     daemon.start()
     daemon.mcp_port = int(mcp["listen"].rsplit(":", 1)[1])
+    # The SQL port accepting does not mean the MCP listener is bound yet.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     return daemon, tokens
 
 

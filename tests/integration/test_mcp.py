@@ -284,6 +284,11 @@ def test_explain(mcpd):
     s = r["structuredContent"]
     assert s["scans"] and s["scans"][0]["table"].endswith("fct_shipments")
     assert s["allowed"] is True
+    # Without guards (core), a second statement still cannot ride along an EXPLAIN.
+    core = client(mcpd, user="core")
+    core.initialize()
+    two = core.tool("explain", {"sql": "SELECT 1; SELECT pg_sleep(0)"})
+    assert two["isError"] is True and "one statement" in two["structuredContent"]["message"]
 
 
 def test_metrics_count_mcp_requests_and_tool_calls(mcpd):
