@@ -431,3 +431,73 @@ def test_https_with_the_sql_listeners_certificate(pgwarden_factory, pg):
             plain.raw(body=body.encode())
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_hostile_bytes_never_crash_or_hang(mcpd):
+    """Random bytes, cut requests, oversized headers and odd framing: each connection ends or is
+    answered, and the endpoint still serves a real client afterwards."""
+    import random
+    daemon, tokens = mcpd
+    rng = random.Random(18)
+    valid = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 40\r\n\r\n" + b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    payloads = [
+        b"\x00" * 100, b"\r\n" * 50, b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 40000 + b"\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: -5\r\n\r\n", b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"POST /mcp HTTP/1.1\r\n" + b"H: v\r\n" * 500 + b"\r\n",
+    ]
+    for _ in range(150):
+        kind = rng.randrange(3)
+        if kind == 0:
+            payloads.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))))
+        elif kind == 1:
+            payloads.append(valid[: rng.randrange(1, len(valid))])
+        else:
+            b = bytearray(valid)
+            for _ in range(rng.randrange(1, 6)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            payloads.append(bytes(b))
+    for p in payloads:
+        s = socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=15)
+        try:
+            s.sendall(p)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+    c = client(mcpd)
+    c.initialize()
+    assert c.call("ping")["result"] == {}
+    assert daemon.alive()
+
+
+def test_sessions_are_capped_and_expire(pgwarden_factory, pg):
+    daemon, tokens = start_mcp_daemon(pgwarden_factory, pg,
+                                      extra={"max_sessions": 2, "session_idle_timeout": "2s",
+                                             "max_requests_per_session": 1})
+    a, b, c = (McpHttp(daemon.mcp_port, tokens["core"]) for _ in range(3))
+    a.initialize()
+    time.sleep(0.05)
+    b.initialize()
+    c.initialize()  # the cap: the session idle the longest (a) made room
+    assert a.post({"jsonrpc": "2.0", "id": 1, "method": "ping"})[0] == 404
+    assert b.call("ping")["result"] == {}
+    # One call in flight per session here: a second concurrent one is refused, not queued.
+    import threading
+    slow = {}
+    t = threading.Thread(target=lambda: slow.setdefault("r", c.tool("query", {"sql": "SELECT pg_sleep(1.5)"})))
+    t.start()
+    time.sleep(0.5)
+    other = McpHttp(daemon.mcp_port, tokens["core"])
+    other.session, other.version = c.session, c.version
+    busy = other.call("tools/call", {"name": "query", "arguments": {"sql": "SELECT 1"}})
+    assert busy["error"]["code"] == -32000
+    t.join(10)
+    assert slow["r"]["isError"] is False
+    # Idle past session_idle_timeout: gone.
+    time.sleep(3.5)
+    assert b.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})[0] == 404
