@@ -501,3 +501,31 @@ def test_sessions_are_capped_and_expire(pgwarden_factory, pg):
     # Idle past session_idle_timeout: gone.
     time.sleep(3.5)
     assert b.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})[0] == 404
+
+
+def test_reload_swaps_tokens(pgwarden_factory, pg):
+    """SIGHUP: a removed token stops working for new requests, a new one starts working."""
+    import hashlib
+    import signal
+    daemon, tokens = start_mcp_daemon(pgwarden_factory, pg)
+    fresh = "pgw_" + "z" * 43
+    daemon.config["mcp"]["tokens"] = [{"user": "core", "sha256": hashlib.sha256(fresh.encode()).hexdigest()}]
+    daemon.write_config()
+    daemon.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while McpHttp(daemon.mcp_port, tokens["agent"]).raw(body=b"{}")[0] != 401:
+        assert time.monotonic() < deadline, "the old token still works after the reload"
+        time.sleep(0.1)
+    c = McpHttp(daemon.mcp_port, fresh)
+    c.initialize()
+    assert c.call("ping")["result"] == {}
+
+
+def test_meta_conversation_id(mcpd):
+    daemon, _ = mcpd
+    c = client(mcpd)
+    c.initialize(client="meta-agent")
+    body = c.call("tools/call", {"name": "query", "arguments": {"sql": "SELECT 3"},
+                                 "_meta": {"conversation_id": "meta-conv"}})
+    assert body["result"]["isError"] is False
+    assert history(daemon, "agent_id = 'meta-agent'")[-1]["conversation_id"] == "meta-conv"
