@@ -429,7 +429,13 @@ void HttpTransport::connectionClosed(Connection* c) {
   if (it == conns_.end()) return;
   graveyard_.push_back(std::move(it->second));
   conns_.erase(it);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&sweep_))) uv_idle_start(&sweep_, &HttpTransport::onSweep);
+  if (closing_) {
+    // The last connection of a closing transport lets it go. Nothing runs after this callback
+    // (Stream::onClose and Connection::onStreamClosed end with it), so freeing them here is safe.
+    maybeRelease();
+    return;
+  }
+  uv_idle_start(&sweep_, &HttpTransport::onSweep);
 }
 
 void HttpTransport::onSweep(uv_idle_t* idle) {
