@@ -13,6 +13,7 @@
 #include "daemon/daemon.h"
 #include "daemon/salt_key.h"
 #include "daemon/systemd_notify.h"
+#include "mcp/token_auth.h"
 #include "pgwarden_version.h"
 #include "protocol/auth.h"
 
@@ -49,6 +50,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     cl.config_path = a.substr(15);
   } else if (a == "passwd") {
     needsValue(Command::kPasswd, cl.user);
+  } else if (a == "token") {
+    needsValue(Command::kToken, cl.user);
   } else if (a == "report") {
     cl.command = Command::kReport;
   } else {
@@ -65,6 +68,8 @@ std::string usageText() {
          "  pgwarden --check-config FILE  validate FILE; exit 0 when valid, 1 otherwise\n"
          "  pgwarden passwd USER          read a password from stdin, print a SCRAM-SHA-256\n"
          "                                verifier for USER's `password` in the config\n"
+         "  pgwarden token USER           print a new MCP bearer token for USER and the\n"
+         "                                mcp.tokens entry (its SHA-256) for the config\n"
          "  pgwarden report KIND ...      read the query history (see `pgwarden report --help`)\n"
          "  pgwarden --version            print the version\n"
          "  pgwarden --help               print this help\n"
@@ -128,6 +133,31 @@ int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err)
   // Overwrite our copy; the verifier is all that leaves this function.
   std::fill(password.begin(), password.end(), '\0');
   out << verifier << "\n";
+  return 0;
+}
+
+int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) {
+  const std::string token = mcp::generateToken();
+  if (token.empty()) {
+    err << "pgwarden token: no random bytes available\n";
+    return 1;
+  }
+  // A YAML double-quoted scalar, so any user name reads back as itself.
+  std::string yamlUser = "\"";
+  for (char c : user) {
+    if (c == '"' || c == '\\') yamlUser += '\\';
+    yamlUser += c;
+  }
+  yamlUser += '"';
+  // The token is shown once; the config keeps only its hash.
+  out << "token: " << token << "\n"
+      << "\n"
+      << "Add to the mcp: section of the config (the token itself is not stored there):\n"
+      << "  tokens:\n"
+      << "    - user: " << yamlUser << "\n"
+      << "      sha256: \"" << mcp::toHex(mcp::sha256(token)) << "\"\n"
+      << "\n"
+      << "An MCP client sends it as the header  Authorization: Bearer " << token << "\n";
   return 0;
 }
 

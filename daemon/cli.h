@@ -1,4 +1,4 @@
-// The command line: `--config FILE` (run), `--check-config FILE`, `passwd USER`, `report ...`,
+// The command line: `--config FILE` (run), `--check-config FILE`, `passwd USER`, `token USER`, `report ...`,
 // `--version`, `--help`. Parsing is pure so it can be tested; running is in cli.cpp.
 #pragma once
 
@@ -8,12 +8,12 @@
 
 namespace pgwarden::daemon {
 
-enum class Command { kRun, kCheckConfig, kPasswd, kReport, kVersion, kHelp, kUsageError };
+enum class Command { kRun, kCheckConfig, kPasswd, kToken, kReport, kVersion, kHelp, kUsageError };
 
 struct CommandLine {
   Command command = Command::kUsageError;
   std::string config_path;  // kRun, kCheckConfig
-  std::string user;         // kPasswd
+  std::string user;         // kPasswd, kToken
   std::string error;        // kUsageError
 };
 
@@ -27,6 +27,8 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
 // `passwd USER`: reads the password (without echo on a terminal, else the first line of stdin)
 // and prints a SCRAM-SHA-256 verifier.
 int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err);
+// `token USER`: prints a new MCP bearer token and the mcp.tokens entry (its SHA-256) for USER.
+int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err);
 // `--config FILE`: runs the daemon in the foreground until SIGTERM/SIGINT.
 int runCommand(const std::string& path);
 

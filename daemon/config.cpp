@@ -441,7 +441,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   cfg::checkKeys(
       root, "",
       {"instance_id", "daemon", "listen", "upstream", "pool", "limits", "auth", "client_parameters",
-       "users", "admin_users", "logging", "metrics", "history", "groups", "tls"});
+       "users", "admin_users", "logging", "metrics", "history", "groups", "tls", "mcp"});
   config->instance_id = cfg::getString(root, "", "instance_id", "");
   if (config->instance_id.empty()) config->instance_id = hostName();
   parseDaemonSection(root["daemon"], path, config->daemon);
@@ -459,6 +459,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   config->admin_users = cfg::getStringList(root, "", "admin_users");
   parseLogging(root["logging"], config->logging);
   config->metrics = metrics::parseMetricsConfig(root["metrics"]);
+  config->mcp = mcp::parseMcpConfig(root["mcp"]);
   config->history =
       history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");
 
@@ -485,6 +486,26 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
       cfg::fail(root["admin_users"], "admin_users",
                 "admin user \"" + a + "\" is not defined under users");
     }
+  }
+  // MCP tokens and the loopback trust run as configured users.
+  const YAML::Node mcp_node = root["mcp"];
+  for (size_t i = 0; i < config->mcp.tokens.size(); ++i) {
+    const auto& t = config->mcp.tokens[i];
+    if (!config->findUser(t.user)) {
+      cfg::fail(mcp_node["tokens"][i]["user"], "mcp.tokens[" + std::to_string(i) + "].user",
+                "user \"" + t.user + "\" is not defined under users");
+    }
+  }
+  if (!config->mcp.trust_loopback.empty() && !config->findUser(config->mcp.trust_loopback)) {
+    cfg::fail(mcp_node["trust_loopback"], "mcp.trust_loopback",
+              "user \"" + config->mcp.trust_loopback + "\" is not defined under users");
+  }
+  if (config->mcp.tls && !config->tls.context) {
+    cfg::fail(mcp_node["tls"], "mcp.tls", "needs the tls: section's cert_file and key_file");
+  }
+  if (config->mcp.enabled() && !config->upstream.mapDatabase(config->mcp.database)) {
+    cfg::fail(mcp_node["database"].IsDefined() ? mcp_node["database"] : mcp_node, "mcp.database",
+              "database \"" + config->mcp.database + "\" is not mapped by upstream.databases");
   }
   for (const auto& g : config->client_parameters.allow_search_path) {
     if (!config->groups.count(g)) {

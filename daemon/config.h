@@ -18,6 +18,7 @@
 #include "net/tls.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
+#include "mcp/mcp_config.h"
 
 namespace pgwarden::daemon {
 
@@ -146,6 +147,7 @@ struct Config {
   LoggingConfig logging;
   TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
   metrics::HttpServerOptions metrics;  // `metrics:`, parsed by the metrics module
+  mcp::McpConfig mcp;                  // `mcp:`, parsed by the mcp module (off by default)
   history::HistoryConfig history;
   guards::PolicyMap groups;
   // Problems that do not stop the daemon (a password file not there yet): printed by

@@ -15,6 +15,8 @@
 #include "pool/server_conn.h"
 #include "session/client_session.h"
 #include "daemon/daemon_metrics.h"
+#include "mcp/mcp_server.h"
+#include "pgwarden_version.h"
 #include "daemon/systemd_notify.h"
 #include "protocol/auth.h"
 
@@ -58,6 +60,7 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
 Daemon::~Daemon() {
   // run() returns only once every handle is closed; a Daemon that never ran has its timers and
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
+  mcp_.reset();
   webhooks_.reset();
   statements_->setBudgets(nullptr);
   budgets_.reset();
@@ -91,6 +94,15 @@ bool Daemon::start() {
   if (!startListeners(cfg.listen, cfg.metrics.listen)) return false;
 
   if (!metrics_->start()) return false;
+  if (cfg.mcp.enabled()) {
+    mcp_ = std::make_unique<mcp::McpServer>(&loop_, *this, cfg.mcp, kVersion,
+                                            cfg.mcp.tls ? cfg.tls.context : nullptr);
+    if (auto st = mcp_->start(); !st.ok()) {
+      spdlog::error("cannot start the MCP endpoint: {}", st.error());
+      mcp_.reset();
+      return false;
+    }
+  }
   uv_timer_init(&loop_, &janitor_);
   janitor_.data = this;
   uv_timer_start(&janitor_, &Daemon::onJanitor, kJanitorMs, kJanitorMs);
@@ -411,6 +423,8 @@ void Daemon::requestShutdown(bool fast) {
                fast ? "SIGINT" : "SIGTERM", sessions_.size(), sessions_.size() == 1 ? "" : "s",
                timeout);
   for (auto& l : listeners_) l->close();
+  // MCP calls still running are cancelled; their statements are recorded as they end.
+  if (mcp_) mcp_->close();
   catalog_->stop();
   std::vector<ClientSession*> all;
   for (auto& [id, s] : sessions_) all.push_back(s.get());
@@ -421,6 +435,7 @@ void Daemon::requestShutdown(bool fast) {
 void Daemon::finishShutdownIfDone() {
   if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
   stopping_loop_ = true;
+  mcp_.reset();
   pools_.closeAll("pgwarden is shutting down");
   metrics_->close();
   webhooks_.reset();
@@ -474,6 +489,8 @@ void Daemon::reload() {
   changed(was.unix_socket_mode != now.unix_socket_mode, "listen.unix_socket_mode");
   changed(was.unix_socket_group != now.unix_socket_group, "listen.unix_socket_group");
   changed(config_->metrics.listen != next->metrics.listen, "metrics.listen");
+  changed(config_->mcp.listen != next->mcp.listen || config_->mcp.path != next->mcp.path, "mcp.listen/mcp.path");
+  if (mcp_) mcp_->setConfig(next->mcp);
   if (!restart_keys.empty()) {
     spdlog::warn("reload: {} changed; the listeners keep their old settings until a restart",
                  restart_keys);

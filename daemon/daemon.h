@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "budgets/budget.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
+#include "mcp/mcp_host.h"
 
 namespace pgwarden::daemon {
 
@@ -36,10 +38,15 @@ class ClientSession;
 class CatalogRefresher;
 class DaemonMetrics;
 class SystemdNotifier;
+}  // namespace pgwarden::daemon
+namespace pgwarden::mcp {
+class McpServer;
+}  // namespace pgwarden::mcp
+namespace pgwarden::daemon {
 
 // The process is where finished statements end up (StatementSink): counted, exported as
-// metrics and queued for history.
-class Daemon final : public StatementSink {
+// metrics and queued for history. It is also what the MCP endpoint runs on (McpHost).
+class Daemon final : public StatementSink, public mcp::McpHost {
  public:
   explicit Daemon(std::shared_ptr<const Config> config);
   ~Daemon();
@@ -53,7 +60,7 @@ class Daemon final : public StatementSink {
   // Runs the loop until shutdown has finished. Returns the process exit code.
   int run();
 
-  uv_loop_t* loop() { return &loop_; }
+  uv_loop_t* loop() override { return &loop_; }
   const std::shared_ptr<const Config>& config() const { return config_; }
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
@@ -64,7 +71,7 @@ class Daemon final : public StatementSink {
   const std::string& saltKey() const { return salt_key_.key; }
   // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
   // the shutdown has released them).
-  guards::BudgetLedger* budgets() { return budgets_.get(); }
+  guards::BudgetLedger* budgets() override { return budgets_.get(); }
   WebhookClient* webhooks() { return webhooks_.get(); }
   uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
   bool shuttingDown() const { return shutting_down_; }
@@ -74,7 +81,7 @@ class Daemon final : public StatementSink {
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) const;
   const CatalogRefresher& catalog() const { return *catalog_; }
   // Keeps statistics for a server database from now on (a client logged in to it).
-  void watchDatabase(const std::string& server_db);
+  void watchDatabase(const std::string& server_db) override;
   // The first statistics load for `server_db` is under way; `session_id` is told when it ends.
   bool waitForStats(const std::string& server_db, uint64_t session_id);
 
@@ -84,7 +91,7 @@ class Daemon final : public StatementSink {
   // A client's CancelRequest (arriving on its own connection).
   void handleCancelRequest(int32_t pid, int32_t key);
   // Sends a CancelRequest for a server backend on a new upstream connection.
-  void cancelServerQuery(int32_t server_pid, int32_t server_key);
+  void cancelServerQuery(int32_t server_pid, int32_t server_key) override;
 
   // History: never blocks; a record refused by a full queue is counted.
   void submitRecord(history::Record&& record);
@@ -103,6 +110,21 @@ class Daemon final : public StatementSink {
   // Metrics catalogue and endpoint (daemon/daemon_metrics.h).
   DaemonMetrics& metrics() { return *metrics_; }
 
+  // McpHost (daemon/daemon_mcp.cpp)
+  std::optional<mcp::McpIdentity> identify(const std::string& user) override;
+  GateServices gateServices(const std::string& server_database) override;
+  StatementRecorder& recorder() override { return *statements_; }
+  Pool& pool(const std::string& server_database) override { return pools_.pool(server_database); }
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override {
+    return static_cast<const Daemon*>(this)->tableStats(server_db);
+  }
+  guards::GuardObserver* guardObserver() override;
+  bool statsLoading(const std::string& server_database) override;
+  bool loginBlocked(const std::string& peer_host) override;
+  void loginFailed(const std::string& peer_host) override;
+  uint64_t nextSessionId() override { return ++next_session_id_; }
+  // The MCP endpoint (null when mcp.listen is not set).
+  const mcp::McpServer* mcpServer() const { return mcp_.get(); }
   // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
   void requestShutdown(bool fast);
   // Re-reads the config file; on success new sessions use the new config (SIGHUP).
@@ -148,6 +170,7 @@ class Daemon final : public StatementSink {
   std::unique_ptr<guards::BudgetLedger> budgets_;
   std::unique_ptr<StatementRecorder> statements_;
   std::unique_ptr<WebhookClient> webhooks_;
+  std::unique_ptr<mcp::McpServer> mcp_;
   uv_timer_t janitor_;
   uv_check_t check_;
   uv_signal_t sig_term_;

@@ -14,6 +14,8 @@
 #include "session/client_session.h"
 #include "daemon/daemon.h"
 #include "session/statement_policy.h"
+#include "mcp/mcp_server.h"
+#include "mcp/tools.h"
 #include "pgwarden_version.h"
 
 namespace pgwarden::daemon {
@@ -87,6 +89,29 @@ bool DaemonMetrics::start() {
     daemon_.catalog().forEachAge([&sink](const std::string& db, uint64_t age_ms) {
       sink.add({db}, static_cast<double>(age_ms) / 1000.0);
     });
+  });
+  // The MCP endpoint's figures, read from its counters at scrape time (zero when it is off).
+  metrics_.mcp_requests.setCollector([this](metrics::SampleSink& sink) {
+    const mcp::McpServer* m = daemon_.mcpServer();
+    const mcp::McpCounters c = m ? m->counters() : mcp::McpCounters{};
+    sink.add({"handled"}, static_cast<double>(c.http_requests - c.unauthorized - c.forbidden_origin));
+    sink.add({"unauthorized"}, static_cast<double>(c.unauthorized));
+    sink.add({"forbidden"}, static_cast<double>(c.forbidden_origin));
+  });
+  metrics_.mcp_sessions.setCollector([this](metrics::SampleSink& sink) {
+    const mcp::McpServer* m = daemon_.mcpServer();
+    sink.add({}, m ? static_cast<double>(m->sessionCount()) : 0.0);
+  });
+  metrics_.mcp_tool_calls.setCollector([this](metrics::SampleSink& sink) {
+    const mcp::McpServer* m = daemon_.mcpServer();
+    if (!m) return;
+    const auto& c = m->counters();
+    for (size_t t = 0; t < mcp::kToolCount; ++t) {
+      for (size_t o = 0; o < std::size(mcp::kCallOutcomes); ++o) {
+        sink.add({mcp::toolName(static_cast<mcp::Tool>(t)), mcp::kCallOutcomes[o]},
+                 static_cast<double>(c.tool_calls[t][o]));
+      }
+    }
   });
 
   const auto& options = daemon_.config()->metrics;

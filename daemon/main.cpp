@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
       return checkConfigCommand(cl.config_path, std::cout, std::cerr);
     case Command::kPasswd:
       return passwdCommand(cl.user, std::cout, std::cerr);
+    case Command::kToken:
+      return tokenCommand(cl.user, std::cout, std::cerr);
     case Command::kReport:
       return pgwarden::history::runReportCommand(argc - 1, argv + 1);
     case Command::kRun:

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -170,6 +171,15 @@ class Guard {
   virtual GuardResult checkWebhookAnswer(const WebhookOutcome& outcome) const {
     (void)outcome;
     return {};
+  }
+  // What this guard enforces, for a caller to read before it tries (the MCP `policy` tool): one
+  // compact JSON object of its settings, or "" when it has nothing to say beyond its kind.
+  virtual std::string describe() const { return {}; }
+  // Whether a statement may read "schema.table" as far as this guard is concerned (nullopt: it
+  // does not judge tables by name). Used to list only what a caller may read.
+  virtual std::optional<bool> allowsTable(std::string_view qualified) const {
+    (void)qualified;
+    return std::nullopt;
   }
   // `action: warn` in config turns this guard's denials into warnings (a dry run).
   bool warnOnly() const { return warn_only_; }

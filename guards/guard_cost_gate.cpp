@@ -260,6 +260,17 @@ class CostGateGuard final : public Guard {
     return r;
   }
 
+ public:
+  std::string describe() const override {
+    Facts f;
+    if (o_.max_cost > 0) f.add("max_cost", o_.max_cost);
+    if (!o_.tables.empty()) f.add("tables", o_.tables);
+    if (o_.seq_scan_rows > 0) f.add("seq_scan_rows", o_.seq_scan_rows);
+    f.add("deny_seq_scan", o_.deny_seq_scan);
+    return f.json(kind());
+  }
+
+ private:
   CostGateOptions o_;
 };
 

@@ -419,6 +419,21 @@ class FunctionsGuard final : public Guard {
     return r;
   }
 
+ public:
+  std::string describe() const override {
+    Facts f;
+    if (cfg_.allow_mode) {
+      f.add("allow", cfg_.allow);
+    } else {
+      std::vector<std::string> deny;
+      for (const auto& d : cfg_.deny) deny.push_back(d.pattern);
+      f.add("deny", deny);
+    }
+    f.add("max_sleep_seconds", cfg_.max_sleep_seconds).add("max_series_rows", cfg_.max_series_rows);
+    return f.json(kind());
+  }
+
+ private:
   Config cfg_;
   GroupSettings group_;
 };

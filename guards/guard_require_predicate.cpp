@@ -86,6 +86,15 @@ class RequirePredicateGuard final : public Guard {
     return r;
   }
 
+ public:
+  std::string describe() const override {
+    Facts f;
+    f.add("min_rows", min_rows_);
+    if (!tables_.empty()) f.add("tables", tables_);
+    return f.json(kind());
+  }
+
+ private:
   int64_t min_rows_;
   std::vector<std::string> tables_;
 };

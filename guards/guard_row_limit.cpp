@@ -163,6 +163,16 @@ class RowLimitGuard final : public Guard {
     return r;
   }
 
+ public:
+  std::string describe() const override {
+    Facts f;
+    if (max_limit_ > 0) f.add("max_limit", max_limit_);
+    if (max_rows_ > 0) f.add("max_rows", max_rows_);
+    f.add("deny_unbounded_recursion", deny_recursion_);
+    return f.json(kind());
+  }
+
+ private:
   int64_t max_limit_;
   int64_t max_rows_;
   bool deny_recursion_;

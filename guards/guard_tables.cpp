@@ -45,6 +45,25 @@ class TablesGuard final : public Guard {
     return {};
   }
 
+  std::string describe() const override {
+    Facts f;
+    if (!allow_.empty()) f.add("allow", allow_);
+    if (!deny_.empty()) f.add("deny", deny_);
+    return f.json(kind());
+  }
+
+  std::optional<bool> allowsTable(std::string_view qualified) const override {
+    const std::string n(qualified);
+    for (const auto& p : deny_) {
+      if (util::globMatch(p, n, true)) return false;
+    }
+    if (allow_.empty()) return true;
+    for (const auto& p : allow_) {
+      if (util::globMatch(p, n, false)) return true;
+    }
+    return false;
+  }
+
  private:
   GuardResult denied(const RelationRef& rel, const std::string& resolved) const {
     GuardResult r;

@@ -106,6 +106,8 @@ class TableStatsSnapshot {
       const std::vector<std::vector<std::string>>& column_rows = {});
   const TableStats* find(std::string_view schema, std::string_view table) const;
   size_t size() const { return tables_.size(); }
+  // Every table, keyed "schema.table", in name order.
+  const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
 
  private:
   std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
@@ -135,6 +137,8 @@ struct RequestContext {
   std::string_view application_name;
   std::string_view client_addr;
   bool extended = false;  // came through Parse rather than Query
+  // The front end's name for history ("mcp"); empty: "simple" or "extended" as `extended` says.
+  std::string_view protocol;
   // Budgets: the session (the conversation when no conversation_id is known) and the loop's
   // ledger; a null ledger means no budget state is available and budget guards pass.
   uint64_t session_id = 0;

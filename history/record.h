@@ -55,7 +55,7 @@ struct Record {
   bool truncated = false;      // row cap cut the result
   int64_t rows_affected = 0;
   int64_t bytes_sent = 0;
-  std::string protocol;        // "simple" or "extended"
+  std::string protocol;        // "simple" or "extended"; "mcp" for the MCP endpoint
   // The result was exactly one row of one column whose value is zero (e.g. count(*) = 0): with
   // rows_returned == 0 this is what the `zeros` report calls a confident wrong answer.
   bool single_zero = false;

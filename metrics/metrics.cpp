@@ -48,6 +48,16 @@ Metrics::Metrics(const BuildInfo& build)
           registry.callbackFamily("pgwarden_server_connections",
                                   "Server connections by pool (server role/database) and state.",
                                   MetricType::kGauge, {"pool", "state"})),
+      mcp_requests(registry.callbackFamily(
+          "pgwarden_mcp_requests_total",
+          "HTTP requests to the MCP endpoint by result (handled, unauthorized, forbidden).",
+          MetricType::kCounter, {"result"})),
+      mcp_sessions(registry.callbackFamily("pgwarden_mcp_sessions", "MCP sessions open.",
+                                           MetricType::kGauge, {})),
+      mcp_tool_calls(registry.callbackFamily(
+          "pgwarden_mcp_tool_calls_total",
+          "MCP tool calls by tool and outcome (ok, denied, error, cancelled).",
+          MetricType::kCounter, {"tool", "outcome"})),
       client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
                                                    "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(

@@ -68,6 +68,9 @@ struct Metrics {
   // connections
   CallbackFamily& client_connections;          // gauge {state}
   CallbackFamily& server_connections;          // gauge {pool,state}
+  CallbackFamily& mcp_requests;                 // counter {result}: the MCP endpoint's HTTP requests
+  CallbackFamily& mcp_sessions;                 // gauge: MCP sessions open
+  CallbackFamily& mcp_tool_calls;               // counter {tool,outcome}
   Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total
   CounterFamily& client_connections_rejected;  // {reason}
   // statements

@@ -3,6 +3,7 @@
 // always lies inside the body it was given. Structure only: values (format codes, names) are left
 // to PostgreSQL, which answers them with an ordinary error the client can recover from.
 // Layouts: https://www.postgresql.org/docs/15/protocol-message-formats.html
+#include <cstdint>
 #include <string>
 
 #include "protocol/messages.h"
@@ -254,6 +255,17 @@ Result<ReadyForQueryMsg> parseReadyForQuery(std::string_view body) {
 }
 
 // CommandComplete 'C': String tag.
+int64_t commandTagCount(std::string_view tag) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return 0;
+  int64_t n = 0;
+  for (size_t i = sp + 1; i < tag.size(); ++i) {
+    if (tag[i] < '0' || tag[i] > '9' || n > (INT64_MAX - 9) / 10) return 0;
+    n = n * 10 + (tag[i] - '0');
+  }
+  return n;
+}
+
 Result<CommandCompleteMsg> parseCommandComplete(std::string_view body) {
   Reader r(body);
   CommandCompleteMsg m;

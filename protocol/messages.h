@@ -170,6 +170,8 @@ Result<ParameterStatusMsg> parseParameterStatus(std::string_view body);
 Result<BackendKeyDataMsg> parseBackendKeyData(std::string_view body);
 Result<ReadyForQueryMsg> parseReadyForQuery(std::string_view body);
 Result<CommandCompleteMsg> parseCommandComplete(std::string_view body);
+// The row count a CommandComplete tag ends with ("UPDATE 3" -> 3, "INSERT 0 5" -> 5); 0 if none.
+int64_t commandTagCount(std::string_view tag);
 Result<RowDescriptionMsg> parseRowDescription(std::string_view body);
 Result<DataRowMsg> parseDataRow(std::string_view body);
 // Full column descriptions of a RowDescription, for code that reads results itself.

@@ -43,18 +43,6 @@ std::string quoteLiteral(std::string_view v) {
   return out;
 }
 
-// The last number in a command tag ("SELECT 5", "INSERT 0 3"), or 0.
-int64_t tagCount(std::string_view tag) {
-  const auto sp = tag.rfind(' ');
-  if (sp == std::string_view::npos) return 0;
-  int64_t n = 0;
-  for (size_t i = sp + 1; i < tag.size(); ++i) {
-    if (tag[i] < '0' || tag[i] > '9') return 0;
-    n = n * 10 + (tag[i] - '0');
-  }
-  return n;
-}
-
 // A tag with its count replaced ("SELECT 1001" -> "SELECT 1000").
 std::string retag(std::string_view tag, int64_t count) {
   const auto sp = tag.rfind(' ');
@@ -1257,9 +1245,9 @@ void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
   }
   if (run) {
     if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
-      run->rows_affected = tagCount(tag);
+      run->rows_affected = protocol::commandTagCount(tag);
     }
-    if (tag.rfind("COPY", 0) == 0) run->rows_sent = tagCount(tag);
+    if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
     run->bytes_sent += static_cast<int64_t>(f.raw.size());
     finishRun(*run, history::Outcome::kOk);
   }

@@ -69,7 +69,7 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.truncated = run.truncated;
   r.rows_affected = run.rows_affected;
   r.bytes_sent = run.bytes_sent;
-  r.protocol = run.extended ? "extended" : "simple";
+  r.protocol = !who.protocol.empty() ? std::string(who.protocol) : run.extended ? "extended" : "simple";
   r.single_zero = run.single_zero && run.rows_sent == 1;
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.

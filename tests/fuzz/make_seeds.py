@@ -260,6 +260,23 @@ def http_seeds():
     return [bytes([1]) + r for r in reqs] + [bytes([0]) + reqs[0]]
 
 
+def jsonrpc_seeds():
+    bodies = [
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}',
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"query",'
+        b'"arguments":{"sql":"SELECT 1","max_rows":5,"conversation_id":"c"}}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"describe_table",'
+        b'"arguments":{"table":"public.t","sample_rows":21}}}',
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled",'
+        b'"params":{"requestId":1}},5]',
+        b'{"jsonrpc":"2.0","id":1,"result":{}}', b'[]', b'{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}',
+        b'[[[[[[[[[[', b'"\ud800"', b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+    ]
+    return [bytes([f]) + b for b in bodies for f in (0, 1)]
+
+
 # ----- writing -------------------------------------------------------------------------------
 
 def write(target, seeds):
@@ -276,7 +293,7 @@ def main():
         ("fuzz_frames", frames_seeds()), ("fuzz_startup", startup_seeds()),
         ("fuzz_scram", scram_seeds()), ("fuzz_sql", sql_seeds()),
         ("fuzz_agent_context", agent_context_seeds()), ("fuzz_config", config_seeds()),
-        ("fuzz_http", http_seeds()),
+        ("fuzz_http", http_seeds()), ("fuzz_jsonrpc", jsonrpc_seeds()),
     ]:
         print(f"{target}: {write(target, seeds)} seeds")
 

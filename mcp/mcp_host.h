@@ -1,0 +1,63 @@
+// What the MCP front end needs of the process, as one narrow interface the daemon implements (and
+// a unit test can fake): who a configured user is, the statement gate's services, the one
+// statement recorder, the pools, cancelling a server query, catalog statistics and the login
+// limiter. The MCP code never sees the Daemon itself.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "guards/policy.h"
+#include "session/statement_gate.h"
+#include "session/statement_recorder.h"
+
+namespace pgwarden::daemon {
+class Pool;
+}
+
+namespace pgwarden::mcp {
+
+// A pgwarden user as the MCP endpoint runs statements for it, from the config in force when its
+// MCP session began (`hold` keeps that config, and so `policy`, alive).
+struct McpIdentity {
+  std::string user;
+  std::string group;
+  const guards::PolicyGroup* policy = nullptr;
+  std::string database;         // the client database name (mcp.database)
+  std::string server_database;  // what upstream.databases maps it to
+  int64_t statement_timeout_ms = 0;
+  std::shared_ptr<const void> hold;
+};
+
+class McpHost {
+ public:
+  virtual ~McpHost() = default;
+  // Null when `user` is not a configured user or the database map refuses mcp.database.
+  virtual std::optional<McpIdentity> identify(const std::string& user) = 0;
+  // The gate's services for statements on `server_database` (its catalog statistics).
+  virtual daemon::GateServices gateServices(const std::string& server_database) = 0;
+  virtual daemon::StatementRecorder& recorder() = 0;
+  virtual daemon::Pool& pool(const std::string& server_database) = 0;
+  // Sends a CancelRequest for that server backend on a new upstream connection.
+  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key) = 0;
+  virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;
+  virtual uv_loop_t* loop() = 0;
+  // The first catalog statistics load for the database is still running: statements wait for it
+  // (bounded), so a size guard never judges a big table as unknown.
+  virtual bool statsLoading(const std::string& server_database) = 0;
+  // Keeps statistics for a database from now on (an MCP user will query it).
+  virtual void watchDatabase(const std::string& server_database) = 0;
+  virtual guards::BudgetLedger* budgets() = 0;
+  virtual guards::GuardObserver* guardObserver() = 0;
+  // The per-address login limiter shared with SQL logins.
+  virtual bool loginBlocked(const std::string& peer_host) = 0;
+  virtual void loginFailed(const std::string& peer_host) = 0;
+  // A process-wide session id (history's session_id), shared with SQL sessions.
+  virtual uint64_t nextSessionId() = 0;
+};
+
+}  // namespace pgwarden::mcp

@@ -1,0 +1,145 @@
+// The MCP endpoint: Streamable HTTP (POST with JSON-RPC, DELETE to end a session) on its own
+// listener. Per request: the path, the Origin and Host checks (DNS-rebinding protection), the
+// bearer token or the opted-in loopback trust, the session (Mcp-Session-Id) and the negotiated
+// protocol version, then each JSON-RPC message (initialize, ping, tools/list, tools/call,
+// notifications/initialized and notifications/cancelled). Sessions, the requests in flight per
+// session and the HTTP clients are all capped; idle sessions expire.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/result.h"
+#include "mcp/http_transport.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/mcp_config.h"
+#include "mcp/mcp_host.h"
+#include "mcp/tool_calls.h"
+#include "pool/next_turn.h"
+
+namespace pgwarden::mcp {
+
+// The protocol versions served, oldest first; the last is offered to a client asking for another.
+inline constexpr const char* kProtocolVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
+bool supportedProtocolVersion(std::string_view v);
+
+// Whether an Origin header value may call the endpoint: loopback origins always, others only
+// when listed in mcp.allowed_origins (exactly, scheme and port included).
+bool originAllowed(std::string_view origin, const std::vector<std::string>& allowed);
+// Whether a Host header names the loopback listener by a loopback name (127.0.0.1, [::1],
+// localhost, with or without a port), or an allowed origin's host.
+bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins);
+
+// How tool calls end, for metrics.
+inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
+inline constexpr size_t kToolCount = 6;
+
+struct McpCounters {
+  uint64_t http_requests = 0;
+  uint64_t unauthorized = 0;
+  uint64_t forbidden_origin = 0;
+  uint64_t sessions_started = 0;
+  uint64_t sessions_expired = 0;
+  uint64_t tool_calls[kToolCount][std::size(kCallOutcomes)] = {};  // by Tool, then outcome
+};
+
+class McpServer final : public HttpHandler {
+ public:
+  // `tls`: serve HTTPS with this context (mcp.tls), or null for plain HTTP.
+  McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
+            std::shared_ptr<const daemon::TlsContext> tls = nullptr);
+  ~McpServer();
+  McpServer(const McpServer&) = delete;
+  McpServer& operator=(const McpServer&) = delete;
+
+  [[nodiscard]] Status start();
+  // Cancels every call, ends every session and closes the listener.
+  void close();
+  int port() const { return transport_ ? transport_->port() : 0; }
+  // A reload: new tokens, trust and limits apply to new requests (the listener stays).
+  void setConfig(McpConfig config);
+  size_t sessionCount() const { return sessions_.size(); }
+  size_t callsInFlight() const { return calls_.size(); }
+  const McpCounters& counters() const { return counters_; }
+
+  // HttpHandler
+  void onHttpRequest(uint64_t exchange, HttpRequest&& request) override;
+  void onHttpAbandoned(uint64_t exchange) override;
+
+ private:
+  struct Session {
+    std::string id;
+    McpIdentity who;
+    std::string protocol_version;
+    std::string client_name;
+    std::string client_version;
+    std::string peer_host;
+    uint64_t history_id = 0;
+    uint64_t last_used_ms = 0;
+    int in_flight = 0;
+    bool initialized = false;
+  };
+  // One POST waiting for its tool calls: the answers in order, sent when the last is in.
+  struct Exchange {
+    uint64_t http = 0;
+    bool batch = false;
+    bool sse = false;
+    std::vector<Json> responses;
+    int outstanding = 0;
+    std::string session_id;  // set on an initialize answer (the Mcp-Session-Id header)
+  };
+  struct Call {
+    std::unique_ptr<ToolCall> call;
+    uint64_t exchange = 0;   // key in exchanges_
+    size_t slot = 0;         // index in the exchange's responses
+    std::string session_id;
+    std::string rpc_id;      // the request id as JSON text (notifications/cancelled names it)
+  };
+
+  void handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  // Answers one message; false when the answer comes later (a tool call in flight).
+  bool handleMessage(Exchange& ex, size_t slot, Session* session, const RpcMessage& m, const HttpRequest& req,
+                     const std::string& user, Json& response);
+  Json initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req, const std::string& user, bool& ok);
+  bool startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMessage& m, Json& response);
+  void onToolDone(uint64_t call_key, Json result, const char* outcome);
+  void sendExchange(Exchange& ex);
+  void respondJson(uint64_t exchange, int status, const Json& body, bool sse,
+                   std::vector<std::pair<std::string, std::string>> headers = {});
+  void respondPlain(uint64_t exchange, int status, std::string text,
+                    std::vector<std::pair<std::string, std::string>> headers = {});
+  // The pgwarden user this request runs as, or "" after answering it (401, 429).
+  std::string authenticate(uint64_t exchange, const HttpRequest& req);
+  void endSession(const std::string& id, const char* why);
+  bool makeRoomForSession();
+  void expireSessions();
+  void sweep();
+  static void onTimer(uv_timer_t* t);
+  static void onTimerClosed(uv_handle_t* h);
+
+  uv_loop_t* loop_;
+  McpHost& host_;
+  McpConfig config_;
+  std::string version_;
+  std::shared_ptr<const daemon::TlsContext> tls_;
+  bool listen_loopback_ = false;
+  std::shared_ptr<HttpTransport> transport_;
+  std::unordered_map<std::string, Session> sessions_;
+  std::unordered_map<uint64_t, Exchange> exchanges_;  // by HTTP exchange id
+  std::map<uint64_t, Call> calls_;                    // by call key
+  std::vector<std::unique_ptr<ToolCall>> graveyard_;  // ended calls, freed on the next turn
+  std::unique_ptr<daemon::NextTurn> sweeper_;
+  uint64_t next_call_ = 0;
+  uv_timer_t* timer_ = nullptr;
+  McpCounters counters_;
+};
+
+}  // namespace pgwarden::mcp

@@ -1,0 +1,31 @@
+// What a statement's outcome looks like to an MCP client: cells as JSON-typed values where that
+// loses nothing, result sets, notices, and a denial as the same code, message, detail, hint and
+// next step a SQL client reads in its ErrorResponse.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "guards/policy.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/statement_runner.h"
+
+namespace pgwarden::mcp {
+
+// A text-format cell of type `type_oid` as JSON: booleans, integers within +-2^53, finite floats,
+// json/jsonb documents as themselves; every other value (numeric, int8 beyond 2^53, dates, ...)
+// as its text, so nothing is rounded.
+Json cellJson(uint32_t type_oid, const std::optional<std::string>& cell);
+// PostgreSQL's name of a built-in type ("int4", "text", ...), or "oid:<n>".
+std::string typeName(uint32_t type_oid);
+// {columns: [{name, type}], rows: [[...]], row_count, truncated, max_rows, command}
+Json resultSetJson(const ResultSet& set);
+// {code, sqlstate, message, detail, hint, next_step} of a denial.
+Json denialJson(const guards::Verdict& v);
+Json noticesJson(const RunResult& r);
+// The text a model reads next to the structured result, with row data fenced as data.
+std::string renderText(const Json& structured, std::string_view heading);
+
+}  // namespace pgwarden::mcp

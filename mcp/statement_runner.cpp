@@ -1,0 +1,484 @@
+#include "mcp/statement_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include "history/record.h"
+#include "pool/pool.h"
+#include "protocol/messages.h"
+
+namespace pgwarden::mcp {
+
+using daemon::GateRequest;
+using daemon::GateVerdict;
+using daemon::StatementRun;
+using history::Outcome;
+
+namespace {
+
+constexpr size_t kMaxNotices = 50;
+constexpr uint64_t kStatsWaitMs = 3000;  // as long as a SQL session waits at login
+constexpr uint64_t kStatsPollMs = 20;
+constexpr const char* kNotExecuted = "not executed: an earlier statement in the same query failed";
+
+}  // namespace
+
+StatementRunner::StatementRunner(McpHost& host, RunSpec spec, Done done)
+    : host_(host), spec_(std::move(spec)), done_(std::move(done)) {}
+
+StatementRunner::~StatementRunner() {
+  stopStatsTimer();
+  if (waiting_pool_) waiting_pool_->cancelWait(this);
+  if (server_) {
+    // Only at shutdown: the answer is owed still, so the connection drains (or closes).
+    if (step_ == Step::kRunning || step_ == Step::kExplaining) {
+      host_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+      releaseServer(1);
+    } else {
+      releaseServer(0);
+    }
+  }
+  if (run_ && !run_->finished) finishRun(*run_, Outcome::kAborted, "57P01", "pgwarden is shutting down");
+  gate_.reset();
+}
+
+void StatementRunner::start() {
+  started_us_ = history::wallClockMicros();
+  if (spec_.internal) {
+    work_sql_ = spec_.sql;
+    acquire();
+    return;
+  }
+  if (host_.statsLoading(spec_.who.server_database)) {
+    // As a SQL session waits at login: the first statements are judged with table sizes known.
+    step_ = Step::kStats;
+    stats_deadline_ms_ = uv_now(host_.loop()) + kStatsWaitMs;
+    stats_timer_ = new uv_timer_t;
+    uv_timer_init(host_.loop(), stats_timer_);
+    stats_timer_->data = this;
+    uv_timer_start(stats_timer_, &StatementRunner::onStatsTimer, kStatsPollMs, kStatsPollMs);
+    return;
+  }
+  judge();
+}
+
+void StatementRunner::onStatsTimer(uv_timer_t* t) {
+  auto* self = static_cast<StatementRunner*>(t->data);
+  if (!self) return;
+  if (self->host_.statsLoading(self->spec_.who.server_database) && uv_now(t->loop) < self->stats_deadline_ms_) return;
+  self->stopStatsTimer();
+  self->judge();
+}
+
+void StatementRunner::stopStatsTimer() {
+  if (!stats_timer_) return;
+  stats_timer_->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(stats_timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  stats_timer_ = nullptr;
+}
+
+void StatementRunner::judge() {
+  step_ = Step::kJudging;
+  gate_ = std::make_unique<daemon::StatementGate>(host_.gateServices(spec_.who.server_database), *this,
+                                                  [this](GateVerdict v) { onVerdict(std::move(v)); });
+  GateRequest r;
+  r.sql = spec_.sql;
+  r.overrides = guards::parseSqlComment(spec_.sql);
+  r.admit = !spec_.explain_only;
+  r.explain = GateRequest::Explain::kRun;
+  GateVerdict v;
+  if (gate_->decide(std::move(r), v)) act(std::move(v));
+}
+
+guards::RequestContext StatementRunner::requestContext(bool extended, const guards::AgentOverrides& ov) const {
+  guards::RequestContext ctx;
+  ctx.user = spec_.who.user;
+  ctx.database = spec_.who.database;
+  ctx.group = spec_.who.group;
+  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(spec_.agent_id);
+  ctx.conversation_id =
+      ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(spec_.conversation_id);
+  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(spec_.query_intent);
+  ctx.application_name = spec_.application_name;
+  ctx.client_addr = spec_.client_addr;
+  ctx.extended = extended;
+  ctx.protocol = "mcp";
+  ctx.session_id = spec_.session_id;
+  ctx.budgets = host_.budgets();
+  ctx.observer = host_.guardObserver();
+  return ctx;
+}
+
+bool StatementRunner::runExplain(const std::string& sql, bool, const daemon::ExplainArgs&) {
+  explain_sql_ = sql;
+  explain_reply_ = true;
+  if (server_) {
+    sendWork();
+  } else {
+    acquire();
+  }
+  return true;
+}
+
+void StatementRunner::onVerdict(GateVerdict v) {
+  if (done_called_) {
+    gate_->discard(v);
+    return;
+  }
+  act(std::move(v));
+}
+
+void StatementRunner::act(GateVerdict v) {
+  step_ = Step::kJudging;
+  overrides_ = v.overrides;
+  plan_ = std::move(v.plan);
+  result_.plan = plan_;
+  if (!v.explain_error.empty()) {
+    // The cost gate's EXPLAIN failed on the server: that error answers the statement.
+    std::string sqlstate;
+    std::string message;
+    if (v.explain_error.size() > 5) {
+      if (auto e = protocol::parseErrorFields(std::string_view(v.explain_error).substr(5))) {
+        sqlstate = std::string(e->sqlstate());
+        message = std::string(e->message());
+        result_.detail = std::string(e->get('D'));
+        result_.hint = std::string(e->get('H'));
+      }
+    }
+    if (!spec_.explain_only) {
+      auto run = daemon::startRun(plan_, 0, false);
+      run->overrides = overrides_;
+      finishRun(*run, daemon::outcomeForError(sqlstate), sqlstate, message);
+    }
+    releaseServer(0);
+    fail(sqlstate, message);
+    return;
+  }
+  const auto& d = plan_->decision;
+  if (d.denied) {
+    host_.recorder().denied(*plan_, requestContext(false, overrides_), spec_.who.policy, overrides_);
+    result_.kind = RunResult::Kind::kDenied;
+    releaseServer(0);
+    complete();
+    return;
+  }
+  for (const auto& w : d.warnings) {
+    result_.notices.push_back({"WARNING", w.code.empty() ? w.sqlstate : w.code, w.message, w.detail, w.hint});
+  }
+  if (spec_.explain_only) {
+    // EXPLAIN takes one statement; a second one after it would run unexplained and unrecorded.
+    if (!plan_->analysis || !plan_->analysis->ok || plan_->analysis->statements.size() != 1) {
+      releaseServer(0);
+      fail("42601", "explain takes exactly one statement");
+      return;
+    }
+    if (!result_.explain_json.empty()) {
+      // The cost gate already ran this EXPLAIN.
+      releaseServer(0);
+      complete();
+      return;
+    }
+    work_sql_ = "EXPLAIN (FORMAT JSON) " + spec_.sql;
+  } else {
+    work_sql_ = d.rewritten_sql ? *d.rewritten_sql : spec_.sql;
+    const bool empty_text = plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
+    if (!empty_text) {
+      run_ = daemon::startRun(plan_, 0, false);
+      run_->budget_key = std::move(v.budget_key);
+      run_->overrides = overrides_;
+      next_statement_ = 1;
+    } else {
+      next_statement_ = plan_->statements.size();
+    }
+  }
+  if (cancelled_) {
+    finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
+    releaseServer(0);
+    fail("57014", "the request was cancelled");
+    return;
+  }
+  if (server_) {
+    sendWork();
+  } else {
+    acquire();
+  }
+}
+
+void StatementRunner::acquire() {
+  // The answer comes on a later loop turn (onServerReady or onServerFailed), never inside this.
+  step_ = Step::kAcquiring;
+  waiting_pool_ = &host_.pool(spec_.who.server_database);
+  waiting_pool_->acquire(this);
+}
+
+void StatementRunner::onServerReady(daemon::ServerConnection& c) {
+  waiting_pool_ = nullptr;
+  server_ = &c;
+  c.attach(this);
+  if (cancelled_) {
+    releaseServer(0);
+    if (gate_ && gate_->waiting()) gate_->cancel();
+    finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
+    fail("57014", "the request was cancelled");
+    return;
+  }
+  sendWork();
+}
+
+void StatementRunner::onServerFailed(const std::string& sqlstate, const std::string& message) {
+  waiting_pool_ = nullptr;
+  if (gate_ && gate_->waiting()) gate_->cancel();
+  finishRest(Outcome::kAborted, sqlstate, message);
+  fail(sqlstate, message);
+}
+
+void StatementRunner::sendWork() {
+  if (explain_reply_) {
+    step_ = Step::kExplaining;
+    protocol::writeQuery(server_->out(), explain_sql_);
+  } else {
+    step_ = Step::kRunning;
+    protocol::writeQuery(server_->out(), work_sql_);
+  }
+  if (server_->flush() != 0) server_->close("write to the server failed");
+}
+
+void StatementRunner::onServerMessage(daemon::ServerConnection&, const protocol::Frame& f) {
+  if (step_ == Step::kDone) return;
+  handleMessage(f);
+}
+
+void StatementRunner::onServerChunk(daemon::ServerConnection&, char, std::string_view, bool, bool last) {
+  // A row too big to keep whole: dropped, and the result says it is incomplete.
+  if (!result_.sets.empty()) result_.sets.back().truncated = true;
+  if (last && run_) run_->truncated = true;
+  huge_row_ = true;
+}
+
+void StatementRunner::handleMessage(const protocol::Frame& f) {
+  if (explain_reply_) {
+    switch (f.type) {
+      case 'D':
+        if (result_.explain_json.empty()) {
+          auto cells = protocol::parseDataRowValues(f.body);
+          if (cells && !cells->empty() && (*cells)[0]) result_.explain_json.assign(*(*cells)[0]);
+        }
+        return;
+      case 'E':
+        explain_error_.assign(f.raw.data(), f.raw.size());
+        return;
+      case 'Z': {
+        explain_reply_ = false;
+        step_ = Step::kJudging;
+        std::string error = std::move(explain_error_);
+        explain_error_.clear();
+        if (!error.empty()) {
+          result_.explain_json.clear();
+          gate_->explainFailed(std::move(error));
+        } else {
+          gate_->explainDone(result_.explain_json);
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+  switch (f.type) {
+    case 'T': onRowDescription(f); return;
+    case 'D': onDataRow(f); return;
+    case 'C': onCommandComplete(f); return;
+    case 'I':
+      if (run_ && !run_->finished) finishRun(*run_, Outcome::kOk);
+      return;
+    case 'E': onError(f); return;
+    case 'N':
+      if (result_.notices.size() < kMaxNotices) {
+        if (auto e = protocol::parseErrorFields(f.body)) {
+          result_.notices.push_back({std::string(e->severity()), std::string(e->sqlstate()),
+                                     std::string(e->message()), std::string(e->get('D')),
+                                     std::string(e->get('H'))});
+        }
+      }
+      return;
+    case 'G':
+      protocol::writeCopyFail(server_->out(), "COPY FROM STDIN is not allowed through pgwarden");
+      if (server_->flush() != 0) server_->close("write to the server failed");
+      return;
+    case 'Z': onReady(); return;
+    default:
+      return;  // ParameterStatus, NotificationResponse, COPY OUT data: nothing for the tool
+  }
+}
+
+void StatementRunner::onRowDescription(const protocol::Frame& f) {
+  ResultSet set;
+  if (auto fields = protocol::parseRowDescriptionFields(f.body)) {
+    for (const auto& rf : *fields) set.columns.push_back({std::string(rf.name), rf.type_oid});
+  }
+  int64_t cap = spec_.max_rows;
+  if (run_ && run_->max_rows >= 0 && run_->max_rows < cap) cap = run_->max_rows;
+  set.cap = cap;
+  result_bytes_ += f.body.size();
+  result_.sets.push_back(std::move(set));
+  if (run_) run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+}
+
+void StatementRunner::onDataRow(const protocol::Frame& f) {
+  if (result_.sets.empty()) result_.sets.emplace_back();
+  ResultSet& set = result_.sets.back();
+  const bool over_rows = set.cap >= 0 && static_cast<int64_t>(set.rows.size()) >= set.cap;
+  const bool over_bytes = result_bytes_ + f.body.size() > spec_.max_result_bytes;
+  if (over_rows || over_bytes) {
+    set.truncated = true;
+    if (run_) run_->truncated = true;
+    return;
+  }
+  auto cells = protocol::parseDataRowValues(f.body);
+  if (!cells) return;
+  std::vector<std::optional<std::string>> row;
+  row.reserve(cells->size());
+  for (const auto& c : *cells) row.push_back(c ? std::optional<std::string>(std::string(*c)) : std::nullopt);
+  set.rows.push_back(std::move(row));
+  result_bytes_ += f.body.size();
+  if (run_) {
+    ++run_->rows_sent;
+    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+  }
+}
+
+void StatementRunner::onCommandComplete(const protocol::Frame& f) {
+  auto cc = protocol::parseCommandComplete(f.body);
+  const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (result_.sets.empty() || !result_.sets.back().command.empty()) result_.sets.emplace_back();
+  result_.sets.back().command = std::string(tag);
+  if (run_ && !run_->finished) {
+    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) run_->rows_affected = protocol::commandTagCount(tag);
+    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+    finishRun(*run_, Outcome::kOk);
+  }
+  run_.reset();
+  if (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
+    run_ = daemon::startRun(plan_, next_statement_++, false);
+    run_->overrides = overrides_;
+  }
+}
+
+void StatementRunner::onError(const protocol::Frame& f) {
+  auto e = protocol::parseErrorFields(f.body);
+  result_.kind = RunResult::Kind::kError;
+  if (e) {
+    result_.sqlstate = std::string(e->sqlstate());
+    result_.message = std::string(e->message());
+    result_.detail = std::string(e->get('D'));
+    result_.hint = std::string(e->get('H'));
+  }
+  if (run_ && !run_->finished) {
+    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+    finishRun(*run_, daemon::outcomeForError(result_.sqlstate), result_.sqlstate, result_.message);
+  }
+  run_.reset();
+  finishRest(Outcome::kError, result_.sqlstate, kNotExecuted);
+}
+
+void StatementRunner::onReady() {
+  if (run_ && !run_->finished) finishRun(*run_, Outcome::kOk);
+  run_.reset();
+  if (spec_.explain_only && result_.kind == RunResult::Kind::kOk) {
+    for (const auto& s : result_.sets) {
+      if (!s.rows.empty() && !s.rows[0].empty() && s.rows[0][0]) {
+        result_.explain_json = *s.rows[0][0];
+        break;
+      }
+    }
+    result_.sets.clear();
+  }
+  releaseServer(0);
+  complete();
+}
+
+void StatementRunner::onServerLost(daemon::ServerConnection&, const std::string& why) {
+  server_ = nullptr;
+  spdlog::warn("mcp session {}: server connection lost: {}", spec_.session_id, why);
+  if (gate_ && gate_->waiting()) gate_->cancel();
+  finishRest(Outcome::kAborted, "08006", "the connection to the database was lost");
+  fail("08006", "the connection to the database was lost; try again");
+}
+
+void StatementRunner::finishRun(StatementRun& run, Outcome outcome, std::string_view sqlstate,
+                                std::string_view message) {
+  if (run.finished || spec_.internal) {
+    run.finished = true;
+    return;
+  }
+  host_.recorder().finish(run, requestContext(false, run.overrides), spec_.who.policy, outcome, sqlstate, message);
+}
+
+void StatementRunner::finishRest(Outcome outcome, std::string_view sqlstate, std::string_view message) {
+  if (run_ && !run_->finished) finishRun(*run_, outcome, sqlstate, message);
+  run_.reset();
+  while (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
+    auto run = daemon::startRun(plan_, next_statement_++, false);
+    run->overrides = overrides_;
+    finishRun(*run, outcome, sqlstate, message);
+  }
+}
+
+void StatementRunner::cancel() {
+  if (done_called_ || cancelled_) return;
+  cancelled_ = true;
+  result_.cancelled = true;
+  switch (step_) {
+    case Step::kStats:
+      stopStatsTimer();
+      fail("57014", "the request was cancelled");
+      return;
+    case Step::kJudging:
+      if (gate_ && gate_->waiting()) {
+        gate_->cancel();
+        releaseServer(0);
+        fail("57014", "the request was cancelled");
+      }
+      return;
+    case Step::kAcquiring:
+      if (waiting_pool_) {
+        waiting_pool_->cancelWait(this);
+        waiting_pool_ = nullptr;
+      }
+      if (gate_ && gate_->waiting()) gate_->cancel();
+      finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
+      fail("57014", "the request was cancelled");
+      return;
+    case Step::kExplaining:
+    case Step::kRunning:
+      // The server answers with 57014 and ReadyForQuery; the run ends there as usual.
+      if (server_) host_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+      return;
+    case Step::kDone:
+      return;
+  }
+}
+
+void StatementRunner::releaseServer(int rfq_owed) {
+  if (!server_) return;
+  daemon::ServerConnection* s = server_;
+  server_ = nullptr;
+  s->release(rfq_owed, false);
+}
+
+void StatementRunner::fail(std::string sqlstate, std::string message) {
+  result_.kind = RunResult::Kind::kError;
+  result_.sqlstate = std::move(sqlstate);
+  result_.message = std::move(message);
+  complete();
+}
+
+void StatementRunner::complete() {
+  if (done_called_) return;
+  done_called_ = true;
+  step_ = Step::kDone;
+  result_.elapsed_us = history::wallClockMicros() - started_us_;
+  Done done = std::move(done_);
+  if (done) done(std::move(result_));
+}
+
+}  // namespace pgwarden::mcp

@@ -1,0 +1,73 @@
+// One tools/call: the arguments already checked against the tool's schema, the work (a statement
+// through the StatementRunner, or an answer from the catalog snapshot and the policy group), and
+// the MCP tool result {content, structuredContent, isError} it ends with.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/mcp_config.h"
+#include "mcp/mcp_host.h"
+#include "mcp/statement_runner.h"
+#include "mcp/tools.h"
+
+namespace pgwarden::mcp {
+
+// Who calls, for the statements a tool runs.
+struct CallContext {
+  McpIdentity who;
+  std::string agent_id;
+  std::string conversation_id;  // the MCP session's, unless the call names another
+  std::string client_addr;
+  uint64_t session_id = 0;      // history's session id of the MCP session
+  int64_t max_rows = 1000;
+  uint64_t max_result_bytes = 1u << 20;
+};
+
+class ToolCall {
+ public:
+  // `result` is the tools/call result object; `outcome` a short word for logs and metrics
+  // ("ok", "denied", "error", "cancelled").
+  using Done = std::function<void(Json result, const char* outcome)>;
+  ToolCall(McpHost& host, CallContext ctx, Tool tool, Json args, Done done);
+  ~ToolCall();
+  ToolCall(const ToolCall&) = delete;
+  ToolCall& operator=(const ToolCall&) = delete;
+
+  // `done` runs exactly once: inside start() for the tools that answer from memory, later for
+  // those that run statements. Free the call only after it, outside it.
+  void start();
+  void cancel();
+  bool finished() const { return finished_; }
+  Tool tool() const { return tool_; }
+
+ private:
+  void runStatement(std::string sql, int64_t max_rows, bool explain_only, bool internal,
+                    StatementRunner::Done done);
+  void finishQuery(RunResult&& r);
+  void finishExplain(RunResult&& r);
+  void answerPolicy();
+  void answerListSchemas();
+  void answerListTables();
+  void startDescribe();
+  void describeGotCatalog(RunResult&& r);
+  void describeGotSample(RunResult&& r);
+  void finish(Json structured, bool is_error, const char* outcome, std::string_view heading);
+  // isError results for a refusal or a failure, shared by every tool that runs SQL.
+  bool finishedByFailure(const RunResult& r);
+
+  McpHost& host_;
+  CallContext ctx_;
+  Tool tool_;
+  Json args_;
+  Done done_;
+  std::unique_ptr<StatementRunner> runner_;
+  std::vector<std::unique_ptr<StatementRunner>> spent_;  // ended runners, freed with the call
+  Json describe_;  // describe_table: what the catalog said, before the sample
+  bool finished_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace pgwarden::mcp

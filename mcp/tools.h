@@ -1,0 +1,32 @@
+// The built-in tools as a client lists them (name, description with the caps, input and output
+// schemas, readOnlyHint) and the checks of a call's arguments against those input schemas.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mcp/jsonrpc.h"
+
+namespace pgwarden::mcp {
+
+enum class Tool : uint8_t { kQuery, kExplain, kPolicy, kListSchemas, kListTables, kDescribeTable };
+
+std::optional<Tool> toolByName(std::string_view name);
+const char* toolName(Tool t);
+
+// The caps a description states, so the model reads them before it asks.
+struct ToolCaps {
+  int64_t max_rows = 1000;
+  int64_t statement_timeout_ms = 0;
+};
+
+// tools/list's `tools` array.
+Json toolList(const ToolCaps& caps);
+
+// Checks `args` (an object or null) against the tool's input schema; the reason when it fails.
+// `max_rows` is the largest row count a call may ask for.
+std::optional<std::string> checkArguments(Tool t, const Json& args, int64_t max_rows);
+
+}  // namespace pgwarden::mcp
