@@ -1,0 +1,439 @@
+// Client session, agent side: the agent context, webhook pauses and budgets, the statement gate
+// (judging a Query, Parse, Bind or Execute and acting on its verdict) and the cost gate's EXPLAIN
+// on the session's own server connection.
+
+#include "session/client_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_text.h"
+#include "session/client_session_util.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+
+namespace pgwarden::daemon {
+
+using session_detail::awaitingServer;
+
+namespace {
+
+using history::wallClockMicros;
+
+// A RowDescription of one text column with the given format code (0 text, 1 binary), for the
+// SHOW pgwarden.* answers (protocol::writeRowDescription always says text).
+// https://www.postgresql.org/docs/15/protocol-message-formats.html (RowDescription)
+void writeTextColumn(std::string& out, std::string_view name, int16_t format) {
+  auto put16 = [&out](uint16_t v) {
+    out.push_back(static_cast<char>(v >> 8));
+    out.push_back(static_cast<char>(v & 0xff));
+  };
+  auto put32 = [&out](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  };
+  out.push_back('T');
+  put32(static_cast<uint32_t>(4 + 2 + name.size() + 1 + 4 + 2 + 4 + 2 + 4 + 2));
+  put16(1);
+  out.append(name);
+  out.push_back('\0');
+  put32(0);          // table oid
+  put16(0);          // column number
+  put32(25);         // text
+  put16(0xffff);     // typlen -1
+  put32(0xffffffff); // typmod -1
+  put16(static_cast<uint16_t>(format));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Agent context, webhook pauses and budgets
+// ---------------------------------------------------------------------------------------------
+
+guards::RequestContext ClientSession::requestContext(bool extended, const guards::AgentOverrides& ov) const {
+  guards::RequestContext ctx;
+  ctx.user = user_;
+  ctx.database = database_;
+  ctx.group = group_;
+  // A sqlcommenter comment on the statement wins over SET and the startup values, for it alone.
+  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(agent_id_);
+  ctx.conversation_id = ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(conversation_id_);
+  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(query_intent_);
+  ctx.application_name = application_name_;
+  ctx.client_addr = peer_host_;
+  ctx.extended = extended;
+  ctx.session_id = id_;
+  ctx.budgets = daemon_.budgets();
+  ctx.observer = &daemon_.metrics();
+  return ctx;
+}
+
+bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
+  if (cmd.kind == guards::AgentCommand::Kind::kNone) return true;
+  std::string out;
+  applyAgentCommand(cmd, true, 0, out);
+  queueLocal(std::move(out), true);
+  return true;
+}
+
+void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format,
+                                      std::string& out) {
+  using Kind = guards::AgentCommand::Kind;
+  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 3>{agent_id_, conversation_id_, query_intent_};
+  const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
+  std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
+  const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
+  const int64_t started_us = wallClockMicros();
+  switch (cmd.kind) {
+    case Kind::kSet:
+      *target = cmd.value;
+      spdlog::info("{}: {} set by the client", logPrefix(), name);
+      protocol::writeCommandComplete(out, "SET");
+      break;
+    case Kind::kReset:
+      *target = (*agent_defaults_)[idx];
+      protocol::writeCommandComplete(out, "RESET");
+      break;
+    case Kind::kShow:
+      if (describe) writeTextColumn(out, name, format);
+      // A text value's binary form is its bytes, so either format code gets the same cells.
+      protocol::writeDataRow(out, {std::optional<std::string_view>(*target)});
+      protocol::writeCommandComplete(out, "SHOW");
+      break;
+    case Kind::kError:
+      protocol::writeError(out, "ERROR", cmd.sqlstate, cmd.error);
+      break;
+    case Kind::kNone:
+      return;
+  }
+  const bool failed = cmd.kind == Kind::kError;
+  recordAgentCommand(cmd, !describe, started_us, failed ? cmd.sqlstate : "",
+                     failed ? cmd.error : "");
+}
+
+void ClientSession::recordAgentCommand(const guards::AgentCommand& cmd, bool extended,
+                                       int64_t started_us, std::string_view sqlstate,
+                                       std::string_view message) {
+  using Kind = guards::AgentCommand::Kind;
+  StatementRun run;
+  run.plan = daemon_.policy().localPlan(
+      cmd.text, cmd.kind == Kind::kShow ? "show" : cmd.kind == Kind::kReset ? "reset" : "set");
+  run.extended = extended;
+  run.started_us = started_us;
+  if (cmd.kind == Kind::kShow) run.rows_sent = 1;
+  finishRun(run, sqlstate.empty() ? history::Outcome::kOk : history::Outcome::kError, sqlstate,
+            message);
+}
+
+bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::AgentCommand& cmd) {
+  const std::string name(m.statement);
+  std::string out;
+  std::string sqlstate, error;
+  if (cmd.kind == guards::AgentCommand::Kind::kError) {
+    sqlstate = cmd.sqlstate;
+    error = cmd.error;
+  } else if (!name.empty() && (statements_.count(name) || agent_statements_.count(name))) {
+    sqlstate = "42P05";
+    error = "prepared statement \"" + name + "\" already exists";
+  } else if (!name.empty() &&
+             agent_statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    sqlstate = "54000";
+    error = "too many prepared statements in this session; close the ones you no longer need";
+  }
+  if (!sqlstate.empty()) {
+    // A Parse that fails is a statement with its error, as when the server refuses one.
+    protocol::writeError(out, "ERROR", sqlstate, error);
+    recordAgentCommand(cmd, true, wallClockMicros(), sqlstate, error);
+    // As after any failed Parse, the rest of the batch up to Sync is skipped.
+    queueLocal(std::move(out), false);
+    skipBatch(sqlstate, false);
+    return true;
+  }
+  if (name.empty()) {
+    // The unnamed statement is ours now; Bind "" must not find the server's old one here.
+    statements_.erase(name);
+    statement_types_.erase(name);
+    statement_overrides_.erase(name);
+  }
+  agent_statements_[name] = cmd;
+  protocol::writeParseComplete(out);
+  queueLocal(std::move(out), false);
+  return true;
+}
+
+bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
+  std::string out;
+  switch (f.type) {
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      if (!b) return false;  // the usual path reports the malformed message
+      const std::string portal(b->portal);
+      const auto st = agent_statements_.find(std::string(b->statement));
+      if (st == agent_statements_.end()) {
+        agent_portals_.erase(portal);  // a server statement bound to this name replaces ours
+        return false;
+      }
+      const int16_t format = b->result_formats.empty() ? 0 : b->result_formats[0];
+      std::string_view code;
+      if (!portal.empty() && (portals_.count(portal) || agent_portals_.count(portal))) {
+        code = "42P03";
+        protocol::writeError(out, "ERROR", code, "portal \"" + portal + "\" already exists");
+      } else if (format != 0 && format != 1) {
+        code = "22023";
+        protocol::writeError(out, "ERROR", code, "unsupported format code: " + std::to_string(format));
+      } else if (agent_portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+        code = "54000";
+        protocol::writeError(out, "ERROR", code, "too many open portals in this session; close the ones you no longer need");
+      }
+      if (!code.empty()) {
+        queueLocal(std::move(out), false);
+        skipBatch(code, false);
+        return true;
+      }
+      if (const auto old = portals_.find(portal); old != portals_.end()) {
+        // Binding the unnamed portal again replaces the server's one.
+        auto& run = old->second.run;
+        if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+        portals_.erase(old);
+      }
+      agent_portals_[portal] = AgentPortal{st->second, format};
+      protocol::writeBindComplete(out);
+      break;
+    }
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) return false;
+      const std::string name(d->name);
+      const guards::AgentCommand* cmd = nullptr;
+      int16_t format = 0;
+      if (d->kind == 'S') {
+        const auto it = agent_statements_.find(name);
+        if (it == agent_statements_.end()) return false;
+        cmd = &it->second;
+        protocol::writeParameterDescription(out, {});
+      } else {
+        const auto it = agent_portals_.find(name);
+        if (it == agent_portals_.end()) return false;
+        cmd = &it->second.cmd;
+        format = it->second.format;
+      }
+      if (cmd->kind == guards::AgentCommand::Kind::kShow) {
+        writeTextColumn(out, std::string("pgwarden.") + guards::agentKeyName(cmd->key), format);
+      } else {
+        protocol::writeNoData(out);
+      }
+      break;
+    }
+    case 'E': {
+      auto e = protocol::parseExecute(f.body);
+      if (!e) return false;
+      const auto it = agent_portals_.find(std::string(e->portal));
+      if (it == agent_portals_.end()) return false;
+      applyAgentCommand(it->second.cmd, false, it->second.format, out);
+      break;
+    }
+    case 'C': {
+      auto c = protocol::parseClose(f.body);
+      if (!c) return false;
+      const std::string name(c->name);
+      if (c->kind == 'S' ? agent_statements_.erase(name) == 0 : agent_portals_.erase(name) == 0) return false;
+      protocol::writeCloseComplete(out);
+      break;
+    }
+    default:
+      return false;
+  }
+  queueLocal(std::move(out), false);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The statement gate: judging a Query, Parse, Bind or Execute, and acting on its verdict
+// ---------------------------------------------------------------------------------------------
+
+bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
+  GateVerdict v;
+  if (!gate_->decide(std::move(request), v)) {
+    // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
+    // (and nothing after it is read) until the verdict comes; then it goes on from here.
+    paused_.assign(f.raw.data(), f.raw.size());
+    return true;
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
+  overrides_ = v.overrides;
+  switch (f.type) {
+    case 'Q': return actQuery(f, std::move(v));
+    case 'P': return actParse(f, std::move(v));
+    case 'B': return actBind(f, std::move(v));
+    case 'E': return actExecute(f, std::move(v));
+    default: break;
+  }
+  gate_->discard(v);
+  return true;
+}
+
+void ClientSession::onGateVerdict(GateVerdict v) {
+  std::string raw = std::move(paused_);
+  paused_.clear();
+  if (state_ != ClientState::kReady || raw.size() < 5) {
+    gate_->discard(v);
+    return;
+  }
+  const protocol::Frame f{raw[0], raw, std::string_view(raw).substr(5)};
+  if (deny_skipping_ || server_skipping_) {
+    // An earlier message of the batch failed meanwhile: this one is skipped with the rest, up
+    // to Sync, as the server skips them.
+    gate_->discard(v);
+    handleClientMessage(f);
+  } else {
+    act(f, std::move(v));
+  }
+  resumeInput();
+}
+
+void ClientSession::resumeInput() {
+  if (state_ != ClientState::kReady) return;
+  if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
+    closeSession("cannot read from the client");
+    return;
+  }
+  processInput();
+}
+
+void ClientSession::cancelWaits() {
+  if (gate_) gate_->cancel();
+  paused_.clear();
+}
+
+void ClientSession::recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
+                                         const std::string& error_response) {
+  std::string sqlstate;
+  std::string message;
+  if (error_response.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error_response).substr(5));
+    if (e) {
+      sqlstate = std::string(e->sqlstate());
+      message = std::string(e->message());
+    }
+  }
+  auto run = startRun(plan, 0, extended);
+  run->overrides = overrides_;
+  finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+}
+
+void ClientSession::failExtendedExplain(const std::shared_ptr<const StatementPlan>& plan, std::string error) {
+  // The server now ignores everything up to Sync: the EXPLAIN's error answers the Parse or Bind,
+  // which is dropped with the rest of the batch.
+  recordExplainFailure(plan, true, error);
+  std::string sqlstate;
+  if (error.size() > 5) {
+    auto e = protocol::parseErrorFields(std::string_view(error).substr(5));
+    if (e) sqlstate = std::string(e->sqlstate());
+  }
+  queueLocal(std::move(error), false);
+  server_skipping_ = true;
+  skipped_.begin(sqlstate, "an earlier message in the same batch failed",
+                 static_cast<size_t>(config_->limits.max_prepared_statements));
+}
+
+// ---------------------------------------------------------------------------------------------
+// cost_gate: EXPLAIN on the session's own server connection
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+// Statement and portal name of the gate's EXPLAIN (closed again before the client goes on).
+constexpr const char* kExplainName = "pgwarden_cost_gate";
+}  // namespace
+
+bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
+  if (!server_) return false;
+  Pending p(Expect::kExplain);
+  std::string& out = server_->out();
+  if (!extended) {
+    p.explain_simple = true;
+    protocol::writeQuery(out, text);
+  } else {
+    // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
+    // so the client's own batch and transaction go on undisturbed.
+    protocol::writeParse(out, kExplainName, text, args.param_types);
+    protocol::BindMsg b;
+    b.portal = kExplainName;
+    b.statement = kExplainName;
+    if (args.bound) {
+      b.param_formats = args.param_formats;
+      b.params.reserve(args.params.size());
+      for (const auto& v : args.params) {
+        b.params.push_back(v ? std::optional<std::string_view>(*v) : std::nullopt);
+      }
+    }
+    protocol::writeBind(out, b);
+    protocol::writeExecute(out, kExplainName, 0);
+    protocol::writeClose(out, 'P', kExplainName);
+    protocol::writeClose(out, 'S', kExplainName);
+    protocol::writeFlush(out);
+    p.explain_closes = 2;
+    unsynced_ = true;
+  }
+  pushPending(std::move(p));
+  flushServer();
+  return true;
+}
+
+bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
+  switch (f.type) {
+    case 'D':
+      if (head.explain_json.empty()) {
+        auto cells = protocol::parseDataRowValues(f.body);
+        if (cells && !cells->empty() && (*cells)[0]) head.explain_json.assign(*(*cells)[0]);
+      }
+      return true;
+    case 'E':
+      head.explain_error.assign(f.raw.data(), f.raw.size());
+      if (!head.explain_simple) {
+        std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        gate_->explainFailed(std::move(error));
+      }
+      return true;
+    case '3':
+      if (!head.explain_simple && --head.explain_closes == 0) {
+        std::string json = std::move(head.explain_json);
+        pending_.pop_front();
+        gate_->explainDone(std::move(json));
+      }
+      return true;
+    case 'Z':
+      if (head.explain_simple) {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          if (server_) server_->setTxStatus(z->status);
+        }
+        std::string json = std::move(head.explain_json);
+        std::string error = std::move(head.explain_error);
+        pending_.pop_front();
+        if (!error.empty()) {
+          gate_->explainFailed(std::move(error));
+        } else {
+          gate_->explainDone(std::move(json));
+        }
+        return true;
+      }
+      break;
+    case 'T':
+    case 'C':
+    case '1':
+    case '2':
+      return true;
+    default:
+      break;
+  }
+  spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
+                logPrefix(), logsafe(f.type));
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+}  // namespace pgwarden::daemon

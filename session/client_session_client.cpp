@@ -1,0 +1,607 @@
+// Client session, proxying client -> server: each message the client sends, forwarded, answered
+// by pgwarden or held back, and the statement runs it starts with their history records.
+
+#include "session/client_session.h"
+
+#include "session/client_session_util.h"
+#include "session/admin_console.h"
+#include "session/result_screen.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+
+namespace pgwarden::daemon {
+
+using session_detail::awaitingServer;
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: client -> server
+// ---------------------------------------------------------------------------------------------
+
+bool ClientSession::handleClientMessage(const protocol::Frame& f) {
+  if (admin_) {
+    if (admin_->onMessage(f, client_.out())) return true;
+    closeSession("client sent Terminate");
+    return false;
+  }
+  if (deny_skipping_ || server_skipping_) {
+    // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
+    // the next Sync is ignored.
+    if (f.type == 'S') {
+      deny_skipping_ = false;
+      server_skipping_ = false;
+      skipped_.end();
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    }
+    if (f.type == 'X') {
+      closeSession("client sent Terminate");
+      return false;
+    }
+    noteSkipped(f);
+    return true;
+  }
+  if ((f.type == 'S' || f.type == 'H' || f.type == 'X') && !f.body.empty()) {
+    protocolViolation(std::string("invalid message format: ") +
+                      (f.type == 'S' ? "Sync" : f.type == 'H' ? "Flush" : "Terminate") +
+                      " carries no body");
+    return false;
+  }
+  if ((!agent_statements_.empty() || !agent_portals_.empty()) && handleAgentMessage(f)) return true;
+  switch (f.type) {
+    case 'Q': return handleQuery(f);
+    case 'P': return handleParse(f);
+    case 'B': return handleBind(f);
+    case 'E': return handleExecute(f);
+    case 'C': return handleClose(f);
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d) {
+        protocolViolation("malformed Describe message: " + d.error());
+        return false;
+      }
+      pushPending(Pending(d->kind == 'S' ? Expect::kDescribeStatement : Expect::kDescribePortal));
+      forward(f);
+      return true;
+    }
+    case 'S':
+      pushPending(Pending(Expect::kSync));
+      forward(f);
+      return true;
+    case 'H':
+      forward(f);
+      return true;
+    case 'X':
+      closeSession("client sent Terminate");
+      return false;
+    case 'F': {
+      std::string out;
+      protocol::writeError(out, "ERROR", "0A000",
+                           "the fast-path function call interface is not supported through "
+                           "pgwarden; call the function in a SELECT instead");
+      queueLocal(std::move(out), true);
+      return true;
+    }
+    case 'd':
+    case 'c':
+    case 'f':
+      // CopyData/CopyDone/CopyFail outside COPY FROM STDIN (which pgwarden never starts):
+      // ignored, as PostgreSQL ignores them.
+      return true;
+    case 'p':
+      protocolViolation("unexpected password message after authentication");
+      return false;
+    default:
+      protocolViolation(std::string("invalid frontend message type ") +
+                        std::to_string(static_cast<int>(static_cast<unsigned char>(f.type))));
+      return false;
+  }
+}
+
+void ClientSession::forward(const protocol::Frame& f) {
+  if (!server_) return;
+  server_->out().append(f.raw.data(), f.raw.size());
+  switch (f.type) {
+    case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+      unsynced_ = true;
+      break;
+    case 'S':
+      unsynced_ = false;
+      break;
+    default:
+      break;
+  }
+}
+
+void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
+
+void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
+  writeDeny(out, plan.decision.deny);
+}
+
+void ClientSession::writeDeny(std::string& out, const guards::Verdict& v) {
+  std::vector<protocol::Field> fields;
+  fields.push_back({'S', "ERROR"});
+  fields.push_back({'V', "ERROR"});
+  fields.push_back({'C', v.sqlstate.empty() ? std::string_view("42501") : v.sqlstate});
+  fields.push_back({'M', v.message});
+  if (!v.detail.empty()) fields.push_back({'D', v.detail});
+  if (!v.hint.empty()) fields.push_back({'H', v.hint});
+  std::string position;
+  if (v.position > 0) {
+    position = std::to_string(v.position);
+    fields.push_back({'P', position});
+  }
+  protocol::writeErrorResponse(out, fields);
+}
+
+void ClientSession::writeWarnings(std::string& out, const StatementPlan& plan) {
+  writeWarnings(out, plan.decision.warnings);
+}
+
+void ClientSession::writeWarnings(std::string& out, const std::vector<guards::Verdict>& warnings) {
+  for (const auto& w : warnings) {
+    protocol::writeNotice(out, "WARNING", w.sqlstate.empty() ? std::string_view("01000") : w.sqlstate,
+                          w.message, w.detail, w.hint);
+    ++daemon_.counters().warnings_sent;
+  }
+}
+
+bool ClientSession::handleQuery(const protocol::Frame& f) {
+  auto q = protocol::parseQuery(f.body);
+  if (!q) {
+    protocolViolation("malformed Query message: " + q.error());
+    return false;
+  }
+  auto cmd = guards::parseAgentCommand(q->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(q->sql);
+    return answerAgentCommand(cmd);
+  }
+  GateRequest r;
+  r.sql = std::string(q->sql);
+  r.overrides = guards::parseSqlComment(q->sql);
+  r.admit = true;
+  r.explain = GateRequest::Explain::kRun;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    // The cost gate's EXPLAIN failed: its error (and the ReadyForQuery after it) answers the Query.
+    recordExplainFailure(plan, false, v.explain_error);
+    queueLocal(std::move(v.explain_error), true);
+    return true;
+  }
+  const auto& d = plan->decision;
+  if (d.denied) {
+    recordDenied(*plan, false);
+    std::string out;
+    writeDeny(out, *plan);
+    queueLocal(std::move(out), true);
+    return true;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  Pending p(Expect::kQuery);
+  const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
+  p.overrides = overrides_;
+  if (!empty_text) {
+    p.run = startRun(plan, 0, false);
+    p.run->budget_key = std::move(v.budget_key);
+    p.run->overrides = overrides_;
+    p.next_statement = 1;
+  } else {
+    p.next_statement = plan->statements.size();
+  }
+  p.plan = plan;
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeQuery(server_->out(), *d.rewritten_sql);
+  } else {
+    forward(f);
+  }
+  pushPending(std::move(p));
+  return true;
+}
+
+bool ClientSession::handleParse(const protocol::Frame& f) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) {
+    protocolViolation("malformed Parse message: " + m.error());
+    return false;
+  }
+  const std::string name(m->statement);
+  if (!name.empty() && !statements_.count(name) &&
+      statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    std::string out;
+    protocol::writeError(out, "ERROR", "54000",
+                         "too many prepared statements in this session (limit " +
+                             std::to_string(config_->limits.max_prepared_statements) +
+                             "); close the ones you no longer need");
+    queueLocal(std::move(out), false);
+    skipBatch("54000", false);
+    return true;
+  }
+  auto cmd = guards::parseAgentCommand(m->sql);
+  if (cmd.kind != guards::AgentCommand::Kind::kNone) {
+    cmd.text = std::string(m->sql);
+    return handleAgentParse(*m, cmd);
+  }
+  if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+    if (!name.empty()) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+      queueLocal(std::move(out), false);
+      skipBatch("42P05", false);
+      return true;
+    }
+    agent_statements_.erase(a);
+  }
+  GateRequest r;
+  r.sql = std::string(m->sql);
+  r.overrides = guards::parseSqlComment(m->sql);
+  r.extended = true;
+  // A Parse is counted against the budget when it is executed.
+  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain_args.param_types = m->param_types;
+  return judge(f, std::move(r));
+}
+
+bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
+  auto m = protocol::parseParse(f.body);
+  if (!m) return false;  // checked when it arrived
+  const std::string name(m->statement);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    skipped_.statement(name, {plan, true});
+    return true;
+  }
+  const auto& d = plan->decision;
+  if (d.denied) {
+    // The denial answers the Parse; the server never sees the text. As after any failed Parse,
+    // the rest of the batch up to Sync is skipped.
+    denyExtended(*plan);
+    skipped_.statement(name, {plan, true});  // its record is the denial's
+    if (name.empty()) statements_.erase(name);
+    return true;
+  }
+  if (d.explain_sql && d.explain_needs_params) {
+    // The plan depends on the parameters: the cost gate runs when the Bind brings them.
+    statement_types_[name] = m->param_types;
+  }
+  if (!d.warnings.empty()) {
+    std::string out;
+    writeWarnings(out, *plan);
+    queueLocal(std::move(out), false);
+  }
+  if (overrides_.any()) {
+    statement_overrides_[name] = overrides_;
+  } else if (!statement_overrides_.empty()) {
+    statement_overrides_.erase(name);
+  }
+  Pending p(Expect::kParse);
+  p.name = name;
+  if (const auto existing = statements_.find(name); existing != statements_.end()) {
+    p.had_previous = true;
+    p.previous = existing->second;
+  }
+  statements_[name] = plan;
+  pushPending(std::move(p));
+  if (d.rewritten_sql) {
+    ++daemon_.counters().rewrites;
+    protocol::writeParse(server_->out(), m->statement, *d.rewritten_sql, m->param_types);
+    unsynced_ = true;
+  } else {
+    forward(f);
+  }
+  return true;
+}
+
+bool ClientSession::handleBind(const protocol::Frame& f) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) {
+    protocolViolation("malformed Bind message: " + b.error());
+    return false;
+  }
+  const std::string statement(b->statement);
+  auto stmt = statements_.find(statement);
+  GateVerdict v;
+  v.plan = stmt == statements_.end() ? nullptr : stmt->second;
+  if (const auto ov = statement_overrides_.find(statement); ov != statement_overrides_.end()) {
+    v.overrides = ov->second;
+  }
+  if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && policy_ && server_) {
+    // The cost gate's verdict with these parameters.
+    GateRequest r;
+    r.plan = std::move(v.plan);
+    r.overrides = std::move(v.overrides);
+    r.extended = true;
+    r.explain = GateRequest::Explain::kRun;
+    if (const auto types = statement_types_.find(statement); types != statement_types_.end()) {
+      r.explain_args.param_types = types->second;
+    }
+    r.explain_args.param_formats = b->param_formats;
+    r.explain_args.params.reserve(b->params.size());
+    for (const auto& p : b->params) {
+      r.explain_args.params.push_back(p ? std::optional<std::string>(std::string(*p)) : std::nullopt);
+    }
+    r.explain_args.bound = true;
+    return judge(f, std::move(r));
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
+  auto b = protocol::parseBind(f.body);
+  if (!b) return false;  // checked when it arrived
+  const std::string portal(b->portal);
+  std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
+  if (!v.explain_error.empty()) {
+    failExtendedExplain(plan, std::move(v.explain_error));
+    skipped_.portal(portal, {plan, true});
+    return true;
+  }
+  if (plan && plan->decision.denied) {
+    // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
+    denyExtended(*plan);
+    skipped_.portal(portal, {plan, true});  // its record is the denial's
+    return true;
+  }
+  auto it = portals_.find(portal);
+  if (it != portals_.end()) {
+    // Binding the unnamed portal again replaces it (a named one is an error the server reports).
+    if (portal.empty()) {
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)};
+    }
+  } else {
+    if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+      std::string out;
+      protocol::writeError(out, "ERROR", "54000",
+                           "too many open portals in this session (limit " +
+                               std::to_string(config_->limits.max_prepared_statements) +
+                               "); close the ones you no longer need");
+      queueLocal(std::move(out), false);
+      skipBatch("54000", false);
+      return true;
+    }
+    portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)});
+  }
+  Pending bind_entry(Expect::kBind);
+  bind_entry.plan = plan;
+  bind_entry.name = portal;
+  pushPending(std::move(bind_entry));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleExecute(const protocol::Frame& f) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) {
+    protocolViolation("malformed Execute message: " + e.error());
+    return false;
+  }
+  GateVerdict v;
+  const auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end() && (!it->second.run || it->second.run->finished)) {
+    // A new execution: it counts against the budget now, once (a suspended portal's later
+    // Executes continue the same run).
+    v.plan = it->second.plan;
+    v.overrides = it->second.overrides;  // the budget key and any denial belong to this statement
+    if (v.plan && !v.plan->decision.denied) {
+      GateRequest r;
+      r.plan = std::move(v.plan);
+      r.overrides = std::move(v.overrides);
+      r.extended = true;
+      r.admit = true;
+      return judge(f, std::move(r));
+    }
+  }
+  return act(f, std::move(v));
+}
+
+bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
+  auto e = protocol::parseExecute(f.body);
+  if (!e) return false;  // checked when it arrived
+  std::shared_ptr<StatementRun> run;
+  auto it = portals_.find(std::string(e->portal));
+  if (it != portals_.end()) {
+    if (!it->second.run || it->second.run->finished) {
+      if (v.plan && v.plan->decision.denied) {
+        denyExtended(*v.plan);
+        return true;
+      }
+      it->second.run = startRun(it->second.plan, 0, true);
+      it->second.run->budget_key = std::move(v.budget_key);
+      it->second.run->overrides = it->second.overrides;
+      it->second.run->params = it->second.params;
+    }
+    run = it->second.run;
+  } else {
+    // A portal we never saw bound: the server will refuse it; the record says so.
+    run = startRun(nullptr, 0, true);
+  }
+  Pending p(Expect::kExecute);
+  p.run = std::move(run);
+  pushPending(std::move(p));
+  forward(f);
+  return true;
+}
+
+bool ClientSession::handleClose(const protocol::Frame& f) {
+  auto c = protocol::parseClose(f.body);
+  if (!c) {
+    protocolViolation("malformed Close message: " + c.error());
+    return false;
+  }
+  const std::string name(c->name);
+  if (c->kind == 'S') {
+    statements_.erase(name);
+    statement_types_.erase(name);
+    statement_overrides_.erase(name);
+  } else {
+    auto it = portals_.find(name);
+    if (it != portals_.end()) {
+      auto& run = it->second.run;
+      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      portals_.erase(it);
+    }
+  }
+  pushPending(Pending(Expect::kClose));
+  forward(f);
+  return true;
+}
+
+void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
+  if (pending_.empty()) {
+    client_.out().append(bytes);
+    if (with_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    return;
+  }
+  Pending p(Expect::kLocal);
+  p.local = std::move(bytes);
+  p.local_rfq = with_rfq;
+  pending_.push_back(std::move(p));
+  // The answer waits behind the server's answers to earlier extended-protocol messages, which the
+  // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
+  // same, or a client that sends Flush after a denial (skipped, as everything up to Sync) waits
+  // forever for the ParseComplete and the denial.
+  if (unsynced_ && server_) protocol::writeFlush(server_->out());
+}
+
+void ClientSession::emitLocalHeads() {
+  while (!pending_.empty() && pending_.front().kind == Expect::kLocal) {
+    client_.out().append(pending_.front().local);
+    if (pending_.front().local_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    pending_.pop_front();
+  }
+}
+
+void ClientSession::popPending() {
+  if (!pending_.empty()) pending_.pop_front();
+  emitLocalHeads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement runs and history
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
+                              std::string_view sqlstate, std::string_view message) {
+  if (run.finished) return;
+  ++statement_count_;
+  daemon_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
+                            message);
+}
+
+void ClientSession::denyExtended(const StatementPlan& plan) {
+  // The denial answers the extended-protocol message; like after any failed Parse or Bind, the
+  // rest of the batch up to Sync is skipped.
+  recordDenied(plan, true);
+  std::string out;
+  writeDeny(out, plan);
+  queueLocal(std::move(out), false);
+  skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
+            true);
+}
+
+void ClientSession::skipBatch(std::string_view sqlstate, bool denied) {
+  deny_skipping_ = true;
+  skipped_.begin(sqlstate,
+                 denied ? "an earlier statement in the same batch was denied"
+                        : "an earlier message in the same batch failed",
+                 static_cast<size_t>(config_->limits.max_prepared_statements));
+}
+
+void ClientSession::recordSkipped(const std::shared_ptr<const StatementPlan>& plan, size_t index,
+                                  bool extended) {
+  auto run = startRun(plan, index, extended);
+  finishRun(*run, history::Outcome::kError, skipped_.sqlstate(), skipped_.message());
+}
+
+void ClientSession::noteSkipped(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'P': {
+      auto m = protocol::parseParse(f.body);
+      if (m) skipped_.statement(m->statement, {daemon_.policy().unjudgedPlan(m->sql), false});
+      return;
+    }
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      if (!b) return;
+      auto target = skipped_.findStatement(b->statement);
+      if (!target) {
+        const auto it = statements_.find(std::string(b->statement));
+        target = SkippedBatch::Target{it == statements_.end() ? nullptr : it->second, false};
+      }
+      skipped_.portal(b->portal, std::move(*target));
+      return;
+    }
+    case 'E': {
+      auto e = protocol::parseExecute(f.body);
+      if (!e) return;
+      auto found = skipped_.execute(e->portal);
+      if (!found.found) {
+        const auto it = portals_.find(std::string(e->portal));
+        if (it != portals_.end()) found.target.plan = it->second.plan;
+      }
+      // A portal nobody bound would have failed on the server: nothing ran, nothing to record.
+      if (found.target.plan && !found.target.recorded) recordSkipped(found.target.plan, 0, true);
+      return;
+    }
+    case 'Q': {
+      // The server ignores a Query in a skipped batch too; each of its statements is accounted for.
+      auto body = f.body;
+      if (!body.empty() && body.back() == '\0') body.remove_suffix(1);
+      const auto plan = daemon_.policy().unjudgedPlan(body);
+      for (size_t i = 0; i < plan->statements.size(); ++i) recordSkipped(plan, i, false);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
+  statement_count_ += plan.statements.size();
+  daemon_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
+}
+
+void ClientSession::finishPortals() {
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, history::Outcome::kOk);
+  }
+  portals_.clear();
+}
+
+void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message,
+                                     std::string_view sqlstate) {
+  for (auto& p : pending_) {
+    if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      finishRun(*p.run, outcome, sqlstate, message);
+    } else if (p.kind == Expect::kQuery) {
+      if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
+      p.run.reset();
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
+        finishRun(*run, outcome, sqlstate, message);
+      }
+    }
+  }
+  pending_.clear();
+  // Suspended portals belong to the statement the client was reading.
+  for (auto& [name, p] : portals_) {
+    if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
+  }
+  portals_.clear();
+}
+
+}  // namespace pgwarden::daemon

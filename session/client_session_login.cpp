@@ -1,0 +1,220 @@
+// Client session, authentication (client -> pgwarden) and attach: the password exchange, then
+// acquiring and attaching a pooled server connection (or the admin console) up to the first
+// ReadyForQuery.
+
+#include "session/client_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_text.h"
+#include "session/admin_console.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+// Server-side parameters that the server does not report with ParameterStatus (PG 15).
+bool isReportedParam(std::string_view name) {
+  return name != "extra_float_digits" && name != "search_path";
+}
+
+std::string quoteLiteral(std::string_view v) {
+  std::string out;
+  const bool backslash = v.find('\\') != std::string_view::npos;
+  if (backslash) out.push_back('E');
+  out.push_back('\'');
+  for (char c : v) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+// Longest wait for a database's first catalog statistics before the first ReadyForQuery.
+constexpr uint64_t kStatsWaitMs = 3000;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Authentication (client -> pgwarden)
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::beginAuth() {
+  user_config_ = config_->findUser(user_);
+  const UserConfig* password_user = user_config_;
+  std::string unknown_reason = "no such user";
+  if (user_config_ && user_config_->method == AuthMethod::kTrust) {
+    if (via_unix_) {
+      authenticated();
+      return;
+    }
+    // Answered like a name that does not exist, so a probe over TCP cannot find trust users;
+    // only the log says what happened.
+    password_user = nullptr;
+    unknown_reason = "trust user tried to connect over TCP (trust is for the Unix socket only)";
+  }
+  const AuthConfig& a = config_->auth;
+  const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
+                                a.unknown_scram_salt_len, daemon_.saltKey()};
+  auth_ = std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason));
+  auth_->begin(client_.out());
+  setState(ClientState::kAuth);
+}
+
+bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
+  if (!auth_) {
+    protocolViolation("unexpected password message");
+    return false;
+  }
+  ClientAuth::Outcome o = auth_->handle(f.type, f.body, client_.out());
+  switch (o.verdict) {
+    case ClientAuth::Verdict::kContinue:
+      return true;
+    case ClientAuth::Verdict::kOk:
+      auth_.reset();
+      authenticated();
+      return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
+    case ClientAuth::Verdict::kFailed:
+      auth_.reset();
+      authFailed(o.reason);
+      return false;
+    case ClientAuth::Verdict::kProtocolViolation:
+      auth_.reset();
+      protocolViolation(o.reason);
+      return false;
+  }
+  return false;
+}
+
+void ClientSession::authFailed(const std::string& log_reason) {
+  auto& c = daemon_.counters();
+  ++c.auth_failures;
+  const int n = daemon_.authLimiter().recordFailure(peer_host_, daemon_.nowMs());
+  spdlog::warn("{}: authentication failed: {} ({} failure{} from this address this minute)",
+               logPrefix(), log_reason, n, n == 1 ? "" : "s");
+  // Exactly PostgreSQL's words, and the same whether the user exists or not.
+  fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
+        RejectReason::kAuthFailure);
+}
+
+void ClientSession::authenticated() {
+  protocol::writeAuthOk(client_.out());
+  if (database_ == AdminConsole::kDatabase) {
+    if (!config_->isAdmin(user_)) {
+      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    admin_ = std::make_unique<AdminConsole>(daemon_, id_, user_);
+    admin_->setClient(peer_host_, application_name_);
+    AdminConsole::writeWelcome(client_.out());
+    setState(ClientState::kReady);
+    ++daemon_.counters().clients_ready;
+    spdlog::info("{}: admin console opened", logPrefix());
+    return;
+  }
+  const auto mapped = config_->upstream.mapDatabase(database_);
+  if (!mapped) {
+    fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
+    return;
+  }
+  server_database_ = *mapped;
+  group_ = user_config_->group;
+  policy_ = config_->findGroup(group_);
+  if (search_path_) {
+    if (!config_->groupAllowsSearchPath(group_)) {
+      fatal("42501",
+            "parameter \"search_path\" is not allowed for users of group \"" + group_ +
+                "\": pgwarden resolves table names against the group's own search_path",
+            RejectReason::kNotAllowed);
+      return;
+    }
+    client_params_.emplace_back("search_path", *search_path_);
+  }
+  daemon_.registerCancelKey(this, key_pid_, key_secret_);
+  key_registered_ = true;
+  setState(ClientState::kAcquiring);
+  Pool& pool = daemon_.pools().pool(server_database_);
+  waiting_pool_ = &pool;
+  pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
+}
+
+void ClientSession::onServerReady(ServerConnection& c) {
+  waiting_pool_ = nullptr;
+  server_ = &c;
+  c.attach(this);
+  tx_status_ = c.txStatus();
+  setState(ClientState::kAttaching);
+  startAttach();
+}
+
+void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
+  waiting_pool_ = nullptr;
+  spdlog::warn("{}: no server connection: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
+  fatal(sqlstate, message,
+        sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
+}
+
+void ClientSession::startAttach() {
+  // Apply the client's own parameters where the pooled connection differs; the server reports
+  // the new values with ParameterStatus, which the connection records.
+  std::string sql;
+  for (const auto& [name, value] : client_params_) {
+    if (isReportedParam(name)) {
+      if (server_->parameter(name) == value) continue;
+    } else {
+      const auto current = server_->unreportedValue(name);
+      if (!current.empty() && current == value) continue;
+      server_->noteUnreported(name, value);
+    }
+    sql += "SET " + name + " = " + quoteLiteral(value) + ";";
+  }
+  if (sql.empty()) {
+    finishAttach();
+    return;
+  }
+  Pending p(Expect::kInternal);
+  pending_.push_back(std::move(p));
+  protocol::writeQuery(server_->out(), sql);
+  flushServer();
+}
+
+void ClientSession::onStatsReady() {
+  if (state_ != ClientState::kAttaching || stats_wait_until_ms_ == 0) return;
+  stats_wait_until_ms_ = 0;
+  finishAttach();
+}
+
+void ClientSession::finishAttach() {
+  if (!stats_checked_) {
+    stats_checked_ = true;
+    // The database answered a login, so it exists: keep catalog statistics for it.
+    daemon_.watchDatabase(server_database_);
+    if (daemon_.waitForStats(server_database_, id_)) {
+      stats_wait_until_ms_ = daemon_.nowMs() + kStatsWaitMs;
+      return;
+    }
+  }
+  setState(ClientState::kReady);
+  ++daemon_.counters().clients_ready;
+  std::string& out = client_.out();
+  for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
+  protocol::writeBackendKeyData(out, key_pid_, key_secret_);
+  protocol::writeReadyForQuery(out, server_->txStatus());
+  spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
+               group_, logsafe(application_name_), logsafe(server_database_),
+               via_unix_ ? "unix" : "tcp");
+  if (client_.open() && !client_.reading() && !client_paused_) {
+    if (client_.startRead() != 0) {
+      closeSession("cannot read from the client");
+      return;
+    }
+  }
+  processInput();
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,558 @@
+// Client session, proxying server -> client: each message the server sends, matched against
+// what it still owes, screened, capped and passed on (or dropped) to the client.
+
+#include "session/client_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_text.h"
+#include "guards/codes.h"
+#include "session/result_screen.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+// A tag with its count replaced ("SELECT 1001" -> "SELECT 1000").
+std::string retag(std::string_view tag, int64_t count) {
+  const auto sp = tag.rfind(' ');
+  if (sp == std::string_view::npos) return std::string(tag);
+  return std::string(tag.substr(0, sp + 1)) + std::to_string(count);
+}
+
+bool isZeroCell(std::string_view v) {
+  if (v == "0") return true;
+  if (v.size() == 2 || v.size() == 4 || v.size() == 8) {
+    for (char c : v) {
+      if (c != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Proxying: server -> client
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (!handleServerMessage(f)) return;
+  // A session shutting down ends once the statement it was running has finished.
+  if (shutting_down_ && state_ == ClientState::kReady && pending_.empty()) {
+    flushClient();
+    terminate("57P01", "terminating connection: pgwarden is shutting down");
+  }
+}
+
+void ClientSession::sendTruncationNotice(StatementRun& run) {
+  if (run.notice_sent) return;
+  run.notice_sent = true;
+  if (run.plan && !run.plan->decision.truncation.message.empty()) {
+    const auto& v = run.plan->decision.truncation;
+    protocol::writeNotice(client_.out(), "WARNING",
+                          v.sqlstate.empty() ? std::string_view("01000") : v.sqlstate, v.message,
+                          v.detail, v.hint);
+    return;
+  }
+  std::string text = run.plan ? run.plan->decision.truncation_notice : std::string();
+  if (text.empty()) {
+    text = "The result was truncated at " + std::to_string(run.max_rows) +
+           " rows. Add a WHERE clause or an aggregate to narrow it.";
+  }
+  protocol::writeNotice(client_.out(), "WARNING", "01000", text);
+}
+
+const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
+  if (!screenMaySpeak(run)) return nullptr;
+  const auto stats = daemon_.tableStats(server_database_);
+  const auto& found = screenRun(run, policy_, stats.get());
+  if (found.empty()) return nullptr;
+  // A denial replaces CommandComplete only where the client expects nothing after it but
+  // ReadyForQuery; elsewhere it is sent as a warning.
+  const bool last = head.kind == Expect::kQuery && head.plan &&
+                    head.next_statement >= head.plan->statements.size();
+  const guards::Verdict* denial = last ? screenDenial(run) : nullptr;
+  for (const auto& v : found) {
+    if (&v == denial) continue;
+    protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v.message, v.detail, v.hint);
+    ++daemon_.counters().warnings_sent;
+  }
+  return denial;
+}
+
+void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
+  StatementRun* run = head.run.get();
+  auto cc = protocol::parseCommandComplete(f.body);
+  const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (run && run->truncated) sendTruncationNotice(*run);
+  const guards::Verdict* denial = run ? sendScreenNotices(*run, head) : nullptr;
+  if (denial) {
+    writeDeny(client_.out(), *denial);
+    finishRun(*run, history::Outcome::kError, denial->sqlstate, denial->message);
+    return;
+  }
+  if (run && run->truncated) {
+    protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+  } else {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
+  if (run) {
+    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
+      run->rows_affected = protocol::commandTagCount(tag);
+    }
+    if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
+    run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    finishRun(*run, history::Outcome::kOk);
+  }
+}
+
+bool ClientSession::handleServerMessage(const protocol::Frame& f) {
+  std::string& out = client_.out();
+  // Messages that may come at any time.
+  switch (f.type) {
+    case 'N':
+      if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return true;
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'A':
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case 'S':
+      // Recorded (and checked) by the server connection; the client sees it as it is, except
+      // while attaching, when finishAttach sends the full set.
+      if (state_ == ClientState::kReady) out.append(f.raw.data(), f.raw.size());
+      return true;
+    default:
+      break;
+  }
+  emitLocalHeads();
+  if (pending_.empty()) {
+    if (f.type == 'E') {
+      // A FATAL the server sends before it goes (administrator command, idle timeout).
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    }
+    spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
+                  logPrefix(), logsafe(f.type));
+    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+    return false;
+  }
+  Pending& head = pending_.front();
+
+  if (f.type == 'E') {
+    auto e = protocol::parseErrorFields(f.body);
+    const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
+    const std::string message = e ? std::string(e->message()) : std::string();
+    const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
+    if (cls >= 0) ++daemon_.counters().server_errors_by_class[static_cast<size_t>(cls)];
+    switch (head.kind) {
+      case Expect::kInternal:
+        attach_failed_ = true;
+        attach_error_ = message;
+        if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
+        return true;
+      case Expect::kQuery:
+        if (head.run && !head.run->finished) {
+          head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
+        }
+        head.run.reset();
+        // The statements after a failed one in the same Query never run.
+        while (head.plan && head.next_statement < head.plan->statements.size()) {
+          auto run = startRun(head.plan, head.next_statement++, false);
+          run->overrides = head.overrides;
+          finishRun(*run, history::Outcome::kError, sqlstate,
+                    "not executed: an earlier statement in the same query failed");
+        }
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kSync:
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      case Expect::kExplain:
+        return handleExplainMessage(f, head);
+      case Expect::kParse:
+      case Expect::kBind:
+      case Expect::kDescribeStatement:
+      case Expect::kDescribePortal:
+      case Expect::kExecute:
+      case Expect::kClose:
+      case Expect::kLocal:
+        out.append(f.raw.data(), f.raw.size());
+        afterServerError(sqlstate, message);
+        // Report the failed statement with the server's words.
+        return true;
+    }
+  }
+
+  switch (head.kind) {
+    case Expect::kInternal:
+      if (f.type == 'Z') {
+        auto z = protocol::parseReadyForQuery(f.body);
+        if (z) {
+          tx_status_ = z->status;
+          server_->setTxStatus(z->status);
+        }
+        pending_.pop_front();
+        if (attach_failed_) {
+          // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
+          // connection in that case; so do we, with the server's reason.
+          std::string sqlstate = "22023";
+          std::string message = attach_error_;
+          const auto sep = attach_error_.find('\x1f');
+          if (sep != std::string::npos) {
+            sqlstate = attach_error_.substr(0, sep);
+            message = attach_error_.substr(sep + 1);
+          }
+          fatal(sqlstate, message, RejectReason::kNotAllowed);
+          return false;
+        }
+        finishAttach();
+        return state_ == ClientState::kReady;
+      }
+      return true;  // CommandComplete of the SETs
+    case Expect::kLocal:
+      return true;  // emitted above; cannot be the head here
+    case Expect::kExplain:
+      return handleExplainMessage(f, head);
+    case Expect::kParse:
+      if (f.type == '1') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kBind:
+      if (f.type == '2') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kClose:
+      if (f.type == '3') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribeStatement:
+      if (f.type == 't' && !head.described) {
+        head.described = true;
+        out.append(f.raw.data(), f.raw.size());
+        return true;
+      }
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kDescribePortal:
+      if (f.type == 'T' || f.type == 'n') {
+        out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kSync:
+      if (f.type == 'Z') break;  // handled below
+      break;
+    case Expect::kExecute:
+    case Expect::kQuery:
+      switch (f.type) {
+        case 'T':
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            out.append(f.raw.data(), f.raw.size());
+            return true;
+          }
+          break;
+        case 'D': {
+          StatementRun* run = head.run.get();
+          if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
+            run->truncated = true;  // held back: the client gets max_rows rows
+            return true;
+          }
+          out.append(f.raw.data(), f.raw.size());
+          ++head.rows_this_execute;
+          ++daemon_.counters().rows_returned;
+          if (run) {
+            ++run->rows_sent;
+            run->bytes_sent += static_cast<int64_t>(f.raw.size());
+            if (run->rows_sent == 1) {
+              auto cells = protocol::parseDataRowValues(f.body);
+              run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
+                                 isZeroCell(*(*cells)[0]);
+            }
+          }
+          return true;
+        }
+        case 'C':
+          handleServerCommandComplete(f, head);
+          if (head.kind == Expect::kQuery) {
+            head.rows_this_execute = 0;
+            head.run.reset();
+            if (head.plan && head.next_statement < head.plan->statements.size()) {
+              head.run = startRun(head.plan, head.next_statement++, false);
+              head.run->overrides = head.overrides;
+            }
+            return true;
+          }
+          popPending();
+          return true;
+        case 'I':
+          out.append(f.raw.data(), f.raw.size());
+          if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+          if (head.kind == Expect::kQuery) {
+            head.run.reset();
+            return true;
+          }
+          popPending();
+          return true;
+        case 's':
+          if (head.kind == Expect::kExecute) {
+            StatementRun* run = head.run.get();
+            if (run && run->truncated) {
+              // The cap is reached: end the portal for the client here.
+              sendTruncationNotice(*run);
+              sendScreenNotices(*run, head);
+              protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
+              finishRun(*run, history::Outcome::kOk);
+            } else {
+              out.append(f.raw.data(), f.raw.size());
+              // Its portal was replaced or closed while this Execute was in flight: nothing
+              // else holds the run to finish it later.
+              if (run && !run->finished && head.run.use_count() == 1) {
+                finishRun(*run, history::Outcome::kOk);
+              }
+            }
+            popPending();
+            return true;
+          }
+          break;
+        case 'H':  // CopyOutResponse: COPY ... TO STDOUT streams through
+        case 'd':
+        case 'c':
+          if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+          out.append(f.raw.data(), f.raw.size());
+          return true;
+        case 'G':
+          // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
+          // out if the server ever gets that far. The server answers with an ErrorResponse.
+          protocol::writeCopyFail(server_->out(),
+                                  "COPY FROM STDIN is not allowed through pgwarden");
+          flushServer();
+          return true;
+        case 'W':
+          terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
+          return false;
+        case 'Z':
+          break;
+        default:
+          break;
+      }
+      break;
+  }
+
+  if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
+    auto z = protocol::parseReadyForQuery(f.body);
+    if (!z) {
+      terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+      return false;
+    }
+    tx_status_ = z->status;
+    if (server_) server_->setTxStatus(z->status);
+    if (head.kind == Expect::kQuery) {
+      if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+    }
+    // Portals end with their transaction.
+    if (z->status != 'T') finishPortals();
+    out.append(f.raw.data(), f.raw.size());
+    popPending();
+    return true;
+  }
+
+  spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
+                logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+void ClientSession::afterServerError(const std::string& sqlstate, const std::string& message) {
+  // After an error in an extended-protocol message the server skips everything up to Sync:
+  // drop what we expected for those messages, undoing their bookkeeping. The statement the
+  // error belongs to gets one record with the server's SQLSTATE (its Execute's, or, when the
+  // Parse or Bind failed, one of its own); later Executes in the batch were never run.
+  std::shared_ptr<const StatementPlan> failed_plan;
+  guards::AgentOverrides failed_overrides;
+  bool failed_recorded = false;
+  bool first = true;
+  // The failed Parse's statement name or Bind's portal: the client's later messages up to Sync
+  // that name it refer to a statement whose record is this failure's.
+  std::optional<std::string> failed_statement;
+  std::optional<std::string> failed_portal;
+  const auto skipRest = [&] {
+    if (!pending_.empty()) return;
+    server_skipping_ = true;
+    skipped_.begin(sqlstate, "an earlier message in the same batch failed",
+                   static_cast<size_t>(config_->limits.max_prepared_statements));
+    if (failed_statement) skipped_.statement(*failed_statement, {failed_plan, true});
+    if (failed_portal) skipped_.portal(*failed_portal, {failed_plan, true});
+  };
+  const auto recordFailure = [&] {
+    if (failed_plan && !failed_recorded) {
+      failed_recorded = true;
+      auto run = startRun(failed_plan, 0, true);
+      run->overrides = failed_overrides;
+      finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
+    }
+  };
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (p.kind == Expect::kSync) break;
+    if (p.kind == Expect::kQuery) {
+      // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
+      // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
+      // its record.
+      if (p.run && !p.run->finished) {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      while (p.plan && p.next_statement < p.plan->statements.size()) {
+        auto run = startRun(p.plan, p.next_statement++, false);
+        run->overrides = p.overrides;
+        finishRun(*run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+      first = false;
+      pending_.pop_front();
+      continue;
+    }
+    if (first) {
+      if (p.kind == Expect::kParse) {
+        failed_statement = p.name;
+        auto it = statements_.find(p.name);
+        if (it != statements_.end()) failed_plan = it->second;
+        if (auto ov = statement_overrides_.find(p.name); ov != statement_overrides_.end()) {
+          failed_overrides = ov->second;
+        }
+      } else if (p.kind == Expect::kBind) {
+        failed_plan = p.plan;
+        failed_portal = p.name;
+      } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+        failed_recorded = true;
+      }
+    } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
+      if (failed_plan && !failed_recorded && p.run->plan == failed_plan) {
+        failed_recorded = true;
+        finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
+      } else {
+        finishRun(*p.run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier message in the same batch failed");
+      }
+    }
+    first = false;
+    if (p.kind == Expect::kParse) {
+      if (p.had_previous) {
+        statements_[p.name] = p.previous;
+      } else {
+        statements_.erase(p.name);
+      }
+    }
+    const bool explain = p.kind == Expect::kExplain;
+    pending_.pop_front();
+    if (explain && gate_->waiting()) {
+      recordFailure();
+      // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
+      // same way (everything up to Sync is ignored).
+      cancelWaits();
+      skipRest();
+      resumeInput();
+      return;
+    }
+  }
+  recordFailure();
+  skipRest();
+}
+
+void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
+                                  bool last) {
+  if (state_ != ClientState::kReady) return;
+  if (first) {
+    chunk_forward_ = true;
+    chunk_run_.reset();
+    emitLocalHeads();
+    if (type == 'D' && !pending_.empty() &&
+        (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
+      Pending& head = pending_.front();
+      chunk_run_ = head.run;
+      if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
+        head.run->truncated = true;
+        chunk_forward_ = false;
+      } else {
+        ++head.rows_this_execute;
+        ++daemon_.counters().rows_returned;
+        if (head.run) ++head.run->rows_sent;
+      }
+    }
+  }
+  if (chunk_forward_) {
+    client_.out().append(bytes.data(), bytes.size());
+    if (chunk_run_) chunk_run_->bytes_sent += static_cast<int64_t>(bytes.size());
+    flushClient();
+    updateBackpressure();
+  }
+  if (last) chunk_run_.reset();
+}
+
+void ClientSession::onServerReadDone(ServerConnection&) {
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  flushClient();
+  updateBackpressure();
+}
+
+void ClientSession::onServerWritten(ServerConnection&) {
+  if (client_paused_) updateBackpressure();
+}
+
+void ClientSession::onStreamWritten(Stream&, int status) {
+  if (status != 0) {
+    closeSession("write to the client failed");
+    return;
+  }
+  if (server_paused_) updateBackpressure();
+}
+
+void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
+  server_ = nullptr;
+  server_paused_ = false;
+  if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  // The statement did not fail on the server: pgwarden lost the connection it ran on.
+  if (s.readOnlyLost()) {
+    finishAllPending(history::Outcome::kAborted,
+                     "pgwarden ended the session: the server's read-only setting was turned off",
+                     "25006");
+    spdlog::warn("{}: ending the session: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
+    fatal("25006",
+          "terminating connection: the server reported default_transaction_read_only=off, and "
+          "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
+          RejectReason::kNotAllowed);
+    return;
+  }
+  finishAllPending(history::Outcome::kAborted,
+                   "the server connection was lost before the statement finished", "08006");
+  spdlog::warn("{}: server connection lost: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
+  fatal("08006",
+        "the connection to the database was lost; reconnect and try again",
+        RejectReason::kUnreachable);
+}
+
+}  // namespace pgwarden::daemon
