@@ -5,6 +5,7 @@
 #include "history/record.h"
 #include "pool/pool.h"
 #include "protocol/messages.h"
+#include "session/result_screen.h"
 
 namespace pgwarden::mcp {
 
@@ -341,8 +342,21 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   set.rows.push_back(std::move(row));
   result_bytes_ += f.body.size();
   if (run_) {
-    ++run_->rows_sent;
+    if (++run_->rows_sent == 1) {
+      run_->single_zero = cells->size() == 1 && (*cells)[0] && daemon::isZeroCell(*(*cells)[0]);
+    }
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+  }
+}
+
+void StatementRunner::screenResult(daemon::StatementRun& run) {
+  // The result screens, as on the wire: what they find reaches the caller as warnings with the
+  // same codes and texts (a screen set to deny warns here: the rows are already in the answer).
+  if (!daemon::screenMaySpeak(run)) return;
+  const auto stats = host_.tableStats(spec_.who.server_database);
+  for (const auto& v : daemon::screenRun(run, spec_.who.policy, stats.get())) {
+    if (result_.notices.size() >= kMaxNotices) break;
+    result_.notices.push_back({"WARNING", v.code, v.message, v.detail, v.hint});
   }
 }
 
@@ -354,6 +368,7 @@ void StatementRunner::onCommandComplete(const protocol::Frame& f) {
   if (run_ && !run_->finished) {
     if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) run_->rows_affected = protocol::commandTagCount(tag);
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+    screenResult(*run_);
     finishRun(*run_, Outcome::kOk);
   }
   run_.reset();

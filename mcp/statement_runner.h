@@ -121,6 +121,7 @@ class StatementRunner final : public daemon::GateCaller,
   void handleMessage(const protocol::Frame& f);
   void onRowDescription(const protocol::Frame& f);
   void onDataRow(const protocol::Frame& f);
+  void screenResult(daemon::StatementRun& run);
   void onCommandComplete(const protocol::Frame& f);
   void onError(const protocol::Frame& f);
   void onReady();

@@ -234,6 +234,13 @@ void ToolCall::finishQuery(RunResult&& r) {
   Json out = main ? resultSetJson(*main) : Json{{"columns", Json::array()}, {"rows", Json::array()},
                                                 {"row_count", 0}, {"truncated", false}};
   out["notices"] = noticesJson(r);
+  // The warnings an agent must read before it believes the answer (result screens, guard
+  // warnings): the WARNING notices again, on their own.
+  Json warnings = Json::array();
+  for (const auto& n : out["notices"]) {
+    if (n["severity"] == "WARNING") warnings.push_back(n);
+  }
+  out["warnings"] = std::move(warnings);
   out["elapsed_ms"] = static_cast<double>(r.elapsed_us) / 1000.0;
   if (r.sets.size() > 1) {
     Json sets = Json::array();

@@ -143,6 +143,7 @@ Json toolList(const ToolCaps& caps) {
                     {"truncated", {{"type", "boolean"}}},
                     {"max_rows", {{"type", "integer"}}},
                     {"notices", {{"type", "array"}}},
+                    {"warnings", {{"type", "array"}}},
                     {"elapsed_ms", {{"type", "number"}}},
                     {"result_sets", {{"type", "array"}, {"items", resultSetSchema()}}}})));
   tools.push_back(tool(

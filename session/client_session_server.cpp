@@ -22,17 +22,6 @@ std::string retag(std::string_view tag, int64_t count) {
   return std::string(tag.substr(0, sp + 1)) + std::to_string(count);
 }
 
-bool isZeroCell(std::string_view v) {
-  if (v == "0") return true;
-  if (v.size() == 2 || v.size() == 4 || v.size() == 8) {
-    for (char c : v) {
-      if (c != 0) return false;
-    }
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------

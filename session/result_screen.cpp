@@ -24,6 +24,17 @@ screens::ResultSummary summaryOf(const StatementRun& run) {
 
 }  // namespace
 
+bool isZeroCell(std::string_view v) {
+  if (v == "0") return true;
+  if (v.size() == 2 || v.size() == 4 || v.size() == 8) {
+    for (char c : v) {
+      if (c != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 bool screenMaySpeak(const StatementRun& run) {
   const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
   return st && run.screens.empty() && screens::maySpeak(*st, summaryOf(run));

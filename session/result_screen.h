@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "guards/policy.h"
@@ -18,6 +19,10 @@ namespace pgwarden::daemon {
 // has parameters); null otherwise, so most Binds keep nothing.
 std::shared_ptr<const std::vector<std::optional<std::string>>> screenParams(
     const StatementPlan* plan, const protocol::BindMsg& bind);
+
+// Whether a result's first row of one column is zero: "0" as text, or an all-zero binary
+// integer (int2/int4/int8). With one row, that is the single zero of a count that found nothing.
+bool isZeroCell(std::string_view v);
 
 // Whether the screens could say anything about `run`'s result as it stands: when false (nearly
 // always), nothing more is looked up.

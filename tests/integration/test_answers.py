@@ -206,3 +206,27 @@ def test_jdbc_bound_parameter_is_screened_with_its_value(java, screened):
             continue
         assert facts[f"{round}.count"] == "0"
         assert facts[f"{round}.warning"].startswith("01000 status has no value 'late'"), facts
+
+
+def test_mcp_query_carries_the_same_warnings(pgwarden_factory, screened, pg):
+    """The MCP `query` tool runs the same screens: 'late' gets UNKNOWN_VALUE naming DELAYED in
+    the result's warnings (with the same code and text as on the wire); the right query gets none.
+    (The screen fires on the single zero the runner now notices, as the wire session does.)"""
+    from mcpsupport import McpHttp, start_mcp_daemon
+    d, tokens = start_mcp_daemon(pgwarden_factory, pg)
+    c = McpHttp(d.mcp_port, tokens["agent"])
+    try:
+        c.initialize()
+        r = c.tool("query", {"sql": COUNT_LATE.format(status="late")})
+        s = r["structuredContent"]
+        assert s["rows"] == [[0]], s
+        codes = [json.loads(w["detail"])["code"] for w in s["warnings"] if w.get("detail")]
+        assert "UNKNOWN_VALUE" in codes, s["warnings"]
+        text = next(w["message"] for w in s["warnings"] if "late" in w["message"])
+        assert "DELAYED" in text and "'late'" in text
+        _, notices = ask(screened, COUNT_LATE.format(status="late"))
+        assert any(text in n for n in notices), (text, notices)
+        r = c.tool("query", {"sql": COUNT_LATE.format(status="DELAYED")})
+        assert r["structuredContent"]["warnings"] == [], r["structuredContent"]
+    finally:
+        c.close()
