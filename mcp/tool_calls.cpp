@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <regex>
 
 #include "budgets/budget.h"
 #include "guards/guard.h"
@@ -85,11 +84,43 @@ PredicateRule predicateRule(const guards::PolicyGroup* policy) {
   return r;
 }
 
+// One name of a table argument at `i`: an identifier ([A-Za-z_][A-Za-z0-9_$]*) or a
+// double-quoted one (no NUL; "" is a quote). Advances `i` past it; false when there is none.
+bool readNamePart(const std::string& s, size_t& i) {
+  const auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (i < s.size() && alpha(s[i])) {
+    ++i;
+    while (i < s.size() && (alpha(s[i]) || digit(s[i]) || s[i] == '$')) ++i;
+    return true;
+  }
+  if (i >= s.size() || s[i] != '"') return false;
+  size_t n = 0;
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\0') return false;
+    if (s[i] != '"') {
+      ++n;
+    } else if (i + 1 < s.size() && s[i + 1] == '"') {
+      ++i;
+      ++n;
+    } else {
+      ++i;
+      return n > 0;
+    }
+  }
+  return false;  // unterminated
+}
+
 // A table argument: an identifier or a double-quoted one, optionally schema-qualified.
 bool validTableName(const std::string& s) {
-  static const std::regex kName(
-      R"((?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"\x00]|"")+")(?:\.(?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"\x00]|"")+"))?)");
-  return s.size() <= 256 && std::regex_match(s, kName);
+  if (s.size() > 256) return false;
+  size_t i = 0;
+  if (!readNamePart(s, i)) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!readNamePart(s, i)) return false;
+  }
+  return i == s.size();
 }
 
 std::string quoteLiteral(std::string_view s) {
