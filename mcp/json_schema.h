@@ -36,7 +36,8 @@ class JsonSchema {
   Json withDefaults(const Json& instance) const;
   // The schema as written (tools/list's inputSchema).
   const Json& source() const;
-  // The top-level properties, in the order written; and the type each declares ("string",
+  // The top-level properties, in the order Json keeps them (nlohmann::json sorts keys, so the
+  // order written is already gone by the time a schema gets here); and the type each declares ("string",
   // "integer", ...; "" when it declares none or several).
   std::vector<std::string> propertyNames() const;
   std::string propertyType(const std::string& name) const;
