@@ -114,21 +114,25 @@ int compareNumbers(const Json& a, const Json& b) {
   return cmp(static_cast<uint64_t>(i), b.get<uint64_t>());
 }
 
-// JSON Schema's equality: numbers by value (1 == 1.0), objects regardless of key order.
-bool jsonEqual(const Json& a, const Json& b) {
+// JSON Schema's equality: numbers by value (1 == 1.0), objects regardless of key order. Two
+// arguments compared by uniqueItems may both nest arbitrarily deep when built outside the
+// transport (which caps depth at kMaxJsonDepth); past a few times that, they count as different
+// rather than risking the stack.
+bool jsonEqual(const Json& a, const Json& b, int depth = 0) {
+  if (depth > 4 * kMaxJsonDepth) return false;
   if (a.is_number() && b.is_number()) return compareNumbers(a, b) == 0;
   if (a.type() != b.type()) return false;
   if (a.is_array()) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
-      if (!jsonEqual(a[i], b[i])) return false;
+      if (!jsonEqual(a[i], b[i], depth + 1)) return false;
     return true;
   }
   if (a.is_object()) {
     if (a.size() != b.size()) return false;
     for (auto it = a.begin(); it != a.end(); ++it) {
       auto other = b.find(it.key());
-      if (other == b.end() || !jsonEqual(*it, *other)) return false;
+      if (other == b.end() || !jsonEqual(*it, *other, depth + 1)) return false;
     }
     return true;
   }
@@ -417,10 +421,10 @@ class Validator {
     if (n.constValue && !jsonEqual(v, *n.constValue))
       add(path, "const", subject(path) + " must be exactly " + echo(*n.constValue) + "; got " +
                              echo(v), *n.constValue);
-    if (v.is_number()) numeric(n, v, path);
-    if (v.is_string()) string(n, v.get_ref<const std::string&>(), path);
-    if (v.is_array()) array(n, v, path);
-    if (v.is_object()) object(n, v, path);
+    if (v.is_number()) checkNumber(n, v, path);
+    if (v.is_string()) checkString(n, v.get_ref<const std::string&>(), path);
+    if (v.is_array()) checkArray(n, v, path);
+    if (v.is_object()) checkObject(n, v, path);
   }
 
   std::vector<SchemaViolation> take() { return std::move(out_); }
@@ -439,9 +443,10 @@ class Validator {
     return (vowel ? "an " : "a ") + type;
   }
 
-  // "\"from\"" for an argument, "\"filter/status\"" deeper down, "the arguments" for the root.
+  // "\"from\"" for an argument, "\"filter/status\"" deeper down, "the arguments" for the root;
+  // quoted as JSON so that a key with quotes or bytes that are not UTF-8 cannot garble the text.
   static std::string subject(const std::string& path) {
-    return path.empty() ? "the arguments" : "\"" + truncate(path.substr(1)) + "\"";
+    return path.empty() ? "the arguments" : echo(Json(path.substr(1)));
   }
 
   void checkEnum(const Node& n, const Json& v, const std::string& path) {
@@ -458,7 +463,7 @@ class Validator {
     add(path, "enum", subject(path) + " must be one of " + list + "; got " + echo(v), *n.enumValues);
   }
 
-  void numeric(const Node& n, const Json& v, const std::string& path) {
+  void checkNumber(const Node& n, const Json& v, const std::string& path) {
     struct Bound {
       const std::optional<Json>& bound;
       const char* keyword;
@@ -483,7 +488,7 @@ class Validator {
           *n.multipleOf);
   }
 
-  void string(const Node& n, const std::string& s, const std::string& path) {
+  void checkString(const Node& n, const std::string& s, const std::string& path) {
     size_t len = (n.minLength || n.maxLength || n.pattern) ? codePoints(s) : 0;
     auto chars = [](size_t k) { return std::to_string(k) + (k == 1 ? " character" : " characters"); };
     if (n.minLength && len < *n.minLength)
@@ -528,7 +533,7 @@ class Validator {
           n.patternSource);
   }
 
-  void array(const Node& n, const Json& v, const std::string& path) {
+  void checkArray(const Node& n, const Json& v, const std::string& path) {
     auto items = [](size_t k) { return std::to_string(k) + (k == 1 ? " item" : " items"); };
     if (n.minItems && v.size() < *n.minItems)
       add(path, "minItems", subject(path) + " must have at least " + items(*n.minItems) +
@@ -557,7 +562,7 @@ class Validator {
         run(*n.items, v[i], path + "/" + std::to_string(i));
   }
 
-  void object(const Node& n, const Json& v, const std::string& path) {
+  void checkObject(const Node& n, const Json& v, const std::string& path) {
     // "argument" at the top, "field" inside a nested object, so the model knows where to look.
     std::string what = path.empty() ? "argument" : "field";
     std::string where = path.empty() ? "" : " in " + subject(path);
