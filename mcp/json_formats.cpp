@@ -41,33 +41,48 @@ std::optional<StringFormat> parseStringFormat(std::string_view name) {
 
 std::string_view formatName(StringFormat f) {
   switch (f) {
-    case StringFormat::kDate: return "date";
-    case StringFormat::kDateTime: return "date-time";
-    case StringFormat::kTime: return "time";
-    case StringFormat::kUuid: return "uuid";
-    case StringFormat::kEmail: return "email";
+    case StringFormat::kDate:
+      return "date";
+    case StringFormat::kDateTime:
+      return "date-time";
+    case StringFormat::kTime:
+      return "time";
+    case StringFormat::kUuid:
+      return "uuid";
+    case StringFormat::kEmail:
+      return "email";
   }
   return "";
 }
 
 std::string_view formatDescription(StringFormat f) {
   switch (f) {
-    case StringFormat::kDate: return "a date (YYYY-MM-DD)";
-    case StringFormat::kDateTime: return "a date-time (RFC 3339, e.g. 2024-07-01T13:45:00Z)";
-    case StringFormat::kTime: return "a time (RFC 3339, e.g. 13:45:00Z or 13:45:00+02:00)";
-    case StringFormat::kUuid: return "a UUID (8-4-4-4-12 hexadecimal digits)";
-    case StringFormat::kEmail: return "an email address (name@example.com)";
+    case StringFormat::kDate:
+      return "a date (YYYY-MM-DD)";
+    case StringFormat::kDateTime:
+      return "a date-time (RFC 3339, e.g. 2024-07-01T13:45:00Z)";
+    case StringFormat::kTime:
+      return "a time (RFC 3339, e.g. 13:45:00Z or 13:45:00+02:00)";
+    case StringFormat::kUuid:
+      return "a UUID (8-4-4-4-12 hexadecimal digits)";
+    case StringFormat::kEmail:
+      return "an email address (name@example.com)";
   }
   return "";
 }
 
 bool matchesFormat(StringFormat f, std::string_view s) {
   switch (f) {
-    case StringFormat::kDate: return isDate(s);
-    case StringFormat::kDateTime: return isDateTime(s);
-    case StringFormat::kTime: return isTime(s);
-    case StringFormat::kUuid: return isUuid(s);
-    case StringFormat::kEmail: return isEmail(s);
+    case StringFormat::kDate:
+      return isDate(s);
+    case StringFormat::kDateTime:
+      return isDateTime(s);
+    case StringFormat::kTime:
+      return isTime(s);
+    case StringFormat::kUuid:
+      return isUuid(s);
+    case StringFormat::kEmail:
+      return isEmail(s);
   }
   return false;
 }

@@ -13,8 +13,8 @@
 
 #include "mcp/json_formats.h"
 
-// GCC 12 warns -Wmaybe-uninitialized inside libstdc++'s <regex> under ASan (a false positive that
-// -Werror turns into a failed build); the warning is silenced for that header and the code using it.
+// GCC 12 under ASan warns -Wmaybe-uninitialized inside libstdc++'s <regex> (a false positive
+// that -Werror makes a failed build): silenced for that header and this file's code using it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
@@ -42,7 +42,7 @@ enum TypeBit : unsigned {
 };
 
 constexpr std::pair<std::string_view, unsigned> kTypeNames[] = {
-    {"null", kNull},     {"boolean", kBoolean}, {"object", kObject},  {"array", kArray},
+    {"null", kNull},     {"boolean", kBoolean}, {"object", kObject},   {"array", kArray},
     {"number", kNumber}, {"string", kString},   {"integer", kInteger},
 };
 
@@ -95,8 +95,7 @@ int compareNumbers(const Json& a, const Json& b) {
   using V = Json::value_t;
   auto cmp = [](auto x, auto y) { return x < y ? -1 : (y < x ? 1 : 0); };
   V ta = a.type(), tb = b.type();
-  if (ta == V::number_float && tb == V::number_float)
-    return cmp(a.get<double>(), b.get<double>());
+  if (ta == V::number_float && tb == V::number_float) return cmp(a.get<double>(), b.get<double>());
   if (ta == V::number_float) return -compareNumbers(b, a);
   // a is an integer from here on.
   if (tb == V::number_float) {
@@ -197,29 +196,63 @@ std::string truncate(const std::string& s) {
   return s.substr(0, cut) + "...";
 }
 
+// A string as JSON text, from at most kMaxEcho of its bytes ("..." inside the quotes when cut);
+// bytes that are not UTF-8 become U+FFFD, so the message built from it can always be serialised.
+std::string quote(const std::string& s) {
+  return Json(truncate(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Writes `v` as JSON text until `out` holds about kMaxEcho bytes: an argument may be megabytes
+// or thousands of levels deep, and only its start is shown, so only its start is walked.
+void echoInto(const Json& v, std::string& out, int depth) {
+  if (v.is_string()) {
+    out += quote(v.get_ref<const std::string&>());
+  } else if (!v.is_structured()) {
+    out += v.dump();
+  } else if (depth >= 8) {
+    out += v.is_array() ? "[...]" : "{...}";
+  } else {
+    out += v.is_array() ? '[' : '{';
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (out.size() > kMaxEcho) break;
+      if (it != v.begin()) out += ", ";
+      if (v.is_object()) out += quote(it.key()) + ": ";
+      echoInto(*it, out, depth + 1);
+    }
+    out += v.is_array() ? ']' : '}';
+  }
+}
+
 // A value as a message quotes it: JSON text, cut to kMaxEcho.
 std::string echo(const Json& v) {
-  try {
-    return truncate(v.dump(-1, ' ', false, Json::error_handler_t::replace));
-  } catch (...) {
-    return "(unprintable)";
-  }
+  if (v.is_string()) return quote(v.get_ref<const std::string&>());
+  std::string out;
+  echoInto(v, out, 0);
+  return truncate(out);
 }
 
 // "a string \"ten\"", "null", "an object": what the model sent, in a few words.
 std::string describe(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case Json::value_t::object: return "an object " + echo(v);
-    case Json::value_t::array: return "an array " + echo(v);
-    case Json::value_t::string: return "a string " + echo(v);
-    default: return "the number " + echo(v);
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return v.get<bool>() ? "true" : "false";
+    case Json::value_t::object:
+      return "an object " + echo(v);
+    case Json::value_t::array:
+      return "an array " + echo(v);
+    case Json::value_t::string:
+      return "a string " + echo(v);
+    default:
+      return "the number " + echo(v);
   }
 }
 
 // An enum value as a list shows it: strings bare (they read as the words to send), others as JSON.
-std::string listValue(const Json& v) { return v.is_string() ? truncate(v.get<std::string>()) : echo(v); }
+std::string listValue(const Json& v) {
+  return v.is_string() ? truncate(v.get<std::string>()) : echo(v);
+}
 
 std::string joinNames(const std::vector<std::string>& names) {
   std::string out;
@@ -230,9 +263,12 @@ std::string joinNames(const std::vector<std::string>& names) {
 std::string escapePointer(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -279,8 +315,9 @@ class Compiler {
     }
     if (k == "additionalProperties") {
       if (!v.is_boolean())
-        return void(fail(at, "additionalProperties must be true or false; a schema here is not "
-                             "supported"));
+        return void(fail(at,
+                         "additionalProperties must be true or false; a schema here is not "
+                         "supported"));
       n.closed = !v.get<bool>();
       return;
     }
@@ -329,8 +366,9 @@ class Compiler {
     }
     if (k == "items") {
       if (v.is_array())
-        return void(fail(at, "the array form of items (tuple validation) is not supported; "
-                             "give one schema for every item"));
+        return void(fail(at,
+                         "the array form of items (tuple validation) is not supported; "
+                         "give one schema for every item"));
       n.items = compile(v, at, depth + 1);
       return;
     }
@@ -342,7 +380,7 @@ class Compiler {
       if (!v.is_array()) fail(at, "examples must be an array");
       return;
     }
-    fail(at, "unsupported keyword " + echo(Json(k)));
+    fail(at, "unsupported keyword " + quote(k));
   }
 
   void type(Node& n, const Json& v, const std::string& at) {
@@ -411,16 +449,17 @@ class Validator {
       Json expected = n.typeNames.size() == 1 ? Json(n.typeNames[0]) : Json(n.typeNames);
       std::string want;
       for (size_t i = 0; i < n.typeNames.size(); ++i)
-        want += (i == 0 ? "" : (i + 1 == n.typeNames.size() ? " or " : ", ")) +
-                article(n.typeNames[i]);
+        want +=
+            (i == 0 ? "" : (i + 1 == n.typeNames.size() ? " or " : ", ")) + article(n.typeNames[i]);
       add(path, "type", subject(path) + " must be " + want + "; got " + describe(v),
           std::move(expected));
       return;  // the other rules would only repeat the mismatch
     }
     if (n.enumValues) checkEnum(n, v, path);
     if (n.constValue && !jsonEqual(v, *n.constValue))
-      add(path, "const", subject(path) + " must be exactly " + echo(*n.constValue) + "; got " +
-                             echo(v), *n.constValue);
+      add(path, "const",
+          subject(path) + " must be exactly " + echo(*n.constValue) + "; got " + echo(v),
+          *n.constValue);
     if (v.is_number()) checkNumber(n, v, path);
     if (v.is_string()) checkString(n, v.get_ref<const std::string&>(), path);
     if (v.is_array()) checkArray(n, v, path);
@@ -446,7 +485,7 @@ class Validator {
   // "\"from\"" for an argument, "\"filter/status\"" deeper down, "the arguments" for the root;
   // quoted as JSON so that a key with quotes or bytes that are not UTF-8 cannot garble the text.
   static std::string subject(const std::string& path) {
-    return path.empty() ? "the arguments" : echo(Json(path.substr(1)));
+    return path.empty() ? "the arguments" : quote(path.substr(1));
   }
 
   void checkEnum(const Node& n, const Json& v, const std::string& path) {
@@ -460,7 +499,8 @@ class Validator {
       }
       list += (list.empty() ? "" : ", ") + listValue(e);
     }
-    add(path, "enum", subject(path) + " must be one of " + list + "; got " + echo(v), *n.enumValues);
+    add(path, "enum", subject(path) + " must be one of " + list + "; got " + echo(v),
+        *n.enumValues);
   }
 
   void checkNumber(const Node& n, const Json& v, const std::string& path) {
@@ -490,20 +530,24 @@ class Validator {
 
   void checkString(const Node& n, const std::string& s, const std::string& path) {
     size_t len = (n.minLength || n.maxLength || n.pattern) ? codePoints(s) : 0;
-    auto chars = [](size_t k) { return std::to_string(k) + (k == 1 ? " character" : " characters"); };
+    auto chars = [](size_t k) {
+      return std::to_string(k) + (k == 1 ? " character" : " characters");
+    };
     if (n.minLength && len < *n.minLength)
-      add(path, "minLength", subject(path) + " must be at least " + chars(*n.minLength) +
-                                 " long; got " + chars(len) + " (" + echo(Json(s)) + ")",
+      add(path, "minLength",
+          subject(path) + " must be at least " + chars(*n.minLength) + " long; got " + chars(len) +
+              " (" + quote(s) + ")",
           *n.minLength);
     if (n.maxLength && len > *n.maxLength)
-      add(path, "maxLength", subject(path) + " must be at most " + chars(*n.maxLength) +
-                                 " long; got " + chars(len) + " (" + echo(Json(s)) + ")",
+      add(path, "maxLength",
+          subject(path) + " must be at most " + chars(*n.maxLength) + " long; got " + chars(len) +
+              " (" + quote(s) + ")",
           *n.maxLength);
     if (n.pattern) matchPattern(n, s, len, path);
     if (n.format && !matchesFormat(*n.format, s))
       add(path, "format",
           subject(path) + " must be " + std::string(formatDescription(*n.format)) + "; got " +
-              echo(Json(s)),
+              quote(s),
           std::string(formatName(*n.format)));
   }
 
@@ -521,26 +565,28 @@ class Validator {
       matched = std::regex_search(s, *n.pattern);
     } catch (const std::exception&) {
       add(path, "pattern",
-          subject(path) + " could not be checked against the pattern " +
-              echo(Json(n.patternSource)) + " (too complex); send a simpler value",
+          subject(path) + " could not be checked against the pattern " + quote(n.patternSource) +
+              " (too complex); send a simpler value",
           n.patternSource);
       return;
     }
     if (!matched)
       add(path, "pattern",
-          subject(path) + " must match the regular expression " + echo(Json(n.patternSource)) +
-              "; got " + echo(Json(s)),
+          subject(path) + " must match the regular expression " + quote(n.patternSource) +
+              "; got " + quote(s),
           n.patternSource);
   }
 
   void checkArray(const Node& n, const Json& v, const std::string& path) {
     auto items = [](size_t k) { return std::to_string(k) + (k == 1 ? " item" : " items"); };
     if (n.minItems && v.size() < *n.minItems)
-      add(path, "minItems", subject(path) + " must have at least " + items(*n.minItems) +
-                                "; got " + items(v.size()), *n.minItems);
+      add(path, "minItems",
+          subject(path) + " must have at least " + items(*n.minItems) + "; got " + items(v.size()),
+          *n.minItems);
     if (n.maxItems && v.size() > *n.maxItems)
-      add(path, "maxItems", subject(path) + " must have at most " + items(*n.maxItems) +
-                                "; got " + items(v.size()), *n.maxItems);
+      add(path, "maxItems",
+          subject(path) + " must have at most " + items(*n.maxItems) + "; got " + items(v.size()),
+          *n.maxItems);
     if (n.uniqueItems) {
       // Quadratic, but arguments are small and numbers must compare by value (1 == 1.0), which a
       // hash of the JSON text would not do.
@@ -569,7 +615,7 @@ class Validator {
     for (const auto& r : n.required)
       if (!v.contains(r))
         add(path + "/" + escapePointer(r), "required",
-            "missing required " + what + " " + echo(Json(r)) + where, n.required);
+            "missing required " + what + " " + quote(r) + where, n.required);
     for (auto it = v.begin(); it != v.end() && !full(); ++it) {
       std::string at = path + "/" + escapePointer(it.key());
       auto p = std::find_if(n.properties.begin(), n.properties.end(),
@@ -579,9 +625,10 @@ class Validator {
       } else if (n.closed) {
         std::vector<std::string> names;
         for (const auto& e : n.properties) names.push_back(e.first);
-        std::string list = names.empty() ? "it takes none" : "the " + what + "s are: " + joinNames(names);
+        std::string list =
+            names.empty() ? "it takes none" : "the " + what + "s are: " + joinNames(names);
         add(at, "additionalProperties",
-            "unknown " + what + " " + echo(Json(it.key())) + where + "; " + list, names);
+            "unknown " + what + " " + quote(it.key()) + where + "; " + list, names);
       }
     }
   }
