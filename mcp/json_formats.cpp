@@ -28,64 +28,40 @@ int daysInMonth(int y, int m) {
   return m == 2 && isLeapYear(y) ? 29 : kDays[m - 1];
 }
 
+// One row per format, so a new one is a line here and its scanner.
+struct FormatInfo {
+  StringFormat format;
+  std::string_view name;
+  std::string_view description;
+  bool (*matches)(std::string_view);
+};
+
+const FormatInfo kFormats[] = {
+    {StringFormat::kDate, "date", "a date (YYYY-MM-DD)", isDate},
+    {StringFormat::kDateTime, "date-time", "a date-time (RFC 3339, e.g. 2024-07-01T13:45:00Z)",
+     isDateTime},
+    {StringFormat::kTime, "time", "a time (RFC 3339, e.g. 13:45:00Z or 13:45:00+02:00)", isTime},
+    {StringFormat::kUuid, "uuid", "a UUID (8-4-4-4-12 hexadecimal digits)", isUuid},
+    {StringFormat::kEmail, "email", "an email address (name@example.com)", isEmail},
+};
+
+const FormatInfo& info(StringFormat f) {
+  for (const auto& i : kFormats)
+    if (i.format == f) return i;
+  return kFormats[0];  // unreachable: every enumerator has a row
+}
+
 }  // namespace
 
 std::optional<StringFormat> parseStringFormat(std::string_view name) {
-  if (name == "date") return StringFormat::kDate;
-  if (name == "date-time") return StringFormat::kDateTime;
-  if (name == "time") return StringFormat::kTime;
-  if (name == "uuid") return StringFormat::kUuid;
-  if (name == "email") return StringFormat::kEmail;
+  for (const auto& i : kFormats)
+    if (i.name == name) return i.format;
   return std::nullopt;
 }
 
-std::string_view formatName(StringFormat f) {
-  switch (f) {
-    case StringFormat::kDate:
-      return "date";
-    case StringFormat::kDateTime:
-      return "date-time";
-    case StringFormat::kTime:
-      return "time";
-    case StringFormat::kUuid:
-      return "uuid";
-    case StringFormat::kEmail:
-      return "email";
-  }
-  return "";
-}
-
-std::string_view formatDescription(StringFormat f) {
-  switch (f) {
-    case StringFormat::kDate:
-      return "a date (YYYY-MM-DD)";
-    case StringFormat::kDateTime:
-      return "a date-time (RFC 3339, e.g. 2024-07-01T13:45:00Z)";
-    case StringFormat::kTime:
-      return "a time (RFC 3339, e.g. 13:45:00Z or 13:45:00+02:00)";
-    case StringFormat::kUuid:
-      return "a UUID (8-4-4-4-12 hexadecimal digits)";
-    case StringFormat::kEmail:
-      return "an email address (name@example.com)";
-  }
-  return "";
-}
-
-bool matchesFormat(StringFormat f, std::string_view s) {
-  switch (f) {
-    case StringFormat::kDate:
-      return isDate(s);
-    case StringFormat::kDateTime:
-      return isDateTime(s);
-    case StringFormat::kTime:
-      return isTime(s);
-    case StringFormat::kUuid:
-      return isUuid(s);
-    case StringFormat::kEmail:
-      return isEmail(s);
-  }
-  return false;
-}
+std::string_view formatName(StringFormat f) { return info(f).name; }
+std::string_view formatDescription(StringFormat f) { return info(f).description; }
+bool matchesFormat(StringFormat f, std::string_view s) { return info(f).matches(s); }
 
 bool isDate(std::string_view s) {
   if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;

@@ -381,6 +381,16 @@ TEST(JsonSchemaDefaults, FillsAbsentPropertiesRecursively) {
 
 // ---- formats --------------------------------------------------------------------------------
 
+TEST(JsonFormats, NamesRoundTrip) {
+  for (auto f : {StringFormat::kDate, StringFormat::kDateTime, StringFormat::kTime,
+                 StringFormat::kUuid, StringFormat::kEmail}) {
+    EXPECT_EQ(parseStringFormat(formatName(f)), f);
+    EXPECT_FALSE(formatDescription(f).empty());
+  }
+  EXPECT_FALSE(parseStringFormat("ipv4"));
+  EXPECT_FALSE(parseStringFormat("Date"));
+}
+
 TEST(JsonFormats, Dates) {
   for (const char* ok : {"2024-02-29", "2000-02-29", "1999-12-31", "0001-01-01"})
     EXPECT_TRUE(isDate(ok)) << ok;
