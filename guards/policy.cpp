@@ -168,9 +168,7 @@ Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, c
                                const TableStatsSnapshot* stats) const {
   Decision d;
   if (!analysis.ok) {
-    d.denied = true;
-    d.deny = syntaxErrorVerdict(analysis, sql);
-    d.actions.push_back(d.deny);
+    applyDenial(d, syntaxErrorVerdict(analysis, sql));
     return d;
   }
   return runChain(analysis, sql, ctx, stats, std::move(d), ChainState{});
@@ -215,12 +213,11 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
         d.actions.push_back(std::move(v));
         return false;
       }
-      d.actions.push_back(v);
       if (v.action == Action::kDeny) {
-        d.denied = true;
-        d.deny = std::move(v);
+        applyDenial(d, std::move(v));
         return true;
       }
+      d.actions.push_back(v);
       if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
       return false;
     };
@@ -304,16 +301,31 @@ Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcom
   r.edits.clear();
   if (r.action != Action::kAllow) {
     Verdict v = finalize(*guards_[i], std::move(r));
-    d.actions.push_back(v);
     if (v.action == Action::kDeny) {
-      d.denied = true;
-      d.deny = std::move(v);
-      d.plan_guards.clear();
+      applyDenial(d, std::move(v));
       return d;
     }
+    d.actions.push_back(v);
     if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
   }
   return runChain(analysis, sql, ctx, stats, std::move(d), std::move(st));
+}
+
+void applyDenial(Decision& d, Verdict v) {
+  d.actions.push_back(v);
+  d.denied = true;
+  d.deny = std::move(v);
+  d.rewritten_sql.reset();
+  d.max_rows = -1;
+  d.truncation_notice.clear();
+  d.truncation = Verdict{};
+  d.explain_sql.reset();
+  d.explain_needs_params = false;
+  d.plan_guards.clear();
+}
+
+Verdict PolicyGroup::renderOutside(std::string_view kind, GuardResult r) const {
+  return finalize(kind, false, std::move(r));
 }
 
 Verdict PolicyGroup::render(size_t index, GuardResult r) const {
@@ -340,16 +352,11 @@ Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view pla
     GuardResult r = guards_[i]->checkPlan(in);
     if (r.action == Action::kAllow) continue;
     Verdict v = finalize(*guards_[i], std::move(r));
-    d.actions.push_back(v);
     if (v.action == Action::kDeny) {
-      d.denied = true;
-      d.deny = std::move(v);
-      d.rewritten_sql.reset();
-      d.max_rows = -1;
-      d.truncation_notice.clear();
-      d.truncation = Verdict{};
+      applyDenial(d, std::move(v));
       break;
     }
+    d.actions.push_back(v);
     if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
   }
   d.plan_guards.clear();
@@ -365,16 +372,11 @@ Decision PolicyGroup::planUnavailable(const Decision& pending) const {
     GuardResult r = guards_[i]->planUnavailable();
     if (r.action == Action::kAllow) continue;
     Verdict v = finalize(*guards_[i], std::move(r));
-    d.actions.push_back(v);
     if (v.action == Action::kDeny) {
-      d.denied = true;
-      d.deny = std::move(v);
-      d.rewritten_sql.reset();
-      d.max_rows = -1;
-      d.truncation_notice.clear();
-      d.truncation = Verdict{};
+      applyDenial(d, std::move(v));
       break;
     }
+    d.actions.push_back(v);
     if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
   }
   d.plan_guards.clear();

@@ -139,6 +139,9 @@ struct RequestContext {
   bool extended = false;  // came through Parse rather than Query
   // The front end's name for history ("mcp"); empty: "simple" or "extended" as `extended` says.
   std::string_view protocol;
+  // The MCP tool the statement runs for, and an operator tool's validated arguments (JSON).
+  std::string_view tool;
+  std::string_view tool_args;
   // Budgets: the session (the conversation when no conversation_id is known) and the loop's
   // ledger; a null ledger means no budget state is available and budget guards pass.
   uint64_t session_id = 0;
@@ -195,6 +198,9 @@ class PolicyGroup {
   // A result screen's finding (kind "result_screen"), with the group's reason overrides applied;
   // r.action is the group's result_screens action for the code.
   Verdict renderScreen(GuardResult r) const;
+  // A verdict of a check outside the chain and outside any guard (kind names it in history, e.g.
+  // "tool_plan_check"), with the group's reason overrides applied.
+  Verdict renderOutside(std::string_view kind, GuardResult r) const;
 
  private:
   Verdict finalize(const Guard& guard, GuardResult r) const;
@@ -215,6 +221,10 @@ using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std:
 // `guards` (ordered list of maps with `kind:`; see packaging/pgwarden.yaml and docs/denials.md).
 PolicyMap parsePolicyGroups(const YAML::Node& groups);
 PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& registry);
+
+// Makes `d` a denial by `v` (recorded in its actions): nothing of the allowed path (rewrite, row
+// cap, truncation notice, waiting plan guards) survives. The one way a decision becomes a denial.
+void applyDenial(Decision& d, Verdict v);
 
 // The denial for text libpg_query cannot parse (SQLSTATE 42601, parser message and position;
 // with `sql`, the hint quotes the text around the position).

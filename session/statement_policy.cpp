@@ -123,10 +123,9 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
   if (!a.ok) {
     // Text the parser rejects never reaches the server: PostgreSQL would refuse it anyway, and
     // a guard cannot vouch for what it cannot read.
-    plan->decision.denied = true;
-    plan->decision.deny = guards::syntaxErrorVerdict(a, sql);
-    if (plan->decision.deny.position == 0) plan->decision.deny.position = a.error_position;
-    plan->decision.actions.push_back(plan->decision.deny);
+    guards::Verdict v = guards::syntaxErrorVerdict(a, sql);
+    if (v.position == 0) v.position = a.error_position;
+    guards::applyDenial(plan->decision, std::move(v));
   } else if (group) {
     plan->decision = group->evaluate(a, sql, ctx, stats);
   }
