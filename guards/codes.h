@@ -21,6 +21,12 @@ inline constexpr std::string_view kRecursionUnbounded = "RECURSION_UNBOUNDED";
 inline constexpr std::string_view kSeqScan = "SEQ_SCAN";
 inline constexpr std::string_view kCostTooHigh = "COST_TOO_HIGH";
 inline constexpr std::string_view kJoinExplosion = "JOIN_EXPLOSION";
+// An operator-defined tool's call: arguments that break its schema (22023 invalid_parameter_value),
+// a range wider than its range cap allows (54000), or reversed or half given (22023).
+inline constexpr std::string_view kInvalidArguments = "INVALID_ARGUMENTS";
+inline constexpr std::string_view kRangeTooWide = "RANGE_TOO_WIDE";
+inline constexpr std::string_view kRangeReversed = "RANGE_REVERSED";
+inline constexpr std::string_view kRangeRequired = "RANGE_REQUIRED";
 // The text does not parse (42601 syntax_error).
 inline constexpr std::string_view kSyntaxError = "SYNTAX_ERROR";
 // A check that needs the server could not run (58000 system_error).
@@ -43,6 +49,7 @@ inline constexpr std::string_view kResultScreens[] = {kUnknownValue, kOutOfRange
 inline constexpr std::string_view kSqlstatePolicy = "42501";
 inline constexpr std::string_view kSqlstateLimit = "54000";
 inline constexpr std::string_view kSqlstateSyntax = "42601";
+inline constexpr std::string_view kSqlstateInvalidParameter = "22023";
 inline constexpr std::string_view kSqlstateUnavailable = "58000";
 inline constexpr std::string_view kSqlstateWarning = "01000";
 
@@ -54,7 +61,8 @@ std::string_view sqlstateFor(std::string_view code);
 inline constexpr std::string_view kAll[] = {
     kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
     kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
-    kSeqScan,        kCostTooHigh,      kJoinExplosion,       kSyntaxError,    kPlanUnavailable,
+    kSeqScan,        kCostTooHigh,      kJoinExplosion,       kInvalidArguments, kRangeTooWide,
+    kRangeReversed,  kRangeRequired,    kSyntaxError,         kPlanUnavailable,
     kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
     kArbitraryRows,  kPartialResult,    kFanoutJoin};
 

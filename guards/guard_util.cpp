@@ -21,6 +21,8 @@ std::string_view sqlstateFor(std::string_view code) {
       code == kCostTooHigh || code == kJoinExplosion) {
     return kSqlstateLimit;
   }
+  if (code == kRangeTooWide) return kSqlstateLimit;
+  if (code == kInvalidArguments || code == kRangeReversed || code == kRangeRequired) return kSqlstateInvalidParameter;
   if (code == kSyntaxError) return kSqlstateSyntax;
   if (code == kPlanUnavailable) return kSqlstateUnavailable;
   if (code == kRowsCapped || code == kRowsTruncated) return kSqlstateWarning;

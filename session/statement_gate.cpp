@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "analysis/plan.h"
+#include "guards/codes.h"
 #include "guards/webhook_guard.h"
 #include "net/webhook_client.h"
 
@@ -41,6 +43,14 @@ bool StatementGate::advance() {
         if (!plan_) {
           const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
           const auto stats = services_.stats ? services_.stats() : nullptr;
+          if (request_.refusal) {
+            plan_ = services_.policy->plan(nullptr, request_.sql, ctx, stats.get());
+            guards::Decision d = plan_->decision;
+            if (!d.denied) guards::applyDenial(d, renderOutside("tool_arguments", std::move(*request_.refusal)));
+            plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+            stage_ = Stage::kDone;
+            continue;
+          }
           plan_ = services_.policy->plan(caller_.policyGroup(), request_.sql, ctx, stats.get());
         }
         stage_ = Stage::kWebhook;
@@ -137,17 +147,58 @@ void StatementGate::onWebhookAnswer(guards::WebhookOutcome outcome) {
 bool StatementGate::startExplain() {
   using Explain = GateRequest::Explain;
   const guards::Decision& d = plan_->decision;
-  if (request_.explain == Explain::kSkip || d.denied || !d.explain_sql) return true;
-  // The plan depends on the parameters: the gate runs when a Bind brings them.
-  if (request_.explain == Explain::kRunOrDefer && d.explain_needs_params) return true;
+  if (d.denied) return true;
+  const bool tool_check = static_cast<bool>(request_.plan_check);
+  if (!tool_check) {
+    if (request_.explain == Explain::kSkip || !d.explain_sql) return true;
+    // The plan depends on the parameters: the gate runs when a Bind brings them.
+    if (request_.explain == Explain::kRunOrDefer && d.explain_needs_params) return true;
+  }
   const guards::PolicyGroup* group = caller_.policyGroup();
-  const bool runnable = group && (!d.explain_needs_params || request_.explain_args.bound);
-  if (runnable && caller_.runExplain(*d.explain_sql, request_.extended, request_.explain_args)) {
+  // A plan check names tables by schema: VERBOSE puts the schema into each scan.
+  const std::string sql = tool_check ? "EXPLAIN (FORMAT JSON, VERBOSE) " +
+                                           (d.rewritten_sql ? *d.rewritten_sql : request_.sql)
+                                     : *d.explain_sql;
+  const bool needs_params = tool_check ? !request_.explain_args.params.empty() : d.explain_needs_params;
+  const bool runnable = (group || tool_check) && (!needs_params || request_.explain_args.bound);
+  if (runnable && caller_.runExplain(sql, request_.extended, request_.explain_args)) {
     waiting_ = true;
     return false;
   }
-  plan_ = PolicyEngine::withDecision(*plan_, group ? group->planUnavailable(d) : d);
+  guards::Decision out = group ? group->planUnavailable(d) : d;
+  if (tool_check) runPlanCheck(out, {});
+  plan_ = PolicyEngine::withDecision(*plan_, std::move(out));
   return true;
+}
+
+guards::Verdict StatementGate::renderOutside(std::string_view kind, guards::GuardResult r) const {
+  if (const guards::PolicyGroup* group = caller_.policyGroup()) return group->renderOutside(kind, std::move(r));
+  guards::Verdict v;
+  v.guard = std::string(kind);
+  v.action = r.action;
+  v.code = r.code;
+  v.sqlstate = r.sqlstate.empty() ? std::string(guards::codes::sqlstateFor(r.code)) : r.sqlstate;
+  v.message = r.message;
+  v.detail = r.facts.json(r.code);
+  v.hint = r.hint;
+  return v;
+}
+
+void StatementGate::runPlanCheck(guards::Decision& d, std::string_view plan_json) {
+  if (!request_.plan_check || d.denied) return;
+  const auto render = [this](guards::GuardResult r) { return renderOutside("tool_plan_check", std::move(r)); };
+  auto plan = plan_json.empty() ? Result<guards::PlanSummary>::fail("no plan") : guards::parsePlanJson(plan_json);
+  if (!plan.ok()) {
+    // The check cannot vouch for a plan it did not see: it fails closed.
+    guards::GuardResult r;
+    r.action = guards::Action::kDeny;
+    r.code = std::string(guards::codes::kPlanUnavailable);
+    r.message = "pgwarden could not plan this call to check that it uses an index; try again shortly.";
+    r.facts.add("next_step", "call again; if it keeps failing, report it to the operator");
+    guards::applyDenial(d, render(std::move(r)));
+    return;
+  }
+  if (auto r = request_.plan_check(*plan)) guards::applyDenial(d, render(std::move(*r)));
 }
 
 void StatementGate::explainDone(std::string plan_json) {
@@ -157,6 +208,7 @@ void StatementGate::explainDone(std::string plan_json) {
   guards::Decision d = !group ? plan_->decision
                        : plan_json.empty() ? group->planUnavailable(plan_->decision)
                                            : group->evaluatePlan(plan_->decision, plan_json, stats.get());
+  runPlanCheck(d, plan_json);
   plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
   stage_ = Stage::kBudget;
   resume();
@@ -182,11 +234,7 @@ bool StatementGate::admit() {
       ledger->keyFor(caller_.requestContext(false, request_.overrides)));
   const auto deny = [this, group, index](guards::GuardResult r) {
     guards::Decision d = plan_->decision;
-    d.denied = true;
-    d.deny = group->render(index, std::move(r));
-    d.actions.push_back(d.deny);
-    d.rewritten_sql.reset();
-    d.max_rows = -1;
+    guards::applyDenial(d, group->render(index, std::move(r)));
     plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
   };
   // Each statement of a multi-statement text counts once; the text is admitted whole or not.

@@ -18,6 +18,7 @@
 
 #include "budgets/budget.h"
 #include "guards/agent_context.h"
+#include "guards/guard.h"
 #include "guards/policy.h"
 #include "session/statement_policy.h"
 
@@ -33,6 +34,11 @@ struct ExplainArgs {
   bool bound = false;                              // params are the Bind's values
 };
 
+// A check of the statement's plan that the front end adds (an operator tool's plan_check): it
+// makes the gate run EXPLAIN even where the group has no cost gate, and runs after the group's
+// plan guards. A result is the denial (rendered with the group's reasons); none lets it pass.
+using PlanCheck = std::function<std::optional<guards::GuardResult>(const guards::PlanSummary&)>;
+
 struct GateRequest {
   // What to judge: a text, analysed and run through the chain, or (when `plan` is set) a
   // prepared statement's plan, judged at its Bind or Execute.
@@ -47,6 +53,11 @@ struct GateRequest {
   enum class Explain : uint8_t { kSkip, kRun, kRunOrDefer };
   Explain explain = Explain::kSkip;
   ExplainArgs explain_args;
+  PlanCheck plan_check;
+  // The front end refused the request before its text ran (an operator tool's arguments broke
+  // its schema or range caps): the verdict is this denial, no guard runs, and the text is
+  // analysed only so the denial is recorded against its statements.
+  std::optional<guards::GuardResult> refusal;
 };
 
 struct GateVerdict {
@@ -114,6 +125,10 @@ class StatementGate {
   bool startWebhook();
   void onWebhookAnswer(guards::WebhookOutcome outcome);
   bool startExplain();
+  // A verdict reached outside the chain, with the group's reasons when there is a group.
+  guards::Verdict renderOutside(std::string_view kind, guards::GuardResult r) const;
+  // The plan_check's verdict on the plan EXPLAIN returned ("" when it could not run).
+  void runPlanCheck(guards::Decision& d, std::string_view plan_json);
   bool admit();
   GateVerdict takeVerdict();
 
