@@ -62,6 +62,10 @@ struct Record {
   // The result screens' codes for this result (UNKNOWN_VALUE, ...), in order; also in
   // guard_actions. Stored as the `warnings` count.
   std::vector<std::string> result_warnings;
+  // The MCP tool the statement ran for ("" for SQL clients) and, for an operator-defined tool,
+  // its validated arguments as one JSON object (the values bound to the statement's $n).
+  std::string tool_name;
+  std::string tool_args;
   // Set by the spool (history.durability: process) when the writer takes the record: the spool
   // file's random epoch and the record's sequence number in it. Together they are the record's
   // unique id in the store (record_uid), which makes writing it twice after a crash harmless.

@@ -82,6 +82,8 @@ RowValues::RowValues(const Record& r) {
       txt(r.protocol),
       flag(r.single_zero),
       num(screenFindings(r.guard_actions)),
+      txt(r.tool_name),
+      txt(r.tool_args),
       Value{ColumnType::kUid, 0, uid_},
   }};
 }

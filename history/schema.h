@@ -15,11 +15,14 @@ namespace pgwarden::history {
 inline constexpr const char* kHistoryTable = "pgwarden_history";
 inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // 2: record_uid (the spool id that makes a record written twice harmless), added in place to a
-// version-1 table. 3: warnings (the result screens' findings), added in place likewise.
-inline constexpr int kSchemaVersion = 3;
+// version-1 table. 3: warnings (the result screens' findings), added in place likewise. 4: tool_name
+// and tool_args (the MCP tool a statement ran for), likewise.
+inline constexpr int kSchemaVersion = 4;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
 inline constexpr const char* kWarningsColumn = "warnings";
+inline constexpr const char* kToolNameColumn = "tool_name";
+inline constexpr const char* kToolArgsColumn = "tool_args";
 
 // kUid: text, NULL when empty (records without a spool id), unique when set.
 enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
@@ -30,7 +33,7 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 32> kColumns{{
+inline constexpr std::array<Column, 34> kColumns{{
     {"started_at", ColumnType::kTimestamp},
     {"finished_at", ColumnType::kTimestamp},
     {"duration_us", ColumnType::kInt},
@@ -62,6 +65,8 @@ inline constexpr std::array<Column, 32> kColumns{{
     {"protocol", ColumnType::kText},
     {"single_zero", ColumnType::kBool},
     {"warnings", ColumnType::kInt},
+    {"tool_name", ColumnType::kText},
+    {"tool_args", ColumnType::kText},  // JSON text; "" when none
     {"record_uid", ColumnType::kUid},  // last: the jsonl store finds it at the end of a line
 }};
 
@@ -93,7 +98,7 @@ enum class Dialect { kSqlite, kPostgres };
 // the table lacks it.
 std::vector<std::string> schemaStatements(Dialect dialect);
 // Columns later schema versions added to an existing table, in order.
-inline constexpr const char* kAddedColumns[] = {kUidColumn, kWarningsColumn};
+inline constexpr const char* kAddedColumns[] = {kUidColumn, kWarningsColumn, kToolNameColumn, kToolArgsColumn};
 std::string addColumn(Dialect dialect, std::string_view name);
 
 // "started_at, finished_at, ..." in kColumns order.

@@ -73,12 +73,17 @@ class Reader {
   const uint8_t* end_;
 };
 
+// The tool fields ride after the tables, only when set, so a record without them is encoded as
+// older pgwarden versions encoded it and their spools still decode.
+bool hasTrailer(const Record& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
+
 }  // namespace
 
 size_t encodedSize(const Record& r) {
   size_t n = kFixedBytes;
   for (auto field : kStrings) n += 4 + (r.*field).size();
   for (const auto& t : r.tables) n += 4 + t.size();
+  if (hasTrailer(r)) n += 8 + r.tool_name.size() + r.tool_args.size();
   return n;
 }
 
@@ -98,6 +103,10 @@ void encodeRecord(const Record& r, uint8_t* out) {
   w.put(static_cast<uint32_t>(r.tables.size()));
   for (auto field : kStrings) w.text(r.*field);
   for (const auto& t : r.tables) w.text(t);
+  if (hasTrailer(r)) {
+    w.text(r.tool_name);
+    w.text(r.tool_args);
+  }
 }
 
 bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
@@ -125,6 +134,9 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
   for (auto& t : out->tables) {
     if (!in.text(&t)) return false;
   }
+  // The tool fields came later: a record without them (or from an older spool) ends here.
+  if (in.done()) return true;
+  if (!in.text(&out->tool_name) || !in.text(&out->tool_args)) return false;
   return in.done();
 }
 

@@ -71,6 +71,8 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.bytes_sent = run.bytes_sent;
   r.protocol = !who.protocol.empty() ? std::string(who.protocol) : run.extended ? "extended" : "simple";
   r.single_zero = run.single_zero && run.rows_sent == 1;
+  r.tool_name = who.tool;
+  r.tool_args = who.tool_args;
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.
     const std::string screens = actionsJson(run.screens);
