@@ -15,6 +15,8 @@
 #include "common/config_util.h"
 #include "guards/webhook_guard.h"
 #include "history/store_path.h"
+#include "mcp/operator_tools.h"
+#include "mcp/tools.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -441,7 +443,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   cfg::checkKeys(
       root, "",
       {"instance_id", "daemon", "listen", "upstream", "pool", "limits", "auth", "client_parameters",
-       "users", "admin_users", "logging", "metrics", "history", "groups", "tls", "mcp"});
+       "users", "admin_users", "logging", "metrics", "history", "groups", "tls", "mcp", "tools"});
   config->instance_id = cfg::getString(root, "", "instance_id", "");
   if (config->instance_id.empty()) config->instance_id = hostName();
   parseDaemonSection(root["daemon"], path, config->daemon);
@@ -506,6 +508,16 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   if (config->mcp.enabled() && !config->upstream.mapDatabase(config->mcp.database)) {
     cfg::fail(mcp_node["database"].IsDefined() ? mcp_node["database"] : mcp_node, "mcp.database",
               "database \"" + config->mcp.database + "\" is not mapped by upstream.databases");
+  }
+  // Operator-defined tools, served over MCP: their groups must exist, their names are not the
+  // built-in tools'.
+  {
+    std::vector<std::string> group_names;
+    for (const auto& [name, g] : config->groups) group_names.push_back(name);
+    config->mcp.tools = mcp::parseOperatorTools(root["tools"], group_names, mcp::builtinToolNames());
+    if (!config->mcp.tools->empty() && !config->mcp.enabled()) {
+      config->warnings.push_back("tools: are defined but mcp.listen is not set: no client can call them");
+    }
   }
   for (const auto& g : config->client_parameters.allow_search_path) {
     if (!config->groups.count(g)) {

@@ -112,6 +112,16 @@ bool DaemonMetrics::start() {
                  static_cast<double>(c.tool_calls[t][o]));
       }
     }
+    for (const auto& [name, counts] : c.operator_tool_calls) {
+      for (size_t o = 0; o < counts.size(); ++o) sink.add({name, mcp::kCallOutcomes[o]}, static_cast<double>(counts[o]));
+    }
+  });
+  metrics_.tool_calls.setCollector([this](metrics::SampleSink& sink) {
+    const mcp::McpServer* m = daemon_.mcpServer();
+    if (!m) return;
+    for (const auto& [name, counts] : m->counters().operator_tool_calls) {
+      for (size_t o = 0; o < counts.size(); ++o) sink.add({name, mcp::kCallOutcomes[o]}, static_cast<double>(counts[o]));
+    }
   });
 
   const auto& options = daemon_.config()->metrics;

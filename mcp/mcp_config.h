@@ -8,10 +8,13 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace pgwarden::mcp {
+
+class OperatorToolSet;  // mcp/operator_tools.h
 
 struct McpToken {
   std::string user;
@@ -41,6 +44,8 @@ struct McpConfig {
   std::chrono::milliseconds session_idle_timeout{1800000};
   int64_t max_rows = 1000;                  // a query tool's default (and largest) row count
   uint64_t max_result_bytes = 1u << 20;     // row data kept for one result
+  // The `tools:` section (operator-defined tools), filled by the config loader; null: none.
+  std::shared_ptr<const OperatorToolSet> tools;
   bool enabled() const { return !listen.empty(); }
 };
 

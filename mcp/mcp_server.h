@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -21,6 +22,8 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp_config.h"
 #include "mcp/mcp_host.h"
+#include "mcp/operator_call.h"
+#include "mcp/operator_tools.h"
 #include "mcp/tool_calls.h"
 #include "pool/next_turn.h"
 
@@ -48,6 +51,8 @@ struct McpCounters {
   uint64_t sessions_started = 0;
   uint64_t sessions_expired = 0;
   uint64_t tool_calls[kToolCount][std::size(kCallOutcomes)] = {};  // by Tool, then outcome
+  // Operator-defined tools by name (bounded by the config), then outcome.
+  std::map<std::string, std::array<uint64_t, std::size(kCallOutcomes)>, std::less<>> operator_tool_calls;
 };
 
 class McpServer final : public HttpHandler {
@@ -96,7 +101,9 @@ class McpServer final : public HttpHandler {
     std::string session_id;  // set on an initialize answer (the Mcp-Session-Id header)
   };
   struct Call {
-    std::unique_ptr<ToolCall> call;
+    std::unique_ptr<RunningCall> call;
+    std::string tool;        // its name, for the counters
+    bool operator_tool = false;
     uint64_t exchange = 0;   // key in exchanges_
     size_t slot = 0;         // index in the exchange's responses
     std::string session_id;
@@ -110,6 +117,8 @@ class McpServer final : public HttpHandler {
                      const std::string& user, Json& response);
   Json initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req, const std::string& user, bool& ok);
   bool startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMessage& m, Json& response);
+  Json toolsFor(const Session& s);
+  const std::vector<ResultColumn>* columnsOf(const OperatorTool& tool) const;
   void onToolDone(uint64_t call_key, Json result, const char* outcome);
   void sendExchange(Exchange& ex);
   void respondJson(uint64_t exchange, int status, const Json& body, bool sse,
@@ -135,7 +144,10 @@ class McpServer final : public HttpHandler {
   std::unordered_map<std::string, Session> sessions_;
   std::unordered_map<uint64_t, Exchange> exchanges_;  // by HTTP exchange id
   std::map<uint64_t, Call> calls_;                    // by call key
-  std::vector<std::unique_ptr<ToolCall>> graveyard_;  // ended calls, freed on the next turn
+  std::vector<std::unique_ptr<RunningCall>> graveyard_;  // ended calls, freed on the next turn
+  // Operator tools' result columns as their first call saw them (their outputSchema), by name
+  // and statement text, so a reload that changes the text forgets them.
+  std::map<std::string, std::vector<ResultColumn>, std::less<>> tool_columns_;
   std::unique_ptr<daemon::NextTurn> sweeper_;
   uint64_t next_call_ = 0;
   uv_timer_t* timer_ = nullptr;

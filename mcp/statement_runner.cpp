@@ -86,6 +86,13 @@ void StatementRunner::judge() {
   r.overrides = guards::parseSqlComment(spec_.sql);
   r.admit = !spec_.explain_only;
   r.explain = GateRequest::Explain::kRun;
+  r.extended = spec_.bind;
+  if (spec_.bind) {
+    r.explain_args.params = spec_.params;
+    r.explain_args.bound = true;
+  }
+  r.plan_check = spec_.plan_check;
+  r.refusal = std::move(spec_.refusal);
   GateVerdict v;
   if (gate_->decide(std::move(r), v)) act(std::move(v));
 }
@@ -100,6 +107,8 @@ guards::RequestContext StatementRunner::requestContext(bool extended, const guar
       ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(spec_.conversation_id);
   ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(spec_.query_intent);
   ctx.application_name = spec_.application_name;
+  ctx.tool = spec_.tool;
+  ctx.tool_args = spec_.tool_args;
   ctx.client_addr = spec_.client_addr;
   ctx.extended = extended;
   ctx.protocol = "mcp";
@@ -109,8 +118,9 @@ guards::RequestContext StatementRunner::requestContext(bool extended, const guar
   return ctx;
 }
 
-bool StatementRunner::runExplain(const std::string& sql, bool, const daemon::ExplainArgs&) {
+bool StatementRunner::runExplain(const std::string& sql, bool, const daemon::ExplainArgs& args) {
   explain_sql_ = sql;
+  explain_bound_ = args.bound;
   explain_reply_ = true;
   if (server_) {
     sendWork();
@@ -183,9 +193,13 @@ void StatementRunner::act(GateVerdict v) {
     work_sql_ = d.rewritten_sql ? *d.rewritten_sql : spec_.sql;
     const bool empty_text = plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
     if (!empty_text) {
-      run_ = daemon::startRun(plan_, 0, false);
+      run_ = daemon::startRun(plan_, 0, spec_.bind);
       run_->budget_key = std::move(v.budget_key);
       run_->overrides = overrides_;
+      // The screens compare the bound values, as they do for a wire client's Bind.
+      if (spec_.bind && !spec_.params.empty()) {
+        run_->params = std::make_shared<const std::vector<std::optional<std::string>>>(spec_.params);
+      }
       next_statement_ = 1;
     } else {
       next_statement_ = plan_->statements.size();
@@ -235,12 +249,33 @@ void StatementRunner::onServerFailed(const std::string& sqlstate, const std::str
 void StatementRunner::sendWork() {
   if (explain_reply_) {
     step_ = Step::kExplaining;
-    protocol::writeQuery(server_->out(), explain_sql_);
+    if (explain_bound_) {
+      writeBound(explain_sql_, false);
+    } else {
+      protocol::writeQuery(server_->out(), explain_sql_);
+    }
   } else {
     step_ = Step::kRunning;
-    protocol::writeQuery(server_->out(), work_sql_);
+    if (spec_.bind) {
+      writeBound(work_sql_, true);
+    } else {
+      protocol::writeQuery(server_->out(), work_sql_);
+    }
   }
   if (server_->flush() != 0) server_->close("write to the server failed");
+}
+
+void StatementRunner::writeBound(const std::string& sql, bool describe) {
+  // The unnamed statement and portal: nothing is left on the pooled connection after the Sync.
+  std::string& out = server_->out();
+  protocol::writeParse(out, "", sql, {});
+  protocol::BindMsg b;
+  b.params.reserve(spec_.params.size());
+  for (const auto& v : spec_.params) b.params.push_back(v ? std::optional<std::string_view>(*v) : std::nullopt);
+  protocol::writeBind(out, b);
+  if (describe) protocol::writeDescribe(out, 'P', "");
+  protocol::writeExecute(out, "", 0);
+  protocol::writeSync(out);
 }
 
 void StatementRunner::onServerMessage(daemon::ServerConnection&, const protocol::Frame& f) {

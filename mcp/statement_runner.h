@@ -28,6 +28,8 @@ struct RunSpec {
   std::string conversation_id;
   std::string query_intent;
   std::string application_name;  // history's application_name: "mcp:<tool>"
+  std::string tool;               // history's tool_name
+  std::string tool_args;          // history's tool_args (an operator tool's arguments, JSON)
   std::string client_addr;
   uint64_t session_id = 0;
   int64_t max_rows = 1000;          // the tool's cap (the group's own cap applies too)
@@ -36,6 +38,13 @@ struct RunSpec {
   bool explain_only = false;
   // Pgwarden's own catalog reads (describe_table's metadata): no gate, no history record.
   bool internal = false;
+  // An operator tool's statement: `sql` holds $1..$n, run as an unnamed prepared statement
+  // (Parse/Bind/Execute) with these text-format values (nullopt: NULL), never spliced into it.
+  bool bind = false;
+  std::vector<std::optional<std::string>> params;
+  daemon::PlanCheck plan_check;  // the tool's plan_check, run on the gate's EXPLAIN
+  // The call was refused before its statement could run (its arguments): recorded as a denial.
+  std::optional<guards::GuardResult> refusal;
 };
 
 struct ResultColumn {
@@ -118,6 +127,8 @@ class StatementRunner final : public daemon::GateCaller,
   void act(daemon::GateVerdict v);
   void acquire();
   void sendWork();
+  // Parse/Bind/Describe/Execute/Sync of `sql` with the spec's bind values.
+  void writeBound(const std::string& sql, bool describe);
   void handleMessage(const protocol::Frame& f);
   void onRowDescription(const protocol::Frame& f);
   void onDataRow(const protocol::Frame& f);
@@ -146,6 +157,7 @@ class StatementRunner final : public daemon::GateCaller,
   std::shared_ptr<const guards::BudgetKey> budget_key_;
   guards::AgentOverrides overrides_;
   std::string explain_sql_;  // the cost gate's EXPLAIN, waiting for a connection
+  bool explain_bound_ = false;  // ... run with the statement's bind values
   std::string work_sql_;     // the text the server runs
   std::shared_ptr<daemon::StatementRun> run_;
   size_t next_statement_ = 0;

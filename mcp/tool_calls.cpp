@@ -212,6 +212,7 @@ void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only
   spec.agent_id = ctx_.agent_id;
   spec.conversation_id = ctx_.conversation_id;
   spec.application_name = std::string("mcp:") + toolName(tool_);
+  spec.tool = toolName(tool_);
   spec.client_addr = ctx_.client_addr;
   spec.session_id = ctx_.session_id;
   spec.max_rows = max_rows;

@@ -26,21 +26,30 @@ struct CallContext {
   uint64_t max_result_bytes = 1u << 20;
 };
 
-class ToolCall {
+// A tools/call in flight, built-in or operator-defined, as the server holds it.
+class RunningCall {
  public:
   // `result` is the tools/call result object; `outcome` a short word for logs and metrics
   // ("ok", "denied", "error", "cancelled").
   using Done = std::function<void(Json result, const char* outcome)>;
+  virtual ~RunningCall() = default;
+  // `done` runs exactly once: inside start() for the tools that answer from memory, later for
+  // those that run statements. Free the call only after it, outside it.
+  virtual void start() = 0;
+  virtual void cancel() = 0;
+  virtual bool finished() const = 0;
+};
+
+class ToolCall final : public RunningCall {
+ public:
   ToolCall(McpHost& host, CallContext ctx, Tool tool, Json args, Done done);
-  ~ToolCall();
+  ~ToolCall() override;
   ToolCall(const ToolCall&) = delete;
   ToolCall& operator=(const ToolCall&) = delete;
 
-  // `done` runs exactly once: inside start() for the tools that answer from memory, later for
-  // those that run statements. Free the call only after it, outside it.
-  void start();
-  void cancel();
-  bool finished() const { return finished_; }
+  void start() override;
+  void cancel() override;
+  bool finished() const override { return finished_; }
   Tool tool() const { return tool_; }
 
  private:

@@ -117,6 +117,12 @@ std::optional<Tool> toolByName(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::string> builtinToolNames() {
+  std::vector<std::string> out;
+  for (const auto& d : kTools) out.emplace_back(d.name);
+  return out;
+}
+
 const char* toolName(Tool t) {
   for (const auto& d : kTools) {
     if (d.tool == t) return d.name;

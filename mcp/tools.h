@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mcp/jsonrpc.h"
 
@@ -15,6 +16,8 @@ enum class Tool : uint8_t { kQuery, kExplain, kPolicy, kListSchemas, kListTables
 
 std::optional<Tool> toolByName(std::string_view name);
 const char* toolName(Tool t);
+// Every built-in tool's name (operator-defined tools may not take them).
+std::vector<std::string> builtinToolNames();
 
 // The caps a description states, so the model reads them before it asks.
 struct ToolCaps {

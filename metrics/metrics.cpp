@@ -58,6 +58,10 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_mcp_tool_calls_total",
           "MCP tool calls by tool and outcome (ok, denied, error, cancelled).",
           MetricType::kCounter, {"tool", "outcome"})),
+      tool_calls(registry.callbackFamily(
+          "pgwarden_tool_calls_total",
+          "Calls of operator-defined tools (the tools: section) by tool and outcome (ok, denied, error, cancelled).",
+          MetricType::kCounter, {"tool", "outcome"})),
       client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
                                                    "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(
