@@ -55,7 +55,7 @@ const char* columnStatsQuery() {
          "   ARRAY[(s.histogram_bounds::text::text[])[1],"
          "     (s.histogram_bounds::text::text[])[array_upper(s.histogram_bounds::text::text[], 1)]]::text"
          "   END, ''),"
-         " (s.attname IS NOT NULL)::text, u.is_unique::text"
+         " (s.attname IS NOT NULL)::text, u.is_unique::text, u.leads_btree::text"
          " FROM pg_catalog.pg_attribute a"
          " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -64,11 +64,21 @@ const char* columnStatsQuery() {
          "   AND s.attname = a.attname AND s.inherited = (c.relkind = 'p')"
          " CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
          "   WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts = 1"
-         "   AND i.indkey[0] = a.attnum AND i.indpred IS NULL) AS is_unique) u"
+         "   AND i.indkey[0] = a.attnum AND i.indpred IS NULL) AS is_unique,"
+         // min/max through the index (boundsProbeQuery()): a plain table, no row security (its
+         // min/max could name rows a caller's policy hides; pg_stats hides those too), a column
+         // the connection may read, a valid non-partial btree index that leads with it.
+         "   t.typcategory IN ('N', 'D') AND c.relkind IN ('r', 'p', 'm') AND NOT c.relrowsecurity"
+         "   AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')"
+         "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
+         "     JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid"
+         "     JOIN pg_catalog.pg_am am ON am.oid = ic.relam"
+         "     WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid"
+         "     AND i.indpred IS NULL AND am.amname = 'btree') AS leads_btree) u"
          " WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'm', 'f')"
          " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
          " AND n.nspname !~ '^pg_(toast|temp_)'"
-         " AND (t.typtype = 'e' OR s.attname IS NOT NULL OR u.is_unique OR EXISTS (SELECT 1 FROM"
+         " AND (t.typtype = 'e' OR s.attname IS NOT NULL OR u.is_unique OR u.leads_btree OR EXISTS (SELECT 1 FROM"
          "   pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'"
          "   AND k.conkey = ARRAY[a.attnum]))";
 }
@@ -166,6 +176,7 @@ std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   if (auto h = parseArrayText(row[10])) s.histogram = std::move(*h);
   s.analyzed = row[11] == "true";
   s.unique = row.size() > 12 && row[12] == "true";
+  s.leads_btree = row.size() > 13 && row[13] == "true";
   return out;
 }
 
@@ -197,7 +208,7 @@ std::optional<int> compareValues(char category, std::string_view a, std::string_
   return std::nullopt;
 }
 
-bool ColumnStats::bounds(std::string* low, std::string* high) const {
+bool ColumnStats::statsBounds(std::string* low, std::string* high) const {
   if (!analyzed || (category != 'N' && category != 'D')) return false;
   std::vector<const std::string*> seen;
   for (const auto& v : histogram) seen.push_back(&v);
@@ -214,6 +225,63 @@ bool ColumnStats::bounds(std::string* low, std::string* high) const {
   if (!lo || !hi) return false;
   *low = *lo;
   *high = *hi;
+  return true;
+}
+
+bool ColumnStats::bounds(std::string* low, std::string* high, const char** source) const {
+  if (statsBounds(low, high)) {
+    if (source) *source = "pg_stats";
+    return true;
+  }
+  if (index_low.empty() || index_high.empty() || !boundableType(category, type)) return false;
+  // Both must read as the type, low first: anything else is not a range the screens can trust.
+  if (compareValues(category, index_low, index_high).value_or(1) > 0) return false;
+  *low = index_low;
+  *high = index_high;
+  if (source) *source = "index";
+  return true;
+}
+
+bool ColumnStats::needsIndexBounds() const {
+  std::string low, high;
+  return leads_btree && boundableType(category, type) && !statsBounds(&low, &high);
+}
+
+bool boundableType(char category, std::string_view type) {
+  if (category == 'N') {
+    return type == "smallint" || type == "integer" || type == "bigint" || type == "real" ||
+           type == "double precision" || type.substr(0, 7) == "numeric";
+  }
+  return category == 'D' && (type == "date" || type.substr(0, 9) == "timestamp");
+}
+
+namespace {
+
+std::string quoted(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string boundsProbeQuery(std::string_view schema, std::string_view table, std::string_view column,
+                             int timeout_ms) {
+  const std::string col = quoted(column);
+  return "SET LOCAL statement_timeout = " + std::to_string(timeout_ms) + "; SELECT min(" + col +
+         ")::text, max(" + col + ")::text FROM " + quoted(schema) + "." + quoted(table);
+}
+
+bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::string* high) {
+  // Longer than any date or timestamp and than a number compareValues() reads.
+  constexpr size_t kMaxBoundBytes = 64;
+  if (row.size() != 2 || row[0].empty() || row[1].empty()) return false;
+  if (row[0].size() > kMaxBoundBytes || row[1].size() > kMaxBoundBytes) return false;
+  *low = row[0];
+  *high = row[1];
   return true;
 }
 

@@ -1,7 +1,8 @@
 // What the catalog knows about one column's values: enum labels, a CHECK constraint's IN-list,
-// pg_stats' most common values with their frequencies, n_distinct and the histogram bounds. The
-// result screens read it to tell an empty answer from a wrong question. Parsed from the text rows
-// of columnStatsQuery(), never on the statement path.
+// pg_stats' most common values with their frequencies, n_distinct and the histogram bounds, or
+// min/max read through a btree index when pg_stats has nothing. The result screens read it to tell
+// an empty answer from a wrong question. Parsed from the text rows of columnStatsQuery() and
+// boundsProbeQuery(), never on the statement path.
 #pragma once
 
 #include <optional>
@@ -22,6 +23,10 @@ struct ColumnStats {
   bool analyzed = false;                   // pg_stats has a row for the column
   std::vector<std::string> histogram;      // pg_stats.histogram_bounds (first = low, last = high)
   bool unique = false;                     // a unique index (or primary key) on this column alone
+  // The leading key of a valid, non-partial btree index, in a table without row security whose
+  // column pgwarden's connection may read: min/max of it costs two index probes.
+  bool leads_btree = false;
+  std::string index_low, index_high;       // min/max read through that index (boundsProbeQuery())
 
   // Every value occurs once: a unique index, or pg_stats' n_distinct of -1.
   bool knownUnique() const { return unique || (analyzed && n_distinct <= -0.999); }
@@ -33,14 +38,38 @@ struct ColumnStats {
   // cover nearly every row. Null when the values are not known to be complete.
   const std::vector<std::string>* knownValues() const;
   // The lowest and highest value the statistics saw (histogram bounds and MCVs), for numeric and
-  // date/time columns. False when there are no statistics or the type is not ordered here.
-  bool bounds(std::string* low, std::string* high) const;
+  // date/time columns; when pg_stats has none, the index's min/max. False when neither is known or
+  // the type is not ordered here. `source`, when given, is set to "pg_stats" or "index".
+  bool bounds(std::string* low, std::string* high, const char** source = nullptr) const;
+  // pg_stats gives no bounds, but a btree index leads with the column and its type is one the
+  // screens compare: the refresher reads min/max through the index (boundsProbeQuery()).
+  bool needsIndexBounds() const;
+
+ private:
+  bool statsBounds(std::string* low, std::string* high) const;
 };
 
+// Numbers and dates/timestamps: the types whose text compareValues() reads, so the only ones
+// worth reading bounds of (money, oid, time of day and intervals are left out).
+bool boundableType(char category, std::string_view type);
+
+// The query that reads a column's min and max, cast to text, with the given statement_timeout
+// (SET LOCAL: it ends with the Query's implicit transaction). Meant for a column whose
+// needsIndexBounds() holds, where PostgreSQL answers it with two LIMIT 1 index scans
+// (MinMaxAgg); the timeout keeps anything else from holding the refresh. Identifiers are always
+// double-quoted, quotes in them doubled.
+std::string boundsProbeQuery(std::string_view schema, std::string_view table, std::string_view column,
+                             int timeout_ms);
+// That query's row (min, max; empty text for NULL) read into `low` and `high`: false when the
+// table is empty or a value is too long to be a number or a date.
+bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::string* high);
+
 // The catalog query the refresher runs next to the tables query: one row per column that has an
-// enum type, a single-column CHECK constraint or a pg_stats row. Columns: schema, table, column,
+// enum type, a single-column CHECK constraint, a pg_stats row, a unique index or leads a btree
+// index (numbers and dates only). Columns: schema, table, column,
 // type, typcategory, enum labels (array text), CHECK definitions ("; "-joined), most_common_vals,
-// most_common_freqs, n_distinct, histogram_bounds (low and high only), analysed, unique.
+// most_common_freqs, n_distinct, histogram_bounds (low and high only), analysed, unique,
+// leads_btree.
 const char* columnStatsQuery();
 
 struct ColumnRow {

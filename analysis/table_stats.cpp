@@ -90,6 +90,50 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
   return snap;
 }
 
+std::vector<TableStatsSnapshot::IndexBounds> TableStatsSnapshot::boundsProbes(size_t start,
+                                                                             size_t max) const {
+  std::vector<IndexBounds> all;
+  for (const auto& [key, table] : tables_) {
+    for (const auto& [name, col] : table.columns) {
+      if (!col.needsIndexBounds()) continue;
+      const size_t dot = key.find('.');  // schema names with a dot are split wrongly: not probed
+      if (dot == std::string::npos || key.find('.', dot + 1) != std::string::npos) continue;
+      all.push_back({key.substr(0, dot), key.substr(dot + 1), name, "", ""});
+    }
+  }
+  if (all.size() <= max) return all;
+  std::vector<IndexBounds> out;
+  out.reserve(max);
+  for (size_t i = 0; i < max; ++i) out.push_back(std::move(all[(start + i) % all.size()]));
+  return out;
+}
+
+std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::withIndexBounds(
+    const std::vector<IndexBounds>& probed, const TableStatsSnapshot* previous) const {
+  auto snap = std::make_shared<TableStatsSnapshot>(*this);
+  if (previous) {
+    for (auto& [key, table] : snap->tables_) {
+      auto old = previous->tables_.find(key);
+      if (old == previous->tables_.end()) continue;
+      for (auto& [name, col] : table.columns) {
+        auto was = old->second.columns.find(name);
+        if (!col.needsIndexBounds() || was == old->second.columns.end()) continue;
+        col.index_low = was->second.index_low;
+        col.index_high = was->second.index_high;
+      }
+    }
+  }
+  for (const auto& p : probed) {
+    auto t = snap->tables_.find(p.schema + "." + p.table);
+    if (t == snap->tables_.end()) continue;
+    auto c = t->second.columns.find(p.column);
+    if (c == t->second.columns.end()) continue;
+    c->second.index_low = p.low;
+    c->second.index_high = p.high;
+  }
+  return snap;
+}
+
 const TableStats* TableStatsSnapshot::find(std::string_view schema, std::string_view table) const {
   std::string key;
   key.reserve(schema.size() + table.size() + 1);

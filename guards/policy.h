@@ -106,6 +106,21 @@ class TableStatsSnapshot {
       const std::vector<std::vector<std::string>>& column_rows = {});
   const TableStats* find(std::string_view schema, std::string_view table) const;
   size_t size() const { return tables_.size(); }
+
+  // A column whose bounds only its index can give (ColumnStats::needsIndexBounds()), and what
+  // reading them found: `low` and `high` empty when nothing (an empty table, a failed probe).
+  struct IndexBounds {
+    std::string schema, table, column, low, high;
+  };
+  // At most `max` of the columns that need index bounds, in name order starting at the
+  // `start`-th (modulo their number, wrapping), so that successive refreshes that pass a growing
+  // `start` read every one of them in turn.
+  std::vector<IndexBounds> boundsProbes(size_t start, size_t max) const;
+  // A copy with the bounds of `probed` set (an entry without bounds clears them); a column that
+  // needs index bounds but was not probed keeps what `previous` (the last snapshot, may be null)
+  // had for it.
+  std::shared_ptr<const TableStatsSnapshot> withIndexBounds(const std::vector<IndexBounds>& probed,
+                                                            const TableStatsSnapshot* previous) const;
   // Every table, keyed "schema.table", in name order.
   const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
 

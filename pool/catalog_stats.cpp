@@ -1,5 +1,7 @@
 // One refresh job per server database: borrow the internal pool's connection, run the guards'
-// catalog query with the simple protocol, collect the text rows, swap the snapshot pointer.
+// catalog query with the simple protocol, collect the text rows, swap the snapshot pointer. Then,
+// on the same connection, read min/max through a btree index for the few columns pg_stats gives
+// no bounds for (one Query each, a short statement_timeout), and swap the pointer again.
 #include "pool/catalog_stats.h"
 
 #include <spdlog/spdlog.h>
@@ -39,6 +41,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
       s->release(running_ ? 1 : 0, false);
     }
     running_ = false;
+    probing_ = false;
+    probes_.clear();
   }
 
   // ServerWaiter
@@ -50,6 +54,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     error_.clear();
     rows_.clear();
     column_rows_.clear();
+    probing_ = false;
+    probes_.clear();
     result_sets_ = 0;
     completed_ = 0;
     column_error_.clear();
@@ -67,6 +73,10 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
 
   // ServerLink
   void onServerMessage(ServerConnection& s, const protocol::Frame& f) override {
+    if (probing_) {
+      onProbeMessage(s, f);
+      return;
+    }
     switch (f.type) {
       case 'T':
         ++result_sets_;
@@ -104,10 +114,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         return;
       }
       case 'Z': {
-        running_ = false;
-        server_ = nullptr;
-        s.release(0, false);
         if (failed_) {
+          finish(s);
           fail("catalog query failed: " + error_);
           return;
         }
@@ -117,7 +125,9 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
           spdlog::warn("column statistics for db={} not read: {}; result screens that need them stay silent",
                        logsafe(db_), logsafe(column_error_, kLogMessageMaxBytes));
         }
-        snapshot_ = guards::TableStatsSnapshot::fromRows(rows_, column_rows_);
+        auto fresh = guards::TableStatsSnapshot::fromRows(rows_, column_rows_);
+        // Until this refresh's probes land, columns keep the index bounds the last one read.
+        snapshot_ = snapshot_ ? fresh->withIndexBounds({}, snapshot_.get()) : std::move(fresh);
         loaded_at_ms_ = daemon_.nowMs();
         rows_.clear();
         rows_.shrink_to_fit();
@@ -128,6 +138,15 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         const auto every = daemon_.config()->upstream.stats_refresh.count();
         next_due_ms_ = daemon_.nowMs() + static_cast<uint64_t>(every > 0 ? every : 0);
         spdlog::debug("catalog statistics for db={}: {} tables", logsafe(db_), snapshot_->size());
+        probes_ = snapshot_->boundsProbes(probe_cursor_, kMaxBoundsProbes);
+        probe_cursor_ += probes_.size();
+        next_probe_ = 0;
+        if (probes_.empty()) {
+          finish(s);
+          return;
+        }
+        probing_ = true;
+        sendProbe(s);
         return;
       }
       default:
@@ -136,6 +155,10 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   }
   void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
     // A catalog row above the streaming threshold is not something we can use.
+    if (probing_) {
+      probe_failed_ = true;
+      return;
+    }
     failed_ = true;
     error_ = "oversized row";
   }
@@ -144,10 +167,93 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   void onServerLost(ServerConnection&, const std::string& why) override {
     server_ = nullptr;
     running_ = false;
+    if (probing_) {
+      // The snapshot is already in place: keep what the probes found so far.
+      spdlog::warn("index bounds for db={} not all read: connection lost: {}", logsafe(db_),
+                   logsafe(why, kLogMessageMaxBytes));
+      endProbes();
+      return;
+    }
     fail("connection lost: " + why);
   }
 
  private:
+  // At most this many min/max reads per refresh: each is two index probes, so this bounds the
+  // refresh to about a hundred cheap index lookups; columns past it are read by later refreshes.
+  static constexpr size_t kMaxBoundsProbes = 64;
+  // Each read's statement_timeout: two index probes take well under a millisecond; a read that
+  // does not (a bloated index, a lock) is given up rather than hold the refresh.
+  static constexpr int kBoundsProbeTimeoutMs = 200;
+
+  void finish(ServerConnection& s) {
+    running_ = false;
+    server_ = nullptr;
+    s.release(0, false);
+  }
+
+  void sendProbe(ServerConnection& s) {
+    const auto& p = probes_[next_probe_];
+    probe_failed_ = false;
+    protocol::writeQuery(s.out(), guards::boundsProbeQuery(p.schema, p.table, p.column,
+                                                           kBoundsProbeTimeoutMs));
+    if (s.flush() != 0) s.close("write failed");
+  }
+
+  void onProbeMessage(ServerConnection& s, const protocol::Frame& f) {
+    auto& p = probes_[next_probe_];
+    switch (f.type) {
+      case 'D': {
+        auto cells = protocol::parseDataRowValues(f.body);
+        std::vector<std::string> row;
+        if (cells) {
+          for (const auto& c : *cells) row.emplace_back(c ? std::string(*c) : std::string());
+        }
+        if (probe_failed_ || !guards::parseBoundsRow(row, &p.low, &p.high)) {
+          p.low.clear();
+          p.high.clear();
+        }
+        return;
+      }
+      case 'E': {
+        auto e = protocol::parseErrorFields(f.body);
+        spdlog::debug("index bounds of {}.{}.{} for db={} not read: {}", logsafe(p.schema),
+                      logsafe(p.table), logsafe(p.column), logsafe(db_),
+                      logsafe(e ? e->message() : std::string_view("error"), kLogMessageMaxBytes));
+        probe_failed_ = true;
+        p.low.clear();
+        p.high.clear();
+        return;
+      }
+      case 'Z':
+        if (probe_failed_) {
+          p.low.clear();
+          p.high.clear();
+        }
+        if (++next_probe_ < probes_.size()) {
+          sendProbe(s);
+          return;
+        }
+        finish(s);
+        endProbes();
+        return;
+      default:
+        return;  // RowDescription, CommandComplete, notices
+    }
+  }
+
+  // Publishes what the probes read (the ones never answered count as not probed) and ends.
+  void endProbes() {
+    probing_ = false;
+    probes_.resize(next_probe_);
+    size_t found = 0;
+    for (const auto& p : probes_) found += p.low.empty() ? 0 : 1;
+    if (snapshot_ && !probes_.empty()) snapshot_ = snapshot_->withIndexBounds(probes_, nullptr);
+    spdlog::debug("index bounds for db={}: {} of {} columns read", logsafe(db_), found,
+                  probes_.size());
+    probes_.clear();
+    probes_.shrink_to_fit();
+  }
+
   void wakeWaiters() {
     std::vector<uint64_t> ids;
     ids.swap(waiters_);
@@ -176,6 +282,11 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   std::shared_ptr<const guards::TableStatsSnapshot> snapshot_;
   std::vector<std::vector<std::string>> rows_;
   std::vector<std::vector<std::string>> column_rows_;
+  std::vector<guards::TableStatsSnapshot::IndexBounds> probes_;  // this refresh's min/max reads
+  size_t next_probe_ = 0;      // the one in flight while probing_
+  size_t probe_cursor_ = 0;    // where the next refresh starts among the columns to probe
+  bool probing_ = false;
+  bool probe_failed_ = false;  // the read in flight failed or its row was unusable
   int result_sets_ = 0;        // RowDescriptions seen: 1 tables, 2 columns
   int completed_ = 0;          // CommandCompletes seen
   std::string column_error_;   // the column query failed (the tables query did not)

@@ -1,5 +1,6 @@
 // OUT_OF_RANGE: nothing matched, and a range predicate lies wholly outside the column's data as
-// the statistics saw it (histogram bounds and MCVs; dates compared by day, numbers by value).
+// the statistics saw it (histogram bounds and MCVs, else min/max read through a btree index; dates
+// compared by day, numbers by value).
 #include "guards/codes.h"
 #include "screens/screen_util.h"
 
@@ -14,7 +15,8 @@ void outOfRange(const ScreenInput& in, Findings& out) {
     if (!v) continue;
     const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
     std::string low, high;
-    if (!rc.column || !rc.column->bounds(&low, &high)) continue;
+    const char* source = "";
+    if (!rc.column || !rc.column->bounds(&low, &high, &source)) continue;
     const char cat = rc.column->category;
     // Strictly outside: a bound the sample saw is not the column's true edge.
     const bool starts_after = c.op == Op::kLower && guards::compareValues(cat, *v, high).value_or(0) > 0;
@@ -33,7 +35,8 @@ void outOfRange(const ScreenInput& in, Findings& out) {
         .add("column", c.column)
         .add("low", low)
         .add("high", high)
-        .add(starts_after ? "range_starts" : "range_ends", *v);
+        .add(starts_after ? "range_starts" : "range_ends", *v)
+        .add("bounds_from", source);
     out.push_back(std::move(r));
   }
 }

@@ -61,6 +61,29 @@ def summarize_cells(runs, modes, clients, targets):
     return cells
 
 
+SCREEN_VARIANTS = ("screens_on", "screens_off")
+
+
+def summarize_screens(runs, modes, clients):
+    """The result screens' on/off runs as cells: each variant's median tps, latency and proxy
+    CPU, and on / off."""
+    cells = summarize_cells(runs, modes, clients, SCREEN_VARIANTS)
+    for c in cells:
+        on, off = c["targets"]["screens_on"], c["targets"]["screens_off"]
+        c["ratios"] = {"on_over_off_tps": _ratio(on["tps_median"], off["tps_median"])}
+        c["added_latency_us"] = {"median_on_over_off": _diff(on["latency_median_us"],
+                                                             off["latency_median_us"])}
+    return cells
+
+
+def _screens_rows(results):
+    """(mode, clients, on, off, on/off tps, added p50) per cell of the screens phase."""
+    for c in (results.get("screens") or {}).get("cells") or []:
+        t = c["targets"]
+        yield (c["mode"], c["clients"], t["screens_on"], t["screens_off"],
+               c["ratios"]["on_over_off_tps"], c["added_latency_us"]["median_on_over_off"])
+
+
 def add_best_runs(results):
     """On a shared machine the best repeat of a cell is the one other work disturbed least:
     it is reported next to the medians as an estimate of the undisturbed cost. Computed from
@@ -259,6 +282,25 @@ def render(results):
                 for n, x in c["targets"].items() for e in x["errors"][:1]]
         for m, n, name, e in errs:
             lines.append(f"  error {m} c={n} {name}: {e[:300]}")
+    sc = results.get("screens") or {}
+    if sc.get("cells"):
+        lines.append("")
+        lines.append(f"result screens on vs off (one pgwarden, group {sc['group']} as shipped vs "
+                     f"{sc['off_group']}, runs alternating; warnings sent: "
+                     f"{_f(sc.get('result_warnings'))})")
+        head = (f"{'mode':8s} {'c':>3s} | {'on tps':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | "
+                f"{'off tps':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | {'on/off':>6s} {'+p50':>5s}")
+        lines.append(head)
+        lines.append("-" * len(head))
+        for mode, clients, on, off, ratio, added in _screens_rows(results):
+            def part(x):
+                if x.get("tps_median") is None:
+                    return f"{'error':>10s} {'':>5s} {'':>5s} {'':>5s}"
+                return (f"{x['tps_median']:>10.0f} {_f(x['latency_median_us']):>5s} "
+                        f"{_f(x['latency_p99_us']):>5s} "
+                        f"{_f(x.get('proxy_cpu_us_per_tx'), '{:.1f}'):>5s}")
+            lines.append(f"{mode:8s} {clients:>3d} | {part(on)} | {part(off)} | "
+                         f"{_f(ratio, '{:.3f}'):>6s} {_f(added, '{:.1f}'):>5s}")
     mem = results.get("memory") or {}
     if mem:
         lines.append("")
@@ -370,6 +412,20 @@ def markdown(results):
                       f"{_f(rb.get('pgwarden_over_pgbouncer_tps'), '{:.2f}')} | "
                       f"{_f(rb.get('added_median_latency_over_direct_us'))} | "
                       f"{_f(rb.get('added_median_latency_over_pgbouncer_us'))} |")
+    screens = list(_screens_rows(results))
+    if screens:
+        md.append("")
+        md.append("Result screens on vs off (one pgwarden, runs alternating):")
+        md.append("")
+        md.append("| mode | clients | on tps | p50 µs | CPU µs/tx | off tps | p50 µs | CPU µs/tx "
+                  "| on ÷ off | + p50 µs |")
+        md.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for mode, clients, on, off, ratio, added in screens:
+            def part(x):
+                return (f"{_f(x.get('tps_median'))} | {_f(x.get('latency_median_us'))} | "
+                        f"{_f(x.get('proxy_cpu_us_per_tx'), '{:.1f}')}")
+            md.append(f"| {mode} | {clients} | {part(on)} | {part(off)} | "
+                      f"{_f(ratio, '{:.3f}')} | {_f(added, '{:.1f}')} |")
     mem = results.get("memory") or {}
     rows = []
     for key, label in (("pgwarden_idle", "pgwarden"), ("pgbouncer_idle", "PgBouncer")):

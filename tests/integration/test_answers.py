@@ -1,10 +1,12 @@
 """Result screens (docs/answers.md) replayed the way an agent meets them: a shipments table like the
 demo's, ANALYZEd, asked for 'late' shipments in every spelling an agent tries, for a range past the
 data's end, and then the right way. The warnings must reach psql, psycopg2 and JDBC before the
-result completes, and land in history and metrics; the right query gets none."""
+result completes, and land in history and metrics; the right query gets none. A second table is
+never ANALYZEd: its bounds come from min/max read through an index, or not at all."""
 
 import datetime
 import json
+import time
 import urllib.request
 
 import pytest
@@ -17,6 +19,9 @@ TABLE = "answer_shipments"
 LAST_DATE = (datetime.date(2023, 1, 1) + datetime.timedelta(days=1276)).isoformat()
 COUNT_LATE = ("SELECT count(*) FROM answer_shipments WHERE status = '{status}' "
               "AND ship_date >= '2024-07-01'")
+# Never analysed (autovacuum off for it): ship_date leads a btree index, delivered_on none.
+FRESH = "answer_fresh"
+FRESH_LAST = (datetime.date(2024, 1, 1) + datetime.timedelta(days=399)).isoformat()
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +36,14 @@ def screened(pgwarden_bin, pg):
           FROM generate_series(1, 20000) AS i;
         GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
         ANALYZE {TABLE};
+        DROP TABLE IF EXISTS {FRESH};
+        CREATE TABLE {FRESH} (id bigint NOT NULL, ship_date date NOT NULL, delivered_on date NOT NULL)
+            WITH (autovacuum_enabled = false);
+        INSERT INTO {FRESH}
+          SELECT i, date '2024-01-01' + (i % 400), date '2024-01-03' + (i % 400)
+          FROM generate_series(1, 5000) AS i;
+        CREATE INDEX ON {FRESH} (ship_date);
+        GRANT SELECT ON {FRESH} TO {pgwtest.READER_ROLE};
     """)
     daemons = DaemonSet(pgwarden_bin)
     try:
@@ -85,6 +98,57 @@ def test_range_past_the_data_is_out_of_range(screened):
     assert codes_in(notices) == ["OUT_OF_RANGE"], notices
     assert (f"ship_date data runs from 2023-01-01 to {LAST_DATE}; your range starts 2026-07-01"
             in notices[0])
+    assert '"bounds_from":"pg_stats"' in notices[0]
+
+
+def ask_until_warned(daemon, sql, timeout=15):
+    """The index bounds land a moment after the catalog snapshot: ask until a warning comes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows, notices = ask(daemon, sql)
+        if notices or time.monotonic() > deadline:
+            return rows, notices
+        time.sleep(0.2)
+
+
+def test_unanalysed_table_takes_its_bounds_from_the_index(screened, pg):
+    assert pg.scalar(f"SELECT count(*) FROM pg_stats WHERE tablename = '{FRESH}'") == 0
+    # Two LIMIT 1 index scans, as the refresh reads them (MinMaxAgg), never a scan of the table.
+    plan = "\n".join(r[0] for r in pg.execute(
+        f"EXPLAIN SELECT min(ship_date)::text, max(ship_date)::text FROM public.{FRESH}"))
+    assert plan.count("Limit") == 2 and "Seq Scan" not in plan, plan
+    sql = f"SELECT count(*) FROM {FRESH} WHERE ship_date >= '2025-03-01'"
+    rows, notices = ask_until_warned(screened, sql)
+    assert rows == [(0,)]
+    assert codes_in(notices) == ["OUT_OF_RANGE"], notices
+    assert (f"ship_date data runs from 2024-01-01 to {FRESH_LAST}; your range starts 2025-03-01"
+            in notices[0])
+    assert '"bounds_from":"index"' in notices[0]
+    r = pgwtest.psql(screened.dsn(), "-c", f"SELECT * FROM {FRESH} WHERE ship_date < '2023-06-01'",
+                     password=screened.passwords["core"])
+    assert r.returncode == 0, r.stderr
+    assert (f"WARNING:  ship_date data runs from 2024-01-01 to {FRESH_LAST}; your range ends "
+            "2023-06-01") in r.stderr
+    assert "(0 rows)" in r.stdout
+    # Still no statistics: the refresh read the index, it did not ANALYZE.
+    assert pg.scalar(f"SELECT count(*) FROM pg_stats WHERE tablename = '{FRESH}'") == 0
+
+
+def test_unanalysed_column_without_an_index_stays_silent(screened):
+    # By now the index bounds of answer_fresh are in (the test above waited for them).
+    ask_until_warned(screened, f"SELECT count(*) FROM {FRESH} WHERE ship_date >= '2025-03-01'")
+    rows, notices = ask(screened, f"SELECT count(*) FROM {FRESH} WHERE delivered_on >= '2025-03-01'")
+    assert rows == [(0,)] and notices == []
+
+
+def test_the_refresh_probes_only_indexed_columns_under_a_timeout(screened, pg):
+    ask_until_warned(screened, f"SELECT count(*) FROM {FRESH} WHERE ship_date >= '2025-03-01'")
+    log = pg.log_since()
+    assert (f'SET LOCAL statement_timeout = 200; SELECT min("ship_date")::text, '
+            f'max("ship_date")::text FROM "public"."{FRESH}"') in log
+    assert 'min("delivered_on")' not in log
+    # SET LOCAL took effect in the Query's implicit transaction (PostgreSQL warns when it cannot).
+    assert "SET LOCAL can only be used in transaction blocks" not in log
 
 
 def test_the_right_query_gets_no_warning(screened):

@@ -40,6 +40,16 @@ def test_bench_run_quick_writes_every_cell(pgwarden_bin, tmp_path):
         assert cell["ratios"]["pgwarden_over_pgbouncer_tps"] is not None
     assert len(results["runs"]) == len(cells) * 3 * settings["repeats"]
 
+    # The result screens' on/off runs: every cell, both variants, and no screen spoke.
+    screens = results["screens"]
+    assert {(c["mode"], c["clients"]) for c in screens["cells"]} == {
+        (m, n) for m in settings["modes"] for n in screens["clients"]}
+    for cell in screens["cells"]:
+        for variant in ("screens_on", "screens_off"):
+            assert cell["targets"][variant]["tps_median"] > 0, cell
+        assert cell["ratios"]["on_over_off_tps"] is not None, cell
+    assert screens["result_warnings"] == 0, screens
+
     # Memory: every idle level reached, each client holding a server backend (session pooling),
     # and the slow reader got the whole result through pgwarden.
     idle = results["memory"]["pgwarden_idle"]

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/column_stats.h"
+#include "guards/policy.h"
 
 namespace pgwarden::guards {
 namespace {
@@ -68,6 +69,105 @@ TEST(Bounds, DatesFromHistogramAndMcvs) {
 TEST(ColumnRow, MalformedRowsAreSkipped) {
   EXPECT_FALSE(parseColumnRow({"public", "t"}));
   EXPECT_FALSE(parseColumnRow({"", "t", "c", "", "", "", "", "", "", "", "", "", ""}));
+}
+
+// A date column of `table` that leads a btree index; pg_stats has no row for it (never analysed).
+std::vector<std::string> indexedDate(std::string table, std::string column, std::string leads = "true") {
+  return {"public", table, column, "date", "D", "", "", "", "", "", "", "false", "false", leads};
+}
+
+TEST(IndexBounds, OnlyForIndexedNumbersAndDatesWithoutStats) {
+  auto c = parseColumnRow(indexedDate("t", "ship_date"));
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->stats.leads_btree);
+  EXPECT_TRUE(c->stats.needsIndexBounds());
+  std::string lo, hi;
+  EXPECT_FALSE(c->stats.bounds(&lo, &hi));  // nothing read yet: silent
+  EXPECT_FALSE(parseColumnRow(indexedDate("t", "ship_date", "false"))->stats.needsIndexBounds());
+  // Analysed with a histogram: pg_stats answers, no probe.
+  auto analysed = indexedDate("t", "ship_date");
+  analysed[10] = "{2023-01-01,2026-06-30}";
+  analysed[11] = "true";
+  EXPECT_FALSE(parseColumnRow(analysed)->stats.needsIndexBounds());
+  // Analysed, but every value NULL or the sample empty: no bounds from pg_stats, so the index.
+  analysed[10] = "";
+  EXPECT_TRUE(parseColumnRow(analysed)->stats.needsIndexBounds());
+  EXPECT_TRUE(boundableType('N', "numeric(12,2)"));
+  EXPECT_TRUE(boundableType('D', "timestamp with time zone"));
+  EXPECT_FALSE(boundableType('N', "money"));
+  EXPECT_FALSE(boundableType('N', "oid"));
+  EXPECT_FALSE(boundableType('D', "time without time zone"));
+}
+
+TEST(IndexBounds, StatsFirstThenTheIndexAndItsSource) {
+  ColumnStats s = parseColumnRow(indexedDate("t", "ship_date"))->stats;
+  s.index_low = "2023-01-01";
+  s.index_high = "2026-06-30";
+  std::string lo, hi;
+  const char* source = nullptr;
+  ASSERT_TRUE(s.bounds(&lo, &hi, &source));
+  EXPECT_EQ(lo, "2023-01-01");
+  EXPECT_EQ(hi, "2026-06-30");
+  EXPECT_STREQ(source, "index");
+  s.analyzed = true;
+  s.histogram = {"2024-01-01", "2024-12-31"};
+  ASSERT_TRUE(s.bounds(&lo, &hi, &source));
+  EXPECT_EQ(lo, "2024-01-01");
+  EXPECT_STREQ(source, "pg_stats");
+  // Values that do not read as the type, or come in the wrong order, are not bounds.
+  s.histogram.clear();
+  s.index_low = "soon";
+  EXPECT_FALSE(s.bounds(&lo, &hi));
+  s.index_low = "2027-01-01";
+  EXPECT_FALSE(s.bounds(&lo, &hi));
+}
+
+TEST(IndexBounds, ProbeQueryQuotesEveryIdentifier) {
+  EXPECT_EQ(boundsProbeQuery("public", "Ship \"Log\"", "day", 200),
+            "SET LOCAL statement_timeout = 200; SELECT min(\"day\")::text, max(\"day\")::text"
+            " FROM \"public\".\"Ship \"\"Log\"\"\"");
+  std::string lo, hi;
+  EXPECT_TRUE(parseBoundsRow({"1", "99.5"}, &lo, &hi));
+  EXPECT_EQ(hi, "99.5");
+  EXPECT_FALSE(parseBoundsRow({"", ""}, &lo, &hi));  // an empty table: min and max are NULL
+  EXPECT_FALSE(parseBoundsRow({"1", std::string(100, '9')}, &lo, &hi));
+  EXPECT_FALSE(parseBoundsRow({"1"}, &lo, &hi));
+}
+
+TEST(IndexBounds, ProbesAreBoundedAndRotate) {
+  std::vector<std::vector<std::string>> tables, columns;
+  for (char t = 'a'; t <= 'e'; ++t) {
+    tables.push_back({"public", std::string(1, t), "100", "d", "date"});
+    columns.push_back(indexedDate(std::string(1, t), "d"));
+  }
+  columns.push_back(indexedDate("a", "no_index", "false"));
+  columns.push_back(indexedDate("untracked", "d"));  // not in the snapshot: never probed
+  auto snap = TableStatsSnapshot::fromRows(tables, columns);
+  auto all = snap->boundsProbes(0, 64);
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0].table, "a");
+  EXPECT_EQ(all[0].column, "d");
+  auto some = snap->boundsProbes(3, 3);
+  ASSERT_EQ(some.size(), 3u);
+  EXPECT_EQ(some[0].table, "d");
+  EXPECT_EQ(some[2].table, "a");  // wraps around
+}
+
+TEST(IndexBounds, ProbedValuesReplaceAndTheRestCarryOver) {
+  auto fresh = TableStatsSnapshot::fromRows(
+      {{"public", "a", "100", "d", "date"}, {"public", "b", "100", "d", "date"}},
+      {indexedDate("a", "d"), indexedDate("b", "d")});
+  auto first = fresh->withIndexBounds({{"public", "a", "d", "2023-01-01", "2023-12-31"},
+                                       {"public", "b", "d", "2024-01-01", "2024-12-31"}},
+                                      nullptr);
+  std::string lo, hi;
+  ASSERT_TRUE(first->find("public", "a")->columns.at("d").bounds(&lo, &hi));
+  EXPECT_EQ(hi, "2023-12-31");
+  // The next refresh probes only b, and b's table is now empty: a keeps its bounds, b has none.
+  auto next = fresh->withIndexBounds({}, first.get())->withIndexBounds({{"public", "b", "d", "", ""}}, nullptr);
+  ASSERT_TRUE(next->find("public", "a")->columns.at("d").bounds(&lo, &hi));
+  EXPECT_EQ(lo, "2023-01-01");
+  EXPECT_FALSE(next->find("public", "b")->columns.at("d").bounds(&lo, &hi));
 }
 
 }  // namespace

@@ -171,6 +171,29 @@ TEST(OutOfRange, SilentInsideTheDataOrWithoutBounds) {
   EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE ship_date >= '2026-07-01'").empty());
 }
 
+TEST(OutOfRange, BoundsReadThroughTheIndexWhenPgStatsHasNone) {
+  // Never analysed: pg_stats is empty; ship_date leads a btree index, delivered_on leads none.
+  auto fresh = TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "50000", "ship_date", "date"}},
+      {{"public", "fct_shipments", "ship_date", "date", "D", "", "", "", "", "", "", "false", "false", "true"},
+       {"public", "fct_shipments", "delivered_on", "date", "D", "", "", "", "", "", "", "false", "false", "false"}});
+  Screening r;
+  r.result = singleZero();
+  r.stats = fresh;
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments WHERE ship_date >= '2026-07-01'").empty());
+  r.stats = fresh->withIndexBounds({{"public", "fct_shipments", "ship_date", "2023-01-01", "2026-06-30"}}, nullptr);
+  auto vs = r.screen("SELECT count(*) FROM fct_shipments WHERE ship_date >= '2026-07-01'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"OUT_OF_RANGE"});
+  EXPECT_EQ(vs[0].message.rfind("ship_date data runs from 2023-01-01 to 2026-06-30; your range starts 2026-07-01", 0), 0u);
+  EXPECT_NE(vs[0].detail.find("\"bounds_from\":\"index\""), std::string::npos) << vs[0].detail;
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM fct_shipments WHERE delivered_on >= '2026-07-01'").empty());
+  // With statistics, the detail says so.
+  r.stats = shipmentStats();
+  vs = r.screen("SELECT count(*) FROM fct_shipments WHERE ship_date >= '2026-07-01'");
+  ASSERT_EQ(vs.size(), 1u);
+  EXPECT_NE(vs[0].detail.find("\"bounds_from\":\"pg_stats\""), std::string::npos) << vs[0].detail;
+}
+
 TEST(ArbitraryRows, LimitWithoutOrderThatFilledUp) {
   Screening r;
   r.result = rows(10);
