@@ -29,6 +29,7 @@ constexpr size_t kFixedBytes = 7 * 8 + 2 + 4;
 constexpr uint8_t kSqlTruncated = 1;
 constexpr uint8_t kResultTruncated = 2;
 constexpr uint8_t kSingleZero = 4;
+constexpr uint8_t kToolFields = 8;  // tool_name and tool_args follow the tables
 constexpr uint8_t kOutcomeCount = static_cast<uint8_t>(Outcome::kAborted) + 1;
 
 class Writer {
@@ -73,8 +74,8 @@ class Reader {
   const uint8_t* end_;
 };
 
-// The tool fields ride after the tables, only when set, so a record without them is encoded as
-// older pgwarden versions encoded it and their spools still decode.
+// The tool fields ride after the tables, flagged, only when set, so a record without them is
+// encoded as older pgwarden versions encoded it and their spools still decode.
 bool hasTrailer(const Record& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
 
 }  // namespace
@@ -99,7 +100,7 @@ void encodeRecord(const Record& r, uint8_t* out) {
   w.put(static_cast<uint8_t>(r.outcome));
   w.put(static_cast<uint8_t>((r.sql_truncated ? kSqlTruncated : 0) |
                              (r.truncated ? kResultTruncated : 0) |
-                             (r.single_zero ? kSingleZero : 0)));
+                             (r.single_zero ? kSingleZero : 0) | (hasTrailer(r) ? kToolFields : 0)));
   w.put(static_cast<uint32_t>(r.tables.size()));
   for (auto field : kStrings) w.text(r.*field);
   for (const auto& t : r.tables) w.text(t);
@@ -135,8 +136,7 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
     if (!in.text(&t)) return false;
   }
   // The tool fields came later: a record without them (or from an older spool) ends here.
-  if (in.done()) return true;
-  if (!in.text(&out->tool_name) || !in.text(&out->tool_args)) return false;
+  if ((flags & kToolFields) != 0 && (!in.text(&out->tool_name) || !in.text(&out->tool_args))) return false;
   return in.done();
 }
 

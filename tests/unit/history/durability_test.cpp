@@ -212,7 +212,7 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "3");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "4");
   const auto rows = sqliteQuery(c.path,
                                 "SELECT sql_text, record_uid FROM pgwarden_history "
                                 "ORDER BY id");

@@ -190,6 +190,8 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   r.truncated = true;
   r.single_zero = true;
   r.protocol = "extended";
+  r.tool_name = "late_shipments";
+  r.tool_args = R"({"from":"2024-07-01"})";
   ASSERT_TRUE(rec->submit(std::move(r)));
   // What PostgreSQL would refuse as is: invalid UTF-8, NUL, a \u0000 escape, broken JSON.
   Record bad = makeRecord(43, std::string("SELECT '\xFF\xFE'") + '\0');
@@ -205,7 +207,7 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
 
   Client db(server_.dsn());
   ASSERT_TRUE(db.ok());
-  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "3");
+  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "4");
   EXPECT_EQ(db.query("SELECT count(*) FROM pg_indexes WHERE tablename = 'pgwarden_history' AND "
                      "indexname LIKE '%_idx'")[0][0],
             "5");
@@ -229,6 +231,8 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   EXPECT_EQ(db.query("SELECT guard_actions #>> '{}' FROM pgwarden_history WHERE session_id = 44")[0]
                 [0],
             "{not json");
+  EXPECT_EQ(db.query("SELECT tool_name, tool_args FROM pgwarden_history WHERE session_id = 42")[0],
+            (std::vector<std::string>{"late_shipments", R"({"from":"2024-07-01"})"}));
   // A second recorder (another instance, or a restart) finds the schema in place.
   auto again = makeRecorder(config());
   again->shutdown(std::chrono::seconds(5));

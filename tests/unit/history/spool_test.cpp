@@ -55,6 +55,8 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   r.sql_truncated = r.truncated = r.single_zero = true;
   r.rows_affected = -1;
   r.bytes_sent = int64_t{1} << 40;
+  r.tool_name = "late_shipments";
+  r.tool_args = R"({"to":"2024-10-01"})";
   std::vector<uint8_t> body(encodedSize(r));
   encodeRecord(r, body.data());
   Record back;
@@ -68,12 +70,21 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   EXPECT_EQ(back.rows_affected, -1);
   EXPECT_EQ(back.started_at_us, r.started_at_us);
   EXPECT_EQ(back.conversation_id, r.conversation_id);
+  EXPECT_EQ(back.tool_name, r.tool_name);
+  EXPECT_EQ(back.tool_args, r.tool_args);
   for (size_t n = 0; n < body.size(); ++n) {
     Record cut;
     EXPECT_FALSE(decodeRecord(body.data(), n, &cut)) << n;
   }
   body.push_back(0);
   EXPECT_FALSE(decodeRecord(body.data(), body.size(), &back));
+  // A record without tool fields is encoded as before they existed.
+  Record plain = makeRecord(8, "SELECT 1");
+  std::vector<uint8_t> old(encodedSize(plain));
+  encodeRecord(plain, old.data());
+  Record plain_back;
+  ASSERT_TRUE(decodeRecord(old.data(), old.size(), &plain_back));
+  EXPECT_TRUE(plain_back.tool_name.empty() && plain_back.tool_args.empty());
 }
 
 TEST(Spool, TakesRecordsBackInOrderAndReleaseFreesTheirSpace) {
