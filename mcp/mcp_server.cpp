@@ -327,18 +327,21 @@ void McpServer::handleDelete(uint64_t exchange, const HttpRequest& req, const st
   respondPlain(exchange, 200, "");
 }
 
+bool McpServer::versionRejected(uint64_t exchange, const HttpRequest& req, bool sse) {
+  const std::string_view version = req.header("mcp-protocol-version");
+  if (version.empty() || supportedProtocolVersion(version)) return false;
+  respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version " +
+                                                                    std::string(version.substr(0, 32))), sse);
+  return true;
+}
+
 void McpServer::handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user) {
   // A GET asks for the session's server-to-client stream, which only an SSE reader can take.
   if (!contains(req.header("accept"), "text/event-stream")) {
     respondJson(exchange, 406, rpcError(nullptr, kInvalidRequest, "Not Acceptable: a GET stream needs Accept: text/event-stream"), false);
     return;
   }
-  const std::string_view version = req.header("mcp-protocol-version");
-  if (!version.empty() && !supportedProtocolVersion(version)) {
-    respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version " +
-                                                                      std::string(version.substr(0, 32))), false);
-    return;
-  }
+  if (versionRejected(exchange, req, false)) return;
   const std::string sid(req.header("mcp-session-id"));
   if (sid.empty()) {
     respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest, "Bad Request: Mcp-Session-Id header is required"), false);
@@ -375,13 +378,7 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std:
     return;
   }
   const bool sse = accepts_sse && !accepts_json;
-  const std::string_view version = req.header("mcp-protocol-version");
-  if (!version.empty() && !supportedProtocolVersion(version)) {
-    respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest,
-                                        "Bad Request: unsupported MCP-Protocol-Version " +
-                                            std::string(version.substr(0, 32))), sse);
-    return;
-  }
+  if (versionRejected(exchange, req, sse)) return;
   Session* session = nullptr;
   const std::string sid(req.header("mcp-session-id"));
   if (!sid.empty()) {
@@ -690,14 +687,13 @@ void McpServer::onToolDone(uint64_t call_key, Json result, const char* outcome) 
   if (auto s = sessions_.find(c.session_id); s != sessions_.end()) {
     --s->second.in_flight;
     // What an agent may not see in the answer it is waiting for: its stream hears it too.
+    const Json which{{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}};
     if (std::string_view(outcome) == "cancelled") {
       tell(s->second, LogLevel::kWarning, "statement_cancelled",
            "a tool call's statement was cancelled before it finished (a cancel request, its statement "
-           "timeout, or its client going away)",
-           {{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}});
+           "timeout, or its client going away)", which);
     } else if (std::string_view(outcome) == "denied") {
-      tell(s->second, LogLevel::kNotice, "statement_denied", "pgwarden refused a tool call's statement",
-           {{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}});
+      tell(s->second, LogLevel::kNotice, "statement_denied", "pgwarden refused a tool call's statement", which);
     }
   }
   if (c.call) {

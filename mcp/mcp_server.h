@@ -121,6 +121,8 @@ class McpServer final : public HttpHandler {
   void handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  // Answers 400 when the request names a protocol version not served.
+  bool versionRejected(uint64_t exchange, const HttpRequest& req, bool sse);
   // notifications/message on the session's stream when `level` is at or above the session's.
   void tell(const Session& s, LogLevel level, std::string_view event, std::string_view message,
             Json extra = Json::object());

@@ -40,12 +40,7 @@ Json toolsListChangedNotification() {
 }
 
 void SessionStreams::open(const std::string& session, uint64_t exchange, uint64_t now_ms) {
-  auto it = by_session_.find(session);
-  if (it != by_session_.end()) {
-    by_exchange_.erase(it->second.exchange);
-    if (transport_) transport_->finish(it->second.exchange);
-    by_session_.erase(it);
-  }
+  end(session);
   by_session_[session] = Open{exchange, now_ms};
   by_exchange_[exchange] = session;
 }

@@ -156,7 +156,7 @@ def test_initialize_negotiates_versions(mcpd):
         c = client(mcpd)
         result = c.initialize(version=asked)
         assert result["protocolVersion"] == got
-        assert result["capabilities"]["tools"] == {"listChanged": False}
+        assert result["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}
         assert result["serverInfo"]["name"] == "pgwarden"
 
 
