@@ -4,14 +4,17 @@ logging notifications at the level the session set, the stream's end with its se
 shutdown that lets a slow call finish while new requests get 503."""
 
 import json
+import os
 import signal
 import socket
+import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 
-from mcpsupport import McpHttp, start_mcp_daemon
+from mcpsupport import McpHttp, cancelled_call, sdk_node, start_mcp_daemon
 
 ANSWER_TOOL = {
     "name": "the_answer",
@@ -156,16 +159,7 @@ def cancel_a_sleep(daemon, tokens, c):
     """Runs pg_sleep through `c` and cancels it with notifications/cancelled; returns the result."""
     other = McpHttp(daemon.mcp_port, tokens["core"])
     other.session, other.version = c.session, c.version
-    result = {}
-    t = threading.Thread(target=lambda: result.update(r=c.tool("query", {"sql": "SELECT pg_sleep(20)"})))
-    t.start()
-    time.sleep(1.0)
-    s, _, _ = other.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": c.next_id, "reason": "test"}})
-    assert s == 202
-    t.join(15)
-    assert not t.is_alive()
-    return result["r"]
+    return cancelled_call(c, other)
 
 
 def test_logging_notifications_at_the_sessions_level(streamd):
@@ -236,16 +230,8 @@ def test_shutdown_lets_a_call_finish_and_refuses_new_requests(streamd):
 
 def test_typescript_sdk_client_hears_list_changed(streamd):
     """The official SDK client opens the GET stream itself and gets list_changed on a reload."""
-    import os
-    import shutil
-    import subprocess
-    import urllib.request
-    import pgwtest
     daemon, tokens = streamd
-    mcp_dir = pgwtest.REPO_ROOT / "tests" / "mcp"
-    node = shutil.which("node")
-    if node is None or not (mcp_dir / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+    node, mcp_dir = sdk_node()
     env = dict(os.environ, PGW_MCP_URL=f"http://127.0.0.1:{daemon.mcp_port}/mcp", PGW_MCP_TOKEN=tokens["agent"],
                PGW_MCP_NEW_TOOL=ANSWER_TOOL["name"])
     proc = subprocess.Popen([node, "stream_client.mjs"], cwd=mcp_dir, env=env, stdout=subprocess.PIPE,

@@ -4,32 +4,18 @@
 // notifications/tools/list_changed and see the tool in a fresh tools/list. logging/setLevel is
 // checked on the way. Prints "ok - ..." per check; exits non-zero on a failure.
 // Usage: PGW_MCP_URL=http://127.0.0.1:PORT/mcp PGW_MCP_TOKEN=... PGW_MCP_NEW_TOOL=name node stream_client.mjs
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, connect } from "./harness.mjs";
 
 const url = new URL(process.env.PGW_MCP_URL);
-const token = process.env.PGW_MCP_TOKEN;
 const newTool = process.env.PGW_MCP_NEW_TOOL;
 
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error(`not ok - ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail)}`);
-    process.exit(1);
-  }
-  console.log(`ok - ${what}`);
-}
-
-const transport = new StreamableHTTPClientTransport(url, {
-  requestInit: { headers: { Authorization: `Bearer ${token}` } },
-});
-const client = new Client({ name: "sdk-stream-agent", version: "1.0.0" });
 let changed;
 const listChanged = new Promise((resolve) => { changed = resolve; });
-client.setNotificationHandler(ToolListChangedNotificationSchema, () => changed(true));
-const logged = [];
-client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logged.push(n.params));
-await client.connect(transport);
+const { client, transport } = await connect(url, process.env.PGW_MCP_TOKEN, "sdk-stream-agent", (c) => {
+  c.setNotificationHandler(ToolListChangedNotificationSchema, () => changed(true));
+  c.setNotificationHandler(LoggingMessageNotificationSchema, () => {});
+});
 
 const caps = client.getServerCapabilities();
 check(caps?.tools?.listChanged === true, "initialize announces tools.listChanged", caps);
