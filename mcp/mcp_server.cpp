@@ -687,13 +687,13 @@ void McpServer::onToolDone(uint64_t call_key, Json result, const char* outcome) 
   if (auto s = sessions_.find(c.session_id); s != sessions_.end()) {
     --s->second.in_flight;
     // What an agent may not see in the answer it is waiting for: its stream hears it too.
-    const Json which{{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}};
+    const auto which = [&c] { return Json{{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}}; };
     if (std::string_view(outcome) == "cancelled") {
       tell(s->second, LogLevel::kWarning, "statement_cancelled",
            "a tool call's statement was cancelled before it finished (a cancel request, its statement "
-           "timeout, or its client going away)", which);
+           "timeout, or its client going away)", which());
     } else if (std::string_view(outcome) == "denied") {
-      tell(s->second, LogLevel::kNotice, "statement_denied", "pgwarden refused a tool call's statement", which);
+      tell(s->second, LogLevel::kNotice, "statement_denied", "pgwarden refused a tool call's statement", which());
     }
   }
   if (c.call) {
