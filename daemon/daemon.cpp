@@ -423,8 +423,8 @@ void Daemon::requestShutdown(bool fast) {
                fast ? "SIGINT" : "SIGTERM", sessions_.size(), sessions_.size() == 1 ? "" : "s",
                timeout);
   for (auto& l : listeners_) l->close();
-  // MCP calls still running are cancelled; their statements are recorded as they end.
-  if (mcp_) mcp_->close();
+  // MCP calls in flight get the same time as SQL statements; new MCP requests are refused (503).
+  if (mcp_) mcp_->beginDrain();
   catalog_->stop();
   std::vector<ClientSession*> all;
   for (auto& [id, s] : sessions_) all.push_back(s.get());
@@ -434,6 +434,7 @@ void Daemon::requestShutdown(bool fast) {
 
 void Daemon::finishShutdownIfDone() {
   if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
+  if (mcp_ && mcp_->callsInFlight() > 0) return;
   stopping_loop_ = true;
   mcp_.reset();
   pools_.closeAll("pgwarden is shutting down");
@@ -533,7 +534,11 @@ void Daemon::tick() {
     }
     s->tick(now);
   }
-  if (overdue) pools_.closeAll("pgwarden is shutting down");
+  if (overdue) {
+    // MCP calls still running are cancelled; their statements are recorded as they end.
+    if (mcp_) mcp_->close();
+    pools_.closeAll("pgwarden is shutting down");
+  }
   pools_.tick(now);
   catalog_->tick(now);
   auth_limiter_.expire(now);

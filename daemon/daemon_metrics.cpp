@@ -102,6 +102,10 @@ bool DaemonMetrics::start() {
     const mcp::McpServer* m = daemon_.mcpServer();
     sink.add({}, m ? static_cast<double>(m->sessionCount()) : 0.0);
   });
+  metrics_.mcp_streams.setCollector([this](metrics::SampleSink& sink) {
+    const mcp::McpServer* m = daemon_.mcpServer();
+    sink.add({}, m ? static_cast<double>(m->streamCount()) : 0.0);
+  });
   metrics_.mcp_tool_calls.setCollector([this](metrics::SampleSink& sink) {
     const mcp::McpServer* m = daemon_.mcpServer();
     if (!m) return;

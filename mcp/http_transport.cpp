@@ -64,10 +64,12 @@ bool HttpRequest::hasHeader(std::string_view lower_name) const {
 std::string formatHttpResponse(const HttpResponse& r, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reasonPhrase(r.status) + "\r\n";
   if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  if (!r.stream) out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   for (const auto& [n, v] : r.headers) out += n + ": " + v + "\r\n";
-  out += "Cache-Control: no-store\r\n";
-  out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  // A stream is read as it comes (no-cache is what SSE clients and proxies expect); its body ends
+  // with the connection, so it never keeps the connection alive.
+  out += r.stream ? "Cache-Control: no-cache\r\n" : "Cache-Control: no-store\r\n";
+  out += keep_alive && !r.stream ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
   out += "\r\n";
   out += r.body;
   return out;
@@ -77,7 +79,8 @@ std::string formatHttpResponse(const HttpResponse& r, bool keep_alive) {
 
 class HttpTransport::Connection final : public StreamEvents {
  public:
-  enum class State : uint8_t { kIdle, kReading, kWaiting, kClosing };
+  // kStreaming: a stream answer's headers are out; body bytes follow until finish() or a close.
+  enum class State : uint8_t { kIdle, kReading, kWaiting, kStreaming, kClosing };
 
   Connection(HttpTransport& t) : t_(t), stream_(t.loop_, this) {
     http_parser_init(&parser_, HTTP_REQUEST);
@@ -123,6 +126,10 @@ class HttpTransport::Connection final : public StreamEvents {
 
   void write(const HttpResponse& r) {
     if (state_ == State::kClosing) return;
+    if (r.stream) {
+      startStream(r);
+      return;
+    }
     const bool keep = keep_alive_ && !r.close && !t_.closing_;
     stream_.out() += formatHttpResponse(r, keep);
     exchange_ = 0;
@@ -141,9 +148,40 @@ class HttpTransport::Connection final : public StreamEvents {
     drive();
   }
 
+  // A stream's body bytes. False (and the connection closed without telling the handler) when
+  // the client lets more than the cap queue up: a reader that stalls must not fill memory.
+  bool send(std::string_view bytes) {
+    if (state_ != State::kStreaming) return false;
+    if (stream_.pendingBytes() + bytes.size() > t_.options_.max_stream_queue_bytes) {
+      spdlog::warn("mcp: dropping the stream to {}: its client is not reading ({} bytes queued, {} more)",
+                   peer_host_, stream_.pendingBytes(), bytes.size());
+      exchange_ = 0;
+      close();
+      return false;
+    }
+    stream_.out().append(bytes);
+    if (stream_.flush() != 0) {
+      exchange_ = 0;
+      close();
+      return false;
+    }
+    return true;
+  }
+
+  // The stream ends after its queued bytes; the handler already knows, so it is not told.
+  void finishStream() {
+    if (state_ != State::kStreaming) return;
+    exchange_ = 0;
+    setState(State::kClosing);
+    stream_.closeWhenFlushed();
+  }
+
   // StreamEvents
   void onStreamData(Stream&, const char* data, size_t len) override {
     if (state_ == State::kClosing) return;
+    // A stream's client has nothing more to say; what it sends is dropped, not buffered, and
+    // reading goes on so its going away is seen.
+    if (state_ == State::kStreaming) return;
     in_.append(data, len);
     if (in_.size() > t_.options_.max_header_bytes + t_.options_.max_body_bytes) stream_.stopRead();
     drive();
@@ -156,6 +194,24 @@ class HttpTransport::Connection final : public StreamEvents {
 
  private:
   void setState(State s) { state_ = s; }
+
+  // The headers of a stream answer; the exchange stays registered (send, finish, abandon).
+  void startStream(const HttpResponse& r) {
+    const uint64_t e = exchange_;
+    stream_.out() += formatHttpResponse(r, false);
+    exchange_ = 0;
+    if (stream_.flush() != 0) {
+      close();
+      return;
+    }
+    exchange_ = e;
+    t_.exchanges_[e] = this;
+    setState(State::kStreaming);
+    // Pipelined requests behind a stream would never be answered: the stream is the last thing
+    // this connection does.
+    in_.clear();
+    if (!stream_.reading() && stream_.startRead() != 0) close();
+  }
 
   void abandon() {
     if (exchange_ == 0) return;
@@ -421,6 +477,23 @@ void HttpTransport::respond(uint64_t exchange, HttpResponse response) {
   Connection* c = it->second;
   exchanges_.erase(it);
   c->write(response);
+}
+
+bool HttpTransport::send(uint64_t exchange, std::string_view bytes) {
+  auto it = exchanges_.find(exchange);
+  if (it == exchanges_.end()) return false;
+  Connection* c = it->second;
+  if (c->send(bytes)) return true;
+  exchanges_.erase(exchange);
+  return false;
+}
+
+void HttpTransport::finish(uint64_t exchange) {
+  auto it = exchanges_.find(exchange);
+  if (it == exchanges_.end()) return;
+  Connection* c = it->second;
+  exchanges_.erase(it);
+  c->finishStream();
 }
 
 void HttpTransport::connectionClosed(Connection* c) {

@@ -1,8 +1,10 @@
 // The MCP endpoint's HTTP/1.1 layer on the daemon's libuv loop: a TCP listener, one Connection per
 // client parsed with http-parser, keep-alive, one request at a time per connection (pipelined
-// bytes wait, bounded), and answers that may come on a later loop turn. Every client is bounded
-// in bytes (headers, body) and in time (read and keep-alive timeouts), and their number capped.
-// It knows nothing of JSON-RPC: a whole request goes up to the HttpHandler, a response comes down.
+// bytes wait, bounded), and answers that may come on a later loop turn, or a streamed answer
+// (headers now, body bytes later, until either side ends it). Every client is bounded in bytes
+// (headers, body, bytes queued on a stream) and in time (read and keep-alive timeouts; a stream
+// has none), and their number capped. It knows nothing of JSON-RPC: a whole request goes up to
+// the HttpHandler, a response comes down.
 #pragma once
 
 #include <uv.h>
@@ -40,6 +42,9 @@ struct HttpResponse {
   std::string content_type;  // "" with an empty body
   std::string body;
   bool close = false;  // end the connection after it
+  // A stream: the headers go now with no Content-Length, and the body is whatever send() writes
+  // until finish() or either side closes (the connection ends with it).
+  bool stream = false;
 };
 
 // What the transport calls. Runs on the loop thread, never from inside respond().
@@ -61,6 +66,8 @@ struct HttpTransportOptions {
   size_t max_body_bytes = 1u << 20;
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds keepalive_timeout{60000};
+  // Bytes a stream may have queued for a client that does not read; past it the stream is dropped.
+  size_t max_stream_queue_bytes = 256 * 1024;
   // Set: every connection is TLS from its first byte (HTTPS).
   std::shared_ptr<const daemon::TlsContext> tls;
 };
@@ -77,8 +84,14 @@ class HttpTransport : public std::enable_shared_from_this<HttpTransport> {
 
   [[nodiscard]] Status start();
   int port() const { return port_; }
-  // Answers `exchange`; nothing happens when its connection is gone.
+  // Answers `exchange`; nothing happens when its connection is gone. A `stream` answer keeps the
+  // exchange open for send() and finish(); onHttpAbandoned tells when its client goes away.
   void respond(uint64_t exchange, HttpResponse response);
+  // Writes body bytes on a stream. False when the stream is gone, or when its client has let more
+  // than max_stream_queue_bytes queue up (the connection is then closed, without onHttpAbandoned).
+  [[nodiscard]] bool send(uint64_t exchange, std::string_view bytes);
+  // Ends a stream once what is queued on it is written (no onHttpAbandoned).
+  void finish(uint64_t exchange);
   // Stops listening, closes every connection; the handler is not called again.
   void close();
   size_t connectionCount() const { return conns_.size(); }
@@ -113,7 +126,8 @@ class HttpTransport : public std::enable_shared_from_this<HttpTransport> {
   std::shared_ptr<HttpTransport> self_;
 };
 
-// "HTTP/1.1 <code> <reason>" and the headers, with Content-Length.
+// "HTTP/1.1 <code> <reason>" and the headers, with Content-Length (a stream: its headers only,
+// no-cache, and Connection: close since its body ends when the connection does).
 std::string formatHttpResponse(const HttpResponse& r, bool keep_alive);
 
 }  // namespace pgwarden::mcp

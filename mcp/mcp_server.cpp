@@ -14,6 +14,9 @@ namespace {
 constexpr uint64_t kTimerMs = 1000;
 constexpr int kSessionNotFound = -32001;
 constexpr int kServerBusy = -32000;
+// How long before an idle session expires its stream is warned (at most; half the timeout when
+// that is shorter).
+constexpr uint64_t kExpiryWarningMs = 60000;
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
@@ -121,6 +124,7 @@ Status McpServer::start() {
     transport_.reset();
     return st;
   }
+  streams_.attach(transport_.get());
   timer_ = new uv_timer_t;
   uv_timer_init(loop_, timer_);
   timer_->data = this;
@@ -136,6 +140,10 @@ Status McpServer::start() {
 }
 
 void McpServer::close() {
+  // Streams end after what is queued on them (the shutdown notice) is written; the transport's
+  // close leaves connections already ending alone.
+  streams_.endAll();
+  streams_.attach(nullptr);
   if (transport_) {
     transport_->close();
     transport_.reset();
@@ -162,15 +170,32 @@ void McpServer::close() {
   }
 }
 
+void McpServer::beginDrain() {
+  if (draining_) return;
+  draining_ = true;
+  for (const auto& [id, s] : sessions_) {
+    tell(s, LogLevel::kWarning, "server_shutting_down",
+         "pgwarden is shutting down: calls in flight may finish, new requests are refused; reconnect later");
+  }
+  if (!calls_.empty()) spdlog::info("mcp: shutting down; waiting for {} tool call(s) in flight", calls_.size());
+}
+
 void McpServer::onTimerClosed(uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); }
 
 void McpServer::onTimer(uv_timer_t* t) {
   auto* self = static_cast<McpServer*>(t->data);
-  if (self) self->expireSessions();
+  if (!self) return;
+  self->expireSessions();
+  self->streams_.keepalive(uv_now(self->loop_));
 }
 
 void McpServer::setConfig(McpConfig config) {
   // The listener and its limits stay as started; who may call and as whom follows the reload.
+  // Sessions with a stream learn when their tool list changed (others at their next tools/list).
+  std::vector<std::pair<std::string, std::string>> before;
+  for (const auto& [id, s] : sessions_) {
+    if (streams_.has(id)) before.emplace_back(id, dumpJson(toolsFor(s)));
+  }
   config_.tokens = std::move(config.tokens);
   config_.trust_loopback = std::move(config.trust_loopback);
   config_.allowed_origins = std::move(config.allowed_origins);
@@ -181,6 +206,12 @@ void McpServer::setConfig(McpConfig config) {
   config_.max_result_bytes = config.max_result_bytes;
   config_.database = config.database;
   config_.tools = std::move(config.tools);
+  for (const auto& [id, tools] : before) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && dumpJson(toolsFor(it->second)) != tools) {
+      streams_.send(id, toolsListChangedNotification(), uv_now(loop_));
+    }
+  }
 }
 
 void McpServer::sweep() { graveyard_.clear(); }
@@ -195,6 +226,7 @@ void McpServer::respondPlain(uint64_t exchange, int status, std::string text, He
     r.content_type = "text/plain; charset=utf-8";
     r.body = std::move(text) + "\n";
   }
+  r.close = draining_;
   if (transport_) transport_->respond(exchange, std::move(r));
 }
 
@@ -202,9 +234,11 @@ void McpServer::respondJson(uint64_t exchange, int status, const Json& body, boo
   HttpResponse r;
   r.status = status;
   r.headers = std::move(headers);
+  // While draining, every answer ends its connection, so the listener's close finds none idle.
+  r.close = draining_;
   if (sse) {
     r.content_type = "text/event-stream";
-    r.body = "event: message\ndata: " + dumpJson(body) + "\n\n";
+    r.body = sseEvent(body);
   } else {
     r.content_type = "application/json";
     r.body = dumpJson(body);
@@ -258,17 +292,21 @@ void McpServer::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
   }
   const std::string user = authenticate(exchange, req);
   if (user.empty()) return;
-  if (req.method == "POST") {
+  if (draining_ && req.method != "DELETE") {
+    respondPlain(exchange, 503, "pgwarden is shutting down", {{"Retry-After", "5"}});
+  } else if (req.method == "POST") {
     handlePost(exchange, req, user);
+  } else if (req.method == "GET") {
+    handleGet(exchange, req, user);
   } else if (req.method == "DELETE") {
     handleDelete(exchange, req, user);
   } else {
-    // No server-initiated stream (GET) is offered: the specification's answer is 405.
-    respondPlain(exchange, 405, "method not allowed", {{"Allow", "POST, DELETE"}});
+    respondPlain(exchange, 405, "method not allowed", {{"Allow", "GET, POST, DELETE"}});
   }
 }
 
 void McpServer::onHttpAbandoned(uint64_t exchange) {
+  if (streams_.abandoned(exchange)) return;
   auto it = exchanges_.find(exchange);
   if (it == exchanges_.end()) return;
   exchanges_.erase(it);
@@ -289,6 +327,41 @@ void McpServer::handleDelete(uint64_t exchange, const HttpRequest& req, const st
   respondPlain(exchange, 200, "");
 }
 
+bool McpServer::versionRejected(uint64_t exchange, const HttpRequest& req, bool sse) {
+  const std::string_view version = req.header("mcp-protocol-version");
+  if (version.empty() || supportedProtocolVersion(version)) return false;
+  respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version " +
+                                                                    std::string(version.substr(0, 32))), sse);
+  return true;
+}
+
+void McpServer::handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user) {
+  // A GET asks for the session's server-to-client stream, which only an SSE reader can take.
+  if (!contains(req.header("accept"), "text/event-stream")) {
+    respondJson(exchange, 406, rpcError(nullptr, kInvalidRequest, "Not Acceptable: a GET stream needs Accept: text/event-stream"), false);
+    return;
+  }
+  if (versionRejected(exchange, req, false)) return;
+  const std::string sid(req.header("mcp-session-id"));
+  if (sid.empty()) {
+    respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest, "Bad Request: Mcp-Session-Id header is required"), false);
+    return;
+  }
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end() || it->second.who.user != user) {
+    respondJson(exchange, 404, rpcError(nullptr, kSessionNotFound, "Session not found"), false);
+    return;
+  }
+  it->second.last_used_ms = uv_now(loop_);
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/event-stream";
+  r.stream = true;
+  if (!transport_) return;
+  transport_->respond(exchange, std::move(r));
+  streams_.open(sid, exchange, uv_now(loop_));
+}
+
 void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user) {
   const std::string_view ctype = req.header("content-type");
   if (!contains(ctype, "application/json")) {
@@ -305,13 +378,7 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std:
     return;
   }
   const bool sse = accepts_sse && !accepts_json;
-  const std::string_view version = req.header("mcp-protocol-version");
-  if (!version.empty() && !supportedProtocolVersion(version)) {
-    respondJson(exchange, 400, rpcError(nullptr, kInvalidRequest,
-                                        "Bad Request: unsupported MCP-Protocol-Version " +
-                                            std::string(version.substr(0, 32))), sse);
-    return;
-  }
+  if (versionRejected(exchange, req, sse)) return;
   Session* session = nullptr;
   const std::string sid(req.header("mcp-session-id"));
   if (!sid.empty()) {
@@ -430,6 +497,21 @@ bool McpServer::handleMessage(Exchange& ex, size_t slot, Session* session, const
     return true;
   }
   if (m.method == "tools/call") return startToolCall(ex, slot, *session, m, response);
+  if (m.method == "logging/setLevel") {
+    const auto level = m.params.is_object() ? m.params.find("level") : m.params.end();
+    const auto parsed = level != m.params.end() && level->is_string()
+                            ? parseLogLevel(level->get_ref<const std::string&>())
+                            : std::nullopt;
+    if (!parsed) {
+      response = rpcError(m.id, kInvalidParams,
+                          "Invalid params: level must be one of debug, info, notice, warning, error, "
+                          "critical, alert, emergency");
+      return true;
+    }
+    session->log_level = *parsed;
+    response = rpcResult(m.id, Json::object());
+    return true;
+  }
   response = rpcError(m.id, kMethodNotFound, "Method not found: " + m.method.substr(0, 100));
   return true;
 }
@@ -474,7 +556,7 @@ Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest&
   sessions_.emplace(s.id, std::move(s));
   ok = true;
   return rpcResult(m.id, {{"protocolVersion", version},
-                          {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                          {"capabilities", {{"tools", {{"listChanged", true}}}, {"logging", Json::object()}}},
                           {"serverInfo", {{"name", "pgwarden"}, {"title", "pgwarden"}, {"version", version_}}},
                           {"instructions",
                            "pgwarden runs read-only SQL for you under a policy. Call `policy` to see "
@@ -602,7 +684,18 @@ void McpServer::onToolDone(uint64_t call_key, Json result, const char* outcome) 
       }
     }
   }
-  if (auto s = sessions_.find(c.session_id); s != sessions_.end()) --s->second.in_flight;
+  if (auto s = sessions_.find(c.session_id); s != sessions_.end()) {
+    --s->second.in_flight;
+    // What an agent may not see in the answer it is waiting for: its stream hears it too.
+    const auto which = [&c] { return Json{{"tool", c.tool}, {"request_id", Json::parse(c.rpc_id, nullptr, false)}}; };
+    if (std::string_view(outcome) == "cancelled") {
+      tell(s->second, LogLevel::kWarning, "statement_cancelled",
+           "a tool call's statement was cancelled before it finished (a cancel request, its statement "
+           "timeout, or its client going away)", which());
+    } else if (std::string_view(outcome) == "denied") {
+      tell(s->second, LogLevel::kNotice, "statement_denied", "pgwarden refused a tool call's statement", which());
+    }
+  }
   if (c.call) {
     graveyard_.push_back(std::move(c.call));
     if (sweeper_) sweeper_->schedule();
@@ -617,9 +710,16 @@ void McpServer::onToolDone(uint64_t call_key, Json result, const char* outcome) 
 
 // ----- sessions --------------------------------------------------------------------------------
 
-void McpServer::endSession(const std::string& id, const char* why) {
+void McpServer::tell(const Session& s, LogLevel level, std::string_view event, std::string_view message, Json extra) {
+  if (level < s.log_level) return;
+  streams_.send(s.id, logNotification(level, event, message, std::move(extra)), uv_now(loop_));
+}
+
+void McpServer::endSession(const std::string& id, const char* why, bool tell_client) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
+  if (tell_client) tell(it->second, LogLevel::kWarning, "session_ended", std::string("session ended: ") + why);
+  streams_.end(id);
   spdlog::info("mcp session {} ended: {} (user={} client={})", it->second.history_id, why,
                logsafe(it->second.who.user), logsafe(it->second.client_name));
   for (auto& [k, c] : calls_) {
@@ -636,20 +736,30 @@ bool McpServer::makeRoomForSession() {
   }
   if (!oldest) return false;
   ++counters_.sessions_expired;
-  endSession(std::string(oldest->id), "evicted to make room for a new session (mcp.max_sessions)");
+  endSession(std::string(oldest->id), "evicted to make room for a new session (mcp.max_sessions)", true);
   return true;
 }
 
 void McpServer::expireSessions() {
   const uint64_t now = uv_now(loop_);
   const auto idle = static_cast<uint64_t>(config_.session_idle_timeout.count());
+  const uint64_t warn_before = std::min(kExpiryWarningMs, idle / 2);
   std::vector<std::string> expired;
-  for (const auto& [id, s] : sessions_) {
-    if (s.in_flight == 0 && now - s.last_used_ms >= idle) expired.push_back(id);
+  for (auto& [id, s] : sessions_) {
+    if (s.in_flight != 0) continue;
+    if (now - s.last_used_ms >= idle) {
+      expired.push_back(id);
+    } else if (now - s.last_used_ms >= idle - warn_before && s.expiry_warned_at != s.last_used_ms) {
+      s.expiry_warned_at = s.last_used_ms;
+      const uint64_t left_s = (idle - (now - s.last_used_ms) + 999) / 1000;
+      tell(s, LogLevel::kWarning, "session_expiring",
+           "this session expires in " + std::to_string(left_s) + " s unless a request uses it",
+           {{"expires_in_s", left_s}});
+    }
   }
   for (const auto& id : expired) {
     ++counters_.sessions_expired;
-    endSession(id, "idle (mcp.session_idle_timeout)");
+    endSession(id, "idle (mcp.session_idle_timeout)", true);
   }
 }
 

@@ -1,9 +1,10 @@
-// The MCP endpoint: Streamable HTTP (POST with JSON-RPC, DELETE to end a session) on its own
-// listener. Per request: the path, the Origin and Host checks (DNS-rebinding protection), the
-// bearer token or the opted-in loopback trust, the session (Mcp-Session-Id) and the negotiated
-// protocol version, then each JSON-RPC message (initialize, ping, tools/list, tools/call,
-// notifications/initialized and notifications/cancelled). Sessions, the requests in flight per
-// session and the HTTP clients are all capped; idle sessions expire.
+// The MCP endpoint: Streamable HTTP (POST with JSON-RPC, GET for a session's server-to-client
+// stream, DELETE to end a session) on its own listener. Per request: the path, the Origin and Host
+// checks (DNS-rebinding protection), the bearer token or the opted-in loopback trust, the session
+// (Mcp-Session-Id) and the negotiated protocol version, then each JSON-RPC message (initialize,
+// ping, tools/list, tools/call, logging/setLevel, notifications/initialized and cancelled).
+// Sessions, streams, the requests in flight per session and the HTTP clients are all capped; idle
+// sessions expire; a shutdown lets the calls in flight finish first.
 #pragma once
 
 #include <uv.h>
@@ -24,6 +25,7 @@
 #include "mcp/mcp_host.h"
 #include "mcp/operator_call.h"
 #include "mcp/operator_tools.h"
+#include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
 #include "pool/next_turn.h"
 
@@ -65,13 +67,17 @@ class McpServer final : public HttpHandler {
   McpServer& operator=(const McpServer&) = delete;
 
   [[nodiscard]] Status start();
-  // Cancels every call, ends every session and closes the listener.
+  // Cancels every call, ends every session and stream, and closes the listener.
   void close();
+  // Shutdown, first step: streams are told, new requests get 503, calls in flight go on. The
+  // owner calls close() once callsInFlight() is 0 or its shutdown timeout has passed.
+  void beginDrain();
   int port() const { return transport_ ? transport_->port() : 0; }
   // A reload: new tokens, trust and limits apply to new requests (the listener stays).
   void setConfig(McpConfig config);
   size_t sessionCount() const { return sessions_.size(); }
   size_t callsInFlight() const { return calls_.size(); }
+  size_t streamCount() const { return streams_.size(); }
   const McpCounters& counters() const { return counters_; }
 
   // HttpHandler
@@ -90,6 +96,8 @@ class McpServer final : public HttpHandler {
     uint64_t last_used_ms = 0;
     int in_flight = 0;
     bool initialized = false;
+    LogLevel log_level = LogLevel::kInfo;  // logging/setLevel; notifications below it are not sent
+    uint64_t expiry_warned_at = 0;         // the last_used_ms the expiry warning was sent for
   };
   // One POST waiting for its tool calls: the answers in order, sent when the last is in.
   struct Exchange {
@@ -112,6 +120,12 @@ class McpServer final : public HttpHandler {
 
   void handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  void handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  // Answers 400 when the request names a protocol version not served.
+  bool versionRejected(uint64_t exchange, const HttpRequest& req, bool sse);
+  // notifications/message on the session's stream when `level` is at or above the session's.
+  void tell(const Session& s, LogLevel level, std::string_view event, std::string_view message,
+            Json extra = Json::object());
   // Answers one message; false when the answer comes later (a tool call in flight).
   bool handleMessage(Exchange& ex, size_t slot, Session* session, const RpcMessage& m, const HttpRequest& req,
                      const std::string& user, Json& response);
@@ -127,7 +141,8 @@ class McpServer final : public HttpHandler {
                     std::vector<std::pair<std::string, std::string>> headers = {});
   // The pgwarden user this request runs as, or "" after answering it (401, 429).
   std::string authenticate(uint64_t exchange, const HttpRequest& req);
-  void endSession(const std::string& id, const char* why);
+  // `tell`: the ending is pgwarden's doing (expiry, eviction), so the stream hears why first.
+  void endSession(const std::string& id, const char* why, bool tell_client = false);
   bool makeRoomForSession();
   void expireSessions();
   void sweep();
@@ -142,6 +157,8 @@ class McpServer final : public HttpHandler {
   bool listen_loopback_ = false;
   std::shared_ptr<HttpTransport> transport_;
   std::unordered_map<std::string, Session> sessions_;
+  SessionStreams streams_;
+  bool draining_ = false;
   std::unordered_map<uint64_t, Exchange> exchanges_;  // by HTTP exchange id
   std::map<uint64_t, Call> calls_;                    // by call key
   std::vector<std::unique_ptr<RunningCall>> graveyard_;  // ended calls, freed on the next turn

@@ -54,6 +54,9 @@ Metrics::Metrics(const BuildInfo& build)
           MetricType::kCounter, {"result"})),
       mcp_sessions(registry.callbackFamily("pgwarden_mcp_sessions", "MCP sessions open.",
                                            MetricType::kGauge, {})),
+      mcp_streams(registry.callbackFamily("pgwarden_mcp_streams",
+                                          "MCP sessions' server-to-client streams (GET) open.",
+                                          MetricType::kGauge, {})),
       mcp_tool_calls(registry.callbackFamily(
           "pgwarden_mcp_tool_calls_total",
           "MCP tool calls by tool and outcome (ok, denied, error, cancelled).",

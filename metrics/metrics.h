@@ -70,6 +70,7 @@ struct Metrics {
   CallbackFamily& server_connections;          // gauge {pool,state}
   CallbackFamily& mcp_requests;                 // counter {result}: the MCP endpoint's HTTP requests
   CallbackFamily& mcp_sessions;                 // gauge: MCP sessions open
+  CallbackFamily& mcp_streams;                  // gauge: MCP GET streams open
   CallbackFamily& mcp_tool_calls;               // counter {tool,outcome}
   CallbackFamily& tool_calls;                   // counter {tool,outcome}: operator-defined tools
   Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total

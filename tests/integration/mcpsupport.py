@@ -5,7 +5,9 @@ import hashlib
 import http.client
 import json
 import secrets
+import shutil
 import socket
+import threading
 import time
 
 import pgwtest
@@ -100,3 +102,27 @@ class McpHttp:
         body = self.call("tools/call", {"name": name, "arguments": arguments or {}})
         assert "result" in body, body
         return body["result"]
+
+
+def cancelled_call(c, other, sql="SELECT pg_sleep(20)"):
+    """Runs `sql` with the query tool through `c`, cancels it from `other` (a second connection in
+    the same session) with notifications/cancelled after a second, and returns the tool result."""
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=c.tool("query", {"sql": sql})))
+    t.start()
+    time.sleep(1.0)
+    s, _, _ = other.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": c.next_id, "reason": "user"}})
+    assert s == 202
+    t.join(15)
+    assert not t.is_alive()
+    return result["r"]
+
+
+def sdk_node():
+    """(node, tests/mcp) for the SDK-driven scripts, or the test is skipped without them."""
+    mcp_dir = pgwtest.REPO_ROOT / "tests" / "mcp"
+    node = shutil.which("node")
+    if node is None or not (mcp_dir / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+    return node, mcp_dir

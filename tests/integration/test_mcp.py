@@ -10,7 +10,7 @@ import time
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, start_mcp_daemon
+from mcpsupport import McpHttp, cancelled_call, start_mcp_daemon
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_initialize_negotiates_versions(mcpd):
         c = client(mcpd)
         result = c.initialize(version=asked)
         assert result["protocolVersion"] == got
-        assert result["capabilities"]["tools"] == {"listChanged": False}
+        assert result["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}
         assert result["serverInfo"]["name"] == "pgwarden"
 
 
@@ -337,22 +337,9 @@ def test_cancel_a_long_statement(mcpd):
     c.initialize(client="cancel-agent")
     other = client(mcpd, user="core")
     other.session, other.version = c.session, c.version
-    import threading
-    result = {}
-
-    def run():
-        result["r"] = c.tool("query", {"sql": "SELECT pg_sleep(20)"})
-
-    t = threading.Thread(target=run)
-    t.start()
-    time.sleep(1.0)
-    s, _, _ = other.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": c.next_id, "reason": "user"}})
-    assert s == 202
-    t.join(10)
-    assert not t.is_alive()
-    assert result["r"]["isError"] is True
-    assert result["r"]["structuredContent"]["code"] == "CANCELLED"
+    result = cancelled_call(c, other)
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == "CANCELLED"
     rows = history(daemon, "agent_id = 'cancel-agent'")
     assert rows[-1]["outcome"] == "cancelled"
 

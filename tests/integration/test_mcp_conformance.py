@@ -16,7 +16,7 @@ from mcpsupport import start_mcp_daemon
 MCP_DIR = pgwtest.REPO_ROOT / "tests" / "mcp"
 SUITE = MCP_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 MUST_PASS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection",
-             "server-sse-multiple-streams"]
+             "server-sse-multiple-streams", "logging-set-level"]
 
 
 @pytest.fixture(scope="module")

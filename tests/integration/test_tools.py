@@ -5,7 +5,6 @@ cap the caller cannot widen, the plan check, history and metrics; and the config
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -13,7 +12,7 @@ import urllib.request
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, start_mcp_daemon
+from mcpsupport import McpHttp, sdk_node, start_mcp_daemon
 from test_mcp import history
 
 TABLE = "tool_shipments"
@@ -260,10 +259,7 @@ def test_tool_calls_are_counted_per_tool(toolsd):
 def test_the_typescript_sdk_client_calls_operator_tools(toolsd):
     """The official SDK validates structuredContent against each tool's outputSchema."""
     daemon, tokens = toolsd
-    mcp_dir = pgwtest.REPO_ROOT / "tests" / "mcp"
-    node = shutil.which("node")
-    if node is None or not (mcp_dir / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+    node, mcp_dir = sdk_node()
     env = dict(os.environ, PGW_MCP_URL=f"http://127.0.0.1:{daemon.mcp_port}/mcp", PGW_MCP_TOKEN=tokens["agent"])
     r = subprocess.run([node, "tools_client.mjs"], cwd=mcp_dir, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}\nlog:\n{daemon.log()[-3000:]}"

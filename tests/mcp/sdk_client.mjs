@@ -2,29 +2,13 @@
 // initialize, tools/list, every tool, a denial, a cancelled long statement, a wrong token, and
 // ending the session. Prints one "ok - ..." line per check; exits non-zero on the first failure.
 // Usage: PGW_MCP_URL=http://127.0.0.1:PORT/mcp PGW_MCP_TOKEN=... PGW_MCP_CORE_TOKEN=... node sdk_client.mjs
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { check, connect as connectAs } from "./harness.mjs";
 
 const url = new URL(process.env.PGW_MCP_URL);
 const token = process.env.PGW_MCP_TOKEN;            // a user of the guarded example group
 const coreToken = process.env.PGW_MCP_CORE_TOKEN;    // a user without guards (pg_sleep allowed)
 
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error(`not ok - ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail)}`);
-    process.exit(1);
-  }
-  console.log(`ok - ${what}`);
-}
-
-async function connect(bearer) {
-  const transport = new StreamableHTTPClientTransport(url, {
-    requestInit: { headers: { Authorization: `Bearer ${bearer}` } },
-  });
-  const client = new Client({ name: "sdk-test-agent", version: "1.0.0" });
-  await client.connect(transport);
-  return { client, transport };
-}
+const connect = (bearer) => connectAs(url, bearer, "sdk-test-agent");
 
 const { client, transport } = await connect(token);
 check(client.getServerVersion()?.name === "pgwarden", "initialize: server is pgwarden", client.getServerVersion());

@@ -2,25 +2,10 @@
 // every structuredContent against the outputSchema tools/list gave, so a result that does not
 // match its declared shape fails here. Prints "ok - ..." per check; exits non-zero on a failure.
 // Usage: PGW_MCP_URL=http://127.0.0.1:PORT/mcp PGW_MCP_TOKEN=... node tools_client.mjs
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { check, connect } from "./harness.mjs";
 
-const url = new URL(process.env.PGW_MCP_URL);
-const token = process.env.PGW_MCP_TOKEN;
-
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error(`not ok - ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail)}`);
-    process.exit(1);
-  }
-  console.log(`ok - ${what}`);
-}
-
-const transport = new StreamableHTTPClientTransport(url, {
-  requestInit: { headers: { Authorization: `Bearer ${token}` } },
-});
-const client = new Client({ name: "sdk-tools-agent", version: "1.0.0" });
-await client.connect(transport);
+const { client, transport } = await connect(new URL(process.env.PGW_MCP_URL), process.env.PGW_MCP_TOKEN,
+                                            "sdk-tools-agent");
 
 let { tools } = await client.listTools();
 const late = tools.find((t) => t.name === "late_shipments");
