@@ -3,6 +3,8 @@
 // at all, the names a FROM item makes visible, and the aggregate names. Internal to analysis/.
 #pragma once
 
+#include "common/ascii.h"
+
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -20,8 +22,8 @@ using pgjson::object;
 
 // ---- Name helpers ----
 
-bool iequals(std::string_view a, std::string_view b);
-std::string lower(std::string_view s);
+using pgwarden::iequals;
+using pgwarden::lower;
 bool isContainer(element e);
 
 // ---- Column references and trivial predicates ----

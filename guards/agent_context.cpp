@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "budgets/budget.h"
+#include "common/ascii.h"
 
 namespace pgwarden::guards {
 
@@ -37,12 +38,6 @@ struct Lexed {
 
 bool identStart(unsigned char c) { return std::isalpha(c) || c == '_' || c >= 0x80; }
 bool identChar(unsigned char c) { return std::isalnum(c) || c == '_' || c == '$' || c >= 0x80; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Lexed lex(std::string_view s) {
   Lexed out;

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "common/ascii.h"
 #include "guards/guard.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards::util {
 
-std::string lower(std::string_view s);
-bool iequals(std::string_view a, std::string_view b);
+using pgwarden::iequals;
+using pgwarden::lower;
 // Shell-style glob: '*' any run, '?' one character. Case-insensitive when `icase`.
 bool globMatch(std::string_view pattern, std::string_view text, bool icase);
 

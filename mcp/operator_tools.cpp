@@ -6,6 +6,7 @@
 #include <set>
 
 #include "analysis/analysis.h"
+#include "common/ascii.h"
 #include "common/config_util.h"
 #include "guards/codes.h"
 
@@ -20,12 +21,6 @@ constexpr size_t kMaxSqlBytes = 64 * 1024;
 
 bool identStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || (c & 0x80); }
 bool identChar(char c) { return identStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // A YAML scalar as JSON: quoted scalars stay strings; plain ones become null, booleans and numbers
 // when they read as such (YAML 1.2 core schema).

@@ -5,20 +5,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/ascii.h"
+
 namespace pgwarden::daemon {
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Parameters a client may set that change how results are presented to it, never what the
 // server lets it do. Each is applied on the server connection with SET when it differs.
