@@ -103,15 +103,22 @@ def summarize_mcp(latencies_us, cpu_seconds, sql, user, block):
     return out
 
 
+def _mcp_rows(m):
+    """(label, median, p95, calls/s, pgwarden CPU per call) per path, then what a tool call adds
+    (median and CPU; None where a figure does not apply)."""
+    for name, label in MCP_PATHS:
+        x = m[name]
+        yield label, x["median_us"], x["p95_us"], x["calls_per_s"], x.get("proxy_cpu_us_per_call")
+    yield ("added by a tool call", m["added_median_us"], None, None,
+           m.get("added_proxy_cpu_us_per_call"))
+
+
 def render_mcp(m):
     """The MCP phase as text lines (bench/run logs them as it ends, render() prints them)."""
     lines = [f"{'path':26s} {'median us':>9s} {'p95 us':>8s} {'calls/s':>8s} {'cpu us/call':>11s}"]
-    for name, label in MCP_PATHS:
-        x = m[name]
-        lines.append(f"{label:26s} {x['median_us']:>9.0f} {x['p95_us']:>8.0f} "
-                     f"{x['calls_per_s']:>8.0f} {_f(x.get('proxy_cpu_us_per_call'), '{:.0f}'):>11s}")
-    lines.append(f"added by a tool call: median {_f(m['added_median_us'])} us, pgwarden CPU "
-                 f"{_f(m.get('added_proxy_cpu_us_per_call'))} us")
+    for label, median, p95, rate, cpu in _mcp_rows(m):
+        lines.append(f"{label:26s} {_f(median):>9s} {_f(p95, none=''):>8s} {_f(rate, none=''):>8s} "
+                     f"{_f(cpu):>11s}")
     return lines
 
 
@@ -481,12 +488,9 @@ def markdown(results):
         md.append("")
         md.append("| path | median µs | p95 µs | calls/s | pgwarden CPU µs/call |")
         md.append("|---|--:|--:|--:|--:|")
-        for name, label in MCP_PATHS:
-            x = m[name]
-            md.append(f"| {label} | {x['median_us']:.0f} | {x['p95_us']:.0f} | "
-                      f"{x['calls_per_s']:.0f} | {_f(x.get('proxy_cpu_us_per_call'))} |")
-        md.append(f"| added by a tool call | {_f(m['added_median_us'])} | | | "
-                  f"{_f(m.get('added_proxy_cpu_us_per_call'))} |")
+        for label, median, p95, rate, cpu in _mcp_rows(m):
+            md.append(f"| {label} | {_f(median)} | {_f(p95, none='')} | {_f(rate, none='')} | "
+                      f"{_f(cpu)} |")
     mem = results.get("memory") or {}
     rows = []
     for key, label in (("pgwarden_idle", "pgwarden"), ("pgbouncer_idle", "PgBouncer")):

@@ -10,12 +10,10 @@ runs on Node 20, which this test shows; it prints a deprecation notice for v1 on
 
 import json
 import shutil
-import sqlite3
 import subprocess
-import time
 
 import pgwtest
-from mcpsupport import start_mcp_daemon
+from mcpsupport import history, start_mcp_daemon
 
 MCP_DIR = pgwtest.REPO_ROOT / "tests" / "mcp"
 INSPECTOR = MCP_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
@@ -71,14 +69,6 @@ def test_inspector_cli(pgwarden_factory, pg):
     assert "invalid token" in wrong.stderr, wrong.stderr
 
     # The CLI's calls left their history like any agent's: protocol mcp, agent from clientInfo.
-    deadline = time.monotonic() + 10
-    while True:
-        con = sqlite3.connect(str(daemon.dir / "history.db"))
-        rows = con.execute("SELECT outcome, protocol, agent_id FROM pgwarden_history "
-                           "WHERE application_name = 'mcp:query' ORDER BY id").fetchall()
-        con.close()
-        if len(rows) >= 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert [o for o, *_ in rows] == ["ok", "ok", "denied"], rows
-    assert all(p == "mcp" and a.startswith("inspector") for _, p, a in rows), rows
+    rows = history(daemon, "application_name = 'mcp:query'", count=3)
+    assert [r["outcome"] for r in rows] == ["ok", "ok", "denied"], rows
+    assert all(r["protocol"] == "mcp" and r["agent_id"].startswith("inspector") for r in rows), rows
