@@ -61,18 +61,37 @@ bool HttpRequest::hasHeader(std::string_view lower_name) const {
                      [&](const auto& h) { return h.first == lower_name; });
 }
 
-std::string formatHttpResponse(const HttpResponse& r, bool keep_alive) {
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reasonPhrase(r.status) + "\r\n";
-  if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
-  if (!r.stream) out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  for (const auto& [n, v] : r.headers) out += n + ": " + v + "\r\n";
+void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive) {
+  // Straight into the connection's output buffer: the body (a tool's whole result, up to
+  // mcp.max_result_bytes) is copied once, not into a formatted copy that is then copied again.
+  out.reserve(out.size() + 256 + r.body.size());
+  out += "HTTP/1.1 ";
+  out += std::to_string(r.status);
+  out += ' ';
+  out += reasonPhrase(r.status);
+  out += "\r\n";
+  if (!r.content_type.empty()) {
+    out += "Content-Type: ";
+    out += r.content_type;
+    out += "\r\n";
+  }
+  if (!r.stream) {
+    out += "Content-Length: ";
+    out += std::to_string(r.body.size());
+    out += "\r\n";
+  }
+  for (const auto& [n, v] : r.headers) {
+    out += n;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
   // A stream is read as it comes (no-cache is what SSE clients and proxies expect); its body ends
   // with the connection, so it never keeps the connection alive.
   out += r.stream ? "Cache-Control: no-cache\r\n" : "Cache-Control: no-store\r\n";
   out += keep_alive && !r.stream ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
   out += "\r\n";
   out += r.body;
-  return out;
 }
 
 // ----- one client ------------------------------------------------------------------------------
@@ -131,7 +150,7 @@ class HttpTransport::Connection final : public StreamEvents {
       return;
     }
     const bool keep = keep_alive_ && !r.close && !t_.closing_;
-    stream_.out() += formatHttpResponse(r, keep);
+    appendHttpResponse(stream_.out(), r, keep);
     exchange_ = 0;
     if (stream_.flush() != 0) {
       close();
@@ -198,7 +217,7 @@ class HttpTransport::Connection final : public StreamEvents {
   // The headers of a stream answer; the exchange stays registered (send, finish, abandon).
   void startStream(const HttpResponse& r) {
     const uint64_t e = exchange_;
-    stream_.out() += formatHttpResponse(r, false);
+    appendHttpResponse(stream_.out(), r, false);
     exchange_ = 0;
     if (stream_.flush() != 0) {
       close();

@@ -126,8 +126,9 @@ class HttpTransport : public std::enable_shared_from_this<HttpTransport> {
   std::shared_ptr<HttpTransport> self_;
 };
 
-// "HTTP/1.1 <code> <reason>" and the headers, with Content-Length (a stream: its headers only,
-// no-cache, and Connection: close since its body ends when the connection does).
-std::string formatHttpResponse(const HttpResponse& r, bool keep_alive);
+// Appends "HTTP/1.1 <code> <reason>", the headers with Content-Length, and the body to `out` (a
+// stream: its headers only, no-cache, and Connection: close since its body ends when the
+// connection does).
+void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive);
 
 }  // namespace pgwarden::mcp

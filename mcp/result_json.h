@@ -27,5 +27,7 @@ Json denialJson(const guards::Verdict& v);
 Json noticesJson(const RunResult& r);
 // The text a model reads next to the structured result, with row data fenced as data.
 std::string renderText(const Json& structured, std::string_view heading);
+// A tools/call result: {content: [the text rendering], structuredContent, isError}.
+Json toolResult(Json structured, bool is_error, std::string_view heading);
 
 }  // namespace pgwarden::mcp

@@ -227,9 +227,7 @@ void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only
 void ToolCall::finish(Json structured, bool is_error, const char* outcome, std::string_view heading) {
   if (finished_) return;
   finished_ = true;
-  Json result{{"content", Json::array({{{"type", "text"}, {"text", renderText(structured, heading)}}})},
-              {"structuredContent", std::move(structured)},
-              {"isError", is_error}};
+  Json result = toolResult(std::move(structured), is_error, heading);
   Done done = std::move(done_);
   if (done) done(std::move(result), outcome);
 }

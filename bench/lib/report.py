@@ -11,6 +11,8 @@ ANALYSIS_MISS_NS_GOAL = 10_000
 ANALYSIS_HIT_NS_GOAL = 1_000
 BYTES_PER_CONN_GOAL = 64 * 1024
 SLOW_READER_GROWTH_KIB_GOAL = 4 * 1024   # "within a few MiB" of idle, read as <= 4 MiB
+MCP_ADDED_MEDIAN_US_GOAL = 200           # a query tool call over the same statement on the wire
+MCP_PATHS = (("wire_protocol", "wire protocol (psycopg2)"), ("mcp_query_tool", "MCP query tool"))
 
 
 def _ratio(a, b):
@@ -82,6 +84,42 @@ def _screens_rows(results):
         t = c["targets"]
         yield (c["mode"], c["clients"], t["screens_on"], t["screens_off"],
                c["ratios"]["on_over_off_tps"], c["added_latency_us"]["median_on_over_off"])
+
+
+def summarize_mcp(latencies_us, cpu_seconds, sql, user, block):
+    """The MCP phase's figures: per path (MCP_PATHS) the median, p95 (nearest rank) and mean
+    rate of one client's calls, pgwarden's CPU per call, and the median a tool call adds."""
+    out = {"sql": sql, "user": user, "block_calls": block}
+    for name, _ in MCP_PATHS:
+        us = sorted(latencies_us[name])
+        out[name] = {"calls": len(us), "median_us": round(pgbench.median(us), 1),
+                     "p95_us": round(pgbench.percentile(us, 95), 1),
+                     "calls_per_s": round(1e6 * len(us) / sum(us), 1),
+                     "proxy_cpu_us_per_call": round(cpu_seconds[name] * 1e6 / len(us), 1)}
+    out["added_median_us"] = _diff(out["mcp_query_tool"]["median_us"],
+                                   out["wire_protocol"]["median_us"])
+    out["added_proxy_cpu_us_per_call"] = _diff(out["mcp_query_tool"]["proxy_cpu_us_per_call"],
+                                               out["wire_protocol"]["proxy_cpu_us_per_call"])
+    return out
+
+
+def _mcp_rows(m):
+    """(label, median, p95, calls/s, pgwarden CPU per call) per path, then what a tool call adds
+    (median and CPU; None where a figure does not apply)."""
+    for name, label in MCP_PATHS:
+        x = m[name]
+        yield label, x["median_us"], x["p95_us"], x["calls_per_s"], x.get("proxy_cpu_us_per_call")
+    yield ("added by a tool call", m["added_median_us"], None, None,
+           m.get("added_proxy_cpu_us_per_call"))
+
+
+def render_mcp(m):
+    """The MCP phase as text lines (bench/run logs them as it ends, render() prints them)."""
+    lines = [f"{'path':26s} {'median us':>9s} {'p95 us':>8s} {'calls/s':>8s} {'cpu us/call':>11s}"]
+    for label, median, p95, rate, cpu in _mcp_rows(m):
+        lines.append(f"{label:26s} {_f(median):>9s} {_f(p95, none=''):>8s} {_f(rate, none=''):>8s} "
+                     f"{_f(cpu):>11s}")
+    return lines
 
 
 def add_best_runs(results):
@@ -211,6 +249,16 @@ def evaluate_targets(results):
             "growth_kib": g, "completed": slow.get("error") is None,
             "status": "met" if g <= SLOW_READER_GROWTH_KIB_GOAL else
                       f"missed by {(g - SLOW_READER_GROWTH_KIB_GOAL) / 1024:.1f} MiB"}
+    m = results.get("mcp")
+    if m:
+        added = m["added_median_us"]
+        out["mcp_tool_call_overhead"] = {
+            "goal": f"query tool median <= {MCP_ADDED_MEDIAN_US_GOAL} us over the same statement "
+                    "on the wire protocol, one-row result",
+            "added_median_us": added,
+            "status": ("unmeasured" if added is None else
+                       "met" if added <= MCP_ADDED_MEDIAN_US_GOAL else
+                       f"missed by {added - MCP_ADDED_MEDIAN_US_GOAL:.0f} us")}
     return out
 
 
@@ -301,6 +349,12 @@ def render(results):
                         f"{_f(x.get('proxy_cpu_us_per_tx'), '{:.1f}'):>5s}")
             lines.append(f"{mode:8s} {clients:>3d} | {part(on)} | {part(off)} | "
                          f"{_f(ratio, '{:.3f}'):>6s} {_f(added, '{:.1f}'):>5s}")
+    m = results.get("mcp")
+    if m:
+        lines.append("")
+        lines.append(f"MCP query tool vs wire protocol ({m['wire_protocol']['calls']} calls per "
+                     f"path, one client each, as {m['user']}: {m['sql']})")
+        lines.extend(render_mcp(m))
     mem = results.get("memory") or {}
     if mem:
         lines.append("")
@@ -426,6 +480,17 @@ def markdown(results):
                         f"{_f(x.get('proxy_cpu_us_per_tx'), '{:.1f}')}")
             md.append(f"| {mode} | {clients} | {part(on)} | {part(off)} | "
                       f"{_f(ratio, '{:.3f}')} | {_f(added, '{:.1f}')} |")
+    m = results.get("mcp")
+    if m:
+        md.append("")
+        md.append(f"MCP `query` tool vs the wire protocol ({m['wire_protocol']['calls']} calls per "
+                  f"path, one client each, as `{m['user']}`: `{m['sql']}`):")
+        md.append("")
+        md.append("| path | median µs | p95 µs | calls/s | pgwarden CPU µs/call |")
+        md.append("|---|--:|--:|--:|--:|")
+        for label, median, p95, rate, cpu in _mcp_rows(m):
+            md.append(f"| {label} | {_f(median)} | {_f(p95, none='')} | {_f(rate, none='')} | "
+                      f"{_f(cpu)} |")
     mem = results.get("memory") or {}
     rows = []
     for key, label in (("pgwarden_idle", "pgwarden"), ("pgbouncer_idle", "PgBouncer")):

@@ -7,6 +7,7 @@ import json
 import secrets
 import shutil
 import socket
+import sqlite3
 import threading
 import time
 
@@ -40,6 +41,25 @@ def start_mcp_daemon(factory, pg, extra=None, configure=None):
                 raise
             time.sleep(0.05)
     return daemon, tokens
+
+
+def history(daemon, where="1=1", count=1):
+    """The history rows matching `where` (dicts), once at least `count` of them are written."""
+    deadline = time.monotonic() + 10
+    db = daemon.dir / "history.db"
+    rows = []
+    while time.monotonic() < deadline:
+        try:
+            con = sqlite3.connect(str(db))
+            con.row_factory = sqlite3.Row
+            rows = [dict(r) for r in con.execute(f"SELECT * FROM pgwarden_history WHERE {where} ORDER BY id")]
+            con.close()
+        except sqlite3.OperationalError:
+            rows = []
+        if len(rows) >= count:
+            return rows
+        time.sleep(0.2)
+    return rows
 
 
 class McpHttp:

@@ -1,5 +1,6 @@
 """bench/run --quick keeps working: it starts its own PostgreSQL, PgBouncer and pgwarden, runs
-every target in every pgbench mode, the memory runs and the micro-benchmarks, and writes JSON
+every target in every pgbench mode, the MCP tool calls against the wire protocol, the memory runs
+and the micro-benchmarks, and writes JSON
 with every cell filled. Only completeness is checked here; no timing figure is judged."""
 
 import json
@@ -50,6 +51,17 @@ def test_bench_run_quick_writes_every_cell(pgwarden_bin, tmp_path):
         assert cell["ratios"]["on_over_off_tps"] is not None, cell
     assert screens["result_warnings"] == 0, screens
 
+    # The MCP phase: both paths made every call and have figures; the tool call's added latency
+    # is computed (its size is bench/run's to report, not this test's to judge).
+    mcp = results["mcp"]
+    assert mcp["user"] == "bench_agent" and mcp["sql"].startswith("SELECT"), mcp
+    for path in ("wire_protocol", "mcp_query_tool"):
+        x = mcp[path]
+        assert x["calls"] == settings["mcp_calls"], (path, x)
+        assert 0 < x["median_us"] <= x["p95_us"], (path, x)
+        assert x["calls_per_s"] > 0 and x["proxy_cpu_us_per_call"] is not None, (path, x)
+    assert mcp["added_median_us"] is not None and mcp["added_proxy_cpu_us_per_call"] is not None
+
     # Memory: every idle level reached, each client holding a server backend (session pooling),
     # and the slow reader got the whole result through pgwarden.
     idle = results["memory"]["pgwarden_idle"]
@@ -69,6 +81,6 @@ def test_bench_run_quick_writes_every_cell(pgwarden_bin, tmp_path):
         assert entry.get("exit_status") == 0 and entry["cases"], (name, entry)
 
     # The report names every target it checks against.
-    for key in ("throughput_vs_pgbouncer", "added_latency_1_client",
+    for key in ("throughput_vs_pgbouncer", "added_latency_1_client", "mcp_tool_call_overhead",
                 "memory_per_idle_connection", "slow_reader_bounded"):
         assert results["targets"][key]["status"], key

@@ -4,13 +4,12 @@ and the tools against the real database, with every statement in history once as
 
 import json
 import socket
-import sqlite3
 import time
 
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, cancelled_call, start_mcp_daemon
+from mcpsupport import McpHttp, cancelled_call, history, start_mcp_daemon
 
 
 @pytest.fixture(scope="module")
@@ -27,25 +26,6 @@ def mcpd(pgwarden_bin, pg):
 def client(mcpd, user="agent", **kw):
     daemon, tokens = mcpd
     return McpHttp(daemon.mcp_port, tokens[user] if user else None, **kw)
-
-
-def history(daemon, where="1=1", count=1):
-    """The history rows matching `where`, once at least `count` of them are written."""
-    deadline = time.monotonic() + 10
-    db = daemon.dir / "history.db"
-    rows = []
-    while time.monotonic() < deadline:
-        try:
-            con = sqlite3.connect(str(db))
-            con.row_factory = sqlite3.Row
-            rows = [dict(r) for r in con.execute(f"SELECT * FROM pgwarden_history WHERE {where} ORDER BY id")]
-            con.close()
-        except sqlite3.OperationalError:
-            rows = []
-        if len(rows) >= count:
-            return rows
-        time.sleep(0.2)
-    return rows
 
 
 def test_no_token_is_401_with_bearer_challenge(mcpd):

@@ -45,13 +45,39 @@ TEST(SessionStreams, StreamAnswerHasNoLengthAndEndsTheConnection) {
   HttpResponse r;
   r.content_type = "text/event-stream";
   r.stream = true;
-  const std::string head = formatHttpResponse(r, true);
+  std::string head;
+  appendHttpResponse(head, r, true);
   EXPECT_EQ(head.find("Content-Length"), std::string::npos);
   EXPECT_NE(head.find("Cache-Control: no-cache\r\n"), std::string::npos);
   EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos);
   EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n");
   r.stream = false;
-  EXPECT_NE(formatHttpResponse(r, true).find("Content-Length: 0\r\n"), std::string::npos);
+  std::string plain;
+  appendHttpResponse(plain, r, true);
+  EXPECT_NE(plain.find("Content-Length: 0\r\n"), std::string::npos);
+}
+
+TEST(SessionStreams, AnswerIsAppendedWhole) {
+  // A pipelined answer lands behind what the connection still has queued, byte for byte.
+  HttpResponse r;
+  r.content_type = "application/json";
+  r.headers = {{"Mcp-Session-Id", "abc"}};
+  r.body = R"({"jsonrpc":"2.0","id":1,"result":{}})";
+  std::string out = "queued";
+  appendHttpResponse(out, r, true);
+  EXPECT_EQ(out,
+            "queuedHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 36\r\n"
+            "Mcp-Session-Id: abc\r\nCache-Control: no-store\r\nConnection: keep-alive\r\n\r\n"
+            R"({"jsonrpc":"2.0","id":1,"result":{}})");
+  r.status = 404;
+  r.body.clear();
+  r.headers.clear();
+  r.content_type.clear();
+  std::string closing;
+  appendHttpResponse(closing, r, false);
+  EXPECT_EQ(closing,
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n");
 }
 
 TEST(SessionStreams, OneStreamPerSessionReplacedAbandonedEnded) {
