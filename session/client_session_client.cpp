@@ -177,6 +177,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   const auto& d = plan->decision;
   if (d.denied) {
     recordDenied(*plan, false);
+    if (writes_) writesDenied(*plan);
     std::string out;
     writeDeny(out, *plan);
     queueLocal(std::move(out), true);
@@ -199,6 +200,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     p.next_statement = plan->statements.size();
   }
   p.plan = plan;
+  if (writes_ && v.write.wrap) writesBeforeQuery(p, v);
   if (d.rewritten_sql) {
     ++daemon_.counters().rewrites;
     protocol::writeQuery(server_->out(), *d.rewritten_sql);
