@@ -1,0 +1,344 @@
+"""Guarded writes (docs/writes.md) through the real daemon and PostgreSQL, with psycopg2
+(autocommit off and on) and psql: writes only inside BEGIN after a look at the table, no UPDATE or
+DELETE without a WHERE, a write over its row cap undone while the transaction stays usable, idle
+transactions rolled back and the next statement told, a client killed mid-transaction leaving no
+change, COMMIT keeping exactly what the notices reported, the write-mode escapes refused, a
+read-only group still unable to write, and a superuser write role refused."""
+
+import json
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import psycopg2
+import psycopg2.errors
+import pytest
+
+import pgwtest
+
+WRITER_ROLE = "pgw_writer"
+WRITER_PASSWORD = "writer-" + secrets.token_hex(8)
+ROWS = 400
+
+
+def _reset_table(pg):
+    pg.execute("DROP TABLE IF EXISTS w_items")
+    pg.execute("CREATE TABLE w_items (id int PRIMARY KEY, grp int NOT NULL, qty int NOT NULL)")
+    pg.execute(f"INSERT INTO w_items SELECT g, g % 100, 0 FROM generate_series(1, {ROWS}) g")
+    pg.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON w_items TO {WRITER_ROLE}")
+    pg.execute(f"GRANT SELECT ON w_items TO {pgwtest.READER_ROLE}")
+
+
+def _daemon(factory, pg, write_user=WRITER_ROLE, write_password=WRITER_PASSWORD, extra=None):
+    d_users = {"writer": "w-" + secrets.token_hex(6), "reader": "r-" + secrets.token_hex(6)}
+    users = [
+        {"name": "writer", "password": pgwtest.scram_verifier(d_users["writer"]), "group": "writers"},
+        {"name": "reader", "password": pgwtest.scram_verifier(d_users["reader"]), "group": "agents"},
+    ]
+    group = {"mode": "guarded_writes", "search_path": ["public"],
+             "max_rows_affected": {"statement": 100, "transaction": 150},
+             "transaction_idle_timeout": "2s", "transaction_max_age": "1m",
+             "guards": [{"kind": "functions"}]}
+    group.update(extra or {})
+    overrides = {"upstream": {"write_user": write_user, "write_password": write_password},
+                 "groups": {"writers": group}}
+    d = factory.start(pg, overrides=overrides, users=users, start=False)
+    d.passwords = d_users
+    d.start()
+    return d
+
+
+@pytest.fixture(scope="module")
+def writer_role(pg):
+    pg.execute(f"DROP ROLE IF EXISTS {WRITER_ROLE}")
+    pg.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN PASSWORD '{WRITER_PASSWORD}'")
+    pg.execute(f"GRANT CONNECT ON DATABASE {pgwtest.DATABASE} TO {WRITER_ROLE}")
+    pg.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
+    return WRITER_ROLE
+
+
+@pytest.fixture(scope="module")
+def wd(pgwarden_bin, pg, writer_role):
+    daemons = pgwtest_daemons(pgwarden_bin)
+    try:
+        yield _daemon(daemons, pg)
+    finally:
+        daemons.teardown()
+
+
+def pgwtest_daemons(binary):
+    from conftest import DaemonSet
+    return DaemonSet(binary)
+
+
+@pytest.fixture
+def table(pg, wd):
+    _reset_table(pg)
+    yield
+    pg.execute("DROP TABLE IF EXISTS w_items")
+
+
+def _detail(err):
+    return json.loads(err.diag.message_detail)
+
+
+def _notices(conn):
+    out = list(conn.notices)
+    del conn.notices[:]
+    return out
+
+
+def test_update_without_where_denied(wd, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    for sql in ("UPDATE w_items SET qty = 1", "UPDATE w_items SET qty = 1 WHERE 1=1",
+                "DELETE FROM w_items WHERE true"):
+        with pytest.raises(psycopg2.Error) as e:
+            cur.execute(sql)
+        assert _detail(e.value)["code"] == "MISSING_PREDICATE", sql
+        assert e.value.pgcode == "54000"
+        # The denial never reached the server: the transaction is still usable.
+        cur.execute("SELECT 1")
+    conn.rollback()
+    conn.close()
+
+
+def test_write_outside_transaction_and_before_looking(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=True)
+    cur = conn.cursor()
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
+    assert _detail(e.value)["code"] == "TRANSACTION_REQUIRED"
+    assert e.value.pgcode == "25P01"
+    cur.execute("BEGIN")
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
+    assert _detail(e.value)["code"] == "LOOK_FIRST"
+    assert "w_items" in e.value.pgerror
+    cur.execute("SELECT id, qty FROM w_items WHERE id = 1")
+    cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
+    assert cur.rowcount == 1
+    cur.execute("ROLLBACK")
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
+
+
+def test_too_many_rows_undone_transaction_usable(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id < 5")
+    # Meant 4 rows, wrote a predicate that matches all 400.
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("UPDATE w_items SET qty = 7 WHERE id > 0")
+    d = _detail(e.value)
+    assert d["code"] == "TOO_MANY_ROWS" and d["rows"] == ROWS and d["cap"] == 100
+    assert conn.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_INTRANS
+    # Still usable, and the undone statement left nothing behind.
+    cur.execute("SELECT count(*) FROM w_items WHERE qty = 7")
+    assert cur.fetchone()[0] == 0
+    cur.execute("UPDATE w_items SET qty = 7 WHERE id < 5")
+    assert cur.rowcount == 4
+    notices = _notices(conn)
+    assert any("TRANSACTION_OPEN" in n or "Transaction open" in n for n in notices), notices
+    conn.commit()
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 7") == 4
+
+
+def test_transaction_cap(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    cur.execute("UPDATE w_items SET qty = 1 WHERE id <= 100")
+    assert cur.rowcount == 100
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("UPDATE w_items SET qty = 1 WHERE id > 100 AND id <= 160")
+    d = _detail(e.value)
+    assert d["code"] == "TOO_MANY_ROWS" and d["scope"] == "transaction" and d["transaction_rows"] == 100
+    conn.commit()
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 1") == 100
+
+
+def test_commit_keeps_what_the_notices_said(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 10")
+    cur.execute("UPDATE w_items SET qty = 3 WHERE grp = 10")
+    cur.execute("DELETE FROM w_items WHERE id = 400")
+    cur.execute("INSERT INTO w_items VALUES (1000, 1, 9)")
+    notices = _notices(conn)
+    last = [n for n in notices if "Transaction open" in n][-1]
+    assert "w_items: 6 rows" in last, notices
+    conn.commit()
+    kept = _notices(conn)
+    assert any("Committed; kept: w_items: 6 rows" in n for n in kept), kept
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 3") == 4
+    assert pg.scalar("SELECT count(*) FROM w_items") == ROWS
+    # History: each write with its rows, and the COMMIT record with the transaction's total.
+    deadline = time.time() + 10
+    while True:
+        db = sqlite3.connect(str(wd.dir / "history.db"))
+        recs = db.execute("SELECT sql_text, outcome, rows_affected FROM pgwarden_history "
+                          "WHERE user_name = 'writer' ORDER BY id").fetchall()
+        db.close()
+        commits = [r for r in recs if r[0].strip().upper() == "COMMIT"]
+        if commits or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert commits and commits[-1][2] == 6, recs
+    assert ("UPDATE w_items SET qty = 3 WHERE grp = 10", "ok", 4) in recs
+
+
+def test_idle_transaction_rolled_back_and_next_statement_told(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 2")
+    cur.execute("UPDATE w_items SET qty = 5 WHERE id = 2")
+    time.sleep(3.5)
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("SELECT 1")
+    d = _detail(e.value)
+    assert d["code"] == "TRANSACTION_ROLLED_BACK" and d["reason"] == "idle_timeout"
+    assert "w_items: 1 row" in d["lost"]
+    assert e.value.pgcode == "25P03"
+    conn.rollback()
+    cur.execute("SELECT qty FROM w_items WHERE id = 2")
+    assert cur.fetchone()[0] == 0
+    conn.close()
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 2") == 0
+
+
+def test_client_killed_mid_transaction_leaves_no_change(wd, pg, table):
+    script = (
+        "import psycopg2, os, signal, sys\n"
+        "conn = psycopg2.connect(sys.argv[1])\n"
+        "cur = conn.cursor()\n"
+        "cur.execute('SELECT * FROM w_items WHERE id = 3')\n"
+        "cur.execute('UPDATE w_items SET qty = 99 WHERE id = 3')\n"
+        "print('updated', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    p = subprocess.run([sys.executable, "-c", script, wd.dsn(user="writer")], capture_output=True,
+                       text=True, timeout=30)
+    assert "updated" in p.stdout and p.returncode == -signal.SIGKILL
+    deadline = time.time() + 10
+    while time.time() < deadline and pg.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND state LIKE 'idle in%%'",
+            (WRITER_ROLE,)):
+        time.sleep(0.1)
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 3") == 0
+
+
+def test_psql_session(wd, pg, table):
+    sql = ("SELECT count(*) FROM w_items WHERE grp = 1;\n"
+           "BEGIN;\n"
+           "UPDATE w_items SET qty = 2 WHERE grp = 1;\n"
+           "COMMIT;\n")
+    r = pgwtest.psql(wd.dsn(user="writer", password=wd.passwords["writer"]), input=sql)
+    assert r.returncode == 0, r.stderr
+    assert "Transaction open" in r.stderr and "Committed; kept: w_items: 4 rows" in r.stderr
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 2") == 4
+    r = pgwtest.psql(wd.dsn(user="writer", password=wd.passwords["writer"]), "-c",
+                     "DELETE FROM w_items")
+    assert r.returncode != 0 and "WHERE" in r.stderr
+
+
+ESCAPES = [
+    ("WITH d AS (DELETE FROM w_items WHERE id = 1 RETURNING *) SELECT * FROM d", "READ_ONLY"),
+    ("WITH d AS (DELETE FROM w_items WHERE id = 1 RETURNING *) INSERT INTO w_items SELECT 5000, grp, qty FROM d",
+     "WRITE_HIDDEN"),
+    ("COPY w_items FROM STDIN", "READ_ONLY"),
+    ("SET session_replication_role = replica", "PROTECTED_SETTING"),
+    ("ALTER ROLE pgw_writer SUPERUSER", "WRITE_ESCAPE"),
+    ("GRANT ALL ON w_items TO PUBLIC", "WRITE_ESCAPE"),
+    ("DO $$BEGIN DELETE FROM w_items; END$$", "READ_ONLY"),
+    ("SAVEPOINT pgwarden_w", "WRITE_ESCAPE"),
+    ("RELEASE SAVEPOINT pgwarden_w", "WRITE_ESCAPE"),
+    ("ROLLBACK TO SAVEPOINT pgwarden_w", "WRITE_ESCAPE"),
+    ("COMMIT AND CHAIN", "WRITE_ESCAPE"),
+    ("PREPARE TRANSACTION 'x'", "WRITE_ESCAPE"),
+    ("SELECT nextval('some_seq')", "FUNCTION_DENIED"),
+    ("CREATE TABLE w_new (a int)", "DDL_NOT_ALLOWED"),
+    ("TRUNCATE w_items", "DDL_NOT_ALLOWED"),
+    ("EXPLAIN ANALYZE DELETE FROM w_items WHERE id = 1", "READ_ONLY"),
+    ("PREPARE p AS DELETE FROM w_items WHERE id = 1", "READ_ONLY"),
+    ("UPDATE w_items SET qty = 1 WHERE id = 1; UPDATE w_items SET qty = 1 WHERE id = 2", "WRITE_NOT_ALONE"),
+    ("SET ROLE postgres", "PROTECTED_SETTING"),
+]
+
+
+@pytest.mark.parametrize("sql,code", ESCAPES, ids=[c + ":" + s[:30] for s, c in ESCAPES])
+def test_write_mode_escapes_denied(wd, pg, table, sql, code):
+    conn = wd.connect(user="writer", autocommit=True)
+    cur = conn.cursor()
+    cur.execute("BEGIN")
+    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute(sql)
+    assert _detail(e.value)["code"] == code, (sql, e.value.pgerror)
+    cur.execute("ROLLBACK")
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items") == ROWS
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
+
+
+def test_extended_protocol_write_denied(wd, table):
+    with wd.raw() as c:
+        c.login("writer", wd.passwords["writer"])
+        c.query("BEGIN")
+        c.query("SELECT * FROM w_items WHERE id = 1")
+        with pytest.raises(pgwtest.ServerError) as e:
+            c.extended("UPDATE w_items SET qty = 1 WHERE id = 1")
+        assert json.loads(e.value.fields["D"])["code"] == "EXTENDED_WRITE"
+        assert e.value.sqlstate == "0A000"
+
+
+def test_read_only_group_still_cannot_write(wd, pg, table):
+    conn = wd.connect(user="reader", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    with pytest.raises(psycopg2.Error) as e:
+        cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
+    assert _detail(e.value)["code"] == "READ_ONLY"
+    conn.rollback()
+    conn.close()
+    # Its server sessions run as the read-only role: the write role never served it.
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
+
+
+def test_metrics_count_transactions(wd, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
+    conn.commit()
+    conn.close()
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{wd.metrics_port}/metrics", timeout=5).read().decode()
+    committed = [l for l in text.splitlines()
+                 if l.startswith("pgwarden_write_transactions_total") and 'outcome="committed"' in l]
+    assert committed and float(committed[0].split()[-1]) >= 1
+    assert any(l.startswith("pgwarden_rows_written_total") for l in text.splitlines())
+
+
+def test_superuser_write_role_refused(pgwarden_factory, pg):
+    pg.execute("DROP ROLE IF EXISTS pgw_super_writer")
+    pg.execute("CREATE ROLE pgw_super_writer LOGIN SUPERUSER PASSWORD 'sw'")
+    d = _daemon(pgwarden_factory, pg, write_user="pgw_super_writer", write_password="sw")
+    with pytest.raises(psycopg2.OperationalError) as e:
+        d.connect(user="writer")
+    assert "refuses the write role" in str(e.value)
+    assert "refuses the write role" in d.log()
+    # A member of a superuser role is refused the same way.
+    pg.execute("DROP ROLE IF EXISTS pgw_member_writer")
+    pg.execute("CREATE ROLE pgw_member_writer LOGIN PASSWORD 'mw' IN ROLE postgres")
+    d2 = _daemon(pgwarden_factory, pg, write_user="pgw_member_writer", write_password="mw")
+    with pytest.raises(psycopg2.OperationalError) as e:
+        d2.connect(user="writer")
+    assert "refuses the write role" in str(e.value)
