@@ -230,7 +230,7 @@ std::optional<GuardResult> WriteTransaction::judgeStatement(const guards::GuardI
       r.facts.add("statement", st.command).add("next_step", "BEGIN");
       return r;
     }
-    if (!truncate) {
+    if (isDml(st.kind)) {  // TRUNCATE too (its kind is kDelete); CREATE, ALTER, DROP need no look
       for (const auto& r : st.relations) {
         if (!r.written || looked(r.schema, r.name)) continue;
         const std::string name = guards::util::displayName(r.schema, r.name);
