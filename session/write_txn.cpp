@@ -26,7 +26,8 @@ constexpr const char* kNextMoves = "SELECT to inspect, COMMIT to keep, ROLLBACK 
 // DDL that changes who may do what, or hides code that runs later with other rights: never in a
 // write group, whatever allow_ddl says.
 constexpr std::string_view kEscapeCommands[] = {
-    "GRANT",           "REVOKE",          "CREATE ROLE",     "ALTER ROLE",      "DROP ROLE",
+    "GRANT",           "GRANT ROLE",      "REVOKE",          "CREATE POLICY",   "ALTER POLICY",
+    "DROP POLICY",          "CREATE ROLE",     "ALTER ROLE",      "DROP ROLE",
     "CREATE USER",     "ALTER USER",      "DROP USER",       "CREATE GROUP",    "ALTER GROUP",
     "DROP GROUP",      "ALTER DEFAULT PRIVILEGES", "REASSIGN OWNED", "DROP OWNED",
     "SECURITY LABEL",  "CREATE FUNCTION", "ALTER FUNCTION",  "CREATE PROCEDURE",

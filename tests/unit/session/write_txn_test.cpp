@@ -9,7 +9,9 @@
 #include <string>
 
 #include "analysis/analysis.h"
+#include "guards/codes.h"
 #include "guards/policy.h"
+#include "tests/unit/guards/guard_test_util.h"
 
 namespace pgwarden::daemon {
 namespace {
@@ -294,6 +296,16 @@ TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
   EXPECT_EQ(w.endNotice(false).code, "TRANSACTION_DISCARDED");
   ASSERT_TRUE(w.move(TxnEvent::kServerFailed, 3000));
   EXPECT_NE(w.openNotice(3000).detail.find("\"next_moves\":[\"ROLLBACK\"]"), std::string::npos);
+}
+
+TEST_F(WriteTxnTest, EveryWriteEscapeOfTheCorpusIsDenied) {
+  const auto lines = guards::test::loadCorpus("tests/security/write_escapes.tsv");
+  ASSERT_GE(lines.size(), 50u);
+  for (const auto& l : lines) {
+    SCOPED_TRACE("write_escapes.tsv:" + std::to_string(l.number) + " [" + l.category + "] " + l.sql);
+    WriteTransaction w = openWith("w_items");
+    EXPECT_EQ(code(w, l.sql), l.expect);
+  }
 }
 
 }  // namespace
