@@ -188,7 +188,7 @@ std::optional<GuardResult> WriteTransaction::judgeStatement(const guards::GuardI
       GuardResult r = denial(codes::kExtendedWrite,
                              st.command + " over the extended protocol (Parse/Bind/Execute) is not "
                              "guarded by pgwarden yet; send writes as simple-protocol statements (a "
-                             "plain Query, as psql and psycopg2 do).",
+                             "plain Query, as psql and psycopg2 do; pgjdbc: preferQueryMode=simple).",
                              "", st.command);
       r.facts.add("statement", st.command).add("next_step", "send the write as a simple Query");
       return r;

@@ -320,6 +320,30 @@ def test_metrics_count_transactions(wd, table):
     assert any(l.startswith("pgwarden_rows_written_total") for l in text.splitlines())
 
 
+def _jdbc(java, wd, *props):
+    url = f"jdbc:postgresql://127.0.0.1:{wd.port}/{pgwtest.DATABASE}"
+    r = java.run("JdbcCheck", "writes", url, "user=writer", f"password={wd.passwords['writer']}", *props)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+
+def test_jdbc_simple_query_mode(java, wd, pg, table):
+    got = _jdbc(java, wd, "preferQueryMode=simple")
+    assert got["looked"] == "4"
+    assert got["wide_sqlstate"] == "54000" and "TOO_MANY_ROWS" not in got.get("wide", "")
+    assert "would have changed 400 rows" in got["wide_message"]
+    assert got["narrow"] == "4" and got["committed"] == "yes"
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 4
+
+
+def test_jdbc_extended_protocol_writes_are_refused_not_unguarded(java, wd, pg, table):
+    got = _jdbc(java, wd)
+    assert got["looked"] == "4"
+    assert got["wide_sqlstate"] == "0A000" and "simple-protocol" in got["wide_message"]
+    assert got["committed"] == "yes"
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 0
+
+
 def test_superuser_write_role_refused(pgwarden_factory, pg):
     pg.execute("DROP ROLE IF EXISTS pgw_super_writer")
     pg.execute("CREATE ROLE pgw_super_writer LOGIN SUPERUSER PASSWORD 'sw'")
