@@ -54,8 +54,8 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
     st = &run->plan->analysis->statements[run->index];
   }
-  if (st && (st->kind == guards::StatementKind::kSelect || st->kind == guards::StatementKind::kExplain)) {
-    writes_->noteRead(*st);  // a successful read: its tables were looked at
+  if (st && st->kind == guards::StatementKind::kSelect) {
+    writes_->noteRead(*st);  // a successful read: its tables were looked at (EXPLAIN shows no rows)
   }
   const TxnState state = writes_->state();
   if (run && (last_tag_ == "COMMIT" || last_tag_ == "ROLLBACK") &&

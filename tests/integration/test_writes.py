@@ -10,9 +10,11 @@ import os
 import secrets
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
+import urllib.request
 
 import psycopg2
 import psycopg2.errors
@@ -236,6 +238,9 @@ def test_client_killed_mid_transaction_leaves_no_change(wd, pg, table):
             (WRITER_ROLE,)):
         time.sleep(0.1)
     assert pg.scalar("SELECT qty FROM w_items WHERE id = 3") == 0
+    text = urllib.request.urlopen(f"http://127.0.0.1:{wd.metrics_port}/metrics", timeout=5).read().decode()
+    line = [l for l in text.splitlines() if l.startswith('pgwarden_write_transactions_total{outcome="disconnect"}')]
+    assert line and float(line[0].split()[-1]) >= 1
 
 
 def test_psql_session(wd, pg, table):
@@ -312,12 +317,97 @@ def test_metrics_count_transactions(wd, table):
     cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
     conn.commit()
     conn.close()
-    import urllib.request
     text = urllib.request.urlopen(f"http://127.0.0.1:{wd.metrics_port}/metrics", timeout=5).read().decode()
     committed = [l for l in text.splitlines()
                  if l.startswith("pgwarden_write_transactions_total") and 'outcome="committed"' in l]
     assert committed and float(committed[0].split()[-1]) >= 1
     assert any(l.startswith("pgwarden_rows_written_total") for l in text.splitlines())
+
+
+def _read_until_rfq(c):
+    """Messages up to and including the next ReadyForQuery, as (tag, fields-or-body)."""
+    out = []
+    while True:
+        tag, body = c.read_msg()
+        out.append((tag, pgwtest.parse_fields(body) if tag in (b"E", b"N") else body))
+        if tag == b"Z":
+            return out
+
+
+def test_pipelined_queries_wait_for_the_savepoint(wd, pg, table):
+    """Queries sent right behind a write run after pgwarden's RELEASE, in order, each answered."""
+    with wd.raw() as c:
+        c.login("writer", wd.passwords["writer"])
+        c.query("BEGIN")
+        c.query("SELECT * FROM w_items WHERE id = 5")
+        q = lambda sql: b"Q" + struct.pack("!I", len(sql) + 5) + sql.encode() + b"\0"
+        c.send(q("UPDATE w_items SET qty = 4 WHERE id = 5") + q("SELECT qty FROM w_items WHERE id = 5")
+               + q("UPDATE w_items SET qty = 4 WHERE id > 0") + q("SELECT count(*) FROM w_items WHERE qty = 4")
+               + q("COMMIT"))
+        first = _read_until_rfq(c)
+        assert [t for t, _ in first if t == b"C"] == [b"C"] and first[-1] == (b"Z", b"T")
+        assert any(t == b"N" and f["C"] == "00000" and "Transaction open" in f["M"] for t, f in first)
+        second = _read_until_rfq(c)
+        assert (b"D", b"\x00\x01\x00\x00\x00\x014") in second
+        third = _read_until_rfq(c)
+        err = [f for t, f in third if t == b"E"]
+        assert err and json.loads(err[0]["D"])["code"] == "TOO_MANY_ROWS" and third[-1] == (b"Z", b"T")
+        fourth = _read_until_rfq(c)
+        assert (b"D", b"\x00\x01\x00\x00\x00\x011") in fourth
+        fifth = _read_until_rfq(c)
+        assert any(t == b"N" and "Committed; kept: w_items: 1 row" in f["M"] for t, f in fifth), fifth
+        assert fifth[-1] == (b"Z", b"I")
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 4") == 1
+
+
+def test_failed_write_leaves_only_rollback(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 6")
+    _notices(conn)
+    with pytest.raises(psycopg2.errors.UniqueViolation):
+        cur.execute("INSERT INTO w_items VALUES (6, 1, 1)")
+    assert any("only ROLLBACK helps" in n for n in _notices(conn))
+    conn.rollback()
+    assert any("Rolled back; nothing was kept" in n for n in _notices(conn))
+    cur.execute("SELECT count(*) FROM w_items")
+    assert cur.fetchone()[0] == ROWS
+    conn.close()
+
+
+def test_returning_previews_the_rows(wd, pg, table):
+    conn = wd.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 7")
+    cur.execute("UPDATE w_items SET qty = qty + 1 WHERE id IN (7, 8) RETURNING id, qty")
+    assert sorted(cur.fetchall()) == [(7, 1), (8, 1)]
+    cur.execute("EXPLAIN DELETE FROM w_items WHERE id = 9")
+    assert "Delete on w_items" in cur.fetchone()[0]
+    conn.rollback()
+    conn.close()
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
+
+
+def test_old_transaction_rolled_back_at_max_age(pgwarden_factory, pg, writer_role):
+    _reset_table(pg)
+    d = _daemon(pgwarden_factory, pg, extra={"transaction_idle_timeout": "1m", "transaction_max_age": "2s"})
+    conn = d.connect(user="writer", autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM w_items WHERE id = 11")
+    cur.execute("UPDATE w_items SET qty = 5 WHERE id = 11")
+    began = time.time()
+    # Busy, never idle for long (the idle timeout is a minute), but older than 2 s in the end.
+    with pytest.raises(psycopg2.Error) as e:
+        while time.time() - began < 10:
+            time.sleep(0.3)
+            cur.execute("SELECT 1")
+    assert 2 <= time.time() - began < 5
+    assert _detail(e.value)["reason"] == "max_age"
+    conn.rollback()
+    conn.close()
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 11") == 0
+    text = urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=5).read().decode()
+    assert 'pgwarden_write_transactions_total{outcome="max_age"} 1' in text
 
 
 def _jdbc(java, wd, *props):
