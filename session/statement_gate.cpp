@@ -181,12 +181,25 @@ bool StatementGate::startExplain() {
 bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats) {
   const WriteTransaction* w = caller_.writeTransaction();
   const guards::PolicyGroup* group = caller_.policyGroup();
-  if (!w || !group) return false;
+  if (!group || !group->writes().guarded) return false;
   // The text's analysis alone (cached by text, so the chain's plan below reuses it).
   auto analysed = services_.policy->plan(nullptr, request_.sql, ctx, stats);
   if (!analysed->analysis || !analysed->analysis->ok) return false;  // the chain reports it
   const guards::GuardInput in{*analysed->analysis, request_.sql, ctx, stats, group->settings()};
-  WriteTransaction::Judgement j = w->judge(in, request_.extended);
+  WriteTransaction::Judgement j;
+  if (w) {
+    j = w->judge(in, request_.extended);
+  } else {
+    // A front end without the write mode (MCP today) runs a write group's statements on the
+    // read-only pool: its chain has no read_only guard, so the write mode's read checks stand in.
+    for (const auto& st : analysed->analysis->statements) {
+      for (const auto* g : {group->writes().function_checks.get(), group->writes().read_checks.get()}) {
+        if (j.deny || !g) continue;
+        guards::GuardResult r = g->checkStatement(in, st);
+        if (r.action == guards::Action::kDeny) j.deny = std::move(r);
+      }
+    }
+  }
   if (!j.deny) {
     write_ = {j.wrap, std::move(j.table), std::move(j.command)};
     return false;

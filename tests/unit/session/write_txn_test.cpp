@@ -11,7 +11,9 @@
 #include "analysis/analysis.h"
 #include "guards/codes.h"
 #include "guards/policy.h"
+#include "session/statement_gate.h"
 #include "tests/unit/guards/guard_test_util.h"
+#include "tests/unit/session/session_test_util.h"
 
 namespace pgwarden::daemon {
 namespace {
@@ -296,6 +298,51 @@ TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
   EXPECT_EQ(w.endNotice(false).code, "TRANSACTION_DISCARDED");
   ASSERT_TRUE(w.move(TxnEvent::kServerFailed, 3000));
   EXPECT_NE(w.openNotice(3000).detail.find("\"next_moves\":[\"ROLLBACK\"]"), std::string::npos);
+}
+
+// The gate asks the caller's WriteTransaction before the chain; a front end without one (MCP) gets
+// the write group's read checks instead, since its chain has no read_only guard.
+class WriteCaller : public test::FakeCaller {
+ public:
+  WriteCaller(const guards::PolicyGroup* g, const WriteTransaction* w) : FakeCaller(g), w_(w) {}
+  const WriteTransaction* writeTransaction() const override { return w_; }
+
+ private:
+  const WriteTransaction* w_;
+};
+
+TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
+  PolicyEngine engine(64, 4096);
+  GateServices services;
+  services.policy = &engine;
+  WriteTransaction w = openWith("items");
+  WriteCaller caller(group_, &w);
+  StatementGate gate(services, caller, [](GateVerdict) {});
+  GateRequest r;
+  r.sql = "UPDATE items SET qty = 1 WHERE id = 1";
+  GateVerdict v;
+  ASSERT_TRUE(gate.decide(r, v));
+  EXPECT_FALSE(v.plan->decision.denied);
+  EXPECT_TRUE(v.write.wrap);
+  EXPECT_EQ(v.write.table, "items");
+  r.sql = "UPDATE items SET qty = 1";
+  ASSERT_TRUE(gate.decide(r, v));
+  ASSERT_TRUE(v.plan->decision.denied);
+  EXPECT_EQ(v.plan->decision.deny.code, "MISSING_PREDICATE");
+  EXPECT_EQ(v.plan->decision.deny.guard, "guarded_writes");
+  EXPECT_FALSE(v.write.wrap);
+
+  WriteCaller mcp(group_, nullptr);
+  StatementGate read_gate(services, mcp, [](GateVerdict) {});
+  r.sql = "BEGIN READ WRITE";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_EQ(v.plan->decision.deny.code, "READ_ONLY");
+  r.sql = "SET default_transaction_read_only = off";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_EQ(v.plan->decision.deny.code, "PROTECTED_SETTING");
+  r.sql = "SELECT * FROM items WHERE id = 1";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_FALSE(v.plan->decision.denied);
 }
 
 TEST_F(WriteTxnTest, EveryWriteEscapeOfTheCorpusIsDenied) {
