@@ -178,6 +178,12 @@ void ServerConnection::sendStartup() {
   if (stream_.flush() != 0) fail("cannot write to the server");
 }
 
+void ServerConnection::loginDone() {
+  setState(ServerState::kIdle);
+  idle_since_ms_ = pool_.manager().nowMs();
+  pool_.onLoginDone(*this);
+}
+
 // The write pool's role must not be a superuser, nor a member of one (it could SET ROLE to it), nor
 // bypass row security: pgwarden's write mode counts and caps what a statement changes, it does not
 // replace the role's privileges. Asked once per connection, before it is lent, on the loop.
@@ -224,9 +230,7 @@ bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
         failLogin(ConnectFailure::kAuthFailed, login_message_);
         return false;
       }
-      setState(ServerState::kIdle);
-      idle_since_ms_ = pool_.manager().nowMs();
-      pool_.onLoginDone(*this);
+      loginDone();
       return true;
     }
     default:
@@ -625,9 +629,7 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
              std::string(ro) + ")");
         return false;
       }
-      setState(ServerState::kIdle);
-      idle_since_ms_ = pool_.manager().nowMs();
-      pool_.onLoginDone(*this);
+      loginDone();
       return true;
     }
     default:

@@ -131,6 +131,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
   bool askRoleCheck();
+  void loginDone();  // logged in (and checked): idle, the pool hears it
   bool handleRoleCheck(const protocol::Frame& f);
   bool handleResetMessage(const protocol::Frame& f);
   bool handleDrainMessage(const protocol::Frame& f);

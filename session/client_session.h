@@ -182,6 +182,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void popPending();
   void afterServerError(const std::string& sqlstate, const std::string& message);
   bool handleServerMessage(const protocol::Frame& f);
+  // A ReadyForQuery: the transaction status noted here and on the connection; a malformed one
+  // ends the session (nullopt).
+  std::optional<protocol::ReadyForQueryMsg> takeReadyForQuery(const protocol::Frame& f);
   void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
   // Runs the result screens on a run that completes now and sends their warnings; returns the

@@ -360,13 +360,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
   }
 
   if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
-    auto z = protocol::parseReadyForQuery(f.body);
-    if (!z) {
-      terminate("08P01", "protocol error between pgwarden and the database; reconnect");
-      return false;
-    }
-    tx_status_ = z->status;
-    if (server_) server_->setTxStatus(z->status);
+    const auto z = takeReadyForQuery(f);
+    if (!z) return false;
     if (head.kind == Expect::kQuery) {
       if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
     }
@@ -382,6 +377,17 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
                 logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
+}
+
+std::optional<protocol::ReadyForQueryMsg> ClientSession::takeReadyForQuery(const protocol::Frame& f) {
+  auto z = protocol::parseReadyForQuery(f.body);
+  if (!z) {
+    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+    return std::nullopt;
+  }
+  tx_status_ = z->status;
+  if (server_) server_->setTxStatus(z->status);
+  return *z;
 }
 
 void ClientSession::afterServerError(const std::string& sqlstate, const std::string& message) {

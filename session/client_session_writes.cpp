@@ -118,13 +118,8 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
     return true;
   }
   if (f.type != 'Z') return true;  // CommandComplete of pgwarden's own statement
-  auto z = protocol::parseReadyForQuery(f.body);
-  if (!z) {
-    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
-    return false;
-  }
-  tx_status_ = z->status;
-  if (server_) server_->setTxStatus(z->status);
+  const auto z = takeReadyForQuery(f);
+  if (!z) return false;
   pending_.pop_front();
   switch (step) {
     case WriteStep::kSavepoint:

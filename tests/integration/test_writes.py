@@ -94,10 +94,16 @@ def _notices(conn):
     return out
 
 
-def test_update_without_where_denied(wd, table):
-    conn = wd.connect(user="writer", autocommit=False)
+def _looked(wd, where="id = 1", autocommit=False):
+    """A writer's connection that has read w_items (psycopg2 began its transaction for it)."""
+    conn = wd.connect(user="writer", autocommit=autocommit)
     cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    cur.execute(f"SELECT * FROM w_items WHERE {where}")
+    return conn, cur
+
+
+def test_update_without_where_denied(wd, table):
+    conn, cur = _looked(wd, "id = 1")
     for sql in ("UPDATE w_items SET qty = 1", "UPDATE w_items SET qty = 1 WHERE 1=1",
                 "DELETE FROM w_items WHERE true"):
         with pytest.raises(psycopg2.Error) as e:
@@ -131,9 +137,7 @@ def test_write_outside_transaction_and_before_looking(wd, pg, table):
 
 
 def test_too_many_rows_undone_transaction_usable(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id < 5")
+    conn, cur = _looked(wd, "id < 5")
     # Meant 4 rows, wrote a predicate that matches all 400.
     with pytest.raises(psycopg2.Error) as e:
         cur.execute("UPDATE w_items SET qty = 7 WHERE id > 0")
@@ -153,9 +157,7 @@ def test_too_many_rows_undone_transaction_usable(wd, pg, table):
 
 
 def test_transaction_cap(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    conn, cur = _looked(wd, "id = 1")
     cur.execute("UPDATE w_items SET qty = 1 WHERE id <= 100")
     assert cur.rowcount == 100
     with pytest.raises(psycopg2.Error) as e:
@@ -168,9 +170,7 @@ def test_transaction_cap(wd, pg, table):
 
 
 def test_commit_keeps_what_the_notices_said(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 10")
+    conn, cur = _looked(wd, "id = 10")
     cur.execute("UPDATE w_items SET qty = 3 WHERE grp = 10")
     cur.execute("DELETE FROM w_items WHERE id = 400")
     cur.execute("INSERT INTO w_items VALUES (1000, 1, 9)")
@@ -202,9 +202,7 @@ def test_commit_keeps_what_the_notices_said(wd, pg, table):
 
 
 def test_idle_transaction_rolled_back_and_next_statement_told(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 2")
+    conn, cur = _looked(wd, "id = 2")
     cur.execute("UPDATE w_items SET qty = 5 WHERE id = 2")
     time.sleep(3.5)
     with pytest.raises(psycopg2.Error) as e:
@@ -311,9 +309,7 @@ def test_read_only_group_still_cannot_write(wd, pg, table):
 
 
 def test_metrics_count_transactions(wd, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 1")
+    conn, cur = _looked(wd, "id = 1")
     cur.execute("UPDATE w_items SET qty = 1 WHERE id = 1")
     conn.commit()
     conn.close()
@@ -361,9 +357,7 @@ def test_pipelined_queries_wait_for_the_savepoint(wd, pg, table):
 
 
 def test_failed_write_leaves_only_rollback(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 6")
+    conn, cur = _looked(wd, "id = 6")
     _notices(conn)
     with pytest.raises(psycopg2.errors.UniqueViolation):
         cur.execute("INSERT INTO w_items VALUES (6, 1, 1)")
@@ -376,9 +370,7 @@ def test_failed_write_leaves_only_rollback(wd, pg, table):
 
 
 def test_returning_previews_the_rows(wd, pg, table):
-    conn = wd.connect(user="writer", autocommit=False)
-    cur = conn.cursor()
-    cur.execute("SELECT * FROM w_items WHERE id = 7")
+    conn, cur = _looked(wd, "id = 7")
     cur.execute("UPDATE w_items SET qty = qty + 1 WHERE id IN (7, 8) RETURNING id, qty")
     assert sorted(cur.fetchall()) == [(7, 1), (8, 1)]
     cur.execute("EXPLAIN DELETE FROM w_items WHERE id = 9")

@@ -199,37 +199,17 @@ TEST_F(WriteTxnTest, DdlFollowsAllowDdl) {
             "WRITE_ESCAPE");
 }
 
-TEST_F(WriteTxnTest, EscapesAreDenied) {
+// The escapes themselves are the corpus below; these are their look-alikes that must still pass.
+TEST_F(WriteTxnTest, WhatTheEscapeChecksLetThrough) {
   WriteTransaction w = openWith("items");
-  EXPECT_EQ(code(w, "SAVEPOINT pgwarden_w"), "WRITE_ESCAPE");
-  EXPECT_EQ(code(w, "RELEASE SAVEPOINT pgwarden_w"), "WRITE_ESCAPE");
-  EXPECT_EQ(code(w, "ROLLBACK TO SAVEPOINT PGWARDEN_W"), "WRITE_ESCAPE");
   EXPECT_EQ(code(w, "SAVEPOINT mine"), "pass");
   EXPECT_EQ(code(w, "ROLLBACK TO SAVEPOINT mine"), "pass");
-  EXPECT_EQ(code(w, "COMMIT AND CHAIN"), "WRITE_ESCAPE");
-  EXPECT_EQ(code(w, "ROLLBACK AND CHAIN"), "WRITE_ESCAPE");
   EXPECT_EQ(code(w, "COMMIT AND NO CHAIN"), "pass");
-  EXPECT_EQ(code(w, "PREPARE TRANSACTION 'x'"), "WRITE_ESCAPE");
-  EXPECT_EQ(code(w, "COMMIT PREPARED 'x'"), "WRITE_ESCAPE");
-  EXPECT_EQ(code(w, "WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) INSERT INTO items SELECT * FROM d"),
-            "WRITE_HIDDEN");
-  EXPECT_EQ(code(w, "WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) SELECT * FROM d"), "READ_ONLY");
-  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1; SELECT 1"), "WRITE_NOT_ALONE");
-  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1", true), "EXTENDED_WRITE");
-  EXPECT_EQ(code(w, "SELECT * FROM items", true), "pass");
-  EXPECT_EQ(code(w, "SET session_replication_role = replica"), "PROTECTED_SETTING");
-  EXPECT_EQ(code(w, "SELECT set_config('session_replication_role', 'replica', false)"), "PROTECTED_SETTING");
-  EXPECT_EQ(code(w, "SET ROLE postgres"), "PROTECTED_SETTING");
-  EXPECT_EQ(code(w, "COPY items FROM STDIN"), "READ_ONLY");
-  EXPECT_EQ(code(w, "DO $$BEGIN DELETE FROM items; END$$"), "READ_ONLY");
-  EXPECT_EQ(code(w, "CALL p()"), "READ_ONLY");
-  EXPECT_EQ(code(w, "EXPLAIN ANALYZE DELETE FROM items WHERE id = 1"), "READ_ONLY");
-  EXPECT_EQ(code(w, "EXPLAIN DELETE FROM items WHERE id = 1"), "pass");
-  EXPECT_EQ(code(w, "PREPARE p AS DELETE FROM items WHERE id = 1"), "READ_ONLY");
-  EXPECT_EQ(code(w, "SELECT nextval('s')"), "FUNCTION_DENIED");
-  EXPECT_EQ(code(w, "UPDATE items SET qty = pg_advisory_lock(1) WHERE id = 1"), "FUNCTION_DENIED");
   EXPECT_EQ(code(w, "BEGIN"), "pass");  // PostgreSQL only warns: nothing changes
+  EXPECT_EQ(code(w, "EXPLAIN DELETE FROM items WHERE id = 1"), "pass");
+  EXPECT_EQ(code(w, "SELECT * FROM items", true), "pass");
   EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1 RETURNING *"), "pass");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1", true), "EXTENDED_WRITE");
 }
 
 TEST_F(WriteTxnTest, RowCapsPerStatementAndTransaction) {
