@@ -267,7 +267,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool handleWriteStep(const protocol::Frame& f, Pending& head);
   // The state machine follows the server's transaction status; notices go to the client.
   void writesAfterStatement(char status);
-  void writesDenied(const StatementPlan& plan);
+  // A denied Query: the state machine hears TRANSACTION_ROLLED_BACK was told; inside a
+  // transaction the next moves follow the denial in `out`.
+  void writesDenied(const StatementPlan& plan, std::string& out);
   void writesTick(uint64_t now_ms);
   void writesSessionEnd();
   void sendWriteStep(WriteStep step, std::string_view sql);

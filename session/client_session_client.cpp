@@ -177,9 +177,9 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   const auto& d = plan->decision;
   if (d.denied) {
     recordDenied(*plan, false);
-    if (writes_) writesDenied(*plan);
     std::string out;
     writeDeny(out, *plan);
+    if (writes_) writesDenied(*plan, out);
     queueLocal(std::move(out), true);
     return true;
   }

@@ -165,10 +165,13 @@ void ClientSession::writesAfterStatement(char status) {
   }
 }
 
-void ClientSession::writesDenied(const StatementPlan& plan) {
-  if (plan.decision.deny.code == guards::codes::kTransactionRolledBack &&
-      writes_->state() == TxnState::kRolledBack) {
+void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
+  const TxnState s = writes_->state();
+  if (plan.decision.deny.code == guards::codes::kTransactionRolledBack && s == TxnState::kRolledBack) {
     (void)writes_->move(TxnEvent::kTold, daemon_.nowMs());
+  } else if (s == TxnState::kOpen || s == TxnState::kFailed) {
+    // The denied statement never ran: the transaction is as it was, and the agent hears so.
+    writeNoticeVerdict(out, writes_->openNotice(daemon_.nowMs()));
   }
 }
 

@@ -110,6 +110,7 @@ def test_update_without_where_denied(wd, table):
             cur.execute(sql)
         assert _detail(e.value)["code"] == "MISSING_PREDICATE", sql
         assert e.value.pgcode == "54000"
+        assert "Transaction open" in _notices(conn)[-1]  # the next moves, after a denial too
         # The denial never reached the server: the transaction is still usable.
         cur.execute("SELECT 1")
     conn.rollback()
