@@ -427,6 +427,33 @@ def test_jdbc_extended_protocol_writes_are_refused_not_unguarded(java, wd, pg, t
     assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 0
 
 
+def test_mcp_runs_a_write_groups_statements_read_only(pgwarden_factory, pg, writer_role):
+    """Over MCP (no write tools yet) a write group's user reads on the read-only pool, and the write
+    mode's read checks stand in for the read_only guard the group cannot list."""
+    import hashlib
+    import mcpsupport
+    _reset_table(pg)
+    token = "pgw_" + secrets.token_urlsafe(32)
+
+    def configure(cfg):
+        cfg["upstream"].update(write_user=WRITER_ROLE, write_password=WRITER_PASSWORD)
+        cfg["groups"]["writers"] = {"mode": "guarded_writes", "search_path": ["public"], "guards": []}
+        cfg["users"].append({"name": "writer", "password": pgwtest.scram_verifier("x"), "group": "writers"})
+        cfg["mcp"]["tokens"].append({"user": "writer", "sha256": hashlib.sha256(token.encode()).hexdigest()})
+
+    d, _ = mcpsupport.start_mcp_daemon(pgwarden_factory, pg, configure=configure)
+    c = mcpsupport.McpHttp(d.mcp_port, token)
+    c.initialize(client="writer-agent")
+    r = c.tool("query", {"sql": "SELECT count(*) AS n FROM w_items"})
+    assert r["isError"] is False
+    for sql, code in (("DELETE FROM w_items WHERE id = 1", "READ_ONLY"),
+                      ("SET default_transaction_read_only = off", "PROTECTED_SETTING")):
+        r = c.tool("query", {"sql": sql})
+        assert r["isError"] is True and r["structuredContent"]["code"] == code, r
+    c.close()
+    assert pg.scalar("SELECT count(*) FROM w_items") == ROWS
+
+
 def test_superuser_write_role_refused(pgwarden_factory, pg):
     pg.execute("DROP ROLE IF EXISTS pgw_super_writer")
     pg.execute("CREATE ROLE pgw_super_writer LOGIN SUPERUSER PASSWORD 'sw'")
