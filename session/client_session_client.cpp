@@ -509,6 +509,7 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
   recordDenied(plan, true);
   std::string out;
   writeDeny(out, plan);
+  if (writes_) writesDenied(plan, out);
   queueLocal(std::move(out), false);
   skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
             true);

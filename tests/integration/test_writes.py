@@ -219,6 +219,23 @@ def test_idle_transaction_rolled_back_and_next_statement_told(wd, pg, table):
     assert pg.scalar("SELECT qty FROM w_items WHERE id = 2") == 0
 
 
+def test_rolled_back_transaction_told_over_the_extended_protocol(wd, pg, table):
+    """A driver that sends its next statement through Parse hears TRANSACTION_ROLLED_BACK once,
+    then works as before."""
+    with wd.raw() as c:
+        c.login("writer", wd.passwords["writer"])
+        c.query("BEGIN")
+        c.query("SELECT * FROM w_items WHERE id = 12")
+        c.query("UPDATE w_items SET qty = 6 WHERE id = 12")
+        time.sleep(3.5)
+        with pytest.raises(pgwtest.ServerError) as e:
+            c.extended("SELECT qty FROM w_items WHERE id = 12")
+        assert json.loads(e.value.fields["D"])["code"] == "TRANSACTION_ROLLED_BACK"
+        count, tags, _ = c.extended("SELECT qty FROM w_items WHERE id = 12")
+        assert count == 1 and tags == ["SELECT 1"]
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 12") == 0
+
+
 def test_client_killed_mid_transaction_leaves_no_change(wd, pg, table):
     script = (
         "import psycopg2, os, signal, sys\n"
