@@ -517,6 +517,12 @@ void ClientSession::onStreamClosed(Stream&) {
 }
 
 void ClientSession::cancelFromClient() {
+  // The client's write already finished while pgwarden settles its savepoint (or rolls back an
+  // expired transaction): a cancel then would only break pgwarden's own step.
+  if (!pending_.empty() && pending_.front().write_step != WriteStep::kNone &&
+      pending_.front().write_step != WriteStep::kSavepoint) {
+    return;
+  }
   if (server_ && !pending_.empty()) {
     daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey());
   }
