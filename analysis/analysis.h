@@ -103,6 +103,8 @@ struct StatementInfo {
   int max_param = 0;                    // highest $n referenced (0: none)
   bool unbounded_recursion = false;     // WITH RECURSIVE whose recursive arm has no stop condition
   bool two_phase = false;               // PREPARE TRANSACTION / COMMIT PREPARED / ROLLBACK PREPARED
+  bool chain = false;                   // COMMIT AND CHAIN / ROLLBACK AND CHAIN
+  std::string savepoint;                // SAVEPOINT/RELEASE/ROLLBACK TO: the name, lower case
   // set_config(name, ...) calls: the setting names, lower case; "*" when the name is not a constant.
   std::vector<std::string> set_config_names;
   // FROM items at every query level (tables, CTE and function scans, subqueries, VALUES): two or

@@ -308,6 +308,9 @@ StatementKind Walker::walkTransaction(object b, bool top) {
     out_.two_phase = k == "TRANS_STMT_PREPARE" || k == "TRANS_STMT_COMMIT_PREPARED" ||
                      k == "TRANS_STMT_ROLLBACK_PREPARED";
     if (readWriteIn(b, "options")) out_.read_write_requested = true;
+    // For the write mode: COMMIT/ROLLBACK AND CHAIN, and the savepoint a statement names.
+    out_.chain = pgjson::boolean(b, "chain");
+    out_.savepoint = lower(pgjson::str(b, "savepoint_name"));
   }
   setCommand(top, command);
   return StatementKind::kTransaction;

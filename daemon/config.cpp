@@ -112,7 +112,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
                  {"host", "port", "user", "password", "password_file", "databases",
                   "connect_timeout", "login_retry", "statement_timeout", "lock_timeout",
                   "idle_in_transaction_session_timeout", "stats_refresh", "sslmode",
-                  "sslrootcert"});
+                  "sslrootcert", "write_user", "write_password", "write_password_file"});
   out.host = cfg::getString(n, "upstream", "host", out.host);
   if (out.host.empty()) cfg::fail(n["host"], "upstream.host", "must not be empty");
   out.port = static_cast<int>(cfg::getInt(n, "upstream", "port", out.port, 1, 65535));
@@ -137,6 +137,28 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
       out.password = cfg::readSecretFile(n["password_file"], "upstream.password_file",
                                          out.password_file);
     }
+  }
+  // The write pool's role (docs/writes.md): only for guarded_writes groups, never the read-only
+  // role (whose connections are opened read-only).
+  out.write_user = cfg::getString(n, "upstream", "write_user", "");
+  if (!out.write_user.empty() && out.write_user == out.user) {
+    cfg::fail(n["write_user"], "upstream.write_user",
+              "must be a role other than upstream.user: the read-only role is never used for writes");
+  }
+  const auto write_password = cfg::getOptionalString(n, "upstream", "write_password");
+  const auto write_password_file = cfg::getOptionalString(n, "upstream", "write_password_file");
+  if (write_password && write_password_file) {
+    cfg::fail(n["write_password_file"], "upstream.write_password_file",
+              "set either write_password or write_password_file, not both");
+  }
+  if ((write_password || write_password_file) && out.write_user.empty()) {
+    cfg::fail(n, "upstream.write_user", "a write password needs upstream.write_user");
+  }
+  if (write_password) out.write_password = *write_password;
+  if (write_password_file) {
+    out.write_password_file = resolveRelative(config_path, *write_password_file);
+    out.write_password = cfg::readSecretFile(n["write_password_file"], "upstream.write_password_file",
+                                             out.write_password_file);
   }
   const YAML::Node dbs = n["databases"];
   if (dbs.IsDefined() && !dbs.IsNull()) {
@@ -487,6 +509,14 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
     if (!config->findUser(a)) {
       cfg::fail(root["admin_users"], "admin_users",
                 "admin user \"" + a + "\" is not defined under users");
+    }
+  }
+  // A guarded_writes group needs the write pool's role; a read-only group never uses it.
+  for (const auto& [name, g] : config->groups) {
+    if (g->writes().guarded && config->upstream.write_user.empty()) {
+      cfg::fail(root["upstream"], "upstream.write_user",
+                "group \"" + name + "\" has mode: guarded_writes, which needs upstream.write_user "
+                "(a role that may write, not a superuser, other than upstream.user)");
     }
   }
   // MCP tokens and the loopback trust run as configured users.

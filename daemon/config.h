@@ -45,6 +45,10 @@ struct UpstreamConfig {
   std::string user;
   std::string password;            // from `password` or `password_file`; never logged
   std::string password_file;       // as configured (resolved), "" when not used
+  // The write pool's role (guarded_writes groups only; docs/writes.md) and its password.
+  std::string write_user;
+  std::string write_password;      // never logged
+  std::string write_password_file;
   // Client database name -> server database name. Empty: names pass as they are. "*" -> "*"
   // admits any other name unchanged.
   std::map<std::string, std::string, std::less<>> databases;

@@ -52,6 +52,14 @@ struct Counters {
   std::array<uint64_t, 36 * 36> server_errors_by_class{};
   uint64_t protocol_errors = 0;          // bad client messages (08P01 sent)
 
+  // Guarded writes (docs/writes.md): transactions committed, and rolled back by why (index:
+  // session/write_txn.h TxnEnd; kCommitted unused there), rows the kept writes changed, writes
+  // undone for changing more rows than allowed.
+  uint64_t write_txn_committed = 0;
+  std::array<uint64_t, 5> write_txn_rolled_back{};
+  uint64_t rows_written = 0;
+  uint64_t writes_undone = 0;
+
   // Catalog statistics refresh.
   uint64_t stats_refreshes = 0;
   uint64_t stats_refresh_errors = 0;

@@ -83,6 +83,20 @@ bool DaemonMetrics::start() {
     syncCounters();
     collectClients(sink);
   });
+  // Guarded writes, read from the loop's counters (index: session/write_txn.h TxnEnd).
+  metrics_.write_transactions.setCollector([this](metrics::SampleSink& sink) {
+    const Counters& c = daemon_.counters();
+    sink.add({"committed"}, static_cast<double>(c.write_txn_committed));
+    for (size_t i = 1; i < c.write_txn_rolled_back.size(); ++i) {
+      sink.add({txnEndName(static_cast<TxnEnd>(i))}, static_cast<double>(c.write_txn_rolled_back[i]));
+    }
+  });
+  metrics_.rows_written.setCollector([this](metrics::SampleSink& sink) {
+    sink.add({}, static_cast<double>(daemon_.counters().rows_written));
+  });
+  metrics_.writes_undone.setCollector([this](metrics::SampleSink& sink) {
+    sink.add({}, static_cast<double>(daemon_.counters().writes_undone));
+  });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.catalog_stats_age.setCollector([this](metrics::SampleSink& sink) {

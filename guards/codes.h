@@ -46,12 +46,38 @@ inline constexpr std::string_view kFanoutJoin = "FANOUT_JOIN";
 inline constexpr std::string_view kResultScreens[] = {kUnknownValue, kOutOfRange,   kUnfiltered,
                                                       kArbitraryRows, kPartialResult, kFanoutJoin};
 
+// Guarded writes (docs/writes.md). Denials: a write before the table was read (55000
+// object_not_in_prerequisite_state), a write or DDL outside BEGIN (25P01 no_active_sql_transaction),
+// a write that changed more rows than the group allows (54000; undone, the transaction stays open),
+// DDL in a group without allow_ddl, a write hidden where pgwarden cannot count it or an escape from
+// the write mode (42501), a write over the extended protocol (0A000 feature_not_supported), and the
+// statement after pgwarden rolled an idle or old transaction back (25P03).
+inline constexpr std::string_view kLookFirst = "LOOK_FIRST";
+inline constexpr std::string_view kTransactionRequired = "TRANSACTION_REQUIRED";
+inline constexpr std::string_view kTooManyRows = "TOO_MANY_ROWS";
+inline constexpr std::string_view kDdlNotAllowed = "DDL_NOT_ALLOWED";
+inline constexpr std::string_view kWriteHidden = "WRITE_HIDDEN";
+inline constexpr std::string_view kWriteEscape = "WRITE_ESCAPE";
+inline constexpr std::string_view kWriteNotAlone = "WRITE_NOT_ALONE";
+inline constexpr std::string_view kExtendedWrite = "EXTENDED_WRITE";
+inline constexpr std::string_view kTransactionRolledBack = "TRANSACTION_ROLLED_BACK";
+// Notices of the write mode (severity NOTICE, SQLSTATE 00000): after each statement inside a
+// transaction, and the answer to COMMIT or ROLLBACK.
+inline constexpr std::string_view kTransactionOpen = "TRANSACTION_OPEN";
+inline constexpr std::string_view kTransactionCommitted = "TRANSACTION_COMMITTED";
+inline constexpr std::string_view kTransactionDiscarded = "TRANSACTION_DISCARDED";
+
 inline constexpr std::string_view kSqlstatePolicy = "42501";
 inline constexpr std::string_view kSqlstateLimit = "54000";
 inline constexpr std::string_view kSqlstateSyntax = "42601";
 inline constexpr std::string_view kSqlstateInvalidParameter = "22023";
 inline constexpr std::string_view kSqlstateUnavailable = "58000";
 inline constexpr std::string_view kSqlstateWarning = "01000";
+inline constexpr std::string_view kSqlstateNotice = "00000";
+inline constexpr std::string_view kSqlstatePrerequisite = "55000";
+inline constexpr std::string_view kSqlstateNoTransaction = "25P01";
+inline constexpr std::string_view kSqlstateTransactionTimeout = "25P03";
+inline constexpr std::string_view kSqlstateNotSupported = "0A000";
 
 // The SQLSTATE a code is sent with; 42501 for codes this table does not know (operator- or
 // script-defined codes are policy denials unless their guard says otherwise).
@@ -64,6 +90,9 @@ inline constexpr std::string_view kAll[] = {
     kSeqScan,        kCostTooHigh,      kJoinExplosion,       kInvalidArguments, kRangeTooWide,
     kRangeReversed,  kRangeRequired,    kSyntaxError,         kPlanUnavailable,
     kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
-    kArbitraryRows,  kPartialResult,    kFanoutJoin};
+    kArbitraryRows,  kPartialResult,    kFanoutJoin,
+    kLookFirst,      kTransactionRequired, kTooManyRows,   kDdlNotAllowed,  kWriteHidden,
+    kWriteEscape,    kWriteNotAlone,    kExtendedWrite,       kTransactionRolledBack,
+    kTransactionOpen, kTransactionCommitted, kTransactionDiscarded};
 
 }  // namespace pgwarden::guards::codes

@@ -26,6 +26,14 @@ std::string_view sqlstateFor(std::string_view code) {
   if (code == kSyntaxError) return kSqlstateSyntax;
   if (code == kPlanUnavailable) return kSqlstateUnavailable;
   if (code == kRowsCapped || code == kRowsTruncated) return kSqlstateWarning;
+  if (code == kTooManyRows) return kSqlstateLimit;
+  if (code == kLookFirst) return kSqlstatePrerequisite;
+  if (code == kTransactionRequired) return kSqlstateNoTransaction;
+  if (code == kTransactionRolledBack) return kSqlstateTransactionTimeout;
+  if (code == kExtendedWrite) return kSqlstateNotSupported;
+  if (code == kTransactionOpen || code == kTransactionCommitted || code == kTransactionDiscarded) {
+    return kSqlstateNotice;
+  }
   return kSqlstatePolicy;
 }
 

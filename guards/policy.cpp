@@ -122,6 +122,11 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
 
 PolicyGroup::~PolicyGroup() = default;
 
+WriteMode::WriteMode() = default;
+WriteMode::~WriteMode() = default;
+WriteMode::WriteMode(WriteMode&&) noexcept = default;
+WriteMode& WriteMode::operator=(WriteMode&&) noexcept = default;
+
 Verdict PolicyGroup::finalize(const Guard& guard, GuardResult r) const {
   return finalize(guard.kind(), guard.warnOnly(), std::move(r));
 }
@@ -538,6 +543,55 @@ std::map<std::string, Action, std::less<>> parseResultScreens(const YAML::Node& 
   return out;
 }
 
+// The write mode's keys. A read_only group with write keys, or a write group that also lists a
+// read_only guard (which would refuse every write), is a mistake worth stopping start-up for.
+WriteMode parseWriteMode(const YAML::Node& node, const std::string& path, const GroupSettings& settings,
+                         const std::vector<std::unique_ptr<Guard>>& chain) {
+  WriteMode w;
+  const std::string mode = config::getString(node, path, "mode", "read_only");
+  if (mode != "read_only" && mode != "guarded_writes") {
+    config::fail(node["mode"], path + ".mode", "expected read_only or guarded_writes, got '" + mode + "'");
+  }
+  w.guarded = mode == "guarded_writes";
+  for (const char* key : {"max_rows_affected", "transaction_idle_timeout", "transaction_max_age", "allow_ddl"}) {
+    if (!w.guarded && node[key].IsDefined()) {
+      config::fail(node[key], path + "." + key, "only a group with mode: guarded_writes takes this key");
+    }
+  }
+  if (!w.guarded) return w;
+  const YAML::Node caps = node["max_rows_affected"];
+  if (caps.IsDefined() && !caps.IsNull()) {
+    const std::string cpath = path + ".max_rows_affected";
+    config::requireMap(caps, cpath);
+    config::checkKeys(caps, cpath, {"statement", "transaction"});
+    w.max_rows_statement = config::getInt(caps, cpath, "statement", w.max_rows_statement, 1, 1000000000);
+    w.max_rows_transaction = config::getInt(caps, cpath, "transaction", w.max_rows_transaction, 1, 1000000000);
+  }
+  w.idle_timeout = config::getDuration(node, path, "transaction_idle_timeout", w.idle_timeout);
+  w.max_age = config::getDuration(node, path, "transaction_max_age", w.max_age);
+  if (w.idle_timeout.count() <= 0 || w.max_age.count() <= 0) {
+    config::fail(node, path, "transaction_idle_timeout and transaction_max_age must be above 0");
+  }
+  w.allow_ddl = config::getBool(node, path, "allow_ddl", false);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (chain[i]->kind() == "read_only") {
+      config::fail(node["guards"][i], path + ".guards[" + std::to_string(i) + "]",
+                   "a guarded_writes group cannot list the read_only guard (it refuses every write); "
+                   "the write mode applies read_only's other checks itself");
+    }
+  }
+  // The same guards a read-only group would list, built with their defaults; the write mode
+  // runs them on what is not a write (read_checks) and on everything (function_checks).
+  YAML::Node ro;
+  ro["kind"] = "read_only";
+  ro["protected_settings"].push_back("session_replication_role");
+  w.read_checks = makeReadOnlyGuard(ro, path + ".mode", settings);
+  YAML::Node fn;
+  fn["kind"] = "functions";
+  w.function_checks = makeFunctionsGuard(fn, path + ".mode", settings);
+  return w;
+}
+
 }  // namespace
 
 PolicyMap parsePolicyGroups(const YAML::Node& groups) {
@@ -551,7 +605,9 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const std::string name = kv.first.as<std::string>();
     const std::string path = "groups." + name;
     const YAML::Node node = kv.second;
-    config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens"});
+    config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
+                                   "max_rows_affected", "transaction_idle_timeout",
+                                   "transaction_max_age", "allow_ddl"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -582,8 +638,11 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     }
     ReasonOverrides reasons = parseReasons(node["reasons"], path + ".reasons", chain);
     auto screens = parseResultScreens(node["result_screens"], path + ".result_screens");
-    out[name] = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path), std::move(reasons),
-                                              std::move(screens));
+    WriteMode writes = parseWriteMode(node, path, settings, chain);
+    auto group = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path),
+                                               std::move(reasons), std::move(screens));
+    group->setWriteMode(std::move(writes));
+    out[name] = std::move(group);
   }
   return out;
 }

@@ -174,6 +174,25 @@ class GuardRegistry;    // defined in guards/guard.h
 // one; {fact} placeholders (e.g. {table}, {estimated_rows}, {limit}) take the verdict's facts.
 using ReasonOverrides = std::map<std::string, std::map<std::string, std::string, std::less<>>, std::less<>>;
 
+// `mode: guarded_writes` (docs/writes.md): the group may change data, only inside a transaction
+// pgwarden watches. The checks that stay in force whatever the group's chain says (the read_only
+// and functions guards' own logic, built with their defaults) live here, so a write group can
+// never be configured without them.
+struct WriteMode {
+  bool guarded = false;                   // false: read_only (the default)
+  int64_t max_rows_statement = 100;
+  int64_t max_rows_transaction = 1000;
+  std::chrono::milliseconds idle_timeout{60000};
+  std::chrono::milliseconds max_age{600000};
+  bool allow_ddl = false;
+  std::unique_ptr<Guard> read_checks;      // read_only's logic, plus session_replication_role
+  std::unique_ptr<Guard> function_checks;  // functions' default deny list
+  WriteMode();
+  ~WriteMode();
+  WriteMode(WriteMode&&) noexcept;
+  WriteMode& operator=(WriteMode&&) noexcept;
+};
+
 class PolicyGroup {
  public:
   PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> guards,
@@ -184,6 +203,8 @@ class PolicyGroup {
   const std::vector<std::string>& searchPath() const { return search_path_; }
   const std::vector<std::unique_ptr<Guard>>& guards() const { return guards_; }
   const GroupSettings& settings() const { return *settings_; }
+  const WriteMode& writes() const { return writes_; }
+  void setWriteMode(WriteMode w) { writes_ = std::move(w); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
   // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
@@ -227,6 +248,7 @@ class PolicyGroup {
   std::vector<std::string> search_path_;
   ReasonOverrides reasons_;
   std::unique_ptr<GroupSettings> settings_;
+  WriteMode writes_;
 };
 
 using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std::less<>>;

@@ -65,6 +65,19 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_tool_calls_total",
           "Calls of operator-defined tools (the tools: section) by tool and outcome (ok, denied, error, cancelled).",
           MetricType::kCounter, {"tool", "outcome"})),
+      write_transactions(registry.callbackFamily(
+          "pgwarden_write_transactions_total",
+          "Guarded write transactions by how they ended (committed, client_rollback, idle_timeout, "
+          "max_age, disconnect).",
+          MetricType::kCounter, {"outcome"})),
+      rows_written(registry.callbackFamily(
+          "pgwarden_rows_written_total",
+          "Rows changed by guarded writes that stayed (statements undone for TOO_MANY_ROWS excluded).",
+          MetricType::kCounter, {})),
+      writes_undone(registry.callbackFamily(
+          "pgwarden_writes_undone_total",
+          "Guarded writes undone (rolled back to pgwarden's savepoint) for changing too many rows.",
+          MetricType::kCounter, {})),
       client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
                                                    "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(

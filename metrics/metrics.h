@@ -73,6 +73,9 @@ struct Metrics {
   CallbackFamily& mcp_streams;                  // gauge: MCP GET streams open
   CallbackFamily& mcp_tool_calls;               // counter {tool,outcome}
   CallbackFamily& tool_calls;                   // counter {tool,outcome}: operator-defined tools
+  CallbackFamily& write_transactions;           // counter {outcome}: guarded write transactions
+  CallbackFamily& rows_written;                 // counter: rows changed by writes that were kept
+  CallbackFamily& writes_undone;                // counter: writes undone for TOO_MANY_ROWS
   Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total
   CounterFamily& client_connections_rejected;  // {reason}
   // statements

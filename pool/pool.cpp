@@ -20,15 +20,17 @@ std::string refusalMessage(std::string_view server_message) {
   return "the database server refuses new connections: " + std::string(server_message);
 }
 
-Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size)
+Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size, bool writes)
     : manager_(manager),
       role_(std::move(role)),
       database_(std::move(database)),
-      fixed_max_(max_size) {}
+      fixed_max_(max_size),
+      writes_(writes) {}
 
 int Pool::maxSize() const { return fixed_max_ > 0 ? fixed_max_ : manager_.config()->pool.max_size; }
 
-int Pool::minSize() const { return fixed_max_ > 0 ? 0 : manager_.config()->pool.min_size; }
+// The write pool keeps no idle connections of its own: writable sessions are opened on demand.
+int Pool::minSize() const { return fixed_max_ > 0 || writes_ ? 0 : manager_.config()->pool.min_size; }
 
 Pool::~Pool() = default;
 
@@ -123,6 +125,10 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   if (c.loginSqlstate() == "3D000") {
     sqlstate = "3D000";
     message = "database does not exist on the server";
+  } else if (writes_ && c.loginSqlstate() == "42501") {
+    // The write role is a superuser (or could become one): pgwarden's own refusal, in its words.
+    sqlstate = "42501";
+    message = c.loginMessage();
   } else if (c.loginSqlstate() == "53300") {
     // PostgreSQL is out of connection slots (max_connections, or a role's or database's limit):
     // the clients hear the server's own reason rather than wait for the acquire timeout.
@@ -241,14 +247,15 @@ PoolManager::PoolManager(uv_loop_t* loop, Counters& counters,
 
 PoolManager::~PoolManager() = default;
 
-Pool& PoolManager::pool(const std::string& database, bool internal) {
-  std::string key = config_->upstream.user + '\0' + database;
+Pool& PoolManager::pool(const std::string& database, bool internal, bool writes) {
+  const std::string& role = writes ? config_->upstream.write_user : config_->upstream.user;
+  std::string key = role + '\0' + database;
   if (internal) key += std::string("\0internal", 9);
+  if (writes) key += std::string("\0writes", 7);
   auto it = pools_.find(key);
   if (it == pools_.end()) {
     it = pools_
-             .emplace(key, std::make_unique<Pool>(*this, config_->upstream.user, database,
-                                                  internal ? 1 : 0))
+             .emplace(key, std::make_unique<Pool>(*this, role, database, internal ? 1 : 0, writes))
              .first;
   }
   return *it->second;

@@ -59,13 +59,17 @@ class Pool {
  public:
   // `max_size` 0: the configured pool.max_size and min_size; otherwise a fixed-size pool with
   // no minimum (pgwarden's own connections, e.g. for catalog statistics).
-  Pool(PoolManager& manager, std::string role, std::string database, int max_size = 0);
+  // `writes`: the write pool of guarded_writes groups (docs/writes.md): its connections log in as
+  // upstream.write_user, are not read-only, and check on login that the role is no superuser.
+  Pool(PoolManager& manager, std::string role, std::string database, int max_size = 0,
+       bool writes = false);
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
   const std::string& role() const { return role_; }
   const std::string& database() const { return database_; }
+  bool writes() const { return writes_; }
   PoolManager& manager() { return manager_; }
 
   // Queues `w`. From the next loop turn on it gets an idle connection, or waits for one while a
@@ -117,6 +121,7 @@ class Pool {
   std::deque<Waiter> waiters_;
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
+  bool writes_ = false;
   bool serve_due_ = false;  // serve() is scheduled with the manager
 };
 
@@ -142,7 +147,9 @@ class PoolManager {
 
   // The pool for (upstream role, server database), created on first use. `internal` pools are
   // pgwarden's own (one connection), separate from the ones clients use.
-  Pool& pool(const std::string& database, bool internal = false);
+  // `writes`: the write pool for the database (role upstream.write_user), never lent to a
+  // read-only group's session.
+  Pool& pool(const std::string& database, bool internal = false, bool writes = false);
   void tick(uint64_t now_ms);
   void closeAll(const std::string& why);
   // Runs `pool.serve()` on the next loop turn.

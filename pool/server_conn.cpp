@@ -153,20 +153,90 @@ void ServerConnection::onStreamTlsError(Stream&) {
 
 void ServerConnection::sendStartup() {
   const auto& up = config_->upstream;
+  // The write pool's connections may write (default_transaction_read_only off, as their reset
+  // value) and may sit in a transaction as long as the longest transaction_idle_timeout of the
+  // write groups: pgwarden rolls idle transactions back itself; the server's timeout is the
+  // backstop a little later.
+  auto idle_in_txn = up.idle_in_transaction_session_timeout;
+  if (pool_.writes()) {
+    for (const auto& [name, g] : config_->groups) {
+      if (g->writes().guarded) idle_in_txn = std::max(idle_in_txn, g->writes().idle_timeout + Millis(10000));
+    }
+  }
   std::vector<std::pair<std::string, std::string>> params = {
-      {"user", up.user},
+      {"user", pool_.role()},
       {"database", pool_.database()},
       {"application_name", "pgwarden"},
       // Sent in the startup packet so they are this session's reset values: DISCARD ALL and
       // RESET ALL bring them back, and no client SET survives a reset.
-      {"default_transaction_read_only", "on"},
+      {"default_transaction_read_only", pool_.writes() ? "off" : "on"},
       {"statement_timeout", millisText(up.statement_timeout)},
       {"lock_timeout", millisText(up.lock_timeout)},
-      {"idle_in_transaction_session_timeout",
-       millisText(up.idle_in_transaction_session_timeout)},
+      {"idle_in_transaction_session_timeout", millisText(idle_in_txn)},
   };
   protocol::writeStartup(stream_.out(), params);
   if (stream_.flush() != 0) fail("cannot write to the server");
+}
+
+void ServerConnection::loginDone() {
+  setState(ServerState::kIdle);
+  idle_since_ms_ = pool_.manager().nowMs();
+  pool_.onLoginDone(*this);
+}
+
+// The write pool's role must not be a superuser, nor a member of one (it could SET ROLE to it), nor
+// bypass row security: pgwarden's write mode counts and caps what a statement changes, it does not
+// replace the role's privileges. Asked once per connection, before it is lent, on the loop.
+bool ServerConnection::askRoleCheck() {
+  role_check_ = RoleCheck::kAsked;
+  role_refused_ = false;
+  role_answered_ = false;
+  protocol::writeQuery(stream_.out(),
+                       "SELECT r.rolsuper OR r.rolbypassrls OR EXISTS (SELECT 1 FROM pg_roles s "
+                       "WHERE s.rolsuper AND pg_has_role(r.oid, s.oid, 'MEMBER')) FROM pg_roles r "
+                       "WHERE r.rolname = current_user");
+  if (stream_.flush() != 0) {
+    fail("cannot write to the server");
+    return false;
+  }
+  return true;
+}
+
+bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
+  switch (f.type) {
+    case 'D': {
+      auto cells = protocol::parseDataRowValues(f.body);
+      role_refused_ = !cells || cells->size() != 1 || !(*cells)[0] || *(*cells)[0] != "f";
+      role_answered_ = true;
+      return true;
+    }
+    case 'T':
+    case 'C':
+    case 'N':
+    case 'S':
+      return true;
+    case 'E':
+      role_refused_ = true;
+      return true;
+    case 'Z': {
+      role_check_ = RoleCheck::kDone;
+      if (role_refused_ || !role_answered_) {
+        login_sqlstate_ = "42501";
+        login_message_ = "pgwarden refuses the write role \"" + pool_.role() +
+                         "\": it is a superuser, a member of one, or bypasses row security (or "
+                         "the check could not run); configure upstream.write_user as a plain role "
+                         "with only the grants the agents need";
+        spdlog::critical("write pool db={}: {}", logsafe(pool_.database()), login_message_);
+        failLogin(ConnectFailure::kAuthFailed, login_message_);
+        return false;
+      }
+      loginDone();
+      return true;
+    }
+    default:
+      fail(std::string("unexpected message '") + f.type + "' from the server during the role check");
+      return false;
+  }
 }
 
 void ServerConnection::attach(ServerLink* link) {
@@ -406,7 +476,7 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
     return false;
   }
   noteParameter(p->name, p->value);
-  if (p->name == "default_transaction_read_only" && p->value != "on") {
+  if (!pool_.writes() && p->name == "default_transaction_read_only" && p->value != "on") {
     // Someone changed the server under us (ALTER ROLE/DATABASE, a SET we did not stop): this
     // connection is no longer one we may hand to anybody.
     read_only_lost_ = true;
@@ -419,6 +489,9 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
 
 bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
   const auto& up = config_->upstream;
+  const std::string& password = pool_.writes() ? up.write_password : up.password;
+  const std::string& password_file = pool_.writes() ? up.write_password_file : up.password_file;
+  if (role_check_ == RoleCheck::kAsked) return handleRoleCheck(f);
   switch (f.type) {
     case 'R': {
       auto r = protocol::parseAuthRequest(f.body);
@@ -427,11 +500,11 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
         return false;
       }
       const bool needs_password = r->code == 3 || r->code == 5 || r->code == 10;
-      if (needs_password && up.password.empty()) {
-        failLogin(ConnectFailure::kAuthFailed, up.password_file.empty()
+      if (needs_password && password.empty()) {
+        failLogin(ConnectFailure::kAuthFailed, password_file.empty()
                  ? "the server asks for a password and none is configured (upstream.password "
-                   "or upstream.password_file)"
-                 : "the server asks for a password and " + up.password_file +
+                   "or upstream.password_file, upstream.write_password[_file] for the write pool)"
+                 : "the server asks for a password and " + password_file +
                        " could not be read when the config was loaded");
         return false;
       }
@@ -439,7 +512,7 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
         case 0:
           break;
         case 3:
-          protocol::writePassword(stream_.out(), up.password);
+          protocol::writePassword(stream_.out(), password);
           break;
         case 5: {
           if (r->data.size() != 4) {
@@ -449,7 +522,7 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
           uint8_t salt[4];
           for (int i = 0; i < 4; ++i) salt[i] = static_cast<uint8_t>(r->data[i]);
           protocol::writePassword(stream_.out(),
-                                  protocol::md5PasswordResponse(up.user, up.password, salt));
+                                  protocol::md5PasswordResponse(pool_.role(), password, salt));
           break;
         }
         case 10: {
@@ -459,7 +532,7 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
             fail("the server offers no SASL mechanism pgwarden supports");
             return false;
           }
-          scram_ = std::make_unique<protocol::ScramClient>(up.user, up.password);
+          scram_ = std::make_unique<protocol::ScramClient>(pool_.role(), password);
           protocol::writeSaslInitial(stream_.out(), "SCRAM-SHA-256", scram_->clientFirst());
           break;
         }
@@ -549,15 +622,14 @@ bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
         return false;
       }
       tx_status_ = z->status;
+      if (pool_.writes()) return askRoleCheck();
       const auto ro = parameter("default_transaction_read_only");
       if (!ro.empty() && ro != "on") {
         fail("the server connection is not read-only (default_transaction_read_only=" +
              std::string(ro) + ")");
         return false;
       }
-      setState(ServerState::kIdle);
-      idle_since_ms_ = pool_.manager().nowMs();
-      pool_.onLoginDone(*this);
+      loginDone();
       return true;
     }
     default:

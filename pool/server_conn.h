@@ -130,6 +130,9 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
+  bool askRoleCheck();
+  void loginDone();  // logged in (and checked): idle, the pool hears it
+  bool handleRoleCheck(const protocol::Frame& f);
   bool handleResetMessage(const protocol::Frame& f);
   bool handleDrainMessage(const protocol::Frame& f);
   bool handleIdleMessage(const protocol::Frame& f);
@@ -166,6 +169,11 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   std::string last_error_;
   std::string login_sqlstate_;
   std::string login_message_;
+  // The write pool's check of its role after login (askRoleCheck).
+  enum class RoleCheck : uint8_t { kNone, kAsked, kDone };
+  RoleCheck role_check_ = RoleCheck::kNone;
+  bool role_refused_ = false;
+  bool role_answered_ = false;
   ConnectFailure failure_ = ConnectFailure::kOther;  // why connecting or logging in failed
 };
 

@@ -156,7 +156,7 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (!paused_.empty()) {
+        if (!paused_.empty() || write_hold_) {
           // A statement waits for its verdict (a webhook, the cost gate, the budget store);
           // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
@@ -178,7 +178,7 @@ void ClientSession::processInput() {
         }
         const bool go_on = handleClientMessage(f);
         in_.consume(f.raw.size());  // a paused message keeps a copy of its own
-        if (!go_on || !paused_.empty()) goto done;
+        if (!go_on || !paused_.empty() || write_hold_) goto done;
         if (pending_.size() > kMaxPendingEntries ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
           updateBackpressure();
@@ -447,6 +447,7 @@ void ClientSession::releaseServer(bool client_gone) {
 
 void ClientSession::closeSession(const std::string& reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
+  if (writes_) writesSessionEnd();
   cancelWaits();
   close_reason_ = reason;
   const ClientState before = state_;
@@ -516,6 +517,12 @@ void ClientSession::onStreamClosed(Stream&) {
 }
 
 void ClientSession::cancelFromClient() {
+  // The client's write already finished while pgwarden settles its savepoint (or rolls back an
+  // expired transaction): a cancel then would only break pgwarden's own step.
+  if (!pending_.empty() && pending_.front().write_step != WriteStep::kNone &&
+      pending_.front().write_step != WriteStep::kSavepoint) {
+    return;
+  }
   if (server_ && !pending_.empty()) {
     daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey());
   }
@@ -546,6 +553,7 @@ void ClientSession::tick(uint64_t now_ms) {
       }
       break;
     case ClientState::kReady:
+      if (writes_) writesTick(now_ms);
       if (config_->limits.client_idle_timeout.count() > 0 && pending_.empty() &&
           tx_status_ == 'I' &&
           now_ms - last_active_ms_ >= static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {

@@ -25,6 +25,7 @@
 #include "session/statement_gate.h"
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
+#include "session/write_txn.h"
 #include "net/stream.h"
 #include "guards/agent_context.h"
 #include "budgets/budget.h"
@@ -108,6 +109,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     kLocal,     // bytes of our own to send when this reaches the head
     kExplain,   // the cost gate's EXPLAIN: its plan is read here, never forwarded
   };
+  // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
+  enum class WriteStep : uint8_t { kNone, kSavepoint, kRelease, kUndo, kExpire };
   struct Pending {
     explicit Pending(Expect k) : kind(k) {}
     Expect kind;
@@ -126,6 +129,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     int explain_closes = 0;                   // kExplain, extended: CloseComplete still due
     std::string explain_json;                 // kExplain: the one value EXPLAIN returned
     std::string explain_error;                // kExplain: the server's ErrorResponse, if any
+    WriteStep write_step = WriteStep::kNone;  // kInternal: a step of the write mode
+    bool write = false;                       // kQuery: a counted write inside the savepoint
+    bool write_undo = false;                  // kQuery: over a cap; roll back to the savepoint
+    bool write_failed = false;                // kQuery: the server refused it
+    std::string write_table;                  // kQuery write: its target, for the tallies
+    std::string write_command;
   };
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
@@ -173,6 +182,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void popPending();
   void afterServerError(const std::string& sqlstate, const std::string& message);
   bool handleServerMessage(const protocol::Frame& f);
+  // A ReadyForQuery: the transaction status noted here and on the connection; a malformed one
+  // ends the session (nullopt).
+  std::optional<protocol::ReadyForQueryMsg> takeReadyForQuery(const protocol::Frame& f);
   void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
   // Runs the result screens on a run that completes now and sends their warnings; returns the
@@ -241,6 +253,26 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Parse/Bind/Execute with the statement's parameters otherwise); its answer goes to the gate.
   bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
   bool handleExplainMessage(const protocol::Frame& f, Pending& head);
+
+  // Guarded writes (client_session_writes.cpp, docs/writes.md).
+  const WriteTransaction* writeTransaction() const override { return writes_.get(); }
+  void writesSetUp();
+  // A write the gate let through: SAVEPOINT first, and no more client input until it is released.
+  void writesBeforeQuery(Pending& p, const GateVerdict& v);
+  // CommandComplete of a Query or Execute. True: it was a write over its cap, answered here with
+  // TOO_MANY_ROWS (the savepoint is rolled back at its ReadyForQuery).
+  bool writesCommandComplete(const protocol::Frame& f, Pending& head);
+  // ReadyForQuery of a Query or Sync. True: held for pgwarden's RELEASE / ROLLBACK TO.
+  bool writesReadyForQuery(char status, Pending& head);
+  bool handleWriteStep(const protocol::Frame& f, Pending& head);
+  // The state machine follows the server's transaction status; notices go to the client.
+  void writesAfterStatement(char status);
+  // A denied Query: the state machine hears TRANSACTION_ROLLED_BACK was told; inside a
+  // transaction the next moves follow the denial in `out`.
+  void writesDenied(const StatementPlan& plan, std::string& out);
+  void writesTick(uint64_t now_ms);
+  void writesSessionEnd();
+  void sendWriteStep(WriteStep step, std::string_view sql);
 
   Daemon& daemon_;
   uint64_t id_;
@@ -314,6 +346,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::string ended_sqlstate_;
   std::string ended_message_;
   std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
+
+  // Guarded writes: the transaction state machine (null: a read-only group); input held while a
+  // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.
+  std::unique_ptr<WriteTransaction> writes_;
+  bool write_hold_ = false;
+  bool write_resume_ = false;
+  std::string last_tag_;
 
   // The gate that judges this session's statements, and the message waiting for its verdict
   // (empty: none).

@@ -179,6 +179,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     recordDenied(*plan, false);
     std::string out;
     writeDeny(out, *plan);
+    if (writes_) writesDenied(*plan, out);
     queueLocal(std::move(out), true);
     return true;
   }
@@ -199,6 +200,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     p.next_statement = plan->statements.size();
   }
   p.plan = plan;
+  if (writes_ && v.write.wrap) writesBeforeQuery(p, v);
   if (d.rewritten_sql) {
     ++daemon_.counters().rewrites;
     protocol::writeQuery(server_->out(), *d.rewritten_sql);
@@ -507,6 +509,7 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
   recordDenied(plan, true);
   std::string out;
   writeDeny(out, plan);
+  if (writes_) writesDenied(plan, out);
   queueLocal(std::move(out), false);
   skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
             true);

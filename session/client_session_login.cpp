@@ -138,7 +138,8 @@ void ClientSession::authenticated() {
   daemon_.registerCancelKey(this, key_pid_, key_secret_);
   key_registered_ = true;
   setState(ClientState::kAcquiring);
-  Pool& pool = daemon_.pools().pool(server_database_);
+  writesSetUp();
+  Pool& pool = daemon_.pools().pool(server_database_, false, writes_ != nullptr);
   waiting_pool_ = &pool;
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }

@@ -31,6 +31,11 @@ std::string retag(std::string_view tag, int64_t count) {
 void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
+  if (write_resume_) {
+    // A write's savepoint is settled: read what the client sent meanwhile.
+    write_resume_ = false;
+    resumeInput();
+  }
   // A session shutting down ends once the statement it was running has finished.
   if (shutting_down_ && state_ == ClientState::kReady && pending_.empty()) {
     flushClient();
@@ -92,7 +97,8 @@ void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
   }
   if (run) {
     if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
-      run->rows_affected = protocol::commandTagCount(tag);
+      // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
+      run->rows_affected = run->txn_rows >= 0 ? run->txn_rows : protocol::commandTagCount(tag);
     }
     if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
     run->bytes_sent += static_cast<int64_t>(f.raw.size());
@@ -141,11 +147,13 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     if (cls >= 0) ++daemon_.counters().server_errors_by_class[static_cast<size_t>(cls)];
     switch (head.kind) {
       case Expect::kInternal:
+        if (head.write_step != WriteStep::kNone) return handleWriteStep(f, head);
         attach_failed_ = true;
         attach_error_ = message;
         if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
         return true;
       case Expect::kQuery:
+        head.write_failed = true;
         if (head.run && !head.run->finished) {
           head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
           finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
@@ -181,6 +189,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
 
   switch (head.kind) {
     case Expect::kInternal:
+      if (head.write_step != WriteStep::kNone) return handleWriteStep(f, head);
       if (f.type == 'Z') {
         auto z = protocol::parseReadyForQuery(f.body);
         if (z) {
@@ -284,7 +293,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
           return true;
         }
         case 'C':
-          handleServerCommandComplete(f, head);
+          if (!writes_ || !writesCommandComplete(f, head)) handleServerCommandComplete(f, head);
           if (head.kind == Expect::kQuery) {
             head.rows_this_execute = 0;
             head.run.reset();
@@ -351,18 +360,14 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
   }
 
   if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
-    auto z = protocol::parseReadyForQuery(f.body);
-    if (!z) {
-      terminate("08P01", "protocol error between pgwarden and the database; reconnect");
-      return false;
-    }
-    tx_status_ = z->status;
-    if (server_) server_->setTxStatus(z->status);
+    const auto z = takeReadyForQuery(f);
+    if (!z) return false;
     if (head.kind == Expect::kQuery) {
       if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
     }
     // Portals end with their transaction.
     if (z->status != 'T') finishPortals();
+    if (writes_ && writesReadyForQuery(z->status, head)) return true;
     out.append(f.raw.data(), f.raw.size());
     popPending();
     return true;
@@ -372,6 +377,17 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
                 logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
+}
+
+std::optional<protocol::ReadyForQueryMsg> ClientSession::takeReadyForQuery(const protocol::Frame& f) {
+  auto z = protocol::parseReadyForQuery(f.body);
+  if (!z) {
+    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+    return std::nullopt;
+  }
+  tx_status_ = z->status;
+  if (server_) server_->setTxStatus(z->status);
+  return *z;
 }
 
 void ClientSession::afterServerError(const std::string& sqlstate, const std::string& message) {

@@ -28,6 +28,7 @@ bool StatementGate::decide(GateRequest request, GateVerdict& out) {
   cancel();
   request_ = std::move(request);
   plan_ = request_.plan;
+  write_ = {};
   stage_ = Stage::kChain;
   if (!advance()) return false;
   out = takeVerdict();
@@ -48,6 +49,10 @@ bool StatementGate::advance() {
             guards::Decision d = plan_->decision;
             if (!d.denied) guards::applyDenial(d, renderOutside("tool_arguments", std::move(*request_.refusal)));
             plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+            stage_ = Stage::kDone;
+            continue;
+          }
+          if (judgeWrite(ctx, stats.get())) {
             stage_ = Stage::kDone;
             continue;
           }
@@ -93,6 +98,8 @@ GateVerdict StatementGate::takeVerdict() {
   v.budget_key = std::move(key_);
   v.overrides = std::move(request_.overrides);
   v.explain_error = std::move(explain_error_);
+  v.write = std::move(write_);
+  write_ = {};
   request_ = GateRequest{};
   explain_error_.clear();
   stage_ = Stage::kIdle;
@@ -168,6 +175,38 @@ bool StatementGate::startExplain() {
   guards::Decision out = group ? group->planUnavailable(d) : d;
   if (tool_check) runPlanCheck(out, {});
   plan_ = PolicyEngine::withDecision(*plan_, std::move(out));
+  return true;
+}
+
+bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats) {
+  const WriteTransaction* w = caller_.writeTransaction();
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  if (!group || !group->writes().guarded) return false;
+  // The text's analysis alone (cached by text, so the chain's plan below reuses it).
+  auto analysed = services_.policy->plan(nullptr, request_.sql, ctx, stats);
+  if (!analysed->analysis || !analysed->analysis->ok) return false;  // the chain reports it
+  const guards::GuardInput in{*analysed->analysis, request_.sql, ctx, stats, group->settings()};
+  WriteTransaction::Judgement j;
+  if (w) {
+    j = w->judge(in, request_.extended);
+  } else {
+    // A front end without the write mode (MCP today) runs a write group's statements on the
+    // read-only pool: its chain has no read_only guard, so the write mode's read checks stand in.
+    for (const auto& st : analysed->analysis->statements) {
+      for (const auto* g : {group->writes().function_checks.get(), group->writes().read_checks.get()}) {
+        if (j.deny || !g) continue;
+        guards::GuardResult r = g->checkStatement(in, st);
+        if (r.action == guards::Action::kDeny) j.deny = std::move(r);
+      }
+    }
+  }
+  if (!j.deny) {
+    write_ = {j.wrap, std::move(j.table), std::move(j.command)};
+    return false;
+  }
+  guards::Decision d = analysed->decision;
+  guards::applyDenial(d, renderOutside("guarded_writes", std::move(*j.deny)));
+  plan_ = PolicyEngine::withDecision(*analysed, std::move(d));
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include "guards/guard.h"
 #include "guards/policy.h"
 #include "session/statement_policy.h"
+#include "session/write_txn.h"
 
 namespace pgwarden::daemon {
 
@@ -68,6 +69,13 @@ struct GateVerdict {
   // The cost gate's EXPLAIN failed on the server: this ErrorResponse (the whole message) is the
   // statement's answer, as the statement would have failed the same way.
   std::string explain_error;
+  // Guarded writes: the text is a write to run inside pgwarden's savepoint (wrap), on `table`.
+  struct Write {
+    bool wrap = false;
+    std::string table;
+    std::string command;
+  };
+  Write write;
 };
 
 // What the gate needs of the front end whose statement it judges.
@@ -81,6 +89,9 @@ class GateCaller {
   // Runs the cost gate's EXPLAIN text on the caller's server connection and later reports
   // through explainDone() or explainFailed(). False: no connection to run it on.
   virtual bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) = 0;
+  // A guarded_writes session's transaction state (docs/writes.md); null: a read-only group. The
+  // gate asks it first, before the chain, about every text.
+  virtual const WriteTransaction* writeTransaction() const { return nullptr; }
 };
 
 // The process-wide services a gate uses (any may be null: that feature is off).
@@ -125,6 +136,9 @@ class StatementGate {
   bool startWebhook();
   void onWebhookAnswer(guards::WebhookOutcome outcome);
   bool startExplain();
+  // Guarded writes: the write mode's judgement of the text, before the chain. True: denied
+  // (plan_ holds the denial).
+  bool judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats);
   // A verdict reached outside the chain, with the group's reasons when there is a group.
   guards::Verdict renderOutside(std::string_view kind, guards::GuardResult r) const;
   // The plan_check's verdict on the plan EXPLAIN returned ("" when it could not run).
@@ -141,6 +155,7 @@ class StatementGate {
   std::shared_ptr<const StatementPlan> plan_;
   std::shared_ptr<const guards::BudgetKey> key_;
   std::string explain_error_;
+  GateVerdict::Write write_;
   uint64_t webhook_id_ = 0;
   uint64_t budget_ticket_ = 0;
   int64_t webhook_started_ns_ = 0;

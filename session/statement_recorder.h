@@ -28,6 +28,7 @@ struct StatementRun {
   int64_t started_us = 0;
   int64_t rows_sent = 0;       // DataRows the client received
   int64_t rows_affected = 0;
+  int64_t txn_rows = -1;       // COMMIT/ROLLBACK in a guarded write transaction: its rows changed
   int64_t bytes_sent = 0;
   int64_t max_rows = -1;       // the cap, -1 none
   bool truncated = false;      // rows were held back by the cap

@@ -40,6 +40,7 @@ public final class JdbcCheck {
                 case "identity": identity(conn); break;
                 case "errors": errors(conn); break;
                 case "screen": screen(conn); break;
+                case "writes": writes(conn); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
         }
@@ -248,6 +249,35 @@ public final class JdbcCheck {
             rs.next();
             out("after", rs.getString(1));
         }
+    }
+
+    // Guarded writes (test_writes.py) with setAutoCommit(false): look, a write meant for 4 rows
+    // that matches 400 (undone), the 4-row write, COMMIT. With preferQueryMode=simple every
+    // statement is a simple Query; by default writes go through Parse/Bind/Execute.
+    private static void writes(Connection conn) throws SQLException {
+        conn.setAutoCommit(false);
+        try (Statement st = conn.createStatement()) {
+            try (ResultSet rs = st.executeQuery("SELECT count(*) FROM w_items WHERE id < 5")) {
+                rs.next();
+                out("looked", rs.getLong(1));
+            }
+            try {
+                out("wide", st.executeUpdate("UPDATE w_items SET qty = 8 WHERE id > 0"));
+            } catch (SQLException e) {
+                out("wide_sqlstate", e.getSQLState());
+                out("wide_message", e.getMessage().replace('\n', ' '));
+            }
+            try {
+                out("narrow", st.executeUpdate("UPDATE w_items SET qty = 8 WHERE id < 5"));
+            } catch (SQLException e) {
+                out("narrow_sqlstate", e.getSQLState());
+                out("narrow_message", e.getMessage().replace('\n', ' '));
+            }
+            SQLWarning w = st.getWarnings();
+            out("warning", w == null ? "none" : w.getMessage());
+        }
+        conn.commit();
+        out("committed", "yes");
     }
 
     // A result screen on a bound parameter (test_answers.py): the status is in Bind, not in the

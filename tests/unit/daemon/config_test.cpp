@@ -345,3 +345,25 @@ TEST(Config, StartupLimitsAndTheReserveForLoggedInSessions) {
                 .find("limits.max_startup_connections"),
             std::string::npos);
 }
+
+// Guarded writes (docs/writes.md): a write group needs upstream.write_user, a role other than the
+// read-only one; its password comes from write_password or write_password_file.
+TEST(Config, WriteGroupsNeedTheirOwnWriteRole) {
+  const std::string group = "  writers:\n    mode: guarded_writes\n";
+  const auto missing = errorOf(baseConfig() + group);
+  EXPECT_NE(missing.find("upstream.write_user"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("writers"), std::string::npos) << missing;
+  std::string same = baseConfig() + group;
+  same.insert(same.find("users:"), "  write_user: reader\n");
+  EXPECT_NE(errorOf(same).find("must be a role other than upstream.user"), std::string::npos);
+  std::string both = baseConfig();
+  both.insert(both.find("users:"), "  write_user: writer\n  write_password: a\n  write_password_file: b\n");
+  EXPECT_NE(errorOf(both).find("upstream.write_password_file"), std::string::npos);
+  std::string ok = baseConfig() + group;
+  ok.insert(ok.find("users:"), "  write_user: writer\n  write_password: wpw\n");
+  auto c = parseConfig(ok, "t.yaml");
+  EXPECT_EQ(c->upstream.write_user, "writer");
+  EXPECT_EQ(c->upstream.write_password, "wpw");
+  EXPECT_TRUE(c->findGroup("writers")->writes().guarded);
+  EXPECT_FALSE(c->findGroup("agents")->writes().guarded);
+}

@@ -76,6 +76,7 @@ class ServerConnTest : public ::testing::Test {
     config->upstream.host = server_.dir();
     config->upstream.port = FakeServer::kPort;
     config->upstream.user = "app";
+    config->upstream.write_user = "writer";
     manager_->setConfig(config);
   }
 
@@ -208,6 +209,55 @@ TEST_F(ServerConnTest, AServerThatIsNotReadOnlyIsNeverLent) {
   ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
   EXPECT_EQ(client.server, nullptr);
   EXPECT_EQ(client.failed_sqlstate, "08006");
+}
+
+// The write pool (docs/writes.md): its own role, not read-only, and lent only once the server
+// said the role is no superuser (nor a member of one, nor BYPASSRLS).
+class WritePoolTest : public ServerConnTest {
+ protected:
+  // Logs a write-pool connection in and answers its role check with `superuser` ("t"/"f").
+  void loginWritePool(Client& client, const char* superuser) {
+    Pool& writes = manager_->pool("appdb", false, true);
+    EXPECT_NE(&writes, &pool());
+    EXPECT_EQ(writes.role(), "writer");
+    writes.acquire(&client);
+    ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup_); }));
+    EXPECT_EQ(param("user"), "writer");
+    EXPECT_EQ(param("default_transaction_read_only"), "off");
+    server_.send(frames([](std::string& o) {
+      protocol::writeAuthOk(o);
+      protocol::writeParameterStatus(o, "default_transaction_read_only", "off");
+      protocol::writeReadyForQuery(o, 'I');
+    }));
+    char type = 0;
+    std::string body;
+    ASSERT_TRUE(serverReads(type, body));
+    EXPECT_EQ(type, 'Q');
+    EXPECT_NE(body.find("rolsuper"), std::string::npos);
+    EXPECT_EQ(client.server, nullptr) << "lent before the role check answered";
+    server_.send(rowDescription() + dataRow(superuser) + frames([](std::string& o) {
+      protocol::writeCommandComplete(o, "SELECT 1");
+      protocol::writeReadyForQuery(o, 'I');
+    }));
+  }
+};
+
+TEST_F(WritePoolTest, APlainRoleIsLentWritable) {
+  Client& client = newClient();
+  loginWritePool(client, "f");
+  ASSERT_TRUE(runUntil([&] { return client.server != nullptr; }));
+  EXPECT_EQ(client.server->state(), ServerState::kActive);
+  EXPECT_EQ(client.types, "") << "the role check is the connection's own";
+}
+
+TEST_F(WritePoolTest, ASuperuserRoleIsRefusedWithAClearError) {
+  Client& client = newClient();
+  loginWritePool(client, "t");
+  ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
+  EXPECT_EQ(client.server, nullptr);
+  EXPECT_EQ(client.failed_sqlstate, "42501");
+  EXPECT_NE(client.failed_message.find("refuses the write role \"writer\""), std::string::npos)
+      << client.failed_message;
 }
 
 TEST_F(ServerConnTest, AResultReachesTheSessionInOrderAndAnErrorMidResultLeavesItUsable) {

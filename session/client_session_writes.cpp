@@ -1,0 +1,202 @@
+// Client session, guarded writes (docs/writes.md): the wire side of the WriteTransaction state
+// machine. A write the gate lets through runs between pgwarden's SAVEPOINT and its RELEASE (or
+// ROLLBACK TO, when it changed more rows than the group allows), with the client's input held
+// until the savepoint is settled, so nothing the client sends can land in between. After each
+// statement inside a transaction the client gets a TRANSACTION_OPEN notice; an idle or old
+// transaction is rolled back here, and a session that ends mid-transaction is rolled back by the
+// connection's reset (never committed).
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_text.h"
+#include "daemon/daemon.h"
+#include "guards/codes.h"
+#include "session/client_session.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+void writeNoticeVerdict(std::string& out, const guards::Verdict& v) {
+  protocol::writeNotice(out, "NOTICE", v.sqlstate, v.message, v.detail, v.hint);
+}
+
+}  // namespace
+
+void ClientSession::writesSetUp() {
+  if (policy_ && policy_->writes().guarded) writes_ = std::make_unique<WriteTransaction>(policy_->writes());
+}
+
+void ClientSession::sendWriteStep(WriteStep step, std::string_view sql) {
+  Pending p(Expect::kInternal);
+  p.write_step = step;
+  protocol::writeQuery(server_->out(), sql);
+  pushPending(std::move(p));
+}
+
+void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v) {
+  // The savepoint goes first; the client's Query follows it on the same connection, and nothing
+  // else is read from the client until RELEASE or ROLLBACK TO has answered.
+  sendWriteStep(WriteStep::kSavepoint, "SAVEPOINT " + std::string(kWriteSavepoint));
+  p.write = true;
+  p.write_table = v.write.table;
+  p.write_command = v.write.command;
+  write_hold_ = true;
+}
+
+bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& head) {
+  auto cc = protocol::parseCommandComplete(f.body);
+  const std::string_view tag = cc ? cc->tag : std::string_view();
+  const auto sp = tag.find(' ');
+  last_tag_ = std::string(tag.substr(0, sp));
+  StatementRun* run = head.run.get();
+  const guards::StatementInfo* st = nullptr;
+  if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
+    st = &run->plan->analysis->statements[run->index];
+  }
+  if (st && st->kind == guards::StatementKind::kSelect) {
+    writes_->noteRead(*st);  // a successful read: its tables were looked at (EXPLAIN shows no rows)
+  }
+  const TxnState state = writes_->state();
+  if (run && (last_tag_ == "COMMIT" || last_tag_ == "ROLLBACK") &&
+      (state == TxnState::kOpen || state == TxnState::kFailed)) {
+    run->txn_rows = writes_->totals().rows;  // history: what the transaction kept or discarded
+  }
+  if (st && st->kind == guards::StatementKind::kDdl && state == TxnState::kOpen) {
+    writes_->onDdlDone(st->command);
+  }
+  if (head.kind != Expect::kQuery || !head.write) return false;
+  const int64_t rows = protocol::commandTagCount(tag);
+  auto over = writes_->onWriteDone(head.write_table, head.write_command, rows);
+  if (!over) {
+    daemon_.counters().rows_written += static_cast<uint64_t>(rows);
+    return false;
+  }
+  // Over the cap: the client hears TOO_MANY_ROWS instead of the command tag, and the statement's
+  // changes are undone at its ReadyForQuery (ROLLBACK TO the savepoint).
+  head.write_undo = true;
+  const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*over));
+  writeDeny(client_.out(), v);
+  ++daemon_.counters().writes_undone;
+  if (run) {
+    run->rows_affected = rows;
+    finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
+  }
+  return true;
+}
+
+bool ClientSession::writesReadyForQuery(char status, Pending& head) {
+  if (head.kind == Expect::kQuery && head.write) {
+    write_resume_ = true;
+    write_hold_ = false;
+    if (!head.write_failed && status == 'T' && server_) {
+      // Settle the savepoint before the client hears ReadyForQuery (it comes with the step's).
+      const std::string name(kWriteSavepoint);
+      const bool undo = head.write_undo;
+      popPending();
+      if (undo) {
+        sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name);
+      } else {
+        sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + name);
+      }
+      write_hold_ = true;
+      write_resume_ = false;
+      flushServer();
+      return true;
+    }
+  }
+  writesAfterStatement(status);
+  return false;
+}
+
+bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
+  const WriteStep step = head.write_step;
+  if (f.type == 'E') {
+    auto e = protocol::parseErrorFields(f.body);
+    spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(step),
+                 logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
+    return true;
+  }
+  if (f.type != 'Z') return true;  // CommandComplete of pgwarden's own statement
+  const auto z = takeReadyForQuery(f);
+  if (!z) return false;
+  pending_.pop_front();
+  switch (step) {
+    case WriteStep::kSavepoint:
+      break;
+    case WriteStep::kRelease:
+    case WriteStep::kUndo:
+      // The client's write is settled: the notice and its ReadyForQuery now.
+      writesAfterStatement(z->status);
+      protocol::writeReadyForQuery(client_.out(), z->status);
+      write_hold_ = false;
+      write_resume_ = true;
+      break;
+    case WriteStep::kExpire:
+      (void)writes_->move(TxnEvent::kServerIdle, daemon_.nowMs());
+      break;
+    case WriteStep::kNone:
+      break;
+  }
+  emitLocalHeads();
+  return true;
+}
+
+void ClientSession::writesAfterStatement(char status) {
+  const uint64_t now = daemon_.nowMs();
+  const TxnState before = writes_->state();
+  const TxnEvent e = status == 'T' ? TxnEvent::kServerInTxn
+                     : status == 'E' ? TxnEvent::kServerFailed
+                                     : TxnEvent::kServerIdle;
+  if (!writes_->move(e, now)) {
+    spdlog::warn("{}: write mode: no move from {} on ReadyForQuery '{}'", logPrefix(),
+                 txnStateName(before), logsafe(status));
+    return;
+  }
+  std::string& out = client_.out();
+  if ((before == TxnState::kOpen || before == TxnState::kFailed) && status == 'I') {
+    const bool committed = last_tag_ == "COMMIT" && before == TxnState::kOpen;
+    writeNoticeVerdict(out, writes_->endNotice(committed));
+    auto& c = daemon_.counters();
+    ++(committed ? c.write_txn_committed : c.write_txn_rolled_back[static_cast<size_t>(TxnEnd::kRolledBack)]);
+    writes_->clear();
+  } else if (status == 'T' || status == 'E') {
+    writeNoticeVerdict(out, writes_->openNotice(now));
+  }
+}
+
+void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
+  const TxnState s = writes_->state();
+  if (plan.decision.deny.code == guards::codes::kTransactionRolledBack && s == TxnState::kRolledBack) {
+    (void)writes_->move(TxnEvent::kTold, daemon_.nowMs());
+  } else if (s == TxnState::kOpen || s == TxnState::kFailed) {
+    // The denied statement never ran: the transaction is as it was, and the agent hears so.
+    writeNoticeVerdict(out, writes_->openNotice(daemon_.nowMs()));
+  }
+}
+
+void ClientSession::writesTick(uint64_t now_ms) {
+  if (!server_ || !pending_.empty() || !paused_.empty() || write_hold_) return;
+  const auto why = writes_->due(now_ms);
+  if (!why) return;
+  const WriteTransaction::Totals lost = writes_->totals();
+  if (!writes_->move(TxnEvent::kExpired, now_ms)) return;
+  spdlog::info("{}: rolling back a write transaction ({}): lost {}", logPrefix(), txnEndName(*why),
+               logsafe(lost.summary, kLogMessageMaxBytes));
+  ++daemon_.counters().write_txn_rolled_back[static_cast<size_t>(writes_->expiredBy())];
+  writes_->clear();
+  sendWriteStep(WriteStep::kExpire, "ROLLBACK");
+  flushServer();
+}
+
+void ClientSession::writesSessionEnd() {
+  const TxnState s = writes_->state();
+  if (s != TxnState::kOpen && s != TxnState::kFailed) return;
+  // The connection's reset sends ROLLBACK before it is lent again (ServerConnection::release).
+  spdlog::info("{}: client left mid-transaction; rolled back, lost {}", logPrefix(),
+               logsafe(writes_->totals().summary, kLogMessageMaxBytes));
+  ++daemon_.counters().write_txn_rolled_back[static_cast<size_t>(TxnEnd::kDisconnect)];
+  writes_->clear();
+}
+
+}  // namespace pgwarden::daemon

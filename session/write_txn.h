@@ -1,0 +1,125 @@
+// The guarded-writes state machine of one conversation (docs/writes.md): which statements a
+// `mode: guarded_writes` group may run given what the session has read and whether a transaction
+// is open, the row caps on what its writes changed, and the notices that tell the agent its next
+// moves. Pure: no sockets, no clock of its own; the wire session (and the MCP endpoint) feed it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "guards/guard.h"
+#include "guards/policy.h"
+
+namespace pgwarden::daemon {
+
+// pgwarden's own savepoint around each write; a client statement naming it is refused.
+inline constexpr std::string_view kWriteSavepoint = "pgwarden_w";
+
+enum class TxnState : uint8_t {
+  kNone,        // no transaction open on the server
+  kOpen,        // inside BEGIN (ReadyForQuery 'T')
+  kFailed,      // a statement failed inside it (ReadyForQuery 'E'): only ROLLBACK helps
+  kRolledBack,  // pgwarden rolled it back (idle or too old); the next statement hears so
+};
+const char* txnStateName(TxnState s);
+
+enum class TxnEvent : uint8_t {
+  kServerIdle,    // ReadyForQuery 'I'
+  kServerInTxn,   // ReadyForQuery 'T'
+  kServerFailed,  // ReadyForQuery 'E'
+  kExpired,       // pgwarden sends ROLLBACK: idle or older than allowed
+  kTold,          // the client got TRANSACTION_ROLLED_BACK
+};
+
+// How a transaction ended, for metrics and history ("committed", "rolled_back", ...).
+enum class TxnEnd : uint8_t { kCommitted, kRolledBack, kIdleTimeout, kMaxAge, kDisconnect };
+const char* txnEndName(TxnEnd e);
+
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(const guards::WriteMode& mode) : mode_(mode) {}
+
+  TxnState state() const { return state_; }
+  // The one transition function. False (and no change) when `e` is not a legal move from the
+  // current state. `now_ms` stamps a new transaction's start and every statement's end.
+  bool move(TxnEvent e, uint64_t now_ms);
+
+  // What a text may do before it runs. `deny` set: answer with it (and, for
+  // TRANSACTION_ROLLED_BACK, move(kTold) once sent). `wrap`: a counted write, to run inside
+  // pgwarden's savepoint; `table` names its target.
+  struct Judgement {
+    std::optional<guards::GuardResult> deny;
+    bool wrap = false;
+    std::string table;
+    std::string command;
+  };
+  Judgement judge(const guards::GuardInput& in, bool extended) const;
+
+  // A read that succeeded: its tables count as looked at (bounded; the oldest is forgotten).
+  void noteRead(const guards::StatementInfo& st);
+  bool looked(std::string_view schema, std::string_view name) const;
+
+  // A wrapped write's CommandComplete with `rows` changed. The TOO_MANY_ROWS denial when it is
+  // over the statement or transaction cap (the caller rolls back to the savepoint); otherwise the
+  // rows count towards the transaction.
+  std::optional<guards::GuardResult> onWriteDone(const std::string& table, std::string_view command,
+                                                 int64_t rows);
+  // DDL that ran inside the transaction (no rows, but part of what COMMIT keeps).
+  void onDdlDone(std::string_view command);
+
+  // pgwarden must roll back now (idle or too old), given the last statement's end; nullopt: not due.
+  std::optional<TxnEnd> due(uint64_t now_ms) const;
+  // The transaction ended (committed, rolled back by the client, expired, disconnected): its
+  // totals, for the record and metrics, and the tallies cleared.
+  struct Totals {
+    int64_t rows = 0;
+    int64_t writes = 0;
+    std::string summary;  // "public.t: 4 rows; CREATE TABLE"
+  };
+  Totals totals() const;
+  void clear();
+
+  // Notices (severity NOTICE): after each statement inside the transaction, and the answer to
+  // COMMIT or ROLLBACK.
+  guards::Verdict openNotice(uint64_t now_ms) const;
+  guards::Verdict endNotice(bool committed) const;
+  // The denial of the statement after pgwarden rolled back: what was lost and why.
+  guards::GuardResult rolledBackDenial() const;
+  TxnEnd expiredBy() const { return expired_by_; }
+
+ private:
+  struct TableRows {
+    std::string table;
+    int64_t rows = 0;
+  };
+  struct Change {
+    std::string command;
+    std::string table;
+    int64_t rows = 0;
+  };
+  static std::string key(std::string_view schema, std::string_view name);
+  std::string summary() const;
+  std::optional<guards::GuardResult> judgeStatement(const guards::GuardInput& in,
+                                                    const guards::StatementInfo& st, bool extended,
+                                                    Judgement& j) const;
+
+  const guards::WriteMode& mode_;
+  TxnState state_ = TxnState::kNone;
+  uint64_t began_ms_ = 0;
+  uint64_t last_ms_ = 0;
+  int64_t rows_ = 0;
+  int64_t writes_ = 0;
+  std::vector<TableRows> tables_;     // bounded by kMaxTables
+  std::vector<Change> changes_;       // bounded by kMaxChanges (the rest only counted)
+  std::vector<std::string> looked_;   // bounded by kMaxLooked, oldest first
+  // What pgwarden's rollback lost, kept until the client is told.
+  TxnEnd expired_by_ = TxnEnd::kIdleTimeout;
+  std::string lost_;
+  int64_t lost_rows_ = 0;
+};
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,339 @@
+// Unit tests of the guarded-writes state machine (session/write_txn.h): every move, every code a
+// text can get before it runs, the row caps, the timeouts and the notices, without sockets.
+#include "session/write_txn.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <string>
+
+#include "analysis/analysis.h"
+#include "guards/codes.h"
+#include "guards/policy.h"
+#include "session/statement_gate.h"
+#include "tests/unit/guards/guard_test_util.h"
+#include "tests/unit/session/session_test_util.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+constexpr const char* kGroups = R"(
+writers:
+  mode: guarded_writes
+  search_path: [public]
+  max_rows_affected: {statement: 100, transaction: 150}
+  transaction_idle_timeout: 60s
+  transaction_max_age: 10m
+ddl_writers:
+  mode: guarded_writes
+  allow_ddl: true
+)";
+
+class WriteTxnTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    groups_ = guards::parsePolicyGroups(YAML::Load(kGroups));
+    group_ = groups_.at("writers").get();
+  }
+
+  // The judgement of `sql` by `w` (simple protocol unless `extended`).
+  WriteTransaction::Judgement judge(const WriteTransaction& w, const std::string& sql, bool extended = false,
+                                    const guards::PolicyGroup* group = nullptr) {
+    analysis_ = guards::analyzeUncached(sql);
+    EXPECT_TRUE(analysis_->ok) << sql;
+    ctx_.group = "writers";
+    const guards::GuardInput in{*analysis_, sql, ctx_, nullptr, (group ? group : group_)->settings()};
+    return w.judge(in, extended);
+  }
+  std::string code(const WriteTransaction& w, const std::string& sql, bool extended = false,
+                   const guards::PolicyGroup* group = nullptr) {
+    auto j = judge(w, sql, extended, group);
+    return j.deny ? j.deny->code : std::string("pass");
+  }
+  // A transaction open, with `table` looked at.
+  WriteTransaction openWith(const std::string& table, uint64_t now = 1000) {
+    WriteTransaction w(group_->writes());
+    EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, now));
+    auto a = guards::analyzeUncached("SELECT * FROM " + table);
+    w.noteRead(a->statements.at(0));
+    return w;
+  }
+
+  guards::PolicyMap groups_;
+  const guards::PolicyGroup* group_ = nullptr;
+  std::shared_ptr<const guards::Analysis> analysis_;
+  guards::RequestContext ctx_;
+};
+
+TEST_F(WriteTxnTest, ConfigDefaultsAndValues) {
+  const auto& w = group_->writes();
+  EXPECT_TRUE(w.guarded);
+  EXPECT_EQ(w.max_rows_statement, 100);
+  EXPECT_EQ(w.max_rows_transaction, 150);
+  EXPECT_FALSE(w.allow_ddl);
+  EXPECT_TRUE(w.read_checks && w.function_checks);
+  const auto& d = groups_.at("ddl_writers")->writes();
+  EXPECT_EQ(d.max_rows_statement, 100);
+  EXPECT_EQ(d.max_rows_transaction, 1000);
+  EXPECT_EQ(d.idle_timeout.count(), 60000);
+  EXPECT_EQ(d.max_age.count(), 600000);
+  EXPECT_TRUE(d.allow_ddl);
+}
+
+TEST_F(WriteTxnTest, ConfigMistakesStopStartUp) {
+  // A write group listing read_only, write keys in a read-only group, an unknown mode.
+  EXPECT_ANY_THROW(guards::parsePolicyGroups(YAML::Load(
+      "g: {mode: guarded_writes, guards: [{kind: read_only}]}")));
+  EXPECT_ANY_THROW(guards::parsePolicyGroups(YAML::Load("g: {allow_ddl: true}")));
+  EXPECT_ANY_THROW(guards::parsePolicyGroups(YAML::Load("g: {mode: read_write}")));
+  EXPECT_ANY_THROW(guards::parsePolicyGroups(YAML::Load(
+      "g: {mode: guarded_writes, max_rows_affected: {statement: 0}}")));
+  EXPECT_FALSE(guards::parsePolicyGroups(YAML::Load("g: {guards: []}")).at("g")->writes().guarded);
+}
+
+TEST_F(WriteTxnTest, EveryLegalMove) {
+  WriteTransaction w(group_->writes());
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 1));
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 2));
+  EXPECT_EQ(w.state(), TxnState::kOpen);
+  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 3));
+  EXPECT_EQ(w.state(), TxnState::kOpen);
+  EXPECT_TRUE(w.move(TxnEvent::kServerFailed, 4));
+  EXPECT_EQ(w.state(), TxnState::kFailed);
+  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 5));  // ROLLBACK TO a client savepoint
+  EXPECT_EQ(w.state(), TxnState::kOpen);
+  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 6));   // COMMIT or ROLLBACK
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_TRUE(w.move(TxnEvent::kServerFailed, 7));
+  EXPECT_EQ(w.state(), TxnState::kFailed);
+  EXPECT_TRUE(w.move(TxnEvent::kExpired, 8));
+  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 9));   // the answer to pgwarden's ROLLBACK
+  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+  EXPECT_TRUE(w.move(TxnEvent::kTold, 10));
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 11));
+  EXPECT_TRUE(w.move(TxnEvent::kExpired, 12));
+  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+}
+
+TEST_F(WriteTxnTest, IllegalMovesChangeNothing) {
+  WriteTransaction w(group_->writes());
+  EXPECT_FALSE(w.move(TxnEvent::kExpired, 1));  // nothing to roll back
+  EXPECT_FALSE(w.move(TxnEvent::kTold, 1));
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  ASSERT_TRUE(w.move(TxnEvent::kServerInTxn, 1));
+  EXPECT_FALSE(w.move(TxnEvent::kTold, 2));
+  EXPECT_EQ(w.state(), TxnState::kOpen);
+  ASSERT_TRUE(w.move(TxnEvent::kExpired, 3));
+  EXPECT_FALSE(w.move(TxnEvent::kServerInTxn, 4));  // the client was not told yet
+  EXPECT_FALSE(w.move(TxnEvent::kServerFailed, 4));
+  EXPECT_FALSE(w.move(TxnEvent::kExpired, 4));
+  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+}
+
+TEST_F(WriteTxnTest, WriteOutsideTransactionIsRequiredToBegin) {
+  WriteTransaction w(group_->writes());
+  auto a = guards::analyzeUncached("SELECT * FROM items");
+  w.noteRead(a->statements.at(0));
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1"), "TRANSACTION_REQUIRED");
+  EXPECT_EQ(code(w, "INSERT INTO items VALUES (1)"), "TRANSACTION_REQUIRED");
+  EXPECT_EQ(code(w, "DELETE FROM items WHERE id = 1"), "TRANSACTION_REQUIRED");
+  EXPECT_EQ(code(w, "MERGE INTO items t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE"),
+            "TRANSACTION_REQUIRED");
+  EXPECT_EQ(code(w, "BEGIN"), "pass");
+  EXPECT_EQ(code(w, "SELECT * FROM items"), "pass");
+}
+
+TEST_F(WriteTxnTest, LookFirstNamesTheTableAndHowToLook) {
+  WriteTransaction w = openWith("other");
+  auto j = judge(w, "UPDATE items SET qty = 1 WHERE id = 1");
+  ASSERT_TRUE(j.deny);
+  EXPECT_EQ(j.deny->code, "LOOK_FIRST");
+  EXPECT_NE(j.deny->message.find("items"), std::string::npos);
+  EXPECT_EQ(j.deny->hint, "SELECT * FROM items LIMIT 10");
+  // Looking at it (qualified or not) lets the write run, inside pgwarden's savepoint.
+  auto a = guards::analyzeUncached("SELECT count(*) FROM public.items WHERE id < 3");
+  w.noteRead(a->statements.at(0));
+  j = judge(w, "UPDATE items SET qty = 1 WHERE id = 1");
+  EXPECT_FALSE(j.deny);
+  EXPECT_TRUE(j.wrap);
+  EXPECT_EQ(j.table, "items");
+  EXPECT_EQ(j.command, "UPDATE");
+}
+
+TEST_F(WriteTxnTest, MissingOrTrivialPredicate) {
+  WriteTransaction w = openWith("items");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1"), "MISSING_PREDICATE");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE 1=1"), "MISSING_PREDICATE");
+  EXPECT_EQ(code(w, "DELETE FROM items WHERE true"), "MISSING_PREDICATE");
+  EXPECT_EQ(code(w, "DELETE FROM items"), "MISSING_PREDICATE");
+  EXPECT_EQ(code(w, "DELETE FROM items WHERE id = 4"), "pass");
+  // Whatever the transaction state: no WHERE, no write.
+  WriteTransaction none(group_->writes());
+  EXPECT_EQ(code(none, "UPDATE items SET qty = 1"), "MISSING_PREDICATE");
+}
+
+TEST_F(WriteTxnTest, DdlFollowsAllowDdl) {
+  WriteTransaction w = openWith("items");
+  EXPECT_EQ(code(w, "CREATE TABLE t2 (a int)"), "DDL_NOT_ALLOWED");
+  EXPECT_EQ(code(w, "TRUNCATE items"), "DDL_NOT_ALLOWED");
+  EXPECT_EQ(code(w, "DROP TABLE items"), "DDL_NOT_ALLOWED");
+  const guards::PolicyGroup* ddl = groups_.at("ddl_writers").get();
+  WriteTransaction d(ddl->writes());
+  EXPECT_EQ(code(d, "CREATE TABLE t2 (a int)", false, ddl), "TRANSACTION_REQUIRED");
+  ASSERT_TRUE(d.move(TxnEvent::kServerInTxn, 1));
+  auto j = judge(d, "CREATE TABLE t2 (a int)", false, ddl);
+  EXPECT_FALSE(j.deny) << (j.deny ? j.deny->code + " " + j.deny->message : "");
+  EXPECT_FALSE(j.wrap);  // no rows to count
+  EXPECT_EQ(code(d, "TRUNCATE items", false, ddl), "LOOK_FIRST");
+  // Privileges and code that runs later are never DDL a write group may run.
+  EXPECT_EQ(code(d, "GRANT ALL ON items TO PUBLIC", false, ddl), "WRITE_ESCAPE");
+  EXPECT_EQ(code(d, "ALTER ROLE me SUPERUSER", false, ddl), "WRITE_ESCAPE");
+  EXPECT_EQ(code(d, "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'", false, ddl),
+            "WRITE_ESCAPE");
+  EXPECT_EQ(code(d, "CREATE TRIGGER t AFTER INSERT ON items EXECUTE FUNCTION f()", false, ddl),
+            "WRITE_ESCAPE");
+}
+
+// The escapes themselves are the corpus below; these are their look-alikes that must still pass.
+TEST_F(WriteTxnTest, WhatTheEscapeChecksLetThrough) {
+  WriteTransaction w = openWith("items");
+  EXPECT_EQ(code(w, "SAVEPOINT mine"), "pass");
+  EXPECT_EQ(code(w, "ROLLBACK TO SAVEPOINT mine"), "pass");
+  EXPECT_EQ(code(w, "COMMIT AND NO CHAIN"), "pass");
+  EXPECT_EQ(code(w, "BEGIN"), "pass");  // PostgreSQL only warns: nothing changes
+  EXPECT_EQ(code(w, "EXPLAIN DELETE FROM items WHERE id = 1"), "pass");
+  EXPECT_EQ(code(w, "SELECT * FROM items", true), "pass");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1 RETURNING *"), "pass");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1", true), "EXTENDED_WRITE");
+}
+
+TEST_F(WriteTxnTest, RowCapsPerStatementAndTransaction) {
+  WriteTransaction w = openWith("items");
+  auto over = w.onWriteDone("items", "UPDATE", 400);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->code, "TOO_MANY_ROWS");
+  EXPECT_NE(over->facts.json("TOO_MANY_ROWS").find("\"rows\":400"), std::string::npos);
+  EXPECT_NE(over->facts.json("TOO_MANY_ROWS").find("\"scope\":\"statement\""), std::string::npos);
+  EXPECT_EQ(w.totals().rows, 0);  // undone: not counted
+  EXPECT_FALSE(w.onWriteDone("items", "UPDATE", 100));
+  EXPECT_FALSE(w.onWriteDone("other", "INSERT", 50));
+  over = w.onWriteDone("items", "DELETE", 1);
+  ASSERT_TRUE(over);
+  EXPECT_NE(over->facts.json("TOO_MANY_ROWS").find("\"scope\":\"transaction\""), std::string::npos);
+  EXPECT_EQ(w.totals().rows, 150);
+  EXPECT_EQ(w.totals().writes, 2);
+  EXPECT_EQ(w.totals().summary, "items: 100 rows; other: 50 rows");
+  w.clear();
+  EXPECT_EQ(w.totals().rows, 0);
+  EXPECT_EQ(w.totals().summary, "no changes");
+}
+
+TEST_F(WriteTxnTest, IdleAndAgeTimeouts) {
+  WriteTransaction w = openWith("items", 1000);
+  EXPECT_FALSE(w.due(1000 + 59999));
+  EXPECT_EQ(w.due(1000 + 60000), TxnEnd::kIdleTimeout);
+  // Busy all along, but older than max_age.
+  for (uint64_t t = 1000; t < 1000 + 600000; t += 30000) ASSERT_TRUE(w.move(TxnEvent::kServerInTxn, t));
+  EXPECT_EQ(w.due(1000 + 600000), TxnEnd::kMaxAge);
+  WriteTransaction none(group_->writes());
+  EXPECT_FALSE(none.due(1u << 30));
+}
+
+TEST_F(WriteTxnTest, RolledBackTransactionIsToldOnce) {
+  WriteTransaction w = openWith("items", 1000);
+  ASSERT_FALSE(w.onWriteDone("items", "UPDATE", 4));
+  ASSERT_TRUE(w.move(TxnEvent::kExpired, 70000));
+  EXPECT_EQ(w.expiredBy(), TxnEnd::kIdleTimeout);
+  w.clear();
+  auto j = judge(w, "SELECT 1");
+  ASSERT_TRUE(j.deny);
+  EXPECT_EQ(j.deny->code, "TRANSACTION_ROLLED_BACK");
+  const std::string detail = j.deny->facts.json(j.deny->code);
+  EXPECT_NE(detail.find("\"lost\":\"items: 4 rows\""), std::string::npos) << detail;
+  EXPECT_NE(detail.find("\"reason\":\"idle_timeout\""), std::string::npos) << detail;
+  ASSERT_TRUE(w.move(TxnEvent::kTold, 70001));
+  EXPECT_EQ(code(w, "SELECT 1"), "pass");
+}
+
+TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
+  WriteTransaction w = openWith("items", 1000);
+  ASSERT_FALSE(w.onWriteDone("items", "UPDATE", 4));
+  const auto open = w.openNotice(2000);
+  EXPECT_EQ(open.code, "TRANSACTION_OPEN");
+  EXPECT_EQ(open.sqlstate, "00000");
+  EXPECT_NE(open.message.find("items: 4 rows"), std::string::npos) << open.message;
+  EXPECT_NE(open.message.find("COMMIT"), std::string::npos);
+  EXPECT_NE(open.detail.find("\"next_moves\":[\"SELECT\",\"COMMIT\",\"ROLLBACK\"]"), std::string::npos)
+      << open.detail;
+  EXPECT_NE(open.detail.find("\"statements\":[\"UPDATE items 4\"]"), std::string::npos) << open.detail;
+  EXPECT_NE(open.detail.find("\"seconds_left\":60"), std::string::npos) << open.detail;
+  const auto kept = w.endNotice(true);
+  EXPECT_EQ(kept.code, "TRANSACTION_COMMITTED");
+  EXPECT_EQ(kept.message, "Committed; kept: items: 4 rows.");
+  EXPECT_EQ(w.endNotice(false).code, "TRANSACTION_DISCARDED");
+  ASSERT_TRUE(w.move(TxnEvent::kServerFailed, 3000));
+  EXPECT_NE(w.openNotice(3000).detail.find("\"next_moves\":[\"ROLLBACK\"]"), std::string::npos);
+}
+
+// The gate asks the caller's WriteTransaction before the chain; a front end without one (MCP) gets
+// the write group's read checks instead, since its chain has no read_only guard.
+class WriteCaller : public test::FakeCaller {
+ public:
+  WriteCaller(const guards::PolicyGroup* g, const WriteTransaction* w) : FakeCaller(g), w_(w) {}
+  const WriteTransaction* writeTransaction() const override { return w_; }
+
+ private:
+  const WriteTransaction* w_;
+};
+
+TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
+  PolicyEngine engine(64, 4096);
+  GateServices services;
+  services.policy = &engine;
+  WriteTransaction w = openWith("items");
+  WriteCaller caller(group_, &w);
+  StatementGate gate(services, caller, [](GateVerdict) {});
+  GateRequest r;
+  r.sql = "UPDATE items SET qty = 1 WHERE id = 1";
+  GateVerdict v;
+  ASSERT_TRUE(gate.decide(r, v));
+  EXPECT_FALSE(v.plan->decision.denied);
+  EXPECT_TRUE(v.write.wrap);
+  EXPECT_EQ(v.write.table, "items");
+  r.sql = "UPDATE items SET qty = 1";
+  ASSERT_TRUE(gate.decide(r, v));
+  ASSERT_TRUE(v.plan->decision.denied);
+  EXPECT_EQ(v.plan->decision.deny.code, "MISSING_PREDICATE");
+  EXPECT_EQ(v.plan->decision.deny.guard, "guarded_writes");
+  EXPECT_FALSE(v.write.wrap);
+
+  WriteCaller mcp(group_, nullptr);
+  StatementGate read_gate(services, mcp, [](GateVerdict) {});
+  r.sql = "BEGIN READ WRITE";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_EQ(v.plan->decision.deny.code, "READ_ONLY");
+  r.sql = "SET default_transaction_read_only = off";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_EQ(v.plan->decision.deny.code, "PROTECTED_SETTING");
+  r.sql = "SELECT * FROM items WHERE id = 1";
+  ASSERT_TRUE(read_gate.decide(r, v));
+  EXPECT_FALSE(v.plan->decision.denied);
+}
+
+TEST_F(WriteTxnTest, EveryWriteEscapeOfTheCorpusIsDenied) {
+  const auto lines = guards::test::loadCorpus("tests/security/write_escapes.tsv");
+  ASSERT_GE(lines.size(), 50u);
+  for (const auto& l : lines) {
+    SCOPED_TRACE("write_escapes.tsv:" + std::to_string(l.number) + " [" + l.category + "] " + l.sql);
+    WriteTransaction w = openWith("w_items");
+    EXPECT_EQ(code(w, l.sql), l.expect);
+  }
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
