@@ -14,10 +14,14 @@ char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) :
 
 const char* errorTextOf(int status) {
   switch (status) {
-    case 413: return "request body too large";
-    case 431: return "request headers too large";
-    case 505: return "HTTP version not supported";
-    default: return "bad request";
+    case 413:
+      return "request body too large";
+    case 431:
+      return "request headers too large";
+    case 505:
+      return "HTTP version not supported";
+    default:
+      return "bad request";
   }
 }
 
@@ -144,7 +148,8 @@ HttpRequestParser::~HttpRequestParser() = default;
 HttpRequestParser::Result HttpRequestParser::feed(std::string_view data) {
   if (failed_) return {Status::kError, 0};
   http_parser_pause(parser_.get(), 0);
-  const size_t n = http_parser_execute(parser_.get(), Callbacks::settings(), data.data(), data.size());
+  const size_t n =
+      http_parser_execute(parser_.get(), Callbacks::settings(), data.data(), data.size());
   const auto err = HTTP_PARSER_ERRNO(parser_.get());
   if (err == HPE_PAUSED) return {Status::kRequest, n};
   if (err != HPE_OK) {

@@ -15,24 +15,42 @@ namespace {
 
 const char* reasonPhrase(int code) {
   switch (code) {
-    case 200: return "OK";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 406: return "Not Acceptable";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -149,8 +167,9 @@ class HttpTransport::Connection final : public StreamEvents {
   bool send(std::string_view bytes) {
     if (state_ != State::kStreaming) return false;
     if (stream_.pendingBytes() + bytes.size() > t_.options_.max_stream_queue_bytes) {
-      spdlog::warn("{}: dropping the stream to {}: its client is not reading ({} bytes queued, {} more)",
-                   t_.options_.name, peer_host_, stream_.pendingBytes(), bytes.size());
+      spdlog::warn(
+          "{}: dropping the stream to {}: its client is not reading ({} bytes queued, {} more)",
+          t_.options_.name, peer_host_, stream_.pendingBytes(), bytes.size());
       exchange_ = 0;
       close();
       return false;
@@ -210,7 +229,8 @@ class HttpTransport::Connection final : public StreamEvents {
     }
     setState(State::kLingering);
     // Until the answer is out the write timeout bounds the wait; onShutdown starts the linger.
-    deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.write_timeout) + ms(t_.options_.linger_timeout);
+    deadline_ms_ =
+        uv_now(t_.loop_) + ms(t_.options_.write_timeout) + ms(t_.options_.linger_timeout);
     if ((!stream_.reading() && stream_.startRead() != 0) ||
         uv_shutdown(&shutdown_req_, stream_.handle(), &Connection::onShutdown) != 0) {
       close();
@@ -262,14 +282,16 @@ class HttpTransport::Connection final : public StreamEvents {
       if (in_.empty()) break;
       const auto [status, n] = parser_.feed(in_);
       in_.erase(0, n);
-      if (state_ == State::kIdle && (parser_.inRequest() || status == HttpRequestParser::Status::kRequest)) {
+      if (state_ == State::kIdle &&
+          (parser_.inRequest() || status == HttpRequestParser::Status::kRequest)) {
         setState(State::kReading);
         deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.read_timeout);
       }
       if (status == HttpRequestParser::Status::kError) {
         driving_ = false;
         const int code = parser_.errorStatus();
-        t_.refused(code == 413 || code == 431 ? HttpRefusal::kTooLarge : HttpRefusal::kMalformed, code);
+        t_.refused(code == 413 || code == 431 ? HttpRefusal::kTooLarge : HttpRefusal::kMalformed,
+                   code);
         fail(code, parser_.errorText());
         return;
       }
@@ -355,11 +377,14 @@ Status HttpTransport::start() {
       close();
       return Status::fail(what + uv_strerror(rc));
     }
-  } else if (int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&*addr), 0); rc != 0) {
+  } else if (int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&*addr), 0);
+             rc != 0) {
     close();
     return Status::fail(what + uv_strerror(rc));
   }
-  if (int rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, &HttpTransport::onConnection); rc != 0) {
+  if (int rc =
+          uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, &HttpTransport::onConnection);
+      rc != 0) {
     close();
     return Status::fail(what + uv_strerror(rc));
   }
@@ -388,8 +413,9 @@ void HttpTransport::accept() {
     for (const bool lingering : {false, true}) {
       for (auto& [p, c] : conns_) {
         const auto s = c->state();
-        const bool candidate = lingering ? s == Connection::State::kLingering
-                                         : s == Connection::State::kIdle || s == Connection::State::kReading;
+        const bool candidate =
+            lingering ? s == Connection::State::kLingering
+                      : s == Connection::State::kIdle || s == Connection::State::kReading;
         if (candidate && (!victim || c->seq() < victim->seq())) victim = p;
       }
       if (victim) break;
@@ -541,12 +567,14 @@ Result<sockaddr_storage> parseHttpListenAddress(std::string_view text) {
     port_text = text.substr(close + 2);
   } else {
     const size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos || text.find(':') != colon) return Error{"expected host:port"};
+    if (colon == std::string_view::npos || text.find(':') != colon)
+      return Error{"expected host:port"};
     host = text.substr(0, colon);
     port_text = text.substr(colon + 1);
   }
   if (port_text.empty() || port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
     return Error{"invalid port"};
   }
   const int port = std::stoi(std::string(port_text));

@@ -62,12 +62,12 @@ class HttpHandler {
 
 struct HttpTransportOptions {
   std::string name = "http";  // the config section, in errors and log lines ("mcp", "metrics")
-  std::string listen;  // "host:port" (numeric), port 0 = any
+  std::string listen;         // "host:port" (numeric), port 0 = any
   // At the cap, the longest-waiting connection without a request in hand (idle between requests,
   // or still sending one; then one lingering after its last answer) is closed to make room, so
   // half-open clients cannot keep out a client that sends its request at once.
   size_t max_connections = 128;
-  size_t max_header_bytes = 16384;  // request line and headers
+  size_t max_header_bytes = 16384;   // request line and headers
   size_t max_body_bytes = 1u << 20;  // 0: a request that declares a body is answered 413 at once
   std::chrono::milliseconds read_timeout{10000};  // a request's first byte .. its last (slowloris)
   std::chrono::milliseconds keepalive_timeout{60000};

@@ -21,7 +21,6 @@
 
 namespace pgwarden::daemon::metrics {
 
-
 struct MetricsEndpointOptions {
   std::string listen = "127.0.0.1:9930";  // host:port, [v6]:port; port 0 = any
   // Beyond it, the client that has waited longest without a request in hand is closed to make

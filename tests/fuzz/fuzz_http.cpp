@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "net/http_request_parser.h"
 #include "net/http_auth.h"
+#include "net/http_request_parser.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using pgwarden::daemon::HttpRequest;

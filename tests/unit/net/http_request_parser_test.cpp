@@ -1,12 +1,13 @@
 // The HTTP request decoder without sockets: a request whole, byte by byte and split anywhere;
 // pipelined requests one at a time; early refusal of garbage; the header, header-count and body
 // caps; HTTP versions; random input.
+#include "net/http_request_parser.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "net/http_request_parser.h"
 #include "net/http_transport.h"
 
 namespace pgwarden::daemon {
@@ -24,7 +25,8 @@ struct Fed {
   std::vector<HttpRequest> requests;
   int error = 0;
 };
-Fed feedInSteps(std::string_view data, size_t step, size_t max_header = 8192, size_t max_body = 1024) {
+Fed feedInSteps(std::string_view data, size_t step, size_t max_header = 8192,
+                size_t max_body = 1024) {
   HttpRequestParser p(max_header, max_body);
   Fed out;
   std::string in;
@@ -101,8 +103,8 @@ TEST(HttpRequestParser, HeadHttp10AndConnectionClose) {
 }
 
 TEST(HttpRequestParser, RefusesGarbageOnTheFirstByte) {
-  for (std::string_view bad : {std::string_view("\x16\x03\x01", 3), std::string_view("\0", 1),
-                               std::string_view("GE(T")}) {
+  for (std::string_view bad :
+       {std::string_view("\x16\x03\x01", 3), std::string_view("\0", 1), std::string_view("GE(T")}) {
     HttpRequestParser p(8192, 0);
     EXPECT_EQ(p.feed(bad).status, Status::kError) << bad;
     EXPECT_EQ(p.errorStatus(), 400);
@@ -111,11 +113,11 @@ TEST(HttpRequestParser, RefusesGarbageOnTheFirstByte) {
 }
 
 TEST(HttpRequestParser, RefusesMalformedLinesAndHeaders) {
-  for (const char* bad : {"GET /metrics HTTP/1.1 extra\r\n\r\n", "GET metrics HTTP/1.1\r\n\r\n",
-                          "GET /m\x01x HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nNoColonHere\r\n\r\n",
-                          "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-                          "GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-                          "GET / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n"}) {
+  for (const char* bad :
+       {"GET /metrics HTTP/1.1 extra\r\n\r\n", "GET metrics HTTP/1.1\r\n\r\n",
+        "GET /m\x01x HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nNoColonHere\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", "GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n"}) {
     const Fed f = feedInSteps(bad, 3);
     EXPECT_EQ(f.error, 400) << bad;
     EXPECT_TRUE(f.requests.empty()) << bad;
@@ -140,9 +142,15 @@ TEST(HttpRequestParser, EnforcesTheBodyCapAtTheHeadersWhenItCan) {
   EXPECT_EQ(p.feed("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n").status, Status::kError);
   EXPECT_EQ(p.errorStatus(), 413);
   // Chunked: refused when the chunks pass the cap, or at once when no body is allowed.
-  EXPECT_EQ(feedInSteps("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", 4, 8192, 4).error, 413);
+  EXPECT_EQ(
+      feedInSteps(
+          "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
+          4, 8192, 4)
+          .error,
+      413);
   HttpRequestParser none(8192, 0);
-  EXPECT_EQ(none.feed("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status, Status::kError);
+  EXPECT_EQ(none.feed("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status,
+            Status::kError);
   EXPECT_EQ(none.errorStatus(), 413);
   HttpRequestParser zero(8192, 0);
   EXPECT_EQ(zero.feed("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, Status::kRequest);

@@ -1,6 +1,8 @@
 // The transport on a real loop and socket, for what both endpoints rely on: HEAD answers without
 // their body, answers given later, a last answer followed by more bytes that still arrives whole
 // (linger), the refusals reported to the handler, and the connection cap making room.
+#include "net/http_transport.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,8 +13,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "net/http_transport.h"
 
 namespace pgwarden::daemon {
 namespace {
@@ -113,7 +113,8 @@ TEST_F(HttpTransportTest, HeadGetsTheLengthWithoutTheBody) {
 TEST_F(HttpTransportTest, AnAnswerGivenLaterGoesOutAndTheNextRequestFollows) {
   start({});
   handler_.answer_at_once = false;
-  const int fd = connectAndSend("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const int fd =
+      connectAndSend("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n");
   ASSERT_EQ(handler_.requests.size(), 1u);  // the second waits for the first's answer
   handler_.answer_at_once = true;
   t_->respond(handler_.requests[0].first, handler_.answer);
@@ -130,7 +131,8 @@ TEST_F(HttpTransportTest, ALastAnswerArrivesWholeThoughTheClientSendsMore) {
   o.max_body_bytes = 0;
   start(o);
   handler_.answer.body = std::string(200000, 'x');
-  const int fd = connectAndSend("GET / HTTP/1.1\r\nConnection: close\r\n\r\n" + std::string(40000, 'j'));
+  const int fd =
+      connectAndSend("GET / HTTP/1.1\r\nConnection: close\r\n\r\n" + std::string(40000, 'j'));
   bool eof = false;
   const std::string reply = readToEnd(fd, eof);
   EXPECT_TRUE(eof);
