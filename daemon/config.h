@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "net/http_server.h"
+#include "net/metrics_endpoint.h"
 #include "net/tls.h"
 #include "guards/policy.h"
 #include "history/recorder.h"
@@ -150,7 +150,7 @@ struct Config {
   std::vector<std::string> admin_users;
   LoggingConfig logging;
   TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
-  metrics::HttpServerOptions metrics;  // `metrics:`, parsed by the metrics module
+  metrics::MetricsEndpointOptions metrics;  // `metrics:`, parsed by the metrics module
   mcp::McpConfig mcp;                  // `mcp:`, parsed by the mcp module (off by default)
   history::HistoryConfig history;
   guards::PolicyMap groups;

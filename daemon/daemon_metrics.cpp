@@ -144,8 +144,8 @@ bool DaemonMetrics::start() {
 
   const auto& options = daemon_.config()->metrics;
   if (options.listen.empty()) return true;
-  http_ = metrics::HttpServer::create(daemon_.loop(), metrics_, options,
-                                      [this] { return readiness(); });
+  http_ = std::make_unique<metrics::MetricsEndpoint>(daemon_.loop(), metrics_, options,
+                                                     [this] { return readiness(); });
   const Status st = http_->start();
   if (!st) {
     spdlog::error("metrics endpoint: {}", st.error());

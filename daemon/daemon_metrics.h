@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "daemon/counters.h"
-#include "net/http_server.h"
+#include "net/metrics_endpoint.h"
 #include "metrics/metrics.h"
 #include "guards/policy.h"
 #include "history/record.h"
@@ -64,7 +64,7 @@ class DaemonMetrics final : public guards::GuardObserver {
 
   Daemon& daemon_;
   metrics::Metrics metrics_;
-  std::shared_ptr<metrics::HttpServer> http_;
+  std::unique_ptr<metrics::MetricsEndpoint> http_;
   std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
   std::unordered_map<std::string, metrics::Counter*> decisions_;

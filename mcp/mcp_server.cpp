@@ -112,6 +112,7 @@ McpServer::~McpServer() { close(); }
 
 Status McpServer::start() {
   HttpTransportOptions o;
+  o.name = "mcp";
   o.listen = config_.listen;
   o.max_connections = static_cast<size_t>(config_.max_connections);
   o.max_body_bytes = config_.max_body_bytes;

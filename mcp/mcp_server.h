@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "common/result.h"
-#include "mcp/http_transport.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp_config.h"
 #include "mcp/mcp_host.h"
@@ -27,9 +26,17 @@
 #include "mcp/operator_tools.h"
 #include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
+#include "net/http_transport.h"
 #include "pool/next_turn.h"
 
 namespace pgwarden::mcp {
+
+// The HTTP layer is net/'s, shared with the metrics endpoint.
+using daemon::HttpHandler;
+using daemon::HttpRequest;
+using daemon::HttpResponse;
+using daemon::HttpTransport;
+using daemon::HttpTransportOptions;
 
 // The protocol versions served, oldest first; the last is offered to a client asking for another.
 inline constexpr const char* kProtocolVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};

@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "mcp/http_transport.h"
+#include "net/http_transport.h"
 
 namespace pgwarden::mcp {
 

@@ -13,9 +13,13 @@
 
 #include "mcp/jsonrpc.h"
 
+namespace pgwarden::daemon {
+class HttpTransport;
+}  // namespace pgwarden::daemon
+
 namespace pgwarden::mcp {
 
-class HttpTransport;
+using daemon::HttpTransport;
 
 // The logging capability's levels (RFC 5424 severities), least severe first.
 enum class LogLevel : uint8_t { kDebug, kInfo, kNotice, kWarning, kError, kCritical, kAlert, kEmergency };

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include "mcp/http_transport.h"
+#include "net/http_transport.h"
 
 using namespace pgwarden::mcp;
+using pgwarden::daemon::appendHttpResponse;
+using pgwarden::daemon::HttpResponse;
 
 TEST(SessionStreams, LogLevelsParseInSeverityOrder) {
   const char* names[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};

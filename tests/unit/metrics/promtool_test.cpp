@@ -155,7 +155,7 @@ class PrometheusProcess {
 TEST(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
   auto binary = testing::findExecutable("prometheus");
   if (!binary) PGW_MISSING_TOOL("prometheus not installed (Debian package prometheus); skipped");
-  HttpServerOptions o;
+  MetricsEndpointOptions o;
   o.listen = "127.0.0.1:0";
   testing::LoopServer s(o);
   ASSERT_TRUE(s.started()) << s.startError();

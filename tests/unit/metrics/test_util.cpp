@@ -18,10 +18,10 @@
 
 namespace pgwarden::daemon::metrics::testing {
 
-LoopServer::LoopServer(HttpServerOptions options, ReadinessCheck readiness) {
+LoopServer::LoopServer(MetricsEndpointOptions options, ReadinessCheck readiness) {
   uv_loop_init(&loop_);
   metrics_ = std::make_unique<Metrics>(BuildInfo{"0.0.0-test", "0123456789ab"});
-  server_ = HttpServer::create(&loop_, *metrics_, std::move(options), std::move(readiness));
+  server_ = std::make_unique<MetricsEndpoint>(&loop_, *metrics_, options, std::move(readiness));
   start_status_ = server_->start();
   port_ = server_->port();
   async_.data = this;

@@ -15,16 +15,16 @@
 #include <thread>
 #include <vector>
 
-#include "net/http_server.h"
+#include "net/metrics_endpoint.h"
 #include "metrics/metrics.h"
 
 namespace pgwarden::daemon::metrics::testing {
 
-// Runs an HttpServer on a private loop in a thread. Everything that touches the server goes
+// Runs a MetricsEndpoint on a private loop in a thread. Everything that touches the server goes
 // through onLoop(), which runs a function on the loop thread and waits for it.
 class LoopServer {
  public:
-  explicit LoopServer(HttpServerOptions options, ReadinessCheck readiness = {});
+  explicit LoopServer(MetricsEndpointOptions options, ReadinessCheck readiness = {});
   ~LoopServer();
   LoopServer(const LoopServer&) = delete;
   LoopServer& operator=(const LoopServer&) = delete;
@@ -44,7 +44,7 @@ class LoopServer {
   uv_loop_t loop_{};
   uv_async_t async_{};
   std::unique_ptr<Metrics> metrics_;
-  std::shared_ptr<HttpServer> server_;
+  std::unique_ptr<MetricsEndpoint> server_;
   Status start_status_;
   int port_ = 0;
   std::thread thread_;

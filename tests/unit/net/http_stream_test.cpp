@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "mcp/http_transport.h"
+#include "net/http_transport.h"
 
-using namespace pgwarden::mcp;
+using namespace pgwarden::daemon;
 
 namespace {
 

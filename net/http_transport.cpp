@@ -1,42 +1,56 @@
-#include "mcp/http_transport.h"
+// The HTTP/1.1 transport: http-parser drives each connection's state (idle -> reading -> waiting
+// for the handler -> idle again, or a stream, or lingering after a last answer -> closing); one
+// 250 ms timer enforces every deadline, so a connection costs no timer handle of its own.
+#include "net/http_transport.h"
 
-#include <http_parser.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <climits>
 
-#include "net/http_server.h"
 #include "net/stream.h"
 
-namespace pgwarden::mcp {
-
-using daemon::Stream;
-using daemon::StreamEvents;
+namespace pgwarden::daemon {
 
 namespace {
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-
 const char* reasonPhrase(int code) {
   switch (code) {
-    case 200: return "OK";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 406: return "Not Acceptable";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -44,24 +58,13 @@ bool isLoopback(std::string_view host) {
   return host.rfind("127.", 0) == 0 || host == "::1" || host.rfind("::ffff:127.", 0) == 0;
 }
 
-// Bytes a connection keeps of pipelined requests while it waits for an answer.
 constexpr size_t kTimerMs = 250;
+// What a lingering connection reads and drops before it closes anyway.
+constexpr size_t kMaxLingerBytes = 64 * 1024;
 
 }  // namespace
 
-std::string_view HttpRequest::header(std::string_view lower_name) const {
-  for (const auto& [n, v] : headers) {
-    if (n == lower_name) return v;
-  }
-  return {};
-}
-
-bool HttpRequest::hasHeader(std::string_view lower_name) const {
-  return std::any_of(headers.begin(), headers.end(),
-                     [&](const auto& h) { return h.first == lower_name; });
-}
-
-void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive) {
+void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive, bool head_only) {
   // Straight into the connection's output buffer: the body (a tool's whole result, up to
   // mcp.max_result_bytes) is copied once, not into a formatted copy that is then copied again.
   out.reserve(out.size() + 256 + r.body.size());
@@ -91,7 +94,7 @@ void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive
   out += r.stream ? "Cache-Control: no-cache\r\n" : "Cache-Control: no-store\r\n";
   out += keep_alive && !r.stream ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
   out += "\r\n";
-  out += r.body;
+  if (!head_only) out += r.body;
 }
 
 // ----- one client ------------------------------------------------------------------------------
@@ -99,11 +102,15 @@ void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive
 class HttpTransport::Connection final : public StreamEvents {
  public:
   // kStreaming: a stream answer's headers are out; body bytes follow until finish() or a close.
-  enum class State : uint8_t { kIdle, kReading, kWaiting, kStreaming, kClosing };
+  // kLingering: the last answer is out (or going), the write side shut; input is dropped.
+  enum class State : uint8_t { kIdle, kReading, kWaiting, kStreaming, kLingering, kClosing };
 
-  Connection(HttpTransport& t) : t_(t), stream_(t.loop_, this) {
-    http_parser_init(&parser_, HTTP_REQUEST);
-    parser_.data = this;
+  explicit Connection(HttpTransport& t)
+      : t_(t),
+        stream_(t.loop_, this),
+        parser_(t.options_.max_header_bytes, t.options_.max_body_bytes),
+        seq_(++t.next_seq_) {
+    shutdown_req_.data = this;
   }
 
   int accept(uv_stream_t* listener) {
@@ -116,7 +123,7 @@ class HttpTransport::Connection final : public StreamEvents {
     if (rc == 0) rc = stream_.startRead();
     if (rc == 0) {
       peer_host_ = stream_.peerHost();
-      deadline_ms_ = uv_now(t_.loop_) + static_cast<uint64_t>(t_.options_.read_timeout.count());
+      deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.read_timeout);
     }
     return rc;
   }
@@ -124,6 +131,12 @@ class HttpTransport::Connection final : public StreamEvents {
   State state() const { return state_; }
   uint64_t deadline() const { return deadline_ms_; }
   uint64_t exchange() const { return exchange_; }
+  uint64_t seq() const { return seq_; }
+  bool answeredAny() const { return answered_ > 0; }
+  // An answer the client has not taken within write_timeout (a stream has its own cap instead).
+  bool writeStalled(uint64_t now) const {
+    return state_ != State::kStreaming && stream_.pendingBytes() > 0 && now >= write_deadline_ms_;
+  }
 
   void close() {
     if (state_ == State::kClosing) return;
@@ -144,26 +157,27 @@ class HttpTransport::Connection final : public StreamEvents {
   }
 
   void write(const HttpResponse& r) {
-    if (state_ == State::kClosing) return;
+    if (state_ == State::kClosing || state_ == State::kLingering) return;
     if (r.stream) {
       startStream(r);
       return;
     }
     const bool keep = keep_alive_ && !r.close && !t_.closing_;
-    appendHttpResponse(stream_.out(), r, keep);
+    appendHttpResponse(stream_.out(), r, keep, parser_.head());
     exchange_ = 0;
+    ++answered_;
     if (stream_.flush() != 0) {
       close();
       return;
     }
+    write_deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.write_timeout);
     if (!keep) {
-      setState(State::kClosing);
-      stream_.closeWhenFlushed();
+      linger();
       return;
     }
     setState(State::kIdle);
-    deadline_ms_ = uv_now(t_.loop_) + static_cast<uint64_t>(t_.options_.keepalive_timeout.count());
-    http_parser_pause(&parser_, 0);
+    seq_ = ++t_.next_seq_;
+    deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.keepalive_timeout);
     drive();
   }
 
@@ -172,8 +186,9 @@ class HttpTransport::Connection final : public StreamEvents {
   bool send(std::string_view bytes) {
     if (state_ != State::kStreaming) return false;
     if (stream_.pendingBytes() + bytes.size() > t_.options_.max_stream_queue_bytes) {
-      spdlog::warn("mcp: dropping the stream to {}: its client is not reading ({} bytes queued, {} more)",
-                   peer_host_, stream_.pendingBytes(), bytes.size());
+      spdlog::warn(
+          "{}: dropping the stream to {}: its client is not reading ({} bytes queued, {} more)",
+          t_.options_.name, peer_host_, stream_.pendingBytes(), bytes.size());
       exchange_ = 0;
       close();
       return false;
@@ -201,6 +216,11 @@ class HttpTransport::Connection final : public StreamEvents {
     // A stream's client has nothing more to say; what it sends is dropped, not buffered, and
     // reading goes on so its going away is seen.
     if (state_ == State::kStreaming) return;
+    if (state_ == State::kLingering) {
+      lingered_ += len;
+      if (lingered_ > kMaxLingerBytes) close();
+      return;
+    }
     in_.append(data, len);
     if (in_.size() > t_.options_.max_header_bytes + t_.options_.max_body_bytes) stream_.stopRead();
     drive();
@@ -213,6 +233,39 @@ class HttpTransport::Connection final : public StreamEvents {
 
  private:
   void setState(State s) { state_ = s; }
+  static uint64_t ms(std::chrono::milliseconds d) { return static_cast<uint64_t>(d.count()); }
+
+  // After a last answer: shut the write side once the answer is out, then read and drop until
+  // the client's FIN, kMaxLingerBytes or linger_timeout. Closing a socket with unread input
+  // sends RST, and the client's kernel may then discard the answer before the client reads it.
+  // TLS ends with close_notify instead (the Stream sends it), then closes.
+  void linger() {
+    in_.clear();
+    if (stream_.tlsActive()) {
+      setState(State::kClosing);
+      stream_.closeWhenFlushed();
+      return;
+    }
+    setState(State::kLingering);
+    // Until the answer is out the write timeout bounds the wait; onShutdown starts the linger.
+    deadline_ms_ =
+        uv_now(t_.loop_) + ms(t_.options_.write_timeout) + ms(t_.options_.linger_timeout);
+    if ((!stream_.reading() && stream_.startRead() != 0) ||
+        uv_shutdown(&shutdown_req_, stream_.handle(), &Connection::onShutdown) != 0) {
+      close();
+    }
+  }
+  // Runs after the queued writes (libuv orders them), or with UV_ECANCELED when the handle is
+  // closed, always before onStreamClosed: the Connection is still there.
+  static void onShutdown(uv_shutdown_t* req, int status) {
+    auto* c = static_cast<Connection*>(req->data);
+    if (c->state_ != State::kLingering) return;
+    if (status < 0) {
+      c->close();
+      return;
+    }
+    c->deadline_ms_ = uv_now(c->t_.loop_) + ms(c->t_.options_.linger_timeout);
+  }
 
   // The headers of a stream answer; the exchange stays registered (send, finish, abandon).
   void startStream(const HttpResponse& r) {
@@ -246,30 +299,38 @@ class HttpTransport::Connection final : public StreamEvents {
     driving_ = true;
     while (state_ == State::kIdle || state_ == State::kReading) {
       if (in_.empty()) break;
-      const size_t n = http_parser_execute(&parser_, settings(), in_.data(), in_.size());
-      const auto err = HTTP_PARSER_ERRNO(&parser_);
-      if (err != HPE_OK && err != HPE_PAUSED) {
+      const auto [status, n] = parser_.feed(in_);
+      in_.erase(0, n);
+      if (state_ == State::kIdle &&
+          (parser_.inRequest() || status == HttpRequestParser::Status::kRequest)) {
+        setState(State::kReading);
+        deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.read_timeout);
+      }
+      if (status == HttpRequestParser::Status::kError) {
         driving_ = false;
-        if (error_status_ != 0) {
-          fail(error_status_, error_status_ == 413 ? "request body too large" : "request headers too large");
-        } else {
-          fail(400, std::string("malformed HTTP request: ") + http_errno_name(err));
-        }
+        const int code = parser_.errorStatus();
+        t_.refused(code == 413 || code == 431 ? HttpRefusal::kTooLarge : HttpRefusal::kMalformed,
+                   code);
+        fail(code, parser_.errorText());
         return;
       }
-      in_.erase(0, n);
-      if (!ready_) {
-        if (n == 0) break;
-        continue;
+      if (parser_.takeContinue()) {
+        stream_.out() += "HTTP/1.1 100 Continue\r\n\r\n";
+        if (stream_.flush() != 0) {
+          driving_ = false;
+          close();
+          return;
+        }
+        write_deadline_ms_ = uv_now(t_.loop_) + ms(t_.options_.write_timeout);
       }
-      ready_ = false;
+      if (status == HttpRequestParser::Status::kNeedMore) break;
       setState(State::kWaiting);
       exchange_ = ++t_.next_exchange_;
       t_.exchanges_[exchange_] = this;
-      HttpRequest req = std::move(req_);
-      req_ = HttpRequest();
+      HttpRequest req = parser_.take();
       req.peer_host = peer_host_;
       req.loopback = isLoopback(peer_host_);
+      keep_alive_ = parser_.keepAlive();
       if (t_.handler_) {
         t_.handler_->onHttpRequest(exchange_, std::move(req));
       } else {
@@ -285,131 +346,20 @@ class HttpTransport::Connection final : public StreamEvents {
     }
   }
 
-  // ----- http-parser callbacks --------------------------------------------------------------
-  static Connection& of(http_parser* p) { return *static_cast<Connection*>(p->data); }
-
-  bool countHeader(size_t n) {
-    header_bytes_ += n;
-    if (header_bytes_ > t_.options_.max_header_bytes) {
-      error_status_ = 431;
-      return false;
-    }
-    return true;
-  }
-  void pushHeader() {
-    if (field_.empty()) return;
-    std::transform(field_.begin(), field_.end(), field_.begin(), lower);
-    req_.headers.emplace_back(std::move(field_), std::move(value_));
-    field_.clear();
-    value_.clear();
-  }
-
-  static int onMessageBegin(http_parser* p) {
-    Connection& c = of(p);
-    c.setState(State::kReading);
-    c.req_ = HttpRequest();
-    c.target_.clear();
-    c.field_.clear();
-    c.value_.clear();
-    c.header_bytes_ = 0;
-    c.last_was_value_ = false;
-    c.error_status_ = 0;
-    c.deadline_ms_ = uv_now(c.t_.loop_) + static_cast<uint64_t>(c.t_.options_.read_timeout.count());
-    return 0;
-  }
-  static int onUrl(http_parser* p, const char* at, size_t n) {
-    Connection& c = of(p);
-    if (!c.countHeader(n)) return -1;
-    c.target_.append(at, n);
-    return 0;
-  }
-  static int onHeaderField(http_parser* p, const char* at, size_t n) {
-    Connection& c = of(p);
-    if (!c.countHeader(n)) return -1;
-    if (c.last_was_value_) c.pushHeader();
-    c.last_was_value_ = false;
-    c.field_.append(at, n);
-    return 0;
-  }
-  static int onHeaderValue(http_parser* p, const char* at, size_t n) {
-    Connection& c = of(p);
-    if (!c.countHeader(n)) return -1;
-    c.last_was_value_ = true;
-    c.value_.append(at, n);
-    return 0;
-  }
-  static int onHeadersComplete(http_parser* p) {
-    Connection& c = of(p);
-    c.pushHeader();
-    if (c.req_.headers.size() > 100) {
-      c.error_status_ = 431;
-      return -1;
-    }
-    c.req_.method = http_method_str(static_cast<http_method>(p->method));
-    const size_t cut = c.target_.find_first_of("?#");
-    c.req_.path = c.target_.substr(0, cut);
-    if ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > c.t_.options_.max_body_bytes) {
-      c.error_status_ = 413;
-      return -1;
-    }
-    c.keep_alive_ = http_should_keep_alive(p) != 0;
-    // A client that waits for leave to send its body (curl does, above 1 KiB) gets it at once.
-    if (p->http_minor >= 1 && c.req_.header("expect") == "100-continue") {
-      c.stream_.out() += "HTTP/1.1 100 Continue\r\n\r\n";
-      if (c.stream_.flush() != 0) return -1;
-    }
-    return 0;
-  }
-  static int onBody(http_parser* p, const char* at, size_t n) {
-    Connection& c = of(p);
-    if (c.req_.body.size() + n > c.t_.options_.max_body_bytes) {
-      c.error_status_ = 413;
-      return -1;
-    }
-    c.req_.body.append(at, n);
-    return 0;
-  }
-  static int onMessageComplete(http_parser* p) {
-    Connection& c = of(p);
-    c.keep_alive_ = http_should_keep_alive(p) != 0;
-    c.ready_ = true;
-    // One request at a time: the parser stops right after it; pipelined bytes wait in in_.
-    http_parser_pause(p, 1);
-    return 0;
-  }
-  static const http_parser_settings* settings() {
-    static const http_parser_settings s = [] {
-      http_parser_settings x;
-      http_parser_settings_init(&x);
-      x.on_message_begin = &Connection::onMessageBegin;
-      x.on_url = &Connection::onUrl;
-      x.on_header_field = &Connection::onHeaderField;
-      x.on_header_value = &Connection::onHeaderValue;
-      x.on_headers_complete = &Connection::onHeadersComplete;
-      x.on_body = &Connection::onBody;
-      x.on_message_complete = &Connection::onMessageComplete;
-      return x;
-    }();
-    return &s;
-  }
-
   HttpTransport& t_;
   Stream stream_;
-  http_parser parser_{};
+  HttpRequestParser parser_;
+  uint64_t seq_;
+  uv_shutdown_t shutdown_req_{};
   State state_ = State::kIdle;
   std::string in_;
-  HttpRequest req_;
-  std::string target_;
-  std::string field_;
-  std::string value_;
   std::string peer_host_;
-  size_t header_bytes_ = 0;
-  int error_status_ = 0;
   uint64_t deadline_ms_ = 0;
+  uint64_t write_deadline_ms_ = 0;
   uint64_t exchange_ = 0;
-  bool last_was_value_ = false;
+  uint64_t answered_ = 0;
+  size_t lingered_ = 0;
   bool keep_alive_ = true;
-  bool ready_ = false;
   bool driving_ = false;
 };
 
@@ -426,8 +376,10 @@ HttpTransport::HttpTransport(uv_loop_t* loop, HttpTransportOptions options, Http
 HttpTransport::~HttpTransport() = default;
 
 Status HttpTransport::start() {
-  auto addr = daemon::metrics::parseListenAddress(options_.listen);
-  if (!addr.ok()) return Status::fail("mcp.listen " + options_.listen + ": " + addr.error());
+  const std::string what = options_.name + ".listen " + options_.listen + ": ";
+  if (closing_ || handles_open_ > 0) return Status::fail(what + "already started");
+  auto addr = parseHttpListenAddress(options_.listen);
+  if (!addr.ok()) return Status::fail(what + addr.error());
   self_ = shared_from_this();
   uv_tcp_init(loop_, &listener_);
   listener_.data = this;
@@ -442,15 +394,18 @@ Status HttpTransport::start() {
     int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&*addr), UV_TCP_IPV6ONLY);
     if (rc != 0) {
       close();
-      return Status::fail("mcp.listen " + options_.listen + ": " + uv_strerror(rc));
+      return Status::fail(what + uv_strerror(rc));
     }
-  } else if (int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&*addr), 0); rc != 0) {
+  } else if (int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&*addr), 0);
+             rc != 0) {
     close();
-    return Status::fail("mcp.listen " + options_.listen + ": " + uv_strerror(rc));
+    return Status::fail(what + uv_strerror(rc));
   }
-  if (int rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, &HttpTransport::onConnection); rc != 0) {
+  if (int rc =
+          uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, &HttpTransport::onConnection);
+      rc != 0) {
     close();
-    return Status::fail("mcp.listen " + options_.listen + ": " + uv_strerror(rc));
+    return Status::fail(what + uv_strerror(rc));
   }
   sockaddr_storage bound{};
   int len = sizeof(bound);
@@ -470,13 +425,24 @@ void HttpTransport::onConnection(uv_stream_t* listener, int status) {
 }
 
 void HttpTransport::accept() {
-  if (conns_.size() >= options_.max_connections) {
-    // Make room: the connection idle the longest goes (it can reconnect); else the newcomer.
+  if (openConnections() >= options_.max_connections) {
+    // Make room: the connection that has waited longest without a request in hand goes (it can
+    // reconnect), then one lingering after its last answer; else the newcomer is refused.
     Connection* victim = nullptr;
-    for (auto& [p, c] : conns_) {
-      if (c->state() == Connection::State::kIdle && (!victim || c->deadline() < victim->deadline())) victim = p;
+    for (const bool lingering : {false, true}) {
+      for (auto& [p, c] : conns_) {
+        const auto s = c->state();
+        const bool candidate =
+            lingering ? s == Connection::State::kLingering
+                      : s == Connection::State::kIdle || s == Connection::State::kReading;
+        if (candidate && (!victim || c->seq() < victim->seq())) victim = p;
+      }
+      if (victim) break;
     }
-    if (victim) victim->close();
+    if (victim) {
+      if (victim->state() != Connection::State::kLingering) refused(HttpRefusal::kEvicted, 0);
+      victim->close();
+    }
   }
   auto c = std::make_unique<Connection>(*this);
   Connection* raw = c.get();
@@ -485,9 +451,20 @@ void HttpTransport::accept() {
     raw->close();
     return;
   }
+  if (openConnections() > options_.max_connections) {
+    refused(HttpRefusal::kOverCapacity, 503);
+    raw->fail(503, "too many connections");
+  }
+}
+
+size_t HttpTransport::openConnections() const {
   size_t open = 0;
   for (auto& [p, conn] : conns_) open += conn->state() != Connection::State::kClosing;
-  if (open > options_.max_connections) raw->fail(503, "too many MCP connections");
+  return open;
+}
+
+void HttpTransport::refused(HttpRefusal why, int status) {
+  if (handler_) handler_->onHttpRefused(why, status);
 }
 
 void HttpTransport::respond(uint64_t exchange, HttpResponse response) {
@@ -542,16 +519,24 @@ void HttpTransport::onTimer(uv_timer_t* timer) {
   std::vector<Connection*> late;
   for (auto& [p, c] : self->conns_) {
     const auto s = c->state();
-    if ((s == Connection::State::kIdle || s == Connection::State::kReading) && now >= c->deadline()) {
+    const bool timed = s == Connection::State::kIdle || s == Connection::State::kReading ||
+                       s == Connection::State::kLingering;
+    if ((timed && now >= c->deadline()) ||
+        (s != Connection::State::kClosing && c->writeStalled(now))) {
       late.push_back(p);
     }
   }
   for (Connection* c : late) {
-    if (c->state() == Connection::State::kReading) {
+    if (c->state() == Connection::State::kReading && !c->writeStalled(now)) {
+      self->refused(HttpRefusal::kReadTimeout, 408);
       c->fail(408, "request not received in time");
-    } else {
-      c->close();
+      continue;
     }
+    // A client that never sent a request is a read timeout too; an idle keep-alive one is not.
+    if (c->state() == Connection::State::kIdle && !c->answeredAny()) {
+      self->refused(HttpRefusal::kReadTimeout, 0);
+    }
+    c->close();
   }
 }
 
@@ -589,4 +574,36 @@ void HttpTransport::maybeRelease() {
   std::shared_ptr<HttpTransport> keep = std::move(self_);
 }
 
-}  // namespace pgwarden::mcp
+Result<sockaddr_storage> parseHttpListenAddress(std::string_view text) {
+  std::string host;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return Error{"expected [address]:port"};
+    }
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon)
+      return Error{"expected host:port"};
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+  }
+  if (port_text.empty() || port_text.size() > 5 ||
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return Error{"invalid port"};
+  }
+  const int port = std::stoi(std::string(port_text));
+  if (port > 65535) return Error{"invalid port"};
+  if (host == "localhost") host = "127.0.0.1";
+  sockaddr_storage addr{};
+  if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&addr)) == 0) return addr;
+  addr = {};
+  if (uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&addr)) == 0) return addr;
+  return Error{"not a numeric IP address: " + host};
+}
+
+}  // namespace pgwarden::daemon

@@ -1,0 +1,199 @@
+// The metrics/health endpoint's routes over the HTTP transport: each request is answered inside
+// its onHttpRequest call (a scrape renders on the loop, as collectors read loop state), so no
+// exchange is ever left open; the transport's own refusals are counted here too.
+#include "net/metrics_endpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/config_util.h"
+
+namespace pgwarden::daemon::metrics {
+
+namespace {
+
+constexpr std::string_view kText = "text/plain; charset=utf-8";
+
+}  // namespace
+
+// ----- config --------------------------------------------------------------------------------
+
+MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node) {
+  MetricsEndpointOptions o;
+  if (!node || node.IsNull()) return o;
+  const std::string path = "metrics";
+  config::requireMap(node, path);
+  config::checkKeys(
+      node, path,
+      {"listen", "max_clients", "read_timeout", "bearer_token_file", "basic_auth_file"});
+  o.listen = config::getString(node, path, "listen", o.listen);
+  if (!o.listen.empty() && !parseHttpListenAddress(o.listen).ok()) {
+    config::fail(node["listen"], path + ".listen",
+                 "expected host:port with a numeric address, e.g. 127.0.0.1:9930 or [::1]:9930");
+  }
+  o.max_clients = static_cast<size_t>(
+      config::getInt(node, path, "max_clients", static_cast<int64_t>(o.max_clients), 1, 100000));
+  o.read_timeout = config::getDuration(node, path, "read_timeout", o.read_timeout);
+  if (o.read_timeout.count() <= 0) {
+    config::fail(node["read_timeout"], path + ".read_timeout", "must be greater than 0");
+  }
+  auto bearer = config::getOptionalString(node, path, "bearer_token_file");
+  auto basic = config::getOptionalString(node, path, "basic_auth_file");
+  if (bearer && basic) {
+    config::fail(node["basic_auth_file"], path + ".basic_auth_file",
+                 "set either bearer_token_file or basic_auth_file, not both");
+  }
+  if (bearer) {
+    o.auth.kind = HttpAuth::Kind::kBearer;
+    o.auth.secret =
+        config::readSecretFile(node["bearer_token_file"], path + ".bearer_token_file", *bearer);
+    if (o.auth.secret.empty()) {
+      config::fail(node["bearer_token_file"], path + ".bearer_token_file", "the file is empty");
+    }
+  } else if (basic) {
+    o.auth.kind = HttpAuth::Kind::kBasic;
+    o.auth.secret =
+        config::readSecretFile(node["basic_auth_file"], path + ".basic_auth_file", *basic);
+    if (o.auth.secret.find(':') == std::string::npos || o.auth.secret.front() == ':') {
+      config::fail(node["basic_auth_file"], path + ".basic_auth_file",
+                   "the file must hold user:password on its first line");
+    }
+  }
+  return o;
+}
+
+// ----- the endpoint ---------------------------------------------------------------------------
+
+MetricsEndpoint::MetricsEndpoint(uv_loop_t* loop, Metrics& metrics,
+                                 const MetricsEndpointOptions& options, ReadinessCheck readiness)
+    : metrics_(metrics), auth_(options.auth), readiness_(std::move(readiness)) {
+  HttpTransportOptions t;
+  t.name = "metrics";
+  t.listen = options.listen;
+  t.max_connections = options.max_clients;
+  t.max_header_bytes = options.max_request_bytes;
+  t.max_body_bytes = 0;  // GET and HEAD only: a request that declares a body is refused at once
+  t.read_timeout = options.read_timeout;
+  t.write_timeout = options.write_timeout;
+  t.keepalive_timeout = options.keepalive_timeout;
+  t.linger_timeout = options.linger_timeout;
+  transport_ = HttpTransport::create(loop, std::move(t), this);
+}
+
+// The transport must not call a handler that is gone.
+MetricsEndpoint::~MetricsEndpoint() { close(); }
+
+Status MetricsEndpoint::start() { return transport_->start(); }
+
+void MetricsEndpoint::close() {
+  if (transport_) transport_->close();  // keeps itself alive until its handles are closed
+}
+
+void MetricsEndpoint::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
+  std::string_view handler = "other";
+  if (req.path == "/metrics") {
+    handler = "metrics";
+  } else if (req.path == "/healthz") {
+    handler = "healthz";
+  } else if (req.path == "/readyz") {
+    handler = "readyz";
+  }
+  auto text = [](int status, std::string body) {
+    HttpResponse r;
+    r.status = status;
+    r.content_type = kText;
+    r.body = std::move(body);
+    return r;
+  };
+  if (req.method != "GET" && req.method != "HEAD") {
+    HttpResponse r = text(405, "method not allowed\n");
+    r.headers.emplace_back("Allow", "GET, HEAD");
+    respond(exchange, handler, std::move(r));
+  } else if (handler == "metrics") {
+    if (authorized(auth_, req.header("authorization"))) {
+      respond(exchange, handler, scrape());
+      return;
+    }
+    HttpResponse r = text(401, "unauthorized\n");
+    r.headers.emplace_back("WWW-Authenticate", auth_.kind == HttpAuth::Kind::kBasic
+                                                   ? "Basic realm=\"pgwarden\""
+                                                   : "Bearer");
+    respond(exchange, handler, std::move(r));
+  } else if (handler == "healthz") {
+    respond(exchange, handler, text(200, "ok\n"));
+  } else if (handler == "readyz") {
+    respond(exchange, handler, ready());
+  } else {
+    respond(exchange, handler, text(404, "not found\n"));
+  }
+}
+
+HttpResponse MetricsEndpoint::scrape() {
+  HttpResponse r;
+  r.content_type = kContentType;
+  // Collectors are other modules' code running inside a libuv callback: nothing they throw
+  // (std::bad_alloc included) may unwind through libuv.
+  try {
+    r.body.reserve(last_scrape_bytes_ + last_scrape_bytes_ / 4);
+    metrics_.http_scrapes.with({"text"}).inc();
+    metrics_.registry.render(r.body);
+  } catch (const std::exception& e) {
+    spdlog::error("metrics endpoint: rendering /metrics failed: {}", e.what());
+    r.status = 500;
+    r.content_type = kText;
+    r.body = "internal error\n";
+    return r;
+  }
+  last_scrape_bytes_ = r.body.size();
+  return r;
+}
+
+HttpResponse MetricsEndpoint::ready() {
+  Readiness state{true, {}};
+  if (readiness_) {
+    try {
+      state = readiness_();
+    } catch (const std::exception& e) {
+      state = Readiness{false, "readiness check failed"};
+      spdlog::error("metrics endpoint: readiness check threw: {}", e.what());
+    }
+  }
+  HttpResponse r;
+  r.content_type = kText;
+  if (state.ready) {
+    r.body = "ready\n";
+    return r;
+  }
+  r.status = 503;
+  r.body = state.reason.empty() ? std::string("not ready") : state.reason;
+  std::replace(r.body.begin(), r.body.end(), '\n', ' ');
+  r.body += '\n';
+  return r;
+}
+
+void MetricsEndpoint::respond(uint64_t exchange, std::string_view handler, HttpResponse response) {
+  metrics_.http_requests.with({handler, std::to_string(response.status)}).inc();
+  transport_->respond(exchange, std::move(response));
+}
+
+void MetricsEndpoint::onHttpRefused(HttpRefusal why, int status) {
+  switch (why) {
+    case HttpRefusal::kMalformed:
+    case HttpRefusal::kTooLarge:
+      metrics_.http_requests.with({"other", std::to_string(status)}).inc();
+      break;
+    case HttpRefusal::kReadTimeout:
+      metrics_.http_connections_rejected.with({"read_timeout"}).inc();
+      break;
+    case HttpRefusal::kEvicted:
+      spdlog::debug("metrics endpoint: closing the longest-waiting client to make room");
+      metrics_.http_connections_rejected.with({"evicted"}).inc();
+      break;
+    case HttpRefusal::kOverCapacity:
+      metrics_.http_connections_rejected.with({"max_clients"}).inc();
+      break;
+  }
+}
+
+}  // namespace pgwarden::daemon::metrics

@@ -1,0 +1,85 @@
+// The metrics and health endpoint: GET/HEAD /metrics, /healthz and /readyz, a handler over the
+// HTTP transport (net/http_transport.h) on the daemon's libuv loop. The transport bounds every
+// client in bytes and in time and caps their number; this file holds the routes, the optional
+// bearer or basic auth of /metrics, and the counters of the endpoint's own traffic.
+#pragma once
+
+#include <uv.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "metrics/metrics.h"
+#include "net/http_auth.h"
+#include "net/http_transport.h"
+
+namespace pgwarden::daemon::metrics {
+
+struct MetricsEndpointOptions {
+  std::string listen = "127.0.0.1:9930";  // host:port, [v6]:port; port 0 = any
+  // Beyond it, the client that has waited longest without a request in hand is closed to make
+  // room (then one already answered); only when every client is being answered is a new one
+  // refused at once.
+  size_t max_clients = 64;
+  size_t max_request_bytes = 8192;                     // request line + headers
+  std::chrono::milliseconds read_timeout{10000};       // a request's start .. its end (slowloris)
+  std::chrono::milliseconds write_timeout{10000};      // response taken by the client
+  std::chrono::milliseconds keepalive_timeout{60000};  // between a scraper's requests
+  std::chrono::milliseconds linger_timeout{2000};      // after the last response, wait for the FIN
+  HttpAuth auth;  // guards /metrics only; /healthz and /readyz stay open for probes
+};
+
+// Parses the `metrics:` section (absent node: defaults). Keys: listen, max_clients,
+// read_timeout, bearer_token_file, basic_auth_file ("user:password" on the first line).
+// Throws config::ConfigError with the line and dotted key.
+MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node);
+
+struct Readiness {
+  bool ready = false;
+  std::string reason;  // one short line for the 503 body, e.g. "upstream unreachable"
+};
+using ReadinessCheck = std::function<Readiness()>;
+
+// Owns its transport, which keeps itself alive until its handles are closed: the endpoint may be
+// destroyed right after close(). All methods run on the loop thread.
+class MetricsEndpoint final : public HttpHandler {
+ public:
+  // `metrics` must outlive the endpoint; `readiness` runs on the loop for each GET /readyz.
+  MetricsEndpoint(uv_loop_t* loop, Metrics& metrics, const MetricsEndpointOptions& options,
+                  ReadinessCheck readiness);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
+  // Binds and listens. The error names the address and the reason.
+  [[nodiscard]] Status start();
+  // The bound port (after start; useful with port 0), or 0.
+  int port() const { return transport_ ? transport_->port() : 0; }
+  // Stops listening and closes every client. Safe to call twice and before start().
+  void close();
+  size_t clientCount() const { return transport_ ? transport_->connectionCount() : 0; }
+
+  // HttpHandler
+  void onHttpRequest(uint64_t exchange, HttpRequest&& request) override;
+  void onHttpAbandoned(uint64_t) override {}  // every request is answered inside its call
+  void onHttpRefused(HttpRefusal why, int status) override;
+
+ private:
+  void respond(uint64_t exchange, std::string_view handler, HttpResponse response);
+  HttpResponse scrape();
+  HttpResponse ready();
+
+  Metrics& metrics_;
+  HttpAuth auth_;
+  ReadinessCheck readiness_;
+  std::shared_ptr<HttpTransport> transport_;
+  size_t last_scrape_bytes_ = 16384;
+};
+
+}  // namespace pgwarden::daemon::metrics
