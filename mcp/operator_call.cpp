@@ -183,15 +183,9 @@ void OperatorToolCall::onResult(RunResult&& r) {
     return;
   }
   if (r.kind == RunResult::Kind::kError || r.cancelled) {
-    const bool cancelled = r.cancelled || r.sqlstate == "57014";
-    Json e{{"code", cancelled ? "CANCELLED" : "SERVER_ERROR"},
-           {"sqlstate", r.sqlstate},
-           {"message", r.message},
-           {"detail", r.detail.empty() ? Json(nullptr) : Json(r.detail)},
-           {"next_step", cancelled ? Json(nullptr)
-                                   : Json("the tool's statement failed on the server; report it to the operator "
-                                          "if different arguments fail the same way")}};
-    finish(Json{{"error", std::move(e)}}, true, cancelled ? "cancelled" : "error", "The call failed:");
+    Json e = runErrorJson(r, "the tool's statement failed on the server; report it to the operator "
+                             "if different arguments fail the same way");
+    finish(Json{{"error", std::move(e)}}, true, runCancelled(r) ? "cancelled" : "error", "The call failed:");
     return;
   }
   const ResultSet* set = nullptr;

@@ -128,6 +128,18 @@ Json denialJson(const guards::Verdict& v) {
   return out;
 }
 
+bool runCancelled(const RunResult& r) { return r.cancelled || r.sqlstate == "57014"; }
+
+Json runErrorJson(const RunResult& r, std::string_view next_step) {
+  const bool cancelled = runCancelled(r);
+  return Json{{"code", cancelled ? "CANCELLED" : "SERVER_ERROR"},
+              {"sqlstate", r.sqlstate},
+              {"message", r.message},
+              {"detail", r.detail.empty() ? Json(nullptr) : Json(r.detail)},
+              {"hint", r.hint.empty() ? Json(nullptr) : Json(r.hint)},
+              {"next_step", cancelled ? Json(nullptr) : Json(next_step)}};
+}
+
 Json noticesJson(const RunResult& r) {
   Json out = Json::array();
   for (const auto& n : r.notices) {

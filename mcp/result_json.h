@@ -25,6 +25,10 @@ Json resultSetJson(const ResultSet& set);
 // {code, sqlstate, message, detail, hint, next_step} of a denial.
 Json denialJson(const guards::Verdict& v);
 Json noticesJson(const RunResult& r);
+// Whether a failed run was cancelled, and its {code CANCELLED|SERVER_ERROR, sqlstate, message,
+// detail, hint, next_step} (next_step null for a cancel).
+bool runCancelled(const RunResult& r);
+Json runErrorJson(const RunResult& r, std::string_view next_step);
 // The text a model reads next to the structured result, with row data fenced as data.
 std::string renderText(const Json& structured, std::string_view heading);
 // A tools/call result: {content: [the text rendering], structuredContent, isError}.

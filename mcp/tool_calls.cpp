@@ -240,14 +240,8 @@ bool ToolCall::finishedByFailure(const RunResult& r) {
     return true;
   }
   if (r.kind == RunResult::Kind::kError || r.cancelled) {
-    const bool cancelled = r.cancelled || r.sqlstate == "57014";
-    Json e{{"code", cancelled ? "CANCELLED" : "SERVER_ERROR"},
-           {"sqlstate", r.sqlstate},
-           {"message", r.message},
-           {"detail", r.detail.empty() ? Json(nullptr) : Json(r.detail)},
-           {"hint", r.hint.empty() ? Json(nullptr) : Json(r.hint)},
-           {"next_step", cancelled ? Json(nullptr) : Json("fix the statement and try again")}};
-    finish(std::move(e), true, cancelled ? "cancelled" : "error", "The statement failed:");
+    finish(runErrorJson(r, "fix the statement and try again"), true, runCancelled(r) ? "cancelled" : "error",
+           "The statement failed:");
     return true;
   }
   return false;
