@@ -15,8 +15,11 @@
 
 // GCC 12 under ASan warns -Wmaybe-uninitialized inside libstdc++'s <regex> (a false positive
 // that -Werror makes a failed build): silenced for that header and this file's code using it.
+// Clang (the fuzz build) has no such warning and would reject the unknown name.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <regex>
 
 namespace pgwarden::mcp {
@@ -723,4 +726,6 @@ std::string JsonSchema::propertyType(const std::string& name) const {
 
 }  // namespace pgwarden::mcp
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
