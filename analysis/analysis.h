@@ -85,10 +85,14 @@ struct StatementInfo {
   bool modifying_cte = false;
   bool explain_analyze = false;
   bool with_hold = false;               // DECLARE ... WITH HOLD
+  bool temporary = false;               // CREATE TEMP TABLE / VIEW / TABLE AS
   bool recursive_cte = false;
   // Set/reset/show: the setting name (lower case); "all" for RESET ALL.
   std::string setting;
+  // SET: the value as the server would take it back in `SET setting = '<value>'` (list
+  // elements of search_path that are not plain lower-case names keep their double quotes).
   std::string setting_value;
+  bool set_local = false;               // SET LOCAL (ends with the transaction)
   // Transaction control that asks for READ WRITE (BEGIN READ WRITE, SET TRANSACTION ...).
   bool read_write_requested = false;
   // For EXPLAIN, PREPARE, DECLARE, COPY (query form), CREATE TABLE AS: the inner statement's kind.

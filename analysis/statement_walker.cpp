@@ -11,6 +11,39 @@
 
 namespace pgwarden::guards::detail {
 
+namespace {
+
+// One element of a list setting (search_path) as it must be written inside the setting's string
+// form: a plain lower-case name as it is, anything else double-quoted.
+std::string quoteListElement(const std::string& name) {
+  bool plain = !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (const char c : name) {
+    plain = plain && (std::islower(static_cast<unsigned char>(c)) ||
+                      std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '$');
+  }
+  if (plain) return name;
+  std::string out = "\"";
+  for (const char c : name) {
+    out += c;
+    if (c == '"') out += '"';
+  }
+  return out + '"';
+}
+
+}  // namespace
+
+// libpg_query 15's JSON writes a negative integer constant as {"ival": {}}, the form of zero: the
+// number is read back from the text at the constant's location.
+std::string Walker::numberAt(element a) const {
+  const int64_t at = pgjson::int64(asNode(a).body, "location", -1);
+  if (at < 0 || static_cast<size_t>(at) >= sql_.size()) return "0";
+  size_t end = static_cast<size_t>(at);
+  if (sql_[end] == '-' || sql_[end] == '+') ++end;
+  while (end < sql_.size() && std::isdigit(static_cast<unsigned char>(sql_[end]))) ++end;
+  const std::string_view token = sql_.substr(static_cast<size_t>(at), end - static_cast<size_t>(at));
+  return token.empty() || token == "-" || token == "+" ? "0" : std::string(token);
+}
+
 void Walker::run(element stmt) {
   out_.kind = walkStmt(stmt, Ctx{}, true, true);
   finish();
@@ -94,6 +127,7 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     setCommand(top, matview ? "CREATE MATERIALIZED VIEW" : "CREATE TABLE AS");
     object into, rel;
     if (pgjson::getObject(b, "into", into) && pgjson::getObject(into, "rel", rel)) {
+      if (top && pgjson::str(rel, "relpersistence") == "t") out_.temporary = true;
       recordRangeVar(rel, Ctx{false, false, -1}, false, true, false);
     }
     element q;
@@ -107,6 +141,7 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     setCommand(top, t == "ViewStmt" ? "CREATE VIEW" : "CREATE TABLE");
     object rel;
     if (pgjson::getObject(b, t == "ViewStmt" ? "view" : "relation", rel)) {
+      if (top && pgjson::str(rel, "relpersistence") == "t") out_.temporary = true;
       recordRangeVar(rel, Ctx{false, false, -1}, false, true, false);
     }
     for (auto field : b) {
@@ -338,6 +373,7 @@ StatementKind Walker::walkVariableSet(object b, bool top) {
   setCommand(top, "SET");
   if (top) {
     out_.setting = lower(name);
+    out_.set_local = pgjson::boolean(b, "is_local");
     if (kind == "VAR_SET_DEFAULT") {
       out_.setting_value = "default";
     } else if (kind == "VAR_SET_CURRENT") {
@@ -345,9 +381,13 @@ StatementKind Walker::walkVariableSet(object b, bool top) {
     } else {
       array args;
       if (pgjson::getArray(b, "args", args)) {
+        const bool list = out_.setting == "search_path";
         for (element a : args) {
           if (!out_.setting_value.empty()) out_.setting_value += ", ";
-          out_.setting_value += pgjson::constOf(a).text;
+          const ConstArg c = pgjson::constOf(a);
+          const std::string text =
+              c.type == ConstArg::Type::kInteger && c.number == 0 ? numberAt(a) : c.text;
+          out_.setting_value += list ? quoteListElement(text) : text;
         }
       }
     }

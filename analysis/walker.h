@@ -55,6 +55,7 @@ class Walker {
   static bool readWriteIn(object body, std::string_view key);
   StatementKind walkTransaction(object b, bool top);
   StatementKind walkVariableSet(object b, bool top);
+  std::string numberAt(element a) const;
   StatementKind walkCopy(object b, bool top);
   StatementKind walkDml(std::string_view t, object b, Ctx ctx);
 

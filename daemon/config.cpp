@@ -192,12 +192,20 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
 
 void parsePool(const YAML::Node& n, PoolConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(n, "pool", {"min_size", "max_size", "acquire_timeout", "idle_timeout"});
+  cfg::checkKeys(n, "pool", {"min_size", "max_size", "acquire_timeout", "idle_timeout", "mode",
+                             "max_prepared_statements"});
   out.max_size = static_cast<int>(cfg::getInt(n, "pool", "max_size", out.max_size, 1, 100000));
   out.min_size =
       static_cast<int>(cfg::getInt(n, "pool", "min_size", out.min_size, 0, out.max_size));
   out.acquire_timeout = cfg::getDuration(n, "pool", "acquire_timeout", out.acquire_timeout);
   out.idle_timeout = cfg::getDuration(n, "pool", "idle_timeout", out.idle_timeout);
+  const std::string mode = cfg::getString(n, "pool", "mode", "session");
+  if (mode != "session" && mode != "transaction") {
+    cfg::fail(n["mode"], "pool.mode", "expected session or transaction, got '" + mode + "'");
+  }
+  out.mode = mode == "transaction" ? PoolMode::kTransaction : PoolMode::kSession;
+  out.max_prepared_statements = static_cast<int>(cfg::getInt(
+      n, "pool", "max_prepared_statements", out.max_prepared_statements, 1, 100000));
   if (out.acquire_timeout.count() == 0) {
     cfg::fail(n["acquire_timeout"], "pool.acquire_timeout", "must be above 0");
   }

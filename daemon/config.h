@@ -65,11 +65,19 @@ struct UpstreamConfig {
   std::optional<std::string> mapDatabase(std::string_view client_db) const;
 };
 
+// How long a client holds a server connection: its whole session, or one transaction (a
+// statement outside BEGIN is a transaction of its own). docs/operations.md.
+enum class PoolMode : uint8_t { kSession, kTransaction };
+
 struct PoolConfig {
   int min_size = 0;
   int max_size = 20;
   Millis acquire_timeout{5000};
   Millis idle_timeout{600000};
+  PoolMode mode = PoolMode::kSession;  // groups may override it (groups.NAME.pool_mode)
+  // Transaction mode: prepared statements kept per server connection (least recently used
+  // closed first), as PgBouncer's max_prepared_statements.
+  int max_prepared_statements = 200;
 };
 
 struct LimitsConfig {

@@ -39,6 +39,8 @@ struct Counters {
   uint64_t server_idle = 0;              // gauge: idle in a pool
   uint64_t server_active = 0;            // gauge: lent to a client
   uint64_t server_lost = 0;              // connections that died under a client
+  uint64_t pool_assignments = 0;         // connections lent (per session or per transaction)
+  uint64_t pool_reuse = 0;               // of those, connections that had served a client before
   uint64_t cancel_requests_received = 0;
   uint64_t cancel_requests_forwarded = 0;
 

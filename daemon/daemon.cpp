@@ -369,14 +369,16 @@ void Daemon::handleCancelRequest(int32_t pid, int32_t key) {
   it->second->cancelFromClient();
 }
 
-void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key) {
+void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
+                               std::shared_ptr<CancelFence> fence) {
   if (cancels_.size() >= kMaxCancelsInFlight) {
     spdlog::warn("cancel request dropped: {} already in flight", cancels_.size());
     return;
   }
   ++counters_.cancel_requests_forwarded;
   auto f = std::make_unique<CancelForwarder>(
-      &loop_, config_, server_pid, server_key, [this](CancelForwarder* done) {
+      &loop_, config_, server_pid, server_key, [this, fence](CancelForwarder* done) {
+        if (fence) fence->done();
         for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
           if (it->get() == done) {
             cancel_graveyard_.push_back(std::move(*it));
@@ -385,6 +387,7 @@ void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key) {
           }
         }
       });
+  if (fence) fence->sent();
   CancelForwarder* raw = f.get();
   raw->setDeadline(nowMs() + kCancelTimeoutMs);
   cancels_.push_back(std::move(f));

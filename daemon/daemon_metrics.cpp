@@ -99,6 +99,15 @@ bool DaemonMetrics::start() {
   });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
+  metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {
+    for (const PoolStats& p : daemon_.pools().stats()) sink.add({p.role + "/" + p.database}, p.waiting);
+  });
+  metrics_.pool_assignments.setCollector([this](metrics::SampleSink& sink) {
+    sink.add({}, static_cast<double>(daemon_.counters().pool_assignments));
+  });
+  metrics_.pool_reuse.setCollector([this](metrics::SampleSink& sink) {
+    sink.add({}, static_cast<double>(daemon_.counters().pool_reuse));
+  });
   metrics_.catalog_stats_age.setCollector([this](metrics::SampleSink& sink) {
     daemon_.catalog().forEachAge([&sink](const std::string& db, uint64_t age_ms) {
       sink.add({db}, static_cast<double>(age_ms) / 1000.0);
@@ -224,6 +233,12 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
     c.inc();
     if (decisions_.size() < kMaxDecisionCache) decisions_.emplace(decision_key_, &c);
   }
+}
+
+void DaemonMetrics::poolWait(bool transaction_mode, std::chrono::nanoseconds waited) {
+  metrics::Histogram*& h = pool_wait_[transaction_mode ? 1 : 0];
+  if (!h) h = &metrics_.pool_wait.with({transaction_mode ? "transaction" : "session"});
+  h->observe(waited);
 }
 
 void DaemonMetrics::guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) {

@@ -50,6 +50,9 @@ class DaemonMetrics final : public guards::GuardObserver {
   // truncation, budget exhaustion and the guard decisions the record carries. `plan` may be null.
   void onStatement(const history::Record& record, const StatementPlan* plan);
 
+  // A client waited `waited` for a server connection (a connection taken at once is no wait).
+  void poolWait(bool transaction_mode, std::chrono::nanoseconds waited);
+
   // guards::GuardObserver
   void guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) override;
   void externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) override;
@@ -64,6 +67,7 @@ class DaemonMetrics final : public guards::GuardObserver {
 
   Daemon& daemon_;
   metrics::Metrics metrics_;
+  metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
   std::unique_ptr<metrics::MetricsEndpoint> http_;
   std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.

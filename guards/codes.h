@@ -61,6 +61,9 @@ inline constexpr std::string_view kWriteEscape = "WRITE_ESCAPE";
 inline constexpr std::string_view kWriteNotAlone = "WRITE_NOT_ALONE";
 inline constexpr std::string_view kExtendedWrite = "EXTENDED_WRITE";
 inline constexpr std::string_view kTransactionRolledBack = "TRANSACTION_ROLLED_BACK";
+// Transaction pooling: a statement whose effect would outlive its transaction on a shared server
+// connection (0A000 feature_not_supported).
+inline constexpr std::string_view kSessionState = "SESSION_STATE";
 // Notices of the write mode (severity NOTICE, SQLSTATE 00000): after each statement inside a
 // transaction, and the answer to COMMIT or ROLLBACK.
 inline constexpr std::string_view kTransactionOpen = "TRANSACTION_OPEN";
@@ -93,6 +96,6 @@ inline constexpr std::string_view kAll[] = {
     kArbitraryRows,  kPartialResult,    kFanoutJoin,
     kLookFirst,      kTransactionRequired, kTooManyRows,   kDdlNotAllowed,  kWriteHidden,
     kWriteEscape,    kWriteNotAlone,    kExtendedWrite,       kTransactionRolledBack,
-    kTransactionOpen, kTransactionCommitted, kTransactionDiscarded};
+    kTransactionOpen, kTransactionCommitted, kTransactionDiscarded, kSessionState};
 
 }  // namespace pgwarden::guards::codes

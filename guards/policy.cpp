@@ -607,7 +607,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const YAML::Node node = kv.second;
     config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
                                    "max_rows_affected", "transaction_idle_timeout",
-                                   "transaction_max_age", "allow_ddl"});
+                                   "transaction_max_age", "allow_ddl", "pool_mode"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -642,6 +642,13 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     auto group = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path),
                                                std::move(reasons), std::move(screens));
     group->setWriteMode(std::move(writes));
+    if (const auto pool_mode = config::getOptionalString(node, path, "pool_mode")) {
+      if (*pool_mode != "session" && *pool_mode != "transaction") {
+        config::fail(node["pool_mode"], path + ".pool_mode",
+                     "expected session or transaction, got '" + *pool_mode + "'");
+      }
+      group->setPoolMode(*pool_mode);
+    }
     out[name] = std::move(group);
   }
   return out;

@@ -205,6 +205,10 @@ class PolicyGroup {
   const GroupSettings& settings() const { return *settings_; }
   const WriteMode& writes() const { return writes_; }
   void setWriteMode(WriteMode w) { writes_ = std::move(w); }
+  // The group's `pool_mode` (session or transaction): how long its sessions hold a server
+  // connection; "" when the group leaves it to pool.mode.
+  const std::string& poolMode() const { return pool_mode_; }
+  void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
   // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
@@ -249,6 +253,7 @@ class PolicyGroup {
   ReasonOverrides reasons_;
   std::unique_ptr<GroupSettings> settings_;
   WriteMode writes_;
+  std::string pool_mode_;
 };
 
 using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std::less<>>;

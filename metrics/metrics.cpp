@@ -48,6 +48,22 @@ Metrics::Metrics(const BuildInfo& build)
           registry.callbackFamily("pgwarden_server_connections",
                                   "Server connections by pool (server role/database) and state.",
                                   MetricType::kGauge, {"pool", "state"})),
+      pool_waiting(registry.callbackFamily("pgwarden_pool_waiting_clients",
+                                           "Clients waiting for a server connection, by pool.",
+                                           MetricType::kGauge, {"pool"})),
+      pool_assignments(registry.callbackFamily(
+          "pgwarden_pool_assignments_total",
+          "Server connections lent to clients: once per session in session pool_mode, once per "
+          "transaction in transaction pool_mode.",
+          MetricType::kCounter, {})),
+      pool_reuse(registry.callbackFamily(
+          "pgwarden_pool_reuse_total",
+          "Server connections lent that had served a client before (not newly opened).",
+          MetricType::kCounter, {})),
+      pool_wait(registry.histogramFamily("pgwarden_pool_wait_seconds",
+                                         "Time clients waited for a server connection, by pool_mode "
+                                         "(only waits: a free connection taken at once is not one).",
+                                         {"mode"}, kStatementDurationBuckets, 4)),
       mcp_requests(registry.callbackFamily(
           "pgwarden_mcp_requests_total",
           "HTTP requests to the MCP endpoint by result (handled, unauthorized, forbidden).",

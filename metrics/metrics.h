@@ -68,6 +68,10 @@ struct Metrics {
   // connections
   CallbackFamily& client_connections;          // gauge {state}
   CallbackFamily& server_connections;          // gauge {pool,state}
+  CallbackFamily& pool_waiting;                 // gauge {pool}: clients waiting for a server connection
+  CallbackFamily& pool_assignments;             // counter: server connections lent (per session or transaction)
+  CallbackFamily& pool_reuse;                   // counter: lent connections that served a client before
+  HistogramFamily& pool_wait;                   // seconds {mode}: waits for a server connection
   CallbackFamily& mcp_requests;                 // counter {result}: the MCP endpoint's HTTP requests
   CallbackFamily& mcp_sessions;                 // gauge: MCP sessions open
   CallbackFamily& mcp_streams;                  // gauge: MCP GET streams open

@@ -86,13 +86,38 @@ void Pool::spawnAsNeeded() {
   }
 }
 
+PooledConnection* Pool::popLendable() {
+  for (size_t i = idle_.size(); i-- > 0;) {
+    PooledConnection* c = idle_[i];
+    if (c->state() != ServerState::kIdle) {
+      idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (!c->lendable()) continue;
+    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+    return c;
+  }
+  return nullptr;
+}
+
+PooledConnection* Pool::takeIdle() {
+  if (!waiters_.empty()) return nullptr;  // first come, first served
+  PooledConnection* c = popLendable();
+  if (c) ++manager_.counters().pool_assignments;
+  return c;
+}
+
+void Pool::onLendable() {
+  if (!waiters_.empty()) scheduleServe();
+}
+
 void Pool::serve() {
   serve_due_ = false;
   // A waiter may acquire or cancel from inside its callback: the queues are read afresh each time.
-  while (!waiters_.empty() && !idle_.empty()) {
-    PooledConnection* c = idle_.back();
-    idle_.pop_back();
-    if (c->state() != ServerState::kIdle) continue;
+  while (!waiters_.empty()) {
+    PooledConnection* c = popLendable();
+    if (!c) break;
+    ++manager_.counters().pool_assignments;
     PoolWaiter* w = waiters_.front().waiter;
     waiters_.pop_front();
     w->onConnectionReady(*c);

@@ -78,11 +78,15 @@ class Pool {
   void acquire(PoolWaiter* w);
   // The waiter went away (client disconnected) before it got a connection.
   void cancelWait(PoolWaiter* w);
+  // An idle connection now, without waiting, when one is free and nobody waits before the caller
+  // (transaction pooling takes one per transaction this way); null otherwise: acquire().
+  PooledConnection* takeIdle();
 
   // From the connections. A connection that became idle goes to a waiter on the next turn.
   void onLoginDone(PooledConnection& c);
   void onLoginFailed(PooledConnection& c, const std::string& why);
-  void onIdle(PooledConnection& c);  // a reset finished
+  void onIdle(PooledConnection& c);  // a reset finished, or a transaction-pooled client let go
+  void onLendable();                 // an idle connection's cancel fence cleared
   void onClosed(PooledConnection& c);
 
   // Hands idle connections to waiters, first come first served, and opens what is missing. Run
@@ -107,6 +111,8 @@ class Pool {
   };
   void scheduleServe();
   void spawnAsNeeded();
+  // The warmest idle connection that may be lent (dropping entries that are no longer idle).
+  PooledConnection* popLendable();
   int countState(ServerState s) const;
   // Connections not closing or closed.
   int countOpen() const;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,18 @@
 namespace pgwarden::daemon {
 
 class Pool;
+
+// Cancel requests sent for a connection's backend and not answered yet: the connection is not
+// lent to another client until they are (a late cancel must never hit another client's statement).
+// Shared with the cancel senders, which outlive nothing: `cleared` is unset when the connection goes.
+struct CancelFence {
+  int in_flight = 0;
+  std::function<void()> cleared;
+  void sent() { ++in_flight; }
+  void done() {
+    if (in_flight > 0 && --in_flight == 0 && cleared) cleared();
+  }
+};
 
 // A connection as its pool sees it. It tells its pool about every change the pool cares about:
 // onLoginDone (now kIdle), onLoginFailed (a login ended in kClosing), onIdle (a reset finished)
@@ -36,6 +49,13 @@ class PooledConnection {
   virtual const std::string& loginSqlstate() const = 0;
   // The message of that ErrorResponse (at most kMaxLoginMessage bytes).
   virtual const std::string& loginMessage() const = 0;
+  // False while the connection may not be lent though it is idle (a cancel request sent for its
+  // previous client has not reached the server yet).
+  virtual bool lendable() const { return true; }
+  // The client session holding it (its id; 0 when idle or pgwarden's own) and how many times it
+  // was lent, for SHOW SERVERS.
+  virtual uint64_t holder() const { return 0; }
+  virtual uint64_t assignments() const { return 0; }
 };
 
 // The server's login error message is kept up to this many bytes.

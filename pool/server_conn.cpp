@@ -34,9 +34,23 @@ ServerConnection::ServerConnection(Pool& pool, uint64_t id)
       id_(id),
       config_(pool.manager().config()),
       stream_(pool.manager().loop(), this),
-      resolver_(pool.manager().loop()) {}
+      resolver_(pool.manager().loop()),
+      statements_(static_cast<size_t>(config_->pool.max_prepared_statements)),
+      fence_(std::make_shared<CancelFence>()) {
+  // A cancel answered after the connection went idle: it may be lent again now.
+  fence_->cleared = [this] {
+    if (state_ == ServerState::kIdle) pool_.onLendable();
+  };
+}
 
-ServerConnection::~ServerConnection() = default;
+ServerConnection::~ServerConnection() { fence_->cleared = nullptr; }
+
+std::string_view ServerConnection::loginParameter(std::string_view name) const {
+  for (const auto& [n, v] : login_params_) {
+    if (n == name) return v;
+  }
+  return {};
+}
 
 void ServerConnection::setState(ServerState to) {
   if (to == state_) return;
@@ -179,6 +193,7 @@ void ServerConnection::sendStartup() {
 }
 
 void ServerConnection::loginDone() {
+  login_params_ = params_;
   setState(ServerState::kIdle);
   idle_since_ms_ = pool_.manager().nowMs();
   pool_.onLoginDone(*this);
@@ -239,9 +254,21 @@ bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
   }
 }
 
-void ServerConnection::attach(ServerLink* link) {
+void ServerConnection::attach(ServerLink* link, uint64_t holder) {
   link_ = link;
+  holder_ = holder;
+  ++assignments_;
   setState(ServerState::kActive);
+}
+
+void ServerConnection::giveBack() {
+  if (state_ != ServerState::kActive) return;
+  link_ = nullptr;
+  holder_ = 0;
+  if (paused_) resumeReading();
+  setState(ServerState::kIdle);
+  idle_since_ms_ = pool_.manager().nowMs();
+  pool_.onIdle(*this);
 }
 
 void ServerConnection::release(int rfq_expected, bool need_sync) {
@@ -279,6 +306,10 @@ void ServerConnection::release(int rfq_expected, bool need_sync) {
 
 void ServerConnection::beginReset() {
   setState(ServerState::kResetting);
+  holder_ = 0;
+  // DISCARD ALL deallocates every prepared statement.
+  statements_.clear();
+  unnamed_owner_ = 0;
   rfq_expected_ = 0;
   if (tx_status_ != 'I') {
     protocol::writeQuery(stream_.out(), "ROLLBACK");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "net/upstream.h"
 #include "pool/pool.h"
 #include "pool/pooled_connection.h"
+#include "pool/server_statements.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
 #include "session/session_state.h"
@@ -25,6 +27,7 @@
 namespace pgwarden::daemon {
 
 class ServerConnection;
+
 
 // The client session a server connection is lent to. Callbacks run on the loop thread.
 class ServerLink {
@@ -93,8 +96,25 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
 
-  // kIdle -> kActive: server messages now go to `link`.
-  void attach(ServerLink* link);
+  // kIdle -> kActive: server messages now go to `link` (`holder`: the client session's id, for
+  // SHOW SERVERS; 0 for pgwarden's own jobs).
+  void attach(ServerLink* link, uint64_t holder = 0);
+  uint64_t holder() const override { return link_ ? holder_ : 0; }
+  // Transaction pooling: the client's transaction ended (idle, status 'I', nothing owed); the
+  // connection goes back to the pool as it is, without a reset, for the next transaction.
+  void giveBack();
+  // Times it was lent (session or transaction), for SHOW SERVERS and reuse figures.
+  uint64_t assignments() const override { return assignments_; }
+  // Transaction pooling: the prepared statements this connection holds for clients, and which
+  // client's unnamed statement it holds (0: none known).
+  ServerStatements& statements() { return statements_; }
+  uint64_t unnamedOwner() const { return unnamed_owner_; }
+  void setUnnamedOwner(uint64_t tag) { unnamed_owner_ = tag; }
+  // Values the connection had right after login, before any client changed them (what a client
+  // that never set a parameter expects).
+  std::string_view loginParameter(std::string_view name) const;
+  const std::shared_ptr<CancelFence>& cancelFence() const { return fence_; }
+  bool lendable() const override { return fence_->in_flight == 0; }
   // The session is done with it. `rfq_expected` ReadyForQuery messages are still due for work
   // already sent (0 when it is idle at ReadyForQuery); with `need_sync` a Sync is sent first so
   // an unfinished extended-protocol batch ends. The connection drains, then resets itself.
@@ -150,6 +170,12 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   protocol::FrameBuffer in_;
   protocol::FrameLimits limits_;
   ServerLink* link_ = nullptr;
+  uint64_t holder_ = 0;
+  uint64_t assignments_ = 0;
+  ServerStatements statements_;
+  uint64_t unnamed_owner_ = 0;
+  ParamList login_params_;
+  std::shared_ptr<CancelFence> fence_;
   std::unique_ptr<protocol::ScramClient> scram_;
   int32_t backend_pid_ = 0;
   int32_t backend_key_ = 0;

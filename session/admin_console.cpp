@@ -235,7 +235,7 @@ void AdminConsole::writeError(std::string& out, std::string_view sqlstate,
 
 AdminConsole::Table AdminConsole::showClients() const {
   Table t{{"id", "user", "database", "state", "addr", "application_name", "group", "agent_id",
-           "conversation_id", "connected_seconds", "statements"},
+           "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id"},
           {}};
   const uint64_t now = daemon_.nowMs();
   std::vector<const ClientSession*> all;
@@ -248,13 +248,16 @@ AdminConsole::Table AdminConsole::showClients() const {
                       s->agentId().empty() ? kNull : s->agentId(),
                       s->conversationId().empty() ? kNull : s->conversationId(),
                       std::to_string(since > 0 && now > since ? (now - since) / 1000 : 0),
-                      std::to_string(s->statementsRun())});
+                      std::to_string(s->statementsRun()), s->poolModeName(),
+                      s->serverId() ? std::to_string(s->serverId()) : kNull});
   }
   return t;
 }
 
 AdminConsole::Table AdminConsole::showServers() const {
-  Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error"}, {}};
+  Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error",
+           "client_id", "assignments"},
+          {}};
   const uint64_t now = daemon_.nowMs();
   daemon_.pools().forEachPool([&](const Pool& p) {
     p.forEachConnection([&](const PooledConnection& c) {
@@ -265,7 +268,9 @@ AdminConsole::Table AdminConsole::showServers() const {
                         idle && now > c.idleSinceMs()
                             ? std::to_string((now - c.idleSinceMs()) / 1000)
                             : kNull,
-                        c.lastError().empty() ? kNull : c.lastError()});
+                        c.lastError().empty() ? kNull : c.lastError(),
+                        c.holder() ? std::to_string(c.holder()) : kNull,
+                        std::to_string(c.assignments())});
     });
   });
   return t;
@@ -273,13 +278,14 @@ AdminConsole::Table AdminConsole::showServers() const {
 
 AdminConsole::Table AdminConsole::showPools() const {
   Table t{{"pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
-           "waiting"},
+           "waiting", "default_mode"},
           {}};
+  const char* mode = daemon_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
   for (const PoolStats& p : daemon_.pools().stats()) {
     t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
                       std::to_string(p.connecting), std::to_string(p.idle),
                       std::to_string(p.active), std::to_string(p.resetting),
-                      std::to_string(p.waiting)});
+                      std::to_string(p.waiting), mode});
   }
   return t;
 }
@@ -304,6 +310,8 @@ AdminConsole::Table AdminConsole::showStats() const {
         c.server_connect_errors_by_reason[i]);
   }
   add("server_lost", c.server_lost);
+  add("pool_assignments", c.pool_assignments);
+  add("pool_reuse", c.pool_reuse);
   add("cancel_requests_received", c.cancel_requests_received);
   add("cancel_requests_forwarded", c.cancel_requests_forwarded);
   uint64_t total = 0;

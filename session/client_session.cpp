@@ -156,7 +156,7 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (!paused_.empty() || write_hold_) {
+        if (!paused_.empty() || write_hold_ || waiting_pool_) {
           // A statement waits for its verdict (a webhook, the cost gate, the budget store);
           // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
@@ -176,6 +176,11 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length");
           goto done;
         }
+        if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
+            needsServer(f.type) && !takeServer()) {
+          // Waiting for a server connection: the message stays in the buffer until one comes.
+          continue;
+        }
         const bool go_on = handleClientMessage(f);
         in_.consume(f.raw.size());  // a paused message keeps a copy of its own
         if (!go_on || !paused_.empty() || write_hold_) goto done;
@@ -194,6 +199,7 @@ done:
   flushServer();
   flushClient();
   updateBackpressure();
+  returnServerIfIdle();
 }
 
 void ClientSession::updateBackpressure() {
@@ -363,6 +369,8 @@ bool ClientSession::owedIsUncertain() const {
       case Expect::kDescribePortal:
       case Expect::kExecute:
       case Expect::kClose:
+      case Expect::kInternalParse:
+      case Expect::kInternalClose:
         batch_open = true;
         break;
       case Expect::kExplain:
@@ -399,6 +407,8 @@ bool ClientSession::unsyncedTail() const {
       case Expect::kDescribePortal:
       case Expect::kExecute:
       case Expect::kClose:
+      case Expect::kInternalParse:
+      case Expect::kInternalClose:
         return true;
       case Expect::kLocal:
         break;
@@ -430,7 +440,7 @@ void ClientSession::releaseServer(bool client_gone) {
   }
   if (running) {
     // The client will never read this result: stop the server working on it.
-    daemon_.cancelServerQuery(s->backendPid(), s->backendKey());
+    daemon_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
   if (!pending_.empty() || !portals_.empty()) {
     if (client_gone && !ended_message_.empty()) {
@@ -524,7 +534,7 @@ void ClientSession::cancelFromClient() {
     return;
   }
   if (server_ && !pending_.empty()) {
-    daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+    daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
   }
 }
 

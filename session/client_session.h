@@ -19,6 +19,7 @@
 #include "daemon/config.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"
+#include "pool/server_statements.h"
 #include "session/session_state.h"
 #include "session/skipped_batch.h"
 #include "session/startup_params.h"
@@ -62,6 +63,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   uint64_t connectedAtMs() const { return connected_ms_; }
   uint64_t statementsRun() const { return statement_count_; }
   bool busy() const { return !pending_.empty(); }
+  // "transaction" or "session" (pool_mode), and the server connection it holds now (0: none).
+  const char* poolModeName() const { return txn_pooling_ ? "transaction" : "session"; }
+  uint64_t serverId() const { return server_ ? server_->id() : 0; }
 
   // A CancelRequest carrying our key arrived: cancel the server query, if any.
   void cancelFromClient();
@@ -108,6 +112,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     kInternal,  // pgwarden's own Query (SET on attach); its responses are swallowed
     kLocal,     // bytes of our own to send when this reaches the head
     kExplain,   // the cost gate's EXPLAIN: its plan is read here, never forwarded
+    // Transaction pooling: pgwarden's own Parse of a client's statement on this connection, and
+    // its Close of the connection's least recently used one; their answers are swallowed.
+    kInternalParse,
+    kInternalClose,
   };
   // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
   enum class WriteStep : uint8_t { kNone, kSavepoint, kRelease, kUndo, kExpire };
@@ -135,6 +143,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     bool write_failed = false;                // kQuery: the server refused it
     std::string write_table;                  // kQuery write: its target, for the tallies
     std::string write_command;
+    // kParse / kInternalParse (transaction pooling): the text prepared on the connection, which
+    // it forgets again if the Parse fails.
+    std::shared_ptr<const PreparedText> server_text;
+    bool param_sync = false;  // kInternal: the carried settings brought in line (not attach)
   };
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
@@ -167,6 +179,33 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void authenticated();
   void startAttach();
   void finishAttach();
+
+  // Transaction pooling and the carried settings (client_session_pooling.cpp).
+  bool transactionPooled() const override { return txn_pooling_; }
+  void choosePoolMode();
+  // The SETs (and RESETs) that give the server connection the client's carried settings.
+  std::string paramSyncSql();
+  // A server connection for the next message: true when server_ is set now; false while the
+  // session waits for one (the message stays in the input buffer).
+  bool takeServer();
+  void attachForTransaction(ServerConnection& c);
+  // The server is idle and owes nothing: its connection goes back to the pool.
+  void returnServerIfIdle();
+  bool needsServer(char type) const;
+  // A Sync: forwarded, or answered here when no server connection is held.
+  void sendSync(const protocol::Frame& f);
+  void sendParse(std::string_view name, std::string_view sql, const std::vector<uint32_t>& types,
+                 const protocol::Frame* raw);
+  void forwardPooled(const protocol::Frame& f);
+  // The server-side name of the client's statement `name` on this connection (prepared there
+  // first when needed); null when the client has no such statement.
+  const std::string* serverStatement(std::string_view name);
+  const std::string& prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal);
+  void insertBeforeLast(Pending p);
+  void answerLastHere(char complete_type);
+  void forgetFailedPrepare(const Pending& p);
+  void noteServerParameter(const protocol::Frame& f);
+  void noteCarriedSet(const StatementRun& run);
 
   // Proxying.
   bool handleClientMessage(const protocol::Frame& f);
@@ -310,6 +349,14 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
   // The server side.
   ServerConnection* server_ = nullptr;
+  bool txn_pooling_ = false;     // pool_mode transaction: server_ held per transaction
+  uint64_t wait_started_ns_ = 0;
+  ParamList startup_params_;     // the carried settings the client started with (RESET)
+  // Transaction pooling: the client's named prepared statements and its unnamed one as texts,
+  // to prepare on whichever connection it holds next.
+  std::unordered_map<std::string, std::shared_ptr<const PreparedText>> prepared_texts_;
+  std::shared_ptr<const PreparedText> unnamed_text_;
+  uint64_t unnamed_tag_ = 0;
   Pool* waiting_pool_ = nullptr;
   std::deque<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;

@@ -30,8 +30,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       deny_skipping_ = false;
       server_skipping_ = false;
       skipped_.end();
-      pushPending(Pending(Expect::kSync));
-      forward(f);
+      sendSync(f);
       return true;
     }
     if (f.type == 'X') {
@@ -65,8 +64,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       return true;
     }
     case 'S':
-      pushPending(Pending(Expect::kSync));
-      forward(f);
+      sendSync(f);
       return true;
     case 'H':
       forward(f);
@@ -98,9 +96,24 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
   }
 }
 
+void ClientSession::sendSync(const protocol::Frame& f) {
+  if (!server_) {
+    // Transaction pooling, nothing on the server: the batch ends here.
+    unsynced_ = false;
+    queueLocal({}, true);
+    return;
+  }
+  pushPending(Pending(Expect::kSync));
+  forward(f);
+}
+
 void ClientSession::forward(const protocol::Frame& f) {
   if (!server_) return;
-  server_->out().append(f.raw.data(), f.raw.size());
+  if (txn_pooling_ && (f.type == 'B' || f.type == 'D' || f.type == 'C')) {
+    forwardPooled(f);
+  } else {
+    server_->out().append(f.raw.data(), f.raw.size());
+  }
   switch (f.type) {
     case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
       unsynced_ = true;
@@ -234,6 +247,14 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     cmd.text = std::string(m->sql);
     return handleAgentParse(*m, cmd);
   }
+  if (txn_pooling_ && !name.empty() && prepared_texts_.count(name)) {
+    // PostgreSQL's answer, given here: the statement lives on no one server connection.
+    std::string out;
+    protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
+    queueLocal(std::move(out), false);
+    skipBatch("42P05", false);
+    return true;
+  }
   if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
     if (!name.empty()) {
       std::string out;
@@ -295,12 +316,12 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   }
   statements_[name] = plan;
   pushPending(std::move(p));
+  if (!server_) return true;
   if (d.rewritten_sql) {
     ++daemon_.counters().rewrites;
-    protocol::writeParse(server_->out(), m->statement, *d.rewritten_sql, m->param_types);
-    unsynced_ = true;
+    sendParse(m->statement, *d.rewritten_sql, m->param_types, nullptr);
   } else {
-    forward(f);
+    sendParse(m->statement, m->sql, m->param_types, &f);
   }
   return true;
 }

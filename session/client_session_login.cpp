@@ -15,25 +15,6 @@ namespace pgwarden::daemon {
 
 namespace {
 
-// Server-side parameters that the server does not report with ParameterStatus (PG 15).
-bool isReportedParam(std::string_view name) {
-  return name != "extra_float_digits" && name != "search_path";
-}
-
-std::string quoteLiteral(std::string_view v) {
-  std::string out;
-  const bool backslash = v.find('\\') != std::string_view::npos;
-  if (backslash) out.push_back('E');
-  out.push_back('\'');
-  for (char c : v) {
-    if (c == '\'') out.push_back('\'');
-    if (c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('\'');
-  return out;
-}
-
 // Longest wait for a database's first catalog statistics before the first ReadyForQuery.
 constexpr uint64_t kStatsWaitMs = 3000;
 
@@ -135,19 +116,31 @@ void ClientSession::authenticated() {
     }
     client_params_.emplace_back("search_path", *search_path_);
   }
+  startup_params_ = client_params_;
+  choosePoolMode();
   daemon_.registerCancelKey(this, key_pid_, key_secret_);
   key_registered_ = true;
   setState(ClientState::kAcquiring);
   writesSetUp();
   Pool& pool = daemon_.pools().pool(server_database_, false, writes_ != nullptr);
   waiting_pool_ = &pool;
+  wait_started_ns_ = uv_hrtime();
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
 void ClientSession::onServerReady(ServerConnection& c) {
   waiting_pool_ = nullptr;
+  if (state_ == ClientState::kReady) {
+    // Transaction pooling: the connection the next message waited for.
+    daemon_.metrics().poolWait(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+    attachForTransaction(c);
+    resumeInput();
+    return;
+  }
+  daemon_.metrics().poolWait(false, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+  if (c.assignments() > 0) ++daemon_.counters().pool_reuse;
   server_ = &c;
-  c.attach(this);
+  c.attach(this, id_);
   tx_status_ = c.txStatus();
   setState(ClientState::kAttaching);
   startAttach();
@@ -161,19 +154,9 @@ void ClientSession::onServerFailed(const std::string& sqlstate, const std::strin
 }
 
 void ClientSession::startAttach() {
-  // Apply the client's own parameters where the pooled connection differs; the server reports
+  // Apply the client's carried settings where the pooled connection differs; the server reports
   // the new values with ParameterStatus, which the connection records.
-  std::string sql;
-  for (const auto& [name, value] : client_params_) {
-    if (isReportedParam(name)) {
-      if (server_->parameter(name) == value) continue;
-    } else {
-      const auto current = server_->unreportedValue(name);
-      if (!current.empty() && current == value) continue;
-      server_->noteUnreported(name, value);
-    }
-    sql += "SET " + name + " = " + quoteLiteral(value) + ";";
-  }
+  const std::string sql = paramSyncSql();
   if (sql.empty()) {
     finishAttach();
     return;

@@ -101,6 +101,7 @@ void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
       run->rows_affected = run->txn_rows >= 0 ? run->txn_rows : protocol::commandTagCount(tag);
     }
     if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
+    if (tag == "SET" || tag == "RESET") noteCarriedSet(*run);
     run->bytes_sent += static_cast<int64_t>(f.raw.size());
     finishRun(*run, history::Outcome::kOk);
   }
@@ -120,7 +121,10 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     case 'S':
       // Recorded (and checked) by the server connection; the client sees it as it is, except
       // while attaching, when finishAttach sends the full set.
-      if (state_ == ClientState::kReady) out.append(f.raw.data(), f.raw.size());
+      if (state_ == ClientState::kReady) {
+        out.append(f.raw.data(), f.raw.size());
+        noteServerParameter(f);
+      }
       return true;
     default:
       break;
@@ -180,6 +184,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       case Expect::kExecute:
       case Expect::kClose:
       case Expect::kLocal:
+      case Expect::kInternalParse:
+      case Expect::kInternalClose:
         out.append(f.raw.data(), f.raw.size());
         afterServerError(sqlstate, message);
         // Report the failed statement with the server's words.
@@ -196,7 +202,12 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
           tx_status_ = z->status;
           server_->setTxStatus(z->status);
         }
+        const bool param_sync = head.param_sync;
         pending_.pop_front();
+        if (param_sync && !attach_failed_) {
+          emitLocalHeads();
+          return true;
+        }
         if (attach_failed_) {
           // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
           // connection in that case; so do we, with the server's reason.
@@ -221,6 +232,18 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     case Expect::kParse:
       if (f.type == '1') {
         out.append(f.raw.data(), f.raw.size());
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kInternalParse:
+      if (f.type == '1') {
+        popPending();
+        return true;
+      }
+      break;
+    case Expect::kInternalClose:
+      if (f.type == '3') {
         popPending();
         return true;
       }
@@ -465,6 +488,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       }
     }
     first = false;
+    forgetFailedPrepare(p);
     if (p.kind == Expect::kParse) {
       if (p.had_previous) {
         statements_[p.name] = p.previous;
@@ -522,6 +546,7 @@ void ClientSession::onServerReadDone(ServerConnection&) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   flushClient();
   updateBackpressure();
+  returnServerIfIdle();
 }
 
 void ClientSession::onServerWritten(ServerConnection&) {

@@ -69,7 +69,8 @@ bool legalTransition(ServerState from, ServerState to) {
     case ServerState::kIdle:
       return to == ServerState::kActive;
     case ServerState::kActive:
-      return to == ServerState::kResetting || to == ServerState::kDraining;
+      // Back to idle without a reset: a transaction-pooled client's transaction ended.
+      return to == ServerState::kResetting || to == ServerState::kDraining || to == ServerState::kIdle;
     case ServerState::kResetting:
       return to == ServerState::kIdle;
     case ServerState::kDraining:

@@ -4,6 +4,7 @@
 
 #include "analysis/plan.h"
 #include "guards/codes.h"
+#include "guards/session_state.h"
 #include "guards/webhook_guard.h"
 #include "net/webhook_client.h"
 
@@ -57,6 +58,7 @@ bool StatementGate::advance() {
             continue;
           }
           plan_ = services_.policy->plan(caller_.policyGroup(), request_.sql, ctx, stats.get());
+          if (caller_.transactionPooled()) judgeSessionState();
         }
         stage_ = Stage::kWebhook;
         continue;
@@ -208,6 +210,18 @@ bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::
   guards::applyDenial(d, renderOutside("guarded_writes", std::move(*j.deny)));
   plan_ = PolicyEngine::withDecision(*analysed, std::move(d));
   return true;
+}
+
+void StatementGate::judgeSessionState() {
+  if (plan_->decision.denied || !plan_->analysis || !plan_->analysis->ok) return;
+  for (const auto& st : plan_->analysis->statements) {
+    auto r = guards::sessionStateUse(st);
+    if (!r) continue;
+    guards::Decision d = plan_->decision;
+    guards::applyDenial(d, renderOutside("transaction_pooling", std::move(*r)));
+    plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+    return;
+  }
 }
 
 guards::Verdict StatementGate::renderOutside(std::string_view kind, guards::GuardResult r) const {

@@ -92,6 +92,9 @@ class GateCaller {
   // A guarded_writes session's transaction state (docs/writes.md); null: a read-only group. The
   // gate asks it first, before the chain, about every text.
   virtual const WriteTransaction* writeTransaction() const { return nullptr; }
+  // The caller holds a server connection for one transaction at a time (pool_mode transaction):
+  // statements that would leave session state behind are refused (SESSION_STATE).
+  virtual bool transactionPooled() const { return false; }
 };
 
 // The process-wide services a gate uses (any may be null: that feature is off).
@@ -140,6 +143,9 @@ class StatementGate {
   // (plan_ holds the denial).
   bool judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats);
   // A verdict reached outside the chain, with the group's reasons when there is a group.
+  // Transaction pooling: the chain's verdict turned into SESSION_STATE for a statement whose
+  // effect would outlive its transaction.
+  void judgeSessionState();
   guards::Verdict renderOutside(std::string_view kind, guards::GuardResult r) const;
   // The plan_check's verdict on the plan EXPLAIN returned ("" when it could not run).
   void runPlanCheck(guards::Decision& d, std::string_view plan_json);

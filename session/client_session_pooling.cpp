@@ -1,0 +1,318 @@
+// Client session, transaction pooling (docs/operations.md): with pool_mode transaction the session
+// holds a server connection only while a transaction is open or the server owes it answers.
+// Before a message that needs the server it takes a free connection (or waits for one, first come
+// first served), brings the connection's carried settings in line with the client's, and maps the
+// client's prepared statements to the ones the connection holds (preparing them there on first
+// use); when the server is idle again at ReadyForQuery it gives the connection back, as it is.
+// The parameter sync runs in session mode too, when the connection is first attached.
+
+#include "session/client_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+
+#include "common/log_text.h"
+#include "guards/session_state.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_metrics.h"
+
+namespace pgwarden::daemon {
+
+namespace {
+
+// The carried settings the server does not report with ParameterStatus (PG 15): pgwarden notes
+// what it SET on each connection.
+bool isReportedParam(std::string_view name) {
+  return name != "extra_float_digits" && name != "search_path";
+}
+
+constexpr std::array<std::string_view, 7> kCarriedParams = {
+    "application_name", "client_encoding",    "DateStyle",  "TimeZone",
+    "IntervalStyle",    "extra_float_digits", "search_path"};
+
+std::string quoteLiteral(std::string_view v) {
+  std::string out;
+  const bool backslash = v.find('\\') != std::string_view::npos;
+  if (backslash) out.push_back('E');
+  out.push_back('\'');
+  for (char c : v) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+const std::string* findParam(const ParamList& params, std::string_view name) {
+  for (const auto& [n, v] : params) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+void setParam(ParamList& params, std::string_view name, std::string_view value) {
+  for (auto& [n, v] : params) {
+    if (n == name) {
+      v = std::string(value);
+      return;
+    }
+  }
+  params.emplace_back(std::string(name), std::string(value));
+}
+
+// Tags of unnamed statements: which client's text a connection's unnamed statement holds.
+uint64_t nextUnnamedTag() {
+  static uint64_t last = 0;
+  return ++last;
+}
+
+std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
+
+}  // namespace
+
+std::string ClientSession::paramSyncSql() {
+  std::string sql;
+  for (const std::string_view name : kCarriedParams) {
+    const std::string* want = findParam(client_params_, name);
+    if (isReportedParam(name)) {
+      // Not set by the client: what the connection had after its login.
+      const std::string_view target = want ? std::string_view(*want) : server_->loginParameter(name);
+      if (target.empty() || server_->parameter(name) == target) continue;
+      sql += "SET " + std::string(name) + " = " + quoteLiteral(target) + ";";
+    } else {
+      const std::string_view target = want ? std::string_view(*want) : std::string_view();
+      if (server_->unreportedValue(name) == target) continue;
+      server_->noteUnreported(name, target);
+      sql += target.empty() ? "RESET " + std::string(name) + ";"
+                            : "SET " + std::string(name) + " = " + quoteLiteral(target) + ";";
+    }
+  }
+  return sql;
+}
+
+void ClientSession::choosePoolMode() {
+  const std::string& mode = policy_ ? policy_->poolMode() : std::string();
+  txn_pooling_ = mode.empty() ? config_->pool.mode == PoolMode::kTransaction : mode == "transaction";
+}
+
+bool ClientSession::takeServer() {
+  if (server_) return true;
+  if (waiting_pool_) return false;
+  Pool& pool = daemon_.pools().pool(server_database_, false, writes_ != nullptr);
+  if (PooledConnection* c = pool.takeIdle()) {
+    if (auto* s = dynamic_cast<ServerConnection*>(c)) {
+      attachForTransaction(*s);
+      return true;
+    }
+  }
+  waiting_pool_ = &pool;
+  wait_started_ns_ = uv_hrtime();
+  pool.acquire(this);  // onServerReady on a later loop turn
+  return false;
+}
+
+void ClientSession::attachForTransaction(ServerConnection& c) {
+  if (c.assignments() > 0) ++daemon_.counters().pool_reuse;
+  server_ = &c;
+  c.attach(this, id_);
+  tx_status_ = c.txStatus();
+  std::string sql = paramSyncSql();
+  if (sql.empty()) return;
+  Pending p(Expect::kInternal);
+  p.param_sync = true;
+  pending_.push_front(std::move(p));
+  protocol::writeQuery(server_->out(), sql);
+}
+
+void ClientSession::returnServerIfIdle() {
+  if (!txn_pooling_ || !server_ || state_ != ClientState::kReady) return;
+  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || !paused_.empty() || write_hold_ ||
+      deny_skipping_ || server_skipping_ || chunk_run_ || server_->txStatus() != 'I' ||
+      server_->state() != ServerState::kActive || server_->pendingBytes() > 0) {
+    return;
+  }
+  ServerConnection* s = server_;
+  server_ = nullptr;
+  server_paused_ = false;
+  s->giveBack();
+}
+
+bool ClientSession::needsServer(char type) const {
+  switch (type) {
+    case 'Q': case 'P': case 'B': case 'D': case 'E': case 'C':
+      return true;
+    case 'S': case 'H':
+      // With nothing on the server, pgwarden answers a Sync itself and a Flush has nothing to do.
+      return false;
+    default:
+      return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prepared statements across server connections
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::insertBeforeLast(Pending p) {
+  pending_.insert(pending_.empty() ? pending_.end() : pending_.end() - 1, std::move(p));
+}
+
+void ClientSession::answerLastHere(char complete_type) {
+  // The message's own entry, just queued: its answer is ours, in its turn.
+  Pending& last = pending_.back();
+  last.kind = Expect::kLocal;
+  last.local = completeMessage(complete_type);
+  last.local_rfq = false;
+  if (&pending_.front() == &last) emitLocalHeads();
+}
+
+const std::string& ClientSession::prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal) {
+  std::string evicted;
+  std::string& out = server_->out();
+  const std::string& name = server_->statements().add(text, &evicted);
+  if (!evicted.empty()) {
+    protocol::writeClose(out, 'S', evicted);
+    insertBeforeLast(Pending(Expect::kInternalClose));
+  }
+  protocol::writeParse(out, name, text->sql, text->types);
+  if (internal) {
+    Pending p(Expect::kInternalParse);
+    p.server_text = std::move(text);
+    insertBeforeLast(std::move(p));
+  } else {
+    pending_.back().server_text = std::move(text);
+  }
+  return name;
+}
+
+void ClientSession::sendParse(std::string_view name, std::string_view sql,
+                              const std::vector<uint32_t>& types, const protocol::Frame* raw) {
+  unsynced_ = true;
+  if (!txn_pooling_) {
+    if (raw) {
+      server_->out().append(raw->raw.data(), raw->raw.size());
+    } else {
+      protocol::writeParse(server_->out(), name, sql, types);
+    }
+    return;
+  }
+  auto text = std::make_shared<const PreparedText>(sql, types);
+  if (name.empty()) {
+    unnamed_text_ = std::move(text);
+    unnamed_tag_ = nextUnnamedTag();
+    server_->setUnnamedOwner(unnamed_tag_);
+    protocol::writeParse(server_->out(), "", sql, types);
+    return;
+  }
+  prepared_texts_[std::string(name)] = text;
+  if (server_->statements().find(*text)) {
+    answerLastHere('1');  // ParseComplete: the connection holds it already
+    return;
+  }
+  prepareOnServer(std::move(text), false);
+}
+
+const std::string* ClientSession::serverStatement(std::string_view name) {
+  static const std::string kUnnamed;
+  if (name.empty()) {
+    if (unnamed_text_ && server_->unnamedOwner() != unnamed_tag_) {
+      // The connection's unnamed statement is not this client's (it moved connections since).
+      protocol::writeParse(server_->out(), "", unnamed_text_->sql, unnamed_text_->types);
+      insertBeforeLast(Pending(Expect::kInternalParse));
+      server_->setUnnamedOwner(unnamed_tag_);
+    }
+    return &kUnnamed;
+  }
+  const auto it = prepared_texts_.find(std::string(name));
+  if (it == prepared_texts_.end()) return nullptr;  // the server says it does not exist
+  if (const std::string* held = server_->statements().find(*it->second)) return held;
+  return &prepareOnServer(it->second, true);
+}
+
+void ClientSession::forwardPooled(const protocol::Frame& f) {
+  std::string& out = server_->out();
+  switch (f.type) {
+    case 'B': {
+      auto b = protocol::parseBind(f.body);
+      const std::string* mapped = b ? serverStatement(b->statement) : nullptr;
+      if (!mapped || *mapped == b->statement) break;
+      protocol::BindMsg renamed = *b;
+      renamed.statement = *mapped;
+      protocol::writeBind(out, renamed);
+      return;
+    }
+    case 'D': {
+      auto d = protocol::parseDescribe(f.body);
+      if (!d || d->kind != 'S') break;
+      const std::string* mapped = serverStatement(d->name);
+      if (!mapped || *mapped == d->name) break;
+      protocol::writeDescribe(out, 'S', *mapped);
+      return;
+    }
+    case 'C': {
+      auto c = protocol::parseClose(f.body);
+      if (!c || c->kind != 'S') break;
+      // The client's name goes; the connection keeps the statement for whoever sends the text
+      // next (or until it is the least recently used).
+      if (c->name.empty()) {
+        unnamed_text_.reset();
+      } else {
+        prepared_texts_.erase(std::string(c->name));
+      }
+      answerLastHere('3');  // CloseComplete
+      return;
+    }
+    default:
+      break;
+  }
+  out.append(f.raw.data(), f.raw.size());
+}
+
+void ClientSession::forgetFailedPrepare(const Pending& p) {
+  if (!server_) return;
+  if (p.server_text) server_->statements().erase(*p.server_text);
+  if (p.kind == Expect::kInternalParse || p.kind == Expect::kParse) server_->setUnnamedOwner(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Carried settings: the client's SETs, followed so the next connection gets them too
+// ---------------------------------------------------------------------------------------------
+
+void ClientSession::noteServerParameter(const protocol::Frame& f) {
+  if (!txn_pooling_) return;
+  auto p = protocol::parseParameterStatus(f.body);
+  if (!p) return;
+  for (const std::string_view name : kCarriedParams) {
+    if (name == p->name) setParam(client_params_, name, p->value);
+  }
+}
+
+void ClientSession::noteCarriedSet(const StatementRun& run) {
+  if (!txn_pooling_ || !server_ || !run.plan || !run.plan->analysis) return;
+  const auto& statements = run.plan->analysis->statements;
+  if (run.index >= statements.size()) return;
+  const guards::StatementInfo& st = statements[run.index];
+  if (st.set_local || (st.kind != guards::StatementKind::kSet && st.kind != guards::StatementKind::kReset)) return;
+  const std::string_view name = guards::carriedSetting(st.setting);
+  // Reported settings follow the server's ParameterStatus; the others are noted here.
+  if (name.empty() || isReportedParam(name)) return;
+  std::string value;
+  if (st.kind == guards::StatementKind::kSet && st.setting_value != "default") {
+    value = st.setting_value;
+  } else if (const std::string* initial = findParam(startup_params_, name)) {
+    value = *initial;
+  }
+  if (value.empty()) {
+    client_params_.erase(std::remove_if(client_params_.begin(), client_params_.end(),
+                                        [&](const auto& kv) { return kv.first == name; }),
+                         client_params_.end());
+  } else {
+    setParam(client_params_, name, value);
+  }
+  server_->noteUnreported(name, value);
+}
+
+}  // namespace pgwarden::daemon

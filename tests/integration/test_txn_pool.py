@@ -1,0 +1,330 @@
+"""Transaction pooling (pool_mode transaction, docs/operations.md) through the real daemon and
+PostgreSQL: thousands of client connections on a small pool with correct answers and never more
+server backends than the pool allows; protocol-level prepared statements carried across server
+connections (pgbench -M prepared, JDBC with server-side prepared statements); a SET of a carried
+setting honoured for that client only; session state refused with a denial that says what to do;
+explicit transactions holding their connection; a cancel reaching the right statement; a client
+that vanishes mid-transaction leaving a clean connection behind; the admin console and metrics."""
+
+import re
+import secrets
+import struct
+import threading
+import time
+import urllib.request
+
+import psycopg2
+import psycopg2.errors
+import pytest
+
+import pgwtest
+
+POOL = 20
+
+
+def _users():
+    pw = {"tx": "tx-" + secrets.token_hex(6), "sess": "s-" + secrets.token_hex(6)}
+    users = [
+        {"name": "tx", "password": pgwtest.scram_verifier(pw["tx"]), "group": "pooled"},
+        {"name": "txtrust", "method": "trust", "group": "pooled"},
+        {"name": "sess", "password": pgwtest.scram_verifier(pw["sess"]), "group": "sessions"},
+    ]
+    return users, pw
+
+
+def _start(factory, pg, pool=POOL, extra=None):
+    users, pw = _users()
+    overrides = {
+        "pool": {"max_size": pool, "mode": "transaction", "acquire_timeout": "60s",
+                 "max_prepared_statements": 8},
+        "limits": {"max_client_connections": 2600, "max_startup_connections": 256},
+        "groups": {
+            "pooled": {"search_path": ["public"], "guards": []},
+            "sessions": {"search_path": ["public"], "guards": [], "pool_mode": "session"},
+        },
+        "admin_users": ["tx"],
+    }
+    if extra:
+        overrides = pgwtest.deep_merge(overrides, extra)
+    d = factory.start(pg, overrides=overrides, users=users, start=False)
+    d.passwords = pw
+    d.start()
+    return d
+
+
+@pytest.fixture(scope="module")
+def daemon(pg, pgwarden_bin):
+    factory = DaemonHolder(pgwarden_bin)
+    d = _start(factory, pg)
+    yield d
+    factory.stop()
+
+
+class DaemonHolder:
+    def __init__(self, binary):
+        self.binary = binary
+        self.daemons = []
+
+    def start(self, pg, overrides=None, users=None, start=True):
+        d = pgwtest.Pgwarden(self.binary, pg, overrides=overrides, users=users)
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def stop(self):
+        for d in self.daemons:
+            rc = d.stop()
+            report = pgwtest.sanitizer_report(d.log())
+            d.destroy()
+            assert not report, report
+            assert rc == 0, f"pgwarden exited with {rc}"
+
+
+def _backends(pg):
+    return pg.scalar("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                     (pgwtest.READER_ROLE,))
+
+
+def _query(raw, sql):
+    """Simple Query on a raw client: (rows as lists of str, command tag, error fields or None)."""
+    raw.send_msg(b"Q", sql.encode() + b"\0")
+    return _read_result(raw)
+
+
+def _read_result(raw):
+    rows, tag, err = [], None, None
+    while True:
+        t, body = raw.read_msg()
+        if t == b"D":
+            (n,) = struct.unpack("!H", body[:2])
+            pos, row = 2, []
+            for _ in range(n):
+                (ln,) = struct.unpack("!i", body[pos:pos + 4])
+                pos += 4
+                row.append(None if ln < 0 else body[pos:pos + ln].decode())
+                pos += max(ln, 0)
+            rows.append(row)
+        elif t == b"C":
+            tag = body.rstrip(b"\0").decode()
+        elif t == b"E":
+            err = pgwtest.parse_fields(body)
+        elif t == b"Z":
+            return rows, tag, err
+
+
+def _admin(d, command):
+    conn = psycopg2.connect(d.dsn(user="tx", dbname="pgwarden"))
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(command)
+            cols = [c.name for c in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def test_two_thousand_clients_on_twenty_server_connections(daemon, pg):
+    """2,000 clients (1,800 raw, 200 psycopg2) each run statements, all at once, through a pool of
+    20: every answer is the client's own, and PostgreSQL never sees more than 20 backends."""
+    raws, conns = [], []
+    peak = 0
+    try:
+        for i in range(1800):
+            r = pgwtest.RawClient.unix(daemon.sockdir / f".s.PGSQL.{daemon.port}", timeout=120)
+            r.login("txtrust")
+            raws.append(r)
+            if i % 300 == 0:
+                peak = max(peak, _backends(pg))
+        for _ in range(200):
+            conns.append(daemon.connect(user="txtrust", unix=True))
+        assert len(raws) + len(conns) == 2000
+        for rnd in range(2):
+            # Every raw client sends before any reads: 1,800 transactions wait for 20 connections.
+            for i, r in enumerate(raws):
+                r.send_msg(b"Q", f"SELECT {i} * 10 + {rnd}, pg_backend_pid()".encode() + b"\0")
+            pids = set()
+            for i, r in enumerate(raws):
+                rows, tag, err = _read_result(r)
+                assert err is None, err
+                assert rows[0][0] == str(i * 10 + rnd) and tag == "SELECT 1"
+                pids.add(rows[0][1])
+                if i % 300 == 0:
+                    peak = max(peak, _backends(pg))
+            assert 1 <= len(pids) <= POOL
+            for i, c in enumerate(conns):
+                with c.cursor() as cur:
+                    cur.execute("SELECT %s::int + 1", (i,))
+                    assert cur.fetchone()[0] == i + 1
+        peak = max(peak, _backends(pg))
+        # The pool's 20, plus the one connection that reads catalog statistics.
+        assert peak <= POOL + 1, f"{peak} backends for a pool of {POOL}"
+        pools = [p for p in _admin(daemon, "SHOW POOLS") if p["database"] == pgwtest.DATABASE]
+        assert sum(int(p["total"]) for p in pools) <= POOL + 1, pools
+        stats = {r["name"]: int(r["value"]) for r in _admin(daemon, "SHOW STATS")}
+        assert stats["pool_assignments"] >= 2 * 1800 + 2 * 200
+        clients = _admin(daemon, "SHOW CLIENTS")
+        assert sum(1 for c in clients if c["pool_mode"] == "transaction") >= 2000
+    finally:
+        for r in raws:
+            r.close()
+        for c in conns:
+            c.close()
+
+
+def test_pgbench_prepared_across_connections(daemon, pgwarden_factory):
+    """pgbench -M prepared with more clients than server connections and a server-side statement
+    cache of 8 per connection: named statements move between connections and are re-prepared."""
+    small = _start(pgwarden_factory, daemon.pg, pool=3)
+    for mode in ("prepared", "extended", "simple"):
+        r = pgwtest.run_pgbench(["-h", "127.0.0.1", "-p", str(small.port), "-U", "tx", pgwtest.DATABASE],
+                                mode, clients=12, seconds=3, password=small.passwords["tx"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        m = re.search(r"number of transactions actually processed: (\d+)", r.stdout)
+        assert m and int(m.group(1)) > 100, r.stdout
+        assert "error" not in r.stderr.lower(), r.stderr
+    pools = [p for p in _admin(small, "SHOW POOLS") if p["database"] == pgwtest.DATABASE]
+    # The three of the clients' pool, and the catalog statistics' own connection.
+    assert 1 <= sum(int(p["total"]) for p in pools) <= 3 + 1, pools
+
+
+def test_jdbc_server_prepared_statements(daemon, java):
+    """JDBC with server-side prepared statements (prepareThreshold 1 and the default 5) on 40
+    connections sharing a pool of 20: results checked row by row."""
+    for threshold in ("1", "5"):
+        r = java.run("TxnPoolCheck", daemon.port, "tx", daemon.passwords["tx"], threshold, 40)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "OK" in r.stdout, r.stdout
+
+
+def test_set_of_carried_setting_stays_with_its_client(pgwarden_factory, pg):
+    """On a pool of one, a client's SET DateStyle / extra_float_digits applies to that client
+    only, though both clients run on the same server connection in turn."""
+    one = _start(pgwarden_factory, pg, pool=1)
+    a = one.connect(user="tx")
+    b = one.connect(user="tx")
+    ca, cb = a.cursor(), b.cursor()
+    ca.execute("SET DateStyle = 'German'")
+    ca.execute("SET extra_float_digits = -10")
+    for _ in range(3):
+        ca.execute("SELECT '2024-03-01'::date::text, (1/3::float8)::text")
+        assert ca.fetchone() == ("01.03.2024", "0.33333")
+        cb.execute("SELECT '2024-03-01'::date::text, (1/3::float8)::text")
+        assert cb.fetchone() == ("2024-03-01", "0.3333333333333333")
+    ca.execute("RESET extra_float_digits")
+    ca.execute("SELECT (1/3::float8)::text")
+    assert ca.fetchone()[0] == "0.3333333333333333"
+    ca.execute("SHOW DateStyle")
+    assert ca.fetchone()[0].startswith("German")
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("sql, what", [
+    ("SET work_mem = '64MB'", "SET work_mem"),
+    ("LISTEN jobs", "LISTEN"),
+    ("PREPARE q AS SELECT 1", "PREPARE"),
+    ("SELECT pg_advisory_lock(42)", "pg_advisory_lock()"),
+    ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", "DECLARE ... WITH HOLD"),
+    ("SELECT set_config('work_mem', '64MB', false)", "set_config(..., false)"),
+])
+def test_session_state_is_refused_with_what_to_do(daemon, sql, what):
+    conn = daemon.connect(user="tx")
+    try:
+        with conn.cursor() as cur:
+            with pytest.raises(psycopg2.Error) as e:
+                cur.execute(sql)
+            assert e.value.pgcode == "0A000"
+            msg = e.value.pgerror
+            assert what in msg and "transaction-pooled" in msg, msg
+            assert "SESSION_STATE" in (e.value.diag.message_detail or ""), e.value.diag.message_detail
+            # What to do instead works.
+            cur.execute("BEGIN")
+            cur.execute("SET LOCAL work_mem = '64MB'")
+            cur.execute("SHOW work_mem")
+            assert cur.fetchone()[0] == "64MB"
+            cur.execute("SELECT pg_advisory_xact_lock(42)")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+    # A session-mode group keeps them.
+    s = daemon.connect(user="sess")
+    try:
+        with s.cursor() as cur:
+            cur.execute("SET work_mem = '64MB'")
+            cur.execute("SHOW work_mem")
+            assert cur.fetchone()[0] == "64MB"
+    finally:
+        s.close()
+
+
+def test_explicit_transaction_holds_its_connection_and_vanishing_client_rolls_back(pgwarden_factory, pg):
+    one = _start(pgwarden_factory, pg, pool=1)
+    a = one.connect(user="tx", autocommit=False)
+    ca = a.cursor()
+    ca.execute("SELECT pg_backend_pid()")
+    pid = ca.fetchone()[0]
+    ca.execute("SET LOCAL DateStyle = 'SQL'")
+    holders = [s for s in _admin(one, "SHOW SERVERS") if s["client_id"]]
+    assert len(holders) == 1
+    done = {}
+
+    def other():
+        b = one.connect(user="tx")
+        with b.cursor() as cb:
+            cb.execute("SELECT pg_backend_pid(), current_setting('DateStyle')")
+            done["row"] = cb.fetchone()
+            done["at"] = time.monotonic()
+        b.close()
+
+    t = threading.Thread(target=other)
+    t.start()
+    time.sleep(1.0)
+    assert "row" not in done, "the other client ran inside A's transaction"
+    # A vanishes mid-transaction: its connection is rolled back and lent to B, clean.
+    a.close()
+    t.join(30)
+    assert done["row"][0] == pid
+    assert done["row"][1].startswith("ISO"), done["row"]
+    assert pg.scalar("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND "
+                     "state = 'idle in transaction'", (pgwtest.READER_ROLE,)) == 0
+
+
+def test_cancel_reaches_the_right_statement(daemon):
+    a = daemon.connect(user="tx")
+    b = daemon.connect(user="tx")
+    results = {}
+
+    def run(name, conn, secs):
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT pg_sleep({secs}), 'done'")
+                results[name] = cur.fetchone()[1]
+        except psycopg2.Error as e:
+            results[name] = e.pgcode
+
+    ta = threading.Thread(target=run, args=("a", a, 5))
+    tb = threading.Thread(target=run, args=("b", b, 1.5))
+    ta.start()
+    tb.start()
+    time.sleep(0.5)
+    a.cancel()
+    ta.join(20)
+    tb.join(20)
+    assert results == {"a": "57014", "b": "done"}
+    # A's connection works afterwards.
+    with a.cursor() as cur:
+        cur.execute("SELECT 7")
+        assert cur.fetchone()[0] == 7
+    a.close()
+    b.close()
+
+
+def test_metrics_show_assignments_and_waits(daemon):
+    body = urllib.request.urlopen(f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=10).read().decode()
+    m = re.search(r"^pgwarden_pool_assignments_total (\S+)$", body, re.M)
+    assert m and float(m.group(1)) > 0
+    assert re.search(r'^pgwarden_pool_wait_seconds_count\{mode="transaction"\} [1-9]', body, re.M), \
+        [l for l in body.splitlines() if "pool_wait" in l]
+    assert "pgwarden_pool_waiting_clients{" in body
