@@ -69,8 +69,10 @@ void Pool::spawnAsNeeded() {
   const int connecting = countState(ServerState::kResolving) +
                          countState(ServerState::kConnecting) + countState(ServerState::kLogin);
   // Connections being reset or drained come back soon: count them as supply too.
+  int fenced = 0;  // idle, lendable once a cancel request for it is answered
+  for (const auto& c : conns_) fenced += c->state() == ServerState::kIdle && !c->lendable() ? 1 : 0;
   const int coming = connecting + countState(ServerState::kResetting) +
-                     countState(ServerState::kDraining);
+                     countState(ServerState::kDraining) + fenced;
   const int total = static_cast<int>(conns_.size());
   int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
   // While the server refuses new backends, one login per login_retry finds out when it takes

@@ -289,11 +289,17 @@ log_min_messages = warning
             f"SELECT rolpassword FROM pg_authid WHERE rolname = '{READER_ROLE}'")
 
     # -- PgBouncer ----------------------------------------------------------------------------
-    def start_pgbouncer(self, max_clients):
-        d = self.dir / "pgbouncer"
+    def start_pgbouncer(self, max_clients, pool_mode="session", pool_size=None, name="pgbouncer"):
+        """PgBouncer in `pool_mode` with `pool_size` server connections (default: one per
+        client). The first one started is the session-mode target of the throughput runs; another
+        (`name`) returns (port, pid) and is stopped with the run."""
+        d = self.dir / name
         d.mkdir()
         chown_pg(d)
-        self.pgb_port = free_port()
+        port = free_port()
+        first = name == "pgbouncer"
+        if first:
+            self.pgb_port = port
         userlist = d / "userlist.txt"
         userlist.write_text(f'"{READER_ROLE}" "{self.reader_verifier}"\n')
         ini = d / "pgbouncer.ini"
@@ -302,13 +308,13 @@ log_min_messages = warning
 
 [pgbouncer]
 listen_addr = 127.0.0.1
-listen_port = {self.pgb_port}
+listen_port = {port}
 unix_socket_dir =
 auth_type = scram-sha-256
 auth_file = {userlist}
-pool_mode = session
+pool_mode = {pool_mode}
 max_client_conn = {max_clients}
-default_pool_size = {max_clients}
+default_pool_size = {pool_size or max_clients}
 max_db_connections = 0
 logfile = {d / 'pgbouncer.log'}
 pidfile = {d / 'pgbouncer.pid'}
@@ -319,18 +325,23 @@ ignore_startup_parameters = extra_float_digits
         for p in (userlist, ini):
             chown_pg(p)
             p.chmod(0o600)
-        self.pgb_log = d / "pgbouncer.log"
+        log_path = d / "pgbouncer.log"
         # runuser puts the soft open-file limit back at 1024; the idle-connection run needs as
         # many descriptors for PgBouncer as pgwarden gets, so the shell raises it again.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         argv = ["sh", "-c", 'ulimit -n "$1" && exec "$2" "$3"', "sh", nofile, PGBOUNCER, ini]
-        self.pgb_proc = subprocess.Popen(as_pg_user(argv), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)
-        self.cleanup.add("PgBouncer", lambda: stop_process(self.pgb_proc, group=True))
-        if not wait_port(self.pgb_port, self.pgb_proc):
-            raise BenchError("PgBouncer did not start:\n" + self._tail(self.pgb_log))
-        self.pgb_pid = self._pgbouncer_pid(d / "pgbouncer.pid")
+        proc = subprocess.Popen(as_pg_user(argv), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self.cleanup.add(name, lambda: stop_process(proc, group=True))
+        if not wait_port(port, proc):
+            raise BenchError("PgBouncer did not start:\n" + self._tail(log_path))
+        pid = self._pgbouncer_pid(d / "pgbouncer.pid")
+        if not first:
+            return port, pid, proc
+        self.pgb_proc = proc
+        self.pgb_log = log_path
+        self.pgb_pid = pid
         self.pgb_nofile = None
         try:
             with open(f"/proc/{self.pgb_pid}/limits") as f:
@@ -356,8 +367,9 @@ ignore_startup_parameters = extra_float_digits
             return ""
 
     # -- pgwarden -----------------------------------------------------------------------------
-    def pgwarden_config(self, binary, max_clients):
-        """Config derived from the example: its groups as they are, our users, ports and paths."""
+    def pgwarden_config(self, binary, max_clients, pool_mode="session", pool_size=None):
+        """Config derived from the example: its groups as they are (the agents group in
+        `pool_mode`, session unless asked), our users, ports and paths."""
         cfg = yaml.safe_load(EXAMPLE_CONFIG.read_text())
         d = self.dir / "pgwarden"
         d.mkdir(exist_ok=True)
@@ -372,7 +384,7 @@ ignore_startup_parameters = extra_float_digits
                   # The slow reader of a 1 GB result keeps its statement running far longer
                   # than the example's 10 s; nothing else here comes near it.
                   statement_timeout="10m")
-        cfg["pool"].update(min_size=0, max_size=max_clients + 8, acquire_timeout="60s")
+        cfg["pool"].update(min_size=0, max_size=pool_size or max_clients + 8, acquire_timeout="60s")
         # The memory runs log in 32 clients at a time, all from 127.0.0.1: no per-address cap.
         cfg["limits"].update(max_client_connections=max_clients + 8, startup_timeout="60s",
                              max_startup_per_address=0)
@@ -392,6 +404,7 @@ ignore_startup_parameters = extra_float_digits
         for g in ("agents", "analysts"):
             if g not in cfg.get("groups", {}):
                 raise BenchError(f"packaging/pgwarden.yaml has no `{g}` group")
+        cfg["groups"]["agents"]["pool_mode"] = pool_mode
         return cfg
 
     def _pgwarden_verifier(self, binary, user, password):

@@ -330,6 +330,23 @@ def render(results):
                 for n, x in c["targets"].items() for e in x["errors"][:1]]
         for m, n, name, e in errs:
             lines.append(f"  error {m} c={n} {name}: {e[:300]}")
+    po = results.get("pooling") or {}
+    if po.get("cells"):
+        lines.append("")
+        lines.append(f"transaction pooling on {po['pool_size']} server connections (medians; server "
+                     f"backends seen: {po.get('max_server_backends_seen')})")
+        head = (f"{'mode':8s} {'c':>3s} | {'pgbouncer tps':>13s} {'p50':>5s} | {'pgwarden tps':>12s} "
+                f"{'p50':>5s} {'cpu':>5s} | {'pgw/pgb':>7s}")
+        lines.append(head)
+        lines.append("-" * len(head))
+        for c in po["cells"]:
+            b, w = c["targets"]["pgbouncer"], c["targets"]["pgwarden"]
+            lines.append(
+                f"{c['mode']:8s} {c['clients']:>3d} | "
+                f"{_f(b['tps_median']) if not b['errors'] else 'error':>13s} {_f(b['latency_median_us']):>5s} | "
+                f"{_f(w['tps_median']) if not w['errors'] else 'error':>12s} {_f(w['latency_median_us']):>5s} "
+                f"{_f(w.get('proxy_cpu_us_per_tx'), '{:.1f}'):>5s} | "
+                f"{_f(c['ratios']['pgwarden_over_pgbouncer_tps'], '{:.2f}'):>7s}")
     sc = results.get("screens") or {}
     if sc.get("cells"):
         lines.append("")

@@ -351,4 +351,48 @@ TEST_F(ServerConnTest, ALetGoMidResultDrainsResetsAndGoesBackToThePool) {
   EXPECT_EQ(pool().stats().total, 1);
 }
 
+TEST_F(ServerConnTest, AGiveBackKeepsItsStatementsAndAFencedConnectionWaitsForItsCancel) {
+  Client& first = newClient();
+  loginAndLend(first);
+  ServerConnection* s = first.server;
+  query(first, "SELECT 1");
+  server_.send(frames([](std::string& o) {
+    protocol::writeCommandComplete(o, "SELECT 1");
+    protocol::writeReadyForQuery(o, 'I');
+  }));
+  ASSERT_TRUE(runUntil([&] { return first.types == "CZ"; }));
+  const auto text = std::make_shared<const PreparedText>("SELECT $1", std::vector<uint32_t>{23});
+  const std::string name = s->statements().add(text, nullptr);
+  EXPECT_EQ(s->loginParameter("server_version"), "15.4");
+
+  // A cancel in flight for the previous client: given back, but not lent until it is answered.
+  s->cancelFence()->sent();
+  s->giveBack();
+  first.server = nullptr;
+  EXPECT_EQ(s->state(), ServerState::kIdle);
+  EXPECT_EQ(s->holder(), 0u);
+  Client& second = newClient();
+  EXPECT_EQ(pool().takeIdle(), nullptr) << "lent while a cancel for it was in flight";
+  pool().acquire(&second);
+  for (int i = 0; i < 50; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+  EXPECT_EQ(second.server, nullptr);
+  s->cancelFence()->done();
+  ASSERT_TRUE(runUntil([&] { return second.server != nullptr; }));
+  EXPECT_EQ(second.server, s) << "no new connection: the same one, without a reset";
+  ASSERT_NE(s->statements().find(*text), nullptr);
+  EXPECT_EQ(*s->statements().find(*text), name);
+  EXPECT_EQ(s->assignments(), 2u);
+  EXPECT_EQ(pool().stats().total, 1);
+  EXPECT_EQ(counters_.pool_assignments, 2u);
+
+  // A reset (session mode's, or after a client left mid-transaction) forgets them: DISCARD ALL.
+  s->release(0, false);
+  second.server = nullptr;
+  char type = 0;
+  std::string body;
+  ASSERT_TRUE(serverReads(type, body));
+  EXPECT_EQ(body, std::string("DISCARD ALL") + '\0');
+  EXPECT_EQ(s->statements().size(), 0u);
+}
+
 }  // namespace
