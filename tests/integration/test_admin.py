@@ -11,10 +11,11 @@ import pgwtest
 
 COLUMNS = {
     "CLIENTS": ["id", "user", "database", "state", "addr", "application_name", "group", "agent_id",
-                "conversation_id", "connected_seconds", "statements"],
-    "SERVERS": ["id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error"],
+                "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id"],
+    "SERVERS": ["id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error",
+                "client_id", "assignments"],
     "POOLS": ["pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
-              "waiting"],
+              "waiting", "default_mode"],
     "STATS": ["name", "value"],
     "GROUPS": ["group", "guards", "users", "search_path"],
     "GUARDS": ["group", "position", "kind", "codes"],
