@@ -333,8 +333,9 @@ def render(results):
     po = results.get("pooling") or {}
     if po.get("cells"):
         lines.append("")
-        lines.append(f"transaction pooling on {po['pool_size']} server connections (medians; server "
-                     f"backends seen: {po.get('max_server_backends_seen')})")
+        lines.append(f"transaction pooling on {po['pool_size']} server connections each (medians; "
+                     f"server backends of both proxies together, at most: "
+                     f"{po.get('reader_backends_seen_both_proxies')})")
         head = (f"{'mode':8s} {'c':>3s} | {'pgbouncer tps':>13s} {'p50':>5s} | {'pgwarden tps':>12s} "
                 f"{'p50':>5s} {'cpu':>5s} | {'pgw/pgb':>7s}")
         lines.append(head)
