@@ -707,6 +707,11 @@ class RawClient:
     def query(self, sql):
         """Runs one simple Query; returns (rows, command_tags, notices); raises ServerError."""
         self.send_msg(b"Q", sql.encode() + b"\0")
+        return self.read_query_result()
+
+    def read_query_result(self):
+        """The answer to a simple Query already sent, up to ReadyForQuery: (rows, command_tags,
+        notices); raises ServerError."""
         rows, tags, notices, error = [], [], [], None
         while True:
             tag, body = self.read_msg()

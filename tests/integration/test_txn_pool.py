@@ -8,7 +8,6 @@ that vanishes mid-transaction leaving a clean connection behind; the admin conso
 
 import re
 import secrets
-import struct
 import threading
 import time
 import urllib.request
@@ -18,6 +17,7 @@ import psycopg2.errors
 import pytest
 
 import pgwtest
+from conftest import DaemonSet
 
 POOL = 20
 
@@ -54,63 +54,16 @@ def _start(factory, pg, pool=POOL, extra=None):
 
 @pytest.fixture(scope="module")
 def daemon(pg, pgwarden_bin):
-    factory = DaemonHolder(pgwarden_bin)
-    d = _start(factory, pg)
-    yield d
-    factory.stop()
-
-
-class DaemonHolder:
-    def __init__(self, binary):
-        self.binary = binary
-        self.daemons = []
-
-    def start(self, pg, overrides=None, users=None, start=True):
-        d = pgwtest.Pgwarden(self.binary, pg, overrides=overrides, users=users)
-        self.daemons.append(d)
-        if start:
-            d.start()
-        return d
-
-    def stop(self):
-        for d in self.daemons:
-            rc = d.stop()
-            report = pgwtest.sanitizer_report(d.log())
-            d.destroy()
-            assert not report, report
-            assert rc == 0, f"pgwarden exited with {rc}"
+    daemons = DaemonSet(pgwarden_bin)
+    try:
+        yield _start(daemons, pg)
+    finally:
+        daemons.teardown()
 
 
 def _backends(pg):
     return pg.scalar("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
                      (pgwtest.READER_ROLE,))
-
-
-def _query(raw, sql):
-    """Simple Query on a raw client: (rows as lists of str, command tag, error fields or None)."""
-    raw.send_msg(b"Q", sql.encode() + b"\0")
-    return _read_result(raw)
-
-
-def _read_result(raw):
-    rows, tag, err = [], None, None
-    while True:
-        t, body = raw.read_msg()
-        if t == b"D":
-            (n,) = struct.unpack("!H", body[:2])
-            pos, row = 2, []
-            for _ in range(n):
-                (ln,) = struct.unpack("!i", body[pos:pos + 4])
-                pos += 4
-                row.append(None if ln < 0 else body[pos:pos + ln].decode())
-                pos += max(ln, 0)
-            rows.append(row)
-        elif t == b"C":
-            tag = body.rstrip(b"\0").decode()
-        elif t == b"E":
-            err = pgwtest.parse_fields(body)
-        elif t == b"Z":
-            return rows, tag, err
 
 
 def _admin(d, command):
@@ -146,9 +99,8 @@ def test_two_thousand_clients_on_twenty_server_connections(daemon, pg):
                 r.send_msg(b"Q", f"SELECT {i} * 10 + {rnd}, pg_backend_pid()".encode() + b"\0")
             pids = set()
             for i, r in enumerate(raws):
-                rows, tag, err = _read_result(r)
-                assert err is None, err
-                assert rows[0][0] == str(i * 10 + rnd) and tag == "SELECT 1"
+                rows, tags, _ = r.read_query_result()
+                assert rows[0][0] == str(i * 10 + rnd) and tags == ["SELECT 1"]
                 pids.add(rows[0][1])
                 if i % 300 == 0:
                     peak = max(peak, _backends(pg))
