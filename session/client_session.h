@@ -122,7 +122,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   struct Pending {
     explicit Pending(Expect k) : kind(k) {}
     Expect kind;
-    std::shared_ptr<StatementRun> run;        // kExecute, kQuery (current statement)
+    QueuedRun run;                            // kExecute, kQuery (current statement)
     std::shared_ptr<const StatementPlan> plan;  // kQuery: the text; kParse: the new statement
     std::string name;                         // kParse: statement name; kBind: portal name
     std::shared_ptr<const StatementPlan> previous;  // kParse: what the name meant before

@@ -192,7 +192,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       if (const auto old = portals_.find(portal); old != portals_.end()) {
         // Binding the unnamed portal again replaces the server's one.
         auto& run = old->second.run;
-        if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+        if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
         portals_.erase(old);
       }
       agent_portals_[portal] = AgentPortal{st->second, format};

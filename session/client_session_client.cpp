@@ -381,7 +381,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     // Binding the unnamed portal again replaces it (a named one is an error the server reports).
     if (portal.empty()) {
       auto& run = it->second.run;
-      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
       it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)};
     }
   } else {
@@ -473,7 +473,7 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
     auto it = portals_.find(name);
     if (it != portals_.end()) {
       auto& run = it->second.run;
-      if (run && !run->finished && !awaitingServer(pending_, run)) finishRun(*run, history::Outcome::kOk);
+      if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
       portals_.erase(it);
     }
   }

@@ -522,7 +522,7 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
     if (type == 'D' && !pending_.empty() &&
         (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
       Pending& head = pending_.front();
-      chunk_run_ = head.run;
+      chunk_run_ = head.run.shared();
       if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
         head.run->truncated = true;
         chunk_forward_ = false;

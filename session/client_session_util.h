@@ -11,12 +11,7 @@ namespace pgwarden::daemon::session_detail {
 // A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
 // still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
 // ..., Sync) the server's answer to the Execute finishes the run, with its rows or its error.
-template <typename PendingQueue>
-bool awaitingServer(const PendingQueue& pending, const std::shared_ptr<StatementRun>& run) {
-  for (const auto& p : pending) {
-    if (p.run == run) return true;
-  }
-  return false;
-}
+// Constant time: the queue's entries count themselves in the run (QueuedRun).
+inline bool awaitingServer(const std::shared_ptr<StatementRun>& run) { return run && run->queued > 0; }
 
 }  // namespace pgwarden::daemon::session_detail

@@ -45,6 +45,45 @@ struct StatementRun {
   std::shared_ptr<const guards::BudgetKey> budget_key;
   // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
   guards::AgentOverrides overrides;
+  // Entries of the session's queue of server answers that hold this run (QueuedRun keeps it):
+  // whether the server still owes it something, without scanning the queue.
+  uint32_t queued = 0;
+};
+
+// A run as an entry of a session's queue of server answers holds it: counted in the run's
+// `queued`, so a pipeline of any length asks "is this run still awaited?" in constant time.
+class QueuedRun {
+ public:
+  QueuedRun() = default;
+  QueuedRun(std::shared_ptr<StatementRun> run) : run_(std::move(run)) { hold(); }  // NOLINT
+  QueuedRun(const QueuedRun& o) : run_(o.run_) { hold(); }
+  QueuedRun(QueuedRun&& o) noexcept : run_(std::move(o.run_)) {}
+  QueuedRun& operator=(QueuedRun o) noexcept {
+    drop();
+    run_ = std::move(o.run_);
+    return *this;
+  }
+  ~QueuedRun() { drop(); }
+
+  void reset() {
+    drop();
+    run_.reset();
+  }
+  StatementRun* get() const { return run_.get(); }
+  StatementRun* operator->() const { return run_.get(); }
+  StatementRun& operator*() const { return *run_; }
+  explicit operator bool() const { return static_cast<bool>(run_); }
+  const std::shared_ptr<StatementRun>& shared() const { return run_; }
+  long use_count() const { return run_.use_count(); }  // NOLINT(google-runtime-int)
+
+ private:
+  void hold() {
+    if (run_) ++run_->queued;
+  }
+  void drop() {
+    if (run_ && run_->queued > 0) --run_->queued;
+  }
+  std::shared_ptr<StatementRun> run_;
 };
 
 // A new run of statement `index` of `plan`, started now, with the plan's row cap.

@@ -1,6 +1,7 @@
 // session: the statement recorder. A run is recorded once however often it is finished; a denied
 // text is one record per statement it holds, with the deny code; a finished run gives its budget
 // back; the record carries the caller as the statement saw it.
+#include <deque>
 #include <vector>
 
 #include "session/statement_recorder.h"
@@ -92,6 +93,38 @@ TEST(StatementRecorder, AFinishedRunGivesItsBudgetBack) {
   EXPECT_EQ(ledger.users()[0].running, 0);
   EXPECT_EQ(ledger.counters(*key).rows, 7);
   EXPECT_EQ(sink.records.at(0).protocol, "extended");
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
+
+namespace pgwarden::daemon {
+namespace {
+
+// The queue's entries count themselves in the run: a pipeline's "is this run still awaited?" is
+// one comparison, and copies, moves, resets and destruction keep the count exact.
+TEST(QueuedRunTest, CountsTheQueueEntriesHoldingARun) {
+  auto run = std::make_shared<StatementRun>();
+  {
+    std::deque<QueuedRun> queue;
+    queue.emplace_back(run);
+    queue.emplace_back(run);
+    EXPECT_EQ(run->queued, 2u);
+    QueuedRun copy = queue.front();
+    EXPECT_EQ(run->queued, 3u);
+    QueuedRun moved = std::move(copy);
+    EXPECT_EQ(run->queued, 3u);
+    moved.reset();
+    EXPECT_EQ(run->queued, 2u);
+    queue.pop_front();
+    EXPECT_EQ(run->queued, 1u);
+    queue.front() = QueuedRun(std::make_shared<StatementRun>());  // replaced by another run
+    EXPECT_EQ(run->queued, 0u);
+    queue.front() = run;
+    EXPECT_EQ(run->queued, 1u);
+  }
+  EXPECT_EQ(run->queued, 0u);
+  EXPECT_EQ(run.use_count(), 1);
 }
 
 }  // namespace
