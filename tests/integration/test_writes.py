@@ -13,6 +13,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -486,3 +487,45 @@ def test_superuser_write_role_refused(pgwarden_factory, pg):
     with pytest.raises(psycopg2.OperationalError) as e:
         d2.connect(user="writer")
     assert "refuses the write role" in str(e.value)
+
+
+def test_transaction_pooled_write_group_holds_its_connection_to_commit(pgwarden_factory, pg, writer_role):
+    """A guarded_writes group in transaction pool_mode on a write pool of one connection: the
+    transaction keeps the connection from BEGIN to COMMIT (another writer waits), the savepoint
+    and the caps work as in session mode, and what COMMIT kept is in the table."""
+    _reset_table(pg)
+    try:
+        d = _daemon(pgwarden_factory, pg, extra={"pool_mode": "transaction"})
+        d.config["pool"]["max_size"] = 1
+        d.write_config()
+        d.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        conn, cur = _looked(d, "id = 5")
+        cur.execute("UPDATE w_items SET qty = 7 WHERE id = 5")
+        assert cur.rowcount == 1
+        with pytest.raises(psycopg2.Error) as e:
+            cur.execute("UPDATE w_items SET qty = 8 WHERE id <= 300")
+        assert _detail(e.value)["code"] == "TOO_MANY_ROWS"
+        done = {}
+
+        def other():
+            c2, cur2 = _looked(d, "id = 6")
+            cur2.execute("UPDATE w_items SET qty = 9 WHERE id = 6")
+            c2.commit()
+            done["at"] = time.monotonic()
+            c2.close()
+
+        t = threading.Thread(target=other)
+        t.start()
+        time.sleep(1.0)
+        assert "at" not in done, "another writer ran inside this transaction's connection"
+        commit_sent = time.monotonic()
+        conn.commit()
+        t.join(30)
+        assert done["at"] >= commit_sent
+        conn.close()
+        assert pg.scalar("SELECT qty FROM w_items WHERE id = 5") == 7
+        assert pg.scalar("SELECT qty FROM w_items WHERE id = 6") == 9
+        assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 0
+    finally:
+        pg.execute("DROP TABLE IF EXISTS w_items")
