@@ -50,8 +50,7 @@ inline constexpr std::string_view kResultScreens[] = {kUnknownValue, kOutOfRange
 // object_not_in_prerequisite_state), a write or DDL outside BEGIN (25P01 no_active_sql_transaction),
 // a write that changed more rows than the group allows (54000; undone, the transaction stays open),
 // DDL in a group without allow_ddl, a write hidden where pgwarden cannot count it or an escape from
-// the write mode (42501), a write over the extended protocol (0A000 feature_not_supported), and the
-// statement after pgwarden rolled an idle or old transaction back (25P03).
+// the write mode (42501), and the statement after pgwarden rolled an idle or old transaction back (25P03).
 inline constexpr std::string_view kLookFirst = "LOOK_FIRST";
 inline constexpr std::string_view kTransactionRequired = "TRANSACTION_REQUIRED";
 inline constexpr std::string_view kTooManyRows = "TOO_MANY_ROWS";
@@ -59,7 +58,6 @@ inline constexpr std::string_view kDdlNotAllowed = "DDL_NOT_ALLOWED";
 inline constexpr std::string_view kWriteHidden = "WRITE_HIDDEN";
 inline constexpr std::string_view kWriteEscape = "WRITE_ESCAPE";
 inline constexpr std::string_view kWriteNotAlone = "WRITE_NOT_ALONE";
-inline constexpr std::string_view kExtendedWrite = "EXTENDED_WRITE";
 inline constexpr std::string_view kTransactionRolledBack = "TRANSACTION_ROLLED_BACK";
 // Transaction pooling: a statement whose effect would outlive its transaction on a shared server
 // connection (0A000 feature_not_supported).
@@ -95,7 +93,7 @@ inline constexpr std::string_view kAll[] = {
     kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
     kArbitraryRows,  kPartialResult,    kFanoutJoin,
     kLookFirst,      kTransactionRequired, kTooManyRows,   kDdlNotAllowed,  kWriteHidden,
-    kWriteEscape,    kWriteNotAlone,    kExtendedWrite,       kTransactionRolledBack,
+    kWriteEscape,    kWriteNotAlone,    kTransactionRolledBack,
     kTransactionOpen, kTransactionCommitted, kTransactionDiscarded, kSessionState};
 
 }  // namespace pgwarden::guards::codes

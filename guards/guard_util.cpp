@@ -30,7 +30,7 @@ std::string_view sqlstateFor(std::string_view code) {
   if (code == kLookFirst) return kSqlstatePrerequisite;
   if (code == kTransactionRequired) return kSqlstateNoTransaction;
   if (code == kTransactionRolledBack) return kSqlstateTransactionTimeout;
-  if (code == kExtendedWrite || code == kSessionState) return kSqlstateNotSupported;
+  if (code == kSessionState) return kSqlstateNotSupported;
   if (code == kTransactionOpen || code == kTransactionCommitted || code == kTransactionDiscarded) {
     return kSqlstateNotice;
   }

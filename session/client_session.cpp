@@ -348,7 +348,8 @@ bool ClientSession::handleStartupPacket() {
 int ClientSession::rfqOwed() const {
   int n = 0;
   for (const auto& p : pending_) {
-    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery || p.kind == Expect::kInternal ||
+    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery ||
+          (p.kind == Expect::kInternal && p.step_closes == 0) ||
           (p.kind == Expect::kExplain && p.explain_simple))
              ? 1
              : 0;
@@ -379,8 +380,14 @@ bool ClientSession::owedIsUncertain() const {
           break;
         }
         [[fallthrough]];
-      case Expect::kQuery:
       case Expect::kInternal:
+        if (p.step_closes > 0) {
+          batch_open = true;
+          break;
+        }
+        if (batch_open) return true;
+        break;
+      case Expect::kQuery:
         if (batch_open) return true;
         break;
       case Expect::kLocal:
@@ -394,9 +401,11 @@ bool ClientSession::unsyncedTail() const {
   if (server_skipping_) return true;
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
     switch (it->kind) {
+      case Expect::kInternal:
+        if (it->step_closes > 0) return true;
+        return false;
       case Expect::kSync:
       case Expect::kQuery:
-      case Expect::kInternal:
         return false;
       case Expect::kExplain:
         if (it->explain_simple) return false;

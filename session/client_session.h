@@ -147,6 +147,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     // it forgets again if the Parse fails.
     std::shared_ptr<const PreparedText> server_text;
     bool param_sync = false;  // kInternal: the carried settings brought in line (not attach)
+    int step_closes = 0;      // kInternal write step sent as Parse/Bind/Execute: Closes still due
   };
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
@@ -154,6 +155,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     guards::AgentOverrides overrides;  // of the prepared statement it was bound from
     // The Bind's values, when a result screen may need them (session/result_screen.h).
     std::shared_ptr<const std::vector<std::optional<std::string>>> params;
+    GateVerdict::Write write;  // guarded writes: a write prepared over the extended protocol
   };
   // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
   // Execute itself; `format` is the result column's format code from the Bind.
@@ -312,6 +314,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void writesTick(uint64_t now_ms);
   void writesSessionEnd();
   void sendWriteStep(WriteStep step, std::string_view sql);
+  // The same step inside an extended-protocol batch (a Query there would drop the client's
+  // unnamed statement): Parse/Bind/Execute/Close of each text, then Flush.
+  void sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls);
+  bool handleExtendedWriteStep(const protocol::Frame& f, Pending& head);
+  // An Execute of a write prepared over the extended protocol: false when the write mode denies
+  // it now (answered here; the batch is skipped to Sync).
+  bool writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan);
 
   Daemon& daemon_;
   uint64_t id_;
@@ -397,6 +406,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Guarded writes: the transaction state machine (null: a read-only group); input held while a
   // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.
   std::unique_ptr<WriteTransaction> writes_;
+  // Writes prepared over the extended protocol, by statement name; a BEGIN sent in the batch
+  // that has not been answered yet.
+  std::unordered_map<std::string, GateVerdict::Write> statement_writes_;
+  bool begin_sent_ = false;
   bool write_hold_ = false;
   bool write_resume_ = false;
   std::string last_tag_;

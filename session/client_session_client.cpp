@@ -315,6 +315,11 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
     p.previous = existing->second;
   }
   statements_[name] = plan;
+  if (writes_ && v.write.at_execute) {
+    statement_writes_[name] = std::move(v.write);
+  } else if (!statement_writes_.empty()) {
+    statement_writes_.erase(name);
+  }
   pushPending(std::move(p));
   if (!server_) return true;
   if (d.rewritten_sql) {
@@ -363,6 +368,10 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
 bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
   auto b = protocol::parseBind(f.body);
   if (!b) return false;  // checked when it arrived
+  const auto writeOf = [this](std::string_view statement) {
+    const auto w = statement_writes_.find(std::string(statement));
+    return w == statement_writes_.end() ? GateVerdict::Write{} : w->second;
+  };
   const std::string portal(b->portal);
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
@@ -382,7 +391,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     if (portal.empty()) {
       auto& run = it->second.run;
       if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
-      it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)};
+      it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b), writeOf(b->statement)};
     }
   } else {
     if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
@@ -395,7 +404,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
       skipBatch("54000", false);
       return true;
     }
-    portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b)});
+    portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b), writeOf(b->statement)});
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.plan = plan;
@@ -434,12 +443,25 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
   auto e = protocol::parseExecute(f.body);
   if (!e) return false;  // checked when it arrived
   std::shared_ptr<StatementRun> run;
+  bool wrap = false;
   auto it = portals_.find(std::string(e->portal));
   if (it != portals_.end()) {
     if (!it->second.run || it->second.run->finished) {
       if (v.plan && v.plan->decision.denied) {
         denyExtended(*v.plan);
         return true;
+      }
+      if (writes_ && it->second.write.at_execute) {
+        if (!writesBeforeExecute(it->second.plan)) return true;
+        wrap = it->second.write.wrap;
+      }
+      if (writes_ && it->second.plan && it->second.plan->analysis &&
+          !it->second.plan->analysis->statements.empty()) {
+        const auto& st = it->second.plan->analysis->statements[0];
+        if (st.kind == guards::StatementKind::kTransaction &&
+            (st.command == "BEGIN" || st.command == "START TRANSACTION")) {
+          begin_sent_ = true;
+        }
       }
       it->second.run = startRun(it->second.plan, 0, true);
       it->second.run->budget_key = std::move(v.budget_key);
@@ -453,6 +475,21 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
   }
   Pending p(Expect::kExecute);
   p.run = std::move(run);
+  if (wrap && server_) {
+    // Guarded writes: pgwarden's savepoint first, the write fetched whole (no PortalSuspended
+    // while the client's input is held), then Flush, and nothing more from the client until
+    // the savepoint is settled.
+    sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint)});
+    p.write = true;
+    p.write_table = it->second.write.table;
+    p.write_command = it->second.write.command;
+    pushPending(std::move(p));
+    protocol::writeExecute(server_->out(), e->portal, 0);
+    protocol::writeFlush(server_->out());
+    unsynced_ = true;
+    write_hold_ = true;
+    return true;
+  }
   pushPending(std::move(p));
   forward(f);
   return true;
@@ -467,6 +504,7 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   const std::string name(c->name);
   if (c->kind == 'S') {
     statements_.erase(name);
+    statement_writes_.erase(name);
     statement_types_.erase(name);
     statement_overrides_.erase(name);
   } else {

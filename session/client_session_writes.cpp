@@ -4,7 +4,8 @@
 // until the savepoint is settled, so nothing the client sends can land in between. After each
 // statement inside a transaction the client gets a TRANSACTION_OPEN notice; an idle or old
 // transaction is rolled back here, and a session that ends mid-transaction is rolled back by the
-// connection's reset (never committed).
+// connection's reset (never committed). Over the extended protocol the steps go inside the batch
+// as Parse/Bind/Execute of pgwarden's own, and each Execute of a write is judged when it runs.
 
 #include <spdlog/spdlog.h>
 
@@ -32,6 +33,69 @@ void ClientSession::sendWriteStep(WriteStep step, std::string_view sql) {
   p.write_step = step;
   protocol::writeQuery(server_->out(), sql);
   pushPending(std::move(p));
+}
+
+namespace {
+// Statement and portal name of pgwarden's own write steps inside an extended-protocol batch.
+constexpr std::string_view kWriteStepName = "pgwarden_write_step";
+}  // namespace
+
+void ClientSession::sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls) {
+  Pending p(Expect::kInternal);
+  p.write_step = step;
+  std::string& out = server_->out();
+  for (const std::string_view sql : sqls) {
+    protocol::writeParse(out, kWriteStepName, sql, {});
+    protocol::BindMsg b;
+    b.portal = kWriteStepName;
+    b.statement = kWriteStepName;
+    protocol::writeBind(out, b);
+    protocol::writeExecute(out, kWriteStepName, 0);
+    protocol::writeClose(out, 'P', kWriteStepName);
+    protocol::writeClose(out, 'S', kWriteStepName);
+    p.step_closes += 2;
+  }
+  protocol::writeFlush(out);
+  unsynced_ = true;
+  pushPending(std::move(p));
+  flushServer();
+}
+
+bool ClientSession::writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan) {
+  if (!plan || !plan->analysis || plan->analysis->statements.empty()) return true;
+  auto deny = writes_->judgeExecute(plan->analysis->statements[0], begin_sent_);
+  if (!deny) return true;
+  guards::Decision d = plan->decision;
+  guards::applyDenial(d, policy_->renderOutside("guarded_writes", std::move(*deny)));
+  denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
+  return false;
+}
+
+bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& head) {
+  if (f.type == 'E') {
+    // The server refused pgwarden's own step (the transaction had failed, say): it now skips
+    // everything up to the client's Sync, the client's write too, which hears this error.
+    auto e = protocol::parseErrorFields(f.body);
+    const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
+    const std::string message = e ? std::string(e->message()) : std::string();
+    spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(head.write_step),
+                 logsafe(message, kLogMessageMaxBytes));
+    pending_.pop_front();
+    client_.out().append(f.raw.data(), f.raw.size());
+    write_hold_ = false;
+    write_resume_ = true;
+    afterServerError(sqlstate, message);
+    return true;
+  }
+  if (f.type != '3' || --head.step_closes > 0) return true;  // ParseComplete, BindComplete, ...
+  const WriteStep step = head.write_step;
+  pending_.pop_front();
+  if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
+    write_hold_ = false;
+    write_resume_ = true;
+  }
+  emitLocalHeads();
+  return true;
 }
 
 void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v) {
@@ -65,11 +129,13 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (st && st->kind == guards::StatementKind::kDdl && state == TxnState::kOpen) {
     writes_->onDdlDone(st->command);
   }
-  if (head.kind != Expect::kQuery || !head.write) return false;
+  if ((head.kind != Expect::kQuery && head.kind != Expect::kExecute) || !head.write) return false;
   const int64_t rows = protocol::commandTagCount(tag);
   auto over = writes_->onWriteDone(head.write_table, head.write_command, rows);
+  const std::string savepoint(kWriteSavepoint);
   if (!over) {
     daemon_.counters().rows_written += static_cast<uint64_t>(rows);
+    if (head.kind == Expect::kExecute) sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
     return false;
   }
   // Over the cap: the client hears TOO_MANY_ROWS instead of the command tag, and the statement's
@@ -81,6 +147,11 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (run) {
     run->rows_affected = rows;
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
+  }
+  if (head.kind == Expect::kExecute) {
+    sendExtendedWriteStep(WriteStep::kUndo, {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
+    // As after any error in a batch: the client's messages up to its Sync are skipped.
+    skipBatch(v.sqlstate, true);
   }
   return true;
 }
@@ -110,6 +181,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
 }
 
 bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
+  if (head.step_closes > 0) return handleExtendedWriteStep(f, head);
   const WriteStep step = head.write_step;
   if (f.type == 'E') {
     auto e = protocol::parseErrorFields(f.body);
@@ -143,6 +215,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
 }
 
 void ClientSession::writesAfterStatement(char status) {
+  begin_sent_ = false;  // a BEGIN in the batch has been answered by now
   const uint64_t now = daemon_.nowMs();
   const TxnState before = writes_->state();
   const TxnEvent e = status == 'T' ? TxnEvent::kServerInTxn

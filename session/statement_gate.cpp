@@ -203,7 +203,7 @@ bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::
     }
   }
   if (!j.deny) {
-    write_ = {j.wrap, std::move(j.table), std::move(j.command)};
+    write_ = {j.wrap, std::move(j.table), std::move(j.command), j.at_execute};
     return false;
   }
   guards::Decision d = analysed->decision;

@@ -74,6 +74,7 @@ struct GateVerdict {
     bool wrap = false;
     std::string table;
     std::string command;
+    bool at_execute = false;  // a write over the extended protocol: judged again at each Execute
   };
   Write write;
 };

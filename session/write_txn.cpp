@@ -184,15 +184,6 @@ std::optional<GuardResult> WriteTransaction::judgeStatement(const guards::GuardI
       r.facts.add("statement", st.command).add("next_step", "change rows, not objects");
       return r;
     }
-    if (extended) {
-      GuardResult r = denial(codes::kExtendedWrite,
-                             st.command + " over the extended protocol (Parse/Bind/Execute) is not "
-                             "guarded by pgwarden yet; send writes as simple-protocol statements (a "
-                             "plain Query, as psql and psycopg2 do; pgjdbc: preferQueryMode=simple).",
-                             "", st.command);
-      r.facts.add("statement", st.command).add("next_step", "send the write as a simple Query");
-      return r;
-    }
     if (!alone) {
       GuardResult r = denial(codes::kWriteNotAlone,
                              st.command + " must be sent on its own, one statement per query, so "
@@ -223,28 +214,14 @@ std::optional<GuardResult> WriteTransaction::judgeStatement(const guards::GuardI
         return d;
       }
     }
-    if (state_ == TxnState::kNone) {
-      GuardResult r = denial(codes::kTransactionRequired,
-                             st.command + " outside a transaction is not allowed: BEGIN first; you "
-                             "will see what changed before it is kept (COMMIT) or undone (ROLLBACK).",
-                             "BEGIN", target.empty() ? st.command : target);
-      r.facts.add("statement", st.command).add("next_step", "BEGIN");
-      return r;
+    // Over the extended protocol the text is judged at Parse; whether a transaction is open and
+    // the table was looked at is judged when each Execute runs (judgeExecute).
+    if (!extended) {
+      if (auto d = stateDenial(st, target, state_ == TxnState::kNone)) return d;
+    } else {
+      j.at_execute = true;
     }
-    if (isDml(st.kind)) {  // TRUNCATE too (its kind is kDelete); CREATE, ALTER, DROP need no look
-      for (const auto& r : st.relations) {
-        if (!r.written || looked(r.schema, r.name)) continue;
-        const std::string name = guards::util::displayName(r.schema, r.name);
-        GuardResult d = denial(codes::kLookFirst,
-                               "Look at " + name + " before changing it: read its rows with a "
-                               "SELECT in this session first (the columns and the rows you are about "
-                               "to change), then send the " + st.command + " again.",
-                               "SELECT * FROM " + name + " LIMIT 10", name);
-        d.facts.add("table", name).add("next_step", "SELECT from " + name + " first");
-        return d;
-      }
-    }
-    if (state_ == TxnState::kOpen && isDml(st.kind) && !truncate) {
+    if ((state_ == TxnState::kOpen || extended) && isDml(st.kind) && !truncate) {
       j.wrap = true;
       j.table = target;
       j.command = st.command;
@@ -277,6 +254,43 @@ std::optional<GuardResult> WriteTransaction::judgeStatement(const guards::GuardI
     if (r.action == Action::kDeny) return r;
   }
   return std::nullopt;
+}
+
+std::optional<GuardResult> WriteTransaction::stateDenial(const StatementInfo& st, const std::string& target,
+                                                         bool no_transaction) const {
+  if (no_transaction) {
+    GuardResult r = denial(codes::kTransactionRequired,
+                           st.command + " outside a transaction is not allowed: BEGIN first; you "
+                           "will see what changed before it is kept (COMMIT) or undone (ROLLBACK).",
+                           "BEGIN", target.empty() ? st.command : target);
+    r.facts.add("statement", st.command).add("next_step", "BEGIN");
+    return r;
+  }
+  if (!isDml(st.kind)) return std::nullopt;  // TRUNCATE too (its kind is kDelete); DDL needs no look
+  for (const auto& r : st.relations) {
+    if (!r.written || looked(r.schema, r.name)) continue;
+    const std::string name = guards::util::displayName(r.schema, r.name);
+    GuardResult d = denial(codes::kLookFirst,
+                           "Look at " + name + " before changing it: read its rows with a "
+                           "SELECT in this session first (the columns and the rows you are about "
+                           "to change), then send the " + st.command + " again.",
+                           "SELECT * FROM " + name + " LIMIT 10", name);
+    d.facts.add("table", name).add("next_step", "SELECT from " + name + " first");
+    return d;
+  }
+  return std::nullopt;
+}
+
+std::optional<GuardResult> WriteTransaction::judgeExecute(const StatementInfo& st, bool begin_sent) const {
+  if (state_ == TxnState::kRolledBack) return rolledBackDenial();
+  std::string target;
+  for (const auto& r : st.relations) {
+    if (r.written) {
+      target = guards::util::displayName(r.schema, r.name);
+      break;
+    }
+  }
+  return stateDenial(st, target, state_ == TxnState::kNone && !begin_sent);
 }
 
 std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& table, std::string_view command,

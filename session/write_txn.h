@@ -56,8 +56,14 @@ class WriteTransaction {
     bool wrap = false;
     std::string table;
     std::string command;
+    bool at_execute = false;  // extended: judgeExecute before each Execute
   };
+  // `extended`: a Parse; TRANSACTION_REQUIRED and LOOK_FIRST wait for judgeExecute.
   Judgement judge(const guards::GuardInput& in, bool extended) const;
+  // An Execute of a write prepared over the extended protocol, when it is to run: the denial
+  // (TRANSACTION_ROLLED_BACK, TRANSACTION_REQUIRED, LOOK_FIRST) or nullopt. `begin_sent`: a
+  // BEGIN earlier in the same batch is on its way to the server.
+  std::optional<guards::GuardResult> judgeExecute(const guards::StatementInfo& st, bool begin_sent) const;
 
   // A read that succeeded: its tables count as looked at (bounded; the oldest is forgotten).
   void noteRead(const guards::StatementInfo& st);
@@ -103,6 +109,8 @@ class WriteTransaction {
   };
   static std::string key(std::string_view schema, std::string_view name);
   std::string summary() const;
+  std::optional<guards::GuardResult> stateDenial(const guards::StatementInfo& st, const std::string& target,
+                                                 bool no_transaction) const;
   std::optional<guards::GuardResult> judgeStatement(const guards::GuardInput& in,
                                                     const guards::StatementInfo& st, bool extended,
                                                     Judgement& j) const;

@@ -303,15 +303,33 @@ def test_write_mode_escapes_denied(wd, pg, table, sql, code):
     assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
 
 
-def test_extended_protocol_write_denied(wd, table):
+def test_extended_protocol_writes_are_guarded(wd, pg, table):
+    """Parse/Bind/Execute writes get the same state machine: TRANSACTION_REQUIRED and LOOK_FIRST
+    judged when the Execute runs, the savepoint around it, TOO_MANY_ROWS undone with the
+    transaction still usable, and the TRANSACTION_OPEN notice at Sync."""
     with wd.raw() as c:
         c.login("writer", wd.passwords["writer"])
-        c.query("BEGIN")
-        c.query("SELECT * FROM w_items WHERE id = 1")
         with pytest.raises(pgwtest.ServerError) as e:
             c.extended("UPDATE w_items SET qty = 1 WHERE id = 1")
-        assert json.loads(e.value.fields["D"])["code"] == "EXTENDED_WRITE"
-        assert e.value.sqlstate == "0A000"
+        assert json.loads(e.value.fields["D"])["code"] == "TRANSACTION_REQUIRED"
+        c.query("BEGIN")
+        with pytest.raises(pgwtest.ServerError) as e:
+            c.extended("UPDATE w_items SET qty = 1 WHERE id = 1")
+        assert json.loads(e.value.fields["D"])["code"] == "LOOK_FIRST"
+        c.extended("SELECT * FROM w_items WHERE id = 1")
+        _, tags, notices = c.extended("UPDATE w_items SET qty = 1 WHERE id = 1")
+        assert tags == ["UPDATE 1"]
+        assert any("Transaction open" in n.get("M", "") and "w_items: 1 row" in n.get("M", "")
+                   for n in notices), notices
+        with pytest.raises(pgwtest.ServerError) as e:
+            c.extended("UPDATE w_items SET qty = 2 WHERE id > 0")
+        assert json.loads(e.value.fields["D"])["code"] == "TOO_MANY_ROWS"
+        assert e.value.sqlstate == "54000"
+        rows, _, _ = c.extended("SELECT * FROM w_items WHERE qty = 2")
+        assert rows == 0, "the over-cap write was undone"
+        c.query("COMMIT")
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 1") == 1
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 2") == 0
 
 
 def test_read_only_group_still_cannot_write(wd, pg, table):
@@ -437,12 +455,18 @@ def test_jdbc_simple_query_mode(java, wd, pg, table):
     assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 4
 
 
-def test_jdbc_extended_protocol_writes_are_refused_not_unguarded(java, wd, pg, table):
+def test_jdbc_extended_protocol_writes(java, wd, pg, table):
+    """pgjdbc's default extended protocol with setAutoCommit(false): its BEGIN and the write in
+    one batch, the 400-row UPDATE undone with TOO_MANY_ROWS, the 4-row one kept, and a
+    PreparedStatement run past prepareThreshold (a named server-side statement) guarded too."""
     got = _jdbc(java, wd)
     assert got["looked"] == "4"
-    assert got["wide_sqlstate"] == "0A000" and "simple-protocol" in got["wide_message"]
-    assert got["committed"] == "yes"
-    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 0
+    assert got["wide_sqlstate"] == "54000", got
+    assert "would have changed 400 rows" in got["wide_message"]
+    assert got["narrow"] == "4" and got["committed"] == "yes", got
+    assert got["prepared"] == "6", got
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 8") == 4
+    assert pg.scalar("SELECT count(*) FROM w_items WHERE qty = 9") == 6
 
 
 def test_mcp_runs_a_write_groups_statements_read_only(pgwarden_factory, pg, writer_role):

@@ -276,6 +276,18 @@ public final class JdbcCheck {
             SQLWarning w = st.getWarnings();
             out("warning", w == null ? "none" : w.getMessage());
         }
+        int prepared = 0;
+        try (PreparedStatement ps = conn.prepareStatement("UPDATE w_items SET qty = ? WHERE id = ?")) {
+            for (int id = 10; id < 16; id++) {
+                ps.setInt(1, 9);
+                ps.setInt(2, id);
+                prepared += ps.executeUpdate();
+            }
+        } catch (SQLException e) {
+            out("prepared_sqlstate", e.getSQLState());
+            out("prepared_message", e.getMessage().replace('\n', ' '));
+        }
+        out("prepared", prepared);
         conn.commit();
         out("committed", "yes");
     }

@@ -209,7 +209,32 @@ TEST_F(WriteTxnTest, WhatTheEscapeChecksLetThrough) {
   EXPECT_EQ(code(w, "EXPLAIN DELETE FROM items WHERE id = 1"), "pass");
   EXPECT_EQ(code(w, "SELECT * FROM items", true), "pass");
   EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1 RETURNING *"), "pass");
-  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1", true), "EXTENDED_WRITE");
+  EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1", true), "pass");
+}
+
+// Over the extended protocol the text is judged at Parse without the transaction's state (a
+// driver sends BEGIN and the write in one batch); each Execute is judged when it runs.
+TEST_F(WriteTxnTest, ExtendedWritesAreJudgedAgainAtEachExecute) {
+  WriteTransaction none(group_->writes());
+  auto j = judge(none, "UPDATE items SET qty = 1 WHERE id = 1", true);
+  EXPECT_FALSE(j.deny);
+  EXPECT_TRUE(j.wrap && j.at_execute);
+  EXPECT_EQ(j.table, "items");
+  EXPECT_EQ(code(none, "UPDATE items SET qty = 1", true), "MISSING_PREDICATE");  // at Parse still
+  const auto a = guards::analyzeUncached("UPDATE items SET qty = 1 WHERE id = 1");
+  const auto& st = a->statements.at(0);
+  auto d = none.judgeExecute(st, false);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->code, "TRANSACTION_REQUIRED");
+  d = none.judgeExecute(st, true);  // its BEGIN is on the way, in the same batch
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->code, "LOOK_FIRST");
+  WriteTransaction open = openWith("items");
+  EXPECT_FALSE(open.judgeExecute(st, false));
+  WriteTransaction other = openWith("other");
+  d = other.judgeExecute(st, false);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->code, "LOOK_FIRST");
 }
 
 TEST_F(WriteTxnTest, RowCapsPerStatementAndTransaction) {
