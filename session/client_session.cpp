@@ -176,6 +176,9 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length");
           goto done;
         }
+        // Guarded writes: a transaction past its age (or idle time) is rolled back before the
+        // next statement is judged, not only when the janitor finds the session idle.
+        if (writes_ && f.type != 'X') writesTick(daemon_.nowMs());
         if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
             needsServer(f.type) && !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.
