@@ -272,9 +272,17 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
 }
 
 void ClientSession::forgetFailedPrepare(const Pending& p) {
-  if (!server_) return;
+  if (!txn_pooling_ || !server_) return;
   if (p.server_text) server_->statements().erase(*p.server_text);
   if (p.kind == Expect::kInternalParse || p.kind == Expect::kParse) server_->setUnnamedOwner(0);
+  if (p.kind == Expect::kParse) {
+    // The client's Parse failed (or was skipped): as on the server, the name does not exist.
+    if (p.name.empty()) {
+      unnamed_text_.reset();
+    } else {
+      prepared_texts_.erase(p.name);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ explicit transactions holding their connection; a cancel reaching the right stat
 that vanishes mid-transaction leaving a clean connection behind; the admin console and metrics."""
 
 import re
+import struct
 import secrets
 import threading
 import time
@@ -280,3 +281,54 @@ def test_metrics_show_assignments_and_waits(daemon):
     assert re.search(r'^pgwarden_pool_wait_seconds_count\{mode="transaction"\} [1-9]', body, re.M), \
         [l for l in body.splitlines() if "pool_wait" in l]
     assert "pgwarden_pool_waiting_clients{" in body
+
+
+def test_prepared_statements_across_connections_at_the_protocol_level(pgwarden_factory, pg):
+    """Raw Parse/Bind/Execute on a pool of one shared with another client: a named statement is
+    answered ParseComplete where the connection holds the text already, re-prepared where it does
+    not, and its name is the client's own (Close by one client leaves the other's working); a
+    Parse the server refuses leaves no name behind; a name parsed twice is 42P05, as PostgreSQL
+    says it."""
+    one = _start(pgwarden_factory, pg, pool=1)
+    a = one.raw()
+    b = one.raw()
+    a.login("tx", one.passwords["tx"])
+    b.login("tx", one.passwords["tx"])
+    sql = "SELECT $1::int + 1"
+
+    def run(c, name, value):
+        bind = b"\0" + name.encode() + b"\0" + struct.pack("!HH", 0, 1)
+        bind += struct.pack("!i", len(value)) + value.encode() + struct.pack("!H", 0)
+        c.send_msg(b"B", bind)
+        c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+        rows, tags, _, errors, _ = c.sync()
+        return rows, tags, errors
+
+    def parse(c, name, text):
+        c.send_msg(b"P", name.encode() + b"\0" + text.encode() + b"\0" + struct.pack("!H", 0))
+        return c.sync()
+
+    for c in (a, b):
+        _, _, _, errors, seen = parse(c, "s1", sql)
+        assert not errors and seen == [b"1", b"Z"], (errors, seen)
+    for i in range(3):
+        for c in (a, b):
+            rows, tags, errors = run(c, "s1", str(i))
+            assert not errors and tags == ["SELECT 1"], errors
+    # A closes its s1; B's still runs, on the same server statement.
+    a.send_msg(b"C", b"S" + b"s1\0")
+    _, _, _, errors, seen = a.sync()
+    assert seen == [b"3", b"Z"]
+    rows, tags, errors = run(b, "s1", "41")
+    assert not errors and tags == ["SELECT 1"]
+    _, _, errors = run(a, "s1", "1")
+    assert errors and errors[0]["C"] == "26000", errors
+    # A Parse the server refuses: the name is not left behind.
+    _, _, _, errors, _ = parse(a, "bad", "SELECT * FROM no_such_table_here")
+    assert errors and errors[0]["C"] == "42P01"
+    _, _, errors = run(a, "bad", "1")
+    assert errors and errors[0]["C"] == "26000", errors
+    _, _, _, errors, _ = parse(b, "s1", sql)
+    assert errors and errors[0]["C"] == "42P05", errors
+    a.close()
+    b.close()
