@@ -38,7 +38,8 @@ def _start(factory, pg, pool=POOL, extra=None):
     overrides = {
         "pool": {"max_size": pool, "mode": "transaction", "acquire_timeout": "60s",
                  "max_prepared_statements": 8},
-        "limits": {"max_client_connections": 2600, "max_startup_connections": 256},
+        "limits": {"max_client_connections": 2600, "max_startup_connections": 256,
+                   "max_startup_per_address": 0},
         "groups": {
             "pooled": {"search_path": ["public"], "guards": []},
             "sessions": {"search_path": ["public"], "guards": [], "pool_mode": "session"},
@@ -332,3 +333,67 @@ def test_prepared_statements_across_connections_at_the_protocol_level(pgwarden_f
     assert errors and errors[0]["C"] == "42P05", errors
     a.close()
     b.close()
+
+
+def test_mixed_clients_stay_correct_under_contention(pgwarden_factory, pg):
+    """40 clients on a pool of 3, each running a seeded random mix of simple queries, pipelined
+    extended batches with named and unnamed statements, explicit transactions and SETs of a
+    carried setting: every answer is checked against what that client alone should see."""
+    import random
+
+    one = _start(pgwarden_factory, pg, pool=3)
+    failures = []
+
+    def client(n):
+        rnd = random.Random(n)
+        c = one.raw(timeout=60)
+        try:
+            c.login("tx", one.passwords["tx"])
+            style = "ISO, MDY"
+            prepared = set()
+            for step in range(30):
+                k = rnd.randrange(5)
+                v = rnd.randrange(1000)
+                if k == 0:
+                    rows, tags, _ = c.query(f"SELECT {v} + {n}")
+                    assert rows == [(str(v + n),)], rows
+                elif k == 1:
+                    name = f"p{v % 3}"
+                    if name not in prepared:
+                        c.send_msg(b"P", name.encode() + b"\0SELECT $1::int * 3\0" + struct.pack("!H", 0))
+                        prepared.add(name)
+                    for _ in range(2):  # pipelined: two Bind/Execute before the Sync
+                        bind = b"\0" + name.encode() + b"\0" + struct.pack("!HH", 0, 1)
+                        bind += struct.pack("!i", len(str(v))) + str(v).encode() + struct.pack("!H", 0)
+                        c.send_msg(b"B", bind)
+                        c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+                    rows, tags, _, errors, _ = c.sync()
+                    assert not errors and tags == ["SELECT 1", "SELECT 1"], errors
+                    assert [r[-len(str(v * 3)):] for r in rows] == [str(v * 3).encode()] * 2, rows
+                elif k == 2:
+                    _, tags, _ = c.extended("SELECT $1::int - 1", (str(v),))
+                    assert tags == ["SELECT 1"]
+                elif k == 3:
+                    c.query("BEGIN")
+                    rows, _, _ = c.query("SELECT txid_current()")
+                    rows2, _, _ = c.query("SELECT txid_current()")
+                    assert rows == rows2, "a transaction moved connections"
+                    c.query("COMMIT")
+                else:
+                    style = rnd.choice(["ISO, MDY", "German, DMY", "SQL, DMY"])
+                    c.query(f"SET DateStyle = '{style}'")
+                rows, _, _ = c.query("SHOW DateStyle")
+                assert rows == [(style,)], (rows, style)
+        except Exception as e:  # noqa: BLE001 - collected and reported below
+            failures.append(f"client {n}: {e!r}")
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures[:5]
+    pools = [p for p in _admin(one, "SHOW POOLS") if p["database"] == pgwtest.DATABASE]
+    assert sum(int(p["total"]) for p in pools) <= 3 + 1, pools
