@@ -92,6 +92,12 @@ class WriteConversation final : public TxnLink,
   bool ended_ = false;
 };
 
+// What initialize tells a guarded_writes group's client, after the read-only instructions.
+inline constexpr const char* kWriteInstructions =
+    " To change data: `begin`, look at the table (`describe_table`, or a SELECT), `execute` each "
+    "write with a WHERE naming the rows you mean, `execute` a SELECT to see what changed, then "
+    "`commit` or `rollback`. Every answer lists your valid `next_moves`.";
+
 // A tools/call of begin, execute, commit or rollback (ctx.writes is the session's conversation).
 std::unique_ptr<RunningCall> makeWriteCall(McpHost& host, CallContext ctx, Tool tool, Json args,
                                            RunningCall::Done done);

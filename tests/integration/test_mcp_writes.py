@@ -7,6 +7,7 @@ told, a deleted MCP session leaving no change, and every statement in history on
 
 import hashlib
 import secrets
+import threading
 import time
 import urllib.request
 
@@ -85,7 +86,8 @@ def idle_in_transaction(pg):
 
 def test_write_tools_only_for_a_write_group(wmcp):
     daemon, tokens = wmcp
-    c = writer(wmcp, "lister")
+    c = McpHttp(daemon.mcp_port, tokens["writer"])
+    assert "`begin`" in c.initialize(client="lister")["instructions"]
     tools = {t["name"]: t for t in c.call("tools/list")["result"]["tools"]}
     assert WRITE_TOOLS <= set(tools)
     assert tools["execute"]["annotations"]["readOnlyHint"] is False
@@ -154,7 +156,8 @@ def test_look_first_and_no_where_denied(wmcp, pg, table):
     s = r["structuredContent"]
     assert r["isError"] is True and s["code"] == "LOOK_FIRST" and "w_items" in s["message"]
     assert s["state"] == "open" and s["notice"]["code"] == "TRANSACTION_OPEN"
-    r = c.tool("execute", {"sql": "SELECT * FROM w_items WHERE id = 1"})  # a read is a look
+    # A read is a look: through execute, or (outside the transaction) through query.
+    r = c.tool("query", {"sql": "SELECT * FROM w_items WHERE id = 1"})
     assert r["isError"] is False
     for sql in ("UPDATE w_items SET qty = 1", "UPDATE w_items SET qty = 1 WHERE 1=1",
                 "DELETE FROM w_items WHERE true"):
@@ -263,3 +266,29 @@ def test_write_mode_escapes_denied_over_mcp(wmcp, pg, table):
     assert c.tool("commit")["structuredContent"]["notice"]["message"].startswith("Committed; kept: no changes")
     assert pg.scalar("SELECT count(*) FROM w_items") == ROWS
     assert pg.scalar("SELECT count(*) FROM w_items WHERE qty <> 0") == 0
+
+
+def test_one_transaction_call_at_a_time(wmcp, pg, table):
+    """A second call while a write waits on a row lock is refused with TRANSACTION_BUSY; the write
+    then finishes and the transaction goes on."""
+    daemon, _ = wmcp
+    c = looked(wmcp, "busy")
+    other = McpHttp(daemon.mcp_port, c.token)
+    other.session, other.version = c.session, c.version
+    blocker = pg.connect()
+    blocker.autocommit = False
+    blocker.cursor().execute("SELECT * FROM w_items WHERE id = 9 FOR UPDATE")
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        r=c.tool("execute", {"sql": "UPDATE w_items SET qty = 1 WHERE id = 9"})))
+    t.start()
+    time.sleep(1.0)
+    s = other.tool("commit")["structuredContent"]
+    assert s["code"] == "TRANSACTION_BUSY", s
+    blocker.rollback()
+    blocker.close()
+    t.join(15)
+    assert not t.is_alive()
+    assert result["r"]["structuredContent"]["command"] == "UPDATE 1"
+    assert other.tool("commit")["structuredContent"]["state"] == "none"
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 9") == 1
