@@ -22,13 +22,8 @@ ROWS = 400
 WRITE_TOOLS = {"begin", "execute", "commit", "rollback"}
 
 
-@pytest.fixture(scope="module")
-def wmcp(pgwarden_bin, pg):
-    from conftest import DaemonSet
-    pg.execute(f"DROP ROLE IF EXISTS {WRITER_ROLE}")
-    pg.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN PASSWORD '{WRITER_PASSWORD}'")
-    pg.execute(f"GRANT CONNECT ON DATABASE {pgwtest.DATABASE} TO {WRITER_ROLE}")
-    pg.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
+def _start(factory, pg, group=None, mcp=None):
+    """(daemon, tokens) with a `writer` user in the guarded_writes group `writers`."""
     token = "pgw_" + secrets.token_urlsafe(32)
 
     def configure(cfg):
@@ -37,15 +32,30 @@ def wmcp(pgwarden_bin, pg):
             "mode": "guarded_writes", "search_path": ["public"],
             "max_rows_affected": {"statement": 100, "transaction": 150},
             "transaction_idle_timeout": "2s", "transaction_max_age": "1m",
-            "guards": [{"kind": "functions"}]}
+            "guards": [{"kind": "functions"}], **(group or {})}
         cfg["users"].append({"name": "writer", "password": pgwtest.scram_verifier("x"), "group": "writers"})
         cfg["mcp"]["tokens"].append({"user": "writer", "sha256": hashlib.sha256(token.encode()).hexdigest()})
 
+    daemon, tokens = start_mcp_daemon(factory, pg, extra=mcp, configure=configure)
+    tokens["writer"] = token
+    return daemon, tokens
+
+
+@pytest.fixture(scope="module")
+def writer_role(pg):
+    pg.execute(f"DROP ROLE IF EXISTS {WRITER_ROLE}")
+    pg.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN PASSWORD '{WRITER_PASSWORD}'")
+    pg.execute(f"GRANT CONNECT ON DATABASE {pgwtest.DATABASE} TO {WRITER_ROLE}")
+    pg.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
+    return WRITER_ROLE
+
+
+@pytest.fixture(scope="module")
+def wmcp(pgwarden_bin, pg, writer_role):
+    from conftest import DaemonSet
     daemons = DaemonSet(pgwarden_bin)
     try:
-        daemon, tokens = start_mcp_daemon(daemons, pg, configure=configure)
-        tokens["writer"] = token
-        yield daemon, tokens
+        yield _start(daemons, pg)
     finally:
         daemons.teardown()
 
@@ -292,3 +302,20 @@ def test_one_transaction_call_at_a_time(wmcp, pg, table):
     assert result["r"]["structuredContent"]["command"] == "UPDATE 1"
     assert other.tool("commit")["structuredContent"]["state"] == "none"
     assert pg.scalar("SELECT qty FROM w_items WHERE id = 9") == 1
+
+
+def test_an_expired_session_rolls_back(pgwarden_factory, pg, writer_role, table):
+    """mcp.session_idle_timeout ends a session mid-transaction: rolled back, never committed."""
+    daemon, tokens = _start(pgwarden_factory, pg, group={"transaction_idle_timeout": "1m"},
+                            mcp={"session_idle_timeout": "2s"})
+    c = looked((daemon, tokens), "expiring")
+    r = c.tool("execute", {"sql": "UPDATE w_items SET qty = 8 WHERE id = 4"})
+    assert r["structuredContent"]["command"] == "UPDATE 1"
+    deadline = time.time() + 10
+    while time.time() < deadline and idle_in_transaction(pg):
+        time.sleep(0.2)
+    assert not idle_in_transaction(pg)
+    status, _, _ = c.post({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+    assert status == 404  # the session is gone
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 4") == 0
+    assert "write transaction rolled back" in daemon.log()
