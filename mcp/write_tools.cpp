@@ -23,7 +23,7 @@ WriteConversation::WriteConversation(McpHost& host, McpIdentity who, uint64_t se
 
 WriteConversation::~WriteConversation() {
   cancelAcquire();
-  dropConnection(TxnEnd::kDisconnect, "the MCP session is gone");
+  dropConnection("the MCP session is gone");
 }
 
 uint64_t WriteConversation::now() const { return uv_now(host_.loop()); }
@@ -59,7 +59,7 @@ void WriteConversation::release() {
   busy_ = false;
   const TxnState s = txn_.state();
   if (ended_ || (s != TxnState::kOpen && s != TxnState::kFailed)) {
-    dropConnection(TxnEnd::kDisconnect, ended_ ? "the MCP session ended" : "");
+    dropConnection(ended_ ? "the MCP session ended" : "");
   }
 }
 
@@ -89,7 +89,7 @@ void WriteConversation::onServerReady(daemon::ServerConnection& c) {
   if (done) {
     done(true, {}, {});
   } else {
-    dropConnection(TxnEnd::kDisconnect, "");
+    dropConnection("");
   }
 }
 
@@ -110,15 +110,7 @@ void WriteConversation::takeBack(daemon::ServerConnection* c, int rfq_owed) {
     // Lost, or left mid-statement (shutdown): the transaction is gone with the connection.
     if (c) c->release(rfq_owed, false);
     server_ = nullptr;
-    const auto lost = txn_.totals();
-    if (txn_.state() == TxnState::kOpen || txn_.state() == TxnState::kFailed) {
-      spdlog::info(
-          "mcp session {}: the write transaction's connection is gone; rolled back, lost {}",
-          session_id_, logsafe(lost.summary, kLogMessageMaxBytes));
-      host_.writeTransactionEnded(TxnEnd::kDisconnect);
-      (void)txn_.move(TxnEvent::kServerIdle, now());
-      txn_.clear();
-    }
+    forget("its connection is gone");
     return;
   }
   server_ = c;
@@ -131,8 +123,9 @@ guards::Verdict WriteConversation::undone(guards::GuardResult over) {
 }
 
 std::optional<guards::Verdict> WriteConversation::afterRun(const RunResult& r) {
-  if (r.kind == RunResult::Kind::kDenied && r.plan)
+  if (r.kind == RunResult::Kind::kDenied && r.plan) {
     return txn_.afterDenial(r.plan->decision.deny.code, now());
+  }
   if (r.txn_status == '\0') return std::nullopt;    // it never reached the server
   if (server_) server_->setTxStatus(r.txn_status);  // what the connection's reset must undo
   const auto end = txn_.afterStatement(r.txn_status, r.last_tag, now());
@@ -173,18 +166,21 @@ void WriteConversation::tick(uint64_t now_ms) {
 void WriteConversation::end(const char* why) {
   ended_ = true;
   cancelAcquire();
-  if (!busy_) dropConnection(TxnEnd::kDisconnect, why);
+  if (!busy_) dropConnection(why);
 }
 
-void WriteConversation::dropConnection(TxnEnd how, const char* why) {
+void WriteConversation::forget(const char* why) {
   const TxnState s = txn_.state();
-  if (s == TxnState::kOpen || s == TxnState::kFailed) {
-    spdlog::info("mcp session {}: {}; write transaction rolled back, lost {}", session_id_, why,
-                 logsafe(txn_.totals().summary, kLogMessageMaxBytes));
-    host_.writeTransactionEnded(how);
-    (void)txn_.move(TxnEvent::kServerIdle, now());
-    txn_.clear();
-  }
+  if (s != TxnState::kOpen && s != TxnState::kFailed) return;
+  spdlog::info("mcp session {}: {}; write transaction rolled back, lost {}", session_id_, why,
+               logsafe(txn_.totals().summary, kLogMessageMaxBytes));
+  host_.writeTransactionEnded(TxnEnd::kDisconnect);
+  (void)txn_.move(TxnEvent::kServerIdle, now());
+  txn_.clear();
+}
+
+void WriteConversation::dropConnection(const char* why) {
+  forget(why);
   if (!server_) return;
   daemon::ServerConnection* c = server_;
   server_ = nullptr;

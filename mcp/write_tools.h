@@ -77,9 +77,11 @@ class WriteConversation final : public TxnLink,
 
  private:
   uint64_t now() const;
-  // The connection back to its pool (its reset rolls back an open transaction); an open
-  // transaction is counted as ended by `how`.
-  void dropConnection(daemon::TxnEnd how, const char* why);
+  // An open transaction is gone with its connection or its session (`why`, for the log):
+  // counted as a disconnect, its tallies cleared, the state back to none.
+  void forget(const char* why);
+  // The connection back to its pool (its reset rolls back an open transaction, forgotten).
+  void dropConnection(const char* why);
 
   McpHost& host_;
   McpIdentity who_;  // holds the config, and so the group's WriteMode, alive
