@@ -14,11 +14,12 @@ import urllib.request
 import pytest
 
 import pgwtest
+import writesupport
 from mcpsupport import McpHttp, history, start_mcp_daemon
+from writesupport import ROWS
 
-WRITER_ROLE = "pgw_mcp_writer"
+WRITER_ROLE = "pgw_mcp_writer"  # not test_writes.py's: each module drops and makes its own
 WRITER_PASSWORD = "writer-" + secrets.token_hex(8)
-ROWS = 400
 WRITE_TOOLS = {"begin", "execute", "commit", "rollback"}
 
 
@@ -43,11 +44,7 @@ def _start(factory, pg, group=None, mcp=None):
 
 @pytest.fixture(scope="module")
 def writer_role(pg):
-    pg.execute(f"DROP ROLE IF EXISTS {WRITER_ROLE}")
-    pg.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN PASSWORD '{WRITER_PASSWORD}'")
-    pg.execute(f"GRANT CONNECT ON DATABASE {pgwtest.DATABASE} TO {WRITER_ROLE}")
-    pg.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
-    return WRITER_ROLE
+    return writesupport.create_write_role(pg, WRITER_ROLE, WRITER_PASSWORD)
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +59,7 @@ def wmcp(pgwarden_bin, pg, writer_role):
 
 @pytest.fixture
 def table(pg, wmcp):
-    pg.execute("DROP TABLE IF EXISTS w_items")
-    pg.execute("CREATE TABLE w_items (id int PRIMARY KEY, grp int NOT NULL, qty int NOT NULL)")
-    pg.execute(f"INSERT INTO w_items SELECT g, g % 100, 0 FROM generate_series(1, {ROWS}) g")
-    pg.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON w_items TO {WRITER_ROLE}")
-    pg.execute(f"GRANT SELECT ON w_items TO {pgwtest.READER_ROLE}")
-    pg.execute("ANALYZE w_items")
+    writesupport.reset_table(pg, WRITER_ROLE)
     yield
     pg.execute("DROP TABLE IF EXISTS w_items")
 
