@@ -120,6 +120,11 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   GateServices gateServices(const std::string& server_database) override;
   StatementRecorder& recorder() override { return *statements_; }
   Pool& pool(const std::string& server_database) override { return pools_.pool(server_database); }
+  Pool& writePool(const std::string& server_database) override {
+    return pools_.pool(server_database, false, true);
+  }
+  void writeTransactionEnded(TxnEnd how) override;
+  void writeCounted(int64_t rows_written, bool undone) override;
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override {
     return static_cast<const Daemon*>(this)->tableStats(server_db);
   }

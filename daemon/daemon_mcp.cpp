@@ -32,6 +32,22 @@ GateServices Daemon::gateServices(const std::string& server_database) {
   return services;
 }
 
+void Daemon::writeTransactionEnded(TxnEnd how) {
+  if (how == TxnEnd::kCommitted) {
+    ++counters_.write_txn_committed;
+  } else {
+    ++counters_.write_txn_rolled_back[static_cast<size_t>(how)];
+  }
+}
+
+void Daemon::writeCounted(int64_t rows_written, bool undone) {
+  if (undone) {
+    ++counters_.writes_undone;
+  } else {
+    counters_.rows_written += static_cast<uint64_t>(rows_written);
+  }
+}
+
 bool Daemon::statsLoading(const std::string& server_database) {
   return catalog_ && catalog_->loading(server_database);
 }

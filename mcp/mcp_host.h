@@ -42,6 +42,12 @@ class McpHost {
   virtual daemon::GateServices gateServices(const std::string& server_database) = 0;
   virtual daemon::StatementRecorder& recorder() = 0;
   virtual daemon::Pool& pool(const std::string& server_database) = 0;
+  // The write pool of a database (role upstream.write_user): guarded_writes groups' transactions.
+  virtual daemon::Pool& writePool(const std::string& server_database) = 0;
+  // Guarded writes feed the counters the wire's do (docs/writes.md): a transaction ended `how`;
+  // a kept write changed `rows_written` rows, or (`undone`) one over a row cap was undone.
+  virtual void writeTransactionEnded(daemon::TxnEnd how) = 0;
+  virtual void writeCounted(int64_t rows_written, bool undone) = 0;
   // Sends a CancelRequest for that server backend on a new upstream connection.
   virtual void cancelServerQuery(int32_t server_pid, int32_t server_key) = 0;
   virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;

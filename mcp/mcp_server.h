@@ -26,6 +26,7 @@
 #include "mcp/operator_tools.h"
 #include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
+#include "mcp/write_tools.h"
 #include "net/http_transport.h"
 #include "pool/next_turn.h"
 
@@ -51,7 +52,7 @@ bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_
 
 // How tool calls end, for metrics.
 inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
-inline constexpr size_t kToolCount = 6;
+inline constexpr size_t kToolCount = 10;
 
 struct McpCounters {
   uint64_t http_requests = 0;
@@ -105,6 +106,7 @@ class McpServer final : public HttpHandler {
     bool initialized = false;
     LogLevel log_level = LogLevel::kInfo;  // logging/setLevel; notifications below it are not sent
     uint64_t expiry_warned_at = 0;         // the last_used_ms the expiry warning was sent for
+    std::shared_ptr<WriteConversation> writes;  // a guarded_writes group's transaction
   };
   // One POST waiting for its tool calls: the answers in order, sent when the last is in.
   struct Exchange {

@@ -151,6 +151,35 @@ Json noticesJson(const RunResult& r) {
   return out;
 }
 
+Json queryResultJson(const RunResult& r) {
+  // The result a client shows: the last statement that returned rows (or the last one).
+  const ResultSet* main = nullptr;
+  for (const auto& s : r.sets) {
+    if (!s.columns.empty()) main = &s;
+  }
+  if (!main && !r.sets.empty()) main = &r.sets.back();
+  Json out = main ? resultSetJson(*main)
+                  : Json{{"columns", Json::array()},
+                         {"rows", Json::array()},
+                         {"row_count", 0},
+                         {"truncated", false}};
+  out["notices"] = noticesJson(r);
+  // The warnings an agent must read before it believes the answer (result screens, guard
+  // warnings): the WARNING notices again, on their own.
+  Json warnings = Json::array();
+  for (const auto& n : out["notices"]) {
+    if (n["severity"] == "WARNING") warnings.push_back(n);
+  }
+  out["warnings"] = std::move(warnings);
+  out["elapsed_ms"] = static_cast<double>(r.elapsed_us) / 1000.0;
+  if (r.sets.size() > 1) {
+    Json sets = Json::array();
+    for (const auto& s : r.sets) sets.push_back(resultSetJson(s));
+    out["result_sets"] = std::move(sets);
+  }
+  return out;
+}
+
 std::string renderText(const Json& structured, std::string_view heading) {
   // Rows come from the database: fenced and labelled, so a model can tell data that happens to
   // read like instructions from pgwarden's own words.

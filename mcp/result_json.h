@@ -29,6 +29,9 @@ Json noticesJson(const RunResult& r);
 // detail, hint, next_step} (next_step null for a cancel).
 bool runCancelled(const RunResult& r);
 Json runErrorJson(const RunResult& r, std::string_view next_step);
+// A run's rows as the query tool answers them: the main result set (the last that returned rows),
+// notices, warnings, elapsed_ms, and every set when there were several.
+Json queryResultJson(const RunResult& r);
 // The text a model reads next to the structured result, with row data fenced as data.
 std::string renderText(const Json& structured, std::string_view heading);
 // A tools/call result: {content: [the text rendering], structuredContent, isError}.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_text.h"
 #include "history/record.h"
 #include "pool/pool.h"
 #include "protocol/messages.h"
@@ -141,6 +142,7 @@ void StatementRunner::onVerdict(GateVerdict v) {
 void StatementRunner::act(GateVerdict v) {
   step_ = Step::kJudging;
   overrides_ = v.overrides;
+  write_ = std::move(v.write);
   plan_ = std::move(v.plan);
   result_.plan = plan_;
   if (!v.explain_error.empty()) {
@@ -219,8 +221,18 @@ void StatementRunner::act(GateVerdict v) {
 }
 
 void StatementRunner::acquire() {
-  // The answer comes on a later loop turn (onServerReady or onServerFailed), never inside this.
   step_ = Step::kAcquiring;
+  if (spec_.txn) {
+    // The transaction's own connection, never a pool's.
+    if (daemon::ServerConnection* c = spec_.txn->lend(*this)) {
+      onServerReady(*c);
+    } else {
+      onServerFailed("08006",
+                     "the transaction's connection to the database is gone; call begin again");
+    }
+    return;
+  }
+  // The answer comes on a later loop turn (onServerReady or onServerFailed), never inside this.
   waiting_pool_ = &host_.pool(spec_.who.server_database);
   waiting_pool_->acquire(this);
 }
@@ -254,6 +266,9 @@ void StatementRunner::sendWork() {
     } else {
       protocol::writeQuery(server_->out(), explain_sql_);
     }
+  } else if (spec_.txn && write_.wrap && !savepoint_set_) {
+    sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint));
+    return;
   } else {
     step_ = Step::kRunning;
     if (spec_.bind) {
@@ -263,6 +278,37 @@ void StatementRunner::sendWork() {
     }
   }
   if (server_->flush() != 0) server_->close("write to the server failed");
+}
+
+void StatementRunner::sendTxnStep(TxnStep step, const std::string& sql) {
+  step_ = Step::kRunning;
+  txn_step_ = step;
+  protocol::writeQuery(server_->out(), sql);
+  if (server_->flush() != 0) server_->close("write to the server failed");
+}
+
+void StatementRunner::onTxnStepDone(char status) {
+  const TxnStep step = txn_step_;
+  txn_step_ = TxnStep::kNone;
+  result_.txn_status = status;
+  if (step == TxnStep::kSettle) {
+    releaseServer(0);
+    complete();
+    return;
+  }
+  if (status != 'T' || cancelled_) {
+    // Nothing of the write ran (a savepoint left behind is released with the transaction).
+    const bool cancel = cancelled_;
+    finishRest(cancel ? Outcome::kCancelled : Outcome::kError, cancel ? "57014" : "25P02",
+               cancel ? "cancelled by the MCP client before it ran"
+                      : "pgwarden could not set its savepoint");
+    releaseServer(0);
+    fail(cancel ? "57014" : "25P02",
+         cancel ? "the request was cancelled" : "pgwarden could not set its savepoint");
+    return;
+  }
+  savepoint_set_ = true;
+  sendWork();
 }
 
 void StatementRunner::writeBound(const std::string& sql, bool describe) {
@@ -291,6 +337,17 @@ void StatementRunner::onServerChunk(daemon::ServerConnection&, char, std::string
 }
 
 void StatementRunner::handleMessage(const protocol::Frame& f) {
+  if (txn_step_ != TxnStep::kNone) {
+    if (f.type == 'E') {
+      auto e = protocol::parseErrorFields(f.body);
+      spdlog::warn("mcp session {}: pgwarden's savepoint step failed: {}", spec_.session_id,
+                   logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
+    } else if (f.type == 'Z') {
+      auto z = protocol::parseReadyForQuery(f.body);
+      onTxnStepDone(z ? z->status : 'E');
+    }
+    return;
+  }
   if (explain_reply_) {
     switch (f.type) {
       case 'D':
@@ -340,7 +397,7 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
       protocol::writeCopyFail(server_->out(), "COPY FROM STDIN is not allowed through pgwarden");
       if (server_->flush() != 0) server_->close("write to the server failed");
       return;
-    case 'Z': onReady(); return;
+    case 'Z': onReady(f); return;
     default:
       return;  // ParameterStatus, NotificationResponse, COPY OUT data: nothing for the tool
   }
@@ -398,10 +455,14 @@ void StatementRunner::screenResult(daemon::StatementRun& run) {
 void StatementRunner::onCommandComplete(const protocol::Frame& f) {
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
+  if (spec_.txn && !txnCommandComplete(tag)) return;
   if (result_.sets.empty() || !result_.sets.back().command.empty()) result_.sets.emplace_back();
   result_.sets.back().command = std::string(tag);
   if (run_ && !run_->finished) {
-    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) run_->rows_affected = protocol::commandTagCount(tag);
+    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
+      // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
+      run_->rows_affected = run_->txn_rows >= 0 ? run_->txn_rows : protocol::commandTagCount(tag);
+    }
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
     screenResult(*run_);
     finishRun(*run_, Outcome::kOk);
@@ -411,6 +472,31 @@ void StatementRunner::onCommandComplete(const protocol::Frame& f) {
     run_ = daemon::startRun(plan_, next_statement_++, false);
     run_->overrides = overrides_;
   }
+}
+
+bool StatementRunner::txnCommandComplete(std::string_view tag) {
+  result_.last_tag = std::string(tag.substr(0, tag.find(' ')));
+  const guards::StatementInfo* st = nullptr;
+  if (run_ && plan_ && plan_->analysis && run_->index < plan_->analysis->statements.size()) {
+    st = &plan_->analysis->statements[run_->index];
+  }
+  using Wrapped = daemon::WriteTransaction::Wrapped;
+  auto done = spec_.txn->transaction().onCommandComplete(
+      st, tag,
+      write_.wrap ? std::optional<Wrapped>(Wrapped{write_.table, write_.command}) : std::nullopt);
+  if (run_ && done.txn_rows >= 0) run_->txn_rows = done.txn_rows;  // history: what COMMIT kept
+  if (done.counted) spec_.txn->written(done.rows);
+  if (!done.over) return true;
+  // Over a cap: the write is answered with TOO_MANY_ROWS and undone at its ReadyForQuery; the
+  // rows it returned (RETURNING) are gone with it.
+  result_.undone = spec_.txn->undone(std::move(*done.over));
+  result_.sets.clear();
+  if (run_ && !run_->finished) {
+    run_->rows_affected = done.rows;
+    finishRun(*run_, Outcome::kError, result_.undone->sqlstate, result_.undone->message);
+  }
+  run_.reset();
+  return false;
 }
 
 void StatementRunner::onError(const protocol::Frame& f) {
@@ -430,9 +516,22 @@ void StatementRunner::onError(const protocol::Frame& f) {
   finishRest(Outcome::kError, result_.sqlstate, kNotExecuted);
 }
 
-void StatementRunner::onReady() {
+void StatementRunner::onReady(const protocol::Frame& f) {
   if (run_ && !run_->finished) finishRun(*run_, Outcome::kOk);
   run_.reset();
+  if (spec_.txn) {
+    auto z = protocol::parseReadyForQuery(f.body);
+    result_.txn_status = z ? z->status : 'E';
+    if (savepoint_set_ && result_.txn_status == 'T') {
+      // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap). A write that failed left
+      // the transaction failed ('E'): only the caller's ROLLBACK helps then.
+      const std::string name(daemon::kWriteSavepoint);
+      sendTxnStep(TxnStep::kSettle,
+                  result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
+                                 : "RELEASE SAVEPOINT " + name);
+      return;
+    }
+  }
   if (spec_.explain_only && result_.kind == RunResult::Kind::kOk) {
     for (const auto& s : result_.sets) {
       if (!s.rows.empty() && !s.rows[0].empty() && s.rows[0][0]) {
@@ -448,6 +547,7 @@ void StatementRunner::onReady() {
 
 void StatementRunner::onServerLost(daemon::ServerConnection&, const std::string& why) {
   server_ = nullptr;
+  if (spec_.txn) spec_.txn->takeBack(nullptr, 0);
   spdlog::warn("mcp session {}: server connection lost: {}", spec_.session_id, why);
   if (gate_ && gate_->waiting()) gate_->cancel();
   finishRest(Outcome::kAborted, "08006", "the connection to the database was lost");
@@ -512,6 +612,10 @@ void StatementRunner::releaseServer(int rfq_owed) {
   if (!server_) return;
   daemon::ServerConnection* s = server_;
   server_ = nullptr;
+  if (spec_.txn) {
+    spec_.txn->takeBack(s, rfq_owed);
+    return;
+  }
   s->release(rfq_owed, false);
 }
 

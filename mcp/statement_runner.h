@@ -20,6 +20,26 @@
 
 namespace pgwarden::mcp {
 
+// A guarded-writes transaction an MCP session holds open (mcp/write_tools.h): its statements are
+// judged by its WriteTransaction and run on the one connection it holds for the transaction's life.
+class TxnLink {
+ public:
+  virtual daemon::WriteTransaction& transaction() = 0;
+  // Lends the held connection to `to` (attached to it); null when there is none.
+  virtual daemon::ServerConnection* lend(daemon::ServerLink& to) = 0;
+  // The runner is done with it: `c` null when it was lost; `rfq_owed` ReadyForQuery messages
+  // are still due for work sent on it (only when the runner is destroyed mid-statement).
+  virtual void takeBack(daemon::ServerConnection* c, int rfq_owed) = 0;
+  // A wrapped write's CommandComplete went over a row cap: the denial it is answered with (the
+  // write is undone), counted.
+  virtual guards::Verdict undone(guards::GuardResult over) = 0;
+  // A wrapped write's rows were kept, counted.
+  virtual void written(int64_t rows) = 0;
+
+ protected:
+  ~TxnLink() = default;
+};
+
 // Who runs the text and how; the strings are copied into the runner.
 struct RunSpec {
   McpIdentity who;
@@ -45,6 +65,9 @@ struct RunSpec {
   daemon::PlanCheck plan_check;  // the tool's plan_check, run on the gate's EXPLAIN
   // The call was refused before its statement could run (its arguments): recorded as a denial.
   std::optional<guards::GuardResult> refusal;
+  // A statement of this guarded-writes transaction (not owned): no pool, its state machine
+  // judges, and a write runs between pgwarden's SAVEPOINT and its RELEASE (or ROLLBACK TO).
+  TxnLink* txn = nullptr;
 };
 
 struct ResultColumn {
@@ -80,6 +103,11 @@ struct RunResult {
   std::vector<ResultSet> sets;
   std::vector<ResultNotice> notices;
   std::string explain_json;  // explain_only, or the cost gate's EXPLAIN when it ran
+  // A transaction's statement (RunSpec::txn): the server's transaction status at its end ('\0':
+  // it did not run), the write's TOO_MANY_ROWS when it was undone, the last command tag's word.
+  char txn_status = '\0';
+  std::optional<guards::Verdict> undone;
+  std::string last_tag;
   int64_t elapsed_us = 0;
   bool cancelled = false;
 };
@@ -107,6 +135,9 @@ class StatementRunner final : public daemon::GateCaller,
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override;
   const guards::PolicyGroup* policyGroup() const override { return spec_.who.policy; }
   bool runExplain(const std::string& sql, bool extended, const daemon::ExplainArgs& args) override;
+  const daemon::WriteTransaction* writeTransaction() const override {
+    return spec_.txn ? &spec_.txn->transaction() : nullptr;
+  }
   // ServerLink
   void onServerMessage(daemon::ServerConnection& s, const protocol::Frame& frame) override;
   void onServerChunk(daemon::ServerConnection& s, char type, std::string_view bytes, bool first,
@@ -134,8 +165,16 @@ class StatementRunner final : public daemon::GateCaller,
   void onDataRow(const protocol::Frame& f);
   void screenResult(daemon::StatementRun& run);
   void onCommandComplete(const protocol::Frame& f);
+  // A transaction's CommandComplete through its state machine; false: the write went over a
+  // cap and is answered with TOO_MANY_ROWS instead.
+  bool txnCommandComplete(std::string_view tag);
   void onError(const protocol::Frame& f);
-  void onReady();
+  void onReady(const protocol::Frame& f);
+  // pgwarden's own statement around a transaction's write (SAVEPOINT, RELEASE, ROLLBACK TO): its
+  // answers are not the caller's; at its ReadyForQuery the run goes on.
+  enum class TxnStep : uint8_t { kNone, kSavepoint, kSettle };
+  void sendTxnStep(TxnStep step, const std::string& sql);
+  void onTxnStepDone(char status);
   void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});
   // Ends every statement of the text not recorded yet with `outcome`.
@@ -168,6 +207,9 @@ class StatementRunner final : public daemon::GateCaller,
   bool cancelled_ = false;
   bool done_called_ = false;
   bool huge_row_ = false;  // a row streamed in pieces: dropped, the result marked truncated
+  daemon::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint
+  TxnStep txn_step_ = TxnStep::kNone;
+  bool savepoint_set_ = false;
   RunResult result_;
 };
 

@@ -7,6 +7,7 @@
 #include "guards/guard.h"
 #include "guards/guard_util.h"
 #include "mcp/result_json.h"
+#include "mcp/write_tools.h"
 
 namespace pgwarden::mcp {
 
@@ -174,6 +175,21 @@ const char* kCatalogSql =
 
 }  // namespace
 
+RunSpec runSpec(const CallContext& ctx, std::string_view tool, std::string sql, int64_t max_rows) {
+  RunSpec spec;
+  spec.who = ctx.who;
+  spec.sql = std::move(sql);
+  spec.agent_id = ctx.agent_id;
+  spec.conversation_id = ctx.conversation_id;
+  spec.application_name = "mcp:" + std::string(tool);
+  spec.tool = std::string(tool);
+  spec.client_addr = ctx.client_addr;
+  spec.session_id = ctx.session_id;
+  spec.max_rows = max_rows;
+  spec.max_result_bytes = ctx.max_result_bytes;
+  return spec;
+}
+
 ToolCall::ToolCall(McpHost& host, CallContext ctx, Tool tool, Json args, Done done)
     : host_(host), ctx_(std::move(ctx)), tool_(tool), args_(std::move(args)), done_(std::move(done)) {}
 
@@ -195,7 +211,14 @@ void ToolCall::start() {
     case Tool::kListSchemas: answerListSchemas(); return;
     case Tool::kListTables: answerListTables(); return;
     case Tool::kDescribeTable: startDescribe(); return;
+    case Tool::kBegin:
+    case Tool::kExecute:
+    case Tool::kCommit:
+    case Tool::kRollback:
+      break;  // a WriteToolCall's (mcp/write_tools.h)
   }
+  finish({{"code", "INTERNAL"}, {"message", "not a tool of this kind of call"}}, true, "error",
+         "Failed:");
 }
 
 void ToolCall::cancel() {
@@ -206,17 +229,7 @@ void ToolCall::cancel() {
 
 void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only, bool internal,
                             StatementRunner::Done done) {
-  RunSpec spec;
-  spec.who = ctx_.who;
-  spec.sql = std::move(sql);
-  spec.agent_id = ctx_.agent_id;
-  spec.conversation_id = ctx_.conversation_id;
-  spec.application_name = std::string("mcp:") + toolName(tool_);
-  spec.tool = toolName(tool_);
-  spec.client_addr = ctx_.client_addr;
-  spec.session_id = ctx_.session_id;
-  spec.max_rows = max_rows;
-  spec.max_result_bytes = ctx_.max_result_bytes;
+  RunSpec spec = runSpec(ctx_, toolName(tool_), std::move(sql), max_rows);
   spec.explain_only = explain_only;
   spec.internal = internal;
   if (runner_) spent_.push_back(std::move(runner_));
@@ -249,28 +262,13 @@ bool ToolCall::finishedByFailure(const RunResult& r) {
 
 void ToolCall::finishQuery(RunResult&& r) {
   if (finishedByFailure(r)) return;
-  // The result a client shows: the last statement that returned rows (or the last one).
-  const ResultSet* main = nullptr;
-  for (const auto& s : r.sets) {
-    if (!s.columns.empty()) main = &s;
+  if (ctx_.writes && r.plan && r.plan->analysis) {
+    // A write group's read: its tables count as looked at before the transaction changes them.
+    for (const auto& st : r.plan->analysis->statements) {
+      if (st.kind == guards::StatementKind::kSelect) ctx_.writes->noteRead(st);
+    }
   }
-  if (!main && !r.sets.empty()) main = &r.sets.back();
-  Json out = main ? resultSetJson(*main) : Json{{"columns", Json::array()}, {"rows", Json::array()},
-                                                {"row_count", 0}, {"truncated", false}};
-  out["notices"] = noticesJson(r);
-  // The warnings an agent must read before it believes the answer (result screens, guard
-  // warnings): the WARNING notices again, on their own.
-  Json warnings = Json::array();
-  for (const auto& n : out["notices"]) {
-    if (n["severity"] == "WARNING") warnings.push_back(n);
-  }
-  out["warnings"] = std::move(warnings);
-  out["elapsed_ms"] = static_cast<double>(r.elapsed_us) / 1000.0;
-  if (r.sets.size() > 1) {
-    Json sets = Json::array();
-    for (const auto& s : r.sets) sets.push_back(resultSetJson(s));
-    out["result_sets"] = std::move(sets);
-  }
+  Json out = queryResultJson(r);
   std::string heading = "The query returned " + std::to_string(out["row_count"].get<size_t>()) + " row(s)";
   if (out["truncated"].get<bool>()) heading += " (truncated: more rows exist; narrow the query)";
   heading += ":";
@@ -427,6 +425,7 @@ void ToolCall::describeGotCatalog(RunResult&& r) {
            true, "denied", "pgwarden refused:");
     return;
   }
+  if (ctx_.writes) ctx_.writes->noteLooked(qualified);  // its columns were looked at
   describe_ = std::move(info);
   const int64_t n = argInt(args_, "sample_rows", 3);
   if (n <= 0) {

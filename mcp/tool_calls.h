@@ -15,6 +15,8 @@
 
 namespace pgwarden::mcp {
 
+class WriteConversation;
+
 // Who calls, for the statements a tool runs.
 struct CallContext {
   McpIdentity who;
@@ -24,7 +26,12 @@ struct CallContext {
   uint64_t session_id = 0;      // history's session id of the MCP session
   int64_t max_rows = 1000;
   uint64_t max_result_bytes = 1u << 20;
+  // A guarded_writes group's MCP session: its transaction (mcp/write_tools.h); null otherwise.
+  std::shared_ptr<WriteConversation> writes;
 };
+
+// The RunSpec of a statement the tool `tool` runs for `ctx` (history's mcp:<tool>).
+RunSpec runSpec(const CallContext& ctx, std::string_view tool, std::string sql, int64_t max_rows);
 
 // A tools/call in flight, built-in or operator-defined, as the server holds it.
 class RunningCall {

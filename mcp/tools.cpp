@@ -10,12 +10,16 @@ struct Def {
   Tool tool;
   const char* name;
 };
-constexpr std::array<Def, 6> kTools = {{{Tool::kQuery, "query"},
-                                        {Tool::kExplain, "explain"},
-                                        {Tool::kPolicy, "policy"},
-                                        {Tool::kListSchemas, "list_schemas"},
-                                        {Tool::kListTables, "list_tables"},
-                                        {Tool::kDescribeTable, "describe_table"}}};
+constexpr std::array<Def, 10> kTools = {{{Tool::kQuery, "query"},
+                                         {Tool::kExplain, "explain"},
+                                         {Tool::kPolicy, "policy"},
+                                         {Tool::kListSchemas, "list_schemas"},
+                                         {Tool::kListTables, "list_tables"},
+                                         {Tool::kDescribeTable, "describe_table"},
+                                         {Tool::kBegin, "begin"},
+                                         {Tool::kExecute, "execute"},
+                                         {Tool::kCommit, "commit"},
+                                         {Tool::kRollback, "rollback"}}};
 
 constexpr int64_t kMaxSampleRows = 20;
 constexpr size_t kMaxSqlBytes = 1u << 20;
@@ -73,6 +77,71 @@ Json tool(const char* name, const char* title, std::string description, Json inp
                 {"idempotentHint", true}, {"openWorldHint", false}}}};
 }
 
+// A transaction tool: it changes data (execute may destroy it), and calling it twice is not the
+// same as once.
+Json writeTool(const char* name, const char* title, std::string description, Json input,
+               bool destructive) {
+  Json out = {
+      {"type", "object"},
+      {"properties",
+       {{"state", {{"type", "string"}, {"description", "none, open, failed or rolled_back"}}},
+        {"next_moves", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+        {"transaction", {{"type", {"object", "null"}}, {"description", "what changed so far"}}},
+        {"notice", {{"type", {"object", "null"}}}}}}};
+  Json t = tool(name, title, std::move(description), std::move(input), std::move(out));
+  t["outputSchema"]["properties"]["denial"] = denialSchema();
+  if (std::string_view(name) == "execute") {
+    for (const char* k : {"columns", "rows", "command"}) {
+      t["outputSchema"]["properties"][k] = Json::object();
+    }
+    t["outputSchema"]["properties"]["row_count"] = {{"type", "integer"}};
+  }
+  t["annotations"]["readOnlyHint"] = false;
+  t["annotations"]["destructiveHint"] = destructive;
+  t["annotations"]["idempotentHint"] = false;
+  return t;
+}
+
+void addWriteTools(Json& tools, const ToolCaps& caps) {
+  constexpr const char* kMoves =
+      " Every result carries `state` and `next_moves`, the tools you may call next; any other "
+      "order is refused with INVALID_STATE.";
+  tools.push_back(writeTool(
+      "begin", "Begin a write transaction",
+      std::string(
+          "Opens the one write transaction of this MCP session. Changes happen only inside it, "
+          "and nothing is kept until commit. pgwarden rolls it back when idle or old.") +
+          kMoves,
+      object(Json::object()), false));
+  tools.push_back(writeTool(
+      "execute", "Run a statement inside the open transaction",
+      "Runs one statement inside the open transaction: an INSERT, UPDATE, DELETE or MERGE, or a "
+      "SELECT to inspect what changed (RETURNING previews a write's rows). Look at a table first "
+      "(describe_table, or a SELECT from it); UPDATE and DELETE need a WHERE that narrows the "
+      "rows; a write changing more rows than your group allows (per statement, per transaction) "
+      "is undone with TOO_MANY_ROWS and the transaction stays open. Returns at most " +
+          std::to_string(caps.max_rows) + " rows." + kMoves,
+      object({{"sql",
+               {{"type", "string"},
+                {"minLength", 1},
+                {"description", "one SQL statement (PostgreSQL)"}}},
+              {"max_rows",
+               {{"type", "integer"},
+                {"minimum", 1},
+                {"maximum", caps.max_rows},
+                {"description", "return at most this many rows"}}}},
+             {"sql"}),
+      true));
+  tools.push_back(writeTool(
+      "commit", "Keep the transaction's changes",
+      std::string("Commits the open transaction; the answer says what was kept.") + kMoves,
+      object(Json::object()), false));
+  tools.push_back(writeTool(
+      "rollback", "Undo the transaction's changes",
+      std::string("Rolls the transaction back; the answer says what was discarded.") + kMoves,
+      object(Json::object()), false));
+}
+
 std::string capsText(const ToolCaps& caps) {
   std::string s = " Returns at most " + std::to_string(caps.max_rows) +
                   " rows (fewer if your policy group caps rows; `truncated` says when rows were cut).";
@@ -109,6 +178,10 @@ std::optional<std::string> checkInteger(const Json& args, const char* key, int64
 }
 
 }  // namespace
+
+bool isWriteTool(Tool t) {
+  return t == Tool::kBegin || t == Tool::kExecute || t == Tool::kCommit || t == Tool::kRollback;
+}
 
 std::optional<Tool> toolByName(std::string_view name) {
   for (const auto& d : kTools) {
@@ -204,6 +277,7 @@ Json toolList(const ToolCaps& caps) {
                     {"indexes", {{"type", "array"}}},
                     {"estimated_rows", {{"type", "number"}}},
                     {"sample", {{"type", {"object", "null"}}}}})));
+  if (caps.writes) addWriteTools(tools, caps);
   return tools;
 }
 
@@ -244,6 +318,14 @@ std::optional<std::string> checkArguments(Tool t, const Json& args, int64_t max_
       if ((e = checkString(a, "table", true, kMaxNameBytes))) return e;
       if ((e = checkInteger(a, "sample_rows", 0, kMaxSampleRows))) return e;
       return checkString(a, "conversation_id", false, kMaxNameBytes);
+    case Tool::kExecute:
+      if ((e = allowOnly({"sql", "max_rows"}))) return e;
+      if ((e = checkString(a, "sql", true, kMaxSqlBytes))) return e;
+      return checkInteger(a, "max_rows", 1, max_rows);
+    case Tool::kBegin:
+    case Tool::kCommit:
+    case Tool::kRollback:
+      return allowOnly({});
   }
   return std::nullopt;
 }

@@ -12,7 +12,21 @@
 
 namespace pgwarden::mcp {
 
-enum class Tool : uint8_t { kQuery, kExplain, kPolicy, kListSchemas, kListTables, kDescribeTable };
+// kBegin..kRollback: the guarded-writes transaction's tools (docs/writes.md), listed and callable
+// only for a `mode: guarded_writes` group.
+enum class Tool : uint8_t {
+  kQuery,
+  kExplain,
+  kPolicy,
+  kListSchemas,
+  kListTables,
+  kDescribeTable,
+  kBegin,
+  kExecute,
+  kCommit,
+  kRollback,
+};
+bool isWriteTool(Tool t);
 
 std::optional<Tool> toolByName(std::string_view name);
 const char* toolName(Tool t);
@@ -23,6 +37,7 @@ std::vector<std::string> builtinToolNames();
 struct ToolCaps {
   int64_t max_rows = 1000;
   int64_t statement_timeout_ms = 0;
+  bool writes = false;  // a guarded_writes group: the transaction's tools too
 };
 
 // tools/list's `tools` array.

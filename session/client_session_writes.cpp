@@ -118,34 +118,28 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
     st = &run->plan->analysis->statements[run->index];
   }
-  if (st && st->kind == guards::StatementKind::kSelect) {
-    writes_->noteRead(*st);  // a successful read: its tables were looked at (EXPLAIN shows no rows)
-  }
-  const TxnState state = writes_->state();
-  if (run && (last_tag_ == "COMMIT" || last_tag_ == "ROLLBACK") &&
-      (state == TxnState::kOpen || state == TxnState::kFailed)) {
-    run->txn_rows = writes_->totals().rows;  // history: what the transaction kept or discarded
-  }
-  if (st && st->kind == guards::StatementKind::kDdl && state == TxnState::kOpen) {
-    writes_->onDdlDone(st->command);
-  }
-  if ((head.kind != Expect::kQuery && head.kind != Expect::kExecute) || !head.write) return false;
-  const int64_t rows = protocol::commandTagCount(tag);
-  auto over = writes_->onWriteDone(head.write_table, head.write_command, rows);
+  const bool wrapped = (head.kind == Expect::kQuery || head.kind == Expect::kExecute) && head.write;
+  auto done = writes_->onCommandComplete(
+      st, tag,
+      wrapped ? std::optional<WriteTransaction::Wrapped>({head.write_table, head.write_command})
+              : std::nullopt);
+  if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
   const std::string savepoint(kWriteSavepoint);
-  if (!over) {
-    daemon_.counters().rows_written += static_cast<uint64_t>(rows);
-    if (head.kind == Expect::kExecute) sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
+  if (!done.over) {
+    if (done.counted) daemon_.counters().rows_written += static_cast<uint64_t>(done.rows);
+    if (wrapped && head.kind == Expect::kExecute) {
+      sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
+    }
     return false;
   }
   // Over the cap: the client hears TOO_MANY_ROWS instead of the command tag, and the statement's
   // changes are undone at its ReadyForQuery (ROLLBACK TO the savepoint).
   head.write_undo = true;
-  const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*over));
+  const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*done.over));
   writeDeny(client_.out(), v);
   ++daemon_.counters().writes_undone;
   if (run) {
-    run->rows_affected = rows;
+    run->rows_affected = done.rows;
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
   }
   if (head.kind == Expect::kExecute) {
@@ -216,35 +210,26 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
 
 void ClientSession::writesAfterStatement(char status) {
   begin_sent_ = false;  // a BEGIN in the batch has been answered by now
-  const uint64_t now = daemon_.nowMs();
   const TxnState before = writes_->state();
-  const TxnEvent e = status == 'T' ? TxnEvent::kServerInTxn
-                     : status == 'E' ? TxnEvent::kServerFailed
-                                     : TxnEvent::kServerIdle;
-  if (!writes_->move(e, now)) {
+  const auto end = writes_->afterStatement(status, last_tag_, daemon_.nowMs());
+  if (!end.moved) {
     spdlog::warn("{}: write mode: no move from {} on ReadyForQuery '{}'", logPrefix(),
                  txnStateName(before), logsafe(status));
     return;
   }
-  std::string& out = client_.out();
-  if ((before == TxnState::kOpen || before == TxnState::kFailed) && status == 'I') {
-    const bool committed = last_tag_ == "COMMIT" && before == TxnState::kOpen;
-    writeNoticeVerdict(out, writes_->endNotice(committed));
+  if (end.notice) writeNoticeVerdict(client_.out(), *end.notice);
+  if (end.ended) {
     auto& c = daemon_.counters();
-    ++(committed ? c.write_txn_committed : c.write_txn_rolled_back[static_cast<size_t>(TxnEnd::kRolledBack)]);
-    writes_->clear();
-  } else if (status == 'T' || status == 'E') {
-    writeNoticeVerdict(out, writes_->openNotice(now));
+    ++(*end.ended == TxnEnd::kCommitted
+           ? c.write_txn_committed
+           : c.write_txn_rolled_back[static_cast<size_t>(TxnEnd::kRolledBack)]);
   }
 }
 
 void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
-  const TxnState s = writes_->state();
-  if (plan.decision.deny.code == guards::codes::kTransactionRolledBack && s == TxnState::kRolledBack) {
-    (void)writes_->move(TxnEvent::kTold, daemon_.nowMs());
-  } else if (s == TxnState::kOpen || s == TxnState::kFailed) {
-    // The denied statement never ran: the transaction is as it was, and the agent hears so.
-    writeNoticeVerdict(out, writes_->openNotice(daemon_.nowMs()));
+  // The denied statement never ran: the transaction is as it was, and the agent hears so.
+  if (auto n = writes_->afterDenial(plan.decision.deny.code, daemon_.nowMs())) {
+    writeNoticeVerdict(out, *n);
   }
 }
 

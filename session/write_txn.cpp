@@ -7,6 +7,7 @@
 
 #include "guards/codes.h"
 #include "guards/guard_util.h"
+#include "protocol/messages.h"
 
 namespace pgwarden::daemon {
 
@@ -329,6 +330,55 @@ std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& tabl
 void WriteTransaction::onDdlDone(std::string_view command) {
   ++writes_;
   if (changes_.size() < kMaxChanges) changes_.push_back({std::string(command), "", 0});
+}
+
+WriteTransaction::Completion WriteTransaction::onCommandComplete(const StatementInfo* st,
+                                                                 std::string_view tag,
+                                                                 std::optional<Wrapped> wrapped) {
+  Completion out;
+  if (st && st->kind == StatementKind::kSelect) noteRead(*st);  // EXPLAIN shows no rows: not a look
+  const std::string_view word = tag.substr(0, tag.find(' '));
+  if ((word == "COMMIT" || word == "ROLLBACK") &&
+      (state_ == TxnState::kOpen || state_ == TxnState::kFailed)) {
+    out.txn_rows = rows_;
+  }
+  if (st && st->kind == StatementKind::kDdl && state_ == TxnState::kOpen) onDdlDone(st->command);
+  if (!wrapped) return out;
+  out.rows = protocol::commandTagCount(tag);
+  out.over = onWriteDone(wrapped->table, wrapped->command, out.rows);
+  out.counted = !out.over;
+  return out;
+}
+
+WriteTransaction::StatementEnd WriteTransaction::afterStatement(char status,
+                                                                std::string_view last_tag,
+                                                                uint64_t now_ms) {
+  StatementEnd out;
+  const TxnState before = state_;
+  const TxnEvent e = status == 'T'   ? TxnEvent::kServerInTxn
+                     : status == 'E' ? TxnEvent::kServerFailed
+                                     : TxnEvent::kServerIdle;
+  out.moved = move(e, now_ms);
+  if (!out.moved) return out;
+  if ((before == TxnState::kOpen || before == TxnState::kFailed) && status == 'I') {
+    const bool committed = last_tag == "COMMIT" && before == TxnState::kOpen;
+    out.notice = endNotice(committed);
+    out.ended = committed ? TxnEnd::kCommitted : TxnEnd::kRolledBack;
+    clear();
+  } else if (status == 'T' || status == 'E') {
+    out.notice = openNotice(now_ms);
+  }
+  return out;
+}
+
+std::optional<guards::Verdict> WriteTransaction::afterDenial(std::string_view code,
+                                                             uint64_t now_ms) {
+  if (code == codes::kTransactionRolledBack && state_ == TxnState::kRolledBack) {
+    (void)move(TxnEvent::kTold, now_ms);
+    return std::nullopt;
+  }
+  if (state_ == TxnState::kOpen || state_ == TxnState::kFailed) return openNotice(now_ms);
+  return std::nullopt;
 }
 
 std::optional<TxnEnd> WriteTransaction::due(uint64_t now_ms) const {

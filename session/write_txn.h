@@ -77,6 +77,36 @@ class WriteTransaction {
   // DDL that ran inside the transaction (no rows, but part of what COMMIT keeps).
   void onDdlDone(std::string_view command);
 
+  // What every front end does at a statement's CommandComplete: `st` is the statement (null: not
+  // known), `tag` its command tag, `wrapped` set when it is a write under pgwarden's savepoint
+  // (its target table and command). A SELECT's tables count as looked at, DDL inside the
+  // transaction is noted, a wrapped write's rows go through onWriteDone().
+  struct Completion {
+    int64_t txn_rows = -1;  // a COMMIT or ROLLBACK of this transaction: its rows, for history
+    int64_t rows = 0;       // the rows the wrapped write changed (its tag's count)
+    bool counted = false;   // ... and they were kept (within the caps)
+    std::optional<guards::GuardResult> over;  // ... or TOO_MANY_ROWS: undo the statement
+  };
+  struct Wrapped {
+    const std::string& table;
+    std::string_view command;
+  };
+  Completion onCommandComplete(const guards::StatementInfo* st, std::string_view tag,
+                               std::optional<Wrapped> wrapped);
+  // A statement ended with the server's ReadyForQuery `status` ('I', 'T' or 'E'), its last
+  // command tag's first word `last_tag`: the state moves, and the agent hears TRANSACTION_OPEN
+  // inside the transaction, or TRANSACTION_COMMITTED / DISCARDED when it ended (the tallies are
+  // then cleared). `moved` false: no legal move, nothing changed.
+  struct StatementEnd {
+    bool moved = false;
+    std::optional<TxnEnd> ended;  // kCommitted or kRolledBack
+    std::optional<guards::Verdict> notice;
+  };
+  StatementEnd afterStatement(char status, std::string_view last_tag, uint64_t now_ms);
+  // A text the gate denied with `code` (it never ran): a TRANSACTION_ROLLED_BACK denial marks the
+  // loss as told; inside a transaction the agent hears TRANSACTION_OPEN (it is as it was).
+  std::optional<guards::Verdict> afterDenial(std::string_view code, uint64_t now_ms);
+
   // pgwarden must roll back now (idle or too old), given the last statement's end; nullopt: not due.
   std::optional<TxnEnd> due(uint64_t now_ms) const;
   // The transaction ended (committed, rolled back by the client, expired, disconnected): its

@@ -22,18 +22,15 @@ import psycopg2.errors
 import pytest
 
 import pgwtest
+import writesupport
+from writesupport import ROWS
 
 WRITER_ROLE = "pgw_writer"
 WRITER_PASSWORD = "writer-" + secrets.token_hex(8)
-ROWS = 400
 
 
 def _reset_table(pg):
-    pg.execute("DROP TABLE IF EXISTS w_items")
-    pg.execute("CREATE TABLE w_items (id int PRIMARY KEY, grp int NOT NULL, qty int NOT NULL)")
-    pg.execute(f"INSERT INTO w_items SELECT g, g % 100, 0 FROM generate_series(1, {ROWS}) g")
-    pg.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON w_items TO {WRITER_ROLE}")
-    pg.execute(f"GRANT SELECT ON w_items TO {pgwtest.READER_ROLE}")
+    writesupport.reset_table(pg, WRITER_ROLE)
 
 
 def _daemon(factory, pg, write_user=WRITER_ROLE, write_password=WRITER_PASSWORD, extra=None):
@@ -57,11 +54,7 @@ def _daemon(factory, pg, write_user=WRITER_ROLE, write_password=WRITER_PASSWORD,
 
 @pytest.fixture(scope="module")
 def writer_role(pg):
-    pg.execute(f"DROP ROLE IF EXISTS {WRITER_ROLE}")
-    pg.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN PASSWORD '{WRITER_PASSWORD}'")
-    pg.execute(f"GRANT CONNECT ON DATABASE {pgwtest.DATABASE} TO {WRITER_ROLE}")
-    pg.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
-    return WRITER_ROLE
+    return writesupport.create_write_role(pg, WRITER_ROLE, WRITER_PASSWORD)
 
 
 @pytest.fixture(scope="module")

@@ -305,6 +305,54 @@ TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
   EXPECT_NE(w.openNotice(3000).detail.find("\"next_moves\":[\"ROLLBACK\"]"), std::string::npos);
 }
 
+// What both front ends do at a statement's CommandComplete and ReadyForQuery, and after a denial.
+TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
+  WriteTransaction w(group_->writes());
+  auto a = guards::analyzeUncached("SELECT * FROM items WHERE id = 1");
+  EXPECT_EQ(w.onCommandComplete(&a->statements.at(0), "SELECT 1", std::nullopt).txn_rows, -1);
+  EXPECT_TRUE(w.looked("", "items"));  // a completed read is a look
+  auto begun = w.afterStatement('T', "BEGIN", 1000);
+  ASSERT_TRUE(begun.moved && begun.notice);
+  EXPECT_EQ(w.state(), TxnState::kOpen);
+  EXPECT_EQ(begun.notice->code, "TRANSACTION_OPEN");
+  EXPECT_FALSE(begun.ended);
+  const std::string table = "items";
+  auto wide =
+      w.onCommandComplete(nullptr, "UPDATE 400", WriteTransaction::Wrapped{table, "UPDATE"});
+  ASSERT_TRUE(wide.over);
+  EXPECT_EQ(wide.over->code, "TOO_MANY_ROWS");
+  EXPECT_EQ(wide.rows, 400);
+  EXPECT_FALSE(wide.counted);
+  auto narrow =
+      w.onCommandComplete(nullptr, "UPDATE 4", WriteTransaction::Wrapped{table, "UPDATE"});
+  EXPECT_TRUE(narrow.counted && !narrow.over);
+  EXPECT_EQ(narrow.rows, 4);
+  // A denial inside the transaction: it is as it was, and the agent hears so.
+  auto again = w.afterDenial("MISSING_PREDICATE", 1500);
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->message.find("items: 4 rows"), std::string::npos) << again->message;
+  EXPECT_EQ(w.onCommandComplete(nullptr, "COMMIT", std::nullopt).txn_rows, 4);
+  auto kept = w.afterStatement('I', "COMMIT", 2000);
+  ASSERT_TRUE(kept.moved && kept.notice && kept.ended);
+  EXPECT_EQ(*kept.ended, TxnEnd::kCommitted);
+  EXPECT_EQ(kept.notice->message, "Committed; kept: items: 4 rows.");
+  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_EQ(w.totals().rows, 0);
+  EXPECT_FALSE(w.afterDenial("TRANSACTION_REQUIRED", 2500));  // nothing open: nothing to say
+  // A failed transaction ends discarded, whatever its last word.
+  ASSERT_TRUE(w.afterStatement('T', "BEGIN", 3000).moved);
+  ASSERT_TRUE(w.afterStatement('E', "", 3100).moved);
+  auto discarded = w.afterStatement('I', "ROLLBACK", 3200);
+  ASSERT_TRUE(discarded.ended);
+  EXPECT_EQ(*discarded.ended, TxnEnd::kRolledBack);
+  EXPECT_EQ(discarded.notice->code, "TRANSACTION_DISCARDED");
+  // After pgwarden's rollback the next denial tells it, once.
+  ASSERT_TRUE(w.afterStatement('T', "BEGIN", 4000).moved);
+  ASSERT_TRUE(w.move(TxnEvent::kExpired, 70000));
+  EXPECT_FALSE(w.afterDenial("TRANSACTION_ROLLED_BACK", 70001));
+  EXPECT_EQ(w.state(), TxnState::kNone);
+}
+
 // The gate asks the caller's WriteTransaction before the chain; a front end without one (MCP) gets
 // the write group's read checks instead, since its chain has no read_only guard.
 class WriteCaller : public test::FakeCaller {
