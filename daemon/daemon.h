@@ -90,13 +90,10 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   void unregisterCancelKey(int32_t pid, int32_t key);
   // A client's CancelRequest (arriving on its own connection).
   void handleCancelRequest(int32_t pid, int32_t key);
-  // Sends a CancelRequest for a server backend on a new upstream connection.
-  void cancelServerQuery(int32_t server_pid, int32_t server_key) override {
-    cancelServerQuery(server_pid, server_key, nullptr);
-  }
-  // `fence` (the server connection's): counts the request until PostgreSQL has it, and the
-  // connection is not lent to anybody else meanwhile.
-  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence);
+  // Sends a CancelRequest for a server backend on a new upstream connection. `fence` (the server
+  // connection's, or null): counts the request until PostgreSQL has it, and the connection is not
+  // lent to anybody else meanwhile.
+  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
 
   // History: never blocks; a record refused by a full queue is counted.
   void submitRecord(history::Record&& record);

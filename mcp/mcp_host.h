@@ -12,6 +12,7 @@
 #include <string>
 
 #include "guards/policy.h"
+#include "pool/pooled_connection.h"
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
@@ -48,8 +49,9 @@ class McpHost {
   // a kept write changed `rows_written` rows, or (`undone`) one over a row cap was undone.
   virtual void writeTransactionEnded(daemon::TxnEnd how) = 0;
   virtual void writeCounted(int64_t rows_written, bool undone) = 0;
-  // Sends a CancelRequest for that server backend on a new upstream connection.
-  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key) = 0;
+  // Sends a CancelRequest for that server backend on a new upstream connection; the connection's
+  // `fence` keeps it from being lent to anybody else until PostgreSQL has the request.
+  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<daemon::CancelFence> fence) = 0;
   virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;
   virtual uv_loop_t* loop() = 0;
   // The first catalog statistics load for the database is still running: statements wait for it

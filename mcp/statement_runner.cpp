@@ -33,7 +33,7 @@ StatementRunner::~StatementRunner() {
   if (server_) {
     // Only at shutdown: the answer is owed still, so the connection drains (or closes).
     if (step_ == Step::kRunning || step_ == Step::kExplaining) {
-      host_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+      host_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
       releaseServer(1);
     } else {
       releaseServer(0);
@@ -601,7 +601,7 @@ void StatementRunner::cancel() {
     case Step::kExplaining:
     case Step::kRunning:
       // The server answers with 57014 and ReadyForQuery; the run ends there as usual.
-      if (server_) host_.cancelServerQuery(server_->backendPid(), server_->backendKey());
+      if (server_) host_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
       return;
     case Step::kDone:
       return;

@@ -46,14 +46,14 @@ std::string quoteLiteral(std::string_view v) {
   return out;
 }
 
-const std::string* findParam(const ParamList& params, std::string_view name) {
+const std::string* carriedValue(const ParamList& params, std::string_view name) {
   for (const auto& [n, v] : params) {
     if (n == name) return &v;
   }
   return nullptr;
 }
 
-void setParam(ParamList& params, std::string_view name, std::string_view value) {
+void setCarried(ParamList& params, std::string_view name, std::string_view value) {
   for (auto& [n, v] : params) {
     if (n == name) {
       v = std::string(value);
@@ -76,7 +76,7 @@ std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
 std::string ClientSession::paramSyncSql() {
   std::string sql;
   for (const std::string_view name : kCarriedParams) {
-    const std::string* want = findParam(client_params_, name);
+    const std::string* want = carriedValue(client_params_, name);
     if (isReportedParam(name)) {
       // Not set by the client: what the connection had after its login.
       const std::string_view target = want ? std::string_view(*want) : server_->loginParameter(name);
@@ -294,7 +294,7 @@ void ClientSession::noteServerParameter(const protocol::Frame& f) {
   auto p = protocol::parseParameterStatus(f.body);
   if (!p) return;
   for (const std::string_view name : kCarriedParams) {
-    if (name == p->name) setParam(client_params_, name, p->value);
+    if (name == p->name) setCarried(client_params_, name, p->value);
   }
 }
 
@@ -310,7 +310,7 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
   std::string value;
   if (st.kind == guards::StatementKind::kSet && st.setting_value != "default") {
     value = st.setting_value;
-  } else if (const std::string* initial = findParam(startup_params_, name)) {
+  } else if (const std::string* initial = carriedValue(startup_params_, name)) {
     value = *initial;
   }
   if (value.empty()) {
@@ -318,7 +318,7 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
                                         [&](const auto& kv) { return kv.first == name; }),
                          client_params_.end());
   } else {
-    setParam(client_params_, name, value);
+    setCarried(client_params_, name, value);
   }
   server_->noteUnreported(name, value);
 }
