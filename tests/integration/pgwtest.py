@@ -355,6 +355,12 @@ class Pgwarden:
                                    + self.log())
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                # The SQL port takes connections as soon as it listens, before the loop runs;
+                # the metrics endpoint is bound just after it: wait for that one too.
+                metrics_at = str((self.config.get("metrics") or {}).get("listen") or "")
+                host, _, port = metrics_at.rpartition(":")
+                if port.isdigit() and int(port) > 0 and host in ("127.0.0.1", "localhost"):
+                    socket.create_connection(("127.0.0.1", int(port)), timeout=0.5).close()
                 return self
             except OSError:
                 time.sleep(0.05)
