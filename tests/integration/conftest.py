@@ -56,6 +56,16 @@ def pg_factory():
         cluster.destroy()
 
 
+def module_daemon(binary, start):
+    """For a module-scoped fixture: yields `start(daemons)`, the module's own daemon started
+    through a DaemonSet, and tears it down (exit status and sanitizer report checked) after."""
+    daemons = DaemonSet(binary)
+    try:
+        yield start(daemons)
+    finally:
+        daemons.teardown()
+
+
 class DaemonSet:
     """Daemons started by one test or module; each must exit 0 on SIGTERM at teardown."""
 

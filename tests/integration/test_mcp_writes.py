@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 import pgwtest
+from conftest import module_daemon
 import writesupport
 from mcpsupport import McpHttp, history, start_mcp_daemon
 from writesupport import ROWS
@@ -49,12 +50,7 @@ def writer_role(pg):
 
 @pytest.fixture(scope="module")
 def wmcp(pgwarden_bin, pg, writer_role):
-    from conftest import DaemonSet
-    daemons = DaemonSet(pgwarden_bin)
-    try:
-        yield _start(daemons, pg)
-    finally:
-        daemons.teardown()
+    yield from module_daemon(pgwarden_bin, lambda daemons: _start(daemons, pg))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import psycopg2.errors
 import pytest
 
 import pgwtest
-from conftest import DaemonSet
+from conftest import module_daemon
 
 POOL = 20
 
@@ -56,11 +56,7 @@ def _start(factory, pg, pool=POOL, extra=None):
 
 @pytest.fixture(scope="module")
 def daemon(pg, pgwarden_bin):
-    daemons = DaemonSet(pgwarden_bin)
-    try:
-        yield _start(daemons, pg)
-    finally:
-        daemons.teardown()
+    yield from module_daemon(pgwarden_bin, lambda daemons: _start(daemons, pg))
 
 
 def _backends(pg):

@@ -22,6 +22,7 @@ import psycopg2.errors
 import pytest
 
 import pgwtest
+from conftest import module_daemon
 import writesupport
 from writesupport import ROWS
 
@@ -59,16 +60,7 @@ def writer_role(pg):
 
 @pytest.fixture(scope="module")
 def wd(pgwarden_bin, pg, writer_role):
-    daemons = pgwtest_daemons(pgwarden_bin)
-    try:
-        yield _daemon(daemons, pg)
-    finally:
-        daemons.teardown()
-
-
-def pgwtest_daemons(binary):
-    from conftest import DaemonSet
-    return DaemonSet(binary)
+    yield from module_daemon(pgwarden_bin, lambda daemons: _daemon(daemons, pg))
 
 
 @pytest.fixture
