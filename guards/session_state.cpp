@@ -45,6 +45,8 @@ bool sessionAdvisoryLock(std::string_view name) {
 
 }  // namespace
 
+std::span<const std::string_view> carriedSettings() { return kCarried; }
+
 std::string_view carriedSetting(std::string_view name) {
   for (auto c : kCarried) {
     if (iequals(name, c)) return c;

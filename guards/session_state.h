@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "analysis/analysis.h"
@@ -16,6 +17,8 @@ namespace pgwarden::guards {
 // client (its startup parameters and its SETs of them), in the spelling ParameterStatus uses;
 // "" when `name` (any case) is not one of them.
 std::string_view carriedSetting(std::string_view name);
+// All of them, in that spelling.
+std::span<const std::string_view> carriedSettings();
 
 // A denial (SESSION_STATE) when `st` would leave state on the server connection beyond its
 // transaction: a session-level SET of a setting pgwarden does not carry, SQL-level PREPARE,

@@ -4,6 +4,7 @@
 
 #include "common/log_text.h"
 #include "history/record.h"
+#include "pool/carried_settings.h"
 #include "pool/pool.h"
 #include "protocol/messages.h"
 #include "session/result_screen.h"
@@ -242,13 +243,24 @@ void StatementRunner::onServerReady(daemon::ServerConnection& c) {
   server_ = &c;
   c.attach(this);
   if (cancelled_) {
-    releaseServer(0);
-    if (gate_ && gate_->waiting()) gate_->cancel();
-    finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
-    fail("57014", "the request was cancelled");
+    abandonCancelled();
     return;
   }
+  if (!spec_.txn) {
+    const std::string sync = daemon::carriedSyncSql(c, {});
+    if (!sync.empty()) {
+      sendTxnStep(TxnStep::kParamSync, sync);
+      return;
+    }
+  }
   sendWork();
+}
+
+void StatementRunner::abandonCancelled() {
+  releaseServer(0);
+  if (gate_ && gate_->waiting()) gate_->cancel();
+  finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
+  fail("57014", "the request was cancelled");
 }
 
 void StatementRunner::onServerFailed(const std::string& sqlstate, const std::string& message) {
@@ -290,6 +302,14 @@ void StatementRunner::sendTxnStep(TxnStep step, const std::string& sql) {
 void StatementRunner::onTxnStepDone(char status) {
   const TxnStep step = txn_step_;
   txn_step_ = TxnStep::kNone;
+  if (step == TxnStep::kParamSync) {
+    if (cancelled_) {
+      abandonCancelled();
+    } else {
+      sendWork();
+    }
+    return;
+  }
   result_.txn_status = status;
   if (step == TxnStep::kSettle) {
     releaseServer(0);
@@ -340,7 +360,8 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
   if (txn_step_ != TxnStep::kNone) {
     if (f.type == 'E') {
       auto e = protocol::parseErrorFields(f.body);
-      spdlog::warn("mcp session {}: pgwarden's savepoint step failed: {}", spec_.session_id,
+      spdlog::warn("mcp session {}: pgwarden's {} step failed: {}", spec_.session_id,
+                   txn_step_ == TxnStep::kParamSync ? "settings" : "savepoint",
                    logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
     } else if (f.type == 'Z') {
       auto z = protocol::parseReadyForQuery(f.body);

@@ -172,8 +172,12 @@ class StatementRunner final : public daemon::GateCaller,
   void onReady(const protocol::Frame& f);
   // pgwarden's own statement around a transaction's write (SAVEPOINT, RELEASE, ROLLBACK TO): its
   // answers are not the caller's; at its ReadyForQuery the run goes on.
-  enum class TxnStep : uint8_t { kNone, kSavepoint, kSettle };
+  // kParamSync: the carried settings of a pooled connection brought back to its login values
+  // (a transaction-pooled client may have left its own DateStyle there).
+  enum class TxnStep : uint8_t { kNone, kParamSync, kSavepoint, kSettle };
   void sendTxnStep(TxnStep step, const std::string& sql);
+  // Cancelled before the work was sent: the connection goes back and the call ends with 57014.
+  void abandonCancelled();
   void onTxnStepDone(char status);
   void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
                  std::string_view message = {});

@@ -11,40 +11,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 
 #include "common/log_text.h"
 #include "guards/session_state.h"
+#include "pool/carried_settings.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
 namespace {
-
-// The carried settings the server does not report with ParameterStatus (PG 15): pgwarden notes
-// what it SET on each connection.
-bool isReportedParam(std::string_view name) {
-  return name != "extra_float_digits" && name != "search_path";
-}
-
-constexpr std::array<std::string_view, 7> kCarriedParams = {
-    "application_name", "client_encoding",    "DateStyle",  "TimeZone",
-    "IntervalStyle",    "extra_float_digits", "search_path"};
-
-std::string quoteLiteral(std::string_view v) {
-  std::string out;
-  const bool backslash = v.find('\\') != std::string_view::npos;
-  if (backslash) out.push_back('E');
-  out.push_back('\'');
-  for (char c : v) {
-    if (c == '\'') out.push_back('\'');
-    if (c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('\'');
-  return out;
-}
 
 const std::string* carriedValue(const ParamList& params, std::string_view name) {
   for (const auto& [n, v] : params) {
@@ -73,25 +49,7 @@ std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
 
 }  // namespace
 
-std::string ClientSession::paramSyncSql() {
-  std::string sql;
-  for (const std::string_view name : kCarriedParams) {
-    const std::string* want = carriedValue(client_params_, name);
-    if (isReportedParam(name)) {
-      // Not set by the client: what the connection had after its login.
-      const std::string_view target = want ? std::string_view(*want) : server_->loginParameter(name);
-      if (target.empty() || server_->parameter(name) == target) continue;
-      sql += "SET " + std::string(name) + " = " + quoteLiteral(target) + ";";
-    } else {
-      const std::string_view target = want ? std::string_view(*want) : std::string_view();
-      if (server_->unreportedValue(name) == target) continue;
-      server_->noteUnreported(name, target);
-      sql += target.empty() ? "RESET " + std::string(name) + ";"
-                            : "SET " + std::string(name) + " = " + quoteLiteral(target) + ";";
-    }
-  }
-  return sql;
-}
+std::string ClientSession::paramSyncSql() { return carriedSyncSql(*server_, client_params_); }
 
 void ClientSession::choosePoolMode() {
   const std::string& mode = policy_ ? policy_->poolMode() : std::string();
@@ -293,7 +251,7 @@ void ClientSession::noteServerParameter(const protocol::Frame& f) {
   if (!txn_pooling_) return;
   auto p = protocol::parseParameterStatus(f.body);
   if (!p) return;
-  for (const std::string_view name : kCarriedParams) {
+  for (const std::string_view name : guards::carriedSettings()) {
     if (name == p->name) setCarried(client_params_, name, p->value);
   }
 }
@@ -306,7 +264,7 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
   if (st.set_local || (st.kind != guards::StatementKind::kSet && st.kind != guards::StatementKind::kReset)) return;
   const std::string_view name = guards::carriedSetting(st.setting);
   // Reported settings follow the server's ParameterStatus; the others are noted here.
-  if (name.empty() || isReportedParam(name)) return;
+  if (name.empty() || isReportedSetting(name)) return;
   std::string value;
   if (st.kind == guards::StatementKind::kSet && st.setting_value != "default") {
     value = st.setting_value;

@@ -29,18 +29,23 @@ def start_mcp_daemon(factory, pg, extra=None, configure=None):
         configure(daemon.config)
         daemon.write_config()
     daemon.start()
-    daemon.mcp_port = int(mcp["listen"].rsplit(":", 1)[1])
-    # The SQL port accepting does not mean the MCP listener is bound yet.
+    daemon.mcp_port = wait_mcp_listener(mcp)
+    return daemon, tokens
+
+
+def wait_mcp_listener(mcp):
+    """The port of the `mcp` config section's listener once it accepts: the SQL port accepting
+    does not mean the MCP listener is bound yet."""
+    port = int(mcp["listen"].rsplit(":", 1)[1])
     deadline = time.monotonic() + 10
     while True:
         try:
-            socket.create_connection(("127.0.0.1", daemon.mcp_port), timeout=0.5).close()
-            break
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return port
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    return daemon, tokens
 
 
 def history(daemon, where="1=1", count=1):

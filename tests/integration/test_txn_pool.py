@@ -6,6 +6,7 @@ setting honoured for that client only; session state refused with a denial that 
 explicit transactions holding their connection; a cancel reaching the right statement; a client
 that vanishes mid-transaction leaving a clean connection behind; the admin console and metrics."""
 
+import hashlib
 import re
 import struct
 import secrets
@@ -19,6 +20,7 @@ import pytest
 
 import pgwtest
 from conftest import module_daemon
+from mcpsupport import McpHttp, wait_mcp_listener
 
 POOL = 20
 
@@ -169,6 +171,33 @@ def test_set_of_carried_setting_stays_with_its_client(pgwarden_factory, pg):
     assert ca.fetchone()[0].startswith("German")
     a.close()
     b.close()
+
+
+def test_mcp_call_after_a_pooled_client_sees_login_settings(pgwarden_factory, pg):
+    """A transaction-pooled client leaves its DateStyle and extra_float_digits on the pool's only
+    connection; an MCP tool call lent that connection next reads with the login values, and the
+    client keeps its own afterwards."""
+    token = "pgw_" + secrets.token_urlsafe(32)
+    mcp = {"listen": f"127.0.0.1:{pgwtest.free_port()}", "database": pgwtest.DATABASE,
+           "tokens": [{"user": "tx", "sha256": hashlib.sha256(token.encode()).hexdigest()}]}
+    one = _start(pgwarden_factory, pg, pool=1, extra={"mcp": mcp})
+    a = one.connect(user="tx")
+    ca = a.cursor()
+    ca.execute("SET DateStyle = 'German'")
+    ca.execute("SET extra_float_digits = -10")
+    sql = "SELECT '2024-03-01'::date::text AS d, (1/3::float8)::text AS f"
+    ca.execute(sql)
+    assert ca.fetchone() == ("01.03.2024", "0.33333")
+    c = McpHttp(wait_mcp_listener(mcp), token)
+    c.initialize(client="settings-check")
+    for _ in range(2):
+        r = c.tool("query", {"sql": sql})
+        assert r["isError"] is False, r
+        assert r["structuredContent"]["rows"] == [["2024-03-01", "0.3333333333333333"]]
+        ca.execute(sql)
+        assert ca.fetchone() == ("01.03.2024", "0.33333")
+    c.close()
+    a.close()
 
 
 @pytest.mark.parametrize("sql, what", [
