@@ -562,8 +562,17 @@ void StatementRunner::onReady(const protocol::Frame& f) {
     }
     result_.sets.clear();
   }
-  releaseServer(0);
+  if (spec_.txn || !server_) {
+    releaseServer(0);
+    complete();
+    return;
+  }
+  // The answer goes out before the connection's reset is sent: the reset is off the caller's path.
+  // complete() may destroy this runner, so the connection is let go through a local.
+  daemon::ServerConnection* s = server_;
+  server_ = nullptr;
   complete();
+  s->release(0, false);
 }
 
 void StatementRunner::onServerLost(daemon::ServerConnection&, const std::string& why) {
