@@ -600,12 +600,16 @@ const char* authMethodName(AuthMethod m) {
   return "?";
 }
 
-std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_db) const {
-  if (databases.empty()) return std::string(client_db);
-  auto it = databases.find(client_db);
-  if (it != databases.end()) return it->second;
-  if (databases.count("*")) return std::string(client_db);
-  return std::nullopt;
+std::shared_ptr<const PoolSettings> poolSettings(const Config& config) {
+  auto s = std::make_shared<PoolSettings>();
+  s->upstream = config.upstream;
+  s->pool = config.pool;
+  for (const auto& [name, g] : config.groups) {
+    if (g->writes().guarded) {
+      s->write_idle_in_transaction = std::max(s->write_idle_in_transaction, g->writes().idle_timeout + Millis(10000));
+    }
+  }
+  return s;
 }
 
 int LimitsConfig::startupCap() const {

@@ -11,7 +11,7 @@
 
 #include "common/log_text.h"
 #include "budgets/budget_store_pg.h"
-#include "pool/catalog_stats.h"
+#include "daemon/catalog_stats.h"
 #include "pool/server_conn.h"
 #include "session/client_session.h"
 #include "daemon/daemon_metrics.h"
@@ -40,7 +40,7 @@ Daemon::Daemon(std::shared_ptr<const Config> config)
       pools_(&loop_, counters_, std::make_unique<ServerConnectionFactory>()) {
   uv_loop_init(&loop_);
   loop_.data = this;
-  pools_.setConfig(config_);
+  pools_.setConfig(poolSettings(*config_));
   // With redact_literals the history writer normalizes a statement before it cuts it, so it gets
   // the whole text (and bounds it itself); otherwise records keep history.max_sql_bytes of it.
   policy_ = std::make_unique<PolicyEngine>(
@@ -377,7 +377,7 @@ void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
   }
   ++counters_.cancel_requests_forwarded;
   auto f = std::make_unique<CancelForwarder>(
-      &loop_, config_, server_pid, server_key, [this, fence](CancelForwarder* done) {
+      &loop_, config_->upstream, server_pid, server_key, [this, fence](CancelForwarder* done) {
         if (fence) fence->done();
         for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
           if (it->get() == done) {
@@ -515,7 +515,7 @@ void Daemon::reload() {
     if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
   }
   config_ = std::move(next);
-  pools_.setConfig(config_);
+  pools_.setConfig(poolSettings(*config_));
   spdlog::level::level_enum level = spdlog::level::from_str(config_->logging.level);
   spdlog::set_level(level);
   spdlog::info("configuration reloaded from {}; new sessions use it", config_->path);

@@ -20,7 +20,7 @@
 #include "session/auth_limiter.h"
 #include "session/startup_limiter.h"
 #include "daemon/config.h"
-#include "daemon/counters.h"
+#include "metrics/counters.h"
 #include "net/listener.h"
 #include "pool/pool.h"
 #include "session/statement_policy.h"

@@ -3,7 +3,7 @@
 // recorder, login limiter and metrics.
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
-#include "pool/catalog_stats.h"
+#include "daemon/catalog_stats.h"
 
 namespace pgwarden::daemon {
 

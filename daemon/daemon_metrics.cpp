@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "guards/codes.h"
-#include "pool/catalog_stats.h"
+#include "daemon/catalog_stats.h"
 #include "session/client_session.h"
 #include "daemon/daemon.h"
 #include "session/statement_policy.h"

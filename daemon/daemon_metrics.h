@@ -12,7 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "daemon/counters.h"
+#include "metrics/counters.h"
 #include "net/metrics_endpoint.h"
 #include "metrics/metrics.h"
 #include "guards/policy.h"

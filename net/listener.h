@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "daemon/config.h"
+#include "net/net_config.h"
 
 namespace pgwarden::daemon {
 

@@ -106,10 +106,10 @@ int connectUpstream(const UpstreamConfig& up, Stream& stream, Resolver& resolver
                           });
 }
 
-CancelForwarder::CancelForwarder(uv_loop_t* loop, std::shared_ptr<const Config> config,
+CancelForwarder::CancelForwarder(uv_loop_t* loop, UpstreamConfig upstream,
                                  int32_t pid, int32_t key,
                                  std::function<void(CancelForwarder*)> on_done)
-    : config_(std::move(config)),
+    : upstream_(std::move(upstream)),
       pid_(pid),
       key_(key),
       on_done_(std::move(on_done)),
@@ -119,11 +119,11 @@ CancelForwarder::CancelForwarder(uv_loop_t* loop, std::shared_ptr<const Config> 
 CancelForwarder::~CancelForwarder() = default;
 
 void CancelForwarder::start() {
-  if (initUpstreamStream(config_->upstream, stream_) != 0) {
+  if (initUpstreamStream(upstream_, stream_) != 0) {
     on_done_(this);
     return;
   }
-  const int rc = connectUpstream(config_->upstream, stream_, resolver_, [this](int) { close(); });
+  const int rc = connectUpstream(upstream_, stream_, resolver_, [this](int) { close(); });
   if (rc != 0) close();
 }
 

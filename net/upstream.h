@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/config.h"
+#include "net/net_config.h"
 #include "net/stream.h"
 
 namespace pgwarden::daemon {
@@ -53,7 +53,7 @@ std::string upstreamSocketPath(const UpstreamConfig& up);
 // daemon until finished() (then freed after its close callback).
 class CancelForwarder final : public StreamEvents {
  public:
-  CancelForwarder(uv_loop_t* loop, std::shared_ptr<const Config> config, int32_t pid,
+  CancelForwarder(uv_loop_t* loop, UpstreamConfig upstream, int32_t pid,
                   int32_t key, std::function<void(CancelForwarder*)> on_done);
   ~CancelForwarder();
   void start();
@@ -69,7 +69,7 @@ class CancelForwarder final : public StreamEvents {
   void onStreamClosed(Stream& s) override;
 
  private:
-  std::shared_ptr<const Config> config_;
+  UpstreamConfig upstream_;
   int32_t pid_;
   int32_t key_;
   std::function<void(CancelForwarder*)> on_done_;

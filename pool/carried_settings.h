@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "session/startup_params.h"
+#include "common/param_list.h"
 
 namespace pgwarden::daemon {
 

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/config.h"
-#include "daemon/counters.h"
+#include "pool/pool_settings.h"
+#include "metrics/counters.h"
 #include "pool/next_turn.h"
 #include "pool/pooled_connection.h"
 
@@ -147,8 +147,8 @@ class PoolManager {
   Counters& counters() { return counters_; }
   ConnectionFactory& factory() { return *factory_; }
   uint64_t nowMs() const { return clock_ ? clock_() : uv_now(loop_); }
-  const std::shared_ptr<const Config>& config() const { return config_; }
-  void setConfig(std::shared_ptr<const Config> config) { config_ = std::move(config); }
+  const std::shared_ptr<const PoolSettings>& config() const { return config_; }
+  void setConfig(std::shared_ptr<const PoolSettings> config) { config_ = std::move(config); }
   uint64_t nextServerId() { return ++last_server_id_; }
 
   // The pool for (upstream role, server database), created on first use. `internal` pools are
@@ -186,7 +186,7 @@ class PoolManager {
   Counters& counters_;
   std::unique_ptr<ConnectionFactory> factory_;
   Clock clock_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const PoolSettings> config_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
   std::vector<std::unique_ptr<PooledConnection>> graveyard_;
   // Pools whose serve() is due, each at most once (a pool with serve() due is never erased).

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "session/session_state.h"
+#include "pool/server_state.h"
 
 namespace pgwarden::daemon {
 

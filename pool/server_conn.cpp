@@ -172,11 +172,7 @@ void ServerConnection::sendStartup() {
   // write groups: pgwarden rolls idle transactions back itself; the server's timeout is the
   // backstop a little later.
   auto idle_in_txn = up.idle_in_transaction_session_timeout;
-  if (pool_.writes()) {
-    for (const auto& [name, g] : config_->groups) {
-      if (g->writes().guarded) idle_in_txn = std::max(idle_in_txn, g->writes().idle_timeout + Millis(10000));
-    }
-  }
+  if (pool_.writes()) idle_in_txn = std::max(idle_in_txn, config_->write_idle_in_transaction);
   std::vector<std::pair<std::string, std::string>> params = {
       {"user", pool_.role()},
       {"database", pool_.database()},

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/config.h"
-#include "daemon/counters.h"
+#include "pool/pool_settings.h"
+#include "metrics/counters.h"
 #include "net/stream.h"
 #include "net/upstream.h"
 #include "pool/pool.h"
@@ -21,8 +21,8 @@
 #include "pool/server_statements.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
-#include "session/session_state.h"
-#include "session/startup_params.h"
+#include "pool/server_state.h"
+#include "common/param_list.h"
 
 namespace pgwarden::daemon {
 
@@ -163,7 +163,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
 
   Pool& pool_;
   uint64_t id_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const PoolSettings> config_;
   ServerState state_ = ServerState::kConnecting;
   Stream stream_;
   Resolver resolver_;

@@ -13,7 +13,7 @@
 
 #include "common/log_text.h"
 #include "session/client_session.h"
-#include "daemon/counters.h"
+#include "metrics/counters.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
 #include "history/record.h"

@@ -9,11 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/param_list.h"
 #include "common/result.h"
 
 namespace pgwarden::daemon {
-
-using ParamList = std::vector<std::pair<std::string, std::string>>;
 
 // Longest value accepted for agent_id, conversation_id and query_intent.
 inline constexpr size_t kMaxContextValue = 256;

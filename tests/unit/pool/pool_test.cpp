@@ -52,7 +52,7 @@ class PoolTest : public ::testing::Test {
     factory_ = factory.get();
     manager_ = std::make_unique<PoolManager>(&loop_, counters_, std::move(factory),
                                              [this] { return now_; });
-    config_ = std::make_shared<Config>();
+    config_ = std::make_shared<PoolSettings>();
     config_->upstream.user = "app";
     config_->upstream.login_retry = Millis(2000);
     config_->pool.min_size = 0;
@@ -88,7 +88,7 @@ class PoolTest : public ::testing::Test {
   Counters counters_;
   uint64_t now_ = 1000000;
   FakeFactory* factory_ = nullptr;
-  std::shared_ptr<Config> config_;
+  std::shared_ptr<PoolSettings> config_;
   std::unique_ptr<PoolManager> manager_;
   std::vector<std::string> log_;
 };

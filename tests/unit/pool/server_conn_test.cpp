@@ -72,7 +72,7 @@ class ServerConnTest : public ::testing::Test {
     uv_loop_init(&loop_);
     manager_ = std::make_unique<PoolManager>(&loop_, counters_,
                                              std::make_unique<ServerConnectionFactory>());
-    auto config = std::make_shared<Config>();
+    auto config = std::make_shared<PoolSettings>();
     config->upstream.host = server_.dir();
     config->upstream.port = FakeServer::kPort;
     config->upstream.user = "app";

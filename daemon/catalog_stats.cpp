@@ -2,7 +2,7 @@
 // catalog query with the simple protocol, collect the text rows, swap the snapshot pointer. Then,
 // on the same connection, read min/max through a btree index for the few columns pg_stats gives
 // no bounds for (one Query each, a short statement_timeout), and swap the pointer again.
-#include "pool/catalog_stats.h"
+#include "daemon/catalog_stats.h"
 
 #include <spdlog/spdlog.h>
 

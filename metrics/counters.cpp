@@ -1,5 +1,5 @@
 // Names for counter labels and the SQLSTATE class index.
-#include "daemon/counters.h"
+#include "metrics/counters.h"
 
 namespace pgwarden::daemon {
 

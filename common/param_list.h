@@ -1,0 +1,13 @@
+// Name/value pairs in the order they were given: startup parameters, ParameterStatus values,
+// carried settings.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pgwarden::daemon {
+
+using ParamList = std::vector<std::pair<std::string, std::string>>;
+
+}  // namespace pgwarden::daemon
