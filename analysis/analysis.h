@@ -51,6 +51,7 @@ struct RelationRef {
   bool unbounded_read = false;
   // A WHERE/ON clause was written for it but cannot filter (1=1, true, x = x, OR true, ...).
   bool trivial_predicate = false;
+  bool operator==(const RelationRef&) const = default;
 };
 
 // A constant argument of a function call, as the parser decoded it.
@@ -59,6 +60,7 @@ struct ConstArg {
   Type type = Type::kNone;     // kNone: not a constant (a column, an expression, a parameter)
   std::string text;            // the literal as decoded (numbers as written)
   double number = 0;           // for kInteger/kFloat
+  bool operator==(const ConstArg&) const = default;
 };
 
 struct FunctionCall {
@@ -66,6 +68,7 @@ struct FunctionCall {
   std::string name;            // as decoded by the parser (quotes and U& escapes resolved)
   std::vector<ConstArg> args;  // positional arguments
   bool aggregate_star = false; // f(*)
+  bool operator==(const FunctionCall&) const = default;
 };
 
 struct StatementInfo {
@@ -117,6 +120,8 @@ struct StatementInfo {
   // For the result screens (SELECT only): comparisons with constants, LIMIT without ORDER BY,
   // aggregates over joins (analysis/screen_facts.h).
   ScreenFacts screen;
+  // Field for field, so tests can compare a whole analysis (the shape cache's proof uses it too).
+  bool operator==(const StatementInfo&) const = default;
 };
 
 struct Analysis {
@@ -126,6 +131,7 @@ struct Analysis {
   std::vector<StatementInfo> statements;
   uint64_t fingerprint = 0;    // libpg_query fingerprint of the whole text
   std::string fingerprint_hex;
+  bool operator==(const Analysis&) const = default;
 };
 
 // Thread-compatible (one per event loop). Bounded LRU keyed by the exact text. Texts longer than
