@@ -1,0 +1,370 @@
+// The shape lexer: one pass over the text that copies everything but literal constants into the
+// key and replaces each constant by a marker. It follows PostgreSQL's scanner (scan.l) only as far
+// as it needs to, and gives up ("not shape-cacheable") wherever the two could disagree.
+#include "analysis/shape.h"
+
+#include <cstdlib>
+#include <unordered_map>
+
+namespace pgwarden::guards {
+
+namespace {
+
+bool shapeDigit(char c) { return c >= '0' && c <= '9'; }
+bool shapeAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool shapeIdentStart(char c) {
+  return shapeAsciiAlpha(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
+bool shapeIdentChar(char c) { return shapeIdentStart(c) || shapeDigit(c) || c == '$'; }
+bool shapeSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+// PostgreSQL's `self` and operator characters, minus ':' (handled apart for psql variables).
+bool shapePunct(char c) {
+  static constexpr std::string_view kChars = ",()[].;+-*/%^<>=~!@#&|`?";
+  return kChars.find(c) != std::string_view::npos;
+}
+// Inside a string, comment or quoted identifier: anything but control characters (NUL included).
+bool shapeTextByte(char c) {
+  return static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r';
+}
+
+bool equalsNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+ValueCategory stringCategory(std::string_view v) {
+  if (v.empty()) return ValueCategory::kEmpty;
+  if (v.find_first_not_of('%') == std::string_view::npos) return ValueCategory::kPercents;
+  if (v == ".*") return ValueCategory::kDotStar;
+  if (v.find_first_of("%_\\") != std::string_view::npos) return ValueCategory::kWildcard;
+  return ValueCategory::kPlain;
+}
+
+ValueCategory numberCategory(double v) {
+  if (v == 0) return ValueCategory::kZero;
+  if (v < 100) return ValueCategory::kSmall;
+  return ValueCategory::kPlain;
+}
+
+class ShapeLexer {
+ public:
+  ShapeLexer(std::string_view sql, Shape& out) : sql_(sql), out_(out) {}
+
+  bool run() {
+    out_.key.clear();
+    out_.literals.clear();
+    out_.key.reserve(sql_.size());
+    while (i_ < sql_.size()) {
+      if (!step()) return false;
+    }
+    return true;
+  }
+
+ private:
+  char at(size_t j) const { return j < sql_.size() ? sql_[j] : '\0'; }
+
+  void copy(size_t from, size_t to) { out_.key.append(sql_.substr(from, to - from)); }
+
+  bool step() {
+    const char c = sql_[i_];
+    const char next = at(i_ + 1);
+    if (shapeSpace(c)) {
+      out_.key += c;
+      ++i_;
+      return true;
+    }
+    if (c == '-' && next == '-') return lineComment();
+    if (c == '/' && next == '*') return blockComment();
+    if (c == '\'') return quoted(i_, i_, LiteralClass::kString);
+    if (c == '"') return quotedIdentifier(i_);
+    if (shapeDigit(c) || (c == '.' && shapeDigit(next))) return number();
+    if (c == '$') return dollar();
+    if (shapeIdentStart(c)) return word();
+    if (c == ':') {
+      // `::` casts and `:=` named arguments; `:name`, `:'name'`, `:{?name}` are psql's.
+      if (next == ':') {
+        out_.key += "::";
+        i_ += 2;
+        return true;
+      }
+      if (shapeIdentStart(next) || next == '\'' || next == '"' || next == '{') return false;
+      out_.key += c;
+      ++i_;
+      return true;
+    }
+    if (shapePunct(c)) {
+      out_.key += c;
+      ++i_;
+      return true;
+    }
+    return false;  // backslash, braces, control characters, ...
+  }
+
+  bool lineComment() {
+    size_t j = i_;
+    while (j < sql_.size() && sql_[j] != '\n') {
+      if (!shapeTextByte(sql_[j])) return false;
+      ++j;
+    }
+    copy(i_, j);
+    i_ = j;
+    return true;
+  }
+
+  bool blockComment() {
+    size_t j = i_ + 2;
+    int depth = 1;
+    while (depth > 0) {
+      if (j + 1 >= sql_.size()) return false;  // unterminated
+      if (sql_[j] == '/' && sql_[j + 1] == '*') {
+        ++depth;
+        j += 2;
+      } else if (sql_[j] == '*' && sql_[j + 1] == '/') {
+        --depth;
+        j += 2;
+      } else {
+        if (!shapeTextByte(sql_[j])) return false;
+        ++j;
+      }
+    }
+    copy(i_, j);
+    i_ = j;
+    return true;
+  }
+
+  bool quotedIdentifier(size_t start) {
+    size_t j = i_ + 1;
+    while (true) {
+      if (j >= sql_.size() || !shapeTextByte(sql_[j])) return false;
+      if (sql_[j] == '"') {
+        if (at(j + 1) != '"') break;
+        j += 2;
+        continue;
+      }
+      ++j;
+    }
+    if (j == i_ + 1) return false;  // "" is a zero-length identifier: an error
+    copy(start, j + 1);
+    i_ = j + 1;
+    return true;
+  }
+
+  // A quoted literal whose opening quote is at `quote` (its prefix, if any, starts at `start`).
+  bool quoted(size_t start, size_t quote, LiteralClass cls) {
+    std::string value;
+    size_t j = quote + 1;
+    while (true) {
+      if (j >= sql_.size() || !shapeTextByte(sql_[j])) return false;
+      const char ch = sql_[j];
+      if (ch == '\'') {
+        if (at(j + 1) != '\'') break;
+        if (cls == LiteralClass::kBitB || cls == LiteralClass::kBitX) return false;
+        value += '\'';
+        j += 2;
+        continue;
+      }
+      if (ch == '\\') {
+        // Plain and U& strings: a backslash means standard_conforming_strings matters, or a U&
+        // escape; E'' strings: only \\ and \' are decoded here.
+        if (cls != LiteralClass::kEString) return false;
+        const char esc = at(j + 1);
+        if (esc != '\\' && esc != '\'') return false;
+        value += esc;
+        j += 2;
+        continue;
+      }
+      if (cls == LiteralClass::kBitB && ch != '0' && ch != '1') return false;
+      if (cls == LiteralClass::kBitX && !shapeDigit(ch) && !((ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) {
+        return false;
+      }
+      value += ch;
+      ++j;
+    }
+    const size_t end = j + 1;
+    if (continuedString(end)) return false;
+    if (cls == LiteralClass::kBitB) value.insert(0, "b");
+    if (cls == LiteralClass::kBitX) value.insert(0, "x");
+    i_ = end;
+    return literal(cls, start, end, std::move(value), 0);
+  }
+
+  // 'a'<newline>'b' is one constant to PostgreSQL: refuse rather than model it.
+  bool continuedString(size_t j) const {
+    while (j < sql_.size()) {
+      if (shapeSpace(sql_[j])) {
+        ++j;
+      } else if (sql_[j] == '-' && at(j + 1) == '-') {
+        while (j < sql_.size() && sql_[j] != '\n') ++j;
+      } else if (sql_[j] == '/' && at(j + 1) == '*') {
+        return true;  // not worth modelling: treat as a possible continuation
+      } else {
+        break;
+      }
+    }
+    return j < sql_.size() && sql_[j] == '\'';
+  }
+
+  bool number() {
+    size_t j = i_;
+    while (shapeDigit(at(j))) ++j;
+    bool is_float = false;
+    if (at(j) == '.') {
+      if (at(j + 1) == '.') return false;  // 1..2
+      is_float = true;
+      ++j;
+      while (shapeDigit(at(j))) ++j;
+    }
+    if (at(j) == 'e' || at(j) == 'E') {
+      size_t k = j + 1;
+      if (at(k) == '+' || at(k) == '-') ++k;
+      if (!shapeDigit(at(k))) return false;  // 1e, 1e+: trailing junk
+      while (shapeDigit(at(k))) ++k;
+      j = k;
+      is_float = true;
+    }
+    if (j < sql_.size() && (shapeIdentChar(sql_[j]) || sql_[j] == '.')) return false;
+    std::string text(sql_.substr(i_, j - i_));
+    const size_t start = i_;
+    i_ = j;
+    if (is_float) {
+      const double v = std::strtod(text.c_str(), nullptr);
+      return literal(LiteralClass::kFloat, start, j, std::move(text), v);
+    }
+    if (text.size() > 1 && text[0] == '0') return false;  // 007: the parser's text would be "7"
+    const double v = std::strtod(text.c_str(), nullptr);
+    const bool fits = text.size() <= 10 && std::strtoll(text.c_str(), nullptr, 10) <= 2147483647LL;
+    return literal(fits ? LiteralClass::kInteger : LiteralClass::kBigInteger, start, j,
+                   std::move(text), v);
+  }
+
+  bool dollar() {
+    const char next = at(i_ + 1);
+    if (shapeDigit(next)) {  // a parameter: $1
+      size_t j = i_ + 1;
+      while (shapeDigit(at(j))) ++j;
+      if (j < sql_.size() && shapeIdentChar(sql_[j])) return false;
+      copy(i_, j);
+      i_ = j;
+      return true;
+    }
+    size_t j = i_ + 1;
+    if (next != '$') {
+      if (!shapeAsciiAlpha(next) && next != '_') return false;
+      while (shapeAsciiAlpha(at(j)) || shapeDigit(at(j)) || at(j) == '_') ++j;
+      if (at(j) != '$') return false;
+    }
+    const std::string_view tag = sql_.substr(i_, j + 1 - i_);
+    const size_t body = j + 1;
+    const size_t close = sql_.find(tag, body);
+    if (close == std::string_view::npos) return false;
+    for (size_t k = body; k < close; ++k) {
+      if (!shapeTextByte(sql_[k])) return false;
+    }
+    const size_t start = i_;
+    const size_t end = close + tag.size();
+    if (end < sql_.size() && shapeIdentChar(sql_[end])) return false;
+    i_ = end;
+    return literal(LiteralClass::kDollar, start, end, std::string(sql_.substr(body, close - body)), 0);
+  }
+
+  bool word() {
+    size_t j = i_;
+    while (j < sql_.size() && shapeIdentChar(sql_[j])) ++j;
+    const std::string_view w = sql_.substr(i_, j - i_);
+    const char after = at(j);
+    if (after == '\'' && w.size() == 1) {
+      switch (w[0]) {
+        case 'e': case 'E': return quoted(i_, j, LiteralClass::kEString);
+        case 'b': case 'B': return quoted(i_, j, LiteralClass::kBitB);
+        case 'x': case 'X': return quoted(i_, j, LiteralClass::kBitX);
+        case 'n': case 'N': return false;  // national character strings
+        default: break;
+      }
+    }
+    if (after == '&' && w.size() == 1 && (w[0] == 'u' || w[0] == 'U')) {
+      if (at(j + 1) == '\'') return quoted(i_, j + 1, LiteralClass::kUString);
+      if (at(j + 1) == '"') {
+        const size_t start = i_;
+        i_ = j + 1;
+        return quotedIdentifier(start);
+      }
+    }
+    if (equalsNoCase(w, "uescape")) return false;
+    copy(i_, j);
+    i_ = j;
+    return true;
+  }
+
+  bool literal(LiteralClass cls, size_t start, size_t end, std::string value, double number) {
+    ShapeLiteral lit;
+    lit.cls = cls;
+    lit.offset = static_cast<uint32_t>(start);
+    lit.length = static_cast<uint32_t>(end - start);
+    switch (cls) {
+      case LiteralClass::kInteger:
+      case LiteralClass::kBigInteger:
+      case LiteralClass::kFloat:
+        lit.category = numberCategory(number);
+        break;
+      case LiteralClass::kString:
+      case LiteralClass::kEString:
+      case LiteralClass::kUString:
+      case LiteralClass::kDollar:
+      case LiteralClass::kBitB:
+      case LiteralClass::kBitX:
+        lit.category = stringCategory(value);
+        break;
+    }
+    lit.number = number;
+    std::string group_key(literalNodeType(cls));
+    group_key += '\0';
+    group_key += value;
+    const auto [it, fresh] = groups_.try_emplace(std::move(group_key), static_cast<int>(groups_.size()));
+    (void)fresh;
+    lit.group = it->second;
+    lit.value = std::move(value);
+    out_.key += '\x01';
+    out_.key += static_cast<char>(cls);
+    out_.key += static_cast<char>(lit.category);
+    out_.key += std::to_string(lit.group);
+    out_.key += '\x02';
+    out_.literals.push_back(std::move(lit));
+    return true;
+  }
+
+  std::string_view sql_;
+  Shape& out_;
+  size_t i_ = 0;
+  std::unordered_map<std::string, int> groups_;
+};
+
+}  // namespace
+
+std::string_view literalNodeType(LiteralClass cls) {
+  switch (cls) {
+    case LiteralClass::kInteger: return "Integer";
+    case LiteralClass::kBigInteger:
+    case LiteralClass::kFloat: return "Float";
+    case LiteralClass::kString:
+    case LiteralClass::kEString:
+    case LiteralClass::kUString:
+    case LiteralClass::kDollar: return "String";
+    case LiteralClass::kBitB:
+    case LiteralClass::kBitX: return "BitString";
+  }
+  return "";
+}
+
+bool lexShape(std::string_view sql, Shape& out) {
+  return ShapeLexer(sql, out).run();
+}
+
+}  // namespace pgwarden::guards
