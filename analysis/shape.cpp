@@ -54,6 +54,42 @@ ValueCategory numberCategory(double v) {
   return ValueCategory::kPlain;
 }
 
+// The parser may reject bytes that are not UTF-8 where this lexer would not notice: such texts
+// are analysed the exact way.
+bool validUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (no overlongs, no surrogates)
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    const auto second = static_cast<unsigned char>(s[i + 1]);
+    if (second < lo || second > hi) return false;
+    for (size_t k = 2; k <= n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 class ShapeLexer {
  public:
   ShapeLexer(std::string_view sql, Shape& out) : sql_(sql), out_(out) {}
@@ -61,6 +97,7 @@ class ShapeLexer {
   bool run() {
     out_.key.clear();
     out_.literals.clear();
+    if (!validUtf8(sql_)) return false;
     out_.key.reserve(sql_.size());
     while (i_ < sql_.size()) {
       if (!step()) return false;

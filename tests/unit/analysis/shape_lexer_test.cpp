@@ -184,6 +184,9 @@ TEST(ShapeLexer, RefusesWhatItIsNotSureAbout) {
            "SELECT 1\x01",                      // control characters
            std::string("SELECT '\0'", 10),
            "SELECT 'a\x02'",
+           "SELECT '\xff'",                    // not UTF-8
+           "SELECT '\xc3'",
+           "SELECT '\xed\xa0\x80'",            // a surrogate
        }) {
     EXPECT_TRUE(refused(sql)) << sql;
   }
