@@ -136,6 +136,10 @@ struct Analysis {
 
 // Thread-compatible (one per event loop). Bounded LRU keyed by the exact text. Texts longer than
 // `max_cached_bytes` are analysed every time rather than pinning large strings in the cache.
+// Behind it, a second bounded LRU keyed by the text's shape (analysis/shape.h): on an exact miss,
+// a text whose shape has a proved template (analysis/shape_template.h) gets its analysis rebuilt
+// from the template with its own literals, without a parse. A shape gets a template the second
+// time it is seen, if probing proves one; a shape that fails is remembered and not probed again.
 class Analyzer {
  public:
   explicit Analyzer(size_t cache_entries = 4096, size_t max_cached_bytes = 64 * 1024);
@@ -144,6 +148,10 @@ class Analyzer {
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
   size_t cacheSize() const;
+  // Exact misses served from a shape template, and shape-cacheable exact misses that were not.
+  uint64_t shapeHits() const;
+  uint64_t shapeMisses() const;
+  size_t shapeCacheSize() const;
 
  private:
   struct Impl;
