@@ -181,6 +181,8 @@ TEST(ShapeLexer, RefusesWhatItIsNotSureAbout) {
            "SELECT $",
            "SELECT \\x",                        // a backslash outside a string
            "SELECT {1}",
+           "SELECT 1::float(10)",               // float4 or float8 by the value
+           "SELECT CAST(1 AS FLOAT (30))",
            "SELECT 1\x01",                      // control characters
            std::string("SELECT '\0'", 10),
            "SELECT 'a\x02'",
