@@ -220,12 +220,36 @@ struct ShapeSlot {
 using analyzer_cache::LruMap;
 using analyzer_cache::ShapeSlot;
 
+// Shapes seen once, as hashes of their keys in a direct-mapped table: a shape enters the shape
+// cache (and is probed for a template) only when seen again, so one-off texts cost no LRU churn.
+// A collision merely probes a shape early; the proof does not depend on it.
+class SeenShapes {
+ public:
+  explicit SeenShapes(size_t entries) {
+    size_t n = 1;
+    while (n < entries) n <<= 1;
+    slots_.assign(entries == 0 ? 0 : n, 0);
+  }
+  // True when `hash` was recorded before; records it either way.
+  bool seenBefore(uint64_t hash) {
+    if (slots_.empty()) return false;
+    uint64_t& slot = slots_[hash & (slots_.size() - 1)];
+    const bool seen = slot == hash;
+    slot = hash;
+    return seen;
+  }
+
+ private:
+  std::vector<uint64_t> slots_;
+};
+
 struct Analyzer::Impl {
-  Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries) {}
+  Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries), seen(entries) {}
 
   size_t max_bytes;
   LruMap<std::shared_ptr<const Analysis>> exact;
   LruMap<ShapeSlot> shapes;
+  SeenShapes seen;
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t shape_hits = 0;
@@ -251,11 +275,10 @@ std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
   }
   ++shape_misses;
   auto analysis = analyzeUncached(sql);
-  if (!entry) {
-    shapes.insert(std::move(shape.key), ShapeSlot{});
-  } else if (!entry->value.tmpl && !entry->value.refused) {
-    entry->value.tmpl = buildShapeTemplate(sql, shape, *analysis, analyzeUncached);
-    entry->value.refused = entry->value.tmpl == nullptr;
+  if (!entry && seen.seenBefore(std::hash<std::string_view>{}(shape.key))) {
+    auto tmpl = buildShapeTemplate(sql, shape, *analysis, analyzeUncached);
+    const bool refused = tmpl == nullptr;
+    shapes.insert(std::move(shape.key), ShapeSlot{std::move(tmpl), refused});
   }
   return analysis;
 }

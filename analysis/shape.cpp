@@ -102,43 +102,38 @@ class ShapeLexer {
     while (i_ < sql_.size()) {
       if (!step()) return false;
     }
+    out_.key.append(sql_.substr(flushed_));
     return true;
   }
 
  private:
   char at(size_t j) const { return j < sql_.size() ? sql_[j] : '\0'; }
 
-  void copy(size_t from, size_t to) { out_.key.append(sql_.substr(from, to - from)); }
-
   bool step() {
     const char c = sql_[i_];
     const char next = at(i_ + 1);
     if (shapeSpace(c)) {
-      out_.key += c;
       ++i_;
       return true;
     }
     if (c == '-' && next == '-') return lineComment();
     if (c == '/' && next == '*') return blockComment();
     if (c == '\'') return quoted(i_, i_, LiteralClass::kString);
-    if (c == '"') return quotedIdentifier(i_);
+    if (c == '"') return quotedIdentifier();
     if (shapeDigit(c) || (c == '.' && shapeDigit(next))) return number();
     if (c == '$') return dollar();
     if (shapeIdentStart(c)) return word();
     if (c == ':') {
       // `::` casts and `:=` named arguments; `:name`, `:'name'`, `:{?name}` are psql's.
       if (next == ':') {
-        out_.key += "::";
         i_ += 2;
         return true;
       }
       if (shapeIdentStart(next) || next == '\'' || next == '"' || next == '{') return false;
-      out_.key += c;
       ++i_;
       return true;
     }
     if (shapePunct(c)) {
-      out_.key += c;
       ++i_;
       return true;
     }
@@ -151,7 +146,6 @@ class ShapeLexer {
       if (!shapeTextByte(sql_[j])) return false;
       ++j;
     }
-    copy(i_, j);
     i_ = j;
     return true;
   }
@@ -172,12 +166,12 @@ class ShapeLexer {
         ++j;
       }
     }
-    copy(i_, j);
     i_ = j;
     return true;
   }
 
-  bool quotedIdentifier(size_t start) {
+  // A "quoted" identifier (its opening quote at i_), kept verbatim like the rest of the text.
+  bool quotedIdentifier() {
     size_t j = i_ + 1;
     while (true) {
       if (j >= sql_.size() || !shapeTextByte(sql_[j])) return false;
@@ -189,7 +183,6 @@ class ShapeLexer {
       ++j;
     }
     if (j == i_ + 1) return false;  // "" is a zero-length identifier: an error
-    copy(start, j + 1);
     i_ = j + 1;
     return true;
   }
@@ -288,8 +281,7 @@ class ShapeLexer {
       size_t j = i_ + 1;
       while (shapeDigit(at(j))) ++j;
       if (j < sql_.size() && shapeIdentChar(sql_[j])) return false;
-      copy(i_, j);
-      i_ = j;
+        i_ = j;
       return true;
     }
     size_t j = i_ + 1;
@@ -329,9 +321,8 @@ class ShapeLexer {
     if (after == '&' && w.size() == 1 && (w[0] == 'u' || w[0] == 'U')) {
       if (at(j + 1) == '\'') return quoted(i_, j + 1, LiteralClass::kUString);
       if (at(j + 1) == '"') {
-        const size_t start = i_;
         i_ = j + 1;
-        return quotedIdentifier(start);
+        return quotedIdentifier();
       }
     }
     if (equalsNoCase(w, "uescape")) return false;
@@ -341,7 +332,6 @@ class ShapeLexer {
       while (k < sql_.size() && shapeSpace(sql_[k])) ++k;
       if (at(k) == '(') return false;
     }
-    copy(i_, j);
     i_ = j;
     return true;
   }
@@ -367,13 +357,11 @@ class ShapeLexer {
         break;
     }
     lit.number = number;
-    std::string group_key(literalNodeType(cls));
-    group_key += '\0';
-    group_key += value;
-    const auto [it, fresh] = groups_.try_emplace(std::move(group_key), static_cast<int>(groups_.size()));
-    (void)fresh;
-    lit.group = it->second;
+    lit.group = groupOf(cls, value);
     lit.value = std::move(value);
+    // Everything between literals is kept verbatim.
+    out_.key.append(sql_.substr(flushed_, start - flushed_));
+    flushed_ = end;
     out_.key += '\x01';
     out_.key += static_cast<char>(cls);
     out_.key += static_cast<char>(lit.category);
@@ -383,10 +371,38 @@ class ShapeLexer {
     return true;
   }
 
+  // The group of a literal: that of an earlier one with the same node type and value, or a new
+  // one. A scan for the usual few literals, a map once there are many.
+  int groupOf(LiteralClass cls, const std::string& value) {
+    static constexpr size_t kScanLimit = 16;
+    const std::string_view node = literalNodeType(cls);
+    if (out_.literals.size() < kScanLimit) {
+      for (const ShapeLiteral& l : out_.literals) {
+        if (l.value == value && literalNodeType(l.cls) == node) return l.group;
+      }
+      return groups_++;
+    }
+    if (group_index_.empty()) {
+      for (const ShapeLiteral& l : out_.literals) group_index_.try_emplace(groupKey(l.cls, l.value), l.group);
+    }
+    const auto [it, fresh] = group_index_.try_emplace(groupKey(cls, value), groups_);
+    if (fresh) ++groups_;
+    return it->second;
+  }
+
+  static std::string groupKey(LiteralClass cls, const std::string& value) {
+    std::string key(literalNodeType(cls));
+    key += '\0';
+    key += value;
+    return key;
+  }
+
   std::string_view sql_;
   Shape& out_;
   size_t i_ = 0;
-  std::unordered_map<std::string, int> groups_;
+  size_t flushed_ = 0;  // the key holds the text up to here
+  int groups_ = 0;
+  std::unordered_map<std::string, int> group_index_;
 };
 
 }  // namespace
