@@ -13,6 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/pg_json.h"
+#include "analysis/shape.h"
 #include "guards/policy.h"
 
 namespace {
@@ -82,6 +83,15 @@ void BM_AnalyzeFreshLiteralUncached(benchmark::State& state, const char* prefix)
 }
 BENCHMARK_CAPTURE(BM_AnalyzeFreshLiteralUncached, pgbench_select, kPgbenchSelect);
 BENCHMARK_CAPTURE(BM_AnalyzeFreshLiteralUncached, pgbench_update, kPgbenchUpdate);
+
+// The shape lexer alone: what every exact-cache miss now pays before a parse.
+void BM_LexShape(benchmark::State& state, const char* sql) {
+  const std::string text = sql;
+  Shape shape;
+  for (auto _ : state) benchmark::DoNotOptimize(lexShape(text, shape));
+}
+BENCHMARK_CAPTURE(BM_LexShape, one_table, kOneTable);
+BENCHMARK_CAPTURE(BM_LexShape, join_cte, kJoinWithCte);
 
 // The libpg_query calls a miss makes, for reference.
 void BM_PgQueryParseJson(benchmark::State& state, const char* sql) {
