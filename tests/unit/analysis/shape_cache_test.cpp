@@ -247,6 +247,23 @@ TEST(ShapeCache, SettingsAndFunctionArgumentsAreExact) {
   EXPECT_EQ(analyzer.analyze("SELECT pg_sleep(100000)")->statements[0].calls[0].args[0].text, "100000");
 }
 
+TEST(ShapeCache, AShapeSeenOnceTakesNoEntry) {
+  Analyzer analyzer;
+  analyzer.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1000");
+  EXPECT_EQ(analyzer.shapeCacheSize(), 0u);
+  analyzer.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 2000");
+  EXPECT_EQ(analyzer.shapeCacheSize(), 1u);
+  EXPECT_EQ(analyzer.shapeHits(), 0u);
+  analyzer.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 3000");
+  EXPECT_EQ(analyzer.shapeHits(), 1u);
+  // A refused shape keeps its entry, so it is not probed again.
+  analyzer.analyze("SET work_mem = '1GB'");
+  analyzer.analyze("SET work_mem = '2GB'");
+  EXPECT_EQ(analyzer.shapeCacheSize(), 2u);
+  EXPECT_TRUE(*analyzer.analyze("SET work_mem = '3GB'") == *analyzeUncached("SET work_mem = '3GB'"));
+  EXPECT_EQ(analyzer.shapeHits(), 1u);
+}
+
 TEST(ShapeCache, StaysBounded) {
   Analyzer analyzer(8, 256);
   for (int i = 0; i < 200; ++i) {
