@@ -190,7 +190,12 @@ bool deriveRule(const std::vector<Sample>& samples, size_t nslots, Get get, Slot
 std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, const Shape& shape,
                                                         const Analysis& analysis,
                                                         const FullAnalysis& analyze) {
-  if (!analysis.ok || analysis.statements.empty() || shape.literals.empty()) return nullptr;
+  // Deriving a rule looks at every literal for every field: bounded, as it runs on the loop.
+  static constexpr size_t kMaxLiterals = 256;
+  if (!analysis.ok || analysis.statements.empty() || shape.literals.empty() ||
+      shape.literals.size() > kMaxLiterals) {
+    return nullptr;
+  }
   for (const StatementInfo& st : analysis.statements) {
     if (!servedKind(st.kind)) return nullptr;
   }

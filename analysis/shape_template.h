@@ -19,7 +19,8 @@ struct ShapeTemplate;
 using FullAnalysis = std::function<std::shared_ptr<const Analysis>(std::string_view)>;
 
 // nullptr when the statement is not of a kind the shape cache serves (SELECT, INSERT, UPDATE,
-// DELETE), when the analysis failed, or when some field cannot be proved reconstructible.
+// DELETE), when the analysis failed, when the text has more than 256 literals, or when some field
+// cannot be proved reconstructible.
 std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, const Shape& shape,
                                                         const Analysis& analysis,
                                                         const FullAnalysis& analyze);
