@@ -210,16 +210,6 @@ class LruMap {
   std::unordered_map<std::string_view, typename std::list<Entry>::iterator, CacheHash, CacheEqual> index_;
 };
 
-struct ShapeSlot {
-  std::shared_ptr<const ShapeTemplate> tmpl;  // null: seen once, or refused
-  bool refused = false;                        // probing failed: never probe this shape again
-};
-
-}  // namespace analyzer_cache
-
-using analyzer_cache::LruMap;
-using analyzer_cache::ShapeSlot;
-
 // Shapes seen once, as hashes of their keys in a direct-mapped table: a shape enters the shape
 // cache (and is probed for a template) only when seen again, so one-off texts cost no LRU churn.
 // A collision merely probes a shape early; the proof does not depend on it.
@@ -243,12 +233,18 @@ class SeenShapes {
   std::vector<uint64_t> slots_;
 };
 
+}  // namespace analyzer_cache
+
+using analyzer_cache::LruMap;
+using analyzer_cache::SeenShapes;
+
 struct Analyzer::Impl {
   Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries), seen(entries) {}
 
   size_t max_bytes;
   LruMap<std::shared_ptr<const Analysis>> exact;
-  LruMap<ShapeSlot> shapes;
+  // A shape's template; null when probing failed, so that the shape is not probed again.
+  LruMap<std::shared_ptr<const ShapeTemplate>> shapes;
   SeenShapes seen;
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -267,8 +263,8 @@ std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
     return analyzeUncached(sql);
   }
   auto* entry = shapes.find(shape.key);
-  if (entry && entry->value.tmpl) {
-    if (auto rebuilt = applyShapeTemplate(*entry->value.tmpl, shape)) {
+  if (entry && entry->value) {
+    if (auto rebuilt = applyShapeTemplate(*entry->value, shape)) {
       ++shape_hits;
       return rebuilt;
     }
@@ -277,8 +273,7 @@ std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
   auto analysis = analyzeUncached(sql);
   if (!entry && seen.seenBefore(std::hash<std::string_view>{}(shape.key))) {
     auto tmpl = buildShapeTemplate(sql, shape, *analysis, analyzeUncached);
-    const bool refused = tmpl == nullptr;
-    shapes.insert(std::move(shape.key), ShapeSlot{std::move(tmpl), refused});
+    shapes.insert(std::move(shape.key), std::move(tmpl));
   }
   return analysis;
 }
