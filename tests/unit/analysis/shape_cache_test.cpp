@@ -6,6 +6,8 @@
 // field. The pgbench statements must actually be served from the cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -43,6 +45,9 @@ const std::vector<std::string>& agentStatements() {
       "SELECT * FROM fct_shipments WHERE 1 = 1 LIMIT 1000",
       "SELECT * FROM fct_shipments WHERE id = 5 OR 1 = 1",
       "SELECT * FROM fct_shipments WHERE 'a' = 'a'",
+      "SELECT * FROM fct_shipments WHERE id = 5 OR 'x' = 'y'",
+      "SELECT * FROM fct_shipments WHERE carrier ILIKE 'a%' OR carrier ILIKE 'b' LIMIT 9",
+      "SELECT * FROM fct_shipments WHERE carrier NOT LIKE 'x' AND status ~* 'y' LIMIT 9",
       "SELECT * FROM fct_shipments WHERE 'a' = E'a'",
       "SELECT * FROM fct_shipments WHERE 1000 = 1000.0",
       "SELECT * FROM fct_shipments WHERE id + 1000 = id + 2000",
@@ -131,6 +136,27 @@ std::string substitute(const std::string& sql, const Shape& shape, size_t varian
   return out + sql.substr(at);
 }
 
+// Random picks from the same lists, a third of them repeating an earlier pick of the text (equal
+// constants in new places). Seeded: the same texts every run.
+std::string randomVariant(const std::string& sql, const Shape& shape, std::mt19937& rng) {
+  std::string out;
+  std::vector<std::string> picked;
+  size_t at = 0;
+  for (const ShapeLiteral& lit : shape.literals) {
+    const auto& list = replacements(lit.cls);
+    std::string value = list[rng() % list.size()];
+    if (!picked.empty() && rng() % 3 == 0) {
+      const std::string& earlier = picked[rng() % picked.size()];
+      // Only where it is of the same syntax family (a number for a number, a quote for a quote).
+      if (std::find(list.begin(), list.end(), earlier) != list.end()) value = earlier;
+    }
+    picked.push_back(value);
+    out += sql.substr(at, lit.offset - at) + value;
+    at = lit.offset + lit.length;
+  }
+  return out + sql.substr(at);
+}
+
 // The statement, its variants, and the variants of the statement with `WHERE col = lit` made
 // `WHERE lit = lit` (a predicate turned trivial).
 std::vector<std::string> variantsOf(const std::string& sql) {
@@ -147,6 +173,8 @@ std::vector<std::string> variantsOf(const std::string& sql) {
     if (!lexShape(base, shape) || shape.literals.empty()) continue;
     for (size_t v = 0; v < 14; ++v) out.push_back(substitute(base, shape, v, false));
     for (size_t v = 0; v < 6; ++v) out.push_back(substitute(base, shape, v, true));
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(base)));
+    for (int v = 0; v < 12; ++v) out.push_back(randomVariant(base, shape, rng));
     // Each variant once more, so every shape is seen after its template could be built.
     for (size_t v = 0; v < 4; ++v) out.push_back(substitute(base, shape, v + 3, false));
   }
