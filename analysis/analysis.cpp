@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "analysis/pg_json.h"
+#include "analysis/shape.h"
+#include "analysis/shape_template.h"
 #include "analysis/statement_walker.h"
 
 namespace pgwarden::guards {
@@ -157,60 +159,150 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
   return analysis;
 }
 
-// ---- the cache ----
+// ---- the caches ----
 
-struct Analyzer::Impl {
-  struct Entry {
-    std::string text;
-    std::shared_ptr<const Analysis> analysis;
-  };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  struct Equal {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-  };
+// Named rather than file-local: Analyzer::Impl holds these.
+namespace analyzer_cache {
 
-  size_t capacity;
-  size_t max_bytes;
-  std::list<Entry> lru;  // most recently used first
-  // Keys view the text held by the list node, which never moves.
-  std::unordered_map<std::string_view, std::list<Entry>::iterator, Hash, Equal> index;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
+struct CacheHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct CacheEqual {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
 };
 
-Analyzer::Analyzer(size_t cache_entries, size_t max_cached_bytes) : impl_(std::make_unique<Impl>()) {
+// A bounded LRU from a string key to a value; keys view the string held by the list node, which
+// never moves.
+template <typename Value>
+class LruMap {
+ public:
+  struct Entry {
+    std::string key;
+    Value value;
+  };
+
+  explicit LruMap(size_t capacity) : capacity_(capacity) { index_.reserve(capacity); }
+
+  Entry* find(std::string_view key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return &*it->second;
+  }
+
+  void insert(std::string key, Value value) {
+    if (capacity_ == 0) return;
+    if (lru_.size() >= capacity_) {
+      index_.erase(lru_.back().key);
+      lru_.pop_back();
+    }
+    lru_.push_front(Entry{std::move(key), std::move(value)});
+    index_.emplace(lru_.front().key, lru_.begin());
+  }
+
+  size_t size() const { return lru_.size(); }
+
+ private:
+  size_t capacity_;
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<std::string_view, typename std::list<Entry>::iterator, CacheHash, CacheEqual> index_;
+};
+
+// Shapes seen once, as hashes of their keys in a direct-mapped table: a shape enters the shape
+// cache (and is probed for a template) only when seen again, so one-off texts cost no LRU churn.
+// A collision merely probes a shape early; the proof does not depend on it.
+class SeenShapes {
+ public:
+  explicit SeenShapes(size_t entries) {
+    size_t n = 1;
+    while (n < entries) n <<= 1;
+    slots_.assign(entries == 0 ? 0 : n, 0);
+  }
+  // True when `hash` was recorded before; records it either way.
+  bool seenBefore(uint64_t hash) {
+    if (slots_.empty()) return false;
+    uint64_t& slot = slots_[hash & (slots_.size() - 1)];
+    const bool seen = slot == hash;
+    slot = hash;
+    return seen;
+  }
+
+ private:
+  std::vector<uint64_t> slots_;
+};
+
+}  // namespace analyzer_cache
+
+using analyzer_cache::LruMap;
+using analyzer_cache::SeenShapes;
+
+struct Analyzer::Impl {
+  Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries), seen(entries) {}
+
+  size_t max_bytes;
+  LruMap<std::shared_ptr<const Analysis>> exact;
+  // A shape's template; null when probing failed, so that the shape is not probed again.
+  LruMap<std::shared_ptr<const ShapeTemplate>> shapes;
+  SeenShapes seen;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t shape_hits = 0;
+  uint64_t shape_misses = 0;
+  size_t capacity = 0;
+
+  std::shared_ptr<const Analysis> miss(std::string_view sql);
+};
+
+// An exact miss: a shape template when there is one, otherwise the full analysis (and, the second
+// time a shape is seen, an attempt at a template for it).
+std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
+  Shape shape;
+  if (capacity == 0 || sql.size() > max_bytes || !lexShape(sql, shape) || shape.literals.empty()) {
+    return analyzeUncached(sql);
+  }
+  auto* entry = shapes.find(shape.key);
+  if (entry && entry->value) {
+    if (auto rebuilt = applyShapeTemplate(*entry->value, shape)) {
+      ++shape_hits;
+      return rebuilt;
+    }
+  }
+  ++shape_misses;
+  auto analysis = analyzeUncached(sql);
+  if (!entry && seen.seenBefore(std::hash<std::string_view>{}(shape.key))) {
+    auto tmpl = buildShapeTemplate(sql, shape, *analysis, analyzeUncached);
+    shapes.insert(std::move(shape.key), std::move(tmpl));
+  }
+  return analysis;
+}
+
+Analyzer::Analyzer(size_t cache_entries, size_t max_cached_bytes)
+    : impl_(std::make_unique<Impl>(cache_entries, max_cached_bytes)) {
   impl_->capacity = cache_entries;
-  impl_->max_bytes = max_cached_bytes;
-  impl_->index.reserve(cache_entries);
 }
 
 Analyzer::~Analyzer() = default;
 
 std::shared_ptr<const Analysis> Analyzer::analyze(std::string_view sql) {
   Impl& c = *impl_;
-  if (auto it = c.index.find(sql); it != c.index.end()) {
+  if (auto* hit = c.exact.find(sql)) {
     ++c.hits;
-    c.lru.splice(c.lru.begin(), c.lru, it->second);
-    return it->second->analysis;
+    return hit->value;
   }
   ++c.misses;
-  auto analysis = analyzeUncached(sql);
+  auto analysis = c.miss(sql);
   if (c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
-  if (c.lru.size() >= c.capacity) {
-    c.index.erase(c.lru.back().text);
-    c.lru.pop_back();
-  }
-  c.lru.push_front(Impl::Entry{std::string(sql), analysis});
-  c.index.emplace(c.lru.front().text, c.lru.begin());
+  c.exact.insert(std::string(sql), analysis);
   return analysis;
 }
 
 uint64_t Analyzer::cacheHits() const { return impl_->hits; }
 uint64_t Analyzer::cacheMisses() const { return impl_->misses; }
-size_t Analyzer::cacheSize() const { return impl_->lru.size(); }
+size_t Analyzer::cacheSize() const { return impl_->exact.size(); }
+uint64_t Analyzer::shapeHits() const { return impl_->shape_hits; }
+uint64_t Analyzer::shapeMisses() const { return impl_->shape_misses; }
+size_t Analyzer::shapeCacheSize() const { return impl_->shapes.size(); }
 
 }  // namespace pgwarden::guards

@@ -51,6 +51,7 @@ struct RelationRef {
   bool unbounded_read = false;
   // A WHERE/ON clause was written for it but cannot filter (1=1, true, x = x, OR true, ...).
   bool trivial_predicate = false;
+  bool operator==(const RelationRef&) const = default;
 };
 
 // A constant argument of a function call, as the parser decoded it.
@@ -59,6 +60,7 @@ struct ConstArg {
   Type type = Type::kNone;     // kNone: not a constant (a column, an expression, a parameter)
   std::string text;            // the literal as decoded (numbers as written)
   double number = 0;           // for kInteger/kFloat
+  bool operator==(const ConstArg&) const = default;
 };
 
 struct FunctionCall {
@@ -66,6 +68,7 @@ struct FunctionCall {
   std::string name;            // as decoded by the parser (quotes and U& escapes resolved)
   std::vector<ConstArg> args;  // positional arguments
   bool aggregate_star = false; // f(*)
+  bool operator==(const FunctionCall&) const = default;
 };
 
 struct StatementInfo {
@@ -117,6 +120,8 @@ struct StatementInfo {
   // For the result screens (SELECT only): comparisons with constants, LIMIT without ORDER BY,
   // aggregates over joins (analysis/screen_facts.h).
   ScreenFacts screen;
+  // Field for field, so tests can compare a whole analysis (the shape cache's proof uses it too).
+  bool operator==(const StatementInfo&) const = default;
 };
 
 struct Analysis {
@@ -126,10 +131,15 @@ struct Analysis {
   std::vector<StatementInfo> statements;
   uint64_t fingerprint = 0;    // libpg_query fingerprint of the whole text
   std::string fingerprint_hex;
+  bool operator==(const Analysis&) const = default;
 };
 
 // Thread-compatible (one per event loop). Bounded LRU keyed by the exact text. Texts longer than
 // `max_cached_bytes` are analysed every time rather than pinning large strings in the cache.
+// Behind it, a second bounded LRU keyed by the text's shape (analysis/shape.h): on an exact miss,
+// a text whose shape has a proved template (analysis/shape_template.h) gets its analysis rebuilt
+// from the template with its own literals, without a parse. A shape gets a template the second
+// time it is seen, if probing proves one; a shape that fails is remembered and not probed again.
 class Analyzer {
  public:
   explicit Analyzer(size_t cache_entries = 4096, size_t max_cached_bytes = 64 * 1024);
@@ -138,6 +148,10 @@ class Analyzer {
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
   size_t cacheSize() const;
+  // Exact misses served from a shape template, and shape-cacheable exact misses that were not.
+  uint64_t shapeHits() const;
+  uint64_t shapeMisses() const;
+  size_t shapeCacheSize() const;
 
  private:
   struct Impl;

@@ -14,12 +14,14 @@ struct ScreenTable {
   std::string schema;  // as written ("" unqualified)
   std::string name;
   std::string alias;   // "" when none
+  bool operator==(const ScreenTable&) const = default;
 };
 
 struct ScreenValue {
   std::string text;    // the constant as decoded; empty with param > 0
   int param = 0;       // $n whose bound value is the value (0: a constant)
   bool null = false;   // the constant NULL (never a value of a column)
+  bool operator==(const ScreenValue&) const = default;
 };
 
 struct ScreenComparison {
@@ -32,11 +34,13 @@ struct ScreenComparison {
   int table = -1;         // index into ScreenFacts::tables; -1: unqualified with several tables
   std::string column;
   std::vector<ScreenValue> values;  // one for ranges and =, the list for IN
+  bool operator==(const ScreenComparison&) const = default;
 };
 
 struct ScreenJoinKey {
   int table = -1;
   std::string column;
+  bool operator==(const ScreenJoinKey&) const = default;
 };
 
 struct ScreenFacts {
@@ -51,6 +55,7 @@ struct ScreenFacts {
   bool empty() const {
     return comparisons.empty() && !limit_without_order && !(count_or_sum && joined);
   }
+  bool operator==(const ScreenFacts&) const = default;
 };
 
 }  // namespace pgwarden::guards
