@@ -11,6 +11,7 @@
 
 #include "common/log_text.h"
 #include "budgets/budget_store_pg.h"
+#include "daemon/admin_console.h"
 #include "daemon/catalog_stats.h"
 #include "pool/server_conn.h"
 #include "session/client_session.h"
@@ -310,6 +311,18 @@ void Daemon::admitStartup(ClientSession& s) {
 }
 
 void Daemon::leftStartup(uint64_t id) { startup_limiter_.leave(id); }
+
+void Daemon::poolWaited(bool timed_out, std::chrono::nanoseconds waited) {
+  metrics_->poolWait(timed_out, waited);
+}
+
+std::unique_ptr<ConsoleSession> Daemon::openConsole(uint64_t session_id, const std::string& user,
+                                                    const std::string& client_addr,
+                                                    const std::string& application_name) {
+  auto console = std::make_unique<AdminConsole>(*this, session_id, user);
+  console->setClient(client_addr, application_name);
+  return console;
+}
 
 void Daemon::onSessionClosed(ClientSession* s) {
   auto it = sessions_.find(s->id());

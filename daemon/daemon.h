@@ -18,6 +18,7 @@
 #include "common/log_throttle.h"
 #include "daemon/salt_key.h"
 #include "session/auth_limiter.h"
+#include "session/session_host.h"
 #include "session/startup_limiter.h"
 #include "daemon/config.h"
 #include "metrics/counters.h"
@@ -46,7 +47,7 @@ namespace pgwarden::daemon {
 
 // The process is where finished statements end up (StatementSink): counted, exported as
 // metrics and queued for history. It is also what the MCP endpoint runs on (McpHost).
-class Daemon final : public StatementSink, public mcp::McpHost {
+class Daemon final : public StatementSink, public SessionHost, public mcp::McpHost {
  public:
   explicit Daemon(std::shared_ptr<const Config> config);
   ~Daemon();
@@ -61,20 +62,20 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   int run();
 
   uv_loop_t* loop() override { return &loop_; }
-  const std::shared_ptr<const Config>& config() const { return config_; }
-  Counters& counters() { return counters_; }
+  const std::shared_ptr<const Config>& config() const override { return config_; }
+  Counters& counters() override { return counters_; }
   const Counters& counters() const { return counters_; }
-  PoolManager& pools() { return pools_; }
-  PolicyEngine& policy() { return *policy_; }
-  AuthLimiter& authLimiter() { return auth_limiter_; }
+  PoolManager& pools() override { return pools_; }
+  PolicyEngine& policy() override { return *policy_; }
+  AuthLimiter& authLimiter() override { return auth_limiter_; }
   // The key unknown users' made-up salts are derived from (daemon/salt_key.h).
-  const std::string& saltKey() const { return salt_key_.key; }
+  const std::string& saltKey() const override { return salt_key_.key; }
   // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
   // the shutdown has released them).
   guards::BudgetLedger* budgets() override { return budgets_.get(); }
   WebhookClient* webhooks() { return webhooks_.get(); }
-  uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
-  bool shuttingDown() const { return shutting_down_; }
+  uint64_t nowMs() const override { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
+  bool shuttingDown() const override { return shutting_down_; }
   const std::string& instanceId() const { return config_->instance_id; }
 
   // Catalog statistics for a server database (null until the first refresh succeeds).
@@ -83,13 +84,13 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   // Keeps statistics for a server database from now on (a client logged in to it).
   void watchDatabase(const std::string& server_db) override;
   // The first statistics load for `server_db` is under way; `session_id` is told when it ends.
-  bool waitForStats(const std::string& server_db, uint64_t session_id);
+  bool waitForStats(const std::string& server_db, uint64_t session_id) override;
 
   // Cancel keys: each session gets a random (pid, key) pair of its own.
-  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key);
-  void unregisterCancelKey(int32_t pid, int32_t key);
+  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) override;
+  void unregisterCancelKey(int32_t pid, int32_t key) override;
   // A client's CancelRequest (arriving on its own connection).
-  void handleCancelRequest(int32_t pid, int32_t key);
+  void handleCancelRequest(int32_t pid, int32_t key) override;
   // Sends a CancelRequest for a server backend on a new upstream connection. `fence` (the server
   // connection's, or null): counts the request until PostgreSQL has it, and the connection is not
   // lent to anybody else meanwhile.
@@ -98,14 +99,18 @@ class Daemon final : public StatementSink, public mcp::McpHost {
   // History: never blocks; a record refused by a full queue is counted.
   void submitRecord(history::Record&& record);
   // Every front end's finished statements go through this one recorder.
-  StatementRecorder& statementRecorder() { return *statements_; }
+  StatementRecorder& statementRecorder() override { return *statements_; }
   // StatementSink: counters, metrics, then the history queue.
   void onStatement(history::Record&& record, const StatementPlan* plan) override;
 
   // Session bookkeeping.
-  void onSessionClosed(ClientSession* s);
+  void onSessionClosed(ClientSession* s) override;
   // The session logged in or is closing: it no longer counts as starting up.
-  void leftStartup(uint64_t id);
+  void leftStartup(uint64_t id) override;
+  void poolWaited(bool timed_out, std::chrono::nanoseconds waited) override;
+  std::unique_ptr<ConsoleSession> openConsole(uint64_t session_id, const std::string& user,
+                                              const std::string& client_addr,
+                                              const std::string& application_name) override;
   size_t sessionCount() const { return sessions_.size(); }
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
   ClientSession* findSession(uint64_t id);  // null when no such live session

@@ -17,9 +17,6 @@
 #include <cstring>
 
 #include "common/log_text.h"
-#include "session/admin_console.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -34,19 +31,17 @@ constexpr uint64_t kRejectWaitMs = 1000;
 
 }  // namespace
 
-ClientSession::ClientSession(Daemon& daemon, uint64_t id, bool via_unix)
-    : daemon_(daemon),
+ClientSession::ClientSession(SessionHost& host, uint64_t id, bool via_unix)
+    : host_(host),
       id_(id),
-      config_(daemon.config()),
-      client_(daemon.loop(), this),
+      config_(host.config()),
+      client_(host.loop(), this),
       via_unix_(via_unix) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
-  GateServices services;
-  services.policy = &daemon.policy();
-  services.webhooks = daemon.webhooks();
-  services.budgets = daemon.budgets();
-  services.stats = [this] { return daemon_.tableStats(server_database_); };
+  // The server database is known only after the login: the statistics follow it.
+  GateServices services = host.gateServices({});
+  services.stats = [this] { return host_.tableStats(server_database_); };
   gate_ = std::make_unique<StatementGate>(std::move(services), *this,
                                           [this](GateVerdict v) { onGateVerdict(std::move(v)); });
 }
@@ -56,7 +51,7 @@ ClientSession::~ClientSession() { cancelWaits(); }
 int ClientSession::accept(uv_stream_t* listener) {
   int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
   if (rc != 0) return rc;
-  ++daemon_.counters().clients_current;
+  ++host_.counters().clients_current;
   rc = client_.acceptFrom(listener);
   if (rc != 0) {
     setState(ClientState::kClosing);
@@ -65,7 +60,7 @@ int ClientSession::accept(uv_stream_t* listener) {
   }
   peer_ = client_.peerName();
   peer_host_ = client_.peerHost();
-  connected_ms_ = daemon_.nowMs();
+  connected_ms_ = host_.nowMs();
   last_active_ms_ = connected_ms_;
   deadline_ms_ = connected_ms_ + static_cast<uint64_t>(config_->limits.startup_timeout.count());
   rc = client_.startRead();
@@ -99,14 +94,14 @@ void ClientSession::setState(ClientState to) {
   const auto starting = [](ClientState s) {
     return s == ClientState::kStartup || s == ClientState::kAuth;
   };
-  if (starting(state_) && !starting(to)) daemon_.leftStartup(id_);
+  if (starting(state_) && !starting(to)) host_.leftStartup(id_);
   state_ = to;
 }
 
 void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
                                        RejectReason reason) {
   startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
-  deadline_ms_ = std::min(deadline_ms_, daemon_.nowMs() + kRejectWaitMs);
+  deadline_ms_ = std::min(deadline_ms_, host_.nowMs() + kRejectWaitMs);
 }
 
 void ClientSession::flushClient() {
@@ -122,7 +117,7 @@ void ClientSession::flushServer() {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::onStreamData(Stream&, const char* data, size_t len) {
-  last_active_ms_ = daemon_.nowMs();
+  last_active_ms_ = host_.nowMs();
   in_.append(data, len);
   processInput();
 }
@@ -178,7 +173,7 @@ void ClientSession::processInput() {
         }
         // Guarded writes: a transaction past its age (or idle time) is rolled back before the
         // next statement is judged, not only when the janitor finds the session idle.
-        if (writes_ && f.type != 'X') writesTick(daemon_.nowMs());
+        if (writes_ && f.type != 'X') writesTick(host_.nowMs());
         if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
             needsServer(f.type) && !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.
@@ -277,8 +272,8 @@ bool ClientSession::handleStartupPacket() {
       client_.out().push_back('N');
       return true;
     case protocol::StartupKind::kCancel:
-      ++daemon_.counters().cancel_requests_received;
-      daemon_.handleCancelRequest(pkt.cancel_pid, pkt.cancel_key);
+      ++host_.counters().cancel_requests_received;
+      host_.handleCancelRequest(pkt.cancel_pid, pkt.cancel_key);
       closeSession("cancel request");
       return false;
     case protocol::StartupKind::kStartup:
@@ -326,13 +321,13 @@ bool ClientSession::handleStartupPacket() {
   if (protocol::protocolMinor(pkt.version) > 0 || !s.unrecognized_protocol_options.empty()) {
     protocol::writeNegotiateProtocolVersion(client_.out(), 0, s.unrecognized_protocol_options);
   }
-  if (daemon_.shuttingDown()) {
+  if (host_.shuttingDown()) {
     fatal("57P03", "the database system is shutting down", RejectReason::kShutdown);
     return false;
   }
-  if (daemon_.authLimiter().blocked(peer_host_, daemon_.nowMs(),
+  if (host_.authLimiter().blocked(peer_host_, host_.nowMs(),
                                     config_->auth.failed_attempts_per_minute)) {
-    ++daemon_.counters().auth_failures;
+    ++host_.counters().auth_failures;
     spdlog::warn("{}: refused: too many failed logins from this address", logPrefix());
     fatal("28000",
           "too many failed login attempts from this address; wait a minute before trying again",
@@ -452,7 +447,7 @@ void ClientSession::releaseServer(bool client_gone) {
   }
   if (running) {
     // The client will never read this result: stop the server working on it.
-    daemon_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
+    host_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
   if (!pending_.empty() || !portals_.empty()) {
     if (client_gone && !ended_message_.empty()) {
@@ -481,13 +476,13 @@ void ClientSession::closeSession(const std::string& reason) {
   if (server_) releaseServer(mid_statement);
   finishPortals();
   if (key_registered_) {
-    daemon_.unregisterCancelKey(key_pid_, key_secret_);
+    host_.unregisterCancelKey(key_pid_, key_secret_);
     key_registered_ = false;
   }
-  auto& c = daemon_.counters();
+  auto& c = host_.counters();
   if (before == ClientState::kReady && c.clients_ready > 0) --c.clients_ready;
   if (before != ClientState::kStartup || !user_.empty()) {
-    const uint64_t ms = daemon_.nowMs() - connected_ms_;
+    const uint64_t ms = host_.nowMs() - connected_ms_;
     spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
                  ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s",
                  logsafe(reason, kLogMessageMaxBytes));
@@ -496,14 +491,14 @@ void ClientSession::closeSession(const std::string& reason) {
                   logsafe(reason, kLogMessageMaxBytes));
   }
   setState(ClientState::kClosing);
-  deadline_ms_ = daemon_.nowMs() + kCloseFlushMs;
+  deadline_ms_ = host_.nowMs() + kCloseFlushMs;
   client_.closeWhenFlushed();
 }
 
 void ClientSession::fatal(const std::string& sqlstate, const std::string& message,
                           RejectReason reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
-  if (state_ != ClientState::kReady) daemon_.counters().reject(reason);
+  if (state_ != ClientState::kReady) host_.counters().reject(reason);
   protocol::writeError(client_.out(), "FATAL", sqlstate, message);
   ended_sqlstate_ = sqlstate;
   ended_message_ = message;
@@ -515,7 +510,7 @@ void ClientSession::terminate(const std::string& sqlstate, const std::string& me
 }
 
 void ClientSession::protocolViolation(const std::string& message) {
-  ++daemon_.counters().protocol_errors;
+  ++host_.counters().protocol_errors;
   spdlog::warn("{}: protocol violation: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal("08P01", message, RejectReason::kBadProtocol);
 }
@@ -533,9 +528,9 @@ void ClientSession::onStreamEnd(Stream&, int status) {
 
 void ClientSession::onStreamClosed(Stream&) {
   setState(ClientState::kClosed);
-  auto& c = daemon_.counters();
+  auto& c = host_.counters();
   if (c.clients_current > 0) --c.clients_current;
-  daemon_.onSessionClosed(this);
+  host_.onSessionClosed(this);
 }
 
 void ClientSession::cancelFromClient() {
@@ -546,7 +541,7 @@ void ClientSession::cancelFromClient() {
     return;
   }
   if (server_ && !pending_.empty()) {
-    daemon_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
+    host_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
   }
 }
 

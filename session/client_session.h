@@ -17,6 +17,7 @@
 
 #include "session/client_auth.h"
 #include "daemon/config.h"
+#include "session/session_host.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"
 #include "pool/server_statements.h"
@@ -36,12 +37,11 @@
 
 namespace pgwarden::daemon {
 
-class Daemon;
 class AdminConsole;
 
 class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller {
  public:
-  ClientSession(Daemon& daemon, uint64_t id, bool via_unix);
+  ClientSession(SessionHost& host, uint64_t id, bool via_unix);
   ~ClientSession();
   ClientSession(const ClientSession&) = delete;
   ClientSession& operator=(const ClientSession&) = delete;
@@ -322,7 +322,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // it now (answered here; the batch is skipped to Sync).
   bool writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan);
 
-  Daemon& daemon_;
+  SessionHost& host_;
   uint64_t id_;
   std::shared_ptr<const Config> config_;
   ClientState state_ = ClientState::kStartup;
@@ -401,7 +401,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // then recorded `aborted` with these, not `client_gone`.
   std::string ended_sqlstate_;
   std::string ended_message_;
-  std::unique_ptr<AdminConsole> admin_;  // set: this is an admin console session
+  std::unique_ptr<ConsoleSession> admin_;  // set: this is an admin console session
 
   // Guarded writes: the transaction state machine (null: a read-only group); input held while a
   // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.

@@ -8,8 +8,6 @@
 
 #include "common/log_text.h"
 #include "session/client_session_util.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -62,8 +60,8 @@ guards::RequestContext ClientSession::requestContext(bool extended, const guards
   ctx.client_addr = peer_host_;
   ctx.extended = extended;
   ctx.session_id = id_;
-  ctx.budgets = daemon_.budgets();
-  ctx.observer = &daemon_.metrics();
+  ctx.budgets = host_.budgets();
+  ctx.observer = host_.guardObserver();
   return ctx;
 }
 
@@ -115,7 +113,7 @@ void ClientSession::recordAgentCommand(const guards::AgentCommand& cmd, bool ext
                                        std::string_view message) {
   using Kind = guards::AgentCommand::Kind;
   StatementRun run;
-  run.plan = daemon_.policy().localPlan(
+  run.plan = host_.policy().localPlan(
       cmd.text, cmd.kind == Kind::kShow ? "show" : cmd.kind == Kind::kReset ? "reset" : "set");
   run.extended = extended;
   run.started_us = started_us;

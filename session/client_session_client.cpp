@@ -4,10 +4,7 @@
 #include "session/client_session.h"
 
 #include "session/client_session_util.h"
-#include "session/admin_console.h"
 #include "session/result_screen.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -156,7 +153,7 @@ void ClientSession::writeWarnings(std::string& out, const std::vector<guards::Ve
   for (const auto& w : warnings) {
     protocol::writeNotice(out, "WARNING", w.sqlstate.empty() ? std::string_view("01000") : w.sqlstate,
                           w.message, w.detail, w.hint);
-    ++daemon_.counters().warnings_sent;
+    ++host_.counters().warnings_sent;
   }
 }
 
@@ -215,7 +212,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   p.plan = plan;
   if (writes_ && v.write.wrap) writesBeforeQuery(p, v);
   if (d.rewritten_sql) {
-    ++daemon_.counters().rewrites;
+    ++host_.counters().rewrites;
     protocol::writeQuery(server_->out(), *d.rewritten_sql);
   } else {
     forward(f);
@@ -323,7 +320,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   pushPending(std::move(p));
   if (!server_) return true;
   if (d.rewritten_sql) {
-    ++daemon_.counters().rewrites;
+    ++host_.counters().rewrites;
     sendParse(m->statement, *d.rewritten_sql, m->param_types, nullptr);
   } else {
     sendParse(m->statement, m->sql, m->param_types, &f);
@@ -558,7 +555,7 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
   ++statement_count_;
-  daemon_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
+  host_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
                             message);
 }
 
@@ -592,7 +589,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
   switch (f.type) {
     case 'P': {
       auto m = protocol::parseParse(f.body);
-      if (m) skipped_.statement(m->statement, {daemon_.policy().unjudgedPlan(m->sql), false});
+      if (m) skipped_.statement(m->statement, {host_.policy().unjudgedPlan(m->sql), false});
       return;
     }
     case 'B': {
@@ -622,7 +619,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
       // The server ignores a Query in a skipped batch too; each of its statements is accounted for.
       auto body = f.body;
       if (!body.empty() && body.back() == '\0') body.remove_suffix(1);
-      const auto plan = daemon_.policy().unjudgedPlan(body);
+      const auto plan = host_.policy().unjudgedPlan(body);
       for (size_t i = 0; i < plan->statements.size(); ++i) recordSkipped(plan, i, false);
       return;
     }
@@ -633,7 +630,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
   statement_count_ += plan.statements.size();
-  daemon_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
+  host_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
 }
 
 void ClientSession::finishPortals() {

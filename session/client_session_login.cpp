@@ -7,9 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
-#include "session/admin_console.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -40,7 +37,7 @@ void ClientSession::beginAuth() {
   }
   const AuthConfig& a = config_->auth;
   const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
-                                a.unknown_scram_salt_len, daemon_.saltKey()};
+                                a.unknown_scram_salt_len, host_.saltKey()};
   auth_ = std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason));
   auth_->begin(client_.out());
   setState(ClientState::kAuth);
@@ -72,9 +69,9 @@ bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
 }
 
 void ClientSession::authFailed(const std::string& log_reason) {
-  auto& c = daemon_.counters();
+  auto& c = host_.counters();
   ++c.auth_failures;
-  const int n = daemon_.authLimiter().recordFailure(peer_host_, daemon_.nowMs());
+  const int n = host_.authLimiter().recordFailure(peer_host_, host_.nowMs());
   spdlog::warn("{}: authentication failed: {} ({} failure{} from this address this minute)",
                logPrefix(), log_reason, n, n == 1 ? "" : "s");
   // Exactly PostgreSQL's words, and the same whether the user exists or not.
@@ -84,17 +81,16 @@ void ClientSession::authFailed(const std::string& log_reason) {
 
 void ClientSession::authenticated() {
   protocol::writeAuthOk(client_.out());
-  if (database_ == AdminConsole::kDatabase) {
+  if (database_ == ConsoleSession::kDatabase) {
     if (!config_->isAdmin(user_)) {
       fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
             RejectReason::kNotAllowed);
       return;
     }
-    admin_ = std::make_unique<AdminConsole>(daemon_, id_, user_);
-    admin_->setClient(peer_host_, application_name_);
-    AdminConsole::writeWelcome(client_.out());
+    admin_ = host_.openConsole(id_, user_, peer_host_, application_name_);
+    admin_->welcome(client_.out());
     setState(ClientState::kReady);
-    ++daemon_.counters().clients_ready;
+    ++host_.counters().clients_ready;
     spdlog::info("{}: admin console opened", logPrefix());
     return;
   }
@@ -118,11 +114,11 @@ void ClientSession::authenticated() {
   }
   startup_params_ = client_params_;
   choosePoolMode();
-  daemon_.registerCancelKey(this, key_pid_, key_secret_);
+  host_.registerCancelKey(this, key_pid_, key_secret_);
   key_registered_ = true;
   setState(ClientState::kAcquiring);
   writesSetUp();
-  Pool& pool = daemon_.pools().pool(server_database_, false, writes_ != nullptr);
+  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
   waiting_pool_ = &pool;
   wait_started_ns_ = uv_hrtime();
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
@@ -132,13 +128,13 @@ void ClientSession::onServerReady(ServerConnection& c) {
   waiting_pool_ = nullptr;
   if (state_ == ClientState::kReady) {
     // Transaction pooling: the connection the next message waited for.
-    daemon_.metrics().poolWait(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+    host_.poolWaited(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
     attachForTransaction(c);
     resumeInput();
     return;
   }
-  daemon_.metrics().poolWait(false, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
-  if (c.assignments() > 0) ++daemon_.counters().pool_reuse;
+  host_.poolWaited(false, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+  if (c.assignments() > 0) ++host_.counters().pool_reuse;
   server_ = &c;
   c.attach(this, id_);
   tx_status_ = c.txStatus();
@@ -177,14 +173,14 @@ void ClientSession::finishAttach() {
   if (!stats_checked_) {
     stats_checked_ = true;
     // The database answered a login, so it exists: keep catalog statistics for it.
-    daemon_.watchDatabase(server_database_);
-    if (daemon_.waitForStats(server_database_, id_)) {
-      stats_wait_until_ms_ = daemon_.nowMs() + kStatsWaitMs;
+    host_.watchDatabase(server_database_);
+    if (host_.waitForStats(server_database_, id_)) {
+      stats_wait_until_ms_ = host_.nowMs() + kStatsWaitMs;
       return;
     }
   }
   setState(ClientState::kReady);
-  ++daemon_.counters().clients_ready;
+  ++host_.counters().clients_ready;
   std::string& out = client_.out();
   for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
   protocol::writeBackendKeyData(out, key_pid_, key_secret_);

@@ -15,8 +15,6 @@
 #include "common/log_text.h"
 #include "guards/session_state.h"
 #include "pool/carried_settings.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -59,7 +57,7 @@ void ClientSession::choosePoolMode() {
 bool ClientSession::takeServer() {
   if (server_) return true;
   if (waiting_pool_) return false;
-  Pool& pool = daemon_.pools().pool(server_database_, false, writes_ != nullptr);
+  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
   if (PooledConnection* c = pool.takeIdle()) {
     if (auto* s = dynamic_cast<ServerConnection*>(c)) {
       attachForTransaction(*s);
@@ -73,7 +71,7 @@ bool ClientSession::takeServer() {
 }
 
 void ClientSession::attachForTransaction(ServerConnection& c) {
-  if (c.assignments() > 0) ++daemon_.counters().pool_reuse;
+  if (c.assignments() > 0) ++host_.counters().pool_reuse;
   server_ = &c;
   c.attach(this, id_);
   tx_status_ = c.txStatus();

@@ -8,8 +8,6 @@
 #include "common/log_text.h"
 #include "guards/codes.h"
 #include "session/result_screen.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_metrics.h"
 
 namespace pgwarden::daemon {
 
@@ -63,7 +61,7 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
 
 const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
   if (!screenMaySpeak(run)) return nullptr;
-  const auto stats = daemon_.tableStats(server_database_);
+  const auto stats = host_.tableStats(server_database_);
   const auto& found = screenRun(run, policy_, stats.get());
   if (found.empty()) return nullptr;
   // A denial replaces CommandComplete only where the client expects nothing after it but
@@ -74,7 +72,7 @@ const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const
   for (const auto& v : found) {
     if (&v == denial) continue;
     protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v.message, v.detail, v.hint);
-    ++daemon_.counters().warnings_sent;
+    ++host_.counters().warnings_sent;
   }
   return denial;
 }
@@ -148,7 +146,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
     const std::string message = e ? std::string(e->message()) : std::string();
     const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
-    if (cls >= 0) ++daemon_.counters().server_errors_by_class[static_cast<size_t>(cls)];
+    if (cls >= 0) ++host_.counters().server_errors_by_class[static_cast<size_t>(cls)];
     switch (head.kind) {
       case Expect::kInternal:
         if (head.write_step != WriteStep::kNone) return handleWriteStep(f, head);
@@ -303,7 +301,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
           }
           out.append(f.raw.data(), f.raw.size());
           ++head.rows_this_execute;
-          ++daemon_.counters().rows_returned;
+          ++host_.counters().rows_returned;
           if (run) {
             ++run->rows_sent;
             run->bytes_sent += static_cast<int64_t>(f.raw.size());
@@ -528,7 +526,7 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
         chunk_forward_ = false;
       } else {
         ++head.rows_this_execute;
-        ++daemon_.counters().rows_returned;
+        ++host_.counters().rows_returned;
         if (head.run) ++head.run->rows_sent;
       }
     }

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
-#include "daemon/daemon.h"
 #include "guards/codes.h"
 #include "session/client_session.h"
 
@@ -126,7 +125,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
   const std::string savepoint(kWriteSavepoint);
   if (!done.over) {
-    if (done.counted) daemon_.counters().rows_written += static_cast<uint64_t>(done.rows);
+    if (done.counted) host_.counters().rows_written += static_cast<uint64_t>(done.rows);
     if (wrapped && head.kind == Expect::kExecute) {
       sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
     }
@@ -137,7 +136,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   head.write_undo = true;
   const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*done.over));
   writeDeny(client_.out(), v);
-  ++daemon_.counters().writes_undone;
+  ++host_.counters().writes_undone;
   if (run) {
     run->rows_affected = done.rows;
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
@@ -199,7 +198,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
       write_resume_ = true;
       break;
     case WriteStep::kExpire:
-      (void)writes_->move(TxnEvent::kServerIdle, daemon_.nowMs());
+      (void)writes_->move(TxnEvent::kServerIdle, host_.nowMs());
       break;
     case WriteStep::kNone:
       break;
@@ -211,7 +210,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
 void ClientSession::writesAfterStatement(char status) {
   begin_sent_ = false;  // a BEGIN in the batch has been answered by now
   const TxnState before = writes_->state();
-  const auto end = writes_->afterStatement(status, last_tag_, daemon_.nowMs());
+  const auto end = writes_->afterStatement(status, last_tag_, host_.nowMs());
   if (!end.moved) {
     spdlog::warn("{}: write mode: no move from {} on ReadyForQuery '{}'", logPrefix(),
                  txnStateName(before), logsafe(status));
@@ -219,7 +218,7 @@ void ClientSession::writesAfterStatement(char status) {
   }
   if (end.notice) writeNoticeVerdict(client_.out(), *end.notice);
   if (end.ended) {
-    auto& c = daemon_.counters();
+    auto& c = host_.counters();
     ++(*end.ended == TxnEnd::kCommitted
            ? c.write_txn_committed
            : c.write_txn_rolled_back[static_cast<size_t>(TxnEnd::kRolledBack)]);
@@ -228,7 +227,7 @@ void ClientSession::writesAfterStatement(char status) {
 
 void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
   // The denied statement never ran: the transaction is as it was, and the agent hears so.
-  if (auto n = writes_->afterDenial(plan.decision.deny.code, daemon_.nowMs())) {
+  if (auto n = writes_->afterDenial(plan.decision.deny.code, host_.nowMs())) {
     writeNoticeVerdict(out, *n);
   }
 }
@@ -241,7 +240,7 @@ void ClientSession::writesTick(uint64_t now_ms) {
   if (!writes_->move(TxnEvent::kExpired, now_ms)) return;
   spdlog::info("{}: rolling back a write transaction ({}): lost {}", logPrefix(), txnEndName(*why),
                logsafe(lost.summary, kLogMessageMaxBytes));
-  ++daemon_.counters().write_txn_rolled_back[static_cast<size_t>(writes_->expiredBy())];
+  ++host_.counters().write_txn_rolled_back[static_cast<size_t>(writes_->expiredBy())];
   writes_->clear();
   sendWriteStep(WriteStep::kExpire, "ROLLBACK");
   flushServer();
@@ -253,7 +252,7 @@ void ClientSession::writesSessionEnd() {
   // The connection's reset sends ROLLBACK before it is lent again (ServerConnection::release).
   spdlog::info("{}: client left mid-transaction; rolled back, lost {}", logPrefix(),
                logsafe(writes_->totals().summary, kLogMessageMaxBytes));
-  ++daemon_.counters().write_txn_rolled_back[static_cast<size_t>(TxnEnd::kDisconnect)];
+  ++host_.counters().write_txn_rolled_back[static_cast<size_t>(TxnEnd::kDisconnect)];
   writes_->clear();
 }
 

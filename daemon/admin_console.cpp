@@ -1,7 +1,7 @@
 // Admin console commands: each SHOW builds a small table from loop state (sessions, pools,
 // counters, config, the budget ledger) and writes it as RowDescription + DataRow + CommandComplete.
 // Runs on the loop thread; every command is O(sessions + connections + conversations shown).
-#include "session/admin_console.h"
+#include "daemon/admin_console.h"
 
 #include <spdlog/spdlog.h>
 
@@ -76,7 +76,7 @@ const char* clientState(const ClientSession& s) {
 AdminConsole::AdminConsole(Daemon& daemon, uint64_t session_id, std::string user)
     : daemon_(daemon), session_id_(session_id), user_(std::move(user)) {}
 
-void AdminConsole::writeWelcome(std::string& out) {
+void AdminConsole::welcome(std::string& out) {
   // psql reads server_version to pick its own behaviour; the rest is what every driver expects.
   protocol::writeParameterStatus(out, "server_version", "15.0");
   protocol::writeParameterStatus(out, "server_encoding", "UTF8");

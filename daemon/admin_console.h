@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "protocol/messages.h"
+#include "session/session_host.h"
 
 namespace pgwarden::daemon {
 
 class Daemon;
 
-class AdminConsole {
+class AdminConsole final : public ConsoleSession {
  public:
-  // The database name that opens the console instead of a proxied session.
-  static constexpr std::string_view kDatabase = "pgwarden";
-
   AdminConsole(Daemon& daemon, uint64_t session_id, std::string user);
   // Who is on the console, for the history records of its commands.
   void setClient(std::string client_addr, std::string application_name) {
@@ -26,12 +24,8 @@ class AdminConsole {
     application_name_ = std::move(application_name);
   }
 
-  // What a client sees after AuthenticationOk: ParameterStatus lines psql and drivers expect,
-  // then ReadyForQuery.
-  static void writeWelcome(std::string& out);
-
-  // One client message. Appends the answer to `out`. False: the client sent Terminate.
-  [[nodiscard]] bool onMessage(const protocol::Frame& f, std::string& out);
+  void welcome(std::string& out) override;
+  [[nodiscard]] bool onMessage(const protocol::Frame& f, std::string& out) override;
 
   // Runs one Query text (one or more commands separated by ';'), without the ReadyForQuery.
   void execute(std::string_view text, std::string& out);
