@@ -251,14 +251,18 @@ struct Analyzer::Impl {
   uint64_t shape_hits = 0;
   uint64_t shape_misses = 0;
   size_t capacity = 0;
+  // The lexer's output, kept between texts so its key and literal list keep their capacity.
+  Shape scratch;
 
-  std::shared_ptr<const Analysis> miss(std::string_view sql);
+  // `from_shape`: the analysis was rebuilt from a shape template (the text gets no exact entry:
+  // its shape already answers it without a parse, and pgbench-style texts rarely repeat).
+  std::shared_ptr<const Analysis> miss(std::string_view sql, bool& from_shape);
 };
 
 // An exact miss: a shape template when there is one, otherwise the full analysis (and, the second
 // time a shape is seen, an attempt at a template for it).
-std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
-  Shape shape;
+std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql, bool& from_shape) {
+  Shape& shape = scratch;
   if (capacity == 0 || sql.size() > max_bytes || !lexShape(sql, shape) || shape.literals.empty()) {
     return analyzeUncached(sql);
   }
@@ -266,6 +270,7 @@ std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql) {
   if (entry && entry->value) {
     if (auto rebuilt = applyShapeTemplate(*entry->value, shape)) {
       ++shape_hits;
+      from_shape = true;
       return rebuilt;
     }
   }
@@ -292,8 +297,9 @@ std::shared_ptr<const Analysis> Analyzer::analyze(std::string_view sql) {
     return hit->value;
   }
   ++c.misses;
-  auto analysis = c.miss(sql);
-  if (c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
+  bool from_shape = false;
+  auto analysis = c.miss(sql, from_shape);
+  if (from_shape || c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
   c.exact.insert(std::string(sql), analysis);
   return analysis;
 }

@@ -657,25 +657,37 @@ TEST(Analyzer, CacheHitReturnsTheSameAnalysis) {
   EXPECT_EQ(a.cacheMisses(), 2u);
 }
 
+// Texts of distinct shapes (a new alias each), so the exact cache is what answers them.
 TEST(Analyzer, EvictsLeastRecentlyUsed) {
   Analyzer a(3);
-  auto t1 = a.analyze("SELECT 1");
-  a.analyze("SELECT 2");
-  a.analyze("SELECT 3");
-  a.analyze("SELECT 1");  // now most recent; "SELECT 2" is the oldest
-  a.analyze("SELECT 4");  // evicts "SELECT 2"
+  auto t1 = a.analyze("SELECT 1 AS a");
+  a.analyze("SELECT 1 AS b");
+  a.analyze("SELECT 1 AS c");
+  a.analyze("SELECT 1 AS a");  // now most recent; "b" is the oldest
+  a.analyze("SELECT 1 AS d");  // evicts "b"
   EXPECT_EQ(a.cacheSize(), 3u);
   const uint64_t misses = a.cacheMisses();
-  EXPECT_EQ(a.analyze("SELECT 1").get(), t1.get());
-  a.analyze("SELECT 2");
+  EXPECT_EQ(a.analyze("SELECT 1 AS a").get(), t1.get());
+  a.analyze("SELECT 1 AS b");
   EXPECT_EQ(a.cacheMisses(), misses + 1);
   EXPECT_EQ(a.cacheSize(), 3u);
 }
 
 TEST(Analyzer, StaysBoundedUnderManyTexts) {
   Analyzer a(16);
-  for (int i = 0; i < 1000; ++i) a.analyze("SELECT " + std::to_string(i));
+  for (int i = 0; i < 1000; ++i) a.analyze("SELECT 1 AS c" + std::to_string(i));
   EXPECT_EQ(a.cacheSize(), 16u);
+}
+
+// A text its shape's template answers takes no exact entry: pgbench-style texts never repeat, so
+// they would only push out texts that do.
+TEST(Analyzer, TextsAnsweredByTheirShapeTakeNoExactEntry) {
+  Analyzer a(16);
+  for (int i = 0; i < 1000; ++i) {
+    a.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(1000 + i) + ";");
+  }
+  EXPECT_GE(a.shapeHits(), 990u);
+  EXPECT_LE(a.cacheSize(), 2u);
 }
 
 TEST(Analyzer, LongTextsAreNotCached) {
