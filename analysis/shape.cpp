@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "common/ascii.h"
+
 namespace pgwarden::guards {
 
 namespace {
@@ -29,16 +31,6 @@ bool shapeTextByte(char c) {
   return static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r';
 }
 
-bool equalsNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 ValueCategory stringCategory(std::string_view v) {
   if (v.empty()) return ValueCategory::kEmpty;
@@ -325,9 +317,9 @@ class ShapeLexer {
         return quotedIdentifier();
       }
     }
-    if (equalsNoCase(w, "uescape")) return false;
+    if (iequals(w, "uescape")) return false;
     // float(p): the grammar picks float4 or float8 from p's value, which the shape cannot see.
-    if (equalsNoCase(w, "float")) {
+    if (iequals(w, "float")) {
       size_t k = j;
       while (k < sql_.size() && shapeSpace(sql_[k])) ++k;
       if (at(k) == '(') return false;

@@ -5,20 +5,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "common/ascii.h"
+
 namespace pgwarden::daemon {
 
 namespace {
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string_view trimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -71,14 +63,14 @@ bool authorized(const HttpAuth& auth, std::string_view header) {
       return true;
     case HttpAuth::Kind::kBearer: {
       size_t sp = header.find(' ');
-      if (sp == std::string_view::npos || !equalsIgnoreCase(header.substr(0, sp), "bearer")) {
+      if (sp == std::string_view::npos || !iequals(header.substr(0, sp), "bearer")) {
         return false;
       }
       return constantTimeEquals(trimOws(header.substr(sp + 1)), auth.secret);
     }
     case HttpAuth::Kind::kBasic: {
       size_t sp = header.find(' ');
-      if (sp == std::string_view::npos || !equalsIgnoreCase(header.substr(0, sp), "basic")) {
+      if (sp == std::string_view::npos || !iequals(header.substr(0, sp), "basic")) {
         return false;
       }
       auto decoded = base64Decode(trimOws(header.substr(sp + 1)));

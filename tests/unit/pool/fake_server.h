@@ -17,6 +17,17 @@
 
 namespace pgwarden::daemon::test {
 
+// Cuts the first whole v3 message off `in`: its type and body. False until one is all there.
+inline bool takeFrame(std::string& in, char& type, std::string& body) {
+  if (in.size() < 5) return false;
+  const size_t len = protocol::readU32(in.data() + 1);
+  if (in.size() < len + 1) return false;
+  type = in[0];
+  body = in.substr(5, len - 4);
+  in.erase(0, len + 1);
+  return true;
+}
+
 class FakeServer {
  public:
   static constexpr int kPort = 5999;
@@ -83,15 +94,7 @@ class FakeServer {
   }
 
   // The next whole message the client sent: its type and body.
-  bool takeMessage(char& type, std::string& body) {
-    if (in_.size() < 5) return false;
-    const size_t len = protocol::readU32(in_.data() + 1);
-    if (in_.size() < len + 1) return false;
-    type = in_[0];
-    body = in_.substr(5, len - 4);
-    in_.erase(0, len + 1);
-    return true;
-  }
+  bool takeMessage(char& type, std::string& body) { return takeFrame(in_, type, body); }
 
   // Queues `bytes` for the client; pump() writes them as the socket takes them.
   void send(std::string_view bytes) {

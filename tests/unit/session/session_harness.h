@@ -114,15 +114,7 @@ class ClientEnd {
       in_.append(buf, static_cast<size_t>(n));
     }
   }
-  bool takeMessage(char& type, std::string& body) {
-    if (in_.size() < 5) return false;
-    const size_t len = protocol::readU32(in_.data() + 1);
-    if (in_.size() < len + 1) return false;
-    type = in_[0];
-    body = in_.substr(5, len - 4);
-    in_.erase(0, len + 1);
-    return true;
-  }
+  bool takeMessage(char& type, std::string& body) { return takeFrame(in_, type, body); }
   bool eof() const { return eof_; }
   void hangUp() {
     if (fd_ >= 0) ::close(fd_);
