@@ -1,10 +1,8 @@
-// The catalog snapshot require_predicate and cost_gate read: estimated rows and the leading
-// columns of each table's indexes. The daemon runs catalogQuery() on its own connection at
-// start-up and on a timer; guards only ever see an immutable snapshot.
+// The catalog snapshot (analysis/table_stats.h): the query that reads it and the rows it is built
+// from.
 #include <charconv>
 
-#include "guards/guard_util.h"
-#include "guards/policy.h"
+#include "analysis/table_stats.h"
 
 namespace pgwarden::guards {
 

@@ -74,7 +74,7 @@ int64_t budgetStatements(const Analysis& analysis) {
 
 GuardResult BudgetGuard::checkText(const GuardInput& in) const {
   if (!in.ctx.budgets || !countsAgainstBudget(in.analysis)) return {};
-  const BudgetLedger& ledger = *in.ctx.budgets;
+  const BudgetLedger& ledger = BudgetLedger::of(*in.ctx.budgets);
   return ledger.check(*this, ledger.keyFor(in.ctx));
 }
 

@@ -51,13 +51,6 @@ struct BudgetStoreConfig {
   bool fail_open = false;      // fail_behavior: allow
 };
 
-// Conversation counters. `statements` passed; `denied` were refused by any guard but a budget.
-struct BudgetCounters {
-  int64_t statements = 0;
-  int64_t denied = 0;
-  int64_t rows = 0;
-};
-
 struct BudgetKey {
   std::string user;
   std::string conversation;
@@ -142,7 +135,7 @@ struct UserUsage {
 
 // Budget state of one loop. Single-threaded like the loop; bounded (LRU over conversations,
 // idle expiry); survives config reloads (limits are read from the guard on every call).
-class BudgetLedger {
+class BudgetLedger final : public BudgetView {
  public:
   using Clock = std::function<int64_t()>;  // milliseconds, monotonic
   using StoreFactory = std::function<std::unique_ptr<SharedBudgetStore>(const BudgetStoreConfig&)>;
@@ -163,6 +156,9 @@ class BudgetLedger {
   GuardResult check(const BudgetGuard& g, const BudgetKey& key) const;
   // Counters as they stand (zero for an unknown conversation).
   BudgetCounters counters(const BudgetKey& key) const;
+  BudgetCounters countersFor(const RequestContext& ctx) const override { return counters(keyFor(ctx)); }
+  // The ledger behind a request's BudgetView: the daemon's and the tests' views are all ledgers.
+  static const BudgetLedger& of(const BudgetView& view) { return static_cast<const BudgetLedger&>(view); }
 
   // The statement passed the chain and is about to run: check again and count it, atomically.
   struct Admission {

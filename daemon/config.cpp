@@ -13,8 +13,10 @@
 #include <sstream>
 
 #include "common/config_util.h"
+#include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
 #include "history/store_path.h"
+#include "mcp/mcp_config.h"
 #include "mcp/operator_tools.h"
 #include "mcp/tools.h"
 #include "protocol/auth.h"
@@ -590,53 +592,6 @@ void checkFiles(const Config& config) {
 }
 
 }  // namespace
-
-const char* authMethodName(AuthMethod m) {
-  switch (m) {
-    case AuthMethod::kScramSha256: return "scram-sha-256";
-    case AuthMethod::kMd5: return "md5";
-    case AuthMethod::kTrust: return "trust";
-  }
-  return "?";
-}
-
-std::shared_ptr<const PoolSettings> poolSettings(const Config& config) {
-  auto s = std::make_shared<PoolSettings>();
-  s->upstream = config.upstream;
-  s->pool = config.pool;
-  for (const auto& [name, g] : config.groups) {
-    if (g->writes().guarded) {
-      s->write_idle_in_transaction = std::max(s->write_idle_in_transaction, g->writes().idle_timeout + Millis(10000));
-    }
-  }
-  return s;
-}
-
-int LimitsConfig::startupCap() const {
-  return std::max(1, std::min(max_startup_connections,
-                              max_client_connections - reserved_authenticated));
-}
-
-const UserConfig* Config::findUser(std::string_view name) const {
-  for (const auto& u : users) {
-    if (u.name == name) return &u;
-  }
-  return nullptr;
-}
-
-const guards::PolicyGroup* Config::findGroup(std::string_view name) const {
-  auto it = groups.find(name);
-  return it == groups.end() ? nullptr : it->second.get();
-}
-
-bool Config::groupAllowsSearchPath(std::string_view group) const {
-  const auto& l = client_parameters.allow_search_path;
-  return std::find(l.begin(), l.end(), group) != l.end();
-}
-
-bool Config::isAdmin(std::string_view user) const {
-  return std::find(admin_users.begin(), admin_users.end(), user) != admin_users.end();
-}
 
 Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text) {
   const std::string s(text);

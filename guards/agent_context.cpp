@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "budgets/budget.h"
 #include "common/ascii.h"
 
 namespace pgwarden::guards {
@@ -440,8 +439,7 @@ ContextDoc buildContextDoc(const GuardInput& in) {
   }
   d.query_intent = d.query_intent_sent.empty() ? d.query_intent_inferred : d.query_intent_sent;
   if (in.ctx.budgets) {
-    const BudgetLedger& ledger = *in.ctx.budgets;
-    const BudgetCounters c = ledger.counters(ledger.keyFor(in.ctx));
+    const BudgetCounters c = in.ctx.budgets->countersFor(in.ctx);
     d.has_budget = true;
     d.budget_statements = c.statements;
     d.budget_denied = c.denied;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/plan.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards {
@@ -104,33 +105,6 @@ struct GuardInput {
   const RequestContext& ctx;
   const TableStatsSnapshot* stats;  // null until the first catalog refresh
   const GroupSettings& group;
-};
-
-// One scan node of an EXPLAIN (FORMAT JSON) plan, and the plan's total cost.
-struct PlanScan {
-  std::string node_type;   // "Seq Scan", "Index Scan", ...
-  std::string schema;      // present only when the plan was VERBOSE
-  std::string relation;
-  std::string alias;
-  double total_cost = 0;
-  double plan_rows = 0;
-};
-// One join node of the plan and what it joins: its scans are PlanSummary::scans[first_scan,
-// end_scan). Rows are over all processes: a parallel plan's per-worker estimate is scaled back up.
-struct PlanJoin {
-  std::string node_type;   // "Nested Loop", "Hash Join", "Merge Join"
-  std::string join_type;   // "Inner", "Left", "Semi", ...
-  double plan_rows = 0;    // the rows it is estimated to return
-  double input_rows = 0;   // the larger of its two inputs' estimates (a loop's inner: per loop)
-  size_t first_scan = 0;
-  size_t end_scan = 0;
-  std::vector<std::string> other_inputs;  // CTE and function scans beneath it: "name alias"
-};
-struct PlanSummary {
-  double total_cost = 0;
-  double plan_rows = 0;
-  std::vector<PlanScan> scans;
-  std::vector<PlanJoin> joins;  // outermost first
 };
 
 struct PlanInput {

@@ -17,12 +17,13 @@
 
 #include "analysis/analysis.h"
 #include "analysis/column_stats.h"
+#include "analysis/table_stats.h"
 
 namespace pgwarden::guards {
 
 struct GuardResult;
 struct ChainState;     // where a paused chain stopped (policy.cpp)
-class BudgetLedger;    // per-conversation budget state (guards/budget.h)
+class BudgetView;      // per-conversation budget state as the chain reads it (below)
 
 enum class Action { kAllow, kWarn, kDeny, kRewrite };
 const char* actionName(Action a);
@@ -86,48 +87,6 @@ struct WebhookOutcome {
   int attempts = 0;
 };
 
-// What the catalog says about tables, refreshed by the daemon on its own server connection.
-struct TableStats {
-  int64_t estimated_rows = 0;
-  std::vector<std::string> indexed_columns;  // leading column of each index, best first
-  std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
-  // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.
-  std::map<std::string, ColumnStats, std::less<>> columns;
-};
-class TableStatsSnapshot {
- public:
-  // The query the daemon runs (read-only, catalog only); each row: schema, table, reltuples,
-  // comma-separated leading index columns (btree first), comma-separated types of those columns.
-  static const char* catalogQuery();
-  // Builds a snapshot from that query's text-format rows (4 or 5 columns; bad rows are skipped).
-  // `column_rows` are columnStatsQuery()'s rows (malformed ones and unknown tables skipped).
-  static std::shared_ptr<const TableStatsSnapshot> fromRows(
-      const std::vector<std::vector<std::string>>& rows,
-      const std::vector<std::vector<std::string>>& column_rows = {});
-  const TableStats* find(std::string_view schema, std::string_view table) const;
-  size_t size() const { return tables_.size(); }
-
-  // A column whose bounds only its index can give (ColumnStats::needsIndexBounds()), and what
-  // reading them found: `low` and `high` empty when nothing (an empty table, a failed probe).
-  struct IndexBounds {
-    std::string schema, table, column, low, high;
-  };
-  // At most `max` of the columns that need index bounds, in name order starting at the
-  // `start`-th (modulo their number, wrapping), so that successive refreshes that pass a growing
-  // `start` read every one of them in turn.
-  std::vector<IndexBounds> boundsProbes(size_t start, size_t max) const;
-  // A copy with the bounds of `probed` set (an entry without bounds clears them); a column that
-  // needs index bounds but was not probed keeps what `previous` (the last snapshot, may be null)
-  // had for it.
-  std::shared_ptr<const TableStatsSnapshot> withIndexBounds(const std::vector<IndexBounds>& probed,
-                                                            const TableStatsSnapshot* previous) const;
-  // Every table, keyed "schema.table", in name order.
-  const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
-
- private:
-  std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
-};
-
 // Measures the chain as it runs, for the daemon's metrics. Called on the loop thread, once per
 // guard and text (checkText plus every checkStatement of that guard), and once per call of an
 // operator's script or policy service. Implementations must not allocate once warm.
@@ -160,9 +119,32 @@ struct RequestContext {
   // Budgets: the session (the conversation when no conversation_id is known) and the loop's
   // ledger; a null ledger means no budget state is available and budget guards pass.
   uint64_t session_id = 0;
-  const BudgetLedger* budgets = nullptr;
+  const BudgetView* budgets = nullptr;
   // Null: the chain is not timed (tests, the config check).
   GuardObserver* observer = nullptr;
+};
+
+// Conversation counters. `statements` passed; `denied` were refused by any guard but a budget.
+struct BudgetCounters {
+  int64_t statements = 0;
+  int64_t denied = 0;
+  int64_t rows = 0;
+};
+
+// The per-conversation budget state, as the chain's readers see it. budgets/ sits above guards
+// and implements it (budgets::BudgetLedger), so guards never include the ledger: the agent
+// context document reads a conversation's counters through this, and the budget guard kind,
+// itself in budgets/, reaches the ledger behind it (BudgetLedger::of).
+class BudgetView {
+ public:
+  // The counters of the conversation `ctx` belongs to (zero for an unknown one).
+  virtual BudgetCounters countersFor(const RequestContext& ctx) const = 0;
+
+ protected:
+  BudgetView() = default;
+  ~BudgetView() = default;
+  BudgetView(const BudgetView&) = default;
+  BudgetView& operator=(const BudgetView&) = default;
 };
 
 class Guard;  // defined in guards/guard.h

@@ -1,5 +1,5 @@
 // The http_webhook guard (config, request document, answer reading) and the registry of every
-// guard kind, so the daemon's config parser knows lua, http_webhook and budget as well.
+// guard kind (budgets/guard_kinds.h puts it in the registry with the others).
 #include "guards/webhook_guard.h"
 
 #include <nlohmann/json.hpp>
@@ -12,7 +12,6 @@
 #include "common/log_text.h"
 #include "common/config_util.h"
 #include "guards/agent_context.h"
-#include "budgets/budget.h"
 #include "guards/lua_guard.h"
 
 namespace pgwarden::guards {
@@ -220,36 +219,6 @@ std::unique_ptr<Guard> makeWebhookGuard(const YAML::Node& node, const std::strin
     }
   }
   return std::make_unique<WebhookGuard>(std::move(o));
-}
-
-const GuardRegistry& agentGuardRegistry() {
-  static const GuardRegistry registry = [] {
-    GuardRegistry r = GuardRegistry::builtin();
-    r.add("lua", makeLuaGuard);
-    r.add("http_webhook", makeWebhookGuard);
-    r.add("budget", makeBudgetGuard);
-    return r;
-  }();
-  return registry;
-}
-
-PolicyMap parseAgentPolicyGroups(const YAML::Node& groups) {
-  if (groups.IsMap()) {
-    for (const auto& kv : groups) {
-      const YAML::Node list = kv.second.IsMap() ? kv.second["guards"] : YAML::Node();
-      if (!list.IsDefined() || !list.IsSequence()) continue;
-      int budgets = 0;
-      for (size_t i = 0; i < list.size(); ++i) {
-        const YAML::Node g = list[i];
-        if (!g.IsMap() || !g["kind"].IsScalar() || g["kind"].as<std::string>() != "budget") continue;
-        if (++budgets > 1) {
-          config::fail(g["kind"], "groups." + kv.first.as<std::string>() + ".guards[" + std::to_string(i) + "].kind",
-                       "a group has at most one budget guard (put every limit in one)");
-        }
-      }
-    }
-  }
-  return parsePolicyGroups(groups, agentGuardRegistry());
 }
 
 }  // namespace pgwarden::guards

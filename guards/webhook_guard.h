@@ -57,11 +57,4 @@ GuardObserver::CallResult webhookCallResult(const WebhookOutcome& outcome);
 
 std::unique_ptr<Guard> makeWebhookGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
 
-// The registry with every kind pgwarden knows: the built-in ones plus lua, http_webhook, budget.
-const GuardRegistry& agentGuardRegistry();
-
-// parsePolicyGroups with agentGuardRegistry(), plus the checks that span a group's guards (at
-// most one budget guard per group). Throws config::ConfigError with line and key.
-PolicyMap parseAgentPolicyGroups(const YAML::Node& groups);
-
 }  // namespace pgwarden::guards

@@ -1,53 +1,12 @@
-// The `mcp:` section: the Model Context Protocol endpoint's listener, path, bearer tokens (stored
-// as SHA-256 hashes), the opt-in loopback trust, and the bounds on bodies, sessions, requests and
-// results. Parsed once at load, strictly (unknown keys are errors with line and dotted key).
+// The `mcp:` section's parser (the struct it fills is config/mcp_section.h's). Parsed once at
+// load, strictly (unknown keys are errors with line and dotted key).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
-#include <array>
-#include <chrono>
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
+#include "config/mcp_section.h"
 
 namespace pgwarden::mcp {
-
-class OperatorToolSet;  // mcp/operator_tools.h
-
-struct McpToken {
-  std::string user;
-  std::array<unsigned char, 32> sha256{};  // of the token's bytes
-  int line = 0;                            // where the entry is, for messages
-};
-
-struct McpConfig {
-  std::string listen;  // "host:port"; "" = the endpoint is off (the default)
-  std::string path = "/mcp";
-  // Serve HTTPS with the certificate and key of the `tls:` section (the SQL listener's).
-  bool tls = false;
-  std::vector<McpToken> tokens;
-  // Requests from 127.0.0.1 / ::1 without a token run as this user ("" = off).
-  std::string trust_loopback;
-  int trust_loopback_line = 0;
-  // The client database name MCP statements run against (mapped through upstream.databases).
-  std::string database = "postgres";
-  // Origins accepted besides http(s)://localhost, 127.0.0.1 and [::1] on any port.
-  std::vector<std::string> allowed_origins;
-  uint64_t max_body_bytes = 1u << 20;
-  int max_connections = 128;
-  int max_sessions = 64;
-  int max_requests_per_session = 4;  // tool calls in flight per MCP session
-  std::chrono::milliseconds read_timeout{10000};     // first byte .. whole request
-  std::chrono::milliseconds keepalive_timeout{60000};  // an idle HTTP connection closes
-  std::chrono::milliseconds session_idle_timeout{1800000};
-  int64_t max_rows = 1000;                  // a query tool's default (and largest) row count
-  uint64_t max_result_bytes = 1u << 20;     // row data kept for one result
-  // The `tools:` section (operator-defined tools), filled by the config loader; null: none.
-  std::shared_ptr<const OperatorToolSet> tools;
-  bool enabled() const { return !listen.empty(); }
-};
 
 // Parses `mcp:` (an absent node: the defaults, endpoint off). Throws config::ConfigError.
 McpConfig parseMcpConfig(const YAML::Node& node);

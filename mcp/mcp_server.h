@@ -20,7 +20,7 @@
 
 #include "common/result.h"
 #include "mcp/jsonrpc.h"
-#include "mcp/mcp_config.h"
+#include "config/mcp_section.h"
 #include "mcp/mcp_host.h"
 #include "mcp/operator_call.h"
 #include "mcp/operator_tools.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mcp/mcp_config.h"
+#include "config/mcp_section.h"
 
 namespace pgwarden::mcp {
 

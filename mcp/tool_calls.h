@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mcp/jsonrpc.h"
-#include "mcp/mcp_config.h"
+#include "config/mcp_section.h"
 #include "mcp/mcp_host.h"
 #include "mcp/statement_runner.h"
 #include "mcp/tools.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/config.h"
+#include "config/config.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {

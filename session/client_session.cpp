@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "common/log_text.h"
+#include "session/auth_limiter.h"
 
 namespace pgwarden::daemon {
 

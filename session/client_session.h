@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "session/client_auth.h"
-#include "daemon/config.h"
+#include "config/config.h"
 #include "session/session_host.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "session/auth_limiter.h"
 
 namespace pgwarden::daemon {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/config.h"
+#include "config/config.h"
 #include "metrics/counters.h"
 #include "pool/pool.h"
 #include "protocol/messages.h"

@@ -25,6 +25,7 @@
 
 #include "analysis/analysis.h"
 #include "guards/policy.h"
+#include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
 
 namespace pgwarden::agent_test {

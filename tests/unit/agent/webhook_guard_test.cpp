@@ -10,6 +10,7 @@
 
 #include "agent_test_util.h"
 #include "common/config_util.h"
+#include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
 
 namespace pgwarden::guards {

@@ -11,6 +11,7 @@
 
 #include "budgets/budget.h"
 #include "guards/policy.h"
+#include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
 #include "session/statement_gate.h"
 

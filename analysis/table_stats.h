@@ -1,0 +1,60 @@
+// The catalog snapshot require_predicate, cost_gate and the result screens read: estimated rows,
+// the leading columns of each table's indexes and column statistics. The daemon runs
+// catalogQuery() on its own connection at start-up and on a timer; readers only ever see an
+// immutable snapshot.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/column_stats.h"
+
+namespace pgwarden::guards {
+
+// What the catalog says about tables, refreshed by the daemon on its own server connection.
+struct TableStats {
+  int64_t estimated_rows = 0;
+  std::vector<std::string> indexed_columns;  // leading column of each index, best first
+  std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
+  // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.
+  std::map<std::string, ColumnStats, std::less<>> columns;
+};
+class TableStatsSnapshot {
+ public:
+  // The query the daemon runs (read-only, catalog only); each row: schema, table, reltuples,
+  // comma-separated leading index columns (btree first), comma-separated types of those columns.
+  static const char* catalogQuery();
+  // Builds a snapshot from that query's text-format rows (4 or 5 columns; bad rows are skipped).
+  // `column_rows` are columnStatsQuery()'s rows (malformed ones and unknown tables skipped).
+  static std::shared_ptr<const TableStatsSnapshot> fromRows(
+      const std::vector<std::vector<std::string>>& rows,
+      const std::vector<std::vector<std::string>>& column_rows = {});
+  const TableStats* find(std::string_view schema, std::string_view table) const;
+  size_t size() const { return tables_.size(); }
+
+  // A column whose bounds only its index can give (ColumnStats::needsIndexBounds()), and what
+  // reading them found: `low` and `high` empty when nothing (an empty table, a failed probe).
+  struct IndexBounds {
+    std::string schema, table, column, low, high;
+  };
+  // At most `max` of the columns that need index bounds, in name order starting at the
+  // `start`-th (modulo their number, wrapping), so that successive refreshes that pass a growing
+  // `start` read every one of them in turn.
+  std::vector<IndexBounds> boundsProbes(size_t start, size_t max) const;
+  // A copy with the bounds of `probed` set (an entry without bounds clears them); a column that
+  // needs index bounds but was not probed keeps what `previous` (the last snapshot, may be null)
+  // had for it.
+  std::shared_ptr<const TableStatsSnapshot> withIndexBounds(const std::vector<IndexBounds>& probed,
+                                                            const TableStatsSnapshot* previous) const;
+  // Every table, keyed "schema.table", in name order.
+  const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
+
+ private:
+  std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
+};
+
+}  // namespace pgwarden::guards
