@@ -348,8 +348,8 @@ int ClientSession::rfqOwed() const {
   int n = 0;
   for (const auto& p : pending_) {
     n += (p.kind == Expect::kSync || p.kind == Expect::kQuery ||
-          (p.kind == Expect::kInternal && p.step_closes == 0) ||
-          (p.kind == Expect::kExplain && p.explain_simple))
+          (p.kind == Expect::kInternal && p.internal().step_closes == 0) ||
+          (p.kind == Expect::kExplain && p.explain().simple))
              ? 1
              : 0;
   }
@@ -374,13 +374,14 @@ bool ClientSession::owedIsUncertain() const {
         batch_open = true;
         break;
       case Expect::kExplain:
-        if (!p.explain_simple) {
+        if (!p.explain().simple) {
           batch_open = true;
           break;
         }
-        [[fallthrough]];
+        if (batch_open) return true;
+        break;
       case Expect::kInternal:
-        if (p.step_closes > 0) {
+        if (p.internal().step_closes > 0) {
           batch_open = true;
           break;
         }
@@ -401,13 +402,13 @@ bool ClientSession::unsyncedTail() const {
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
     switch (it->kind) {
       case Expect::kInternal:
-        if (it->step_closes > 0) return true;
+        if (it->internal().step_closes > 0) return true;
         return false;
       case Expect::kSync:
       case Expect::kQuery:
         return false;
       case Expect::kExplain:
-        if (it->explain_simple) return false;
+        if (it->explain().simple) return false;
         return true;
       case Expect::kParse:
       case Expect::kBind:
@@ -537,8 +538,8 @@ void ClientSession::onStreamClosed(Stream&) {
 void ClientSession::cancelFromClient() {
   // The client's write already finished while pgwarden settles its savepoint (or rolls back an
   // expired transaction): a cancel then would only break pgwarden's own step.
-  if (!pending_.empty() && pending_.front().write_step != WriteStep::kNone &&
-      pending_.front().write_step != WriteStep::kSavepoint) {
+  if (!pending_.empty() && pending_.front().writeStep() != WriteStep::kNone &&
+      pending_.front().writeStep() != WriteStep::kSavepoint) {
     return;
   }
   if (server_ && !pending_.empty()) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "session/client_auth.h"
@@ -119,36 +121,120 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   };
   // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
   enum class WriteStep : uint8_t { kNone, kSavepoint, kRelease, kUndo, kExpire };
+  // One entry of the queue. What every kind needs is in the entry itself; what one kind needs
+  // is in its alternative of `data` (chosen by the constructor from the kind, and only changed
+  // with it), so a deep pipeline costs a small entry per message.
   struct Pending {
-    explicit Pending(Expect k) : kind(k) {}
+    // A client's write under guarded writes (kQuery, kExecute). The target is behind a pointer:
+    // most statements are not such writes.
+    struct WriteTarget {
+      std::string table;  // for the tallies
+      std::string command;
+    };
+    struct Write {
+      std::unique_ptr<const WriteTarget> target;  // set: a counted write inside the savepoint
+      bool undo = false;                          // over a cap; roll back to the savepoint
+      bool failed = false;                        // kQuery: the server refused it
+    };
+    // kParse; kInternalParse uses server_text only.
+    struct Statement {
+      std::string name;
+      std::shared_ptr<const StatementPlan> previous;  // what the name meant before
+      bool had_previous = false;
+      // Transaction pooling: the text prepared on the connection, which it forgets again if the
+      // Parse fails.
+      std::shared_ptr<const PreparedText> server_text;
+    };
+    struct Bind {
+      std::shared_ptr<const StatementPlan> plan;
+      std::string name;  // the portal
+    };
+    struct DescribeStatement {
+      bool described = false;  // ParameterDescription seen
+    };
+    struct Execute {
+      Write write;
+    };
+    struct Query {
+      std::shared_ptr<const StatementPlan> plan;
+      size_t next_statement = 0;  // statements started so far
+      // The text's comment overrides; null when it has none (most texts: nothing to allocate).
+      std::unique_ptr<const guards::AgentOverrides> overrides;
+      Write write;
+      const guards::AgentOverrides& overridesOrNone() const {
+        static const guards::AgentOverrides kNone;
+        return overrides ? *overrides : kNone;
+      }
+    };
+    struct Local {
+      std::string bytes;
+      bool rfq = false;  // append ReadyForQuery (simple protocol)
+    };
+    // The strings stay inline: this is no larger than Statement, so they cost the entry nothing.
+    struct Explain {
+      bool simple = false;  // sent as a Query (else Parse/Bind/...)
+      int closes = 0;       // extended: CloseComplete still due
+      std::string json;     // the one value EXPLAIN returned
+      std::string error;    // the server's ErrorResponse, if any
+    };
+    struct Internal {
+      WriteStep write_step = WriteStep::kNone;  // a step of the write mode
+      bool param_sync = false;  // the carried settings brought in line (not attach)
+      int step_closes = 0;      // a write step sent as Parse/Bind/Execute: Closes still due
+    };
+    // kSync, kDescribePortal, kClose and kInternalClose carry nothing (std::monostate).
+    using Data = std::variant<std::monostate, Statement, Bind, DescribeStatement, Execute, Query,
+                              Local, Explain, Internal>;
+
+    explicit Pending(Expect k);
     Expect kind;
-    QueuedRun run;                            // kExecute, kQuery (current statement)
-    std::shared_ptr<const StatementPlan> plan;  // kQuery: the text; kParse: the new statement
-    std::string name;                         // kParse: statement name; kBind: portal name
-    std::shared_ptr<const StatementPlan> previous;  // kParse: what the name meant before
-    bool had_previous = false;
-    std::string local;                        // kLocal bytes
-    bool local_rfq = false;                   // kLocal: append ReadyForQuery (simple protocol)
-    size_t next_statement = 0;                // kQuery: statements started so far
-    guards::AgentOverrides overrides;         // kQuery: the text's comment overrides
-    int64_t rows_this_execute = 0;            // kExecute/kQuery: rows sent for this message
-    bool described = false;                   // kDescribeStatement: ParameterDescription seen
-    bool explain_simple = false;              // kExplain: sent as a Query (else Parse/Bind/...)
-    int explain_closes = 0;                   // kExplain, extended: CloseComplete still due
-    std::string explain_json;                 // kExplain: the one value EXPLAIN returned
-    std::string explain_error;                // kExplain: the server's ErrorResponse, if any
-    WriteStep write_step = WriteStep::kNone;  // kInternal: a step of the write mode
-    bool write = false;                       // kQuery: a counted write inside the savepoint
-    bool write_undo = false;                  // kQuery: over a cap; roll back to the savepoint
-    bool write_failed = false;                // kQuery: the server refused it
-    std::string write_table;                  // kQuery write: its target, for the tallies
-    std::string write_command;
-    // kParse / kInternalParse (transaction pooling): the text prepared on the connection, which
-    // it forgets again if the Parse fails.
-    std::shared_ptr<const PreparedText> server_text;
-    bool param_sync = false;  // kInternal: the carried settings brought in line (not attach)
-    int step_closes = 0;      // kInternal write step sent as Parse/Bind/Execute: Closes still due
+    QueuedRun run;                  // kExecute, kQuery (current statement)
+    int64_t rows_this_execute = 0;  // kExecute/kQuery: rows sent for this message
+    Data data;
+
+    Statement& statement() { return as<Statement>(); }
+    const Statement& statement() const { return as<Statement>(); }
+    Bind& bind() { return as<Bind>(); }
+    DescribeStatement& describeStatement() { return as<DescribeStatement>(); }
+    Execute& execute() { return as<Execute>(); }
+    Query& query() { return as<Query>(); }
+    const Query& query() const { return as<Query>(); }
+    Local& local() { return as<Local>(); }
+    Explain& explain() { return as<Explain>(); }
+    const Explain& explain() const { return as<Explain>(); }
+    Internal& internal() { return as<Internal>(); }
+    const Internal& internal() const { return as<Internal>(); }
+    // The guarded-write state of a kQuery or kExecute; null for the other kinds.
+    Write* write();
+    // kNone unless this is pgwarden's own write step (kInternal).
+    WriteStep writeStep() const {
+      const auto* i = std::get_if<Internal>(&data);
+      return i ? i->write_step : WriteStep::kNone;
+    }
+    // This entry's answer becomes bytes of pgwarden's own, sent in its turn.
+    void answerHere(std::string bytes) {
+      kind = Expect::kLocal;
+      data = Local{std::move(bytes), false};
+    }
+
+   private:
+    // The kind names the alternative; asking for another is a bug in the caller.
+    template <class T>
+    T& as() {
+      T* t = std::get_if<T>(&data);
+      assert(t);
+      return *t;
+    }
+    template <class T>
+    const T& as() const {
+      const T* t = std::get_if<T>(&data);
+      assert(t);
+      return *t;
+    }
   };
+  // Measured with GCC 12 / libstdc++ on x86-64 (the entry was 440 bytes as one struct): a
+  // growing alternative shows here rather than as memory under a deep pipeline.
+  static_assert(sizeof(Pending) <= 112, "a pending entry grew");
   struct Portal {
     std::shared_ptr<const StatementPlan> plan;
     std::shared_ptr<StatementRun> run;

@@ -350,7 +350,7 @@ bool ClientSession::runExplain(const std::string& text, bool extended, const Exp
   Pending p(Expect::kExplain);
   std::string& out = server_->out();
   if (!extended) {
-    p.explain_simple = true;
+    p.explain().simple = true;
     protocol::writeQuery(out, text);
   } else {
     // Named, so the client's unnamed statement and portal are left alone; a Flush (not a Sync)
@@ -371,7 +371,7 @@ bool ClientSession::runExplain(const std::string& text, bool extended, const Exp
     protocol::writeClose(out, 'P', kExplainName);
     protocol::writeClose(out, 'S', kExplainName);
     protocol::writeFlush(out);
-    p.explain_closes = 2;
+    p.explain().closes = 2;
     unsynced_ = true;
   }
   pushPending(std::move(p));
@@ -380,37 +380,38 @@ bool ClientSession::runExplain(const std::string& text, bool extended, const Exp
 }
 
 bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
+  Pending::Explain& x = head.explain();
   switch (f.type) {
     case 'D':
-      if (head.explain_json.empty()) {
+      if (x.json.empty()) {
         auto cells = protocol::parseDataRowValues(f.body);
-        if (cells && !cells->empty() && (*cells)[0]) head.explain_json.assign(*(*cells)[0]);
+        if (cells && !cells->empty() && (*cells)[0]) x.json.assign(*(*cells)[0]);
       }
       return true;
     case 'E':
-      head.explain_error.assign(f.raw.data(), f.raw.size());
-      if (!head.explain_simple) {
-        std::string error = std::move(head.explain_error);
+      x.error.assign(f.raw.data(), f.raw.size());
+      if (!x.simple) {
+        std::string error = std::move(x.error);
         pending_.pop_front();
         gate_->explainFailed(std::move(error));
       }
       return true;
     case '3':
-      if (!head.explain_simple && --head.explain_closes == 0) {
-        std::string json = std::move(head.explain_json);
+      if (!x.simple && --x.closes == 0) {
+        std::string json = std::move(x.json);
         pending_.pop_front();
         gate_->explainDone(std::move(json));
       }
       return true;
     case 'Z':
-      if (head.explain_simple) {
+      if (x.simple) {
         auto z = protocol::parseReadyForQuery(f.body);
         if (z) {
           tx_status_ = z->status;
           if (server_) server_->setTxStatus(z->status);
         }
-        std::string json = std::move(head.explain_json);
-        std::string error = std::move(head.explain_error);
+        std::string json = std::move(x.json);
+        std::string error = std::move(x.error);
         pending_.pop_front();
         if (!error.empty()) {
           gate_->explainFailed(std::move(error));

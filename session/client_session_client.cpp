@@ -123,6 +123,47 @@ void ClientSession::forward(const protocol::Frame& f) {
   }
 }
 
+ClientSession::Pending::Pending(Expect k) : kind(k) {
+  switch (k) {
+    case Expect::kParse:
+    case Expect::kInternalParse:
+      data.emplace<Statement>();
+      break;
+    case Expect::kBind:
+      data.emplace<Bind>();
+      break;
+    case Expect::kDescribeStatement:
+      data.emplace<DescribeStatement>();
+      break;
+    case Expect::kExecute:
+      data.emplace<Execute>();
+      break;
+    case Expect::kQuery:
+      data.emplace<Query>();
+      break;
+    case Expect::kLocal:
+      data.emplace<Local>();
+      break;
+    case Expect::kExplain:
+      data.emplace<Explain>();
+      break;
+    case Expect::kInternal:
+      data.emplace<Internal>();
+      break;
+    case Expect::kDescribePortal:
+    case Expect::kClose:
+    case Expect::kSync:
+    case Expect::kInternalClose:
+      break;
+  }
+}
+
+ClientSession::Pending::Write* ClientSession::Pending::write() {
+  if (auto* q = std::get_if<Query>(&data)) return &q->write;
+  if (auto* e = std::get_if<Execute>(&data)) return &e->write;
+  return nullptr;
+}
+
 void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
 void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
@@ -199,17 +240,18 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     queueLocal(std::move(out), false);
   }
   Pending p(Expect::kQuery);
+  Pending::Query& q = p.query();
   const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
-  p.overrides = overrides_;
+  if (overrides_.any()) q.overrides = std::make_unique<const guards::AgentOverrides>(overrides_);
   if (!empty_text) {
     p.run = startRun(plan, 0, false);
     p.run->budget_key = std::move(v.budget_key);
     p.run->overrides = overrides_;
-    p.next_statement = 1;
+    q.next_statement = 1;
   } else {
-    p.next_statement = plan->statements.size();
+    q.next_statement = plan->statements.size();
   }
-  p.plan = plan;
+  q.plan = plan;
   if (writes_ && v.write.wrap) writesBeforeQuery(p, v);
   if (d.rewritten_sql) {
     ++host_.counters().rewrites;
@@ -306,10 +348,11 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
     statement_overrides_.erase(name);
   }
   Pending p(Expect::kParse);
-  p.name = name;
+  Pending::Statement& st = p.statement();
+  st.name = name;
   if (const auto existing = statements_.find(name); existing != statements_.end()) {
-    p.had_previous = true;
-    p.previous = existing->second;
+    st.had_previous = true;
+    st.previous = existing->second;
   }
   statements_[name] = plan;
   if (writes_ && v.write.at_execute) {
@@ -404,8 +447,8 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b), writeOf(b->statement)});
   }
   Pending bind_entry(Expect::kBind);
-  bind_entry.plan = plan;
-  bind_entry.name = portal;
+  bind_entry.bind().plan = plan;
+  bind_entry.bind().name = portal;
   pushPending(std::move(bind_entry));
   forward(f);
   return true;
@@ -477,9 +520,8 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
     sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint)});
-    p.write = true;
-    p.write_table = it->second.write.table;
-    p.write_command = it->second.write.command;
+    p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
+        Pending::WriteTarget{it->second.write.table, it->second.write.command});
     pushPending(std::move(p));
     protocol::writeExecute(server_->out(), e->portal, 0);
     protocol::writeFlush(server_->out());
@@ -524,8 +566,8 @@ void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
     return;
   }
   Pending p(Expect::kLocal);
-  p.local = std::move(bytes);
-  p.local_rfq = with_rfq;
+  p.local().bytes = std::move(bytes);
+  p.local().rfq = with_rfq;
   pending_.push_back(std::move(p));
   // The answer waits behind the server's answers to earlier extended-protocol messages, which the
   // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
@@ -536,8 +578,9 @@ void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
 
 void ClientSession::emitLocalHeads() {
   while (!pending_.empty() && pending_.front().kind == Expect::kLocal) {
-    client_.out().append(pending_.front().local);
-    if (pending_.front().local_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
+    const Pending::Local& local = pending_.front().local();
+    client_.out().append(local.bytes);
+    if (local.rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
     pending_.pop_front();
   }
 }
@@ -648,9 +691,10 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     } else if (p.kind == Expect::kQuery) {
       if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
       p.run.reset();
-      while (p.plan && p.next_statement < p.plan->statements.size()) {
-        auto run = startRun(p.plan, p.next_statement++, false);
-        run->overrides = p.overrides;
+      Pending::Query& q = p.query();
+      while (q.plan && q.next_statement < q.plan->statements.size()) {
+        auto run = startRun(q.plan, q.next_statement++, false);
+        run->overrides = q.overridesOrNone();
         finishRun(*run, outcome, sqlstate, message);
       }
     }

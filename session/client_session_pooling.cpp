@@ -78,7 +78,7 @@ void ClientSession::attachForTransaction(ServerConnection& c) {
   std::string sql = paramSyncSql();
   if (sql.empty()) return;
   Pending p(Expect::kInternal);
-  p.param_sync = true;
+  p.internal().param_sync = true;
   pending_.push_front(std::move(p));
   protocol::writeQuery(server_->out(), sql);
 }
@@ -119,9 +119,7 @@ void ClientSession::insertBeforeLast(Pending p) {
 void ClientSession::answerLastHere(char complete_type) {
   // The message's own entry, just queued: its answer is ours, in its turn.
   Pending& last = pending_.back();
-  last.kind = Expect::kLocal;
-  last.local = completeMessage(complete_type);
-  last.local_rfq = false;
+  last.answerHere(completeMessage(complete_type));
   if (&pending_.front() == &last) emitLocalHeads();
 }
 
@@ -136,10 +134,10 @@ const std::string& ClientSession::prepareOnServer(std::shared_ptr<const Prepared
   protocol::writeParse(out, name, text->sql, text->types);
   if (internal) {
     Pending p(Expect::kInternalParse);
-    p.server_text = std::move(text);
+    p.statement().server_text = std::move(text);
     insertBeforeLast(std::move(p));
   } else {
-    pending_.back().server_text = std::move(text);
+    pending_.back().statement().server_text = std::move(text);  // the client's own Parse
   }
   return name;
 }
@@ -229,14 +227,16 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
 
 void ClientSession::forgetFailedPrepare(const Pending& p) {
   if (!txn_pooling_ || !server_) return;
-  if (p.server_text) server_->statements().erase(*p.server_text);
-  if (p.kind == Expect::kInternalParse || p.kind == Expect::kParse) server_->setUnnamedOwner(0);
+  if (p.kind != Expect::kInternalParse && p.kind != Expect::kParse) return;
+  const Pending::Statement& st = p.statement();
+  if (st.server_text) server_->statements().erase(*st.server_text);
+  server_->setUnnamedOwner(0);
   if (p.kind == Expect::kParse) {
     // The client's Parse failed (or was skipped): as on the server, the name does not exist.
-    if (p.name.empty()) {
+    if (st.name.empty()) {
       unnamed_text_.reset();
     } else {
-      prepared_texts_.erase(p.name);
+      prepared_texts_.erase(st.name);
     }
   }
 }

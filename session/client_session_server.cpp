@@ -66,8 +66,8 @@ const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const
   if (found.empty()) return nullptr;
   // A denial replaces CommandComplete only where the client expects nothing after it but
   // ReadyForQuery; elsewhere it is sent as a warning.
-  const bool last = head.kind == Expect::kQuery && head.plan &&
-                    head.next_statement >= head.plan->statements.size();
+  const auto* q = head.kind == Expect::kQuery ? &head.query() : nullptr;
+  const bool last = q && q->plan && q->next_statement >= q->plan->statements.size();
   const guards::Verdict* denial = last ? screenDenial(run) : nullptr;
   for (const auto& v : found) {
     if (&v == denial) continue;
@@ -149,27 +149,29 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     if (cls >= 0) ++host_.counters().server_errors_by_class[static_cast<size_t>(cls)];
     switch (head.kind) {
       case Expect::kInternal:
-        if (head.write_step != WriteStep::kNone) return handleWriteStep(f, head);
+        if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
         attach_failed_ = true;
         attach_error_ = message;
         if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
         return true;
-      case Expect::kQuery:
-        head.write_failed = true;
+      case Expect::kQuery: {
+        Pending::Query& q = head.query();
+        q.write.failed = true;
         if (head.run && !head.run->finished) {
           head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
           finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
         }
         head.run.reset();
         // The statements after a failed one in the same Query never run.
-        while (head.plan && head.next_statement < head.plan->statements.size()) {
-          auto run = startRun(head.plan, head.next_statement++, false);
-          run->overrides = head.overrides;
+        while (q.plan && q.next_statement < q.plan->statements.size()) {
+          auto run = startRun(q.plan, q.next_statement++, false);
+          run->overrides = q.overridesOrNone();
           finishRun(*run, history::Outcome::kError, sqlstate,
                     "not executed: an earlier statement in the same query failed");
         }
         out.append(f.raw.data(), f.raw.size());
         return true;
+      }
       case Expect::kSync:
         out.append(f.raw.data(), f.raw.size());
         return true;
@@ -193,14 +195,14 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
 
   switch (head.kind) {
     case Expect::kInternal:
-      if (head.write_step != WriteStep::kNone) return handleWriteStep(f, head);
+      if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
       if (f.type == 'Z') {
         auto z = protocol::parseReadyForQuery(f.body);
         if (z) {
           tx_status_ = z->status;
           server_->setTxStatus(z->status);
         }
-        const bool param_sync = head.param_sync;
+        const bool param_sync = head.internal().param_sync;
         pending_.pop_front();
         if (param_sync && !attach_failed_) {
           emitLocalHeads();
@@ -261,8 +263,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       }
       break;
     case Expect::kDescribeStatement:
-      if (f.type == 't' && !head.described) {
-        head.described = true;
+      if (f.type == 't' && !head.describeStatement().described) {
+        head.describeStatement().described = true;
         out.append(f.raw.data(), f.raw.size());
         return true;
       }
@@ -318,9 +320,10 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
           if (head.kind == Expect::kQuery) {
             head.rows_this_execute = 0;
             head.run.reset();
-            if (head.plan && head.next_statement < head.plan->statements.size()) {
-              head.run = startRun(head.plan, head.next_statement++, false);
-              head.run->overrides = head.overrides;
+            Pending::Query& q = head.query();
+            if (q.plan && q.next_statement < q.plan->statements.size()) {
+              head.run = startRun(q.plan, q.next_statement++, false);
+              head.run->overrides = q.overridesOrNone();
             }
             return true;
           }
@@ -451,9 +454,10 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
         finishRun(*p.run, history::Outcome::kError, sqlstate,
                   "not executed: an earlier message in the same batch failed");
       }
-      while (p.plan && p.next_statement < p.plan->statements.size()) {
-        auto run = startRun(p.plan, p.next_statement++, false);
-        run->overrides = p.overrides;
+      Pending::Query& q = p.query();
+      while (q.plan && q.next_statement < q.plan->statements.size()) {
+        auto run = startRun(q.plan, q.next_statement++, false);
+        run->overrides = q.overridesOrNone();
         finishRun(*run, history::Outcome::kError, sqlstate,
                   "not executed: an earlier message in the same batch failed");
       }
@@ -463,15 +467,16 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     }
     if (first) {
       if (p.kind == Expect::kParse) {
-        failed_statement = p.name;
-        auto it = statements_.find(p.name);
+        const std::string& name = p.statement().name;
+        failed_statement = name;
+        auto it = statements_.find(name);
         if (it != statements_.end()) failed_plan = it->second;
-        if (auto ov = statement_overrides_.find(p.name); ov != statement_overrides_.end()) {
+        if (auto ov = statement_overrides_.find(name); ov != statement_overrides_.end()) {
           failed_overrides = ov->second;
         }
       } else if (p.kind == Expect::kBind) {
-        failed_plan = p.plan;
-        failed_portal = p.name;
+        failed_plan = p.bind().plan;
+        failed_portal = p.bind().name;
       } else if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
         finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
         failed_recorded = true;
@@ -488,10 +493,11 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     first = false;
     forgetFailedPrepare(p);
     if (p.kind == Expect::kParse) {
-      if (p.had_previous) {
-        statements_[p.name] = p.previous;
+      const Pending::Statement& st = p.statement();
+      if (st.had_previous) {
+        statements_[st.name] = st.previous;
       } else {
-        statements_.erase(p.name);
+        statements_.erase(st.name);
       }
     }
     const bool explain = p.kind == Expect::kExplain;

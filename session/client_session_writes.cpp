@@ -29,7 +29,7 @@ void ClientSession::writesSetUp() {
 
 void ClientSession::sendWriteStep(WriteStep step, std::string_view sql) {
   Pending p(Expect::kInternal);
-  p.write_step = step;
+  p.internal().write_step = step;
   protocol::writeQuery(server_->out(), sql);
   pushPending(std::move(p));
 }
@@ -41,7 +41,8 @@ constexpr std::string_view kWriteStepName = "pgwarden_write_step";
 
 void ClientSession::sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls) {
   Pending p(Expect::kInternal);
-  p.write_step = step;
+  Pending::Internal& internal = p.internal();
+  internal.write_step = step;
   std::string& out = server_->out();
   for (const std::string_view sql : sqls) {
     protocol::writeParse(out, kWriteStepName, sql, {});
@@ -52,7 +53,7 @@ void ClientSession::sendExtendedWriteStep(WriteStep step, std::initializer_list<
     protocol::writeExecute(out, kWriteStepName, 0);
     protocol::writeClose(out, 'P', kWriteStepName);
     protocol::writeClose(out, 'S', kWriteStepName);
-    p.step_closes += 2;
+    internal.step_closes += 2;
   }
   protocol::writeFlush(out);
   unsynced_ = true;
@@ -77,7 +78,8 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     auto e = protocol::parseErrorFields(f.body);
     const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
     const std::string message = e ? std::string(e->message()) : std::string();
-    spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(head.write_step),
+    spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(),
+                 static_cast<int>(head.writeStep()),
                  logsafe(message, kLogMessageMaxBytes));
     pending_.pop_front();
     client_.out().append(f.raw.data(), f.raw.size());
@@ -86,8 +88,9 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     afterServerError(sqlstate, message);
     return true;
   }
-  if (f.type != '3' || --head.step_closes > 0) return true;  // ParseComplete, BindComplete, ...
-  const WriteStep step = head.write_step;
+  // ParseComplete, BindComplete, ... until the last CloseComplete.
+  if (f.type != '3' || --head.internal().step_closes > 0) return true;
+  const WriteStep step = head.writeStep();
   pending_.pop_front();
   if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
     write_hold_ = false;
@@ -101,9 +104,8 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v) {
   // The savepoint goes first; the client's Query follows it on the same connection, and nothing
   // else is read from the client until RELEASE or ROLLBACK TO has answered.
   sendWriteStep(WriteStep::kSavepoint, "SAVEPOINT " + std::string(kWriteSavepoint));
-  p.write = true;
-  p.write_table = v.write.table;
-  p.write_command = v.write.command;
+  p.query().write.target = std::make_unique<const Pending::WriteTarget>(
+      Pending::WriteTarget{v.write.table, v.write.command});
   write_hold_ = true;
 }
 
@@ -117,10 +119,12 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
     st = &run->plan->analysis->statements[run->index];
   }
-  const bool wrapped = (head.kind == Expect::kQuery || head.kind == Expect::kExecute) && head.write;
+  Pending::Write* write = head.write();
+  const Pending::WriteTarget* target = write ? write->target.get() : nullptr;
+  const bool wrapped = target != nullptr;
   auto done = writes_->onCommandComplete(
       st, tag,
-      wrapped ? std::optional<WriteTransaction::Wrapped>({head.write_table, head.write_command})
+      wrapped ? std::optional<WriteTransaction::Wrapped>({target->table, target->command})
               : std::nullopt);
   if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
   const std::string savepoint(kWriteSavepoint);
@@ -133,7 +137,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   }
   // Over the cap: the client hears TOO_MANY_ROWS instead of the command tag, and the statement's
   // changes are undone at its ReadyForQuery (ROLLBACK TO the savepoint).
-  head.write_undo = true;
+  if (write) write->undo = true;
   const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*done.over));
   writeDeny(client_.out(), v);
   ++host_.counters().writes_undone;
@@ -150,13 +154,14 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
 }
 
 bool ClientSession::writesReadyForQuery(char status, Pending& head) {
-  if (head.kind == Expect::kQuery && head.write) {
+  const Pending::Write* write = head.kind == Expect::kQuery ? &head.query().write : nullptr;
+  if (write && write->target) {
     write_resume_ = true;
     write_hold_ = false;
-    if (!head.write_failed && status == 'T' && server_) {
+    if (!write->failed && status == 'T' && server_) {
       // Settle the savepoint before the client hears ReadyForQuery (it comes with the step's).
       const std::string name(kWriteSavepoint);
-      const bool undo = head.write_undo;
+      const bool undo = write->undo;
       popPending();
       if (undo) {
         sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name);
@@ -174,8 +179,8 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
 }
 
 bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
-  if (head.step_closes > 0) return handleExtendedWriteStep(f, head);
-  const WriteStep step = head.write_step;
+  if (head.internal().step_closes > 0) return handleExtendedWriteStep(f, head);
+  const WriteStep step = head.writeStep();
   if (f.type == 'E') {
     auto e = protocol::parseErrorFields(f.body);
     spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(step),
