@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -281,6 +282,8 @@ std::optional<std::string> percentDecode(std::string_view s) {
 
 AgentOverrides parseSqlComment(std::string_view sql) {
   AgentOverrides out;
+  // No "/*" anywhere: no block comment, so nothing to lex (most statements; no allocation).
+  if (sql.find("/*") == std::string_view::npos) return out;
   const Lexed lx = lex(sql);
   if (!lx.ok || lx.comments.empty()) return out;
   // Tokens other than a trailing ';' decide what counts as "before" and "after".
@@ -299,11 +302,29 @@ AgentOverrides parseSqlComment(std::string_view sql) {
   return AgentOverrides{};
 }
 
+namespace {
+
+// Whether `sql` holds "pgwarden" in any case: a command of ours must name the namespace, as a
+// word (folded to lower case) or a quoted identifier (whose only escape, "", cannot spell it), so
+// a text without it is no command and needs no lexing.
+bool mentionsNamespace(std::string_view sql) {
+  constexpr std::string_view kName = "pgwarden";
+  for (size_t i = 0; i + kName.size() <= sql.size(); ++i) {
+    if (lowerAscii(sql[i]) == 'p' && iequals(sql.substr(i, kName.size()), kName)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 AgentCommand parseAgentCommand(std::string_view sql) {
+  if (!mentionsNamespace(sql)) return {};
   const Lexed lx = lex(sql);
   if (!lx.ok) return {};
-  std::vector<Token> t = lx.tokens;
-  if (!t.empty() && t.back().type == Tok::kPunct && t.back().text == ";") t.pop_back();
+  // The tokens without a trailing ';' (a span: the command's few tokens are never copied).
+  const std::vector<Token>& all = lx.tokens;
+  const size_t count = !all.empty() && all.back().type == Tok::kPunct && all.back().text == ";" ? all.size() - 1 : all.size();
+  const std::span<const Token> t(all.data(), count);
   if (t.empty()) return {};
   const bool set = isWord(t[0], "set");
   const bool reset = isWord(t[0], "reset");

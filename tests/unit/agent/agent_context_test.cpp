@@ -59,6 +59,12 @@ TEST(SqlComment, NestedCommentIsOneComment) {
   EXPECT_FALSE(parseSqlComment("SELECT 1 /* outer /* agent_id='x' */ */").any());
 }
 
+TEST(SqlComment, NoBlockCommentNoOverrides) {
+  EXPECT_FALSE(parseSqlComment("SELECT 1 -- agent_id='a'").agent_id);
+  EXPECT_FALSE(parseSqlComment("SELECT '/' || '*' AS x").agent_id);
+  EXPECT_TRUE(parseSqlComment("SELECT 1 /*agent_id='a'*/").agent_id);
+}
+
 TEST(SqlComment, NotSqlcommenterShaped) {
   EXPECT_FALSE(parseSqlComment("SELECT 1 /* just a note */").any());
   EXPECT_FALSE(parseSqlComment("SELECT 1 /* agent_id=planner */").any());
@@ -119,6 +125,19 @@ TEST(AgentCommand, ResetShowAndDefault) {
   EXPECT_EQ(s.key, AgentKey::kConversationId);
   EXPECT_STREQ(agentCommandTag(s), "SHOW");
   EXPECT_STREQ(agentCommandTag(parseAgentCommand("RESET pgwarden.agent_id")), "RESET");
+}
+
+// The namespace is found in any case before anything is lexed: mixed case and a namespace that
+// only a comment or the first bytes of the text hold still reach the full parse.
+TEST(AgentCommand, NamespaceInAnyCase) {
+  for (const char* sql : {"SET PgWaRdEn.agent_id = 'planner'", "SET PGWARDEN.AGENT_ID TO 'planner'",
+                          "/* x */SET\tpGwArDeN .agent_id='planner'"}) {
+    const AgentCommand c = parseAgentCommand(sql);
+    EXPECT_EQ(c.kind, AgentCommand::Kind::kSet) << sql << " " << c.error;
+    EXPECT_EQ(c.value, "planner") << sql;
+  }
+  EXPECT_EQ(parseAgentCommand("pgwarden").kind, AgentCommand::Kind::kNone);
+  EXPECT_EQ(parseAgentCommand("SHOW \"PGWARDEN\".agent_id").kind, AgentCommand::Kind::kNone);
 }
 
 TEST(AgentCommand, OtherStatementsAreNotOurs) {
