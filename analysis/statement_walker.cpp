@@ -4,6 +4,7 @@
 #include "analysis/statement_walker.h"
 
 #include <cctype>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -53,8 +54,27 @@ void Walker::setCommand(bool top, std::string c) {
   if (top) out_.command = std::move(c);
 }
 
+// The families are asked in the order their types have always been tested; the first that knows
+// the type decides it.
 StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) {
   Node n = asNode(node);
+  const std::string_view t = n.type;
+  const object b = n.body;
+  if (auto k = walkSelectOrDml(n, ctx, outermost, top)) return *k;
+  if (auto k = walkExplainOrPrepare(node, n, top)) return *k;
+  if (t == "CopyStmt") return walkCopy(b, top);
+  if (auto k = walkCreateRelation(n, top)) return *k;
+  if (t == "TransactionStmt") return walkTransaction(b, top);
+  if (auto k = walkSessionSetting(n, top)) return *k;
+  if (auto k = walkCallOrNotify(n, top)) return *k;
+  if (auto k = walkAdmin(node, n, top)) return *k;
+  setCommand(top, commandFromType(t));
+  walkAny(node, Ctx{false, false, -1});
+  return isDdl(t) ? StatementKind::kDdl : StatementKind::kOther;
+}
+
+// SELECT, VALUES, and the statements that write rows.
+std::optional<StatementKind> Walker::walkSelectOrDml(Node n, Ctx ctx, bool outermost, bool top) {
   const std::string_view t = n.type;
   const object b = n.body;
   if (t == "SelectStmt") {
@@ -72,6 +92,14 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
                                         : "MERGE");
     return walkDml(t, b, ctx);
   }
+  return std::nullopt;
+}
+
+// EXPLAIN, PREPARE and DECLARE CURSOR, which wrap a statement, and the statements that run or
+// drop a prepared statement or a portal.
+std::optional<StatementKind> Walker::walkExplainOrPrepare(element node, Node n, bool top) {
+  const std::string_view t = n.type;
+  const object b = n.body;
   if (t == "ExplainStmt") {
     bool analyze = false;
     array opts;
@@ -121,7 +149,14 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     setCommand(top, "CLOSE");
     return StatementKind::kClosePortal;
   }
-  if (t == "CopyStmt") return walkCopy(b, top);
+  return std::nullopt;
+}
+
+// The DDL that creates a relation and names it: CREATE TABLE, CREATE TABLE AS, CREATE VIEW and
+// CREATE MATERIALIZED VIEW.
+std::optional<StatementKind> Walker::walkCreateRelation(Node n, bool top) {
+  const std::string_view t = n.type;
+  const object b = n.body;
   if (t == "CreateTableAsStmt") {
     const bool matview = pgjson::str(b, "objtype") == "OBJECT_MATVIEW";
     setCommand(top, matview ? "CREATE MATERIALIZED VIEW" : "CREATE TABLE AS");
@@ -151,7 +186,13 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     }
     return StatementKind::kDdl;
   }
-  if (t == "TransactionStmt") return walkTransaction(b, top);
+  return std::nullopt;
+}
+
+// SET, RESET, SHOW, SET CONSTRAINTS and DISCARD.
+std::optional<StatementKind> Walker::walkSessionSetting(Node n, bool top) {
+  const std::string_view t = n.type;
+  const object b = n.body;
   if (t == "VariableSetStmt") return walkVariableSet(b, top);
   if (t == "VariableShowStmt") {
     setCommand(top, "SHOW");
@@ -166,6 +207,13 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     setCommand(top, "DISCARD");
     return StatementKind::kDiscard;
   }
+  return std::nullopt;
+}
+
+// CALL and DO, which run procedural code, and LISTEN, NOTIFY and UNLISTEN.
+std::optional<StatementKind> Walker::walkCallOrNotify(Node n, bool top) {
+  const std::string_view t = n.type;
+  const object b = n.body;
   if (t == "CallStmt") {
     setCommand(top, "CALL");
     object fc;
@@ -192,6 +240,14 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     setCommand(top, "UNLISTEN");
     return StatementKind::kUnlisten;
   }
+  return std::nullopt;
+}
+
+// Maintenance (VACUUM, ANALYZE, CLUSTER, REINDEX, CHECKPOINT, REFRESH), LOCK, ALTER SYSTEM, LOAD
+// and TRUNCATE.
+std::optional<StatementKind> Walker::walkAdmin(element node, Node n, bool top) {
+  const std::string_view t = n.type;
+  const object b = n.body;
   if (t == "VacuumStmt" || t == "ClusterStmt" || t == "ReindexStmt" || t == "CheckPointStmt" ||
       t == "RefreshMatViewStmt") {
     setCommand(top, t == "VacuumStmt"      ? (pgjson::boolean(b, "is_vacuumcmd") ? "VACUUM"
@@ -232,9 +288,7 @@ StatementKind Walker::walkStmt(element node, Ctx ctx, bool outermost, bool top) 
     }
     return StatementKind::kDelete;
   }
-  setCommand(top, commandFromType(t));
-  walkAny(node, Ctx{false, false, -1});
-  return isDdl(t) ? StatementKind::kDdl : StatementKind::kOther;
+  return std::nullopt;
 }
 
 bool Walker::isDdl(std::string_view t) {

@@ -3,6 +3,7 @@
 // (WITH, SELECT, FROM, LIMIT, the generic walk, and the results). Internal to analysis/.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,14 @@ class Walker {
 
   void setCommand(bool top, std::string c);
   StatementKind walkStmt(element node, Ctx ctx, bool outermost, bool top);
+  // The families of statement kinds walkStmt dispatches to: each gives nothing for a type that
+  // is not one of its own.
+  std::optional<StatementKind> walkSelectOrDml(Node n, Ctx ctx, bool outermost, bool top);
+  std::optional<StatementKind> walkExplainOrPrepare(element node, Node n, bool top);
+  std::optional<StatementKind> walkCreateRelation(Node n, bool top);
+  std::optional<StatementKind> walkSessionSetting(Node n, bool top);
+  std::optional<StatementKind> walkCallOrNotify(Node n, bool top);
+  std::optional<StatementKind> walkAdmin(element node, Node n, bool top);
   static bool isDdl(std::string_view t);
   static std::string commandFromType(std::string_view t);
   static bool defBool(object def);

@@ -2,6 +2,7 @@
 // procedural code, locks, server files, session-state escapes and changes to the protected
 // settings are refused here, with a reason, before the server sees them.
 #include <algorithm>
+#include <optional>
 
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
@@ -73,6 +74,50 @@ class ReadOnlyGuard final : public Guard {
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
     (void)in;
+    if (auto clause = checkClauses(st)) return std::move(*clause);
+    switch (st.kind) {
+      case StatementKind::kSelect:
+      case StatementKind::kShow:
+      case StatementKind::kFetch:
+      case StatementKind::kClosePortal:
+      case StatementKind::kDeallocate:
+      case StatementKind::kExecute:
+        return {};
+      case StatementKind::kInsert:
+      case StatementKind::kUpdate:
+      case StatementKind::kDelete:
+      case StatementKind::kMerge:
+      case StatementKind::kDdl:
+      case StatementKind::kCall:
+      case StatementKind::kDo:
+      case StatementKind::kListen:
+      case StatementKind::kNotify:
+      case StatementKind::kUnlisten:
+      case StatementKind::kMaintenance:
+      case StatementKind::kLock:
+      case StatementKind::kAlterSystem:
+      case StatementKind::kLoad:
+      case StatementKind::kOther:
+        return denyNotRead(st);
+      case StatementKind::kTransaction:
+        return checkTransaction(st);
+      case StatementKind::kSet:
+      case StatementKind::kReset:
+      case StatementKind::kDiscard:
+        return checkSessionState(st);
+      case StatementKind::kExplain:
+      case StatementKind::kPrepare:
+      case StatementKind::kDeclareCursor:
+      case StatementKind::kCopy:
+        return checkInnerStatement(st);
+    }
+    return {};
+  }
+
+ private:
+  // set_config() calls, and the clauses that make a statement of a readable kind write or lock;
+  // checked before the statement's kind.
+  std::optional<GuardResult> checkClauses(const StatementInfo& st) const {
     for (const auto& name : st.set_config_names) {
       if (isProtectedSetting(name, protected_)) return protectedSetting(name, "set_config()");
     }
@@ -94,14 +139,13 @@ class ReadOnlyGuard final : public Guard {
                   "connection is read-only and never locks rows; remove the locking clause.",
                   "remove FOR UPDATE/FOR SHARE", "");
     }
+    return std::nullopt;
+  }
+
+  // The kinds never allowed here: they change data or objects, run procedural code, wait on
+  // notifications, lock, or change the server.
+  static GuardResult denyNotRead(const StatementInfo& st) {
     switch (st.kind) {
-      case StatementKind::kSelect:
-      case StatementKind::kShow:
-      case StatementKind::kFetch:
-      case StatementKind::kClosePortal:
-      case StatementKind::kDeallocate:
-      case StatementKind::kExecute:
-        return {};
       case StatementKind::kInsert:
       case StatementKind::kUpdate:
       case StatementKind::kDelete:
@@ -116,20 +160,64 @@ class ReadOnlyGuard final : public Guard {
                     "or change objects; use a WITH query (CTE) or a subquery instead of a new "
                     "object.",
                     "use a WITH query or subquery", "WITH t AS (SELECT 1 AS n) SELECT n FROM t");
-      case StatementKind::kTransaction:
-        if (st.read_write_requested) {
-          return deny(st, st.command + " READ WRITE",
-                      st.command + " READ WRITE is not allowed: this connection is read-only; use "
-                      "BEGIN or BEGIN READ ONLY.",
-                      "use BEGIN READ ONLY", "BEGIN READ ONLY");
-        }
-        if (st.two_phase) {
-          return deny(st, st.command,
-                      st.command + " (two-phase commit) is not allowed on this connection; use "
-                      "COMMIT or ROLLBACK.",
-                      "use COMMIT or ROLLBACK", "COMMIT");
-        }
-        return {};
+      case StatementKind::kCall:
+      case StatementKind::kDo:
+        return deny(st, st.command,
+                    st.command + " runs procedural code and is not allowed: this connection is "
+                    "read-only; write what you need as a single SELECT.",
+                    "write the logic as a SELECT", "");
+      case StatementKind::kListen:
+      case StatementKind::kNotify:
+      case StatementKind::kUnlisten:
+        return deny(st, st.command,
+                    st.command + " is not allowed on this connection; poll with a SELECT instead.",
+                    "poll with SELECT", "");
+      case StatementKind::kMaintenance:
+        return deny(st, st.command,
+                    st.command + " is a maintenance command and is not allowed on this "
+                    "connection; ask a database administrator if it is needed.",
+                    "ask a database administrator", "");
+      case StatementKind::kLock:
+        return deny(st, "LOCK TABLE",
+                    "LOCK TABLE is not allowed: this connection is read-only and a SELECT needs "
+                    "no explicit lock; send the SELECT alone.",
+                    "send the SELECT without LOCK", "");
+      case StatementKind::kAlterSystem:
+        return deny(st, "ALTER SYSTEM",
+                    "ALTER SYSTEM changes the server configuration and is not allowed on this "
+                    "connection; ask a database administrator.",
+                    "ask a database administrator", "SHOW " + (st.setting.empty() ? std::string("all")
+                                                                                  : st.setting));
+      case StatementKind::kLoad:
+      case StatementKind::kOther:
+      default:  // only the kinds above come here; any other gets the generic refusal
+        return deny(st, st.command.empty() ? std::string("this statement") : st.command,
+                    (st.command.empty() ? std::string("This statement") : st.command) +
+                        " is not allowed: this connection only runs reads; use SELECT.",
+                    "use SELECT", "");
+    }
+  }
+
+  // Transaction control passes, but not READ WRITE and not two-phase commit.
+  static GuardResult checkTransaction(const StatementInfo& st) {
+    if (st.read_write_requested) {
+      return deny(st, st.command + " READ WRITE",
+                  st.command + " READ WRITE is not allowed: this connection is read-only; use "
+                  "BEGIN or BEGIN READ ONLY.",
+                  "use BEGIN READ ONLY", "BEGIN READ ONLY");
+    }
+    if (st.two_phase) {
+      return deny(st, st.command,
+                  st.command + " (two-phase commit) is not allowed on this connection; use "
+                  "COMMIT or ROLLBACK.",
+                  "use COMMIT or ROLLBACK", "COMMIT");
+    }
+    return {};
+  }
+
+  // SET and RESET of the protected settings and of the transaction mode, and DISCARD.
+  GuardResult checkSessionState(const StatementInfo& st) const {
+    switch (st.kind) {
       case StatementKind::kSet:
         if (st.read_write_requested) {
           return deny(st, st.command + " READ WRITE",
@@ -154,6 +242,16 @@ class ReadOnlyGuard final : public Guard {
                     "DISCARD is not allowed: it would reset this connection's protected session "
                     "state; the session is cleaned up when it ends.",
                     "do not reset the session", "");
+      default:
+        break;
+    }
+    return {};
+  }
+
+  // A statement that wraps another (EXPLAIN, PREPARE, DECLARE CURSOR, COPY) passes only when the
+  // one it wraps reads, and a COPY only to the client.
+  static GuardResult checkInnerStatement(const StatementInfo& st) {
+    switch (st.kind) {
       case StatementKind::kExplain:
         if (st.explain_analyze && !isRead(st.inner_kind)) {
           return deny(st, "EXPLAIN ANALYZE " + std::string(kindUpper(st.inner_kind)),
@@ -206,45 +304,12 @@ class ReadOnlyGuard final : public Guard {
                       "COPY only SELECT queries", "COPY (SELECT 1) TO STDOUT");
         }
         return {};
-      case StatementKind::kCall:
-      case StatementKind::kDo:
-        return deny(st, st.command,
-                    st.command + " runs procedural code and is not allowed: this connection is "
-                    "read-only; write what you need as a single SELECT.",
-                    "write the logic as a SELECT", "");
-      case StatementKind::kListen:
-      case StatementKind::kNotify:
-      case StatementKind::kUnlisten:
-        return deny(st, st.command,
-                    st.command + " is not allowed on this connection; poll with a SELECT instead.",
-                    "poll with SELECT", "");
-      case StatementKind::kMaintenance:
-        return deny(st, st.command,
-                    st.command + " is a maintenance command and is not allowed on this "
-                    "connection; ask a database administrator if it is needed.",
-                    "ask a database administrator", "");
-      case StatementKind::kLock:
-        return deny(st, "LOCK TABLE",
-                    "LOCK TABLE is not allowed: this connection is read-only and a SELECT needs "
-                    "no explicit lock; send the SELECT alone.",
-                    "send the SELECT without LOCK", "");
-      case StatementKind::kAlterSystem:
-        return deny(st, "ALTER SYSTEM",
-                    "ALTER SYSTEM changes the server configuration and is not allowed on this "
-                    "connection; ask a database administrator.",
-                    "ask a database administrator", "SHOW " + (st.setting.empty() ? std::string("all")
-                                                                                  : st.setting));
-      case StatementKind::kLoad:
-      case StatementKind::kOther:
-        return deny(st, st.command.empty() ? std::string("this statement") : st.command,
-                    (st.command.empty() ? std::string("This statement") : st.command) +
-                        " is not allowed: this connection only runs reads; use SELECT.",
-                    "use SELECT", "");
+      default:
+        break;
     }
     return {};
   }
 
- private:
   static bool isRead(StatementKind k) {
     return k == StatementKind::kSelect || k == StatementKind::kExecute;
   }
