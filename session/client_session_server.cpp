@@ -290,95 +290,39 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
 }
 
 bool ClientSession::handleServerParseBindCloseComplete(const protocol::Frame& f, Pending& head) {
-  std::string& out = client_.out();
-  switch (head.kind) {
-    case Expect::kParse:
-      if (f.type == '1') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kInternalParse:
-      if (f.type == '1') {
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kInternalClose:
-      if (f.type == '3') {
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kBind:
-      if (f.type == '2') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kClose:
-      if (f.type == '3') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kDescribeStatement:
-    case Expect::kDescribePortal:
-    case Expect::kExecute:
-    case Expect::kSync:
-    case Expect::kQuery:
-    case Expect::kInternal:
-    case Expect::kLocal:
-    case Expect::kExplain:
-      break;
-  }
-  return serverOutOfOrder(f, head);
+  // Each answers its own kind of entry; pgwarden's own Parse and Close are not passed on.
+  const bool clients = (f.type == '1' && head.kind == Expect::kParse) ||
+                       (f.type == '2' && head.kind == Expect::kBind) ||
+                       (f.type == '3' && head.kind == Expect::kClose);
+  const bool ours = (f.type == '1' && head.kind == Expect::kInternalParse) ||
+                    (f.type == '3' && head.kind == Expect::kInternalClose);
+  if (!clients && !ours) return serverOutOfOrder(f, head);
+  if (clients) client_.out().append(f.raw.data(), f.raw.size());
+  popPending();
+  return true;
 }
 
 bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& head) {
   std::string& out = client_.out();
-  switch (head.kind) {
-    case Expect::kDescribeStatement:
-      if (f.type == 't' && !head.describeStatement().described) {
-        head.describeStatement().described = true;
-        out.append(f.raw.data(), f.raw.size());
-        return true;
-      }
-      if (f.type == 'T' || f.type == 'n') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kDescribePortal:
-      if (f.type == 'T' || f.type == 'n') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kQuery:
-      if (f.type == 'T') {
-        head.rows_this_execute = 0;
-        if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-        out.append(f.raw.data(), f.raw.size());
-        return true;
-      }
-      break;
-    case Expect::kParse:
-    case Expect::kBind:
-    case Expect::kExecute:
-    case Expect::kClose:
-    case Expect::kSync:
-    case Expect::kInternal:
-    case Expect::kLocal:
-    case Expect::kExplain:
-    case Expect::kInternalParse:
-    case Expect::kInternalClose:
-      break;
+  if (f.type == 'T' && head.kind == Expect::kQuery) {
+    head.rows_this_execute = 0;
+    if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    out.append(f.raw.data(), f.raw.size());
+    return true;
+  }
+  if (f.type == 't' && head.kind == Expect::kDescribeStatement &&
+      !head.describeStatement().described) {
+    head.describeStatement().described = true;
+    out.append(f.raw.data(), f.raw.size());
+    return true;
+  }
+  // A Describe ends with its RowDescription or NoData.
+  const bool describe =
+      head.kind == Expect::kDescribeStatement || head.kind == Expect::kDescribePortal;
+  if (describe && (f.type == 'T' || f.type == 'n')) {
+    out.append(f.raw.data(), f.raw.size());
+    popPending();
+    return true;
   }
   return serverOutOfOrder(f, head);
 }
