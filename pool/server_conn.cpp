@@ -1,6 +1,5 @@
-// Server connection: connect, log in upstream, hand messages to the attached session (streaming
-// huge rows in pieces), and drain/reset before going back to the pool.
-// Login flow: https://www.postgresql.org/docs/15/protocol-flow.html#id-1.10.6.7.3
+// Server connection: connect, hand messages to the attached session (streaming huge rows in
+// pieces), and drain/reset before going back to the pool. The login is in server_login.cpp.
 #include "pool/server_conn.h"
 
 #include <spdlog/spdlog.h>
@@ -10,8 +9,6 @@
 namespace pgwarden::daemon {
 
 namespace {
-
-std::string millisText(Millis m) { return std::to_string(m.count()); }
 
 // How long a connection may take to come back to ReadyForQuery after its client left mid-query
 // (it was cancelled, so this is a safety net) or to finish DISCARD ALL.
@@ -163,91 +160,6 @@ void ServerConnection::onStreamTlsReady(Stream&) {
 
 void ServerConnection::onStreamTlsError(Stream&) {
   fail("TLS with the server failed: " + stream_.tlsError());
-}
-
-void ServerConnection::sendStartup() {
-  const auto& up = config_->upstream;
-  // The write pool's connections may write (default_transaction_read_only off, as their reset
-  // value) and may sit in a transaction as long as the longest transaction_idle_timeout of the
-  // write groups: pgwarden rolls idle transactions back itself; the server's timeout is the
-  // backstop a little later.
-  auto idle_in_txn = up.idle_in_transaction_session_timeout;
-  if (pool_.writes()) idle_in_txn = std::max(idle_in_txn, config_->write_idle_in_transaction);
-  std::vector<std::pair<std::string, std::string>> params = {
-      {"user", pool_.role()},
-      {"database", pool_.database()},
-      {"application_name", "pgwarden"},
-      // Sent in the startup packet so they are this session's reset values: DISCARD ALL and
-      // RESET ALL bring them back, and no client SET survives a reset.
-      {"default_transaction_read_only", pool_.writes() ? "off" : "on"},
-      {"statement_timeout", millisText(up.statement_timeout)},
-      {"lock_timeout", millisText(up.lock_timeout)},
-      {"idle_in_transaction_session_timeout", millisText(idle_in_txn)},
-  };
-  protocol::writeStartup(stream_.out(), params);
-  if (stream_.flush() != 0) fail("cannot write to the server");
-}
-
-void ServerConnection::loginDone() {
-  login_params_ = params_;
-  setState(ServerState::kIdle);
-  idle_since_ms_ = pool_.manager().nowMs();
-  pool_.onLoginDone(*this);
-}
-
-// The write pool's role must not be a superuser, nor a member of one (it could SET ROLE to it), nor
-// bypass row security: pgwarden's write mode counts and caps what a statement changes, it does not
-// replace the role's privileges. Asked once per connection, before it is lent, on the loop.
-bool ServerConnection::askRoleCheck() {
-  role_check_ = RoleCheck::kAsked;
-  role_refused_ = false;
-  role_answered_ = false;
-  protocol::writeQuery(stream_.out(),
-                       "SELECT r.rolsuper OR r.rolbypassrls OR EXISTS (SELECT 1 FROM pg_roles s "
-                       "WHERE s.rolsuper AND pg_has_role(r.oid, s.oid, 'MEMBER')) FROM pg_roles r "
-                       "WHERE r.rolname = current_user");
-  if (stream_.flush() != 0) {
-    fail("cannot write to the server");
-    return false;
-  }
-  return true;
-}
-
-bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
-  switch (f.type) {
-    case 'D': {
-      auto cells = protocol::parseDataRowValues(f.body);
-      role_refused_ = !cells || cells->size() != 1 || !(*cells)[0] || *(*cells)[0] != "f";
-      role_answered_ = true;
-      return true;
-    }
-    case 'T':
-    case 'C':
-    case 'N':
-    case 'S':
-      return true;
-    case 'E':
-      role_refused_ = true;
-      return true;
-    case 'Z': {
-      role_check_ = RoleCheck::kDone;
-      if (role_refused_ || !role_answered_) {
-        login_sqlstate_ = "42501";
-        login_message_ = "pgwarden refuses the write role \"" + pool_.role() +
-                         "\": it is a superuser, a member of one, or bypasses row security (or "
-                         "the check could not run); configure upstream.write_user as a plain role "
-                         "with only the grants the agents need";
-        spdlog::critical("write pool db={}: {}", logsafe(pool_.database()), login_message_);
-        failLogin(ConnectFailure::kAuthFailed, login_message_);
-        return false;
-      }
-      loginDone();
-      return true;
-    }
-    default:
-      fail(std::string("unexpected message '") + f.type + "' from the server during the role check");
-      return false;
-  }
 }
 
 void ServerConnection::attach(ServerLink* link, uint64_t holder) {
@@ -512,157 +424,6 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
     return false;
   }
   return true;
-}
-
-bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
-  const auto& up = config_->upstream;
-  const std::string& password = pool_.writes() ? up.write_password : up.password;
-  const std::string& password_file = pool_.writes() ? up.write_password_file : up.password_file;
-  if (role_check_ == RoleCheck::kAsked) return handleRoleCheck(f);
-  switch (f.type) {
-    case 'R': {
-      auto r = protocol::parseAuthRequest(f.body);
-      if (!r) {
-        fail("malformed authentication request from the server");
-        return false;
-      }
-      const bool needs_password = r->code == 3 || r->code == 5 || r->code == 10;
-      if (needs_password && password.empty()) {
-        failLogin(ConnectFailure::kAuthFailed, password_file.empty()
-                 ? "the server asks for a password and none is configured (upstream.password "
-                   "or upstream.password_file, upstream.write_password[_file] for the write pool)"
-                 : "the server asks for a password and " + password_file +
-                       " could not be read when the config was loaded");
-        return false;
-      }
-      switch (r->code) {
-        case 0:
-          break;
-        case 3:
-          protocol::writePassword(stream_.out(), password);
-          break;
-        case 5: {
-          if (r->data.size() != 4) {
-            fail("malformed md5 salt from the server");
-            return false;
-          }
-          uint8_t salt[4];
-          for (int i = 0; i < 4; ++i) salt[i] = static_cast<uint8_t>(r->data[i]);
-          protocol::writePassword(stream_.out(),
-                                  protocol::md5PasswordResponse(pool_.role(), password, salt));
-          break;
-        }
-        case 10: {
-          bool has = false;
-          for (auto m : r->mechanisms) has = has || m == "SCRAM-SHA-256";
-          if (!has) {
-            fail("the server offers no SASL mechanism pgwarden supports");
-            return false;
-          }
-          scram_ = std::make_unique<protocol::ScramClient>(pool_.role(), password);
-          protocol::writeSaslInitial(stream_.out(), "SCRAM-SHA-256", scram_->clientFirst());
-          break;
-        }
-        case 11: {
-          if (!scram_) {
-            fail("unexpected SASL continuation from the server");
-            return false;
-          }
-          auto final_msg = scram_->handleServerFirst(r->data);
-          if (!final_msg) {
-            failLogin(ConnectFailure::kAuthFailed,
-                      "SCRAM exchange with the server failed: " + final_msg.error());
-            return false;
-          }
-          protocol::writeSaslResponse(stream_.out(), *final_msg);
-          break;
-        }
-        case 12: {
-          if (!scram_) {
-            fail("unexpected SASL final message from the server");
-            return false;
-          }
-          auto st = scram_->verifyServerFinal(r->data);
-          scram_.reset();
-          if (!st) {
-            failLogin(ConnectFailure::kAuthFailed, "the server's SCRAM signature does not verify");
-            return false;
-          }
-          break;
-        }
-        default:
-          failLogin(ConnectFailure::kAuthFailed,
-                    "the server asks for authentication method " + std::to_string(r->code) +
-               ", which pgwarden does not support (use scram-sha-256, md5, password or trust)");
-          return false;
-      }
-      if (stream_.flush() != 0) {
-        fail("cannot write to the server");
-        return false;
-      }
-      return true;
-    }
-    case 'S': {
-      auto p = protocol::parseParameterStatus(f.body);
-      if (!p) {
-        fail("malformed ParameterStatus from the server");
-        return false;
-      }
-      noteParameter(p->name, p->value);
-      return true;
-    }
-    case 'K': {
-      auto k = protocol::parseBackendKeyData(f.body);
-      if (!k) {
-        fail("malformed BackendKeyData from the server");
-        return false;
-      }
-      backend_pid_ = k->pid;
-      backend_key_ = k->key;
-      return true;
-    }
-    case 'N':
-    case 'v':  // NegotiateProtocolVersion: we asked for 3.0 with no options; nothing to adapt.
-      return true;
-    case 'E': {
-      auto e = protocol::parseErrorFields(f.body);
-      if (e) {
-        login_sqlstate_ = std::string(e->sqlstate());
-        // The server's own words, for the clients waiting on this login; bounded.
-        login_message_ = std::string(e->message().substr(0, kMaxLoginMessage));
-        ConnectFailure kind = ConnectFailure::kOther;
-        if (login_sqlstate_ == "53300") kind = ConnectFailure::kTooManyConnections;
-        if (login_sqlstate_ == "28P01" || login_sqlstate_ == "28000") {
-          kind = ConnectFailure::kAuthFailed;
-        }
-        failLogin(kind, "the server refused the login: " + login_sqlstate_ + " " +
-                            login_message_);
-      } else {
-        fail("the server refused the login");
-      }
-      return false;
-    }
-    case 'Z': {
-      auto z = protocol::parseReadyForQuery(f.body);
-      if (!z) {
-        fail("malformed ReadyForQuery from the server");
-        return false;
-      }
-      tx_status_ = z->status;
-      if (pool_.writes()) return askRoleCheck();
-      const auto ro = parameter("default_transaction_read_only");
-      if (!ro.empty() && ro != "on") {
-        fail("the server connection is not read-only (default_transaction_read_only=" +
-             std::string(ro) + ")");
-        return false;
-      }
-      loginDone();
-      return true;
-    }
-    default:
-      fail(std::string("unexpected message '") + f.type + "' from the server during login");
-      return false;
-  }
 }
 
 bool ServerConnection::handleResetMessage(const protocol::Frame& f) {

@@ -150,6 +150,16 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
+  // The login's messages by type: an authentication request answered (cleartext, md5, or a
+  // step of SCRAM-SHA-256 in answerSasl), a ParameterStatus or BackendKeyData noted, the
+  // server's refusal, and the ReadyForQuery that ends the login (or starts the role check).
+  bool handleAuthRequest(const protocol::Frame& f);
+  // An AuthenticationSASL, SASLContinue or SASLFinal (codes 10, 11, 12).
+  bool answerSasl(const protocol::AuthRequest& r, const std::string& password);
+  bool handleLoginParameter(const protocol::Frame& f);
+  bool handleBackendKeyData(const protocol::Frame& f);
+  bool handleLoginError(const protocol::Frame& f);
+  bool handleLoginReady(const protocol::Frame& f);
   bool askRoleCheck();
   void loginDone();  // logged in (and checked): idle, the pool hears it
   bool handleRoleCheck(const protocol::Frame& f);

@@ -308,11 +308,35 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void emitLocalHeads();
   void popPending();
   void afterServerError(const std::string& sqlstate, const std::string& message);
+  // A message from the server, handed to the handler of its type below; false when the session
+  // ended. `head` is the entry the message answers (the front of pending_).
   bool handleServerMessage(const protocol::Frame& f);
+  void handleServerNotice(const protocol::Frame& f);
+  void handleServerParameterStatus(const protocol::Frame& f);
+  // A message while the server owes nothing: a FATAL before it goes, else a protocol error.
+  bool handleServerUnsolicited(const protocol::Frame& f);
+  bool handleServerError(const protocol::Frame& f, Pending& head);
+  // pgwarden's own statements (kInternal): the SETs on attach and the carried settings' sync
+  // (their ReadyForQuery finishes the attach), or a step of the write mode.
+  bool handleServerInternal(const protocol::Frame& f, Pending& head);
+  bool handleServerParseBindCloseComplete(const protocol::Frame& f, Pending& head);
+  // ParameterDescription, NoData and RowDescription (of a Describe, or of a Query's result).
+  bool handleServerDescription(const protocol::Frame& f, Pending& head);
+  bool handleServerDataRow(const protocol::Frame& f, Pending& head);
+  bool handleServerCommandComplete(const protocol::Frame& f, Pending& head);
+  bool handleServerEmptyQuery(const protocol::Frame& f, Pending& head);
+  bool handleServerPortalSuspended(const protocol::Frame& f, Pending& head);
+  // CopyOut streams through; CopyIn is refused with CopyFail; CopyBoth ends the session.
+  bool handleServerCopy(const protocol::Frame& f, Pending& head);
+  bool handleServerReadyForQuery(const protocol::Frame& f, Pending& head);
+  // A message `head` does not expect: the session ends (returns false).
+  bool serverOutOfOrder(const protocol::Frame& f, const Pending& head);
   // A ReadyForQuery: the transaction status noted here and on the connection; a malformed one
   // ends the session (nullopt).
   std::optional<protocol::ReadyForQueryMsg> takeReadyForQuery(const protocol::Frame& f);
-  void handleServerCommandComplete(const protocol::Frame& f, Pending& head);
+  // The client's CommandComplete (recounted under a row cap, or a screen's denial instead) and
+  // the run's record.
+  void sendCommandComplete(const protocol::Frame& f, Pending& head);
   void sendTruncationNotice(StatementRun& run);
   // Runs the result screens on a run that completes now and sends their warnings; returns the
   // denial to answer with instead of CommandComplete (only a simple Query's last statement).

@@ -77,7 +77,7 @@ const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const
   return denial;
 }
 
-void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
+void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head) {
   StatementRun* run = head.run.get();
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
@@ -106,297 +106,336 @@ void ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
 }
 
 bool ClientSession::handleServerMessage(const protocol::Frame& f) {
-  std::string& out = client_.out();
   // Messages that may come at any time.
   switch (f.type) {
     case 'N':
-      if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return true;
-      out.append(f.raw.data(), f.raw.size());
+      handleServerNotice(f);
       return true;
     case 'A':
-      out.append(f.raw.data(), f.raw.size());
+      client_.out().append(f.raw.data(), f.raw.size());
       return true;
     case 'S':
-      // Recorded (and checked) by the server connection; the client sees it as it is, except
-      // while attaching, when finishAttach sends the full set.
-      if (state_ == ClientState::kReady) {
-        out.append(f.raw.data(), f.raw.size());
-        noteServerParameter(f);
-      }
+      handleServerParameterStatus(f);
       return true;
     default:
       break;
   }
   emitLocalHeads();
-  if (pending_.empty()) {
-    if (f.type == 'E') {
-      // A FATAL the server sends before it goes (administrator command, idle timeout).
-      out.append(f.raw.data(), f.raw.size());
-      return true;
-    }
-    spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
-                  logPrefix(), logsafe(f.type));
-    terminate("08P01", "protocol error between pgwarden and the database; reconnect");
-    return false;
-  }
+  if (pending_.empty()) return handleServerUnsolicited(f);
   Pending& head = pending_.front();
+  if (f.type == 'E') return handleServerError(f, head);
 
-  if (f.type == 'E') {
-    auto e = protocol::parseErrorFields(f.body);
-    const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
-    const std::string message = e ? std::string(e->message()) : std::string();
-    const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
-    if (cls >= 0) ++host_.counters().server_errors_by_class[static_cast<size_t>(cls)];
-    switch (head.kind) {
-      case Expect::kInternal:
-        if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
-        attach_failed_ = true;
-        attach_error_ = message;
-        if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
-        return true;
-      case Expect::kQuery: {
-        Pending::Query& q = head.query();
-        q.write.failed = true;
-        if (head.run && !head.run->finished) {
-          head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-          finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
-        }
-        head.run.reset();
-        // The statements after a failed one in the same Query never run.
-        while (q.plan && q.next_statement < q.plan->statements.size()) {
-          auto run = startRun(q.plan, q.next_statement++, false);
-          run->overrides = q.overridesOrNone();
-          finishRun(*run, history::Outcome::kError, sqlstate,
-                    "not executed: an earlier statement in the same query failed");
-        }
-        out.append(f.raw.data(), f.raw.size());
-        return true;
-      }
-      case Expect::kSync:
-        out.append(f.raw.data(), f.raw.size());
-        return true;
-      case Expect::kExplain:
-        return handleExplainMessage(f, head);
-      case Expect::kParse:
-      case Expect::kBind:
-      case Expect::kDescribeStatement:
-      case Expect::kDescribePortal:
-      case Expect::kExecute:
-      case Expect::kClose:
-      case Expect::kLocal:
-      case Expect::kInternalParse:
-      case Expect::kInternalClose:
-        out.append(f.raw.data(), f.raw.size());
-        afterServerError(sqlstate, message);
-        // Report the failed statement with the server's words.
-        return true;
-    }
-  }
-
+  // pgwarden's own statements and answers take whatever comes for them.
   switch (head.kind) {
     case Expect::kInternal:
-      if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
-      if (f.type == 'Z') {
-        auto z = protocol::parseReadyForQuery(f.body);
-        if (z) {
-          tx_status_ = z->status;
-          server_->setTxStatus(z->status);
-        }
-        const bool param_sync = head.internal().param_sync;
-        pending_.pop_front();
-        if (param_sync && !attach_failed_) {
-          emitLocalHeads();
-          return true;
-        }
-        if (attach_failed_) {
-          // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
-          // connection in that case; so do we, with the server's reason.
-          std::string sqlstate = "22023";
-          std::string message = attach_error_;
-          const auto sep = attach_error_.find('\x1f');
-          if (sep != std::string::npos) {
-            sqlstate = attach_error_.substr(0, sep);
-            message = attach_error_.substr(sep + 1);
-          }
-          fatal(sqlstate, message, RejectReason::kNotAllowed);
-          return false;
-        }
-        finishAttach();
-        return state_ == ClientState::kReady;
-      }
-      return true;  // CommandComplete of the SETs
+      return handleServerInternal(f, head);
     case Expect::kLocal:
       return true;  // emitted above; cannot be the head here
     case Expect::kExplain:
       return handleExplainMessage(f, head);
     case Expect::kParse:
-      if (f.type == '1') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kInternalParse:
-      if (f.type == '1') {
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kInternalClose:
-      if (f.type == '3') {
-        popPending();
-        return true;
-      }
-      break;
     case Expect::kBind:
-      if (f.type == '2') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kClose:
-      if (f.type == '3') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
     case Expect::kDescribeStatement:
-      if (f.type == 't' && !head.describeStatement().described) {
-        head.describeStatement().described = true;
-        out.append(f.raw.data(), f.raw.size());
-        return true;
-      }
-      if (f.type == 'T' || f.type == 'n') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
     case Expect::kDescribePortal:
-      if (f.type == 'T' || f.type == 'n') {
-        out.append(f.raw.data(), f.raw.size());
-        popPending();
-        return true;
-      }
-      break;
-    case Expect::kSync:
-      if (f.type == 'Z') break;  // handled below
-      break;
     case Expect::kExecute:
+    case Expect::kClose:
+    case Expect::kSync:
     case Expect::kQuery:
-      switch (f.type) {
-        case 'T':
-          if (head.kind == Expect::kQuery) {
-            head.rows_this_execute = 0;
-            if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-            out.append(f.raw.data(), f.raw.size());
-            return true;
-          }
-          break;
-        case 'D': {
-          StatementRun* run = head.run.get();
-          if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
-            run->truncated = true;  // held back: the client gets max_rows rows
-            return true;
-          }
-          out.append(f.raw.data(), f.raw.size());
-          ++head.rows_this_execute;
-          ++host_.counters().rows_returned;
-          if (run) {
-            ++run->rows_sent;
-            run->bytes_sent += static_cast<int64_t>(f.raw.size());
-            if (run->rows_sent == 1) {
-              auto cells = protocol::parseDataRowValues(f.body);
-              run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
-                                 isZeroCell(*(*cells)[0]);
-            }
-          }
-          return true;
-        }
-        case 'C':
-          if (!writes_ || !writesCommandComplete(f, head)) handleServerCommandComplete(f, head);
-          if (head.kind == Expect::kQuery) {
-            head.rows_this_execute = 0;
-            head.run.reset();
-            Pending::Query& q = head.query();
-            if (q.plan && q.next_statement < q.plan->statements.size()) {
-              head.run = startRun(q.plan, q.next_statement++, false);
-              head.run->overrides = q.overridesOrNone();
-            }
-            return true;
-          }
-          popPending();
-          return true;
-        case 'I':
-          out.append(f.raw.data(), f.raw.size());
-          if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
-          if (head.kind == Expect::kQuery) {
-            head.run.reset();
-            return true;
-          }
-          popPending();
-          return true;
-        case 's':
-          if (head.kind == Expect::kExecute) {
-            StatementRun* run = head.run.get();
-            if (run && run->truncated) {
-              // The cap is reached: end the portal for the client here.
-              sendTruncationNotice(*run);
-              sendScreenNotices(*run, head);
-              protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
-              finishRun(*run, history::Outcome::kOk);
-            } else {
-              out.append(f.raw.data(), f.raw.size());
-              // Its portal was replaced or closed while this Execute was in flight: nothing
-              // else holds the run to finish it later.
-              if (run && !run->finished && head.run.use_count() == 1) {
-                finishRun(*run, history::Outcome::kOk);
-              }
-            }
-            popPending();
-            return true;
-          }
-          break;
-        case 'H':  // CopyOutResponse: COPY ... TO STDOUT streams through
-        case 'd':
-        case 'c':
-          if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-          out.append(f.raw.data(), f.raw.size());
-          return true;
-        case 'G':
-          // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
-          // out if the server ever gets that far. The server answers with an ErrorResponse.
-          protocol::writeCopyFail(server_->out(),
-                                  "COPY FROM STDIN is not allowed through pgwarden");
-          flushServer();
-          return true;
-        case 'W':
-          terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
-          return false;
-        case 'Z':
-          break;
-        default:
-          break;
-      }
+    case Expect::kInternalParse:
+    case Expect::kInternalClose:
       break;
   }
+  // The rest answer the client's messages: each type answers some kinds of entry.
+  switch (f.type) {
+    case '1':  // ParseComplete
+    case '2':  // BindComplete
+    case '3':  // CloseComplete
+      return handleServerParseBindCloseComplete(f, head);
+    case 't':  // ParameterDescription
+    case 'n':  // NoData
+    case 'T':  // RowDescription
+      return handleServerDescription(f, head);
+    case 'D':
+      return handleServerDataRow(f, head);
+    case 'C':
+      return handleServerCommandComplete(f, head);
+    case 'I':
+      return handleServerEmptyQuery(f, head);
+    case 's':
+      return handleServerPortalSuspended(f, head);
+    case 'H':  // CopyOutResponse
+    case 'd':  // CopyData
+    case 'c':  // CopyDone
+    case 'G':  // CopyInResponse
+    case 'W':  // CopyBothResponse
+      return handleServerCopy(f, head);
+    case 'Z':
+      return handleServerReadyForQuery(f, head);
+    default:
+      return serverOutOfOrder(f, head);
+  }
+}
 
-  if (f.type == 'Z' && (head.kind == Expect::kSync || head.kind == Expect::kQuery)) {
-    const auto z = takeReadyForQuery(f);
-    if (!z) return false;
-    if (head.kind == Expect::kQuery) {
-      if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+void ClientSession::handleServerNotice(const protocol::Frame& f) {
+  if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return;
+  client_.out().append(f.raw.data(), f.raw.size());
+}
+
+void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
+  // Recorded (and checked) by the server connection; the client sees it as it is, except
+  // while attaching, when finishAttach sends the full set.
+  if (state_ == ClientState::kReady) {
+    client_.out().append(f.raw.data(), f.raw.size());
+    noteServerParameter(f);
+  }
+}
+
+bool ClientSession::handleServerUnsolicited(const protocol::Frame& f) {
+  if (f.type == 'E') {
+    // A FATAL the server sends before it goes (administrator command, idle timeout).
+    client_.out().append(f.raw.data(), f.raw.size());
+    return true;
+  }
+  spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
+                logPrefix(), logsafe(f.type));
+  terminate("08P01", "protocol error between pgwarden and the database; reconnect");
+  return false;
+}
+
+bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
+  std::string& out = client_.out();
+  auto e = protocol::parseErrorFields(f.body);
+  const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
+  const std::string message = e ? std::string(e->message()) : std::string();
+  const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
+  if (cls >= 0) ++host_.counters().server_errors_by_class[static_cast<size_t>(cls)];
+  switch (head.kind) {
+    case Expect::kInternal:
+      if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
+      attach_failed_ = true;
+      attach_error_ = message;
+      if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
+      return true;
+    case Expect::kQuery: {
+      Pending::Query& q = head.query();
+      q.write.failed = true;
+      if (head.run && !head.run->finished) {
+        head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+        finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
+      }
+      head.run.reset();
+      // The statements after a failed one in the same Query never run.
+      while (q.plan && q.next_statement < q.plan->statements.size()) {
+        auto run = startRun(q.plan, q.next_statement++, false);
+        run->overrides = q.overridesOrNone();
+        finishRun(*run, history::Outcome::kError, sqlstate,
+                  "not executed: an earlier statement in the same query failed");
+      }
+      out.append(f.raw.data(), f.raw.size());
+      return true;
     }
-    // Portals end with their transaction.
-    if (z->status != 'T') finishPortals();
-    if (writes_ && writesReadyForQuery(z->status, head)) return true;
+    case Expect::kSync:
+      out.append(f.raw.data(), f.raw.size());
+      return true;
+    case Expect::kExplain:
+      return handleExplainMessage(f, head);
+    case Expect::kParse:
+    case Expect::kBind:
+    case Expect::kDescribeStatement:
+    case Expect::kDescribePortal:
+    case Expect::kExecute:
+    case Expect::kClose:
+    case Expect::kLocal:
+    case Expect::kInternalParse:
+    case Expect::kInternalClose:
+      out.append(f.raw.data(), f.raw.size());
+      afterServerError(sqlstate, message);
+      // Report the failed statement with the server's words.
+      return true;
+  }
+  return serverOutOfOrder(f, head);  // not an Expect
+}
+
+bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head) {
+  if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
+  if (f.type == 'Z') {
+    auto z = protocol::parseReadyForQuery(f.body);
+    if (z) {
+      tx_status_ = z->status;
+      server_->setTxStatus(z->status);
+    }
+    const bool param_sync = head.internal().param_sync;
+    pending_.pop_front();
+    if (param_sync && !attach_failed_) {
+      emitLocalHeads();
+      return true;
+    }
+    if (attach_failed_) {
+      // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
+      // connection in that case; so do we, with the server's reason.
+      std::string sqlstate = "22023";
+      std::string message = attach_error_;
+      const auto sep = attach_error_.find('\x1f');
+      if (sep != std::string::npos) {
+        sqlstate = attach_error_.substr(0, sep);
+        message = attach_error_.substr(sep + 1);
+      }
+      fatal(sqlstate, message, RejectReason::kNotAllowed);
+      return false;
+    }
+    finishAttach();
+    return state_ == ClientState::kReady;
+  }
+  return true;  // CommandComplete of the SETs
+}
+
+bool ClientSession::handleServerParseBindCloseComplete(const protocol::Frame& f, Pending& head) {
+  // Each answers its own kind of entry; pgwarden's own Parse and Close are not passed on.
+  const bool clients = (f.type == '1' && head.kind == Expect::kParse) ||
+                       (f.type == '2' && head.kind == Expect::kBind) ||
+                       (f.type == '3' && head.kind == Expect::kClose);
+  const bool ours = (f.type == '1' && head.kind == Expect::kInternalParse) ||
+                    (f.type == '3' && head.kind == Expect::kInternalClose);
+  if (!clients && !ours) return serverOutOfOrder(f, head);
+  if (clients) client_.out().append(f.raw.data(), f.raw.size());
+  popPending();
+  return true;
+}
+
+bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& head) {
+  std::string& out = client_.out();
+  if (f.type == 'T' && head.kind == Expect::kQuery) {
+    head.rows_this_execute = 0;
+    if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    out.append(f.raw.data(), f.raw.size());
+    return true;
+  }
+  if (f.type == 't' && head.kind == Expect::kDescribeStatement &&
+      !head.describeStatement().described) {
+    head.describeStatement().described = true;
+    out.append(f.raw.data(), f.raw.size());
+    return true;
+  }
+  // A Describe ends with its RowDescription or NoData.
+  const bool describe =
+      head.kind == Expect::kDescribeStatement || head.kind == Expect::kDescribePortal;
+  if (describe && (f.type == 'T' || f.type == 'n')) {
     out.append(f.raw.data(), f.raw.size());
     popPending();
     return true;
   }
+  return serverOutOfOrder(f, head);
+}
 
+bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
+  StatementRun* run = head.run.get();
+  if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
+    run->truncated = true;  // held back: the client gets max_rows rows
+    return true;
+  }
+  client_.out().append(f.raw.data(), f.raw.size());
+  ++head.rows_this_execute;
+  ++host_.counters().rows_returned;
+  if (run) {
+    ++run->rows_sent;
+    run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    if (run->rows_sent == 1) {
+      auto cells = protocol::parseDataRowValues(f.body);
+      run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
+                         isZeroCell(*(*cells)[0]);
+    }
+  }
+  return true;
+}
+
+bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
+  if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
+  if (head.kind == Expect::kQuery) {
+    head.rows_this_execute = 0;
+    head.run.reset();
+    Pending::Query& q = head.query();
+    if (q.plan && q.next_statement < q.plan->statements.size()) {
+      head.run = startRun(q.plan, q.next_statement++, false);
+      head.run->overrides = q.overridesOrNone();
+    }
+    return true;
+  }
+  popPending();
+  return true;
+}
+
+bool ClientSession::handleServerEmptyQuery(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
+  client_.out().append(f.raw.data(), f.raw.size());
+  if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+  if (head.kind == Expect::kQuery) {
+    head.run.reset();
+    return true;
+  }
+  popPending();
+  return true;
+}
+
+bool ClientSession::handleServerPortalSuspended(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kExecute) return serverOutOfOrder(f, head);
+  std::string& out = client_.out();
+  StatementRun* run = head.run.get();
+  if (run && run->truncated) {
+    // The cap is reached: end the portal for the client here.
+    sendTruncationNotice(*run);
+    sendScreenNotices(*run, head);
+    protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
+    finishRun(*run, history::Outcome::kOk);
+  } else {
+    out.append(f.raw.data(), f.raw.size());
+    // Its portal was replaced or closed while this Execute was in flight: nothing
+    // else holds the run to finish it later.
+    if (run && !run->finished && head.run.use_count() == 1) {
+      finishRun(*run, history::Outcome::kOk);
+    }
+  }
+  popPending();
+  return true;
+}
+
+bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
+  if (f.type == 'G') {
+    // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
+    // out if the server ever gets that far. The server answers with an ErrorResponse.
+    protocol::writeCopyFail(server_->out(),
+                            "COPY FROM STDIN is not allowed through pgwarden");
+    flushServer();
+    return true;
+  }
+  if (f.type == 'W') {
+    terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
+    return false;
+  }
+  // CopyOutResponse, CopyData, CopyDone: COPY ... TO STDOUT streams through.
+  if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+  client_.out().append(f.raw.data(), f.raw.size());
+  return true;
+}
+
+bool ClientSession::handleServerReadyForQuery(const protocol::Frame& f, Pending& head) {
+  if (head.kind != Expect::kSync && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
+  const auto z = takeReadyForQuery(f);
+  if (!z) return false;
+  if (head.kind == Expect::kQuery) {
+    if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+  }
+  // Portals end with their transaction.
+  if (z->status != 'T') finishPortals();
+  if (writes_ && writesReadyForQuery(z->status, head)) return true;
+  client_.out().append(f.raw.data(), f.raw.size());
+  popPending();
+  return true;
+}
+
+bool ClientSession::serverOutOfOrder(const protocol::Frame& f, const Pending& head) {
   spdlog::error("{}: out-of-order message '{}' from the server (expected a response to entry {})",
                 logPrefix(), logsafe(f.type), static_cast<int>(head.kind));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
