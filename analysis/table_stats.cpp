@@ -1,6 +1,8 @@
 // The catalog snapshot (analysis/table_stats.h): the query that reads it and the rows it is built
 // from.
+#include <algorithm>
 #include <charconv>
+#include <string>
 
 #include "analysis/table_stats.h"
 
@@ -132,11 +134,24 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::withIndexBounds(
   return snap;
 }
 
+int compareQualified(std::string_view key, const QualifiedName& name) {
+  // key against schema + "." + table, byte by byte (std::string's order: unsigned chars).
+  const auto part = [](std::string_view k, std::string_view p) {
+    const size_t n = std::min(k.size(), p.size());
+    const int c = n == 0 ? 0 : std::char_traits<char>::compare(k.data(), p.data(), n);
+    return c != 0 ? c : (k.size() < p.size() ? -1 : 0);  // -1: key ends inside this part
+  };
+  if (const int c = part(key, name.schema); c != 0 || key.size() < name.schema.size()) return c;
+  key.remove_prefix(name.schema.size());
+  if (key.empty()) return -1;
+  if (key.front() != '.') return static_cast<unsigned char>(key.front()) < static_cast<unsigned char>('.') ? -1 : 1;
+  key.remove_prefix(1);
+  if (const int c = part(key, name.table); c != 0) return c;
+  return key.size() == name.table.size() ? 0 : (key.size() < name.table.size() ? -1 : 1);
+}
+
 const TableStats* TableStatsSnapshot::find(std::string_view schema, std::string_view table) const {
-  std::string key;
-  key.reserve(schema.size() + table.size() + 1);
-  key.append(schema).append(".").append(table);
-  auto it = tables_.find(key);
+  auto it = tables_.find(QualifiedName{schema, table});
   return it == tables_.end() ? nullptr : &it->second;
 }
 

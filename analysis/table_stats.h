@@ -15,6 +15,16 @@
 
 namespace pgwarden::guards {
 
+// A table named by its schema and name, compared with the snapshot's "schema.table" keys as if
+// joined by the dot, so a lookup needs no joined string.
+struct QualifiedName {
+  std::string_view schema;
+  std::string_view table;
+};
+int compareQualified(std::string_view key, const QualifiedName& name);
+inline bool operator<(const std::string& key, const QualifiedName& name) { return compareQualified(key, name) < 0; }
+inline bool operator<(const QualifiedName& name, const std::string& key) { return compareQualified(key, name) > 0; }
+
 // What the catalog says about tables, refreshed by the daemon on its own server connection.
 struct TableStats {
   int64_t estimated_rows = 0;

@@ -280,19 +280,42 @@ std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings&
 
 const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
                             const GroupSettings& group, std::string* resolved) {
-  const std::vector<std::string> names = candidates(rel, group);
-  for (const auto& n : names) {
-    const size_t dot = n.find('.');
-    const TableStats* t = stats ? stats->find(std::string_view(n).substr(0, dot),
-                                              std::string_view(n).substr(dot + 1))
-                                : nullptr;
-    if (t) {
-      if (resolved) *resolved = n;
-      return t;
+  // candidates()'s order, walked without building its strings: this runs for several guards and
+  // screens on every statement.
+  const TableStats* found = nullptr;
+  std::string_view first_schema;
+  bool any = false;
+  const auto tryName = [&](std::string_view schema) {
+    if (!any) first_schema = schema;
+    any = true;
+    if (!found && stats) {
+      found = stats->find(schema, rel.name);
+      if (found && resolved) resolved->assign(schema).append(".").append(rel.name);
+    }
+    return found != nullptr;
+  };
+  if (!rel.schema.empty()) {
+    tryName(rel.schema);
+  } else {
+    bool catalog_listed = false;
+    for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
+    if (!catalog_listed && rel.name.rfind("pg_", 0) == 0 && tryName("pg_catalog")) return found;
+    if (group.search_path.empty()) {
+      tryName("public");
+    } else {
+      for (const auto& s : group.search_path) {
+        if (s != "$user" && tryName(s)) break;  // "$user": the server role's schema, not known here
+      }
     }
   }
-  if (resolved) *resolved = names.empty() ? rel.name : names.front();
-  return nullptr;
+  if (!found && resolved) {
+    if (any) {
+      resolved->assign(first_schema).append(".").append(rel.name);
+    } else {
+      *resolved = rel.name;
+    }
+  }
+  return found;
 }
 
 std::string examplePredicate(std::string_view column, std::string_view type) {

@@ -1,5 +1,6 @@
 // guards: the catalog snapshot (rows as the daemon reads them) and the catalog query itself,
 // which must be a read every guarded group lets through.
+#include "guards/guard_util.h"
 #include "tests/unit/guards/guard_test_util.h"
 
 namespace pgwarden::guards {
@@ -28,6 +29,77 @@ TEST(TableStats, FromRowsSkipsBadRowsAndKeepsColumnTypesAligned) {
   ASSERT_NE(s->find("s", "g"), nullptr);
   EXPECT_EQ(s->find("s", "g")->indexed_column_types, std::vector<std::string>{""});
   EXPECT_EQ(s->find("S", "g"), nullptr);
+}
+
+// A lookup by (schema, table) orders exactly as the joined "schema.table" key would, so the
+// snapshot's map finds every table without building the key.
+TEST(TableStats, QualifiedNamesCompareAsTheirJoinedKey) {
+  const std::vector<std::string> parts = {"", "a", "b", "ab", "a.b", "public", "publi", "publicx",
+                                          "pg_catalog", "\xc3\xa9t\xc3\xa9", "-", "/", "Z"};
+  std::vector<std::string> keys;
+  for (const auto& x : parts) {
+    keys.push_back(x);
+    for (const auto& y : parts) keys.push_back(x + "." + y);
+  }
+  const auto sign = [](int v) { return (v > 0) - (v < 0); };
+  for (const auto& schema : parts) {
+    for (const auto& table : parts) {
+      const std::string joined = schema + "." + table;
+      for (const auto& key : keys) {
+        EXPECT_EQ(sign(compareQualified(key, QualifiedName{schema, table})), sign(key.compare(joined)))
+            << "key '" << key << "' against '" << joined << "'";
+      }
+    }
+  }
+  const auto snap = TableStatsSnapshot::fromRows({{"public", "t", "10", "id"}, {"public", "t2", "20", ""},
+                                                  {"s.x", "y", "30", ""}, {"pg_catalog", "pg_class", "400", ""}});
+  ASSERT_NE(snap->find("public", "t"), nullptr);
+  EXPECT_EQ(snap->find("public", "t")->estimated_rows, 10);
+  EXPECT_EQ(snap->find("public", "t2")->estimated_rows, 20);
+  EXPECT_EQ(snap->find("s.x", "y")->estimated_rows, 30);
+  EXPECT_EQ(snap->find("pg_catalog", "pg_class")->estimated_rows, 400);
+  EXPECT_EQ(snap->find("public", "t3"), nullptr);
+  EXPECT_EQ(snap->find("publi", "t"), nullptr);
+  EXPECT_EQ(snap->find("", "public.t"), nullptr);
+}
+
+// findStats walks candidates() without building its strings: the same table and the same
+// resolved name for every relation and search path, found or not, with a snapshot or without.
+TEST(TableStats, FindStatsAgreesWithTheCandidateNames) {
+  const auto snap = TableStatsSnapshot::fromRows({{"public", "t", "10", ""}, {"app", "t", "11", ""},
+                                                  {"app", "u", "12", ""}, {"pg_catalog", "pg_class", "13", ""},
+                                                  {"pg_catalog", "t", "14", ""}});
+  const std::vector<std::vector<std::string>> paths = {
+      {}, {"app"}, {"$user", "app", "public"}, {"$user"}, {"pg_catalog", "app"}, {"PG_CATALOG"}, {"nope", "public"}};
+  for (const auto& path : paths) {
+    GroupSettings group;
+    group.search_path = path;
+    for (const std::string schema : {"", "public", "app", "pg_catalog", "zz"}) {
+      for (const std::string name : {"t", "u", "pg_class", "pg_x", "missing"}) {
+        RelationRef rel;
+        rel.schema = schema;
+        rel.name = name;
+        for (const TableStatsSnapshot* stats : {snap.get(), static_cast<const TableStatsSnapshot*>(nullptr)}) {
+          // The reference: the first candidate the snapshot holds, else the first candidate.
+          const std::vector<std::string> names = util::candidates(rel, group);
+          const TableStats* want = nullptr;
+          std::string want_name = names.empty() ? name : names.front();
+          for (const auto& n : names) {
+            const size_t dot = n.find('.');
+            want = stats ? stats->find(n.substr(0, dot), n.substr(dot + 1)) : nullptr;
+            if (want) {
+              want_name = n;
+              break;
+            }
+          }
+          std::string got_name = "stale";
+          EXPECT_EQ(util::findStats(stats, rel, group, &got_name), want) << schema << "." << name;
+          EXPECT_EQ(got_name, want_name) << schema << "." << name;
+          EXPECT_EQ(util::findStats(stats, rel, group, nullptr), want);
+        }
+      }
+    }
+  }
 }
 
 TEST(TableStats, CatalogQueryIsAReadEveryGroupAllows) {
