@@ -149,5 +149,5 @@ def sdk_node():
     mcp_dir = pgwtest.REPO_ROOT / "tests" / "mcp"
     node = shutil.which("node")
     if node is None or not (mcp_dir / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+        pgwtest.require_tool("node and tests/mcp/node_modules (run scripts/deps)")
     return node, mcp_dir

@@ -44,19 +44,10 @@ READER_PASSWORD = "reader-" + secrets.token_hex(8)
 DATABASE = "analytics"
 
 
-def tools_required():
-    """True in CI: CI or PGWARDEN_REQUIRE_TOOLS is 1 (or true) in the environment, as scripts/test
-    sets it. A test must not skip itself there for want of a tool: scripts/deps installs them."""
-    return any(os.environ.get(v, "").lower() in ("1", "true")
-               for v in ("PGWARDEN_REQUIRE_TOOLS", "CI"))
-
-
-def skip_without_tool(reason):
-    """Skips the calling test (or fixture) for want of a tool; fails it where tools_required()."""
-    if tools_required():
-        pytest.fail(f"{reason} (a missing tool fails here: CI or PGWARDEN_REQUIRE_TOOLS is set; "
-                    "scripts/deps installs it)", pytrace=False)
-    pytest.skip(reason)
+def require_tool(reason):
+    """Fails the calling test (or fixture) for want of a tool. Never a skip: a skipped test has not
+    run, and scripts/deps installs every tool the suite uses."""
+    pytest.fail(f"{reason} (scripts/deps installs it)", pytrace=False)
 
 
 # The daemon under test is a sanitizer build (scripts/test's second stage sets this): its memory

@@ -23,7 +23,7 @@ MUST_PASS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protectio
 def endpoint(pgwarden_bin, pg):
     from conftest import DaemonSet
     if shutil.which("node") is None or not SUITE.is_file():
-        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+        pgwtest.require_tool("node and tests/mcp/node_modules (run scripts/deps)")
     daemons = DaemonSet(pgwarden_bin)
     try:
         daemon, _ = start_mcp_daemon(daemons, pg, extra={"trust_loopback": "agent"})

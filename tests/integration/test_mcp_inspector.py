@@ -35,7 +35,7 @@ def result_of(r, daemon):
 def test_inspector_cli(pgwarden_factory, pg):
     node = shutil.which("node")
     if node is None or not INSPECTOR.is_file():
-        pgwtest.skip_without_tool("node and the MCP Inspector in tests/mcp/node_modules (run scripts/deps)")
+        pgwtest.require_tool("node and the MCP Inspector in tests/mcp/node_modules (run scripts/deps)")
     daemon, tokens = start_mcp_daemon(pgwarden_factory, pg)
     url = f"http://127.0.0.1:{daemon.mcp_port}/mcp"
 

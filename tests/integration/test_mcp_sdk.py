@@ -18,7 +18,7 @@ MCP_DIR = pgwtest.REPO_ROOT / "tests" / "mcp"
 def test_typescript_sdk_client(pgwarden_factory, pg):
     node = shutil.which("node")
     if node is None or not (MCP_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pgwtest.skip_without_tool("node and tests/mcp/node_modules (run scripts/deps)")
+        pgwtest.require_tool("node and tests/mcp/node_modules (run scripts/deps)")
     daemon, tokens = start_mcp_daemon(pgwarden_factory, pg)
     env = dict(os.environ, PGW_MCP_URL=f"http://127.0.0.1:{daemon.mcp_port}/mcp",
                PGW_MCP_TOKEN=tokens["agent"], PGW_MCP_CORE_TOKEN=tokens["core"])

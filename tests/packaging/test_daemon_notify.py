@@ -5,9 +5,8 @@ STOPPING=1 on SIGTERM; listening sockets passed as descriptors 3 and up (socket 
 small launcher and by systemd-socket-activate); the Unix socket's mode under a strict umask; and
 log lines with syslog priority prefixes when $JOURNAL_STREAM names its stderr.
 
-A daemon built without the systemd integration (no sd_notify in its dynamic symbols) is skipped
-with that reason, and fails in CI (pgwtest.tools_required()); once the daemon links it, every test
-here must pass.
+A daemon built without the systemd integration (no sd_notify in its dynamic symbols) fails every
+test here with that reason.
 """
 
 import grp
@@ -52,8 +51,8 @@ def pgwarden_bin():
     if not path.is_file():
         pytest.fail(f"pgwarden binary not found at {path} (set PGWARDEN_BIN)", pytrace=False)
     if not _links_sd_notify(path):
-        pgwtest.skip_without_tool("this pgwarden does not call sd_notify: it was built without "
-                                  "libsystemd (Debian package libsystemd-dev)")
+        pgwtest.require_tool("this pgwarden does not call sd_notify: it was built without "
+                             "libsystemd (Debian package libsystemd-dev)")
     return path
 
 
@@ -502,7 +501,7 @@ def test_socket_activation_refuses_the_metrics_address(daemon, notify):
 
 def test_systemd_socket_activate_starts_pgwarden_on_first_connection(daemon, notify):
     if shutil.which("systemd-socket-activate") is None:
-        pgwtest.skip_without_tool("systemd-socket-activate is not installed (Debian package systemd)")
+        pgwtest.require_tool("systemd-socket-activate is not installed (Debian package systemd)")
     port = daemon.spec.port
     daemon.start({"NOTIFY_SOCKET": notify.path},
                  launcher=["systemd-socket-activate", "-l", f"127.0.0.1:{port}",

@@ -32,7 +32,7 @@ class SharedBudgetStore : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto bin = agent_test::findPgBin();
-    if (bin.empty()) PGW_MISSING_TOOL("PostgreSQL server binaries not found: shared budget store tests skipped");
+    if (bin.empty()) PGW_MISSING_TOOL("PostgreSQL server binaries not found");
     ASSERT_TRUE(server_.init(bin));
     ASSERT_EQ(uv_loop_init(&loop_), 0);
   }

@@ -153,7 +153,7 @@ class PostgresStore : public ::testing::Test {
     const fs::path bin = findPgBin();
     if (bin.empty()) {
       PGW_MISSING_TOOL("PostgreSQL server binaries (initdb, pg_ctl) not found under "
-                       "/usr/lib/postgresql/*/bin or $PGW_PGBIN: PostgreSQL store tests skipped");
+                       "/usr/lib/postgresql/*/bin or $PGW_PGBIN");
     }
     ASSERT_TRUE(server_.init(bin)) << server_.serverLog();
   }
