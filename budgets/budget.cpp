@@ -235,11 +235,13 @@ BudgetLedger::BudgetLedger(size_t max_conversations, Clock clock)
 }
 
 BudgetLedger::~BudgetLedger() {
+  std::lock_guard lock(mu_);
   *alive_ = false;
   for (auto& [ticket, p] : pending_) p.store->cancel(p.store_ticket);
 }
 
 void BudgetLedger::setMaxConversations(size_t n) {
+  std::lock_guard lock(mu_);
   max_conversations_ = std::max<size_t>(1, n);
   while (lru_.size() > max_conversations_) {
     index_.erase(lru_.back().key.id());
@@ -330,6 +332,7 @@ void BudgetLedger::refill(User& u, double per_minute) const {
 }
 
 BudgetCounters BudgetLedger::counters(const BudgetKey& key) const {
+  std::lock_guard lock(mu_);
   auto it = index_.find(key.id());
   if (it == index_.end()) return {};
   const Entry& e = *it->second;
@@ -355,6 +358,7 @@ GuardResult BudgetLedger::localCheck(const BudgetGuard& g, const BudgetKey& key,
 }
 
 GuardResult BudgetLedger::check(const BudgetGuard& g, const BudgetKey& key) const {
+  std::lock_guard lock(mu_);
   const Entry* e = peek(key.id(), g);
   return localCheck(g, key, e ? e->counters : BudgetCounters{});
 }
@@ -379,6 +383,7 @@ void BudgetLedger::countAdmitted(const BudgetGuard& g, const BudgetKey& key, int
 
 BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKey& key, AdmitDone done,
                                             int64_t statements) {
+  std::unique_lock lock(mu_);
   Admission a;
   statements = std::max<int64_t>(statements, 1);
   if (now() - last_sweep_ >= kSweepEveryMs) sweep();
@@ -429,6 +434,7 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
       key, g.limits(), statements,
       [this, alive, ticket, key, guard, call, statements, done = std::move(done)](Result<SharedBudgetStore::Answer> r) {
         if (alive.expired() || !*alive.lock()) return;
+        std::unique_lock answer_lock(mu_);
         if (pending_.erase(ticket) == 0) return;  // cancelled
         Admission out;
         if (!r.ok()) {
@@ -465,6 +471,7 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
           call->sync = std::move(out);
           return;
         }
+        answer_lock.unlock();  // the session goes on without holding up the other loops
         if (done) done(std::move(out));
       });
   call->in_call = false;
@@ -474,6 +481,7 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
 }
 
 void BudgetLedger::cancel(uint64_t ticket) {
+  std::lock_guard lock(mu_);
   auto it = pending_.find(ticket);
   if (it == pending_.end()) return;
   PendingAdmit p = it->second;
@@ -482,6 +490,7 @@ void BudgetLedger::cancel(uint64_t ticket) {
 }
 
 void BudgetLedger::addRows(const BudgetGuard& g, const BudgetKey& key, int64_t rows) {
+  std::lock_guard lock(mu_);
   if (rows <= 0) return;
   touch(key, g).counters.rows += rows;
   if (g.store().shared) {
@@ -490,6 +499,7 @@ void BudgetLedger::addRows(const BudgetGuard& g, const BudgetKey& key, int64_t r
 }
 
 void BudgetLedger::addDenied(const BudgetGuard& g, const BudgetKey& key, int64_t statements) {
+  std::lock_guard lock(mu_);
   statements = std::max<int64_t>(statements, 1);
   touch(key, g).counters.denied += statements;
   if (g.store().shared) {
@@ -498,11 +508,13 @@ void BudgetLedger::addDenied(const BudgetGuard& g, const BudgetKey& key, int64_t
 }
 
 void BudgetLedger::release(const BudgetKey& key) {
+  std::lock_guard lock(mu_);
   auto it = users_.find(key.user);
   if (it != users_.end() && it->second.running > 0) --it->second.running;
 }
 
 void BudgetLedger::sweep() {
+  std::lock_guard lock(mu_);
   const int64_t t = now();
   last_sweep_ = t;
   for (auto it = lru_.begin(); it != lru_.end();) {
@@ -516,6 +528,7 @@ void BudgetLedger::sweep() {
 }
 
 std::vector<ConversationUsage> BudgetLedger::conversations(size_t limit) const {
+  std::lock_guard lock(mu_);
   std::vector<ConversationUsage> out;
   const int64_t t = now();
   for (const auto& e : lru_) {
@@ -527,18 +540,42 @@ std::vector<ConversationUsage> BudgetLedger::conversations(size_t limit) const {
 }
 
 std::vector<UserUsage> BudgetLedger::users() const {
+  std::lock_guard lock(mu_);
   std::vector<UserUsage> out;
   for (const auto& [name, u] : users_) out.push_back({name, u.tokens, u.running});
   return out;
 }
 
 SharedBudgetStore* BudgetLedger::storeFor(const BudgetStoreConfig& cfg) {
-  auto it = stores_.find(cfg.dsn);
+  // A store is driven by the loop of the thread that made it: one per (thread, DSN).
+  const StoreKey key{std::this_thread::get_id(), cfg.dsn};
+  auto it = stores_.find(key);
   if (it != stores_.end()) return it->second.get();
   if (!store_factory_) return nullptr;
   auto store = store_factory_(cfg);
   if (!store) return nullptr;
-  return (stores_[cfg.dsn] = std::move(store)).get();
+  return (stores_[key] = std::move(store)).get();
+}
+
+void BudgetLedger::releaseStoresOfThisThread() {
+  std::lock_guard lock(mu_);
+  const auto me = std::this_thread::get_id();
+  for (auto it = stores_.begin(); it != stores_.end();) {
+    if (it->first.first != me) {
+      ++it;
+      continue;
+    }
+    SharedBudgetStore* store = it->second.get();
+    for (auto p = pending_.begin(); p != pending_.end();) {
+      if (p->second.store == store) {
+        store->cancel(p->second.store_ticket);
+        p = pending_.erase(p);
+      } else {
+        ++p;
+      }
+    }
+    it = stores_.erase(it);
+  }
 }
 
 }  // namespace pgwarden::guards

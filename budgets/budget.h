@@ -8,6 +8,9 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,9 +190,20 @@ class BudgetLedger final : public BudgetView {
   static constexpr int64_t kSweepEveryMs = 10000;
   std::vector<ConversationUsage> conversations(size_t limit = SIZE_MAX) const;
   std::vector<UserUsage> users() const;
-  size_t size() const { return lru_.size(); }
-  uint64_t evictions() const { return evictions_; }
-  uint64_t storeFailures() const { return store_failures_; }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return lru_.size();
+  }
+  uint64_t evictions() const {
+    std::lock_guard lock(mu_);
+    return evictions_;
+  }
+  uint64_t storeFailures() const {
+    std::lock_guard lock(mu_);
+    return store_failures_;
+  }
+  // The shared stores this thread's loop made, closed on that loop before it ends.
+  void releaseStoresOfThisThread();
 
  private:
   struct Entry {
@@ -223,7 +237,11 @@ class BudgetLedger final : public BudgetView {
   uint64_t store_failures_ = 0;
   uint64_t instance_ = 0;  // tells this process's session keys apart in a shared table
   StoreFactory store_factory_;
-  std::map<std::string, std::unique_ptr<SharedBudgetStore>> stores_;
+  using StoreKey = std::pair<std::thread::id, std::string>;
+  std::map<StoreKey, std::unique_ptr<SharedBudgetStore>> stores_;
+  // Every loop admits through the one ledger, so budgets stay exact across loops. Recursive: a
+  // store that answers inside admit() runs the answer under the same lock.
+  mutable std::recursive_mutex mu_;
   struct PendingAdmit {
     SharedBudgetStore* store = nullptr;
     uint64_t store_ticket = 0;

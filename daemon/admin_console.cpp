@@ -16,6 +16,7 @@
 #include "metrics/counters.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
+#include "daemon/worker.h"
 #include "history/record.h"
 #include "budgets/budget.h"
 #include "pgwarden_version.h"
@@ -58,23 +59,59 @@ std::vector<std::string> words(std::string_view s) {
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
-const char* clientState(const ClientSession& s) {
-  switch (s.state()) {
-    case ClientState::kStartup: return "startup";
-    case ClientState::kAuth: return "auth";
-    case ClientState::kAcquiring: return "acquiring";
-    case ClientState::kAttaching: return "attaching";
-    case ClientState::kReady: return s.busy() ? "active" : "idle";
-    case ClientState::kClosing: return "closing";
-    case ClientState::kClosed: return "closed";
+// Whether a console text names a command that reads other loops (or reloads).
+struct TextNeeds {
+  bool rows = false;
+  bool reload = false;
+};
+
+TextNeeds needsOf(std::string_view text) {
+  TextNeeds n;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string_view::npos) end = text.size();
+    const auto w = words(text.substr(start, end - start));
+    if (w.size() == 1 && w[0] == "RELOAD") n.reload = true;
+    if (w.size() >= 2 && w[0] == "KILL") n.rows = true;
+    if (w.size() == 2 && w[0] == "SHOW" &&
+        (w[1] == "CLIENTS" || w[1] == "SERVERS" || w[1] == "POOLS" || w[1] == "STATS" ||
+         w[1] == "CONVERSATIONS")) {
+      n.rows = true;
+    }
+    start = end + 1;
   }
-  return "closed";
+  return n;
 }
 
 }  // namespace
 
-AdminConsole::AdminConsole(Daemon& daemon, uint64_t session_id, std::string user)
-    : daemon_(daemon), session_id_(session_id), user_(std::move(user)) {}
+AdminConsole::AdminConsole(Daemon& daemon, Worker& home, uint64_t session_id, std::string user)
+    : daemon_(daemon), home_(home), session_id_(session_id), user_(std::move(user)) {}
+
+bool AdminConsole::gather(const protocol::Frame& f, std::function<void()> ready) {
+  if (gathered_ || f.type != 'Q' || daemon_.workers().size() < 2) return false;
+  std::string_view text = f.body;
+  if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
+  const TextNeeds needs = needsOf(text);
+  // RELOAD runs where it runs anyway (loop 0) when the console is there.
+  const bool reload = needs.reload && home_.index() != 0;
+  if (!needs.rows && !reload) return false;
+  gathering_ = ConsoleGather::start(daemon_, home_, kNull, reload,
+                                    [this, ready = std::move(ready)](ConsoleGather::Result r) {
+                                      gathering_.reset();
+                                      gathered_ = std::move(r);
+                                      ready();
+                                    });
+  return true;
+}
+
+std::vector<LoopRows> AdminConsole::view() const {
+  std::vector<LoopRows> out;
+  out.push_back(collectRows(home_, kNull));
+  if (gathered_) out.insert(out.end(), gathered_->loops.begin(), gathered_->loops.end());
+  return out;
+}
 
 void AdminConsole::welcome(std::string& out) {
   // psql reads server_version to pick its own behaviour; the rest is what every driver expects.
@@ -94,6 +131,7 @@ bool AdminConsole::onMessage(const protocol::Frame& f, std::string& out) {
       std::string_view text = f.body;
       if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
       execute(text, out);
+      gathered_.reset();
       protocol::writeReadyForQuery(out, 'I');
       return true;
     }
@@ -143,7 +181,7 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
   r.started_at_us = started_us;
   r.finished_at_us = wallClockMicros();
   r.duration_us = r.finished_at_us - r.started_at_us;
-  r.instance_id = daemon_.instanceId();
+  r.instance_id = home_.config()->instance_id;
   r.session_id = session_id_;
   r.user = user_;
   r.database = std::string(kDatabase);
@@ -172,7 +210,7 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
     r.bytes_sent = static_cast<int64_t>(answer.size());
   }
   // The same sink as every other statement: counters, metrics and history.
-  daemon_.onStatement(std::move(r), nullptr);
+  home_.onStatement(std::move(r), nullptr);
 }
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {
@@ -235,44 +273,25 @@ void AdminConsole::writeError(std::string& out, std::string_view sqlstate,
 
 AdminConsole::Table AdminConsole::showClients() const {
   Table t{{"id", "user", "database", "state", "addr", "application_name", "group", "agent_id",
-           "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id"},
+           "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id", "worker"},
           {}};
-  const uint64_t now = daemon_.nowMs();
-  std::vector<const ClientSession*> all;
-  daemon_.forEachSession([&](const ClientSession& s) { all.push_back(&s); });
-  std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
-  for (const ClientSession* s : all) {
-    const uint64_t since = s->connectedAtMs();
-    t.rows.push_back({std::to_string(s->id()), s->user(), s->database(), clientState(*s), s->peer(),
-                      s->applicationName(), s->group().empty() ? kNull : s->group(),
-                      s->agentId().empty() ? kNull : s->agentId(),
-                      s->conversationId().empty() ? kNull : s->conversationId(),
-                      std::to_string(since > 0 && now > since ? (now - since) / 1000 : 0),
-                      std::to_string(s->statementsRun()), s->poolModeName(),
-                      s->serverId() ? std::to_string(s->serverId()) : kNull});
+  std::vector<const ClientRow*> all;
+  const auto loops = view();
+  for (const auto& l : loops) {
+    for (const auto& c : l.clients) all.push_back(&c);
   }
+  std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  for (const ClientRow* c : all) t.rows.push_back(c->cells);
   return t;
 }
 
 AdminConsole::Table AdminConsole::showServers() const {
   Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error",
-           "client_id", "assignments"},
+           "client_id", "assignments", "worker"},
           {}};
-  const uint64_t now = daemon_.nowMs();
-  daemon_.pools().forEachPool([&](const Pool& p) {
-    p.forEachConnection([&](const PooledConnection& c) {
-      const bool idle = c.state() == ServerState::kIdle;
-      t.rows.push_back({std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
-                        stateName(c.state()),
-                        c.backendPid() ? std::to_string(c.backendPid()) : kNull,
-                        idle && now > c.idleSinceMs()
-                            ? std::to_string((now - c.idleSinceMs()) / 1000)
-                            : kNull,
-                        c.lastError().empty() ? kNull : c.lastError(),
-                        c.holder() ? std::to_string(c.holder()) : kNull,
-                        std::to_string(c.assignments())});
-    });
-  });
+  for (const auto& l : view()) {
+    for (const auto& row : l.servers) t.rows.push_back(row);
+  }
   return t;
 }
 
@@ -280,8 +299,14 @@ AdminConsole::Table AdminConsole::showPools() const {
   Table t{{"pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
            "waiting", "default_mode"},
           {}};
-  const char* mode = daemon_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
-  for (const PoolStats& p : daemon_.pools().stats()) {
+  const char* mode = home_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
+  std::vector<WorkerSummary> loops;
+  for (auto& l : view()) {
+    WorkerSummary w;
+    w.pools = std::move(l.pools);
+    loops.push_back(std::move(w));
+  }
+  for (const PoolStats& p : mergePoolStats(loops)) {
     t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
                       std::to_string(p.connecting), std::to_string(p.idle),
                       std::to_string(p.active), std::to_string(p.resetting),
@@ -292,7 +317,12 @@ AdminConsole::Table AdminConsole::showPools() const {
 
 AdminConsole::Table AdminConsole::showStats() const {
   Table t{{"name", "value"}, {}};
-  const Counters& c = daemon_.counters();
+  Counters c;
+  size_t clients = 0;
+  for (const auto& l : view()) {
+    c += l.counters;
+    clients += l.clients.size();
+  }
   auto add = [&t](std::string name, uint64_t v) {
     t.rows.push_back({std::move(name), std::to_string(v)});
   };
@@ -301,7 +331,7 @@ AdminConsole::Table AdminConsole::showStats() const {
     add(std::string("clients_rejected_") + rejectReasonName(static_cast<RejectReason>(i)),
         c.clients_rejected[i]);
   }
-  add("clients_current", daemon_.sessionCount());
+  add("clients_current", clients);
   add("auth_failures", c.auth_failures);
   add("server_connects", c.server_connects);
   add("server_connect_errors", c.server_connect_errors);
@@ -340,7 +370,7 @@ AdminConsole::Table AdminConsole::showStats() const {
 
 AdminConsole::Table AdminConsole::showGroups() const {
   Table t{{"group", "guards", "users", "search_path"}, {}};
-  const auto& cfg = *daemon_.config();
+  const auto& cfg = *home_.config();
   for (const auto& [name, g] : cfg.groups) {
     std::string users;
     for (const auto& u : cfg.users) {
@@ -357,7 +387,7 @@ AdminConsole::Table AdminConsole::showGroups() const {
 
 AdminConsole::Table AdminConsole::showGuards() const {
   Table t{{"group", "position", "kind", "codes"}, {}};
-  for (const auto& [name, g] : daemon_.config()->groups) {
+  for (const auto& [name, g] : home_.config()->groups) {
     size_t pos = 0;
     for (const auto& guard : g->guards()) {
       std::string codes;
@@ -375,15 +405,21 @@ AdminConsole::Table AdminConsole::showConversations() const {
   Table t{{"user", "conversation_id", "agent_id", "statements", "denials", "budget_left",
            "last_seen_seconds"},
           {}};
-  const auto& cfg = *daemon_.config();
+  const auto& cfg = *home_.config();
   // The agent_id a live session of the conversation last declared.
-  auto agentFor = [this](const std::string& user, const std::string& conversation) {
+  const auto loops = view();
+  std::vector<const ClientRow*> sessions;
+  for (const auto& l : loops) {
+    for (const auto& c : l.clients) sessions.push_back(&c);
+  }
+  std::sort(sessions.begin(), sessions.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  auto agentFor = [&sessions](const std::string& user, const std::string& conversation) {
     std::string agent = kNull;
-    daemon_.forEachSession([&](const ClientSession& s) {
-      if (s.user() == user && s.conversationId() == conversation && !s.agentId().empty()) {
-        agent = s.agentId();
+    for (const ClientRow* s : sessions) {
+      if (s->user == user && s->conversation_id == conversation && !s->agent_id.empty()) {
+        agent = s->agent_id;
       }
-    });
+    }
     return agent;
   };
   const auto nowSteady = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -411,20 +447,21 @@ AdminConsole::Table AdminConsole::showConversations() const {
     }
   }
   // Conversations of live sessions that no budget tracks: what the sessions themselves know.
-  daemon_.forEachSession([&](const ClientSession& s) {
-    if (s.conversationId().empty() || t.rows.size() >= kMaxConversationsShown) return;
-    const std::string key = s.user() + '\0' + s.conversationId();
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+  for (const ClientRow* s : sessions) {
+    if (s->conversation_id.empty() || t.rows.size() >= kMaxConversationsShown) continue;
+    const std::string key = s->user + '\0' + s->conversation_id;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
-    t.rows.push_back({s.user(), s.conversationId(), s.agentId().empty() ? kNull : s.agentId(),
-                      std::to_string(s.statementsRun()), kNull, kNull, "0"});
-  });
+    // SHOW CLIENTS' statements column.
+    t.rows.push_back({s->user, s->conversation_id, s->agent_id.empty() ? kNull : s->agent_id,
+                      s->cells[10], kNull, kNull, "0"});
+  }
   return t;
 }
 
 AdminConsole::Table AdminConsole::showConfig() const {
   Table t{{"key", "value"}, {}};
-  const auto& c = *daemon_.config();
+  const auto& c = *home_.config();
   auto add = [&t](std::string k, std::string v) { t.rows.push_back({std::move(k), std::move(v)}); };
   add("path", c.path);
   add("instance_id", c.instance_id);
@@ -486,9 +523,9 @@ AdminConsole::Table AdminConsole::showHelp() const {
 }
 
 void AdminConsole::reload(std::string& out) {
-  const auto before = daemon_.config();
-  daemon_.reload();
-  if (daemon_.config() == before) {
+  // On loop 0 the reload runs here; elsewhere gather() had loop 0 run it before this text.
+  const bool ok = home_.index() == 0 ? daemon_.reload() : gathered_ && gathered_->reloaded;
+  if (!ok) {
     writeError(out, "F0000", "reload failed: the running configuration is kept",
                "The pgwarden log names the file, line and key that were rejected.");
     return;
@@ -507,14 +544,23 @@ void AdminConsole::killClient(std::string_view arg, std::string& out) {
     writeError(out, "22023", "this is your own session", "Disconnect instead.");
     return;
   }
-  ClientSession* s = daemon_.findSession(id);
-  if (!s || s->state() == ClientState::kClosing || s->state() == ClientState::kClosed) {
+  const ClientRow* s = nullptr;
+  const auto loops = view();
+  for (const auto& l : loops) {
+    for (const auto& c : l.clients) {
+      if (c.id == id) s = &c;
+    }
+  }
+  if (!s || s->closing) {
     writeError(out, "42704", "no client with id " + std::to_string(id),
                "SHOW CLIENTS lists the ids.");
     return;
   }
   spdlog::info("s{} user={}: admin killed client s{}", session_id_, logsafe(user_), id);
-  s->terminate("57P01", "terminating connection due to administrator command");
+  // On the loop that owns it.
+  daemon_.withSession(id, [](ClientSession& victim) {
+    victim.terminate("57P01", "terminating connection due to administrator command");
+  });
   protocol::writeCommandComplete(out, "KILL");
 }
 

@@ -4,20 +4,27 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
+#include "daemon/console_rows.h"
 #include "protocol/messages.h"
 #include "session/session_host.h"
 
 namespace pgwarden::daemon {
 
 class Daemon;
+class Worker;
 
+// Runs on its session's loop (`home`). With several loops, a text that lists sessions, servers,
+// pools or counters, or reloads, first gathers every loop's rows (gather()), then is answered.
 class AdminConsole final : public ConsoleSession {
  public:
-  AdminConsole(Daemon& daemon, uint64_t session_id, std::string user);
+  AdminConsole(Daemon& daemon, Worker& home, uint64_t session_id, std::string user);
   // Who is on the console, for the history records of its commands.
   void setClient(std::string client_addr, std::string application_name) {
     client_addr_ = std::move(client_addr);
@@ -26,6 +33,7 @@ class AdminConsole final : public ConsoleSession {
 
   void welcome(std::string& out) override;
   [[nodiscard]] bool onMessage(const protocol::Frame& f, std::string& out) override;
+  [[nodiscard]] bool gather(const protocol::Frame& f, std::function<void()> ready) override;
 
   // Runs one Query text (one or more commands separated by ';'), without the ReadyForQuery.
   void execute(std::string_view text, std::string& out);
@@ -55,7 +63,13 @@ class AdminConsole final : public ConsoleSession {
   void reload(std::string& out);
   void killClient(std::string_view arg, std::string& out);
 
+  // Every loop's rows: gathered for this text, or this loop's alone.
+  std::vector<LoopRows> view() const;
+
   Daemon& daemon_;
+  Worker& home_;
+  std::shared_ptr<ConsoleGather> gathering_;
+  std::optional<ConsoleGather::Result> gathered_;  // for the text being answered
   uint64_t session_id_;
   std::string user_;
   std::string client_addr_;

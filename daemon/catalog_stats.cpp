@@ -258,7 +258,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     std::vector<uint64_t> ids;
     ids.swap(waiters_);
     for (uint64_t id : ids) {
-      if (ClientSession* s = daemon_.findSession(id)) s->onStatsReady();
+      if (ClientSession* s = daemon_.primary().findSession(id)) s->onStatsReady();
     }
   }
 
@@ -324,6 +324,13 @@ void CatalogRefresher::watch(const std::string& server_db) {
   auto& job = jobs_[server_db];
   job = std::make_unique<Job>(daemon_, server_db);
   job->tick(daemon_.nowMs());
+}
+
+std::vector<std::string> CatalogRefresher::databases() const {
+  std::vector<std::string> out;
+  out.reserve(jobs_.size());
+  for (const auto& [db, job] : jobs_) out.push_back(db);
+  return out;
 }
 
 bool CatalogRefresher::loading(const std::string& server_db) const {

@@ -1,6 +1,7 @@
 // Catalog statistics for the guards (estimated rows, indexed columns), per server database:
 // loaded at start-up and refreshed on a timer over pgwarden's own server connection, driven by
-// the loop like any session (never a blocking libpq call). A failed refresh is logged and
+// loop 0 like any session (never a blocking libpq call); the daemon publishes the snapshots to
+// the other loops. A failed refresh is logged and
 // retried; guards keep the last good snapshot meanwhile.
 #pragma once
 
@@ -31,6 +32,8 @@ class CatalogRefresher {
   // Starts keeping statistics for a server database (no-op when already kept, or when the
   // bound on databases is reached).
   void watch(const std::string& server_db);
+  // The server databases whose statistics are kept.
+  std::vector<std::string> databases() const;
   // True while the first load for `server_db` is still under way (statements evaluated now
   // would miss the table sizes).
   bool loading(const std::string& server_db) const;

@@ -4,6 +4,7 @@
 #include "daemon/config.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/config_util.h"
 #include "budgets/guard_kinds.h"
@@ -262,9 +264,27 @@ void parseLimits(const YAML::Node& n, LimitsConfig& out) {
   }
 }
 
+// One loop per CPU this process may run on (its affinity mask, so a container's or a
+// CPUAffinity= limit counts), within the cap.
+int autoWorkers() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(n, 1, DaemonSection::kMaxWorkers);
+}
+
 void parseDaemonSection(const YAML::Node& n, const std::string& config_path, DaemonSection& out) {
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(n, "daemon", {"state_dir"});
+  cfg::checkKeys(n, "daemon", {"state_dir", "workers"});
+  if (const YAML::Node w = n["workers"]; w.IsDefined() && !w.IsNull()) {
+    if (w.IsScalar() && w.Scalar() == "auto") {
+      out.workers = autoWorkers();
+    } else {
+      const int64_t v = cfg::getInt(n, "daemon", "workers", 1, 1, DaemonSection::kMaxWorkers);
+      out.workers = static_cast<int>(v);
+    }
+  }
   out.state_dir =
       resolveRelative(config_path, cfg::getString(n, "daemon", "state_dir", out.state_dir));
   if (out.state_dir.empty()) cfg::fail(n["state_dir"], "daemon.state_dir", "must not be empty");

@@ -1,10 +1,11 @@
-// Daemon: loop setup, listeners, accept, janitor, signals, graceful shutdown, cancel routing,
-// history submission and reload. Everything runs on the one loop thread.
+// Daemon: loop 0's setup, listeners and the acceptor, the workers, janitor, signals, graceful
+// shutdown, and the services the loops share: the startup limiter, cancel-key routing, catalog
+// statistics for the other loops, history submission, and reload.
 #include "daemon/daemon.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,9 +27,13 @@ namespace pgwarden::daemon {
 namespace {
 
 constexpr uint64_t kJanitorMs = 100;
-constexpr uint64_t kCancelTimeoutMs = 5000;
 constexpr uint64_t kSigintShutdownMs = 3000;
 constexpr int kBacklog = 512;
+
+// The loop the calling thread runs (the shared budget stores are made on it).
+thread_local uv_loop_t* t_loop = nullptr;
+
+uv_loop_t* currentWorkerLoop() { return t_loop; }
 
 uint64_t cancelMapKey(int32_t pid, int32_t key) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(key);
@@ -36,47 +41,46 @@ uint64_t cancelMapKey(int32_t pid, int32_t key) {
 
 }  // namespace
 
-Daemon::Daemon(std::shared_ptr<const Config> config)
-    : config_(std::move(config)),
-      pools_(&loop_, counters_, std::make_unique<ServerConnectionFactory>()) {
+Daemon::Daemon(std::shared_ptr<const Config> config) : config_(std::move(config)) {
   uv_loop_init(&loop_);
   loop_.data = this;
-  pools_.setConfig(poolSettings(*config_));
-  // With redact_literals the history writer normalizes a statement before it cuts it, so it gets
-  // the whole text (and bounds it itself); otherwise records keep history.max_sql_bytes of it.
-  policy_ = std::make_unique<PolicyEngine>(
-      4096, config_->history.redact_literals ? 0 : config_->history.max_sql_bytes);
   catalog_ = std::make_unique<CatalogRefresher>(*this);
   metrics_ = std::make_unique<DaemonMetrics>(*this);
   budgets_ = std::make_unique<guards::BudgetLedger>();
-  budgets_->setStoreFactory([this](const guards::BudgetStoreConfig& cfg) {
-    return std::make_unique<BudgetStorePg>(&loop_, cfg);
+  // A shared budget store runs on the loop that first needs it: one libpq connection per loop.
+  budgets_->setStoreFactory([](const guards::BudgetStoreConfig& cfg) {
+    return std::make_unique<BudgetStorePg>(currentWorkerLoop(), cfg);
   });
-  webhooks_ = std::make_unique<WebhookClient>(&loop_, WebhookClient::Options{});
-  statements_ = std::make_unique<StatementRecorder>(*this, budgets_.get(), config_->instance_id);
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
+  const int n = std::max(1, config_->daemon.workers);
+  for (int i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i, config_, ""));
+  enterWorkerThread(primary());
+  metrics_->setThreaded(n > 1);
 }
 
 Daemon::~Daemon() {
   // run() returns only once every handle is closed; a Daemon that never ran has its timers and
   // signals uninitialized. Give libuv a last chance to finish close callbacks either way.
   mcp_.reset();
-  webhooks_.reset();
-  statements_->setBudgets(nullptr);
-  budgets_.reset();
+  // After run() every loop has finished; otherwise (start() failed) the started ones end now.
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    (void)w->post([w] { w->shutdownNow(); });
+    w->join();
+  }
+  workers_running_ = 0;
+  primary().shutdownNow();
   metrics_->close();
-  pools_.close();
+  mailbox_.close();
   // The janitor is unreferenced during shutdown: when every other handle closes before its
   // grace period ends, uv_run returns with it still open, and the loop could not be closed.
   auto* janitor = reinterpret_cast<uv_handle_t*>(&janitor_);
   if (janitor_.loop == &loop_ && !uv_is_closing(janitor)) uv_close(janitor, &Daemon::onHandleClosed);
   uv_run(&loop_, UV_RUN_NOWAIT);
-  sessions_.clear();
-  session_graveyard_.clear();
-  cancels_.clear();
-  cancel_graveyard_.clear();
-  pools_.sweep();
+  workers_.clear();
+  budgets_.reset();
+  uv_run(&loop_, UV_RUN_NOWAIT);
   uv_loop_close(&loop_);
 }
 
@@ -84,6 +88,7 @@ bool Daemon::start() {
   const auto& cfg = *config_;
   salt_key_ = loadSaltKey(cfg.auth);
   if (!salt_key_.warning.empty()) spdlog::warn("{}", salt_key_.warning);
+  for (auto& w : workers_) w->applyConfig(config_, salt_key_.key);
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
     metrics_->setRecorder(recorder_.get(), cfg.history.store);
@@ -118,6 +123,15 @@ bool Daemon::start() {
   uv_signal_start(&sig_int_, &Daemon::onSignal, SIGINT);
   uv_signal_start(&sig_hup_, &Daemon::onSignal, SIGHUP);
   handles_open_ = 5;
+  if (const int rc = mailbox_.open(&loop_); rc != 0) {
+    spdlog::error("cannot open loop 0's mailbox: {}", uv_strerror(rc));
+    return false;
+  }
+  for (auto& w : workers_) {
+    if (!w->start()) return false;
+    if (w->index() > 0) workers_running_.fetch_add(1);
+  }
+  if (threaded()) spdlog::info("{} worker loops serve client connections", workers_.size());
 
   // Statistics for the databases the config names are loaded before the first client asks.
   for (const auto& [client_db, server_db] : cfg.upstream.databases) {
@@ -206,6 +220,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
 
 int Daemon::run() {
   uv_run(&loop_, UV_RUN_DEFAULT);
+  for (auto& w : workers_) w->join();
   if (recorder_) {
     // Whatever the shutdown left queued is written before the process exits.
     recorder_->shutdown(std::chrono::milliseconds(5000));
@@ -216,40 +231,60 @@ int Daemon::run() {
   return 0;
 }
 
-void Daemon::onConnection(Listener& l) {
-  const int fd = l.acceptedFd();
-  const uint64_t id = ++next_session_id_;
-  auto s = std::make_unique<ClientSession>(*this, id, l.isUnix());
-  ClientSession* raw = s.get();
-  sessions_.emplace(id, std::move(s));
-  ++counters_.clients_accepted;
-  const int rc = raw->accept(l.handle());
-  if (rc != 0) {
-    spdlog::warn("accept on {} failed: {}", l.name(), uv_strerror(rc));
-    if (raw->state() == ClientState::kStartup) sessions_.erase(id);  // no handle was opened
-    return;
+Worker& Daemon::leastLoaded() {
+  // Ties go round: a burst of connections on an idle process spreads over every loop.
+  const size_t n = workers_.size();
+  const size_t first = next_worker_.fetch_add(1, std::memory_order_relaxed) % n;
+  Worker* best = workers_[first].get();
+  for (size_t k = 1; k < n; ++k) {
+    Worker* w = workers_[(first + k) % n].get();
+    if (w->load() < best->load()) best = w;
   }
-  // Near RLIMIT_NOFILE, refuse new clients while descriptors remain for the server connections,
-  // history and metrics of the sessions already in; otherwise libuv would close connections
-  // silently once accept() fails with EMFILE.
-  rlimit lim{};
-  if (fd >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-    const rlim_t reserve = std::max<rlim_t>(16, lim.rlim_cur / 32);
-    if (static_cast<rlim_t>(fd) + reserve >= lim.rlim_cur) {
-      spdlog::warn(
-          "s{} peer={}: refused: out of file descriptors (descriptor {} of a limit of {}, "
-          "{} kept for open sessions); raise LimitNOFILE",
-          id, logsafe(raw->peer()), fd, static_cast<uint64_t>(lim.rlim_cur),
-          static_cast<uint64_t>(reserve));
-      raw->rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
-                              "descriptors", RejectReason::kMaxConnections);
-      return;
-    }
-  }
-  admitStartup(*raw);
+  return *best;
 }
 
-void Daemon::admitStartup(ClientSession& s) {
+void Daemon::onConnection(Listener& l) {
+  Worker& to = threaded() ? leastLoaded() : primary();
+  if (to.index() == 0) {
+    to.acceptFrom(l);
+    return;
+  }
+  handOver(l, to);
+}
+
+void Daemon::handOver(Listener& l, Worker& to) {
+  // The connection is accepted here into a handle of loop 0's and its descriptor duplicated for
+  // the worker, which opens a stream of its own loop over it; loop 0's handle then closes.
+  struct Accepted {
+    union {
+      uv_tcp_t tcp;
+      uv_pipe_t pipe;
+    } h;
+  };
+  auto* a = new Accepted{};
+  const bool via_unix = l.isUnix();
+  int rc = via_unix ? uv_pipe_init(&loop_, &a->h.pipe, 0) : uv_tcp_init(&loop_, &a->h.tcp);
+  if (rc != 0) {
+    delete a;
+    spdlog::warn("accept on {} failed: {}", l.name(), uv_strerror(rc));
+    return;
+  }
+  auto* handle = reinterpret_cast<uv_handle_t*>(&a->h);
+  const auto release = [](uv_handle_t* h) { delete reinterpret_cast<Accepted*>(h); };
+  rc = uv_accept(l.handle(), reinterpret_cast<uv_stream_t*>(handle));
+  uv_os_fd_t fd = -1;
+  if (rc == 0) rc = uv_fileno(handle, &fd);
+  const int dup_fd = rc == 0 ? ::dup(fd) : -1;
+  uv_close(handle, release);
+  if (dup_fd < 0) {
+    spdlog::warn("accept on {} failed: {}", l.name(), rc != 0 ? uv_strerror(rc) : std::strerror(errno));
+    return;
+  }
+  to.assigned();
+  if (!to.post([&to, dup_fd, via_unix] { to.adopt(dup_fd, via_unix); })) ::close(dup_fd);
+}
+
+void Daemon::admitStartup(Worker& w, ClientSession& s) {
   // Every new connection has yet to log in. Those that have not are capped in total and per
   // address, and never take the slots reserved for logged-in sessions; when room is needed,
   // the oldest of them that has had a second to log in is closed (see docs/reliability.md).
@@ -258,8 +293,9 @@ void Daemon::admitStartup(ClientSession& s) {
   l.max_total = static_cast<size_t>(limits.startupCap());
   l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
   const std::string address = s.viaUnix() ? std::string() : StartupLimiter::addressKey(s.peerHost());
-  const uint64_t now = nowMs();
-  const bool clients_full = sessions_.size() > static_cast<size_t>(limits.max_client_connections);
+  const uint64_t now = w.nowMs();
+  const bool clients_full = sessionCount() > static_cast<size_t>(limits.max_client_connections);
+  std::unique_lock lock(startup_mu_);
   const auto d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
   // A flood would write a line per connection: one line a second per kind, with the count.
   uint64_t left_out = 0;
@@ -268,15 +304,20 @@ void Daemon::admitStartup(ClientSession& s) {
                                                        left_out);
   };
   if (d.evict != 0) {
-    if (ClientSession* old = findSession(d.evict)) {
-      if (startup_log_[0].allow(now, left_out)) {
+    const bool log = startup_log_[0].allow(now, left_out);
+    std::string note = log ? more() : std::string();
+    const size_t max_total = l.max_total;
+    // The connection to close may be another loop's: it is closed there.
+    withSession(d.evict, [log, note = std::move(note), max_total, now](ClientSession& old) {
+      if (log) {
+        const uint64_t since = old.connectedAtMs();
         spdlog::warn("s{} peer={}: closed after {} ms without logging in, to make room for a "
-                     "new connection (limits.max_startup_connections {}){}", old->id(),
-                     old->peer(), now - old->connectedAtMs(), l.max_total, more());
+                     "new connection (limits.max_startup_connections {}){}", old.id(),
+                     old.peer(), now > since ? now - since : 0, max_total, note);
       }
-      old->reject("53300", "too many connections still starting up; this one did not log in in "
-                  "time", RejectReason::kStartupLimit);
-    }
+      old.reject("53300", "too many connections still starting up; this one did not log in in "
+                 "time", RejectReason::kStartupLimit);
+    });
   }
   switch (d.verdict) {
     case StartupLimiter::Verdict::kAdmit:
@@ -310,52 +351,121 @@ void Daemon::admitStartup(ClientSession& s) {
   }
 }
 
-void Daemon::leftStartup(uint64_t id) { startup_limiter_.leave(id); }
-
-void Daemon::poolWaited(bool timed_out, std::chrono::nanoseconds waited) {
-  metrics_->poolWait(timed_out, waited);
+void Daemon::leftStartup(uint64_t id) {
+  std::lock_guard lock(startup_mu_);
+  startup_limiter_.leave(id);
 }
 
-std::unique_ptr<ConsoleSession> Daemon::openConsole(uint64_t session_id, const std::string& user,
-                                                    const std::string& client_addr,
-                                                    const std::string& application_name) {
-  auto console = std::make_unique<AdminConsole>(*this, session_id, user);
-  console->setClient(client_addr, application_name);
-  return console;
+void Daemon::withSession(uint64_t id, std::function<void(ClientSession&)> fn) {
+  for (auto& w : workers_) {
+    Worker* wp = w.get();
+    if (t_loop == wp->loop()) {
+      if (ClientSession* s = wp->findSession(id)) fn(*s);
+      continue;
+    }
+    (void)wp->post([wp, id, fn] {
+      if (ClientSession* s = wp->findSession(id)) fn(*s);
+    });
+  }
 }
 
-void Daemon::onSessionClosed(ClientSession* s) {
-  auto it = sessions_.find(s->id());
-  if (it == sessions_.end()) return;
-  session_graveyard_.push_back(std::move(it->second));
-  sessions_.erase(it);
+void Daemon::enterWorkerThread(Worker& w) { t_loop = w.loop(); }
+
+void Daemon::releaseBudgetStores(Worker& w) {
+  (void)w;
+  if (budgets_) budgets_->releaseStoresOfThisThread();
 }
 
-ClientSession* Daemon::findSession(uint64_t id) {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
+size_t Daemon::sessionCount() const {
+  int64_t n = 0;
+  for (const auto& w : workers_) n += w->load();
+  return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
-void Daemon::forEachSession(const std::function<void(const ClientSession&)>& fn) const {
-  for (const auto& [id, s] : sessions_) fn(*s);
+std::vector<WorkerSummary> Daemon::summaries() const {
+  std::vector<WorkerSummary> out;
+  out.reserve(workers_.size());
+  for (const auto& w : workers_) out.push_back(w->index() == 0 ? w->liveSummary() : w->summary());
+  return out;
 }
 
-std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(
-    const std::string& server_db) const {
-  return catalog_->get(server_db);
+Counters Daemon::totals() const {
+  Counters sum = primary().counters();
+  for (size_t i = 1; i < workers_.size(); ++i) sum += workers_[i]->summary().counters;
+  return sum;
+}
+
+std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(const std::string& server_db) {
+  if (t_loop == &loop_) return catalog_->get(server_db);
+  std::lock_guard lock(stats_mu_);
+  auto it = stats_board_.snapshots.find(server_db);
+  return it == stats_board_.snapshots.end() ? nullptr : it->second;
 }
 
 void Daemon::watchDatabase(const std::string& server_db) {
-  if (!shutting_down_) catalog_->watch(server_db);
+  if (t_loop == &loop_) {
+    if (!shutting_down_) catalog_->watch(server_db);
+    return;
+  }
+  {
+    // Until loop 0 has started the load, the database counts as loading for the other loops,
+    // so their first session on it waits for the statistics as loop 0's would.
+    std::lock_guard lock(stats_mu_);
+    if (!stats_board_.snapshots.count(server_db) &&
+        stats_board_.loading.size() < CatalogRefresher::kMaxDatabases) {
+      (void)stats_board_.loading[server_db];
+    }
+  }
+  (void)mailbox_.post([this, server_db] {
+    if (!shutting_down_) catalog_->watch(server_db);
+    publishStats();
+  });
 }
 
-bool Daemon::waitForStats(const std::string& server_db, uint64_t session_id) {
-  if (!catalog_->loading(server_db)) return false;
-  catalog_->notifyWhenLoaded(server_db, session_id);
+bool Daemon::waitForStats(Worker& w, const std::string& server_db, uint64_t session_id) {
+  if (t_loop == &loop_) {
+    if (!catalog_->loading(server_db)) return false;
+    catalog_->notifyWhenLoaded(server_db, session_id);
+    return true;
+  }
+  std::lock_guard lock(stats_mu_);
+  auto it = stats_board_.loading.find(server_db);
+  if (it == stats_board_.loading.end()) return false;
+  it->second.emplace_back(&w, session_id);
   return true;
 }
 
-void Daemon::registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) {
+void Daemon::publishStats() {
+  if (!threaded()) return;
+  std::vector<std::pair<Worker*, uint64_t>> ready;
+  {
+    std::lock_guard lock(stats_mu_);
+    auto& board = stats_board_;
+    board.snapshots.clear();
+    for (const auto& db : catalog_->databases()) {
+      if (auto snap = catalog_->get(db)) board.snapshots.emplace(db, std::move(snap));
+    }
+    for (const auto& db : catalog_->databases()) {
+      if (catalog_->loading(db)) (void)board.loading[db];
+    }
+    for (auto it = board.loading.begin(); it != board.loading.end();) {
+      // Done (or never started: the refresher keeps no more databases): the waiters go on.
+      if (catalog_->loading(it->first)) {
+        ++it;
+        continue;
+      }
+      for (auto& wait : it->second) ready.push_back(wait);
+      it = board.loading.erase(it);
+    }
+  }
+  for (auto [w, id] : ready) {
+    (void)w->post([w, id] {
+      if (ClientSession* s = w->findSession(id)) s->onStatsReady();
+    });
+  }
+}
+
+void Daemon::registerCancelKey(Worker& w, uint64_t session_id, int32_t& pid, int32_t& key) {
   for (;;) {
     const std::string r = protocol::randomBytes(8);
     uint32_t a = 0;
@@ -365,59 +475,64 @@ void Daemon::registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) {
     pid = static_cast<int32_t>(a & 0x7fffffffu);
     key = static_cast<int32_t>(b);
     if (pid == 0) continue;
-    if (cancel_keys_.emplace(cancelMapKey(pid, key), s).second) return;
+    std::lock_guard lock(cancel_mu_);
+    if (cancel_keys_.emplace(cancelMapKey(pid, key), CancelOwner{&w, session_id}).second) return;
   }
 }
 
 void Daemon::unregisterCancelKey(int32_t pid, int32_t key) {
+  std::lock_guard lock(cancel_mu_);
   cancel_keys_.erase(cancelMapKey(pid, key));
 }
 
-void Daemon::handleCancelRequest(int32_t pid, int32_t key) {
-  auto it = cancel_keys_.find(cancelMapKey(pid, key));
-  if (it == cancel_keys_.end()) {
-    spdlog::debug("cancel request with an unknown key ignored");
-    return;
+void Daemon::routeCancel(Worker& from, int32_t pid, int32_t key) {
+  CancelOwner owner{};
+  {
+    std::lock_guard lock(cancel_mu_);
+    auto it = cancel_keys_.find(cancelMapKey(pid, key));
+    if (it == cancel_keys_.end()) {
+      spdlog::debug("cancel request with an unknown key ignored");
+      return;
+    }
+    owner = it->second;
   }
-  it->second->cancelFromClient();
+  const auto cancel = [owner] {
+    if (ClientSession* s = owner.worker->findSession(owner.session_id)) s->cancelFromClient();
+  };
+  if (owner.worker == &from) {
+    cancel();
+  } else if (!owner.worker->post(cancel)) {
+    spdlog::debug("cancel request for a loop that has finished ignored");
+  }
 }
 
-void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
-                               std::shared_ptr<CancelFence> fence) {
-  if (cancels_.size() >= kMaxCancelsInFlight) {
-    spdlog::warn("cancel request dropped: {} already in flight", cancels_.size());
-    return;
-  }
-  ++counters_.cancel_requests_forwarded;
-  auto f = std::make_unique<CancelForwarder>(
-      &loop_, config_->upstream, server_pid, server_key, [this, fence](CancelForwarder* done) {
-        if (fence) fence->done();
-        for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
-          if (it->get() == done) {
-            cancel_graveyard_.push_back(std::move(*it));
-            cancels_.erase(it);
-            return;
-          }
-        }
-      });
-  if (fence) fence->sent();
-  CancelForwarder* raw = f.get();
-  raw->setDeadline(nowMs() + kCancelTimeoutMs);
-  cancels_.push_back(std::move(f));
-  raw->start();
-}
-
-void Daemon::submitRecord(history::Record&& record) {
+void Daemon::submitRecord(history::Record&& record, Counters& counters) {
   if (!recorder_) return;
-  ++counters_.history_submitted;
-  if (!recorder_->submit(std::move(record))) ++counters_.history_dropped;
+  ++counters.history_submitted;
+  bool queued = false;
+  {
+    std::unique_lock lock(recorder_mu_, std::defer_lock);
+    if (threaded()) lock.lock();
+    queued = recorder_->submit(std::move(record));
+  }
+  if (!queued) ++counters.history_dropped;
 }
 
-void Daemon::onStatement(history::Record&& record, const StatementPlan* plan) {
-  counters_.statement(record.outcome);
-  if (record.truncated) ++counters_.statements_truncated;
-  metrics_->onStatement(record, plan);
-  submitRecord(std::move(record));
+bool Daemon::workerMayFinish(const Worker& w) const {
+  if (w.index() != 0) return true;
+  // Loop 0 goes last: the MCP calls still running use its pools, and the other loops' news
+  // (finished, statistics) come through its mailbox.
+  if (mcp_ && mcp_->callsInFlight() > 0) return false;
+  return workers_running_.load() == 0;
+}
+
+void Daemon::workerFinished(Worker& w) {
+  if (w.index() == 0) {
+    finishShutdownIfDone();
+    return;
+  }
+  // Loop 0's check handle looks again after this whether its own share may go.
+  (void)mailbox_.post([this] { workers_running_.fetch_sub(1); });
 }
 
 void Daemon::requestShutdown(bool fast) {
@@ -429,36 +544,33 @@ void Daemon::requestShutdown(bool fast) {
     // A second signal: stop waiting.
     spdlog::info("second shutdown signal: closing every session now");
     shutdown_deadline_ms_ = now;
-    tick();
-    return;
+  } else {
+    shutting_down_ = true;
+    shutdown_deadline_ms_ = now + timeout;
+    if (notifier_) (void)notifier_->stopping();
+    const size_t n = sessionCount();
+    spdlog::info("shutting down ({}): no new connections; {} session{} get up to {} ms to finish",
+                 fast ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", timeout);
+    for (auto& l : listeners_) l->close();
+    // MCP calls in flight get the same time as SQL statements; new MCP requests are refused (503).
+    if (mcp_) mcp_->beginDrain();
+    catalog_->stop();
   }
-  shutting_down_ = true;
-  shutdown_deadline_ms_ = now + timeout;
-  if (notifier_) (void)notifier_->stopping();
-  spdlog::info("shutting down ({}): no new connections; {} session{} get up to {} ms to finish",
-               fast ? "SIGINT" : "SIGTERM", sessions_.size(), sessions_.size() == 1 ? "" : "s",
-               timeout);
-  for (auto& l : listeners_) l->close();
-  // MCP calls in flight get the same time as SQL statements; new MCP requests are refused (503).
-  if (mcp_) mcp_->beginDrain();
-  catalog_->stop();
-  std::vector<ClientSession*> all;
-  for (auto& [id, s] : sessions_) all.push_back(s.get());
-  for (ClientSession* s : all) s->beginShutdown();
-  finishShutdownIfDone();
+  const uint64_t deadline = shutdown_deadline_ms_;
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    (void)w->post([w, deadline] { w->beginShutdown(deadline); });
+  }
+  primary().beginShutdown(deadline);
+  tick();
 }
 
 void Daemon::finishShutdownIfDone() {
-  if (!shutting_down_ || stopping_loop_ || !sessions_.empty()) return;
-  if (mcp_ && mcp_->callsInFlight() > 0) return;
+  if (!shutting_down_ || stopping_loop_ || !primary().finished()) return;
   stopping_loop_ = true;
   mcp_.reset();
-  pools_.closeAll("pgwarden is shutting down");
   metrics_->close();
-  webhooks_.reset();
-  statements_->setBudgets(nullptr);
-  budgets_.reset();
-  for (auto& c : cancels_) c->close();
+  mailbox_.close();
   // Whatever still holds the loop open after this (a server login in flight, a late close) must
   // not keep the process alive: a short grace for close callbacks, then the loop is stopped. The
   // timer is unreferenced so a loop that empties first ends at once.
@@ -474,7 +586,7 @@ void Daemon::finishShutdownIfDone() {
   uv_close(reinterpret_cast<uv_handle_t*>(&check_), &Daemon::onHandleClosed);
 }
 
-void Daemon::reload() {
+bool Daemon::reload() {
   if (notifier_) (void)notifier_->reloading();
   std::shared_ptr<const Config> next;
   try {
@@ -482,7 +594,7 @@ void Daemon::reload() {
   } catch (const std::exception& e) {
     spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
     if (notifier_) (void)notifier_->ready();
-    return;
+    return false;
   }
   // Settings applied only when the listeners are made: each changed one is named.
   const auto sameAddresses = [](const ListenConfig& a, const ListenConfig& b) {
@@ -527,36 +639,32 @@ void Daemon::reload() {
     // A key of this process's own would change every unknown user's salt for nothing.
     if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
   }
+  if (next->daemon.workers != config_->daemon.workers) {
+    spdlog::warn("reload: daemon.workers changed; the number of loops stays {} until a restart",
+                 workers_.size());
+  }
   config_ = std::move(next);
-  pools_.setConfig(poolSettings(*config_));
+  // Every loop takes the new configuration for its new sessions; loop 0's at once.
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    (void)w->post([w, cfg = config_, key = salt_key_.key] { w->applyConfig(cfg, key); });
+  }
+  primary().applyConfig(config_, salt_key_.key);
   spdlog::level::level_enum level = spdlog::level::from_str(config_->logging.level);
   spdlog::set_level(level);
   spdlog::info("configuration reloaded from {}; new sessions use it", config_->path);
   if (notifier_) (void)notifier_->ready();
+  return true;
 }
 
 void Daemon::tick() {
   const uint64_t now = nowMs();
-  std::vector<ClientSession*> all;
-  all.reserve(sessions_.size());
-  for (auto& [id, s] : sessions_) all.push_back(s.get());
-  const bool overdue = shutting_down_ && now >= shutdown_deadline_ms_;
-  for (ClientSession* s : all) {
-    if (overdue && s->state() != ClientState::kClosing && s->state() != ClientState::kClosed) {
-      // The client (and the statement's history record) learn why the statement never finished.
-      s->terminate("57P01",
-                   "terminating connection: pgwarden is shutting down and the statement did not "
-                   "finish within limits.shutdown_timeout");
-    }
-    s->tick(now);
-  }
-  if (overdue) {
+  if (shutting_down_ && now >= shutdown_deadline_ms_) {
     // MCP calls still running are cancelled; their statements are recorded as they end.
     if (mcp_) mcp_->close();
-    pools_.closeAll("pgwarden is shutting down");
   }
-  pools_.tick(now);
   catalog_->tick(now);
+  publishStats();
   auth_limiter_.expire(now);
   if (notifier_ && notifier_->watchdogPingPeriod().count() > 0 &&
       now - last_watchdog_ms_ >= static_cast<uint64_t>(notifier_->watchdogPingPeriod().count())) {
@@ -566,27 +674,18 @@ void Daemon::tick() {
   // `systemctl status` shows the connection counts, refreshed at most once a second.
   if (notifier_ && notifier_->enabled() && !shutting_down_ && now - last_status_ms_ >= 1000) {
     last_status_ms_ = now;
-    std::string text = "accepting connections: " + std::to_string(sessions_.size()) +
-                       " clients, " + std::to_string(pools_.openConnections()) +
-                       " server connections";
+    size_t servers = 0;
+    for (const auto& s : summaries()) servers += s.server_connections;
+    std::string text = "accepting connections: " + std::to_string(sessionCount()) +
+                       " clients, " + std::to_string(servers) + " server connections";
     if (text != last_status_) {
       last_status_ = std::move(text);
       (void)notifier_->status(last_status_);
     }
   }
-  std::vector<CancelForwarder*> cancels;
-  for (auto& c : cancels_) cancels.push_back(c.get());
-  for (CancelForwarder* c : cancels) {
-    if (now >= c->deadlineMs()) c->close();
-  }
 }
 
-void Daemon::sweep() {
-  session_graveyard_.clear();
-  cancel_graveyard_.clear();
-  pools_.sweep();
-  finishShutdownIfDone();
-}
+void Daemon::sweep() { finishShutdownIfDone(); }
 
 void Daemon::onJanitor(uv_timer_t* t) { static_cast<Daemon*>(t->data)->tick(); }
 
@@ -600,7 +699,7 @@ void Daemon::onSignal(uv_signal_t* s, int signum) {
   switch (signum) {
     case SIGTERM: self->requestShutdown(false); break;
     case SIGINT: self->requestShutdown(true); break;
-    case SIGHUP: self->reload(); break;
+    case SIGHUP: (void)self->reload(); break;
     default: break;
   }
 }

@@ -1,15 +1,16 @@
-// The process: one libuv loop with the listeners, the client sessions, the server pools, the
-// janitor timer, signal handling, cancel-key routing, catalog statistics and the history
-// recorder. Owns every session; frees closed ones once per loop iteration, outside callbacks.
+// The process: the listeners, the signals, the worker loops that own the sessions and pools
+// (daemon/worker.h), and what those loops share behind locks.
 #pragma once
 
 #include <uv.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -21,11 +22,11 @@
 #include "session/session_host.h"
 #include "session/startup_limiter.h"
 #include "daemon/config.h"
+#include "daemon/loop_mailbox.h"
+#include "daemon/worker.h"
 #include "metrics/counters.h"
 #include "net/listener.h"
 #include "pool/pool.h"
-#include "session/statement_policy.h"
-#include "session/statement_recorder.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
 #include "budgets/budget.h"
@@ -45,9 +46,11 @@ class McpServer;
 }  // namespace pgwarden::mcp
 namespace pgwarden::daemon {
 
-// The process is where finished statements end up (StatementSink): counted, exported as
-// metrics and queued for history. It is also what the MCP endpoint runs on (McpHost).
-class Daemon final : public StatementSink, public SessionHost, public mcp::McpHost {
+// The process: the listeners and the acceptor, the signals, the worker loops (worker 0 on this
+// loop), what the loops share (budgets, the login and startup limiters, cancel keys, catalog
+// statistics, the history recorder, metrics), and the MCP endpoint (McpHost), which runs on
+// loop 0 over worker 0's pools and recorder.
+class Daemon final : public mcp::McpHost {
  public:
   explicit Daemon(std::shared_ptr<const Config> config);
   ~Daemon();
@@ -56,102 +59,97 @@ class Daemon final : public StatementSink, public SessionHost, public mcp::McpHo
 
   // The service manager to tell about readiness, reloads and shutdown (optional).
   void setNotifier(SystemdNotifier* notifier) { notifier_ = notifier; }
-  // Binds the listeners; returns false (after logging why) when one cannot be bound.
+  // Binds the listeners and starts the workers; returns false (after logging why) on failure.
   bool start();
   // Runs the loop until shutdown has finished. Returns the process exit code.
   int run();
 
   uv_loop_t* loop() override { return &loop_; }
-  const std::shared_ptr<const Config>& config() const override { return config_; }
-  Counters& counters() override { return counters_; }
-  const Counters& counters() const { return counters_; }
-  PoolManager& pools() override { return pools_; }
-  PolicyEngine& policy() override { return *policy_; }
-  AuthLimiter& authLimiter() override { return auth_limiter_; }
-  // The key unknown users' made-up salts are derived from (daemon/salt_key.h).
-  const std::string& saltKey() const override { return salt_key_.key; }
-  // Agent features: per-conversation budgets and the HTTP client of webhook guards (null once
-  // the shutdown has released them).
-  guards::BudgetLedger* budgets() override { return budgets_.get(); }
-  WebhookClient* webhooks() { return webhooks_.get(); }
-  uint64_t nowMs() const override { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
-  bool shuttingDown() const override { return shutting_down_; }
+  const std::shared_ptr<const Config>& config() const { return config_; }
+  uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
+  bool shuttingDown() const { return shutting_down_; }
   const std::string& instanceId() const { return config_->instance_id; }
 
-  // Catalog statistics for a server database (null until the first refresh succeeds).
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) const;
-  const CatalogRefresher& catalog() const { return *catalog_; }
-  // Keeps statistics for a server database from now on (a client logged in to it).
-  void watchDatabase(const std::string& server_db) override;
-  // The first statistics load for `server_db` is under way; `session_id` is told when it ends.
-  bool waitForStats(const std::string& server_db, uint64_t session_id) override;
+  // Loop 0's own share (the catalog's pools, its counters, the MCP endpoint's pools).
+  Worker& primary() { return *workers_.front(); }
+  const Worker& primary() const { return *workers_.front(); }
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  Counters& counters() { return primary().counters(); }
+  PoolManager& pools() { return primary().pools(); }
+  // Every loop's counters added up: loop 0's as they are, the others' as last published.
+  Counters totals() const;
+  // Every loop's summary: loop 0's live, the others' as last published (at most 100 ms old).
+  std::vector<WorkerSummary> summaries() const;
+  size_t sessionCount() const;
 
-  // Cancel keys: each session gets a random (pid, key) pair of its own.
-  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) override;
-  void unregisterCancelKey(int32_t pid, int32_t key) override;
-  // A client's CancelRequest (arriving on its own connection).
-  void handleCancelRequest(int32_t pid, int32_t key) override;
-  // Sends a CancelRequest for a server backend on a new upstream connection. `fence` (the server
-  // connection's, or null): counts the request until PostgreSQL has it, and the connection is not
-  // lent to anybody else meanwhile.
-  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
-
-  // History: never blocks; a record refused by a full queue is counted.
-  void submitRecord(history::Record&& record);
-  // Every front end's finished statements go through this one recorder.
-  StatementRecorder& statementRecorder() override { return *statements_; }
-  // StatementSink: counters, metrics, then the history queue.
-  void onStatement(history::Record&& record, const StatementPlan* plan) override;
-
-  // Session bookkeeping.
-  void onSessionClosed(ClientSession* s) override;
-  // The session logged in or is closing: it no longer counts as starting up.
-  void leftStartup(uint64_t id) override;
-  void poolWaited(bool timed_out, std::chrono::nanoseconds waited) override;
-  std::unique_ptr<ConsoleSession> openConsole(uint64_t session_id, const std::string& user,
-                                              const std::string& client_addr,
-                                              const std::string& application_name) override;
-  size_t sessionCount() const { return sessions_.size(); }
-  void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
-  ClientSession* findSession(uint64_t id);  // null when no such live session
-  // Metrics catalogue and endpoint (daemon/daemon_metrics.h).
+  // Shared by the loops (any thread).
+  AuthLimiter& authLimiter() { return auth_limiter_; }
+  guards::BudgetLedger* budgets() override { return budgets_.get(); }
+  guards::GuardObserver* guardObserver() override;
   DaemonMetrics& metrics() { return *metrics_; }
+  uint64_t nextSessionId() override { return next_session_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Catalog statistics for a server database (null until the first refresh succeeds).
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
+  const CatalogRefresher& catalog() const { return *catalog_; }
+  void watchDatabase(const std::string& server_db) override;
+  // The first statistics load for `server_db` is under way; the session `session_id` of `w` is
+  // told (ClientSession::onStatsReady, on its loop) when it ends.
+  bool waitForStats(Worker& w, const std::string& server_db, uint64_t session_id);
+  // Cancel keys: a random (pid, key) per session, mapped to its loop and id.
+  void registerCancelKey(Worker& w, uint64_t session_id, int32_t& pid, int32_t& key);
+  void unregisterCancelKey(int32_t pid, int32_t key);
+  // A client's CancelRequest, arriving on loop `from`: run on the loop owning the session.
+  void routeCancel(Worker& from, int32_t pid, int32_t key);
+  // The limits on connections that have not logged in, applied to a new session of `w`.
+  void admitStartup(Worker& w, ClientSession& s);
+  void leftStartup(uint64_t id);
+  // History: never blocks; a record refused by a full queue is counted in `counters`.
+  void submitRecord(history::Record&& record, Counters& counters);
+  // The thread of worker `w` starts; the loops' budget stores are told apart by it.
+  void enterWorkerThread(Worker& w);
+  void releaseBudgetStores(Worker& w);
+  // Shutdown: whether `w` may let go of its share now (loop 0 waits for the MCP calls), and
+  // that it has.
+  bool workerMayFinish(const Worker& w) const;
+  void workerFinished(Worker& w);
+
+  // The session with this id on whichever loop (the admin console's KILL): runs `fn` there.
+  void withSession(uint64_t id, std::function<void(ClientSession&)> fn);
 
   // McpHost (daemon/daemon_mcp.cpp)
   std::optional<mcp::McpIdentity> identify(const std::string& user) override;
   GateServices gateServices(const std::string& server_database) override;
-  StatementRecorder& recorder() override { return *statements_; }
-  Pool& pool(const std::string& server_database) override { return pools_.pool(server_database); }
-  Pool& writePool(const std::string& server_database) override {
-    return pools_.pool(server_database, false, true);
-  }
+  StatementRecorder& recorder() override;
+  Pool& pool(const std::string& server_database) override;
+  Pool& writePool(const std::string& server_database) override;
   void writeTransactionEnded(TxnEnd how) override;
   void writeCounted(int64_t rows_written, bool undone) override;
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override {
-    return static_cast<const Daemon*>(this)->tableStats(server_db);
-  }
-  guards::GuardObserver* guardObserver() override;
   bool statsLoading(const std::string& server_database) override;
   bool loginBlocked(const std::string& peer_host) override;
   void loginFailed(const std::string& peer_host) override;
-  uint64_t nextSessionId() override { return ++next_session_id_; }
+  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
   // The MCP endpoint (null when mcp.listen is not set).
   const mcp::McpServer* mcpServer() const { return mcp_.get(); }
   // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
   void requestShutdown(bool fast);
-  // Re-reads the config file; on success new sessions use the new config (SIGHUP).
-  void reload();
+  // Re-reads the config file; on success new sessions on every loop use the new config (SIGHUP).
+  // False: the file was rejected and the running configuration is kept.
+  bool reload();
+  // Any thread: runs `task` on loop 0 (false once loop 0 has finished).
+  bool postToLoop0(LoopMailbox::Task task) { return mailbox_.post(std::move(task)); }
 
  private:
   // Adopts sockets inherited from systemd and binds the configured addresses they leave out.
   bool startListeners(const ListenConfig& listen, const std::string& metrics_listen);
   void onConnection(Listener& l);
-  // Applies the limits on connections that have not logged in to a new session.
-  void admitStartup(ClientSession& s);
+  // The loop a new connection goes to: the one with the fewest sessions.
+  Worker& leastLoaded();
+  void handOver(Listener& l, Worker& to);
   void tick();
   void sweep();
   void finishShutdownIfDone();
-  void refreshStats();
+  void publishStats();
+  bool threaded() const { return workers_.size() > 1; }
 
   static void onJanitor(uv_timer_t* t);
   static void onCheck(uv_check_t* c);
@@ -162,34 +160,43 @@ class Daemon final : public StatementSink, public SessionHost, public mcp::McpHo
 
   uv_loop_t loop_;
   std::shared_ptr<const Config> config_;
-  Counters counters_;
-  PoolManager pools_;
-  std::unique_ptr<PolicyEngine> policy_;
   AuthLimiter auth_limiter_;
+  std::mutex startup_mu_;  // the startup limiter and its log throttles
   StartupLimiter startup_limiter_;
   std::array<LogThrottle, 4> startup_log_;  // admitStartup's lines: evicted, and each refusal
   SaltKey salt_key_;
+  std::mutex recorder_mu_;  // the recorder's queue takes one producer at a time
   std::unique_ptr<history::Recorder> recorder_;
   std::vector<std::unique_ptr<Listener>> listeners_;
-  std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;
-  std::vector<std::unique_ptr<ClientSession>> session_graveyard_;
-  std::unordered_map<uint64_t, ClientSession*> cancel_keys_;
-  std::vector<std::unique_ptr<CancelForwarder>> cancels_;
-  std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
+  struct CancelOwner {
+    Worker* worker;
+    uint64_t session_id;
+  };
+  std::mutex cancel_mu_;
+  std::unordered_map<uint64_t, CancelOwner> cancel_keys_;
   std::unique_ptr<CatalogRefresher> catalog_;
+  // What the other loops read of the catalog (loop 0 reads the refresher itself): the snapshots,
+  // the databases still loading and who waits for them, published by loop 0's janitor.
+  struct StatsBoard {
+    std::map<std::string, std::shared_ptr<const guards::TableStatsSnapshot>, std::less<>> snapshots;
+    std::map<std::string, std::vector<std::pair<Worker*, uint64_t>>, std::less<>> loading;
+  };
+  mutable std::mutex stats_mu_;
+  StatsBoard stats_board_;
   std::unique_ptr<DaemonMetrics> metrics_;
-  // Both own loop handles: released before the loop stops (finishShutdownIfDone, ~Daemon).
   std::unique_ptr<guards::BudgetLedger> budgets_;
-  std::unique_ptr<StatementRecorder> statements_;
-  std::unique_ptr<WebhookClient> webhooks_;
   std::unique_ptr<mcp::McpServer> mcp_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<size_t> next_worker_{0};
+  std::atomic<uint64_t> next_session_id_{0};
+  std::atomic<int> workers_running_{0};
+  LoopMailbox mailbox_;  // loop 0's, for the workers' news
   uv_timer_t janitor_;
   uv_check_t check_;
   uv_signal_t sig_term_;
   uv_signal_t sig_int_;
   uv_signal_t sig_hup_;
   int handles_open_ = 0;
-  uint64_t next_session_id_ = 0;
   bool shutting_down_ = false;
   bool stopping_loop_ = false;
   uint64_t shutdown_deadline_ms_ = 0;

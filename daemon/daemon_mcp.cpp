@@ -1,6 +1,6 @@
 // The daemon as the MCP endpoint's host (mcp/mcp_host.h): the few process services the MCP front
-// end uses, answered from the config in force and the daemon's own pools, gate services,
-// recorder, login limiter and metrics.
+// end uses, answered from the config in force and loop 0's pools, gate services and recorder
+// (the endpoint runs on loop 0), the login limiter and metrics.
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
 #include "daemon/catalog_stats.h"
@@ -24,27 +24,37 @@ std::optional<mcp::McpIdentity> Daemon::identify(const std::string& user) {
 }
 
 GateServices Daemon::gateServices(const std::string& server_database) {
-  GateServices services;
-  services.policy = policy_.get();
-  services.webhooks = webhooks_.get();
-  services.budgets = budgets_.get();
-  services.stats = [this, server_database] { return catalog_ ? tableStats(server_database) : nullptr; };
-  return services;
+  return primary().gateServices(server_database);
+}
+
+StatementRecorder& Daemon::recorder() { return primary().statementRecorder(); }
+
+Pool& Daemon::pool(const std::string& server_database) { return pools().pool(server_database); }
+
+Pool& Daemon::writePool(const std::string& server_database) {
+  return pools().pool(server_database, false, true);
+}
+
+void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
+                               std::shared_ptr<CancelFence> fence) {
+  primary().cancelServerQuery(server_pid, server_key, std::move(fence));
 }
 
 void Daemon::writeTransactionEnded(TxnEnd how) {
+  Counters& c = counters();
   if (how == TxnEnd::kCommitted) {
-    ++counters_.write_txn_committed;
+    ++c.write_txn_committed;
   } else {
-    ++counters_.write_txn_rolled_back[static_cast<size_t>(how)];
+    ++c.write_txn_rolled_back[static_cast<size_t>(how)];
   }
 }
 
 void Daemon::writeCounted(int64_t rows_written, bool undone) {
+  Counters& c = counters();
   if (undone) {
-    ++counters_.writes_undone;
+    ++c.writes_undone;
   } else {
-    counters_.rows_written += static_cast<uint64_t>(rows_written);
+    c.rows_written += static_cast<uint64_t>(rows_written);
   }
 }
 

@@ -38,6 +38,8 @@ metrics::StatementIntent metricIntent(std::string_view intent) {
   return I::kOther;
 }
 
+}  // namespace
+
 const char* clientStateLabel(const ClientSession& s) {
   switch (s.state()) {
     case ClientState::kStartup:
@@ -51,7 +53,27 @@ const char* clientStateLabel(const ClientSession& s) {
   return "closing";
 }
 
-}  // namespace
+std::vector<PoolStats> mergePoolStats(const std::vector<WorkerSummary>& loops) {
+  std::vector<PoolStats> out;
+  for (const auto& w : loops) {
+    for (const PoolStats& p : w.pools) {
+      auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
+        return q.role == p.role && q.database == p.database;
+      });
+      if (it == out.end()) {
+        out.push_back(p);
+        continue;
+      }
+      it->total += p.total;
+      it->connecting += p.connecting;
+      it->idle += p.idle;
+      it->active += p.active;
+      it->resetting += p.resetting;
+      it->waiting += p.waiting;
+    }
+  }
+  return out;
+}
 
 DaemonMetrics::DaemonMetrics(Daemon& daemon)
     : daemon_(daemon), metrics_(metrics::BuildInfo{kVersion, kGitSha}) {
@@ -85,28 +107,28 @@ bool DaemonMetrics::start() {
   });
   // Guarded writes, read from the loop's counters (index: session/write_txn.h TxnEnd).
   metrics_.write_transactions.setCollector([this](metrics::SampleSink& sink) {
-    const Counters& c = daemon_.counters();
+    const Counters& c = totals_;
     sink.add({"committed"}, static_cast<double>(c.write_txn_committed));
     for (size_t i = 1; i < c.write_txn_rolled_back.size(); ++i) {
       sink.add({txnEndName(static_cast<TxnEnd>(i))}, static_cast<double>(c.write_txn_rolled_back[i]));
     }
   });
   metrics_.rows_written.setCollector([this](metrics::SampleSink& sink) {
-    sink.add({}, static_cast<double>(daemon_.counters().rows_written));
+    sink.add({}, static_cast<double>(totals_.rows_written));
   });
   metrics_.writes_undone.setCollector([this](metrics::SampleSink& sink) {
-    sink.add({}, static_cast<double>(daemon_.counters().writes_undone));
+    sink.add({}, static_cast<double>(totals_.writes_undone));
   });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {
-    for (const PoolStats& p : daemon_.pools().stats()) sink.add({p.role + "/" + p.database}, p.waiting);
+    for (const PoolStats& p : pool_stats_) sink.add({p.role + "/" + p.database}, p.waiting);
   });
   metrics_.pool_assignments.setCollector([this](metrics::SampleSink& sink) {
-    sink.add({}, static_cast<double>(daemon_.counters().pool_assignments));
+    sink.add({}, static_cast<double>(totals_.pool_assignments));
   });
   metrics_.pool_reuse.setCollector([this](metrics::SampleSink& sink) {
-    sink.add({}, static_cast<double>(daemon_.counters().pool_reuse));
+    sink.add({}, static_cast<double>(totals_.pool_reuse));
   });
   metrics_.catalog_stats_age.setCollector([this](metrics::SampleSink& sink) {
     daemon_.catalog().forEachAge([&sink](const std::string& db, uint64_t age_ms) {
@@ -202,6 +224,7 @@ metrics::GroupSeries& DaemonMetrics::group(const std::string& name) {
 }
 
 void DaemonMetrics::onStatement(const history::Record& record, const StatementPlan* plan) {
+  const auto lock = hotLock();
   auto& g = group(record.policy_group);
   const auto outcome = record.outcome;
   g.statements(outcome, metricIntent(record.query_intent_inferred)).inc();
@@ -236,12 +259,14 @@ void DaemonMetrics::onStatement(const history::Record& record, const StatementPl
 }
 
 void DaemonMetrics::poolWait(bool transaction_mode, std::chrono::nanoseconds waited) {
+  const auto lock = hotLock();
   metrics::Histogram*& h = pool_wait_[transaction_mode ? 1 : 0];
   if (!h) h = &metrics_.pool_wait.with({transaction_mode ? "transaction" : "session"});
   h->observe(waited);
 }
 
 void DaemonMetrics::guardEvaluated(std::string_view kind, std::chrono::nanoseconds spent) {
+  const auto lock = hotLock();
   for (size_t i = 0; i < guard_kind_count_; ++i) {
     KindSeries& k = guard_kinds_[i];
     if ((k.data == kind.data() && k.kind.size() == kind.size()) || k.kind == kind) {
@@ -257,6 +282,7 @@ void DaemonMetrics::guardEvaluated(std::string_view kind, std::chrono::nanosecon
 }
 
 void DaemonMetrics::externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) {
+  const auto lock = hotLock();
   const auto& e = external_[static_cast<size_t>(kind)];
   e.calls->inc();
   switch (result) {
@@ -268,7 +294,12 @@ void DaemonMetrics::externalCall(External kind, CallResult result, std::chrono::
 }
 
 void DaemonMetrics::syncCounters() {
-  const Counters& c = daemon_.counters();
+  // One reading of every loop per scrape: loop 0's live, the others' last published.
+  summaries_ = daemon_.summaries();
+  totals_ = Counters{};
+  for (const auto& w : summaries_) totals_ += w.counters;
+  pool_stats_ = mergePoolStats(summaries_);
+  const Counters& c = totals_;
   metrics_.client_connections_accepted.inc(c.clients_accepted - synced_accepted_);
   synced_accepted_ = c.clients_accepted;
   for (size_t i = 0; i < kRejectReasons; ++i) {
@@ -298,24 +329,16 @@ void DaemonMetrics::syncCounters() {
 
 void DaemonMetrics::collectClients(metrics::SampleSink& sink) {
   // Every state is reported, zero included, so a series does not vanish when it empties.
-  double startup = 0, waiting = 0, idle = 0, active = 0, closing = 0;
-  daemon_.forEachSession([&](const ClientSession& s) {
-    const std::string_view st = clientStateLabel(s);
-    if (st == "startup") ++startup;
-    else if (st == "waiting") ++waiting;
-    else if (st == "idle") ++idle;
-    else if (st == "active") ++active;
-    else ++closing;
-  });
-  sink.add({"startup"}, startup);
-  sink.add({"waiting"}, waiting);
-  sink.add({"idle"}, idle);
-  sink.add({"active"}, active);
-  sink.add({"closing"}, closing);
+  std::array<uint64_t, 5> states{};
+  for (const auto& w : summaries_) {
+    for (size_t i = 0; i < states.size(); ++i) states[i] += w.client_states[i];
+  }
+  static constexpr std::array<const char*, 5> kNames = {"startup", "waiting", "idle", "active", "closing"};
+  for (size_t i = 0; i < states.size(); ++i) sink.add({kNames[i]}, static_cast<double>(states[i]));
 }
 
 void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
-  for (const PoolStats& p : daemon_.pools().stats()) {
+  for (const PoolStats& p : pool_stats_) {
     const std::string pool = p.role + "/" + p.database;
     sink.add({pool, "connecting"}, p.connecting);
     sink.add({pool, "idle"}, p.idle);
@@ -326,17 +349,22 @@ void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
 
 metrics::Readiness DaemonMetrics::readiness() const {
   if (daemon_.shuttingDown()) return {false, "shutting down"};
+  const auto loops = daemon_.summaries();
   // PostgreSQL turns new backends away: new clients would be turned away too, pooled ones aside.
-  if (const std::string& refusal = daemon_.pools().refusal(); !refusal.empty()) {
-    return {false, "upstream refuses connections: " + refusal};
+  for (const auto& w : loops) {
+    if (!w.pool_refusal.empty()) return {false, "upstream refuses connections: " + w.pool_refusal};
   }
   // The listeners are bound before the endpoint starts and closed only at shutdown.
-  for (const PoolStats& p : daemon_.pools().stats()) {
-    if (p.idle + p.active + p.resetting > 0) return {true, ""};
+  int last_login = -1;
+  for (const auto& w : loops) {
+    for (const PoolStats& p : w.pools) {
+      if (p.idle + p.active + p.resetting > 0) return {true, ""};
+    }
+    last_login = std::max(last_login, w.counters.last_server_login);
   }
   // No live connection: the outcome of the last login attempt decides. Before any attempt
   // nothing has failed, so pgwarden reports ready and the first failed login turns it to 503.
-  if (daemon_.counters().last_server_login == 0) return {false, "upstream unreachable"};
+  if (last_login == 0) return {false, "upstream unreachable"};
   return {true, ""};
 }
 

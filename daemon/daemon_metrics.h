@@ -10,8 +10,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <mutex>
 #include <unordered_map>
+#include <vector>
 
+#include "daemon/worker.h"
 #include "metrics/counters.h"
 #include "net/metrics_endpoint.h"
 #include "metrics/metrics.h"
@@ -21,8 +24,15 @@
 
 namespace pgwarden::daemon {
 
+class ClientSession;
 class Daemon;
 struct StatementPlan;
+
+// The state label of a client session in pgwarden_client_connections (startup, waiting, idle,
+// active, closing).
+const char* clientStateLabel(const ClientSession& s);
+// The pools of every loop, one row per (role, database) with the loops' figures added up.
+std::vector<PoolStats> mergePoolStats(const std::vector<WorkerSummary>& loops);
 
 // Also the guard chain's observer (RequestContext::observer): guard evaluation time by guard
 // kind and the calls to Lua scripts and policy services, on series resolved once.
@@ -42,6 +52,9 @@ class DaemonMetrics final : public guards::GuardObserver {
   void close();
   // The port the endpoint listens on (0 when off).
   int port() const;
+
+  // Several loops record statements: the per-statement series' caches take a lock then.
+  void setThreaded(bool threaded) { threaded_ = threaded; }
 
   // The recorder whose counters pgwarden_history_* report (null: store off).
   void setRecorder(const history::Recorder* recorder, const std::string& store);
@@ -65,8 +78,18 @@ class DaemonMetrics final : public guards::GuardObserver {
   void syncCounters();
   metrics::Readiness readiness() const;
 
+  std::unique_lock<std::mutex> hotLock() {
+    return threaded_ ? std::unique_lock<std::mutex>(hot_mu_) : std::unique_lock<std::mutex>();
+  }
+
   Daemon& daemon_;
   metrics::Metrics metrics_;
+  bool threaded_ = false;
+  std::mutex hot_mu_;  // the caches below, when several loops record
+  // What the scrape in progress read of the loops (syncCounters, the first collector).
+  std::vector<WorkerSummary> summaries_;
+  Counters totals_;
+  std::vector<PoolStats> pool_stats_;
   metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
   std::unique_ptr<metrics::MetricsEndpoint> http_;
   std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;

@@ -1,6 +1,8 @@
 // Names for counter labels and the SQLSTATE class index.
 #include "metrics/counters.h"
 
+#include <algorithm>
+
 namespace pgwarden::daemon {
 
 namespace {
@@ -14,6 +16,51 @@ int base36(char c) {
 char fromBase36(int v) { return static_cast<char>(v < 10 ? '0' + v : 'A' + v - 10); }
 
 }  // namespace
+
+namespace {
+
+template <size_t N>
+void addAll(std::array<uint64_t, N>& a, const std::array<uint64_t, N>& b) {
+  for (size_t i = 0; i < N; ++i) a[i] += b[i];
+}
+
+}  // namespace
+
+Counters& Counters::operator+=(const Counters& o) {
+  clients_accepted += o.clients_accepted;
+  addAll(clients_rejected, o.clients_rejected);
+  clients_current += o.clients_current;
+  clients_ready += o.clients_ready;
+  auth_failures += o.auth_failures;
+  server_connects += o.server_connects;
+  server_connect_errors += o.server_connect_errors;
+  addAll(server_connect_errors_by_reason, o.server_connect_errors_by_reason);
+  last_server_login = std::max(last_server_login, o.last_server_login);
+  server_current += o.server_current;
+  server_idle += o.server_idle;
+  server_active += o.server_active;
+  server_lost += o.server_lost;
+  pool_assignments += o.pool_assignments;
+  pool_reuse += o.pool_reuse;
+  cancel_requests_received += o.cancel_requests_received;
+  cancel_requests_forwarded += o.cancel_requests_forwarded;
+  addAll(statements, o.statements);
+  rows_returned += o.rows_returned;
+  statements_truncated += o.statements_truncated;
+  warnings_sent += o.warnings_sent;
+  rewrites += o.rewrites;
+  addAll(server_errors_by_class, o.server_errors_by_class);
+  protocol_errors += o.protocol_errors;
+  write_txn_committed += o.write_txn_committed;
+  addAll(write_txn_rolled_back, o.write_txn_rolled_back);
+  rows_written += o.rows_written;
+  writes_undone += o.writes_undone;
+  stats_refreshes += o.stats_refreshes;
+  stats_refresh_errors += o.stats_refresh_errors;
+  history_submitted += o.history_submitted;
+  history_dropped += o.history_dropped;
+  return *this;
+}
 
 const char* rejectReasonName(RejectReason r) {
   switch (r) {

@@ -1,6 +1,7 @@
 // Plain counters the daemon keeps as traffic flows, for the metrics exposition and the admin
-// console to read. Updated and read on the loop thread only: no atomics, no locks, no
-// allocation per statement. Gauges are kept current; totals only ever grow.
+// console to read. Each loop keeps its own, updated and read on that loop's thread only: no
+// atomics, no locks, no allocation per statement; the other loops see a copy it publishes, and
+// the process's figures are the sum (operator+=). Gauges are kept current; totals only grow.
 #pragma once
 
 #include <array>
@@ -79,6 +80,9 @@ struct Counters {
   uint64_t statementTotal(Outcome o) const {
     return statements[static_cast<size_t>(o)];
   }
+  // Adds another loop's counters (gauges and totals alike; the last login's outcome is the
+  // better of the two: one loop that logs in shows the server takes logins).
+  Counters& operator+=(const Counters& o);
 };
 
 // The index into server_errors_by_class for a SQLSTATE ("57014" -> class "57"); -1 if malformed.

@@ -2,6 +2,8 @@
 // try-write fast path. libuv status codes are passed up as they are; owners decide.
 #include "net/stream.h"
 
+#include <unistd.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -80,6 +82,16 @@ int Stream::acceptFrom(uv_stream_t* listener) {
   const int rc = uv_accept(listener, handle());
   if (rc == 0 && !is_pipe_) uv_tcp_nodelay(&h_.tcp, 1);
   return rc;
+}
+
+int Stream::adoptFd(int fd) {
+  const int rc = is_pipe_ ? uv_pipe_open(&h_.pipe, fd) : uv_tcp_open(&h_.tcp, fd);
+  if (rc != 0) {
+    ::close(fd);
+    return rc;
+  }
+  if (!is_pipe_) uv_tcp_nodelay(&h_.tcp, 1);
+  return 0;
 }
 
 int Stream::connectTcp(const struct sockaddr* addr) {

@@ -51,6 +51,9 @@ class Stream {
   [[nodiscard]] int initPipe();
   // Takes the next pending connection of a listening stream (initTcp/initPipe first).
   [[nodiscard]] int acceptFrom(uv_stream_t* listener);
+  // Opens over a connected socket accepted elsewhere (another loop's listener); the stream owns
+  // `fd` from now on, and closes it even when this fails.
+  [[nodiscard]] int adoptFd(int fd);
   [[nodiscard]] int connectTcp(const struct sockaddr* addr);
   [[nodiscard]] int connectPipe(const std::string& path);
 

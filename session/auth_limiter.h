@@ -1,8 +1,10 @@
 // Per-peer-address limit on failed logins: after N failures within a minute an address is
 // refused until the minute is over. Bounded: the table forgets the oldest addresses when full.
+// Shared by every loop: each call takes its lock.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -18,7 +20,7 @@ class AuthLimiter {
   int recordFailure(const std::string& peer, uint64_t now_ms);
   // Drops windows that are over (janitor).
   void expire(uint64_t now_ms);
-  size_t size() const { return entries_.size(); }
+  size_t size() const;
 
   static constexpr uint64_t kWindowMs = 60000;
 
@@ -27,6 +29,9 @@ class AuthLimiter {
     uint64_t window_start_ms = 0;
     int failures = 0;
   };
+  void expireLocked(uint64_t now_ms);
+
+  mutable std::mutex mu_;
   size_t max_entries_;
   std::unordered_map<std::string, Entry> entries_;
 };

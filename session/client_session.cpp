@@ -11,6 +11,8 @@
 
 #include "session/client_session.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -53,7 +55,20 @@ int ClientSession::accept(uv_stream_t* listener) {
   int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
   if (rc != 0) return rc;
   ++host_.counters().clients_current;
-  rc = client_.acceptFrom(listener);
+  return started(client_.acceptFrom(listener));
+}
+
+int ClientSession::adopt(int fd) {
+  int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
+  if (rc != 0) {
+    ::close(fd);
+    return rc;
+  }
+  ++host_.counters().clients_current;
+  return started(client_.adoptFd(fd));
+}
+
+int ClientSession::started(int rc) {
   if (rc != 0) {
     setState(ClientState::kClosing);
     client_.close();
@@ -152,7 +167,7 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (!paused_.empty() || write_hold_ || waiting_pool_) {
+        if (!paused_.empty() || write_hold_ || waiting_pool_ || console_waiting_) {
           // A statement waits for its verdict (a webhook, the cost gate, the budget store);
           // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
@@ -179,6 +194,14 @@ void ClientSession::processInput() {
             needsServer(f.type) && !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.
           continue;
+        }
+        if (admin_ && admin_->gather(f, [this] {
+              console_waiting_ = false;
+              processInput();
+            })) {
+          // The console asks the other loops first; the message waits in the buffer.
+          console_waiting_ = true;
+          goto done;
         }
         const bool go_on = handleClientMessage(f);
         in_.consume(f.raw.size());  // a paused message keeps a copy of its own

@@ -50,6 +50,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
   // Accepts from `listener` and starts reading. Returns a libuv error if the accept failed.
   [[nodiscard]] int accept(uv_stream_t* listener);
+  // The same for a socket another loop accepted and handed over (the session owns `fd`).
+  [[nodiscard]] int adopt(int fd);
 
   uint64_t id() const { return id_; }
   ClientState state() const { return state_; }
@@ -107,6 +109,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
 
  private:
+  // accept() and adopt() go on here once the socket is open (rc: how opening it went).
+  [[nodiscard]] int started(int rc);
   // What the server still owes for a message we forwarded, in order, or an answer of our own
   // waiting for its turn (kLocal).
   enum class Expect : uint8_t {
@@ -477,6 +481,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
   Pool* waiting_pool_ = nullptr;
+  bool console_waiting_ = false;  // the admin console gathers other loops' rows (ConsoleSession::gather)
   std::deque<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
   std::unordered_map<std::string, Portal> portals_;

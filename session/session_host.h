@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,11 @@ class ConsoleSession {
   virtual void welcome(std::string& out) = 0;
   // One client message; appends the answer to `out`. False: the client sent Terminate.
   [[nodiscard]] virtual bool onMessage(const protocol::Frame& f, std::string& out) = 0;
+  // Whether the answer to `f` needs what other loops hold first. True: `ready` runs on the loop
+  // later (never inside this call), and the session then hands `f` to onMessage.
+  [[nodiscard]] virtual bool gather(const protocol::Frame& /*f*/, std::function<void()> /*ready*/) {
+    return false;
+  }
 };
 
 class SessionHost {

@@ -310,6 +310,10 @@ class Pgwarden:
         cfg["history"] = {"store": "sqlite", "path": str(self.dir / "history.db")}
         # The salt key (and anything else that must outlive the process) stays in the temp dir.
         cfg.setdefault("daemon", {})["state_dir"] = str(self.dir)
+        # PGWARDEN_TEST_WORKERS=N runs every daemon of a test run with N loops (scripts/test runs
+        # the multi-loop tests this way too); a test's own overrides still win.
+        if os.environ.get("PGWARDEN_TEST_WORKERS"):
+            cfg["daemon"]["workers"] = int(os.environ["PGWARDEN_TEST_WORKERS"])
         if users is None:
             self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [

@@ -11,9 +11,9 @@ import pgwtest
 
 COLUMNS = {
     "CLIENTS": ["id", "user", "database", "state", "addr", "application_name", "group", "agent_id",
-                "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id"],
+                "conversation_id", "connected_seconds", "statements", "pool_mode", "server_id", "worker"],
     "SERVERS": ["id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error",
-                "client_id", "assignments"],
+                "client_id", "assignments", "worker"],
     "POOLS": ["pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
               "waiting", "default_mode"],
     "STATS": ["name", "value"],
@@ -27,12 +27,14 @@ COLUMNS = {
 }
 
 
-@pytest.fixture(scope="module")
-def admin_daemon(pgwarden_bin, pg):
+# One loop, and two: with two the console gathers every loop's rows before it answers.
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-loop", "2-loops"])
+def admin_daemon(pgwarden_bin, pg, request):
     from conftest import DaemonSet
     daemons = DaemonSet(pgwarden_bin)
     try:
-        yield daemons.start(pg, overrides={"admin_users": ["core"]})
+        yield daemons.start(pg, overrides={"admin_users": ["core"],
+                                           "daemon": {"workers": request.param}})
     finally:
         daemons.teardown()
 

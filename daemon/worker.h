@@ -1,0 +1,163 @@
+// One event loop of the process and everything it owns: its client sessions, its server pools,
+// its analyzer and statement recorder, its webhook client and cancel forwarders, its janitor.
+// Worker 0 runs on the daemon's own loop (with the listeners, the MCP and metrics endpoints);
+// with `daemon.workers` above 1 the others run a loop each on a thread of their own, and the
+// acceptor hands them connections through their mailbox. What loops share (the configuration
+// in force, budgets, the login and startup limiters, cancel keys, catalog statistics, history,
+// metrics) the daemon keeps behind locks; nothing a loop owns is touched by another thread.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/loop_mailbox.h"
+#include "metrics/counters.h"
+#include "net/upstream.h"
+#include "net/webhook_client.h"
+#include "pool/pool.h"
+#include "session/session_host.h"
+#include "session/statement_policy.h"
+#include "session/statement_recorder.h"
+
+namespace pgwarden::daemon {
+
+class ClientSession;
+class Daemon;
+class Listener;
+
+// What a loop shows the others: refreshed by its janitor (every 100 ms) and read under a lock by
+// the metrics endpoint and the admin console, which live on loop 0.
+struct WorkerSummary {
+  Counters counters;
+  std::vector<PoolStats> pools;
+  std::string pool_refusal;
+  // Client sessions by the state label the metrics use: startup, waiting, idle, active, closing.
+  std::array<uint64_t, 5> client_states{};
+  size_t sessions = 0;
+  size_t server_connections = 0;
+};
+
+class Worker final : public StatementSink, public SessionHost {
+ public:
+  // `index` 0 runs on `daemon`'s loop; any other makes a loop of its own, run by start().
+  Worker(Daemon& daemon, int index, std::shared_ptr<const Config> config, std::string salt_key);
+  ~Worker() override;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  int index() const { return index_; }
+  // Opens the loop's handles; a worker of its own loop also starts its thread.
+  bool start();
+  // Waits for the thread of a worker with a loop of its own (after its shutdown finished).
+  void join();
+  // Any thread: runs `task` on this loop. False once the loop has finished.
+  bool post(LoopMailbox::Task task) { return mailbox_.post(std::move(task)); }
+
+  // The acceptor (loop 0): a connection `listener` has pending, taken on this loop directly
+  // (worker 0), or a descriptor accepted there and handed over (any other worker).
+  void acceptFrom(Listener& listener);
+  void adopt(int fd, bool via_unix);
+  // Sessions on this loop, counted by the acceptor as it assigns them (least-loaded first).
+  int64_t load() const { return load_.load(std::memory_order_relaxed); }
+  void assigned() { load_.fetch_add(1, std::memory_order_relaxed); }
+
+  // On this loop.
+  void beginShutdown(uint64_t deadline_ms);
+  void shutdownNow();
+  // Lets go of the loop's share once its sessions have ended and the daemon allows it.
+  void finishIfDone();
+  void applyConfig(std::shared_ptr<const Config> config, std::string salt_key);
+  ClientSession* findSession(uint64_t id);
+  void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
+  size_t sessionCount() const { return sessions_.size(); }
+  const Counters& counters() const { return counters_; }
+  // Whether the loop has let go of everything (its sessions ended and its pools closed).
+  bool finished() const { return finished_; }
+  // Any thread: the last summary this loop published.
+  WorkerSummary summary() const;
+  // Loop 0 reads its own worker live; this is what it gives the metrics then.
+  WorkerSummary liveSummary() const;
+
+  // SessionHost
+  uv_loop_t* loop() override { return loop_; }
+  uint64_t nowMs() const override { return uv_now(loop_); }
+  bool shuttingDown() const override { return shutting_down_; }
+  const std::shared_ptr<const Config>& config() const override { return config_; }
+  Counters& counters() override { return counters_; }
+  PoolManager& pools() override { return pools_; }
+  PolicyEngine& policy() override { return *policy_; }
+  StatementRecorder& statementRecorder() override { return *statements_; }
+  AuthLimiter& authLimiter() override;
+  const std::string& saltKey() const override { return salt_key_; }
+  guards::BudgetLedger* budgets() override { return budgets_; }
+  guards::GuardObserver* guardObserver() override;
+  GateServices gateServices(const std::string& server_database) override;
+  void poolWaited(bool timed_out, std::chrono::nanoseconds waited) override;
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
+  void watchDatabase(const std::string& server_db) override;
+  bool waitForStats(const std::string& server_db, uint64_t session_id) override;
+  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) override;
+  void unregisterCancelKey(int32_t pid, int32_t key) override;
+  void handleCancelRequest(int32_t pid, int32_t key) override;
+  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
+  void leftStartup(uint64_t id) override;
+  void onSessionClosed(ClientSession* s) override;
+  std::unique_ptr<ConsoleSession> openConsole(uint64_t session_id, const std::string& user,
+                                              const std::string& client_addr,
+                                              const std::string& application_name) override;
+  // StatementSink: this loop's counters, then the process's metrics and history queue.
+  void onStatement(history::Record&& record, const StatementPlan* plan) override;
+
+  WebhookClient* webhooks() { return webhooks_.get(); }
+
+ private:
+  ClientSession& newSession(bool via_unix);
+  void started(ClientSession& s, int rc, int fd, const std::string& listener_name);
+  void tick();
+  void sweep();
+  void publish();
+  void runThread();
+
+  static void onJanitor(uv_timer_t* t);
+  static void onShutdownGrace(uv_timer_t* t);
+  static void onCheck(uv_check_t* c);
+
+  Daemon& daemon_;
+  const int index_;
+  std::unique_ptr<uv_loop_t> own_loop_;  // workers other than 0
+  uv_loop_t* loop_;
+  std::thread thread_;
+  std::shared_ptr<const Config> config_;
+  std::string salt_key_;
+  Counters counters_;
+  PoolManager pools_;
+  std::unique_ptr<PolicyEngine> policy_;
+  guards::BudgetLedger* budgets_;
+  std::unique_ptr<StatementRecorder> statements_;
+  std::unique_ptr<WebhookClient> webhooks_;
+  std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;
+  std::vector<std::unique_ptr<ClientSession>> session_graveyard_;
+  std::vector<std::unique_ptr<CancelForwarder>> cancels_;
+  std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
+  LoopMailbox mailbox_;
+  uv_timer_t janitor_{};
+  uv_check_t check_{};
+  std::atomic<int64_t> load_{0};
+  bool shutting_down_ = false;
+  uint64_t shutdown_deadline_ms_ = 0;
+  bool finished_ = false;
+  bool started_ = false;
+  mutable std::mutex summary_mu_;
+  WorkerSummary summary_;
+};
+
+}  // namespace pgwarden::daemon
