@@ -25,14 +25,25 @@ Pool::Pool(PoolManager& manager, std::string role, std::string database, int max
       role_(std::move(role)),
       database_(std::move(database)),
       fixed_max_(max_size),
-      writes_(writes) {}
+      writes_(writes) {
+  if (fixed_max_ == 0 && manager_.slots() != nullptr) {
+    slots_ = manager_.slots();
+    slot_key_ = ConnectionSlots::key(role_, database_, writes_);
+  }
+}
 
 int Pool::maxSize() const { return fixed_max_ > 0 ? fixed_max_ : manager_.config()->pool.max_size; }
 
 // The write pool keeps no idle connections of its own: writable sessions are opened on demand.
+// With shared slots min_size holds per loop, and those connections count in the global cap too
+// (they take a slot when one is free, and yield it to another loop's waiting clients).
 int Pool::minSize() const { return fixed_max_ > 0 || writes_ ? 0 : manager_.config()->pool.min_size; }
 
-Pool::~Pool() = default;
+Pool::~Pool() {
+  if (slots_ == nullptr) return;
+  for (size_t i = 0; i < conns_.size(); ++i) slots_->give(slot_key_, manager_.slotLoop());
+  releaseDemand();
+}
 
 int Pool::countState(ServerState s) const {
   int n = 0;
@@ -62,10 +73,41 @@ void Pool::cancelWait(PoolWaiter* w) {
   waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(),
                                 [w](const Waiter& x) { return x.waiter == w; }),
                  waiters_.end());
+  if (waiters_.empty()) releaseDemand();
+}
+
+bool Pool::takeSlot(bool for_waiter) {
+  if (slots_ == nullptr) return true;
+  const auto want = for_waiter ? ConnectionSlots::Want::kWaiter : ConnectionSlots::Want::kSpare;
+  if (slots_->tryTake(slot_key_, maxSize(), manager_.slotLoop(), want)) return true;
+  if (for_waiter) wants_slot_ = true;
+  return false;
+}
+
+void Pool::releaseDemand() {
+  if (!wants_slot_) return;
+  wants_slot_ = false;
+  slots_->noLongerWants(slot_key_, manager_.slotLoop());
+}
+
+void Pool::onSlotFreed() {
+  if (wants_slot_) scheduleServe();
+}
+
+void Pool::yieldIdleSlot() {
+  if (slots_ == nullptr || !waiters_.empty()) return;
+  // idle_ is LIFO: the front is the connection idle for longest.
+  auto it = std::find_if(idle_.begin(), idle_.end(),
+                         [](const PooledConnection* c) { return c->state() == ServerState::kIdle; });
+  if (it == idle_.end() || !slots_->othersWant(slot_key_, manager_.slotLoop())) return;
+  (*it)->close("its slot is wanted by another worker loop");
 }
 
 void Pool::spawnAsNeeded() {
-  if (manager_.nowMs() < retry_after_ms_) return;
+  if (manager_.nowMs() < retry_after_ms_) {
+    releaseDemand();  // a slot handed over now would sit unused through the pause
+    return;
+  }
   const int connecting = countState(ServerState::kResolving) +
                          countState(ServerState::kConnecting) + countState(ServerState::kLogin);
   // Connections being reset or drained come back soon: count them as supply too.
@@ -74,11 +116,17 @@ void Pool::spawnAsNeeded() {
   const int coming = connecting + countState(ServerState::kResetting) +
                      countState(ServerState::kDraining) + fenced;
   const int total = static_cast<int>(conns_.size());
-  int wanted = std::max(static_cast<int>(waiters_.size()) - coming, minSize() - total);
+  const int for_waiters = static_cast<int>(waiters_.size()) - coming;
+  int wanted = std::max(for_waiters, minSize() - total);
   // While the server refuses new backends, one login per login_retry finds out when it takes
   // them again, client or not (readiness waits for that login).
   if (connecting == 0 && manager_.probing(*this)) wanted = std::max(wanted, 1);
+  bool refused = false;
   for (int i = 0; i < wanted && static_cast<int>(conns_.size()) < maxSize(); ++i) {
+    if (!takeSlot(i < for_waiters)) {
+      refused = i < for_waiters;
+      break;
+    }
     auto c = manager_.factory().create(*this, manager_.nextServerId());
     PooledConnection* raw = c.get();
     conns_.push_back(std::move(c));
@@ -86,6 +134,7 @@ void Pool::spawnAsNeeded() {
     // start() may fail at once (and then sets a retry pause): stop spawning.
     if (manager_.nowMs() < retry_after_ms_) break;
   }
+  if (!refused) releaseDemand();
 }
 
 PooledConnection* Pool::popLendable() {
@@ -124,7 +173,11 @@ void Pool::serve() {
     waiters_.pop_front();
     w->onConnectionReady(*c);
   }
-  if (!waiters_.empty()) spawnAsNeeded();
+  if (!waiters_.empty()) {
+    spawnAsNeeded();
+  } else {
+    releaseDemand();
+  }
 }
 
 void Pool::onLoginDone(PooledConnection& c) {
@@ -173,6 +226,7 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
     waiters_.pop_back();
     w->onServerFailed(sqlstate, message);
   }
+  if (waiters_.empty()) releaseDemand();
 }
 
 void Pool::onIdle(PooledConnection& c) {
@@ -186,6 +240,7 @@ void Pool::onClosed(PooledConnection& c) {
     if (it->get() == &c) {
       manager_.bury(std::move(*it));
       conns_.erase(it);
+      if (slots_ != nullptr) slots_->give(slot_key_, manager_.slotLoop());
       break;
     }
   }
@@ -223,6 +278,7 @@ void Pool::tick(uint64_t now_ms) {
                                    " ms (pool size " + std::to_string(maxSize()) +
                                    "); try again in a moment");
   }
+  yieldIdleSlot();
   spawnAsNeeded();
 }
 
@@ -232,6 +288,7 @@ void Pool::closeAll(const std::string& why) {
     waiters_.pop_front();
     w->onServerFailed("57P01", why);
   }
+  releaseDemand();
   std::vector<PooledConnection*> snapshot;
   for (auto& c : conns_) snapshot.push_back(c.get());
   for (PooledConnection* c : snapshot) c->close(why);
@@ -309,6 +366,10 @@ void PoolManager::scheduleServe(Pool& pool) {
 void PoolManager::closeAll(const std::string& why) {
   closed_ = true;  // no more logins to find out whether the server takes them
   for (auto& [k, p] : pools_) p->closeAll(why);
+}
+
+void PoolManager::onSlotFreed() {
+  for (auto& [k, p] : pools_) p->onSlotFreed();
 }
 
 void PoolManager::sweep() { graveyard_.clear(); }

@@ -1,7 +1,8 @@
 // Server connection pools, one per (server role, server database), session pooling: a client
 // holds one server connection for its lifetime; when it leaves, the connection is reset and lent
 // to the next. Limits per pool, a bounded wait for a free connection, a pause between failed
-// logins, and a clear error for clients when the upstream cannot be reached.
+// logins, and a clear error for clients when the upstream cannot be reached. With several worker
+// loops, max_size caps the pools of every loop together through a shared ConnectionSlots.
 #pragma once
 
 #include <uv.h>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pool/connection_slots.h"
 #include "pool/pool_settings.h"
 #include "metrics/counters.h"
 #include "pool/next_turn.h"
@@ -88,6 +90,8 @@ class Pool {
   void onIdle(PooledConnection& c);  // a reset finished, or a transaction-pooled client let go
   void onLendable();                 // an idle connection's cancel fence cleared
   void onClosed(PooledConnection& c);
+  // A slot of the shared cap was handed to this loop: serve() takes it if this pool asked.
+  void onSlotFreed();
 
   // Hands idle connections to waiters, first come first served, and opens what is missing. Run
   // by the manager on the loop turn after acquire() or a connection came back; the only place
@@ -111,6 +115,14 @@ class Pool {
   };
   void scheduleServe();
   void spawnAsNeeded();
+  // A slot of the shared cap for one more connection (always granted without shared slots);
+  // `for_waiter` records this loop's demand when refused.
+  bool takeSlot(bool for_waiter);
+  // This pool's demand for shared slots is met or gone (its waiters left).
+  void releaseDemand();
+  // Another loop's clients wait for a slot this pool holds with an idle connection: the oldest
+  // idle one closes, and its slot goes to them (PgBouncer closes idle connections to make room).
+  void yieldIdleSlot();
   // The warmest idle connection that may be lent (dropping entries that are no longer idle).
   PooledConnection* popLendable();
   int countState(ServerState s) const;
@@ -129,6 +141,11 @@ class Pool {
   int fixed_max_ = 0;
   bool writes_ = false;
   bool serve_due_ = false;  // serve() is scheduled with the manager
+  // The cap shared with the other worker loops (null: this pool caps itself alone). Every
+  // connection in conns_ holds one slot, given back when it leaves conns_.
+  ConnectionSlots* slots_ = nullptr;
+  ConnectionSlots::Key slot_key_;
+  bool wants_slot_ = false;  // a waiter's tryTake was refused and not withdrawn since
 };
 
 // All pools of the process, plus the things every server connection needs from the daemon.
@@ -150,6 +167,20 @@ class PoolManager {
   const std::shared_ptr<const PoolSettings>& config() const { return config_; }
   void setConfig(std::shared_ptr<const PoolSettings> config) { config_ = std::move(config); }
   uint64_t nextServerId() { return ++last_server_id_; }
+
+  // Worker loops: pool.max_size becomes a cap over the pools of every loop's manager for the
+  // same (role, database, writes), counted in `slots` (owned by the daemon, outliving this
+  // manager), where this loop is `loop_index` (from ConnectionSlots::attach). Call before the
+  // first pool(); null (the default) leaves each pool capping itself. The internal fixed-size
+  // pools never use it. The daemon's wake for this loop must call onSlotFreed() on its thread.
+  void setSlots(ConnectionSlots* slots, int loop_index) {
+    slots_ = slots;
+    slot_loop_ = loop_index;
+  }
+  ConnectionSlots* slots() const { return slots_; }
+  int slotLoop() const { return slot_loop_; }
+  // A slot was handed to this loop: the pools that asked for one serve on the next turn.
+  void onSlotFreed();
 
   // The pool for (upstream role, server database), created on first use. `internal` pools are
   // pgwarden's own (one connection), separate from the ones clients use.
@@ -187,6 +218,9 @@ class PoolManager {
   std::unique_ptr<ConnectionFactory> factory_;
   Clock clock_;
   std::shared_ptr<const PoolSettings> config_;
+  // Before pools_: a pool being destroyed gives its slots back.
+  ConnectionSlots* slots_ = nullptr;
+  int slot_loop_ = -1;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // key: role + '\0' + database
   std::vector<std::unique_ptr<PooledConnection>> graveyard_;
   // Pools whose serve() is due, each at most once (a pool with serve() due is never erased).

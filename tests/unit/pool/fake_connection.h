@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pool/pool.h"
@@ -86,6 +87,46 @@ class FakeConnection final : public PooledConnection {
   int closes_ = 0;
 };
 
+// A client waiting for a connection: it attaches what it gets and writes what happened to a log
+// shared by the test.
+class RecordingWaiter final : public PoolWaiter {
+ public:
+  RecordingWaiter(std::string name, std::vector<std::string>& log)
+      : name_(std::move(name)), log_(log) {}
+
+  void onConnectionReady(PooledConnection& c) override {
+    conn = static_cast<FakeConnection*>(&c);
+    conn->attach();
+    log_.push_back(name_ + " ready " + std::to_string(c.id()));
+  }
+  void onServerFailed(const std::string& sqlstate, const std::string& message) override {
+    failed_sqlstate = sqlstate;
+    failed_message = message;
+    log_.push_back(name_ + " failed " + sqlstate);
+  }
+
+  FakeConnection* conn = nullptr;
+  std::string failed_sqlstate;
+  std::string failed_message;
+
+ private:
+  std::string name_;
+  std::vector<std::string>& log_;
+};
+
+// The settings the pool tests start from: role "app", pools of up to 2 and no minimum, a 5 s
+// acquire timeout, a 2 s pause after a failed login, a minute's idle timeout.
+inline std::shared_ptr<PoolSettings> poolSettings() {
+  auto config = std::make_shared<PoolSettings>();
+  config->upstream.user = "app";
+  config->upstream.login_retry = Millis(2000);
+  config->pool.min_size = 0;
+  config->pool.max_size = 2;
+  config->pool.acquire_timeout = Millis(5000);
+  config->pool.idle_timeout = Millis(60000);
+  return config;
+}
+
 // Makes FakeConnections and remembers them in order (they stay valid until the pool manager's
 // next sweep after they closed).
 class FakeFactory final : public ConnectionFactory {
@@ -94,6 +135,12 @@ class FakeFactory final : public ConnectionFactory {
     auto c = std::make_unique<FakeConnection>(pool, id, fail_at_start);
     made.push_back(c.get());
     return c;
+  }
+  // Finishes every close in progress, as the sockets' close callbacks would.
+  void closesComplete() {
+    for (FakeConnection* c : made) {
+      if (c->state() == ServerState::kClosing) c->closeCompletes();
+    }
   }
 
   bool fail_at_start = false;

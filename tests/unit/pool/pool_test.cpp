@@ -19,30 +19,7 @@ using pgwarden::daemon::test::FakeFactory;
 
 namespace {
 
-// A client waiting for a connection; it writes what happened to a log shared by the test.
-class Waiter final : public PoolWaiter {
- public:
-  Waiter(std::string name, std::vector<std::string>& log) : name_(std::move(name)), log_(log) {}
-
-  void onConnectionReady(PooledConnection& c) override {
-    conn = static_cast<FakeConnection*>(&c);
-    conn->attach();
-    log_.push_back(name_ + " ready " + std::to_string(c.id()));
-  }
-  void onServerFailed(const std::string& sqlstate, const std::string& message) override {
-    failed_sqlstate = sqlstate;
-    failed_message = message;
-    log_.push_back(name_ + " failed " + sqlstate);
-  }
-
-  FakeConnection* conn = nullptr;
-  std::string failed_sqlstate;
-  std::string failed_message;
-
- private:
-  std::string name_;
-  std::vector<std::string>& log_;
-};
+using Waiter = pgwarden::daemon::test::RecordingWaiter;
 
 class PoolTest : public ::testing::Test {
  protected:
@@ -52,13 +29,7 @@ class PoolTest : public ::testing::Test {
     factory_ = factory.get();
     manager_ = std::make_unique<PoolManager>(&loop_, counters_, std::move(factory),
                                              [this] { return now_; });
-    config_ = std::make_shared<PoolSettings>();
-    config_->upstream.user = "app";
-    config_->upstream.login_retry = Millis(2000);
-    config_->pool.min_size = 0;
-    config_->pool.max_size = 2;
-    config_->pool.acquire_timeout = Millis(5000);
-    config_->pool.idle_timeout = Millis(60000);
+    config_ = test::poolSettings();
     apply();
   }
 
@@ -77,12 +48,7 @@ class PoolTest : public ::testing::Test {
     return *factory_->made.at(i);
   }
   size_t madeCount() const { return factory_->made.size(); }
-  // Finishes every close in progress, as the sockets' close callbacks would.
-  void closesComplete() {
-    for (FakeConnection* c : factory_->made) {
-      if (c->state() == ServerState::kClosing) c->closeCompletes();
-    }
-  }
+  void closesComplete() { factory_->closesComplete(); }
 
   uv_loop_t loop_{};
   Counters counters_;
