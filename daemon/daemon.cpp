@@ -288,28 +288,66 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
   // Every new connection has yet to log in. Those that have not are capped in total and per
   // address, and never take the slots reserved for logged-in sessions; when room is needed,
   // the oldest of them that has had a second to log in is closed (see docs/reliability.md).
-  const LimitsConfig& limits = config_->limits;
+  // One limiter for every loop; the sessions are refused or closed after its lock is let go.
+  const LimitsConfig& limits = w.config()->limits;
   StartupLimiter::Limits l;
   l.max_total = static_cast<size_t>(limits.startupCap());
   l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
   const std::string address = s.viaUnix() ? std::string() : StartupLimiter::addressKey(s.peerHost());
   const uint64_t now = w.nowMs();
   const bool clients_full = sessionCount() > static_cast<size_t>(limits.max_client_connections);
-  std::unique_lock lock(startup_mu_);
-  const auto d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
-  // A flood would write a line per connection: one line a second per kind, with the count.
-  uint64_t left_out = 0;
-  const auto more = [&left_out] {
-    return left_out == 0 ? std::string() : fmt::format(" ({} more like it in the last second)",
-                                                       left_out);
-  };
+  bool log_evict = false;
+  std::string evict_note;
+  std::string refusal;
+  RejectReason reason = RejectReason::kStartupLimit;
+  StartupLimiter::Decision d;
+  {
+    std::lock_guard lock(startup_mu_);
+    d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
+    // A flood would write a line per connection: one line a second per kind, with the count.
+    uint64_t left_out = 0;
+    const auto more = [&left_out] {
+      return left_out == 0 ? std::string() : fmt::format(" ({} more like it in the last second)",
+                                                         left_out);
+    };
+    if (d.evict != 0 && startup_log_[0].allow(now, left_out)) {
+      log_evict = true;
+      evict_note = more();
+    }
+    switch (d.verdict) {
+      case StartupLimiter::Verdict::kAdmit:
+        break;
+      case StartupLimiter::Verdict::kAddressFull:
+        if (startup_log_[1].allow(now, left_out)) {
+          spdlog::warn("s{} peer={}: refused: {} connections from {} are still starting up "
+                       "(limits.max_startup_per_address){}", s.id(), s.peer(),
+                       startup_limiter_.countFor(address), address, more());
+        }
+        refusal = "too many connections still starting up from " + address;
+        break;
+      case StartupLimiter::Verdict::kStartupFull:
+        if (startup_log_[2].allow(now, left_out)) {
+          spdlog::warn("s{} peer={}: refused: {} connections are still starting up, none for a "
+                       "second yet (limits.max_startup_connections){}", s.id(), s.peer(),
+                       startup_limiter_.size(), more());
+        }
+        refusal = "too many connections still starting up";
+        break;
+      case StartupLimiter::Verdict::kClientsFull:
+        if (startup_log_[3].allow(now, left_out)) {
+          spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached{}", s.id(),
+                       s.peer(), limits.max_client_connections, more());
+        }
+        refusal = "sorry, too many clients already";
+        reason = RejectReason::kMaxConnections;
+        break;
+    }
+  }
   if (d.evict != 0) {
-    const bool log = startup_log_[0].allow(now, left_out);
-    std::string note = log ? more() : std::string();
     const size_t max_total = l.max_total;
     // The connection to close may be another loop's: it is closed there.
-    withSession(d.evict, [log, note = std::move(note), max_total, now](ClientSession& old) {
-      if (log) {
+    withSession(d.evict, [log_evict, note = std::move(evict_note), max_total, now](ClientSession& old) {
+      if (log_evict) {
         const uint64_t since = old.connectedAtMs();
         spdlog::warn("s{} peer={}: closed after {} ms without logging in, to make room for a "
                      "new connection (limits.max_startup_connections {}){}", old.id(),
@@ -319,36 +357,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
                  "time", RejectReason::kStartupLimit);
     });
   }
-  switch (d.verdict) {
-    case StartupLimiter::Verdict::kAdmit:
-      return;
-    case StartupLimiter::Verdict::kAddressFull:
-      if (startup_log_[1].allow(now, left_out)) {
-        spdlog::warn("s{} peer={}: refused: {} connections from {} are still starting up "
-                     "(limits.max_startup_per_address){}", s.id(), s.peer(),
-                     startup_limiter_.countFor(address), address, more());
-      }
-      s.rejectAfterStartup("53300", "too many connections still starting up from " + address,
-                           RejectReason::kStartupLimit);
-      return;
-    case StartupLimiter::Verdict::kStartupFull:
-      if (startup_log_[2].allow(now, left_out)) {
-        spdlog::warn("s{} peer={}: refused: {} connections are still starting up, none for a "
-                     "second yet (limits.max_startup_connections){}", s.id(), s.peer(),
-                     startup_limiter_.size(), more());
-      }
-      s.rejectAfterStartup("53300", "too many connections still starting up",
-                           RejectReason::kStartupLimit);
-      return;
-    case StartupLimiter::Verdict::kClientsFull:
-      if (startup_log_[3].allow(now, left_out)) {
-        spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached{}", s.id(),
-                     s.peer(), limits.max_client_connections, more());
-      }
-      s.rejectAfterStartup("53300", "sorry, too many clients already",
-                           RejectReason::kMaxConnections);
-      return;
-  }
+  if (!refusal.empty()) s.rejectAfterStartup("53300", refusal, reason);
 }
 
 void Daemon::leftStartup(uint64_t id) {
@@ -387,6 +396,27 @@ std::vector<WorkerSummary> Daemon::summaries() const {
   out.reserve(workers_.size());
   for (const auto& w : workers_) out.push_back(w->index() == 0 ? w->liveSummary() : w->summary());
   return out;
+}
+
+void Daemon::refreshSummaries(std::function<void()> done) {
+  if (!threaded()) {
+    done();
+    return;
+  }
+  // Only loop 0 touches the count: every answer comes back through its mailbox.
+  auto round = std::make_shared<std::pair<size_t, std::function<void()>>>(workers_.size() - 1,
+                                                                          std::move(done));
+  const auto answered = [round] {
+    if (--round->first == 0) round->second();
+  };
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    const bool posted = w->post([this, w, answered] {
+      w->publish();
+      if (!mailbox_.post(answered)) return;  // loop 0 has finished: nobody waits
+    });
+    if (!posted) (void)mailbox_.post(answered);  // a finished loop's last summary stands
+  }
 }
 
 Counters Daemon::totals() const {
@@ -501,9 +531,11 @@ void Daemon::routeCancel(Worker& from, int32_t pid, int32_t key) {
   };
   if (owner.worker == &from) {
     cancel();
-  } else if (!owner.worker->post(cancel)) {
-    spdlog::debug("cancel request for a loop that has finished ignored");
+    return;
   }
+  spdlog::debug("cancel request for s{} routed from loop {} to loop {}", owner.session_id,
+                from.index(), owner.worker->index());
+  if (!owner.worker->post(cancel)) spdlog::debug("cancel request for a loop that has finished ignored");
 }
 
 void Daemon::submitRecord(history::Record&& record, Counters& counters) {

@@ -26,6 +26,7 @@
 #include "daemon/worker.h"
 #include "metrics/counters.h"
 #include "net/listener.h"
+#include "pool/connection_slots.h"
 #include "pool/pool.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
@@ -80,10 +81,15 @@ class Daemon final : public mcp::McpHost {
   Counters totals() const;
   // Every loop's summary: loop 0's live, the others' as last published (at most 100 ms old).
   std::vector<WorkerSummary> summaries() const;
+  // On loop 0: has every other loop publish its summary, then runs `done` on loop 0 (at once
+  // with one loop). A scrape and a readiness check read figures this fresh.
+  void refreshSummaries(std::function<void()> done);
   size_t sessionCount() const;
 
   // Shared by the loops (any thread).
   AuthLimiter& authLimiter() { return auth_limiter_; }
+  // pool.max_size over every loop's pools (null with one loop, whose pools cap themselves).
+  ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
   guards::BudgetLedger* budgets() override { return budgets_.get(); }
   guards::GuardObserver* guardObserver() override;
   DaemonMetrics& metrics() { return *metrics_; }
@@ -186,6 +192,7 @@ class Daemon final : public mcp::McpHost {
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<guards::BudgetLedger> budgets_;
   std::unique_ptr<mcp::McpServer> mcp_;
+  ConnectionSlots slots_;  // outlives the workers' pools
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> next_session_id_{0};

@@ -58,7 +58,8 @@ std::vector<PoolStats> mergePoolStats(const std::vector<WorkerSummary>& loops) {
   for (const auto& w : loops) {
     for (const PoolStats& p : w.pools) {
       auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
-        return q.role == p.role && q.database == p.database;
+        return q.role == p.role && q.database == p.database && q.internal == p.internal &&
+               q.writes == p.writes;
       });
       if (it == out.end()) {
         out.push_back(p);
@@ -177,6 +178,8 @@ bool DaemonMetrics::start() {
   if (options.listen.empty()) return true;
   http_ = std::make_unique<metrics::MetricsEndpoint>(daemon_.loop(), metrics_, options,
                                                      [this] { return readiness(); });
+  // With several loops each publishes its figures before a scrape reads them.
+  http_->setRefresh([this](std::function<void()> done) { daemon_.refreshSummaries(std::move(done)); });
   const Status st = http_->start();
   if (!st) {
     spdlog::error("metrics endpoint: {}", st.error());
@@ -355,16 +358,16 @@ metrics::Readiness DaemonMetrics::readiness() const {
     if (!w.pool_refusal.empty()) return {false, "upstream refuses connections: " + w.pool_refusal};
   }
   // The listeners are bound before the endpoint starts and closed only at shutdown.
-  int last_login = -1;
+  Counters logins;
   for (const auto& w : loops) {
     for (const PoolStats& p : w.pools) {
       if (p.idle + p.active + p.resetting > 0) return {true, ""};
     }
-    last_login = std::max(last_login, w.counters.last_server_login);
+    logins += w.counters;  // the later of the loops' last login attempts
   }
   // No live connection: the outcome of the last login attempt decides. Before any attempt
   // nothing has failed, so pgwarden reports ready and the first failed login turns it to 503.
-  if (last_login == 0) return {false, "upstream unreachable"};
+  if (logins.last_server_login == 0) return {false, "upstream unreachable"};
   return {true, ""};
 }
 

@@ -53,6 +53,7 @@ Worker::~Worker() {
   webhooks_.reset();
   statements_->setBudgets(nullptr);
   pools_.close();
+  detachSlots();
   mailbox_.close();
   auto* janitor = reinterpret_cast<uv_handle_t*>(&janitor_);
   if (janitor_.loop == loop_ && !uv_is_closing(janitor)) uv_close(janitor, nullptr);
@@ -75,6 +76,14 @@ bool Worker::start() {
     spdlog::error("worker {}: cannot open its mailbox: {}", index_, uv_strerror(rc));
     return false;
   }
+  // With several loops pool.max_size caps every loop's pools together: a slot one loop frees is
+  // offered to the loop that waits for it, woken through its mailbox.
+  if (ConnectionSlots* slots = daemon_.connectionSlots()) {
+    slot_loop_ = slots->attach([this] {
+      (void)mailbox_.post([this] { pools_.onSlotFreed(); });
+    });
+    pools_.setSlots(slots, slot_loop_);
+  }
   uv_timer_init(loop_, &janitor_);
   janitor_.data = this;
   uv_timer_start(&janitor_, &Worker::onJanitor, kLoopJanitorMs, kLoopJanitorMs);
@@ -85,6 +94,12 @@ bool Worker::start() {
   started_ = true;
   if (own_loop_) thread_ = std::thread([this] { runThread(); });
   return true;
+}
+
+void Worker::detachSlots() {
+  if (slot_loop_ < 0) return;
+  daemon_.connectionSlots()->detach(slot_loop_);
+  slot_loop_ = -1;
 }
 
 void Worker::runThread() {
@@ -279,6 +294,7 @@ void Worker::finishIfDone() {
   uv_check_stop(&check_);
   uv_close(reinterpret_cast<uv_handle_t*>(&check_), nullptr);
   pools_.close();
+  detachSlots();
   mailbox_.close();
   uv_timer_stop(&janitor_);
   if (own_loop_) {

@@ -82,6 +82,8 @@ class Worker final : public StatementSink, public SessionHost {
   const Counters& counters() const { return counters_; }
   // Whether the loop has let go of everything (its sessions ended and its pools closed).
   bool finished() const { return finished_; }
+  // On this loop: publishes its summary now (a scrape is about to read it).
+  void publish();
   // Any thread: the last summary this loop published.
   WorkerSummary summary() const;
   // Loop 0 reads its own worker live; this is what it gives the metrics then.
@@ -124,8 +126,8 @@ class Worker final : public StatementSink, public SessionHost {
   void started(ClientSession& s, int rc, int fd, const std::string& listener_name);
   void tick();
   void sweep();
-  void publish();
   void runThread();
+  void detachSlots();
 
   static void onJanitor(uv_timer_t* t);
   static void onShutdownGrace(uv_timer_t* t);
@@ -156,6 +158,7 @@ class Worker final : public StatementSink, public SessionHost {
   uint64_t shutdown_deadline_ms_ = 0;
   bool finished_ = false;
   bool started_ = false;
+  int slot_loop_ = -1;  // this loop's index in the daemon's ConnectionSlots (several loops)
   mutable std::mutex summary_mu_;
   WorkerSummary summary_;
 };

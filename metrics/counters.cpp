@@ -35,7 +35,11 @@ Counters& Counters::operator+=(const Counters& o) {
   server_connects += o.server_connects;
   server_connect_errors += o.server_connect_errors;
   addAll(server_connect_errors_by_reason, o.server_connect_errors_by_reason);
-  last_server_login = std::max(last_server_login, o.last_server_login);
+  if (o.last_server_login >= 0 &&
+      (last_server_login < 0 || o.last_server_login_ms >= last_server_login_ms)) {
+    last_server_login = o.last_server_login;
+    last_server_login_ms = o.last_server_login_ms;
+  }
   server_current += o.server_current;
   server_idle += o.server_idle;
   server_active += o.server_active;

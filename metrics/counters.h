@@ -36,6 +36,7 @@ struct Counters {
   uint64_t server_connect_errors = 0;    // connect or login failures
   std::array<uint64_t, kConnectFailures> server_connect_errors_by_reason{};  // by ConnectFailure
   int last_server_login = -1;            // last login attempt: 1 ok, 0 failed, -1 none yet
+  uint64_t last_server_login_ms = 0;     // when it ended (the loop's clock)
   uint64_t server_current = 0;           // gauge: open server connections
   uint64_t server_idle = 0;              // gauge: idle in a pool
   uint64_t server_active = 0;            // gauge: lent to a client
@@ -80,8 +81,11 @@ struct Counters {
   uint64_t statementTotal(Outcome o) const {
     return statements[static_cast<size_t>(o)];
   }
-  // Adds another loop's counters (gauges and totals alike; the last login's outcome is the
-  // better of the two: one loop that logs in shows the server takes logins).
+  void serverLogin(bool ok, uint64_t now_ms) {
+    last_server_login = ok ? 1 : 0;
+    last_server_login_ms = now_ms;
+  }
+  // Adds another loop's counters (gauges and totals alike; the last login is the later one).
   Counters& operator+=(const Counters& o);
 };
 

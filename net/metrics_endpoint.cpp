@@ -112,7 +112,7 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
     respond(exchange, handler, std::move(r));
   } else if (handler == "metrics") {
     if (authorized(auth_, req.header("authorization"))) {
-      respond(exchange, handler, scrape());
+      whenCurrent([this, exchange] { respond(exchange, "metrics", scrape()); });
       return;
     }
     HttpResponse r = text(401, "unauthorized\n");
@@ -123,10 +123,21 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
   } else if (handler == "healthz") {
     respond(exchange, handler, text(200, "ok\n"));
   } else if (handler == "readyz") {
-    respond(exchange, handler, ready());
+    whenCurrent([this, exchange] { respond(exchange, "readyz", ready()); });
   } else {
     respond(exchange, handler, text(404, "not found\n"));
   }
+}
+
+void MetricsEndpoint::whenCurrent(std::function<void()> answer) {
+  if (!refresh_) {
+    answer();
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  refresh_([alive, answer = std::move(answer)] {
+    if (auto a = alive.lock(); a && *a) answer();
+  });
 }
 
 HttpResponse MetricsEndpoint::scrape() {

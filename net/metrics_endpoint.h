@@ -45,6 +45,9 @@ struct Readiness {
   std::string reason;  // one short line for the 503 body, e.g. "upstream unreachable"
 };
 using ReadinessCheck = std::function<Readiness()>;
+// Runs before a scrape or a readiness check and calls `done` on the loop when what they read is
+// current (several worker loops publish their figures first); `done` may run inside the call.
+using Refresh = std::function<void(std::function<void()> done)>;
 
 // Owns its transport, which keeps itself alive until its handles are closed: the endpoint may be
 // destroyed right after close(). All methods run on the loop thread.
@@ -57,6 +60,7 @@ class MetricsEndpoint final : public HttpHandler {
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
+  void setRefresh(Refresh refresh) { refresh_ = std::move(refresh); }
   // Binds and listens. The error names the address and the reason.
   [[nodiscard]] Status start();
   // The bound port (after start; useful with port 0), or 0.
@@ -67,17 +71,21 @@ class MetricsEndpoint final : public HttpHandler {
 
   // HttpHandler
   void onHttpRequest(uint64_t exchange, HttpRequest&& request) override;
-  void onHttpAbandoned(uint64_t) override {}  // every request is answered inside its call
+  void onHttpAbandoned(uint64_t) override {}  // a late answer to a gone client is dropped
   void onHttpRefused(HttpRefusal why, int status) override;
 
  private:
   void respond(uint64_t exchange, std::string_view handler, HttpResponse response);
+  // Runs `answer` once the figures are current (at once without a refresh hook).
+  void whenCurrent(std::function<void()> answer);
   HttpResponse scrape();
   HttpResponse ready();
 
   Metrics& metrics_;
   HttpAuth auth_;
   ReadinessCheck readiness_;
+  Refresh refresh_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::shared_ptr<HttpTransport> transport_;
   size_t last_scrape_bytes_ = 16384;
 };

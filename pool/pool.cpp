@@ -182,7 +182,7 @@ void Pool::serve() {
 
 void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
-  manager_.counters().last_server_login = 1;
+  manager_.counters().serverLogin(true, manager_.nowMs());
   manager_.clearRefusal();
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), logsafe(database_),
                 c.backendPid());
@@ -298,6 +298,8 @@ PoolStats Pool::stats() const {
   PoolStats s;
   s.role = role_;
   s.database = database_;
+  s.internal = fixed_max_ > 0;
+  s.writes = writes_;
   for (const auto& c : conns_) {
     switch (c->state()) {
       case ServerState::kResolving:

@@ -55,6 +55,8 @@ struct PoolStats {
   int active = 0;
   int resetting = 0;  // resetting or draining
   int waiting = 0;    // clients waiting
+  bool internal = false;  // pgwarden's own pool (catalog statistics)
+  bool writes = false;    // a write pool (guarded_writes)
 };
 
 class Pool {

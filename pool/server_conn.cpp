@@ -106,7 +106,7 @@ void ServerConnection::start() {
     state_ = ServerState::kClosing;
     last_error_ = std::string("socket: ") + uv_strerror(rc);
     c.connectError(ConnectFailure::kOther);
-    c.last_server_login = 0;
+    c.serverLogin(false, pool_.manager().nowMs());
     pool_.onLoginFailed(*this, last_error_);
     pool_.onClosed(*this);
     return;
@@ -262,7 +262,7 @@ void ServerConnection::close(const std::string& why) {
   if (before == ServerState::kResolving || before == ServerState::kConnecting ||
       before == ServerState::kLogin) {
     pool_.manager().counters().connectError(failure_);
-    pool_.manager().counters().last_server_login = 0;
+    pool_.manager().counters().serverLogin(false, pool_.manager().nowMs());
     pool_.onLoginFailed(*this, last_error_);
   } else if (link) {
     ++pool_.manager().counters().server_lost;

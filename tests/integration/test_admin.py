@@ -155,17 +155,23 @@ def test_kill_client_ends_that_client(admin_daemon):
         victim.close()
 
 
-def test_reload_applies_a_changed_guard(pgwarden_factory, pg):
-    d = pgwarden_factory.start(pg, overrides={"admin_users": ["core"]})
+def deny_shipments_from_now_on(d):
+    """Reads fct_shipments as user core, then writes a config whose guard denies that table
+    (taking effect at the next reload). Returns the statement."""
     sql = "SELECT count(*) FROM fct_shipments WHERE id < 10"
     conn = d.connect(user="core")
     with conn.cursor() as cur:
         cur.execute(sql)
     conn.close()
-
     d.config["groups"]["passthrough"] = {
         "guards": [{"kind": "tables", "deny": ["public.fct_shipments"]}]}
     d.write_config()
+    return sql
+
+
+def test_reload_applies_a_changed_guard(pgwarden_factory, pg):
+    d = pgwarden_factory.start(pg, overrides={"admin_users": ["core"]})
+    sql = deny_shipments_from_now_on(d)
     res = pgwtest.psql(d.dsn(user="core", dbname="pgwarden"), "-c", "RELOAD")
     assert res.returncode == 0, res.stderr
     assert "RELOAD" in res.stdout

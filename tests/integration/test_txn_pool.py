@@ -239,7 +239,8 @@ def test_session_state_is_refused_with_what_to_do(daemon, sql, what):
 
 
 def test_explicit_transaction_holds_its_connection_and_vanishing_client_rolls_back(pgwarden_factory, pg):
-    one = _start(pgwarden_factory, pg, pool=1)
+    # One loop: B is lent A's very connection (with two, a loop can only hand over the slot).
+    one = _start(pgwarden_factory, pg, pool=1, extra={"daemon": {"workers": 1}})
     a = one.connect(user="tx", autocommit=False)
     ca = a.cursor()
     ca.execute("SELECT pg_backend_pid()")
