@@ -51,6 +51,16 @@ def test_bench_run_quick_writes_every_cell(pgwarden_bin, tmp_path):
         assert cell["ratios"]["on_over_off_tps"] is not None, cell
     assert screens["result_warnings"] == 0, screens
 
+    # Worker loops: every cell with one loop and with two, from real transactions.
+    workers = results["workers"]
+    assert {(c["mode"], c["clients"]) for c in workers["cells"]} == set(cells)
+    for cell in workers["cells"]:
+        for variant in ("one_loop", "two_loops"):
+            t = cell["targets"][variant]
+            assert t["errors"] == [] and t["failed"] == 0 and t["tps_median"] > 0, cell
+            assert t.get("proxy_cpu_us_per_tx") is not None, cell
+        assert cell["ratios"]["two_over_one_tps"] is not None, cell
+
     # The MCP phase: both paths made every call and have figures; the tool call's added latency
     # is computed (its size is bench/run's to report, not this test's to judge).
     mcp = results["mcp"]
