@@ -8,6 +8,8 @@
 
 #include "session/client_session.h"
 
+#include <atomic>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -38,9 +40,10 @@ void setCarried(ParamList& params, std::string_view name, std::string_view value
 }
 
 // Tags of unnamed statements: which client's text a connection's unnamed statement holds.
+// Unique in the process (every loop's sessions draw from it).
 uint64_t nextUnnamedTag() {
-  static uint64_t last = 0;
-  return ++last;
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }

@@ -54,6 +54,8 @@ def require_tool(reason):
 # figures measure ASan's quarantine and shadow memory, and it runs a few times slower, so the
 # tests that bound memory or race a flood report those figures without asserting them.
 SANITIZED = os.environ.get("PGWARDEN_SANITIZED", "") == "1"
+# PGWARDEN_TEST_WORKERS=N: every daemon of the run on N worker loops (scripts/test's multi-loop pass).
+TEST_WORKERS = int(os.environ.get("PGWARDEN_TEST_WORKERS", "1") or "1")
 
 
 # The first line of an AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer report.
@@ -312,8 +314,8 @@ class Pgwarden:
         cfg.setdefault("daemon", {})["state_dir"] = str(self.dir)
         # PGWARDEN_TEST_WORKERS=N runs every daemon of a test run with N loops (scripts/test runs
         # the multi-loop tests this way too); a test's own overrides still win.
-        if os.environ.get("PGWARDEN_TEST_WORKERS"):
-            cfg["daemon"]["workers"] = int(os.environ["PGWARDEN_TEST_WORKERS"])
+        if TEST_WORKERS > 1:
+            cfg["daemon"]["workers"] = TEST_WORKERS
         if users is None:
             self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [

@@ -104,7 +104,13 @@ def test_two_thousand_clients_on_twenty_server_connections(daemon, pg):
                 pids.add(rows[0][1])
                 if i % 300 == 0:
                     peak = max(peak, _backends(pg))
-            assert 1 <= len(pids) <= POOL
+            # With several loops a slot moves between them by closing an idle connection on one
+            # loop and opening one on the other: more distinct backends over the round, never
+            # more at once (the peak below).
+            if pgwtest.TEST_WORKERS <= 1:
+                assert 1 <= len(pids) <= POOL
+            else:
+                assert 1 <= len(pids) <= 2 * POOL
             for i, c in enumerate(conns):
                 with c.cursor() as cur:
                     cur.execute("SELECT %s::int + 1", (i,))
