@@ -1,5 +1,6 @@
 // LoopMailbox: post() appends under the lock and wakes the loop; the loop swaps the queue out
-// and runs the batch without the lock, so a task may post again (to any loop, itself included).
+// and runs the batch without the lock, so a task may post again (to any loop, itself included)
+// or close the mailbox.
 #include "daemon/loop_mailbox.h"
 
 namespace pgwarden::daemon {
@@ -34,14 +35,16 @@ bool LoopMailbox::post(Task task) {
 }
 
 void LoopMailbox::drain() {
+  // A local batch: a task may close the mailbox, which drains again from inside this loop.
+  std::vector<Task> batch;
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (queue_.empty()) return;
-      running_.swap(queue_);
+      batch.swap(queue_);
     }
-    for (auto& t : running_) t();
-    running_.clear();
+    for (auto& t : batch) t();
+    batch.clear();
   }
 }
 

@@ -35,7 +35,6 @@ class LoopMailbox {
 
   std::mutex mu_;
   std::vector<Task> queue_;
-  std::vector<Task> running_;  // the loop's batch, swapped out of queue_ under the lock
   bool closed_ = false;
   uv_async_t* handle_ = nullptr;
 };

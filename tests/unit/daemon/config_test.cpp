@@ -367,3 +367,15 @@ TEST(Config, WriteGroupsNeedTheirOwnWriteRole) {
   EXPECT_TRUE(c->findGroup("writers")->writes().guarded);
   EXPECT_FALSE(c->findGroup("agents")->writes().guarded);
 }
+
+TEST(Config, WorkersAreOneByDefaultANumberOrAuto) {
+  EXPECT_EQ(parseConfig(baseConfig(), "test.yaml")->daemon.workers, 1);
+  EXPECT_EQ(parseConfig(baseConfig() + "daemon:\n  workers: 3\n", "test.yaml")->daemon.workers, 3);
+  const int autoWorkers = parseConfig(baseConfig() + "daemon:\n  workers: auto\n", "test.yaml")->daemon.workers;
+  EXPECT_GE(autoWorkers, 1);
+  EXPECT_LE(autoWorkers, DaemonSection::kMaxWorkers);
+  for (const char* bad : {"0", "65", "many", "-1"}) {
+    const std::string err = errorOf(baseConfig() + "daemon:\n  workers: " + bad + "\n");
+    EXPECT_NE(err.find("daemon.workers"), std::string::npos) << bad << ": " << err;
+  }
+}
