@@ -78,15 +78,21 @@ struct Value {
   std::string_view text;     // kText, kJson, kUid (empty: NULL)
 };
 
-// The values of one record in kColumns order. Keeps the JSON it builds for `tables`.
+// The values of one record in kColumns order. Keeps the JSON it builds for `tables` and the text
+// of record_uid; assign() reuses that storage, so a store that keeps one RowValues allocates
+// nothing per record once it has seen the longest.
 class RowValues {
  public:
-  explicit RowValues(const Record& r);
+  RowValues() = default;
+  explicit RowValues(const Record& r) { assign(r); }
+  RowValues(const RowValues&) = delete;
+  RowValues& operator=(const RowValues&) = delete;
+  void assign(const Record& r);
   const std::array<Value, kColumns.size()>& values() const { return values_; }
 
  private:
   std::string tables_json_;
-  std::string uid_;
+  std::array<char, 40> uid_{};  // 16 hex digits, '-', up to 20 decimal digits
   std::array<Value, kColumns.size()> values_;
 };
 

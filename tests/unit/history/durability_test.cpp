@@ -221,6 +221,29 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   EXPECT_NE(rows[3][1], "<null>");
 }
 
+// A file made with SQLite's default 4 KiB pages (every pgwarden before 8 KiB pages) keeps them,
+// takes new records, and still skips a batch the spool hands over again; a new file gets 8 KiB.
+TEST(Durability, AFileWithFourKibPagesKeepsThemAndStaysIdempotent) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  std::ofstream(c.path).close();
+  sqliteQuery(c.path, "PRAGMA page_size=4096");
+  sqliteQuery(c.path, "CREATE TABLE placeholder (x)");  // fixes the page size
+  storeThenDieBeforeMarking(c, 150);
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, 150u);
+  submitRange(*rec, 150, 200);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(sqliteCount(c.path), 200);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 200);
+  EXPECT_EQ(sqliteQuery(c.path, "PRAGMA page_size")[0][0], "4096");
+
+  TempDir fresh;
+  HistoryConfig n = fileConfig(fresh, "sqlite");
+  makeRecorder(n)->shutdown(std::chrono::seconds(5));
+  EXPECT_EQ(sqliteQuery(n.path, "PRAGMA page_size")[0][0], "8192");
+}
+
 TEST(Durability, ASpoolThatCannotBeOpenedStopsStartUp) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "sqlite");
