@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -143,6 +144,7 @@ class QueueRecorder final : public Recorder {
     Clock::time_point next_drop_log = Clock::now() + kDropLogInterval;
     uint64_t drops_logged = 0;
     const bool retention = config_.max_age.count() > 0 || config_.max_rows > 0;
+    // Kept across batches: the spool decodes into its records' storage (record_queue.h).
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);
     for (;;) {
@@ -162,9 +164,9 @@ class QueueRecorder final : public Recorder {
       size_t resolved = 0;
       bool abandoned = false;
       if (taken > 0) {
-        for (auto& r : batch) prepareRecord(r, config_);
-        abandoned = !writeBatch(batch, &resolved);
-        batch.clear();
+        const std::span<Record> records(batch.data(), taken);
+        for (auto& r : records) prepareRecord(r, config_);
+        abandoned = !writeBatch(records, &resolved);
         queue_->release(resolved);
       }
       if (abandoned) {
@@ -230,13 +232,13 @@ class QueueRecorder final : public Recorder {
   // by writing the rest one by one, so one bad record cannot hold up the others. `resolved`:
   // how many, from the front, are stored or refused. Returns false when shutdown's deadline
   // passed first (the rest is then left to abandonQueue).
-  bool writeBatch(std::vector<Record>& batch, size_t* resolved) {
+  bool writeBatch(std::span<const Record> batch, size_t* resolved) {
     size_t pos = 0;
     bool one_by_one = false;
     milliseconds backoff = kBackoffInitial;
     while (pos < batch.size()) {
       const size_t n = one_by_one ? 1 : batch.size() - pos;
-      const WriteResult res = store_->write(std::span<const Record>(batch.data() + pos, n));
+      const WriteResult res = store_->write(batch.subspan(pos, n));
       switch (res.outcome) {
         case WriteOutcome::kOk:
           written_.fetch_add(n, std::memory_order_relaxed);
