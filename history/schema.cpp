@@ -126,9 +126,13 @@ std::vector<std::string> schemaStatements(Dialect d) {
     return std::string("CREATE INDEX IF NOT EXISTS ") + kHistoryTable + "_" + col + "_idx ON " +
            kHistoryTable + " (" + col + ")";
   };
-  // NULLs are distinct in a unique index in both databases: records without a spool id coexist.
-  const std::string uid_index = std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex +
-                                " ON " + kHistoryTable + " (" + kUidColumn + ")";
+  // NULLs are distinct in a unique index: records without a spool id coexist. SQLite keeps the
+  // spool's high-water mark instead (kSpoolTable: epoch as record_uid's 16 hex digits).
+  const std::string uid_index =
+      pg ? std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex + " ON " + kHistoryTable +
+               " (" + kUidColumn + ")"
+         : std::string("CREATE TABLE IF NOT EXISTS ") + kSpoolTable +
+               " (epoch TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)";
   const std::string record_version =
       std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
       std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";

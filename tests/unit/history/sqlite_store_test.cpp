@@ -42,7 +42,7 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   auto rec = makeRecorder(sqliteConfig(dir));
   const std::string path = dir.file("history.db");
   EXPECT_EQ(sqliteQuery(path, "PRAGMA journal_mode")[0][0], "wal");
-  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "4");
+  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
   const auto idx = sqliteQuery(path,
                                "SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                "tbl_name = 'pgwarden_history' ORDER BY name");
@@ -50,8 +50,9 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   for (const auto& r : idx) names.push_back(r[0]);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "pgwarden_history_conversation_id_idx", "pgwarden_history_fingerprint_idx",
-                       "pgwarden_history_outcome_idx", "pgwarden_history_record_uid_idx",
-                       "pgwarden_history_started_at_idx"}));
+                       "pgwarden_history_outcome_idx", "pgwarden_history_started_at_idx"}));
+  // record_uid is kept unique by the spool marks, not an index (schema version 5).
+  EXPECT_EQ(sqliteQuery(path, "SELECT count(*) FROM pgwarden_history_spool")[0][0], "0");
   rec.reset();  // one recorder per spool at a time
   // Opening again is idempotent.
   auto again = makeRecorder(sqliteConfig(dir));
