@@ -122,15 +122,21 @@ void storeThenDieBeforeMarking(const HistoryConfig& c, uint64_t n) {
   forgetConsumedMarks(c.path + ".spool");
 }
 
+// The start after storeThenDieBeforeMarking(c, stored): the spool hands the `stored` records
+// over again, and `more` new ones follow them.
+void restartAndSubmitMore(const HistoryConfig& c, uint64_t stored, uint64_t more) {
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, stored);
+  submitRange(*rec, stored, stored + more);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().rejected, 0u);
+}
+
 TEST(Durability, StoredButNotMarkedConsumedIsNotStoredTwiceInSqlite) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "sqlite");
   storeThenDieBeforeMarking(c, 300);
-  auto rec = makeRecorder(c);
-  EXPECT_EQ(rec->stats().recovered, 300u);
-  submitRange(*rec, 300, 320);
-  rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(rec->stats().rejected, 0u);
+  restartAndSubmitMore(c, 300, 20);
   EXPECT_EQ(sqliteCount(c.path), 320);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT session_id)"), 320);
@@ -237,12 +243,7 @@ TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
   sqliteQuery(c.path,
               "INSERT INTO pgwarden_history (started_at, finished_at, sql_text) VALUES "
               "('2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 'durability: off')");
-
-  auto rec = makeRecorder(c);
-  EXPECT_EQ(rec->stats().recovered, 300u);
-  submitRange(*rec, 300, 320);
-  rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(rec->stats().rejected, 0u);
+  restartAndSubmitMore(c, 300, 20);
   EXPECT_EQ(sqliteCount(c.path), 321);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
   EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
@@ -266,10 +267,7 @@ TEST(Durability, AFileWithFourKibPagesKeepsThemAndStaysIdempotent) {
   sqliteQuery(c.path, "PRAGMA page_size=4096");
   sqliteQuery(c.path, "CREATE TABLE placeholder (x)");  // fixes the page size
   storeThenDieBeforeMarking(c, 150);
-  auto rec = makeRecorder(c);
-  EXPECT_EQ(rec->stats().recovered, 150u);
-  submitRange(*rec, 150, 200);
-  rec->shutdown(std::chrono::seconds(10));
+  restartAndSubmitMore(c, 150, 50);
   EXPECT_EQ(sqliteCount(c.path), 200);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 200);
   EXPECT_EQ(sqliteQuery(c.path, "PRAGMA page_size")[0][0], "4096");
