@@ -60,12 +60,16 @@ size_t heapBytes(const std::string& s) {
 // Heap bytes a record holds beyond its own size (what keeping it for reuse keeps).
 size_t heldBytes(const Record& r) {
   size_t n = r.tables.capacity() * sizeof(std::string);
-  for (const std::string* s :
-       {&r.instance_id, &r.user, &r.database, &r.policy_group, &r.client_addr,
-        &r.application_name, &r.agent_id, &r.conversation_id, &r.query_intent_sent,
-        &r.query_intent_inferred, &r.statement_kind, &r.sql_text, &r.fingerprint,
-        &r.guard_actions, &r.deny_code, &r.sqlstate, &r.error_message, &r.protocol,
-        &r.tool_name, &r.tool_args}) {
+  for (const std::string* s : {&r.instance_id,       &r.user,
+                               &r.database,          &r.policy_group,
+                               &r.client_addr,       &r.application_name,
+                               &r.agent_id,          &r.conversation_id,
+                               &r.query_intent_sent, &r.query_intent_inferred,
+                               &r.statement_kind,    &r.sql_text,
+                               &r.fingerprint,       &r.guard_actions,
+                               &r.deny_code,         &r.sqlstate,
+                               &r.error_message,     &r.protocol,
+                               &r.tool_name,         &r.tool_args}) {
     n += heapBytes(*s);
   }
   for (const auto& t : r.tables) n += heapBytes(t);
@@ -184,8 +188,8 @@ class QueueRecorder final : public Recorder {
     Clock::time_point next_drop_log = Clock::now() + kDropLogInterval;
     uint64_t drops_logged = 0;
     const bool retention = config_.max_age.count() > 0 || config_.max_rows > 0;
-    const size_t catch_up =
-        std::max(config_.batch_size, std::min(config_.batch_size * kCatchUpBatches, kCatchUpRecords));
+    const size_t catch_up = std::max(
+        config_.batch_size, std::min(config_.batch_size * kCatchUpBatches, kCatchUpRecords));
     // Kept across batches: the spool decodes into its records' storage (record_queue.h).
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);

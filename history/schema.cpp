@@ -128,11 +128,10 @@ std::vector<std::string> schemaStatements(Dialect d) {
   };
   // NULLs are distinct in a unique index: records without a spool id coexist. SQLite keeps the
   // spool's high-water mark instead (kSpoolTable: epoch as record_uid's 16 hex digits).
-  const std::string uid_index =
-      pg ? std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex + " ON " + kHistoryTable +
-               " (" + kUidColumn + ")"
-         : std::string("CREATE TABLE IF NOT EXISTS ") + kSpoolTable +
-               " (epoch TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)";
+  const std::string uid_index = pg ? std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex +
+                                         " ON " + kHistoryTable + " (" + kUidColumn + ")"
+                                   : std::string("CREATE TABLE IF NOT EXISTS ") + kSpoolTable +
+                                         " (epoch TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)";
   const std::string record_version =
       std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
       std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";

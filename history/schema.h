@@ -15,9 +15,9 @@ namespace pgwarden::history {
 inline constexpr const char* kHistoryTable = "pgwarden_history";
 inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // 2: record_uid (the spool id that makes a record written twice harmless), added in place to a
-// version-1 table. 3: warnings (the result screens' findings), added in place likewise. 4: tool_name
-// and tool_args (the MCP tool a statement ran for), likewise. 5 (SQLite): the unique index on
-// record_uid gives way to kSpoolTable, the highest sequence number stored per spool epoch,
+// version-1 table. 3: warnings (the result screens' findings), added in place likewise. 4:
+// tool_name and tool_args (the MCP tool a statement ran for), likewise. 5 (SQLite): the unique
+// index on record_uid gives way to kSpoolTable, the highest sequence number stored per spool epoch,
 // written in each batch's transaction; the index cost the writer more than any other but
 // conversation_id's. PostgreSQL keeps its index.
 inline constexpr int kSchemaVersion = 5;

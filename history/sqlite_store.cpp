@@ -108,12 +108,12 @@ class SqliteStore final : public Store {
       }
     }
     std::string version;
-    Status checked = queryText((std::string("SELECT max(version) FROM ") + kSchemaTable).c_str(),
-                               &version);
+    Status checked =
+        queryText((std::string("SELECT max(version) FROM ") + kSchemaTable).c_str(), &version);
     if (checked.ok() && std::stoi(version.empty() ? "0" : version) > kSchemaVersion) {
-      checked = Status::fail(path_ + ": history schema version " + version +
-                             " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) +
-                             ")");
+      checked =
+          Status::fail(path_ + ": history schema version " + version +
+                       " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) + ")");
     }
     if (checked.ok()) checked = moveUidIndexToSpoolMarks();
     if (!checked.ok()) {

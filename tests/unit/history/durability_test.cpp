@@ -254,8 +254,9 @@ TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
   const auto marks = sqliteQuery(c.path, "SELECT epoch, last_seq FROM pgwarden_history_spool");
   ASSERT_EQ(marks.size(), 1u);
   EXPECT_EQ(marks[0][1], "320");
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT substr(max(record_uid), 1, 16) FROM pgwarden_history")[0][0],
-            marks[0][0]);
+  EXPECT_EQ(
+      sqliteQuery(c.path, "SELECT substr(max(record_uid), 1, 16) FROM pgwarden_history")[0][0],
+      marks[0][0]);
 }
 
 // A file made with SQLite's default 4 KiB pages (every pgwarden before 8 KiB pages) keeps them,

@@ -1,16 +1,17 @@
 // history: UTF-8 repair and truncation, JSON escaping of arbitrary bytes, and the libpg_query
 // fingerprint and normalization the history relies on.
+#include "history/text.h"
+
 #include <gtest/gtest.h>
 #include <pg_query.h>
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <ctime>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
 #include "history/json.h"
-#include "history/text.h"
 
 namespace pgwarden::history {
 namespace {
