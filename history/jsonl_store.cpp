@@ -113,14 +113,19 @@ class JsonlStore final : public Store {
   }
 
   void appendLine(const Record& r) {
-    const RowValues row(r);
+    row_.assign(r);
     w_.clear();
     w_.beginObject();
     size_t i = 0;
-    for (const Value& v : row.values()) {
+    for (const Value& v : row_.values()) {
       w_.key(kColumns[i++].name);
       switch (v.type) {
-        case ColumnType::kTimestamp: w_.string(formatTimestampUs(v.i)); break;
+        case ColumnType::kTimestamp: {
+          char ts[kTimestampChars];
+          formatTimestampUs(v.i, ts);
+          w_.string(std::string_view(ts, sizeof ts));
+          break;
+        }
         case ColumnType::kInt: w_.number(v.i); break;
         case ColumnType::kBool: w_.boolean(v.i != 0); break;
         case ColumnType::kText: w_.string(v.text); break;
@@ -165,6 +170,7 @@ class JsonlStore final : public Store {
   std::vector<LineEnd> ends_;
   SpoolPosition last_;
   JsonWriter w_;
+  RowValues row_;  // reused for every line
 };
 
 }  // namespace

@@ -341,13 +341,18 @@ class PostgresStore final : public Store {
   }
 
   void appendRow(const Record& r) {
-    const RowValues row(r);
+    row_.assign(r);
     bool first = true;
-    for (const Value& v : row.values()) {
+    for (const Value& v : row_.values()) {
       if (!first) buffer_.push_back('\t');
       first = false;
       switch (v.type) {
-        case ColumnType::kTimestamp: buffer_ += formatTimestampUs(v.i); break;
+        case ColumnType::kTimestamp: {
+          char ts[kTimestampChars];
+          formatTimestampUs(v.i, ts);
+          buffer_.append(ts, sizeof ts);
+          break;
+        }
         case ColumnType::kInt: buffer_ += std::to_string(v.i); break;
         case ColumnType::kBool: buffer_.push_back(v.i != 0 ? 't' : 'f'); break;
         case ColumnType::kText:
@@ -372,6 +377,7 @@ class PostgresStore final : public Store {
   std::string dsn_;
   std::string copy_sql_;
   std::string buffer_;
+  RowValues row_;  // reused for every row
   PGconn* conn_ = nullptr;
   bool outage_ = false;  // the last open failed only because the server could not be reached
 };

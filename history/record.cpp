@@ -2,17 +2,26 @@
 #include "history/record.h"
 
 #include <charconv>
-#include <cstdio>
+#include <cstring>
 
 namespace pgwarden::history {
 
+std::string_view formatRecordUid(const Record& r, char* buf, size_t size) {
+  if (r.spool_seq == 0 || size < 40) return {};
+  // The epoch zero-padded to 16 hex digits, as parseRecordUid expects.
+  char hex[16];
+  const auto e = std::to_chars(hex, hex + sizeof hex, r.spool_epoch, 16);
+  const size_t pad = sizeof hex - static_cast<size_t>(e.ptr - hex);
+  std::memset(buf, '0', pad);
+  std::memcpy(buf + pad, hex, static_cast<size_t>(e.ptr - hex));
+  buf[16] = '-';
+  const auto s = std::to_chars(buf + 17, buf + size, r.spool_seq);
+  return {buf, static_cast<size_t>(s.ptr - buf)};
+}
+
 std::string recordUid(const Record& r) {
-  if (r.spool_seq == 0) return {};
-  char buf[48];
-  const int n = std::snprintf(buf, sizeof buf, "%016llx-%llu",
-                              static_cast<unsigned long long>(r.spool_epoch),
-                              static_cast<unsigned long long>(r.spool_seq));
-  return std::string(buf, static_cast<size_t>(n));
+  char buf[40];
+  return std::string(formatRecordUid(r, buf, sizeof buf));
 }
 
 bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -77,6 +78,8 @@ struct Record {
 // record_uid as stored: the epoch as 16 hex digits, '-', the sequence number in decimal; "" for
 // a record without a spool id.
 std::string recordUid(const Record& r);
+// The same text written to `buf` (at least 40 bytes) without allocating; "" without a spool id.
+std::string_view formatRecordUid(const Record& r, char* buf, size_t size);
 // The inverse: false when `uid` is not one.
 bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq);
 

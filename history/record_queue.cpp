@@ -42,7 +42,11 @@ class MemoryQueue final : public RecordQueue {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t n = std::min(max, queue_.size());
     for (size_t i = 0; i < n; ++i) {
-      out.push_back(std::move(queue_.front().record));
+      if (i < out.size()) {
+        out[i] = std::move(queue_.front().record);
+      } else {
+        out.push_back(std::move(queue_.front().record));
+      }
       taken_.push_back(queue_.front().bytes);
       queue_.pop_front();
     }

@@ -20,8 +20,11 @@ class RecordQueue {
   // not fit (queue_size records, or the byte bound); the caller counts the drop.
   virtual bool push(Record&& r) = 0;
 
-  // Consumer: appends to `out` up to `max` records that follow those already taken, oldest
-  // first, and returns how many. They stay in the queue until released.
+  // Consumer: puts in out[0, n) up to `max` records that follow those already taken, oldest
+  // first, and returns n. `out` grows when it holds fewer than n; the records already in it are
+  // overwritten, their strings' storage reused (a writer that keeps its batch allocates nothing
+  // per record), and those from n on are left as they are. Taken records stay in the queue
+  // until released.
   virtual size_t take(std::vector<Record>& out, size_t max) = 0;
   // Consumer: the oldest `n` taken records are resolved (stored, or refused by the store).
   virtual void release(size_t n) = 0;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -38,10 +39,54 @@ constexpr milliseconds kDropLogInterval{5000};
 // once, each retry only at debug level).
 constexpr milliseconds kDownLogInterval{60000};
 constexpr std::chrono::seconds kDestructorFlush{5};
+// A writer that has fallen behind (more than a batch waiting) catches up in transactions of up
+// to this many batches, at most kCatchUpRecords records (never fewer than batch_size). Each
+// commit writes every page it dirtied, and an index with scattered keys (conversation_id)
+// dirties about one page per record whatever the batch: fewer, larger commits cost the SQLite
+// writer about a quarter less CPU per record at batch_size 512 (docs/performance.md).
+constexpr size_t kCatchUpBatches = 8;
+constexpr size_t kCatchUpRecords = 8192;
 void cutAndShrink(std::string& s, size_t max, bool* flag) {
   if (truncateUtf8(s, max)) {
     s.shrink_to_fit();  // a copy of at most `max` bytes: bounded work, and the memory is freed
     if (flag != nullptr) *flag = true;
+  }
+}
+
+size_t heapBytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;  // not the inline buffer
+}
+
+// Heap bytes a record holds beyond its own size (what keeping it for reuse keeps).
+size_t heldBytes(const Record& r) {
+  size_t n = r.tables.capacity() * sizeof(std::string);
+  for (const std::string* s : {&r.instance_id,       &r.user,
+                               &r.database,          &r.policy_group,
+                               &r.client_addr,       &r.application_name,
+                               &r.agent_id,          &r.conversation_id,
+                               &r.query_intent_sent, &r.query_intent_inferred,
+                               &r.statement_kind,    &r.sql_text,
+                               &r.fingerprint,       &r.guard_actions,
+                               &r.deny_code,         &r.sqlstate,
+                               &r.error_message,     &r.protocol,
+                               &r.tool_name,         &r.tool_args}) {
+    n += heapBytes(*s);
+  }
+  for (const auto& t : r.tables) n += heapBytes(t);
+  return n;
+}
+
+// The batch keeps its records for the next one, up to kKeepBytes of them: ordinary records
+// (a catch-up batch of them included) are reused, a batch of long texts is not held on to.
+void keepForReuse(std::vector<Record>& batch) {
+  constexpr size_t kKeepBytes = 16 << 20;
+  size_t kept = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    kept += sizeof(Record) + heldBytes(batch[i]);
+    if (kept > kKeepBytes) {
+      batch.resize(i);
+      return;
+    }
   }
 }
 
@@ -143,29 +188,36 @@ class QueueRecorder final : public Recorder {
     Clock::time_point next_drop_log = Clock::now() + kDropLogInterval;
     uint64_t drops_logged = 0;
     const bool retention = config_.max_age.count() > 0 || config_.max_rows > 0;
+    const size_t catch_up = std::max(
+        config_.batch_size, std::min(config_.batch_size * kCatchUpBatches, kCatchUpRecords));
+    // Kept across batches: the spool decodes into its records' storage (record_queue.h).
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);
     for (;;) {
+      size_t want = config_.batch_size;
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (!stopping_ && queue_->ready() < config_.batch_size) {
           cv_.wait_for(lock, config_.flush_interval,
                        [&] { return stopping_ || queue_->ready() >= config_.batch_size; });
         }
-        if (queue_->ready() == 0 && stopping_) {
+        const size_t ready = queue_->ready();
+        if (ready == 0 && stopping_) {
           closed_ = true;
           break;
         }
+        if (ready > config_.batch_size) want = catch_up;
       }
       // Outside the lock: the spool decodes here while the loop goes on appending.
-      const size_t taken = queue_->take(batch, config_.batch_size);
+      const size_t taken = queue_->take(batch, want);
       size_t resolved = 0;
       bool abandoned = false;
       if (taken > 0) {
-        for (auto& r : batch) prepareRecord(r, config_);
-        abandoned = !writeBatch(batch, &resolved);
-        batch.clear();
+        const std::span<Record> records(batch.data(), taken);
+        for (auto& r : records) prepareRecord(r, config_);
+        abandoned = !writeBatch(records, &resolved);
         queue_->release(resolved);
+        keepForReuse(batch);
       }
       if (abandoned) {
         abandonQueue();
@@ -230,13 +282,13 @@ class QueueRecorder final : public Recorder {
   // by writing the rest one by one, so one bad record cannot hold up the others. `resolved`:
   // how many, from the front, are stored or refused. Returns false when shutdown's deadline
   // passed first (the rest is then left to abandonQueue).
-  bool writeBatch(std::vector<Record>& batch, size_t* resolved) {
+  bool writeBatch(std::span<const Record> batch, size_t* resolved) {
     size_t pos = 0;
     bool one_by_one = false;
     milliseconds backoff = kBackoffInitial;
     while (pos < batch.size()) {
       const size_t n = one_by_one ? 1 : batch.size() - pos;
-      const WriteResult res = store_->write(std::span<const Record>(batch.data() + pos, n));
+      const WriteResult res = store_->write(batch.subspan(pos, n));
       switch (res.outcome) {
         case WriteOutcome::kOk:
           written_.fetch_add(n, std::memory_order_relaxed);

@@ -37,13 +37,15 @@ int64_t screenFindings(std::string_view guard_actions) {
 
 }  // namespace
 
-RowValues::RowValues(const Record& r) {
-  JsonWriter w;
-  w.beginArray();
-  for (const auto& t : r.tables) w.string(t);
-  w.endArray();
-  tables_json_ = w.take();
-  uid_ = recordUid(r);
+void RowValues::assign(const Record& r) {
+  tables_json_.clear();
+  tables_json_ += '[';
+  for (const auto& t : r.tables) {
+    if (tables_json_.size() > 1) tables_json_ += ',';
+    appendJsonString(tables_json_, t);
+  }
+  tables_json_ += ']';
+  const std::string_view uid = formatRecordUid(r, uid_.data(), uid_.size());
 
   auto ts = [](int64_t v) { return Value{ColumnType::kTimestamp, v, {}}; };
   auto num = [](int64_t v) { return Value{ColumnType::kInt, v, {}}; };
@@ -84,7 +86,7 @@ RowValues::RowValues(const Record& r) {
       num(screenFindings(r.guard_actions)),
       txt(r.tool_name),
       txt(r.tool_args),
-      Value{ColumnType::kUid, 0, uid_},
+      Value{ColumnType::kUid, 0, uid},
   }};
 }
 
@@ -124,9 +126,12 @@ std::vector<std::string> schemaStatements(Dialect d) {
     return std::string("CREATE INDEX IF NOT EXISTS ") + kHistoryTable + "_" + col + "_idx ON " +
            kHistoryTable + " (" + col + ")";
   };
-  // NULLs are distinct in a unique index in both databases: records without a spool id coexist.
-  const std::string uid_index = std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex +
-                                " ON " + kHistoryTable + " (" + kUidColumn + ")";
+  // NULLs are distinct in a unique index: records without a spool id coexist. SQLite keeps the
+  // spool's high-water mark instead (kSpoolTable: epoch as record_uid's 16 hex digits).
+  const std::string uid_index = pg ? std::string("CREATE UNIQUE INDEX IF NOT EXISTS ") + kUidIndex +
+                                         " ON " + kHistoryTable + " (" + kUidColumn + ")"
+                                   : std::string("CREATE TABLE IF NOT EXISTS ") + kSpoolTable +
+                                         " (epoch TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)";
   const std::string record_version =
       std::string("INSERT INTO ") + kSchemaTable + " (version) VALUES (" +
       std::to_string(kSchemaVersion) + ") ON CONFLICT (version) DO NOTHING";

@@ -15,11 +15,15 @@ namespace pgwarden::history {
 inline constexpr const char* kHistoryTable = "pgwarden_history";
 inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // 2: record_uid (the spool id that makes a record written twice harmless), added in place to a
-// version-1 table. 3: warnings (the result screens' findings), added in place likewise. 4: tool_name
-// and tool_args (the MCP tool a statement ran for), likewise.
-inline constexpr int kSchemaVersion = 4;
+// version-1 table. 3: warnings (the result screens' findings), added in place likewise. 4:
+// tool_name and tool_args (the MCP tool a statement ran for), likewise. 5 (SQLite): the unique
+// index on record_uid gives way to kSpoolTable, the highest sequence number stored per spool epoch,
+// written in each batch's transaction; the index cost the writer more than any other but
+// conversation_id's. PostgreSQL keeps its index.
+inline constexpr int kSchemaVersion = 5;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
+inline constexpr const char* kSpoolTable = "pgwarden_history_spool";
 inline constexpr const char* kWarningsColumn = "warnings";
 inline constexpr const char* kToolNameColumn = "tool_name";
 inline constexpr const char* kToolArgsColumn = "tool_args";
@@ -78,15 +82,21 @@ struct Value {
   std::string_view text;     // kText, kJson, kUid (empty: NULL)
 };
 
-// The values of one record in kColumns order. Keeps the JSON it builds for `tables`.
+// The values of one record in kColumns order. Keeps the JSON it builds for `tables` and the text
+// of record_uid; assign() reuses that storage, so a store that keeps one RowValues allocates
+// nothing per record once it has seen the longest.
 class RowValues {
  public:
-  explicit RowValues(const Record& r);
+  RowValues() = default;
+  explicit RowValues(const Record& r) { assign(r); }
+  RowValues(const RowValues&) = delete;
+  RowValues& operator=(const RowValues&) = delete;
+  void assign(const Record& r);
   const std::array<Value, kColumns.size()>& values() const { return values_; }
 
  private:
   std::string tables_json_;
-  std::string uid_;
+  std::array<char, 40> uid_{};  // 16 hex digits, '-', up to 20 decimal digits
   std::array<Value, kColumns.size()> values_;
 };
 
@@ -95,7 +105,7 @@ enum class Dialect { kSqlite, kPostgres };
 // Statements that create the schema if missing, or bring an older table up to date
 // (idempotent), in order. For SQLite, which has no ADD COLUMN IF NOT EXISTS, the caller runs
 // addColumn() for each of kAddedColumns between the first statement (the table) and the rest when
-// the table lacks it.
+// the table lacks it, and then (schema version 5) moves a table's record_uid index to kSpoolTable.
 std::vector<std::string> schemaStatements(Dialect dialect);
 // Columns later schema versions added to an existing table, in order.
 inline constexpr const char* kAddedColumns[] = {kUidColumn, kWarningsColumn, kToolNameColumn, kToolArgsColumn};

@@ -367,11 +367,11 @@ size_t Spool::take(std::vector<Record>& out, size_t max) {
       break;
     }
     const uint64_t total = align8(kEntryHeader + h.length);
-    Record r;
+    if (n == out.size()) out.emplace_back();
+    Record& r = out[n];
     if (!decodeRecord(ring_ + at + kEntryHeader, h.length, &r)) r = unreadable(h.seq);
     r.spool_epoch = epoch_;
     r.spool_seq = h.seq;
-    out.push_back(std::move(r));
     taken_.push_back(Taken{h.seq, at + total, pad + total});
     read_off_ = at + total;
     ++read_seq_;

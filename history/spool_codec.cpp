@@ -111,6 +111,8 @@ void encodeRecord(const Record& r, uint8_t* out) {
 }
 
 bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
+  // `out` may be a record decoded before (the writer reuses its batch): every field is set, and
+  // strings are assigned in place so their storage is reused.
   Reader in(body, size);
   uint8_t outcome = 0;
   uint8_t flags = 0;
@@ -136,7 +138,13 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
     if (!in.text(&t)) return false;
   }
   // The tool fields came later: a record without them (or from an older spool) ends here.
-  if ((flags & kToolFields) != 0 && (!in.text(&out->tool_name) || !in.text(&out->tool_args))) return false;
+  if ((flags & kToolFields) != 0) {
+    if (!in.text(&out->tool_name) || !in.text(&out->tool_args)) return false;
+  } else {
+    out->tool_name.clear();
+    out->tool_args.clear();
+  }
+  out->result_warnings.clear();  // not in the spool: the `warnings` count comes from guard_actions
   return in.done();
 }
 

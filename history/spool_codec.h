@@ -18,6 +18,8 @@ void encodeRecord(const Record& r, uint8_t* out);
 
 // Reads a body written by encodeRecord. False when the bytes are not one well-formed record (a
 // length past the end, an unknown outcome, bytes left over); `out` is then unspecified.
+// Overwrites every field of `out` the spool carries and clears the others but the spool id
+// (spool_epoch, spool_seq: the caller's), reusing the storage of its strings.
 [[nodiscard]] bool decodeRecord(const uint8_t* body, size_t size, Record* out);
 
 }  // namespace pgwarden::history

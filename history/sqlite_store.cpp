@@ -1,8 +1,11 @@
-// The SQLite store: a WAL-mode file, one transaction per batch through a prepared INSERT that
-// skips a record_uid already stored, and retention pruned in small chunks. Busy/locked/IO errors
-// are "retry"; data errors are "rejected".
+// The SQLite store: a WAL-mode file, one transaction per batch through a prepared INSERT, a
+// record the spool hands over again skipped by the spool's high-water mark stored with it, and
+// retention pruned in small chunks. Busy/locked/IO errors are "retry"; data errors "rejected".
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <string>
 
 #include "history/schema.h"
@@ -17,6 +20,20 @@ namespace {
 // Readers (reports) never block a WAL writer; only another writer can.
 constexpr int kWriteBusyTimeoutMs = 250;
 constexpr int kOpenBusyTimeoutMs = 5000;
+// Page size of a file this store creates (an existing file keeps its own). 8 KiB pages measured
+// about 13% less writer CPU per record than SQLite's 4 KiB (history_bench, docs/performance.md):
+// fewer pages, WAL frames and B-tree levels per row; 16 KiB and 2 KiB both did worse.
+constexpr int kNewPageSize = 8192;
+// WAL bytes between checkpoints, whatever the page size (see open()).
+constexpr int64_t kCheckpointBytes = 32ll << 20;
+
+// SQLite's memory statistics take a global mutex around every allocation; pgwarden reads none
+// of them. Only possible before SQLite initializes: if something in the process already used
+// it, the call fails harmlessly and the statistics stay on.
+void disableMemoryStatistics() {
+  static const int once = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)once;
+}
 
 WriteOutcome classify(int rc) {
   switch (rc & 0xff) {
@@ -38,12 +55,15 @@ class SqliteStore final : public Store {
     sqlite3_finalize(insert_);
     sqlite3_finalize(prune_age_);
     sqlite3_finalize(prune_rows_);
+    sqlite3_finalize(load_mark_);
+    sqlite3_finalize(save_mark_);
     sqlite3_close_v2(db_);
   }
 
   const char* name() const override { return "sqlite"; }
 
   Status open() override {
+    disableMemoryStatistics();
     int rc = sqlite3_open_v2(path_.c_str(), &db_,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              nullptr);
@@ -53,6 +73,10 @@ class SqliteStore final : public Store {
     // WAL: reports read while the writer writes; synchronous=NORMAL syncs at checkpoints, so a
     // power loss may lose the last batches but never corrupts the file.
     std::string mode;
+    // Before WAL mode and the first table; a no-op on a file that has them.
+    if (auto s = exec(("PRAGMA page_size=" + std::to_string(kNewPageSize)).c_str()); !s.ok()) {
+      return s;
+    }
     if (auto s = queryText("PRAGMA journal_mode=WAL", &mode); !s.ok()) return s;
     if (mode != "wal") return Status::fail(path_ + ": cannot switch to WAL mode (got " + mode + ")");
     if (auto s = exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
@@ -63,7 +87,12 @@ class SqliteStore final : public Store {
     // is copied back to the file once, not once per 4 MiB (history_bench, docs/performance.md:
     // about 15% less writer CPU per record). The WAL file is cut back to 64 MiB after a
     // checkpoint. A 256 MiB mmap_size and a 32-row INSERT were measured too; neither helped.
-    if (auto s = exec("PRAGMA wal_autocheckpoint=8192"); !s.ok()) return s;
+    std::string page_size;
+    if (auto s = queryText("PRAGMA page_size", &page_size); !s.ok()) return s;
+    const int64_t pages = kCheckpointBytes / std::max<int64_t>(512, std::stoll(page_size));
+    if (auto s = exec(("PRAGMA wal_autocheckpoint=" + std::to_string(pages)).c_str()); !s.ok()) {
+      return s;
+    }
     if (auto s = exec("PRAGMA journal_size_limit=67108864"); !s.ok()) return s;
     if (auto s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     bool first = true;
@@ -79,27 +108,36 @@ class SqliteStore final : public Store {
       }
     }
     std::string version;
-    if (auto s = queryText((std::string("SELECT max(version) FROM ") + kSchemaTable).c_str(),
-                           &version);
-        !s.ok()) {
+    Status checked =
+        queryText((std::string("SELECT max(version) FROM ") + kSchemaTable).c_str(), &version);
+    if (checked.ok() && std::stoi(version.empty() ? "0" : version) > kSchemaVersion) {
+      checked =
+          Status::fail(path_ + ": history schema version " + version +
+                       " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) + ")");
+    }
+    if (checked.ok()) checked = moveUidIndexToSpoolMarks();
+    if (!checked.ok()) {
       (void)exec("ROLLBACK");
-      return s;
+      return checked;
     }
     if (auto s = exec("COMMIT"); !s.ok()) return s;
-    if (std::stoi(version.empty() ? "0" : version) > kSchemaVersion) {
-      return Status::fail(path_ + ": history schema version " + version +
-                          " is newer than this pgwarden's (" + std::to_string(kSchemaVersion) +
-                          ")");
-    }
 
     std::string insert = std::string("INSERT INTO ") + kHistoryTable + " (" + columnList() +
                          ") VALUES (";
     for (size_t i = 0; i < kColumns.size(); ++i) insert += i == 0 ? "?" : ", ?";
-    // A record the spool hands over again after a crash (stored, not yet marked consumed) is
-    // skipped by its record_uid. Only that conflict is skipped: an operator's CHECK or trigger
-    // still refuses a row, and it is counted as rejected.
-    insert += std::string(") ON CONFLICT (") + kUidColumn + ") DO NOTHING";
+    insert += ")";
     if (auto s = prepare(insert, &insert_); !s.ok()) return s;
+    const std::string spool = kSpoolTable;
+    if (auto s = prepare("SELECT last_seq FROM " + spool + " WHERE epoch = ?1", &load_mark_);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = prepare("INSERT INTO " + spool + " (epoch, last_seq) VALUES (?1, ?2) " +
+                             "ON CONFLICT (epoch) DO UPDATE SET last_seq = excluded.last_seq",
+                         &save_mark_);
+        !s.ok()) {
+      return s;
+    }
     const std::string t = kHistoryTable;
     if (auto s = prepare("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                              " WHERE started_at < ?1 ORDER BY id LIMIT ?2)",
@@ -118,26 +156,49 @@ class SqliteStore final : public Store {
     return {};
   }
 
+  // Exactly once: a spool hands its records over in sequence order, so the highest sequence
+  // number stored for its epoch, written in the same transaction as the records, tells which
+  // records of a batch handed over again after a crash (stored, not yet marked consumed in the
+  // spool) the file already has. They are skipped; anything else refused (an operator's CHECK or
+  // trigger) is still a rejected record.
   WriteResult write(std::span<const Record> records) override {
     // A failed ROLLBACK can leave a transaction open; never nest the next batch inside it.
     if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return {classify(rc), "BEGIN: " + errorText(rc)};
+    SpoolMark mark = stored_;
+    const char* step = "INSERT";
     for (const Record& r : records) {
+      if (r.spool_seq != 0 && (!mark.known || mark.epoch != r.spool_epoch)) {
+        step = "spool mark";
+        rc = mark.dirty ? saveMark(mark) : SQLITE_DONE;
+        if (rc == SQLITE_DONE) rc = loadMark(r.spool_epoch, &mark);
+        if (rc != SQLITE_DONE) break;
+        step = "INSERT";
+      }
+      if (r.spool_seq != 0 && r.spool_seq <= mark.seq) continue;  // the file has it
       rc = insertOne(r);
-      if (rc != SQLITE_DONE) {
-        WriteResult res{classify(rc), "INSERT: " + errorText(rc)};
-        sqlite3_reset(insert_);
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-        return res;
+      if (rc != SQLITE_DONE) break;
+      if (r.spool_seq != 0) {
+        mark.seq = r.spool_seq;
+        mark.dirty = true;
       }
     }
-    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_DONE && mark.dirty) {
+      step = "spool mark";
+      rc = saveMark(mark);
+    }
+    if (rc == SQLITE_DONE || rc == SQLITE_OK) {
+      step = "COMMIT";
+      rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    }
     if (rc != SQLITE_OK) {
-      WriteResult res{classify(rc), "COMMIT: " + errorText(rc)};
+      WriteResult res{classify(rc), std::string(step) + ": " + errorText(rc)};
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
       return res;
     }
+    mark.dirty = false;
+    stored_ = mark;
     return {};
   }
 
@@ -166,15 +227,18 @@ class SqliteStore final : public Store {
 
  private:
   int insertOne(const Record& r) {
-    const RowValues row(r);
+    row_.assign(r);
     sqlite3_reset(insert_);
     int idx = 1;
-    for (const Value& v : row.values()) {
+    size_t stamps = 0;
+    // Every buffer bound below (the record, row_, stamps_) stays as it is until the step, so
+    // SQLite reads the values in place (SQLITE_STATIC) instead of copying each one.
+    for (const Value& v : row_.values()) {
       switch (v.type) {
         case ColumnType::kTimestamp: {
-          const std::string ts = formatTimestampUs(v.i);
-          sqlite3_bind_text(insert_, idx, ts.c_str(), static_cast<int>(ts.size()),
-                            SQLITE_TRANSIENT);
+          char* ts = stamps_[stamps++].data();
+          formatTimestampUs(v.i, ts);
+          sqlite3_bind_text(insert_, idx, ts, static_cast<int>(kTimestampChars), SQLITE_STATIC);
           break;
         }
         case ColumnType::kInt:
@@ -189,7 +253,6 @@ class SqliteStore final : public Store {
           [[fallthrough]];
         case ColumnType::kText:
         case ColumnType::kJson:
-          // The record outlives the step, so SQLite need not copy the text.
           sqlite3_bind_text(insert_, idx, v.text.data(), static_cast<int>(v.text.size()),
                             SQLITE_STATIC);
           break;
@@ -198,8 +261,72 @@ class SqliteStore final : public Store {
     }
     const int rc = sqlite3_step(insert_);
     sqlite3_reset(insert_);
-    sqlite3_clear_bindings(insert_);
+    // Every parameter is bound again for the next record: no need to clear them.
     return rc;
+  }
+
+  // The highest sequence number stored for a spool epoch (0: none yet).
+  struct SpoolMark {
+    uint64_t epoch = 0;
+    uint64_t seq = 0;
+    bool known = false;  // epoch and seq were read from (or written to) the file
+    bool dirty = false;  // seq is ahead of the file's, inside the open transaction
+  };
+
+  // record_uid's first 16 characters: the epoch, zero-padded hex.
+  static std::array<char, 16> epochText(uint64_t epoch) {
+    Record r;
+    r.spool_epoch = epoch;
+    r.spool_seq = 1;
+    char buf[40];
+    std::array<char, 16> out{};
+    std::memcpy(out.data(), formatRecordUid(r, buf, sizeof buf).data(), out.size());
+    return out;
+  }
+
+  int loadMark(uint64_t epoch, SpoolMark* mark) {
+    const auto text = epochText(epoch);
+    sqlite3_reset(load_mark_);
+    sqlite3_bind_text(load_mark_, 1, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+    int rc = sqlite3_step(load_mark_);
+    *mark = SpoolMark{epoch, 0, true, false};
+    if (rc == SQLITE_ROW) {
+      mark->seq = static_cast<uint64_t>(sqlite3_column_int64(load_mark_, 0));
+      rc = SQLITE_DONE;
+    }
+    sqlite3_reset(load_mark_);
+    return rc;
+  }
+
+  int saveMark(const SpoolMark& mark) {
+    const auto text = epochText(mark.epoch);
+    sqlite3_reset(save_mark_);
+    sqlite3_bind_text(save_mark_, 1, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(save_mark_, 2, static_cast<int64_t>(mark.seq));
+    const int rc = sqlite3_step(save_mark_);
+    sqlite3_reset(save_mark_);
+    return rc;
+  }
+
+  // Schema version 5: a file whose records were made unique by the record_uid index gets the
+  // spool marks those records imply, then loses the index (inside open()'s transaction).
+  Status moveUidIndexToSpoolMarks() {
+    std::string present;
+    const std::string t = kHistoryTable;
+    if (auto s = queryText(("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = '" +
+                            std::string(kUidIndex) + "'")
+                               .c_str(),
+                           &present);
+        !s.ok() || present == "0") {
+      return s;
+    }
+    const std::string seed =
+        std::string("INSERT INTO ") + kSpoolTable + " (epoch, last_seq) SELECT substr(" +
+        kUidColumn + ", 1, 16), max(CAST(substr(" + kUidColumn + ", 18) AS INTEGER)) FROM " + t +
+        " WHERE " + kUidColumn + " IS NOT NULL GROUP BY 1 ON CONFLICT (epoch) DO UPDATE SET " +
+        "last_seq = max(last_seq, excluded.last_seq)";
+    if (auto s = exec(seed.c_str()); !s.ok()) return s;
+    return exec((std::string("DROP INDEX ") + kUidIndex).c_str());
   }
 
   // A table made by an older pgwarden gets the later columns (record_uid, warnings) in place.
@@ -256,6 +383,11 @@ class SqliteStore final : public Store {
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* prune_age_ = nullptr;
   sqlite3_stmt* prune_rows_ = nullptr;
+  sqlite3_stmt* load_mark_ = nullptr;
+  sqlite3_stmt* save_mark_ = nullptr;
+  SpoolMark stored_;  // as committed (the writer is the only one writing its epoch)
+  RowValues row_;
+  std::array<std::array<char, kTimestampChars>, 2> stamps_{};  // started_at, finished_at
 };
 
 }  // namespace

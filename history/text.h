@@ -2,6 +2,7 @@
 // boundary, and the libpg_query helpers (normalize for redaction, fingerprint) the writer uses.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,5 +40,9 @@ inline constexpr std::string_view kRedactedUnparsable = "/* redacted: statement 
 // "2024-05-01T12:00:00.123456Z": fixed width, so the text sorts like the instant (SQLite stores
 // it as TEXT; PostgreSQL reads it as timestamptz).
 std::string formatTimestampUs(int64_t epoch_us);
+// The same text written to `out` (kTimestampChars bytes, no NUL) without allocating: the writer
+// thread formats two per record.
+inline constexpr size_t kTimestampChars = 27;
+void formatTimestampUs(int64_t epoch_us, char* out);
 
 }  // namespace pgwarden::history

@@ -122,15 +122,21 @@ void storeThenDieBeforeMarking(const HistoryConfig& c, uint64_t n) {
   forgetConsumedMarks(c.path + ".spool");
 }
 
+// The start after storeThenDieBeforeMarking(c, stored): the spool hands the `stored` records
+// over again, and `more` new ones follow them.
+void restartAndSubmitMore(const HistoryConfig& c, uint64_t stored, uint64_t more) {
+  auto rec = makeRecorder(c);
+  EXPECT_EQ(rec->stats().recovered, stored);
+  submitRange(*rec, stored, stored + more);
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().rejected, 0u);
+}
+
 TEST(Durability, StoredButNotMarkedConsumedIsNotStoredTwiceInSqlite) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "sqlite");
   storeThenDieBeforeMarking(c, 300);
-  auto rec = makeRecorder(c);
-  EXPECT_EQ(rec->stats().recovered, 300u);
-  submitRange(*rec, 300, 320);
-  rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(rec->stats().rejected, 0u);
+  restartAndSubmitMore(c, 300, 20);
   EXPECT_EQ(sqliteCount(c.path), 320);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT session_id)"), 320);
@@ -212,13 +218,65 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "4");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
   const auto rows = sqliteQuery(c.path,
                                 "SELECT sql_text, record_uid FROM pgwarden_history "
                                 "ORDER BY id");
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"from version 1", "<null>"}));
   EXPECT_NE(rows[3][1], "<null>");
+}
+
+// A file of schema version 4 kept record_uid unique by an index. Stored by such a pgwarden,
+// killed before the spool's consumed mark: the next start moves the index to spool marks
+// seeded from the stored record_uids, and the batch handed over again is still stored once.
+TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  storeThenDieBeforeMarking(c, 300);
+  // Back to what version 4 left: the unique index, no marks.
+  sqliteQuery(c.path, "DROP TABLE pgwarden_history_spool");
+  sqliteQuery(c.path, "DELETE FROM pgwarden_history_schema WHERE version = 5");
+  sqliteQuery(c.path,
+              "CREATE UNIQUE INDEX pgwarden_history_record_uid_idx ON pgwarden_history "
+              "(record_uid)");
+  sqliteQuery(c.path,
+              "INSERT INTO pgwarden_history (started_at, finished_at, sql_text) VALUES "
+              "('2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 'durability: off')");
+  restartAndSubmitMore(c, 300, 20);
+  EXPECT_EQ(sqliteCount(c.path), 321);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
+  EXPECT_EQ(sqliteQuery(c.path,
+                        "SELECT count(*) FROM sqlite_master WHERE name = "
+                        "'pgwarden_history_record_uid_idx'")[0][0],
+            "0");
+  const auto marks = sqliteQuery(c.path, "SELECT epoch, last_seq FROM pgwarden_history_spool");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0][1], "320");
+  EXPECT_EQ(
+      sqliteQuery(c.path, "SELECT substr(max(record_uid), 1, 16) FROM pgwarden_history")[0][0],
+      marks[0][0]);
+}
+
+// A file made with SQLite's default 4 KiB pages (every pgwarden before 8 KiB pages) keeps them,
+// takes new records, and still skips a batch the spool hands over again; a new file gets 8 KiB.
+TEST(Durability, AFileWithFourKibPagesKeepsThemAndStaysIdempotent) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  std::ofstream(c.path).close();
+  sqliteQuery(c.path, "PRAGMA page_size=4096");
+  sqliteQuery(c.path, "CREATE TABLE placeholder (x)");  // fixes the page size
+  storeThenDieBeforeMarking(c, 150);
+  restartAndSubmitMore(c, 150, 50);
+  EXPECT_EQ(sqliteCount(c.path), 200);
+  EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 200);
+  EXPECT_EQ(sqliteQuery(c.path, "PRAGMA page_size")[0][0], "4096");
+
+  TempDir fresh;
+  HistoryConfig n = fileConfig(fresh, "sqlite");
+  makeRecorder(n)->shutdown(std::chrono::seconds(5));
+  EXPECT_EQ(sqliteQuery(n.path, "PRAGMA page_size")[0][0], "8192");
 }
 
 TEST(Durability, ASpoolThatCannotBeOpenedStopsStartUp) {

@@ -280,6 +280,47 @@ TEST(Spool, FullRefusesUntilReleasedByBytesAndByRecords) {
   EXPECT_TRUE(few->push(makeRecord(5, "SELECT 1")));
 }
 
+// The writer keeps its batch and the spool decodes into it: a reused record carries nothing of
+// the one before it, and the record ids come out as they always did.
+TEST(Spool, DecodingIntoAReusedRecordLeavesNothingOfTheLastOne) {
+  Record with = makeRecord(1, "SELECT 'a long text that needs its own storage'");
+  with.tool_name = "find_orders";
+  with.tool_args = R"({"status":"late"})";
+  with.tables = {"public.a", "public.b", "public.c"};
+  with.result_warnings = {"UNKNOWN_VALUE"};
+  const Record without = makeRecord(2, "SELECT 2");
+  std::vector<uint8_t> a(encodedSize(with));
+  std::vector<uint8_t> b(encodedSize(without));
+  encodeRecord(with, a.data());
+  encodeRecord(without, b.data());
+  Record out;
+  ASSERT_TRUE(decodeRecord(a.data(), a.size(), &out));
+  EXPECT_EQ(out.tool_name, "find_orders");
+  ASSERT_TRUE(decodeRecord(b.data(), b.size(), &out));
+  EXPECT_EQ(out.sql_text, "SELECT 2");
+  EXPECT_TRUE(out.tool_name.empty());
+  EXPECT_TRUE(out.tool_args.empty());
+  EXPECT_TRUE(out.result_warnings.empty());
+  EXPECT_EQ(out.tables, without.tables);
+
+  TempDir dir;
+  auto s = openSpool(dir.file("reuse.spool"));
+  ASSERT_TRUE(s->push(Record(with)));
+  for (uint64_t i = 2; i <= 4; ++i) ASSERT_TRUE(s->push(makeRecord(i, "SELECT 2")));
+  std::vector<Record> batch;
+  EXPECT_EQ(s->take(batch, 2), 2u);
+  s->release(2);
+  EXPECT_EQ(s->take(batch, 10), 2u);  // into the same two records
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].spool_seq, 3u);
+  EXPECT_TRUE(batch[0].tool_name.empty());
+  EXPECT_EQ(batch[1].spool_seq, 4u);
+  char buf[40];
+  batch[1].spool_epoch = 0x2a;
+  EXPECT_EQ(formatRecordUid(batch[1], buf, sizeof buf), "000000000000002a-4");
+  EXPECT_EQ(recordUid(batch[1]), "000000000000002a-4");
+}
+
 TEST(Spool, ASecondProcessCannotOpenASpoolInUse) {
   TempDir dir;
   const std::string path = dir.file("h.spool");

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "history/recorder.h"
@@ -39,7 +42,7 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   auto rec = makeRecorder(sqliteConfig(dir));
   const std::string path = dir.file("history.db");
   EXPECT_EQ(sqliteQuery(path, "PRAGMA journal_mode")[0][0], "wal");
-  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "4");
+  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
   const auto idx = sqliteQuery(path,
                                "SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                "tbl_name = 'pgwarden_history' ORDER BY name");
@@ -47,8 +50,9 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   for (const auto& r : idx) names.push_back(r[0]);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "pgwarden_history_conversation_id_idx", "pgwarden_history_fingerprint_idx",
-                       "pgwarden_history_outcome_idx", "pgwarden_history_record_uid_idx",
-                       "pgwarden_history_started_at_idx"}));
+                       "pgwarden_history_outcome_idx", "pgwarden_history_started_at_idx"}));
+  // record_uid is kept unique by the spool marks, not an index (schema version 5).
+  EXPECT_EQ(sqliteQuery(path, "SELECT count(*) FROM pgwarden_history_spool")[0][0], "0");
   rec.reset();  // one recorder per spool at a time
   // Opening again is idempotent.
   auto again = makeRecorder(sqliteConfig(dir));
@@ -299,6 +303,52 @@ TEST(SqliteStore, LockedStoreQueuesThenDropsAndCountsWithoutBlockingSubmit) {
   EXPECT_EQ(countRows(c.path), 100);
   // The first 100 submitted are the ones kept.
   EXPECT_EQ(sqliteQuery(c.path, "SELECT max(session_id) FROM pgwarden_history")[0][0], "99");
+}
+
+// A store that is down until told otherwise, and notes how many records each write carried.
+class GatedStore final : public Store {
+ public:
+  GatedStore(std::atomic<bool>* open, std::vector<size_t>* sizes, std::mutex* mu)
+      : open_(open), sizes_(sizes), mu_(mu) {}
+  const char* name() const override { return "gated"; }
+  Status open() override { return {}; }
+  WriteResult write(std::span<const Record> records) override {
+    if (!open_->load()) return {WriteOutcome::kRetry, "closed"};
+    std::lock_guard<std::mutex> lock(*mu_);
+    sizes_->push_back(records.size());
+    return {};
+  }
+  Result<int64_t> prune(const Retention&) override { return int64_t{0}; }
+
+ private:
+  std::atomic<bool>* open_;
+  std::vector<size_t>* sizes_;
+  std::mutex* mu_;
+};
+
+TEST(Recorder, AWriterThatFellBehindCatchesUpInLargerBatches) {
+  std::atomic<bool> open{false};
+  std::vector<size_t> sizes;
+  std::mutex mu;
+  HistoryConfig c;
+  c.queue_size = 1000;
+  c.batch_size = 10;
+  c.flush_interval = std::chrono::milliseconds(5);
+  c.durability = Durability::kOff;
+  auto rec = makeRecorderWithStore(c, std::make_unique<GatedStore>(&open, &sizes, &mu));
+  for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(rec->submit(makeRecord(i, "SELECT 1")));
+  open = true;
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(rec->stats().written, 300u);
+  std::lock_guard<std::mutex> lock(mu);
+  size_t total = 0;
+  for (size_t n : sizes) {
+    EXPECT_LE(n, 80u);  // 8 batches at most
+    total += n;
+  }
+  EXPECT_EQ(total, 300u);
+  // The batch taken before the store opened is retried as it was; the rest catch up 80 at a time.
+  EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 80u);
 }
 
 // With durability: process the records stay in the spool instead (durability_test.cpp).

@@ -1,13 +1,17 @@
 // history: UTF-8 repair and truncation, JSON escaping of arbitrary bytes, and the libpg_query
 // fingerprint and normalization the history relies on.
+#include "history/text.h"
+
 #include <gtest/gtest.h>
 #include <pg_query.h>
 
+#include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <vector>
 
 #include "history/json.h"
-#include "history/text.h"
 
 namespace pgwarden::history {
 namespace {
@@ -146,6 +150,43 @@ TEST(Time, FormatsUtcWithMicroseconds) {
   EXPECT_EQ(formatTimestampUs(1714564800123456), "2024-05-01T12:00:00.123456Z");
   EXPECT_EQ(formatTimestampUs(-1), "1969-12-31T23:59:59.999999Z");
   EXPECT_EQ(formatTimestampUs(INT64_MAX), "9999-12-31T23:59:59.999999Z");
+}
+
+// The hand-written date arithmetic against gmtime_r, over the whole range the text can hold.
+TEST(Time, AgreesWithGmtimeOverTheWholeRange) {
+  std::mt19937_64 rng(7);
+  constexpr int64_t kMinUs = -62135596800LL * 1000000;
+  constexpr int64_t kMaxUs = 253402300799LL * 1000000 + 999999;
+  std::uniform_int_distribution<int64_t> any(kMinUs, kMaxUs);
+  std::vector<int64_t> cases{kMinUs, kMaxUs, 951782400000000 /* 2000-02-29 */,
+                             -2203891200000000 /* 1900-03-01 */, 4107542400000000 /* 2100-03-01 */};
+  for (int i = 0; i < 20000; ++i) cases.push_back(any(rng));
+  for (const int64_t us : cases) {
+    const int64_t secs = us >= 0 ? us / 1000000 : -((-us + 999999) / 1000000);
+    const time_t t = static_cast<time_t>(secs);
+    struct tm tm {};
+    gmtime_r(&t, &tm);
+    char want[64];
+    std::snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<long long>(us - secs * 1000000));
+    ASSERT_EQ(formatTimestampUs(us), want) << us;
+  }
+}
+
+TEST(Utf8, TheWordAtATimePathStopsAtNulAndNonAscii) {
+  for (size_t at = 0; at < 24; ++at) {
+    std::string nul(24, 'a');
+    nul[at] = '\0';
+    EXPECT_TRUE(sanitizeUtf8(nul)) << at;
+    EXPECT_EQ(nul, std::string(23, 'a')) << at;
+    std::string bad(24, 'a');
+    bad[at] = '\xff';
+    EXPECT_TRUE(sanitizeUtf8(bad)) << at;
+    EXPECT_EQ(bad, std::string(at, 'a') + "\xEF\xBF\xBD" + std::string(23 - at, 'a')) << at;
+    std::string ok = std::string(at, 'a') + "\xC3\xA9" + std::string(24 - at, 'a');
+    EXPECT_FALSE(sanitizeUtf8(ok)) << at;
+  }
 }
 
 }  // namespace
