@@ -300,13 +300,9 @@ AdminConsole::Table AdminConsole::showPools() const {
            "waiting", "default_mode"},
           {}};
   const char* mode = home_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
-  std::vector<WorkerSummary> loops;
-  for (auto& l : view()) {
-    WorkerSummary w;
-    w.pools = std::move(l.pools);
-    loops.push_back(std::move(w));
-  }
-  for (const PoolStats& p : mergePoolStats(loops)) {
+  std::vector<PoolStats> all;
+  for (const auto& l : view()) all.insert(all.end(), l.pools.begin(), l.pools.end());
+  for (const PoolStats& p : mergePoolStats(all)) {
     t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
                       std::to_string(p.connecting), std::to_string(p.idle),
                       std::to_string(p.active), std::to_string(p.resetting),

@@ -419,12 +419,6 @@ void Daemon::refreshSummaries(std::function<void()> done) {
   }
 }
 
-Counters Daemon::totals() const {
-  Counters sum = primary().counters();
-  for (size_t i = 1; i < workers_.size(); ++i) sum += workers_[i]->summary().counters;
-  return sum;
-}
-
 std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(const std::string& server_db) {
   if (t_loop == &loop_) return catalog_->get(server_db);
   std::lock_guard lock(stats_mu_);
@@ -474,8 +468,6 @@ void Daemon::publishStats() {
     board.snapshots.clear();
     for (const auto& db : catalog_->databases()) {
       if (auto snap = catalog_->get(db)) board.snapshots.emplace(db, std::move(snap));
-    }
-    for (const auto& db : catalog_->databases()) {
       if (catalog_->loading(db)) (void)board.loading[db];
     }
     for (auto it = board.loading.begin(); it != board.loading.end();) {

@@ -77,8 +77,6 @@ class Daemon final : public mcp::McpHost {
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
   Counters& counters() { return primary().counters(); }
   PoolManager& pools() { return primary().pools(); }
-  // Every loop's counters added up: loop 0's as they are, the others' as last published.
-  Counters totals() const;
   // Every loop's summary: loop 0's live, the others' as last published (at most 100 ms old).
   std::vector<WorkerSummary> summaries() const;
   // On loop 0: has every other loop publish its summary, then runs `done` on loop 0 (at once

@@ -40,38 +40,36 @@ metrics::StatementIntent metricIntent(std::string_view intent) {
 
 }  // namespace
 
-const char* clientStateLabel(const ClientSession& s) {
+size_t clientStateIndex(const ClientSession& s) {
   switch (s.state()) {
     case ClientState::kStartup:
-    case ClientState::kAuth: return "startup";
+    case ClientState::kAuth: return 0;
     case ClientState::kAcquiring:
-    case ClientState::kAttaching: return "waiting";
-    case ClientState::kReady: return s.busy() ? "active" : "idle";
+    case ClientState::kAttaching: return 1;
+    case ClientState::kReady: return s.busy() ? 3 : 2;
     case ClientState::kClosing:
-    case ClientState::kClosed: return "closing";
+    case ClientState::kClosed: return 4;
   }
-  return "closing";
+  return 4;
 }
 
-std::vector<PoolStats> mergePoolStats(const std::vector<WorkerSummary>& loops) {
+std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all) {
   std::vector<PoolStats> out;
-  for (const auto& w : loops) {
-    for (const PoolStats& p : w.pools) {
-      auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
-        return q.role == p.role && q.database == p.database && q.internal == p.internal &&
-               q.writes == p.writes;
-      });
-      if (it == out.end()) {
-        out.push_back(p);
-        continue;
-      }
-      it->total += p.total;
-      it->connecting += p.connecting;
-      it->idle += p.idle;
-      it->active += p.active;
-      it->resetting += p.resetting;
-      it->waiting += p.waiting;
+  for (const PoolStats& p : all) {
+    auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
+      return q.role == p.role && q.database == p.database && q.internal == p.internal &&
+             q.writes == p.writes;
+    });
+    if (it == out.end()) {
+      out.push_back(p);
+      continue;
     }
+    it->total += p.total;
+    it->connecting += p.connecting;
+    it->idle += p.idle;
+    it->active += p.active;
+    it->resetting += p.resetting;
+    it->waiting += p.waiting;
   }
   return out;
 }
@@ -301,7 +299,9 @@ void DaemonMetrics::syncCounters() {
   summaries_ = daemon_.summaries();
   totals_ = Counters{};
   for (const auto& w : summaries_) totals_ += w.counters;
-  pool_stats_ = mergePoolStats(summaries_);
+  std::vector<PoolStats> all;
+  for (const auto& w : summaries_) all.insert(all.end(), w.pools.begin(), w.pools.end());
+  pool_stats_ = mergePoolStats(all);
   const Counters& c = totals_;
   metrics_.client_connections_accepted.inc(c.clients_accepted - synced_accepted_);
   synced_accepted_ = c.clients_accepted;
@@ -336,8 +336,7 @@ void DaemonMetrics::collectClients(metrics::SampleSink& sink) {
   for (const auto& w : summaries_) {
     for (size_t i = 0; i < states.size(); ++i) states[i] += w.client_states[i];
   }
-  static constexpr std::array<const char*, 5> kNames = {"startup", "waiting", "idle", "active", "closing"};
-  for (size_t i = 0; i < states.size(); ++i) sink.add({kNames[i]}, static_cast<double>(states[i]));
+  for (size_t i = 0; i < states.size(); ++i) sink.add({kClientStateLabels[i]}, static_cast<double>(states[i]));
 }
 
 void DaemonMetrics::collectServers(metrics::SampleSink& sink) {

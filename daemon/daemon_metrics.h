@@ -28,11 +28,14 @@ class ClientSession;
 class Daemon;
 struct StatementPlan;
 
-// The state label of a client session in pgwarden_client_connections (startup, waiting, idle,
-// active, closing).
-const char* clientStateLabel(const ClientSession& s);
-// The pools of every loop, one row per (role, database) with the loops' figures added up.
-std::vector<PoolStats> mergePoolStats(const std::vector<WorkerSummary>& loops);
+// A client session's state as pgwarden_client_connections counts it: an index into
+// kClientStateLabels (WorkerSummary::client_states).
+inline constexpr std::array<const char*, 5> kClientStateLabels = {"startup", "waiting", "idle",
+                                                                  "active", "closing"};
+size_t clientStateIndex(const ClientSession& s);
+// Every loop's pools, one row per pool (role, database, internal, writes), the loops' figures
+// added up.
+std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all);
 
 // Also the guard chain's observer (RequestContext::observer): guard evaluation time by guard
 // kind and the calls to Lua scripts and policy services, on series resolved once.

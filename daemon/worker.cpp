@@ -346,11 +346,7 @@ WorkerSummary Worker::liveSummary() const {
   s.pool_refusal = pools_.refusal();
   s.sessions = sessions_.size();
   s.server_connections = pools_.openConnections();
-  for (const auto& [id, session] : sessions_) {
-    const std::string_view st = clientStateLabel(*session);
-    const size_t i = st == "startup" ? 0 : st == "waiting" ? 1 : st == "idle" ? 2 : st == "active" ? 3 : 4;
-    ++s.client_states[i];
-  }
+  for (const auto& [id, session] : sessions_) ++s.client_states[clientStateIndex(*session)];
   return s;
 }
 

@@ -40,7 +40,7 @@ struct WorkerSummary {
   Counters counters;
   std::vector<PoolStats> pools;
   std::string pool_refusal;
-  // Client sessions by the state label the metrics use: startup, waiting, idle, active, closing.
+  // Client sessions by state, indexed as kClientStateLabels (daemon/daemon_metrics.h).
   std::array<uint64_t, 5> client_states{};
   size_t sessions = 0;
   size_t server_connections = 0;

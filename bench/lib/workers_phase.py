@@ -63,9 +63,7 @@ def render(results):
              f"{'mode':8s} {'c':>3s} | {'1 loop tps':>10s} {'p50':>5s} {'cpu':>5s} | "
              f"{'2 loops tps':>11s} {'p50':>5s} {'cpu':>5s} | {'2/1':>5s}"]
 
-    def f(v, fmt="{:.0f}"):
-        return "-" if v is None else fmt.format(v)
-
+    f = report._f
     for c in w["cells"]:
         one, two = c["targets"]["one_loop"], c["targets"]["two_loops"]
         lines.append(
