@@ -159,6 +159,11 @@ int Stream::flush() {
   return 0;
 }
 
+void Stream::releaseIdleBuffers() {
+  if (out_.empty()) std::string().swap(out_);
+  if (tls_plain_.empty()) std::string().swap(tls_plain_);
+}
+
 void Stream::close() {
   if (!initialized_ || closing_) return;
   closing_ = true;

@@ -67,6 +67,9 @@ class Stream {
   [[nodiscard]] int flush();
   // Bytes accepted by write() but not yet taken by the kernel.
   size_t pendingBytes() const { return out_.size() + in_flight_; }
+  // Gives back the output buffer's storage when everything has been written (an idle
+  // connection's; the next message allocates it again).
+  void releaseIdleBuffers();
 
   void close();
   // Flushes, stops reading, and closes once the kernel has taken every byte (a FATAL error

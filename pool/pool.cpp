@@ -180,6 +180,13 @@ void Pool::serve() {
   }
 }
 
+std::shared_ptr<const ParamList> Pool::shareParams(std::shared_ptr<const ParamList> params) {
+  if (params == nullptr) return params;
+  if (shared_params_ != nullptr && *shared_params_ == *params) return shared_params_;
+  shared_params_ = std::move(params);
+  return shared_params_;
+}
+
 void Pool::onLoginDone(PooledConnection& c) {
   retry_after_ms_ = 0;
   manager_.counters().serverLogin(true, manager_.nowMs());

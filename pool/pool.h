@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/param_list.h"
 #include "pool/connection_slots.h"
 #include "pool/pool_settings.h"
 #include "metrics/counters.h"
@@ -86,6 +87,11 @@ class Pool {
   // (transaction pooling takes one per transaction this way); null otherwise: acquire().
   PooledConnection* takeIdle();
 
+  // The ParameterStatus values a connection logged in with, as one list shared by every
+  // connection of this pool that reported the same (they nearly always do): an equal list held
+  // already, or `params` itself, kept for the next login.
+  std::shared_ptr<const ParamList> shareParams(std::shared_ptr<const ParamList> params);
+
   // From the connections. A connection that became idle goes to a waiter on the next turn.
   void onLoginDone(PooledConnection& c);
   void onLoginFailed(PooledConnection& c, const std::string& why);
@@ -139,6 +145,7 @@ class Pool {
   std::vector<std::unique_ptr<PooledConnection>> conns_;
   std::vector<PooledConnection*> idle_;  // LIFO: the warmest connection first
   std::deque<Waiter> waiters_;
+  std::shared_ptr<const ParamList> shared_params_;  // the last login's (shareParams)
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
   bool writes_ = false;

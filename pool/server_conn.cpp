@@ -42,11 +42,20 @@ ServerConnection::ServerConnection(Pool& pool, uint64_t id)
 
 ServerConnection::~ServerConnection() { fence_->cleared = nullptr; }
 
-std::string_view ServerConnection::loginParameter(std::string_view name) const {
-  for (const auto& [n, v] : login_params_) {
+namespace {
+
+std::string_view findParameter(const std::shared_ptr<const ParamList>& list, std::string_view name) {
+  if (list == nullptr) return {};
+  for (const auto& [n, v] : *list) {
     if (n == name) return v;
   }
   return {};
+}
+
+}  // namespace
+
+std::string_view ServerConnection::loginParameter(std::string_view name) const {
+  return findParameter(login_params_, name);
 }
 
 void ServerConnection::setState(ServerState to) {
@@ -63,21 +72,39 @@ void ServerConnection::setState(ServerState to) {
   state_ = to;
 }
 
+const ParamList& ServerConnection::parameters() const {
+  static const ParamList kNone;
+  return params_ != nullptr ? *params_ : kNone;
+}
+
 std::string_view ServerConnection::parameter(std::string_view name) const {
-  for (const auto& [n, v] : params_) {
-    if (n == name) return v;
-  }
-  return {};
+  return findParameter(params_, name);
 }
 
 void ServerConnection::noteParameter(std::string_view name, std::string_view value) {
-  for (auto& [n, v] : params_) {
+  if (params_ != nullptr) {
+    for (const auto& [n, v] : *params_) {
+      if (n == name && v == value) return;
+    }
+  }
+  // The list is this connection's alone while it logs in (edited in place); once shared with
+  // the pool's other connections, or kept as the login's, a change copies it.
+  std::shared_ptr<ParamList> list;
+  if (params_ != nullptr && params_.use_count() == 1) {
+    list = std::const_pointer_cast<ParamList>(params_);
+  } else {
+    list = params_ != nullptr ? std::make_shared<ParamList>(*params_) : std::make_shared<ParamList>();
+    if (params_ == nullptr) list->reserve(16);  // what PostgreSQL 15 reports at login: 14
+  }
+  for (auto& [n, v] : *list) {
     if (n == name) {
-      v = std::string(value);
+      v.assign(value);
+      params_ = std::move(list);
       return;
     }
   }
-  params_.emplace_back(std::string(name), std::string(value));
+  list->emplace_back(std::string(name), std::string(value));
+  params_ = std::move(list);
 }
 
 std::string_view ServerConnection::unreportedValue(std::string_view name) const {
@@ -301,11 +328,22 @@ void ServerConnection::tick(uint64_t now_ms) {
       if (now_ms >= deadline_ms_) fail("did not come back to ReadyForQuery in time");
       break;
     case ServerState::kIdle:
+      if (trimmed_idle_since_ms_ != idle_since_ms_ && now_ms - idle_since_ms_ >= kIdleTrimMs) {
+        trimmed_idle_since_ms_ = idle_since_ms_;
+        trimIdle();
+      }
+      break;
     case ServerState::kActive:
     case ServerState::kClosing:
     case ServerState::kClosed:
       break;
   }
+}
+
+void ServerConnection::trimIdle() {
+  if (processing_) return;
+  in_.release();
+  stream_.releaseIdleBuffers();
 }
 
 void ServerConnection::onStreamData(Stream&, const char* data, size_t len) {

@@ -79,7 +79,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   char txStatus() const { return tx_status_; }
   void setTxStatus(char s) { tx_status_ = s; }
   // ParameterStatus values as the server reported them, in the order first seen.
-  const ParamList& parameters() const { return params_; }
+  const ParamList& parameters() const;
   std::string_view parameter(std::string_view name) const;
   void noteParameter(std::string_view name, std::string_view value);
   // Values pgwarden SET for parameters the server does not report (extra_float_digits,
@@ -130,8 +130,11 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   void close(const std::string& why) override;
   bool closed() const { return stream_.closed(); }
 
-  // Janitor: connect/login, reset and drain deadlines.
+  // Janitor: connect/login, reset and drain deadlines; an idle connection's trim.
   void tick(uint64_t now_ms) override;
+  // Gives back the storage of buffers that hold nothing (a quiet connection's), so what an idle
+  // connection costs does not depend on the largest message it once carried.
+  void trimIdle();
 
   // StreamEvents
   void onStreamData(Stream& s, const char* data, size_t len) override;
@@ -184,17 +187,20 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   uint64_t assignments_ = 0;
   ServerStatements statements_;
   uint64_t unnamed_owner_ = 0;
-  ParamList login_params_;
+  // Shared with the pool's other connections that logged in with the same values
+  // (Pool::shareParams); a change after login copies the list first.
+  std::shared_ptr<const ParamList> login_params_;
   std::shared_ptr<CancelFence> fence_;
   std::unique_ptr<protocol::ScramClient> scram_;
   int32_t backend_pid_ = 0;
   int32_t backend_key_ = 0;
   char tx_status_ = 'I';
-  ParamList params_;
+  std::shared_ptr<const ParamList> params_;  // null: none reported yet
   ParamList unreported_;
   int rfq_expected_ = 0;
   uint64_t deadline_ms_ = 0;
   uint64_t idle_since_ms_ = 0;
+  uint64_t trimmed_idle_since_ms_ = 0;  // idle_since_ms_ when tick() last trimmed
   // A large message being streamed to the link: bytes still to come.
   size_t chunk_left_ = 0;
   char chunk_type_ = 0;
@@ -220,6 +226,9 @@ class ServerConnectionFactory final : public ConnectionFactory {
     return std::make_unique<ServerConnection>(pool, id);
   }
 };
+
+// A connection quiet for this long gives back its buffers' storage (trimIdle()).
+inline constexpr uint64_t kIdleTrimMs = 1000;
 
 // Messages bigger than this are streamed to the link in pieces rather than buffered whole.
 inline constexpr size_t kStreamThreshold = 128 * 1024;

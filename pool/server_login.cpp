@@ -214,6 +214,7 @@ bool ServerConnection::handleLoginReady(const protocol::Frame& f) {
 }
 
 void ServerConnection::loginDone() {
+  params_ = pool_.shareParams(std::move(params_));
   login_params_ = params_;
   setState(ServerState::kIdle);
   idle_since_ms_ = pool_.manager().nowMs();

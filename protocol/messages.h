@@ -63,6 +63,14 @@ class FrameBuffer {
   size_t size() const { return buf_.size() - off_; }
   const char* data() const { return buf_.data() + off_; }
   void clear() { buf_.clear(); off_ = 0; }
+  // Gives the storage back when nothing is buffered (an idle connection's), so the memory an
+  // idle session holds does not depend on the largest message it once read.
+  void release() {
+    if (size() == 0) {
+      std::string().swap(buf_);
+      off_ = 0;
+    }
+  }
   // Bytes held including consumed-but-not-yet-compacted ones and spare capacity (for metrics).
   size_t capacity() const { return buf_.capacity(); }
 

@@ -42,11 +42,17 @@ ClientSession::ClientSession(SessionHost& host, uint64_t id, bool via_unix)
       via_unix_(via_unix) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
-  // The server database is known only after the login: the statistics follow it.
-  GateServices services = host.gateServices({});
-  services.stats = [this] { return host_.tableStats(server_database_); };
-  gate_ = std::make_unique<StatementGate>(std::move(services), *this,
-                                          [this](GateVerdict v) { onGateVerdict(std::move(v)); });
+}
+
+StatementGate& ClientSession::gate() {
+  if (!gate_) {
+    // The server database is known only after the login: the statistics follow it.
+    GateServices services = host_.gateServices({});
+    services.stats = [this] { return host_.tableStats(server_database_); };
+    gate_ = std::make_unique<StatementGate>(std::move(services), *this,
+                                            [this](GateVerdict v) { onGateVerdict(std::move(v)); });
+  }
+  return *gate_;
 }
 
 ClientSession::~ClientSession() { cancelWaits(); }
@@ -422,7 +428,8 @@ bool ClientSession::owedIsUncertain() const {
 
 bool ClientSession::unsyncedTail() const {
   if (server_skipping_) return true;
-  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+  for (size_t i = pending_.size(); i-- > 0;) {
+    const Pending* it = &pending_[i];
     switch (it->kind) {
       case Expect::kInternal:
         if (it->internal().step_closes > 0) return true;
@@ -582,6 +589,19 @@ void ClientSession::beginShutdown() {
   client_paused_ = true;
 }
 
+// What a quiet session holds beyond its own object goes back: the gate, the queue's ring, the
+// buffers grown by its login and its last statements, and those of the server connection it
+// keeps. Each is made again by the next message that needs it.
+void ClientSession::trimIdle() {
+  trimmed_at_ms_ = last_active_ms_;
+  if (gate_ && !gate_->waiting() && paused_.empty()) gate_.reset();
+  if (paused_.empty()) std::string().swap(paused_);
+  pending_.release();
+  in_.release();
+  client_.releaseIdleBuffers();
+  if (server_ != nullptr) server_->trimIdle();
+}
+
 void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
@@ -596,6 +616,10 @@ void ClientSession::tick(uint64_t now_ms) {
       break;
     case ClientState::kReady:
       if (writes_) writesTick(now_ms);
+      if (pending_.empty() && tx_status_ == 'I' && trimmed_at_ms_ != last_active_ms_ &&
+          now_ms - last_active_ms_ >= kIdleTrimMs) {
+        trimIdle();
+      }
       if (config_->limits.client_idle_timeout.count() > 0 && pending_.empty() &&
           tx_status_ == 'I' &&
           now_ms - last_active_ms_ >= static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {

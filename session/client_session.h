@@ -8,7 +8,6 @@
 #include <cassert>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "session/client_auth.h"
+#include "common/ring_queue.h"
 #include "config/config.h"
 #include "session/session_host.h"
 #include "pool/pool.h"
@@ -255,6 +255,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   };
 
   void setState(ClientState to);
+  void trimIdle();
   void closeSession(const std::string& reason);
   void fatal(const std::string& sqlstate, const std::string& message, RejectReason reason);
   void protocolViolation(const std::string& message);
@@ -449,6 +450,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   uint64_t connected_ms_ = 0;
   uint64_t deadline_ms_ = 0;       // startup deadline, or the FATAL-flush deadline when closing
   uint64_t last_active_ms_ = 0;
+  uint64_t trimmed_at_ms_ = 0;  // last_active_ms_ when trimIdle() last ran
 
   // Who is asking.
   std::string user_;
@@ -482,7 +484,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   uint64_t unnamed_tag_ = 0;
   Pool* waiting_pool_ = nullptr;
   bool console_waiting_ = false;  // the admin console gathers other loops' rows (ConsoleSession::gather)
-  std::deque<Pending> pending_;
+  RingQueue<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
   std::unordered_map<std::string, Portal> portals_;
   // Parameter types of statements whose cost gate waits for Bind (their EXPLAIN needs them).
@@ -529,9 +531,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool write_resume_ = false;
   std::string last_tag_;
 
-  // The gate that judges this session's statements, and the message waiting for its verdict
-  // (empty: none).
+  // The gate that judges this session's statements (made for the first one, and dropped again
+  // by trimIdle()), and the message waiting for its verdict (empty: none).
   std::unique_ptr<StatementGate> gate_;
+  StatementGate& gate();
   std::string paused_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
   // Comment overrides of prepared statements that carry one (Bind hands them to the portal).

@@ -250,7 +250,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
 
 bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
   GateVerdict v;
-  if (!gate_->decide(std::move(request), v)) {
+  if (!gate().decide(std::move(request), v)) {
     // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
     // (and nothing after it is read) until the verdict comes; then it goes on from here.
     paused_.assign(f.raw.data(), f.raw.size());

@@ -116,7 +116,7 @@ bool ClientSession::needsServer(char type) const {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::insertBeforeLast(Pending p) {
-  pending_.insert(pending_.empty() ? pending_.end() : pending_.end() - 1, std::move(p));
+  pending_.insert(pending_.empty() ? 0 : pending_.size() - 1, std::move(p));
 }
 
 void ClientSession::answerLastHere(char complete_type) {

@@ -541,7 +541,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
-    if (explain && gate_->waiting()) {
+    if (explain && gate_ && gate_->waiting()) {
       recordFailure();
       // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
       // same way (everything up to Sync is ignored).

@@ -429,3 +429,36 @@ def test_mixed_clients_stay_correct_under_contention(pgwarden_factory, pg):
     assert not failures, failures[:5]
     pools = [p for p in _admin(one, "SHOW POOLS") if p["database"] == pgwtest.DATABASE]
     assert sum(int(p["total"]) for p in pools) <= 3 + 1, pools
+
+
+@pytest.mark.parametrize("user", ["sess", "tx"])
+def test_a_quiet_session_gives_back_its_buffers_and_keeps_its_state(pgwarden_factory, pg, user):
+    """Sessions and server connections quiet for a second give back their buffers and their
+    statement gate (docs/operations.md, "Memory per connection"); what the client set stays, the
+    next statement regrows what it needs, and a SET after login changes that connection's
+    parameters only: a new client still logs in with the server's values. Session and
+    transaction pooling."""
+    d = _start(pgwarden_factory, pg, pool=2)
+    a = d.connect(user=user)
+    ca = a.cursor()
+    ca.execute("SET DateStyle = 'German'")
+    assert a.get_parameter_status("DateStyle") == "German, DMY"
+    ca.execute("SELECT repeat('x', 300000)")  # grows the buffers past what a login needs
+    assert len(ca.fetchone()[0]) == 300000
+    time.sleep(1.6)  # the janitor trims after 1 s
+    fresh = d.connect(user=user)
+    assert fresh.get_parameter_status("DateStyle") == "ISO, MDY"
+    with fresh.cursor() as cf:
+        cf.execute("SELECT '2024-03-01'::date::text")
+        assert cf.fetchone()[0] == "2024-03-01"
+    for _ in range(2):
+        ca.execute("SELECT '2024-03-01'::date::text, length(repeat('y', 200000))")
+        assert ca.fetchone() == ("01.03.2024", 200000)
+        time.sleep(1.2)
+    ca.execute("SELECT x FROM generate_series(1, 3) AS x")
+    assert [r[0] for r in ca.fetchall()] == [1, 2, 3]
+    a.close()
+    late = d.connect(user=user)
+    assert late.get_parameter_status("DateStyle") == "ISO, MDY"
+    late.close()
+    fresh.close()

@@ -395,4 +395,26 @@ TEST_F(ServerConnTest, AGiveBackKeepsItsStatementsAndAFencedConnectionWaitsForIt
   EXPECT_EQ(s->statements().size(), 0u);
 }
 
+TEST_F(ServerConnTest, LoginParametersAreSharedAndALaterChangeCopiesThemFirst) {
+  Client& client = newClient();
+  loginAndLend(client);
+  ServerConnection& s = *client.server;
+  ASSERT_EQ(s.parameter("server_version"), "15.4");
+  // The next connection that logs in with the same values gets the very same list.
+  auto same = std::make_shared<const ParamList>(s.parameters());
+  EXPECT_EQ(pool().shareParams(same).get(), &s.parameters());
+
+  s.noteParameter("DateStyle", "German, DMY");   // a client's SET, reported by the server
+  s.noteParameter("server_version", "15.4");     // unchanged: nothing copied or added
+  EXPECT_EQ(s.parameter("DateStyle"), "German, DMY");
+  EXPECT_EQ(s.loginParameter("DateStyle"), "");
+  EXPECT_EQ(s.parameters().size(), 3u);
+  auto shared = pool().shareParams(std::make_shared<const ParamList>(*same));
+  EXPECT_NE(shared.get(), &s.parameters()) << "the change stays this connection's";
+  EXPECT_EQ(*shared, *same);
+
+  s.trimIdle();  // nothing buffered: the buffers go, the connection goes on working
+  query(client, "SELECT 1");
+}
+
 }  // namespace
