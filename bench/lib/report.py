@@ -43,6 +43,11 @@ def summarize_cells(runs, modes, clients, targets):
                 if cpu:
                     cell["targets"][t]["proxy_cpu_us_per_tx"] = pgbench.median(cpu)
                     cell["targets"][t]["proxy_cpu_us_per_tx_min"] = min(cpu)
+                    for part in ("user", "system"):
+                        xs = [r[f"proxy_{part}_us_per_tx"] for r in ok
+                              if f"proxy_{part}_us_per_tx" in r]
+                        if xs:
+                            cell["targets"][t][f"proxy_{part}_us_per_tx"] = pgbench.median(xs)
 
             tt = cell["targets"]
             g = lambda t, k: tt.get(t, {}).get(k)  # noqa: E731
@@ -305,6 +310,16 @@ def render(results):
                 f"{part('pgbouncer', True)} | {part('pgwarden', True)} | "
                 f"{_f(r['pgwarden_over_direct_tps'], '{:.2f}'):>8s} "
                 f"{_f(r['pgwarden_over_pgbouncer_tps'], '{:.2f}'):>9s} {_f(added):>5s}")
+        lines.append("")
+        lines.append("proxy CPU us per transaction, user + system (the kernel's share: system calls, "
+                     "wake-ups)")
+        for c in results["cells"]:
+            split = []
+            for name in ("pgbouncer", "pgwarden"):
+                x = c["targets"].get(name, {})
+                split.append(f"{name} {_f(x.get('proxy_user_us_per_tx'), '{:.1f}')} + "
+                             f"{_f(x.get('proxy_system_us_per_tx'), '{:.1f}')}")
+            lines.append(f"  {c['mode']:8s} {c['clients']:>3d}: " + ", ".join(split))
         lines.append("")
         lines.append("best repeat of each cell (the run other work on the machine disturbed least)")
         head2 = (f"{'mode':8s} {'c':>3s} | {'direct tps':>10s} {'p50':>5s} | {'pgbouncer':>10s} "
