@@ -126,9 +126,13 @@ class StatementRecorder {
   void setBudgets(guards::BudgetLedger* budgets) { budgets_ = budgets; }
 
  private:
+  // The record finish() fills, kept with its storage (up to kKeepRecordBytes) for the next.
+  static constexpr size_t kKeepRecordBytes = 64 * 1024;
+
   StatementSink& sink_;
   guards::BudgetLedger* budgets_;
   std::string instance_id_;
+  history::Record record_;
 };
 
 }  // namespace pgwarden::daemon
