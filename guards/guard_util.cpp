@@ -278,44 +278,68 @@ std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings&
   return out;
 }
 
-const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
-                            const GroupSettings& group, std::string* resolved) {
+namespace {
+
+// What findStats found: the table's statistics (null when none), and the schema it was found in,
+// or when not found the first schema it was looked for in (`any` false: none was tried).
+struct StatsLookup {
+  const TableStats* found = nullptr;
+  std::string_view schema;
+  bool any = false;
+};
+
+StatsLookup lookupStats(const TableStatsSnapshot* stats, std::string_view schema,
+                        std::string_view name, const GroupSettings& group) {
   // candidates()'s order, walked without building its strings: this runs for several guards and
   // screens on every statement.
-  const TableStats* found = nullptr;
-  std::string_view first_schema;
-  bool any = false;
-  const auto tryName = [&](std::string_view schema) {
-    if (!any) first_schema = schema;
-    any = true;
-    if (!found && stats) {
-      found = stats->find(schema, rel.name);
-      if (found && resolved) resolved->assign(schema).append(".").append(rel.name);
+  StatsLookup out;
+  const auto tryName = [&](std::string_view in) {
+    if (!out.any) out.schema = in;
+    out.any = true;
+    if (!out.found && stats) {
+      out.found = stats->find(in, name);
+      if (out.found) out.schema = in;
     }
-    return found != nullptr;
+    return out.found != nullptr;
   };
-  if (!rel.schema.empty()) {
-    tryName(rel.schema);
+  if (!schema.empty()) {
+    tryName(schema);
+    return out;
+  }
+  bool catalog_listed = false;
+  for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
+  if (!catalog_listed && name.rfind("pg_", 0) == 0 && tryName("pg_catalog")) return out;
+  if (group.search_path.empty()) {
+    tryName("public");
   } else {
-    bool catalog_listed = false;
-    for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
-    if (!catalog_listed && rel.name.rfind("pg_", 0) == 0 && tryName("pg_catalog")) return found;
-    if (group.search_path.empty()) {
-      tryName("public");
-    } else {
-      for (const auto& s : group.search_path) {
-        if (s != "$user" && tryName(s)) break;  // "$user": the server role's schema, not known here
-      }
+    for (const auto& s : group.search_path) {
+      if (s != "$user" && tryName(s)) break;  // "$user": the server role's schema, not known here
     }
   }
-  if (!found && resolved) {
-    if (any) {
-      resolved->assign(first_schema).append(".").append(rel.name);
+  return out;
+}
+
+}  // namespace
+
+const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
+                            const GroupSettings& group, std::string* resolved) {
+  const StatsLookup l = lookupStats(stats, rel.schema, rel.name, group);
+  if (resolved) {
+    if (l.any) {
+      resolved->assign(l.schema).append(".").append(rel.name);
     } else {
       *resolved = rel.name;
     }
   }
-  return found;
+  return l.found;
+}
+
+const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view schema,
+                            std::string_view name, const GroupSettings& group,
+                            std::string_view* found_schema) {
+  const StatsLookup l = lookupStats(stats, schema, name, group);
+  if (l.found && found_schema) *found_schema = l.schema;
+  return l.found;
 }
 
 std::string examplePredicate(std::string_view column, std::string_view type) {

@@ -40,6 +40,12 @@ std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings&
 // The statistics of the table a relation most likely resolves to, with its resolved name.
 const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
                             const GroupSettings& group, std::string* resolved);
+// The same for a table named by `schema` (as written, "" unqualified) and `name`, building no
+// string: `found_schema`, when given and the table is found, views the schema it was found in
+// (`schema`, a search_path entry of `group`, or a literal).
+const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view schema,
+                            std::string_view name, const GroupSettings& group,
+                            std::string_view* found_schema);
 
 // An example condition on an indexed column of the given type, e.g. "ship_date >= current_date - 7".
 std::string examplePredicate(std::string_view column, std::string_view type);

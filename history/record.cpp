@@ -1,10 +1,61 @@
 // The text form of a record's spool id (record_uid).
 #include "history/record.h"
 
+#include <array>
 #include <charconv>
 #include <cstring>
 
 namespace pgwarden::history {
+
+namespace {
+
+size_t heapBytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;  // not the inline buffer
+}
+
+// A record's string fields (const or not, as `r` is).
+template <class R>
+auto stringFields(R& r) {
+  return std::array{&r.instance_id,       &r.user,
+                    &r.database,          &r.policy_group,
+                    &r.client_addr,       &r.application_name,
+                    &r.agent_id,          &r.conversation_id,
+                    &r.query_intent_sent, &r.query_intent_inferred,
+                    &r.statement_kind,    &r.sql_text,
+                    &r.fingerprint,       &r.guard_actions,
+                    &r.deny_code,         &r.sqlstate,
+                    &r.error_message,     &r.protocol,
+                    &r.tool_name,         &r.tool_args};
+}
+
+}  // namespace
+
+size_t heldBytes(const Record& r) {
+  size_t n = r.tables.capacity() * sizeof(std::string) +
+             r.result_warnings.capacity() * sizeof(std::string);
+  for (const std::string* s : stringFields(r)) n += heapBytes(*s);
+  for (const auto& t : r.tables) n += heapBytes(t);
+  for (const auto& w : r.result_warnings) n += heapBytes(w);
+  return n;
+}
+
+// Measured with GCC 12 / libstdc++ on x86-64: a record that grew has a field clearRecord does not
+// know of yet.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(Record) == 792, "a new Record field: clear it in clearRecord");
+#endif
+
+void clearRecord(Record& r) {
+  r.started_at_us = r.finished_at_us = r.duration_us = 0;
+  r.session_id = 0;
+  for (std::string* s : stringFields(r)) s->clear();
+  r.tables.clear();
+  r.result_warnings.clear();
+  r.sql_truncated = r.truncated = r.single_zero = false;
+  r.outcome = Outcome::kOk;
+  r.rows_returned = r.rows_affected = r.bytes_sent = 0;
+  r.spool_epoch = r.spool_seq = 0;
+}
 
 std::string_view formatRecordUid(const Record& r, char* buf, size_t size) {
   if (r.spool_seq == 0 || size < 40) return {};

@@ -75,6 +75,12 @@ struct Record {
   uint64_t spool_seq = 0;
 };
 
+// Heap bytes a record holds beyond its own size (what keeping it for reuse keeps).
+size_t heldBytes(const Record& r);
+// `r` as a default-constructed Record, its strings' and lists' storage kept: for code that fills
+// one record after another.
+void clearRecord(Record& r);
+
 // record_uid as stored: the epoch as 16 hex digits, '-', the sequence number in decimal; "" for
 // a record without a spool id.
 std::string recordUid(const Record& r);

@@ -53,29 +53,6 @@ void cutAndShrink(std::string& s, size_t max, bool* flag) {
   }
 }
 
-size_t heapBytes(const std::string& s) {
-  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;  // not the inline buffer
-}
-
-// Heap bytes a record holds beyond its own size (what keeping it for reuse keeps).
-size_t heldBytes(const Record& r) {
-  size_t n = r.tables.capacity() * sizeof(std::string);
-  for (const std::string* s : {&r.instance_id,       &r.user,
-                               &r.database,          &r.policy_group,
-                               &r.client_addr,       &r.application_name,
-                               &r.agent_id,          &r.conversation_id,
-                               &r.query_intent_sent, &r.query_intent_inferred,
-                               &r.statement_kind,    &r.sql_text,
-                               &r.fingerprint,       &r.guard_actions,
-                               &r.deny_code,         &r.sqlstate,
-                               &r.error_message,     &r.protocol,
-                               &r.tool_name,         &r.tool_args}) {
-    n += heapBytes(*s);
-  }
-  for (const auto& t : r.tables) n += heapBytes(t);
-  return n;
-}
-
 // The batch keeps its records for the next one, up to kKeepBytes of them: ordinary records
 // (a catch-up batch of them included) are reused, a batch of long texts is not held on to.
 void keepForReuse(std::vector<Record>& batch) {

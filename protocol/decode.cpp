@@ -62,9 +62,8 @@ Result<ParseMsg> parseParse(std::string_view body) {
 
 // Bind 'B': String portal, String statement, Int16 n + n x Int16 parameter format codes,
 // Int16 n + n x (Int32 length (-1 = NULL), Byte[length]), Int16 n + n x Int16 result formats.
-Result<BindMsg> parseBind(std::string_view body) {
+Status parseBindInto(std::string_view body, BindMsg& m) {
   Reader r(body);
-  BindMsg m;
   if (!r.cstring(m.portal)) return bad("Bind", "portal name is not terminated");
   if (!r.cstring(m.statement)) return bad("Bind", "statement name is not terminated");
   if (!readInt16Array(r, m.param_formats)) {
@@ -75,6 +74,7 @@ Result<BindMsg> parseBind(std::string_view body) {
   if (r.remaining() < size_t(n) * 4) {
     return bad("Bind", "parameter count exceeds the message length");
   }
+  m.params.clear();
   m.params.reserve(n);
   for (uint16_t i = 0; i < n; ++i) {
     int32_t len = 0;
@@ -94,6 +94,12 @@ Result<BindMsg> parseBind(std::string_view body) {
     return bad("Bind", "result format count is missing or exceeds the message length");
   }
   if (!r.atEnd()) return bad("Bind", "unexpected bytes after the result formats");
+  return {};
+}
+
+Result<BindMsg> parseBind(std::string_view body) {
+  BindMsg m;
+  if (auto st = parseBindInto(body, m); !st) return Error{st.error()};
   return m;
 }
 
@@ -305,10 +311,11 @@ Result<RowDescriptionMsg> parseRowDescription(std::string_view body) {
 
 namespace {
 
-// DataRow 'D': Int16 n, then n x (Int32 length (-1 = NULL), Byte[length]). `out` may be null
-// when only the validation and the count are wanted (no allocation on the hot path).
-Result<int16_t> walkDataRow(std::string_view body,
-                            std::vector<std::optional<std::string_view>>* out) {
+// DataRow 'D': Int16 n, then n x (Int32 length (-1 = NULL), Byte[length]). `onValue` gets each
+// value in order (nullopt for NULL) as it is validated; what it keeps is the caller's choice, so
+// a caller that wants only the count or one cell allocates nothing.
+template <typename OnValue>
+Result<int16_t> walkDataRow(std::string_view body, OnValue&& onValue) {
   Reader r(body);
   int16_t n = 0;
   if (!r.i16(n)) return bad("DataRow", "column count is missing");
@@ -316,12 +323,11 @@ Result<int16_t> walkDataRow(std::string_view body,
   if (r.remaining() < size_t(n) * 4) {
     return bad("DataRow", "column count exceeds the message length");
   }
-  if (out != nullptr) out->reserve(size_t(n));
   for (int16_t i = 0; i < n; ++i) {
     int32_t len = 0;
     if (!r.i32(len)) return bad("DataRow", "value length is missing");
     if (len == -1) {
-      if (out != nullptr) out->emplace_back(std::nullopt);
+      onValue(std::optional<std::string_view>());
       continue;
     }
     if (len < 0) return bad("DataRow", "negative value length");
@@ -329,7 +335,7 @@ Result<int16_t> walkDataRow(std::string_view body,
     if (!r.bytes(size_t(len), value)) {
       return bad("DataRow", "value length exceeds the message length");
     }
-    if (out != nullptr) out->emplace_back(value);
+    onValue(std::optional<std::string_view>(value));
   }
   if (!r.atEnd()) return bad("DataRow", "unexpected bytes after the values");
   return n;
@@ -338,14 +344,26 @@ Result<int16_t> walkDataRow(std::string_view body,
 }  // namespace
 
 Result<DataRowMsg> parseDataRow(std::string_view body) {
-  auto n = walkDataRow(body, nullptr);
+  auto n = walkDataRow(body, [](std::optional<std::string_view>) {});
+  if (!n) return Error{n.error()};
+  return DataRowMsg{*n};
+}
+
+Result<DataRowMsg> parseDataRowFirst(std::string_view body, std::optional<std::string_view>* first) {
+  bool seen = false;
+  auto n = walkDataRow(body, [&](std::optional<std::string_view> v) {
+    if (!seen) *first = v;
+    seen = true;
+  });
   if (!n) return Error{n.error()};
   return DataRowMsg{*n};
 }
 
 Result<std::vector<std::optional<std::string_view>>> parseDataRowValues(std::string_view body) {
   std::vector<std::optional<std::string_view>> values;
-  auto n = walkDataRow(body, &values);
+  Reader r(body);
+  if (int16_t n = 0; r.i16(n) && n > 0 && r.remaining() >= size_t(n) * 4) values.reserve(size_t(n));
+  auto n = walkDataRow(body, [&](std::optional<std::string_view> v) { values.push_back(v); });
   if (!n) return Error{n.error()};
   return values;
 }

@@ -140,6 +140,9 @@ struct SaslResponseMsg { std::string_view data; };                     // 'p' la
 Result<QueryMsg> parseQuery(std::string_view body);
 Result<ParseMsg> parseParse(std::string_view body);
 Result<BindMsg> parseBind(std::string_view body);
+// The same into `out`, whose lists keep their storage from one call to the next (a caller that
+// reuses one BindMsg decodes Binds without allocating). On failure `out` holds no valid message.
+[[nodiscard]] Status parseBindInto(std::string_view body, BindMsg& out);
 Result<DescribeMsg> parseDescribe(std::string_view body);
 Result<ExecuteMsg> parseExecute(std::string_view body);
 Result<CloseMsg> parseClose(std::string_view body);
@@ -182,6 +185,9 @@ Result<CommandCompleteMsg> parseCommandComplete(std::string_view body);
 int64_t commandTagCount(std::string_view tag);
 Result<RowDescriptionMsg> parseRowDescription(std::string_view body);
 Result<DataRowMsg> parseDataRow(std::string_view body);
+// The same, and the row's first value in `first` (nullopt for NULL; left as it was for a row of
+// no columns): one cell looked at without building the row's list.
+Result<DataRowMsg> parseDataRowFirst(std::string_view body, std::optional<std::string_view>* first);
 // Full column descriptions of a RowDescription, for code that reads results itself.
 struct RowField {
   std::string_view name;

@@ -30,18 +30,19 @@ void fanoutJoin(const ScreenInput& in, Findings& out) {
     const ResolvedColumn& repeating = b_multiplied && !a_multiplied ? ca : cb;
     const std::string& key = &repeating == &ca ? a.column : b.column;
 
+    const std::string repeating_name = repeating.tableName();
     guards::GuardResult r;
     r.code = std::string(guards::codes::kFanoutJoin);
-    r.subject = repeating.table_name;
+    r.subject = repeating_name;
     r.message = "The join on " + a.column + " = " + b.column + " repeats rows: " + key +
-                " is not unique in " + repeating.table_name +
+                " is not unique in " + repeating_name +
                 ", so count(*) and sum() count some rows more than once. Count distinct keys, or "
                 "aggregate the many side before joining.";
     r.hint = "count(DISTINCT " + (&repeating == &ca ? b.column : a.column) +
              ") or JOIN (SELECT " + key + ", sum(...) FROM ... GROUP BY " + key + ")";
-    r.facts.add("left", ca.table_name + "." + a.column)
-        .add("right", cb.table_name + "." + b.column)
-        .add("repeating", repeating.table_name + "." + key);
+    r.facts.add("left", ca.tableName() + "." + a.column)
+        .add("right", cb.tableName() + "." + b.column)
+        .add("repeating", repeating_name + "." + key);
     out.push_back(std::move(r));
     return;
   }

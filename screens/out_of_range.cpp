@@ -25,13 +25,13 @@ void outOfRange(const ScreenInput& in, Findings& out) {
 
     guards::GuardResult r;
     r.code = std::string(guards::codes::kOutOfRange);
-    r.subject = rc.table_name;
+    r.subject = rc.tableName();
     r.message = c.column + " data runs from " + low + " to " + high + "; your range " +
                 (starts_after ? "starts " : "ends ") + *v +
                 ". Nothing can match: move the range inside the data, or check the year.";
     r.hint = c.column + (starts_after ? " >= '" + low + "'" : " <= '" + high + "'");
     if (cat == 'N') r.hint = c.column + (starts_after ? " >= " + low : " <= " + high);
-    r.facts.add("table", rc.table_name)
+    r.facts.add("table", r.subject)
         .add("column", c.column)
         .add("low", low)
         .add("high", high)

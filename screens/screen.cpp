@@ -10,6 +10,12 @@ namespace pgwarden::screens {
 
 namespace detail {
 
+std::string ResolvedColumn::tableName() const {
+  std::string out;
+  out.reserve(schema.size() + 1 + name.size());
+  return out.append(schema).append(".").append(name);
+}
+
 ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string& column) {
   ResolvedColumn out;
   const auto& tables = in.statement->screen.tables;
@@ -18,16 +24,14 @@ ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string
   const guards::GroupSettings& settings = in.group ? in.group->settings() : kNoGroup;
   for (size_t i = 0; i < tables.size(); ++i) {
     if (table >= 0 && static_cast<size_t>(table) != i) continue;
-    guards::RelationRef rel;
-    rel.schema = tables[i].schema;
-    rel.name = tables[i].name;
-    std::string resolved;
-    const guards::TableStats* ts = guards::util::findStats(in.stats, rel, settings, &resolved);
+    std::string_view schema;
+    const guards::TableStats* ts =
+        guards::util::findStats(in.stats, tables[i].schema, tables[i].name, settings, &schema);
     if (!ts) continue;
     auto it = ts->columns.find(column);
     if (it == ts->columns.end()) continue;
     if (out.column) return {};  // two tables have the column: which one is meant is not known
-    out = ResolvedColumn{ts, &it->second, resolved};
+    out = ResolvedColumn{ts, &it->second, schema, tables[i].name};
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "guards/guard.h"
@@ -11,11 +12,15 @@
 
 namespace pgwarden::screens::detail {
 
-// The table a column of the statement resolved to, as the catalog knows it.
+// The table a column of the statement resolved to, as the catalog knows it. The names view the
+// statement's analysis and the group's settings (alive while the screens run); the joined name is
+// built only for a finding, as most results are screened without one.
 struct ResolvedColumn {
   const guards::TableStats* table = nullptr;
   const guards::ColumnStats* column = nullptr;
-  std::string table_name;  // "public.fct_shipments"
+  std::string_view schema;
+  std::string_view name;
+  std::string tableName() const;  // "public.fct_shipments"
 };
 
 // The statistics of `column` of FROM item `table` (-1: whichever single table has that column).

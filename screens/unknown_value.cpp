@@ -77,7 +77,7 @@ void unknownValue(const ScreenInput& in, Findings& out) {
 
     guards::GuardResult r;
     r.code = std::string(guards::codes::kUnknownValue);
-    r.subject = rc.table_name;
+    r.subject = rc.tableName();
     // Enum labels keep their declared order; other lists read best sorted.
     std::vector<std::string> sorted = *known;
     if (col.enum_labels.empty()) std::sort(sorted.begin(), sorted.end());
@@ -89,7 +89,7 @@ void unknownValue(const ScreenInput& in, Findings& out) {
     r.message += ". The empty result says nothing about " + quoted + ": compare with one of its values.";
     const std::string& example = near.empty() ? known->front() : near;
     r.hint = c.column + " = " + (col.category == 'N' ? example : "'" + example + "'");
-    r.facts.add("table", rc.table_name)
+    r.facts.add("table", r.subject)
         .add("column", c.column)
         .add("values", unknown)
         .add("known_values", *known)

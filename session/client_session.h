@@ -244,7 +244,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     std::shared_ptr<StatementRun> run;
     guards::AgentOverrides overrides;  // of the prepared statement it was bound from
     // The Bind's values, when a result screen may need them (session/result_screen.h).
-    std::shared_ptr<const std::vector<std::optional<std::string>>> params;
+    std::shared_ptr<ScreenParams> params;
     GateVerdict::Write write;  // guarded writes: a write prepared over the extended protocol
   };
   // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
@@ -545,6 +545,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, AgentPortal> agent_portals_;
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
   std::optional<std::array<std::string, 3>> agent_defaults_;
+  // The Bind being handled, decoded into storage kept from one Bind to the next.
+  protocol::BindMsg bind_;
+  // An entry of portals_ kept when a transaction's portals ended, for the next Bind (empty: none).
+  std::unordered_map<std::string, Portal>::node_type spare_portal_;
 };
 
 }  // namespace pgwarden::daemon

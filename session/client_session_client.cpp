@@ -371,12 +371,27 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   return true;
 }
 
+namespace {
+
+// A Bind's lists are decoded into the session's one BindMsg, whose storage is kept from one Bind
+// to the next unless a Bind of very many values made it large.
+constexpr size_t kKeepBindBytes = 64 * 1024;
+
+Status decodeBind(std::string_view body, protocol::BindMsg& m) {
+  const size_t held = m.params.capacity() * sizeof(m.params[0]) +
+                      (m.param_formats.capacity() + m.result_formats.capacity()) * sizeof(int16_t);
+  if (held > kKeepBindBytes) m = protocol::BindMsg{};
+  return protocol::parseBindInto(body, m);
+}
+
+}  // namespace
+
 bool ClientSession::handleBind(const protocol::Frame& f) {
-  auto b = protocol::parseBind(f.body);
-  if (!b) {
-    protocolViolation("malformed Bind message: " + b.error());
+  if (auto st = decodeBind(f.body, bind_); !st) {
+    protocolViolation("malformed Bind message: " + st.error());
     return false;
   }
+  const protocol::BindMsg* b = &bind_;
   const std::string statement(b->statement);
   auto stmt = statements_.find(statement);
   GateVerdict v;
@@ -406,8 +421,9 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
 }
 
 bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
-  auto b = protocol::parseBind(f.body);
-  if (!b) return false;  // checked when it arrived
+  // Decoded again: the verdict may have come later, after other Binds used bind_.
+  if (!decodeBind(f.body, bind_)) return false;  // checked when it arrived
+  const protocol::BindMsg* b = &bind_;
   const auto writeOf = [this](std::string_view statement) {
     const auto w = statement_writes_.find(std::string(statement));
     return w == statement_writes_.end() ? GateVerdict::Write{} : w->second;
@@ -431,7 +447,12 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     if (portal.empty()) {
       auto& run = it->second.run;
       if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
-      it->second = Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b), writeOf(b->statement)};
+      // The old run is let go first (a pending answer still holding it keeps it): its values'
+      // storage can then be refilled for the new one.
+      run.reset();
+      std::shared_ptr<ScreenParams> params = std::move(it->second.params);
+      screenParams(plan.get(), *b, params);
+      it->second = Portal{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)};
     }
   } else {
     if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
@@ -444,7 +465,18 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
       skipBatch("54000", false);
       return true;
     }
-    portals_.emplace(portal, Portal{plan, nullptr, overrides_, screenParams(plan.get(), *b), writeOf(b->statement)});
+    std::shared_ptr<ScreenParams> params;
+    if (!spare_portal_.empty()) params = std::move(spare_portal_.mapped().params);
+    screenParams(plan.get(), *b, params);
+    Portal fresh{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)};
+    if (spare_portal_.empty()) {
+      portals_.emplace(portal, std::move(fresh));
+    } else {
+      // The entry kept from an earlier transaction: no map node to allocate.
+      spare_portal_.key() = portal;
+      spare_portal_.mapped() = std::move(fresh);
+      portals_.insert(std::move(spare_portal_));
+    }
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.bind().plan = plan;
@@ -679,6 +711,15 @@ void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
 void ClientSession::finishPortals() {
   for (auto& [name, p] : portals_) {
     if (p.run && !p.run->finished) finishRun(*p.run, history::Outcome::kOk);
+  }
+  // One entry is kept for the next Bind (most clients bind one portal per transaction) with its
+  // values' storage; what it pointed to is let go.
+  if (spare_portal_.empty() && !portals_.empty()) {
+    spare_portal_ = portals_.extract(portals_.begin());
+    std::shared_ptr<ScreenParams> params = std::move(spare_portal_.mapped().params);
+    trimScreenParams(params);
+    spare_portal_.mapped() = Portal{};
+    spare_portal_.mapped().params = std::move(params);
   }
   portals_.clear();
 }

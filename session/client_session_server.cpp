@@ -341,9 +341,9 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
     ++run->rows_sent;
     run->bytes_sent += static_cast<int64_t>(f.raw.size());
     if (run->rows_sent == 1) {
-      auto cells = protocol::parseDataRowValues(f.body);
-      run->single_zero = cells && cells->size() == 1 && (*cells)[0] &&
-                         isZeroCell(*(*cells)[0]);
+      std::optional<std::string_view> first;
+      auto row = protocol::parseDataRowFirst(f.body, &first);
+      run->single_zero = row && row->columns == 1 && first && isZeroCell(*first);
     }
   }
   return true;

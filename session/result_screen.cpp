@@ -13,6 +13,18 @@ const guards::StatementInfo* statementOf(const StatementPlan* plan, size_t index
   return &plan->analysis->statements[index];
 }
 
+// Refilled values storage is given up once it holds more than this (one huge Bind does not pin
+// its memory for the session's life).
+constexpr size_t kKeepParamBytes = 64 * 1024;
+
+size_t heldParamBytes(const ScreenParams& params) {
+  size_t n = params.capacity() * sizeof(ScreenParams::value_type);
+  for (const auto& p : params) {
+    if (p && p->capacity() > std::string().capacity()) n += p->capacity();
+  }
+  return n;
+}
+
 screens::ResultSummary summaryOf(const StatementRun& run) {
   screens::ResultSummary r;
   r.rows = run.rows_sent;
@@ -40,24 +52,37 @@ bool screenMaySpeak(const StatementRun& run) {
   return st && run.screens.empty() && screens::maySpeak(*st, summaryOf(run));
 }
 
-std::shared_ptr<const std::vector<std::optional<std::string>>> screenParams(
-    const StatementPlan* plan, const protocol::BindMsg& bind) {
+void trimScreenParams(std::shared_ptr<ScreenParams>& params) {
+  if (params && heldParamBytes(*params) > kKeepParamBytes) params.reset();
+}
+
+void screenParams(const StatementPlan* plan, const protocol::BindMsg& bind,
+                  std::shared_ptr<ScreenParams>& params) {
   const guards::StatementInfo* st = statementOf(plan, 0);
-  if (!st || st->max_param == 0 || bind.params.empty() || !screens::worthScreening(*st)) return nullptr;
-  auto out = std::make_shared<std::vector<std::optional<std::string>>>();
-  out->reserve(bind.params.size());
+  if (!st || st->max_param == 0 || bind.params.empty() || !screens::worthScreening(*st)) {
+    params.reset();
+    return;
+  }
+  trimScreenParams(params);
+  if (!params || params.use_count() != 1) params = std::make_shared<ScreenParams>();
+  ScreenParams& out = *params;
+  out.resize(bind.params.size());
   for (size_t i = 0; i < bind.params.size(); ++i) {
     // One format code applies to all parameters; none means text.
     const int16_t format = bind.param_formats.empty() ? 0
                            : bind.param_formats.size() == 1 ? bind.param_formats[0]
                            : i < bind.param_formats.size() ? bind.param_formats[i] : 1;
     if (format == 0 && bind.params[i]) {
-      out->emplace_back(std::string(*bind.params[i]));
+      // assign() keeps the string's storage from the last Bind.
+      if (out[i]) {
+        out[i]->assign(*bind.params[i]);
+      } else {
+        out[i].emplace(*bind.params[i]);
+      }
     } else {
-      out->emplace_back(std::nullopt);
+      out[i].reset();
     }
   }
-  return out;
 }
 
 const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,

@@ -15,10 +15,15 @@
 
 namespace pgwarden::daemon {
 
-// The Bind's text-format values when a screen may need them (the statement is screened and
-// has parameters); null otherwise, so most Binds keep nothing.
-std::shared_ptr<const std::vector<std::optional<std::string>>> screenParams(
-    const StatementPlan* plan, const protocol::BindMsg& bind);
+// Sets `params` to the Bind's text-format values when a screen may need them (the statement is
+// screened and has parameters), else to null, so most Binds keep nothing. The storage `params`
+// held is refilled in place when nothing else shares it (the run of a portal bound again is
+// done with it), so a client that binds the same portal over and over allocates nothing here.
+void screenParams(const StatementPlan* plan, const protocol::BindMsg& bind,
+                  std::shared_ptr<ScreenParams>& params);
+// Lets go of `params` when it holds more than Binds of an ordinary size leave (kept storage stays
+// bounded).
+void trimScreenParams(std::shared_ptr<ScreenParams>& params);
 
 // Whether a result's first row of one column is zero: "0" as text, or an all-zero binary
 // integer (int2/int4/int8). With one row, that is the single zero of a count that found nothing.

@@ -19,6 +19,10 @@
 
 namespace pgwarden::daemon {
 
+// A Bind's parameter values as the result screens read them: text format, $1 first; nullopt for
+// NULL or a binary value.
+using ScreenParams = std::vector<std::optional<std::string>>;
+
 // One statement's life, from the message that started it to its record. Shared by whatever
 // tracks it (a pending server answer, a portal); finished (and recorded) exactly once.
 struct StatementRun {
@@ -36,9 +40,8 @@ struct StatementRun {
   bool finished = false;
   bool single_zero = false;
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
-  // The Bind's parameter values in text format ($1 first; nullopt for NULL or binary), kept only
-  // when a result screen may need them.
-  std::shared_ptr<const std::vector<std::optional<std::string>>> params;
+  // The Bind's parameter values, kept only when a result screen may need them.
+  std::shared_ptr<const ScreenParams> params;
   // What the result screens said about the result (history's guard_actions, metrics).
   std::vector<guards::Verdict> screens;
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.
@@ -123,9 +126,13 @@ class StatementRecorder {
   void setBudgets(guards::BudgetLedger* budgets) { budgets_ = budgets; }
 
  private:
+  // The record finish() fills, kept with its storage (up to kKeepRecordBytes) for the next.
+  static constexpr size_t kKeepRecordBytes = 64 * 1024;
+
   StatementSink& sink_;
   guards::BudgetLedger* budgets_;
   std::string instance_id_;
+  history::Record record_;
 };
 
 }  // namespace pgwarden::daemon

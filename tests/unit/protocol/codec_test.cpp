@@ -124,6 +124,32 @@ TEST(Codec, BindWith65535Parameters) {
   EXPECT_EQ(m->params[65534], std::optional<std::string_view>("last"));
 }
 
+TEST(Codec, BindIntoReusedStorageReplacesTheLastBind) {
+  BindMsg wide;
+  wide.param_formats = {0, 1, 0};
+  wide.params = {std::string_view("1"), std::string_view("2"), std::string_view("3")};
+  wide.result_formats = {1, 1};
+  BindMsg narrow;
+  narrow.portal = "p";
+  narrow.params = {std::nullopt};
+  std::string w1, w2;
+  writeBind(w1, wide);
+  writeBind(w2, narrow);
+  const std::string wide_body = bodyOf(w1, 'B', false);
+  const std::string narrow_body = bodyOf(w2, 'B', false);
+  BindMsg m;
+  ASSERT_TRUE(parseBindInto(wide_body, m));
+  EXPECT_EQ(m.params, wide.params);
+  const auto* storage = m.params.data();
+  ASSERT_TRUE(parseBindInto(narrow_body, m));
+  EXPECT_EQ(m.portal, "p");
+  EXPECT_TRUE(m.param_formats.empty());
+  EXPECT_EQ(m.params, narrow.params);
+  EXPECT_TRUE(m.result_formats.empty());
+  EXPECT_EQ(m.params.data(), storage);  // the list's storage was kept
+  EXPECT_FALSE(parseBindInto("p", m));
+}
+
 TEST(Codec, DescribeAndClose) {
   for (char kind : {'S', 'P'}) {
     std::string w;
@@ -477,6 +503,23 @@ TEST(Codec, DataRow) {
   auto v = parseDataRowValues(body);
   ASSERT_TRUE(v) << v.error();
   EXPECT_EQ(*v, values);
+}
+
+TEST(Codec, DataRowFirstValue) {
+  std::string w;
+  writeDataRow(w, {std::string_view("0"), std::nullopt});
+  std::optional<std::string_view> first;
+  const std::string body = bodyOf(w, 'D', true);  // `first` views it
+  auto n = parseDataRowFirst(body, &first);
+  ASSERT_TRUE(n) << n.error();
+  EXPECT_EQ(n->columns, 2);
+  EXPECT_EQ(first, std::optional<std::string_view>("0"));
+  w.clear();
+  writeDataRow(w, {std::nullopt});
+  first = std::string_view("stale");
+  ASSERT_TRUE(parseDataRowFirst(bodyOf(w, 'D', true), &first));
+  EXPECT_FALSE(first.has_value());
+  EXPECT_FALSE(parseDataRowFirst(Bytes().i16(1).i32(5).raw("ab").get(), &first));
 }
 
 TEST(Codec, DataRowNoColumns) {

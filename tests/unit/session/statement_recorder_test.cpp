@@ -16,6 +16,13 @@ class CollectingSink : public StatementSink {
   std::vector<history::Record> records;
 };
 
+// As the spool does: the record is copied out and left with the recorder.
+class CopyingSink : public StatementSink {
+ public:
+  void onStatement(history::Record&& record, const StatementPlan*) override { records.push_back(record); }
+  std::vector<history::Record> records;
+};
+
 guards::RequestContext who() {
   guards::RequestContext ctx;
   ctx.user = "agent";
@@ -45,6 +52,35 @@ TEST(StatementRecorder, ARunIsRecordedOnceWithItsCaller) {
   EXPECT_EQ(r.conversation_id, "c-9");
   EXPECT_EQ(r.session_id, 3u);
   EXPECT_EQ(r.rows_returned, 1);
+  EXPECT_EQ(r.protocol, "simple");
+}
+
+TEST(StatementRecorder, ARecordLeftWithTheRecorderCarriesNothingIntoTheNext) {
+  CopyingSink sink;
+  StatementRecorder recorder(sink, nullptr, "host-1");
+  PolicyEngine engine(16, 4096);
+  auto ctx = who();
+  ctx.tool = "query";
+  auto failed = startRun(engine.plan(nullptr, "SELECT * FROM public.orders_with_a_long_name", ctx, nullptr), 0, true);
+  failed->rows_sent = 7;
+  failed->truncated = true;
+  recorder.finish(*failed, ctx, nullptr, history::Outcome::kError, "42P01", "relation does not exist");
+  auto ok = startRun(nullptr, 0, false);
+  recorder.finish(*ok, who(), nullptr, history::Outcome::kOk);
+  ASSERT_EQ(sink.records.size(), 2u);
+  EXPECT_EQ(sink.records[0].tables, (std::vector<std::string>{"public.orders_with_a_long_name"}));
+  EXPECT_EQ(sink.records[0].sqlstate, "42P01");
+  const auto& r = sink.records[1];
+  EXPECT_EQ(r.outcome, history::Outcome::kOk);
+  EXPECT_TRUE(r.tables.empty());
+  EXPECT_TRUE(r.sql_text.empty());
+  EXPECT_TRUE(r.fingerprint.empty());
+  EXPECT_TRUE(r.sqlstate.empty());
+  EXPECT_TRUE(r.error_message.empty());
+  EXPECT_TRUE(r.tool_name.empty());
+  EXPECT_EQ(r.guard_actions, "[]");
+  EXPECT_EQ(r.rows_returned, 0);
+  EXPECT_FALSE(r.truncated);
   EXPECT_EQ(r.protocol, "simple");
 }
 
