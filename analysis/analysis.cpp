@@ -6,13 +6,12 @@
 #include <simdjson.h>
 
 #include <cstring>
-#include <list>
-#include <unordered_map>
 
 #include "analysis/pg_json.h"
 #include "analysis/shape.h"
 #include "analysis/shape_template.h"
 #include "analysis/statement_walker.h"
+#include "common/lru_map.h"
 
 namespace pgwarden::guards {
 
@@ -164,52 +163,6 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
 // Named rather than file-local: Analyzer::Impl holds these.
 namespace analyzer_cache {
 
-struct CacheHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-struct CacheEqual {
-  using is_transparent = void;
-  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-};
-
-// A bounded LRU from a string key to a value; keys view the string held by the list node, which
-// never moves.
-template <typename Value>
-class LruMap {
- public:
-  struct Entry {
-    std::string key;
-    Value value;
-  };
-
-  explicit LruMap(size_t capacity) : capacity_(capacity) { index_.reserve(capacity); }
-
-  Entry* find(std::string_view key) {
-    auto it = index_.find(key);
-    if (it == index_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return &*it->second;
-  }
-
-  void insert(std::string key, Value value) {
-    if (capacity_ == 0) return;
-    if (lru_.size() >= capacity_) {
-      index_.erase(lru_.back().key);
-      lru_.pop_back();
-    }
-    lru_.push_front(Entry{std::move(key), std::move(value)});
-    index_.emplace(lru_.front().key, lru_.begin());
-  }
-
-  size_t size() const { return lru_.size(); }
-
- private:
-  size_t capacity_;
-  std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<std::string_view, typename std::list<Entry>::iterator, CacheHash, CacheEqual> index_;
-};
-
 // Shapes seen once, as hashes of their keys in a direct-mapped table: a shape enters the shape
 // cache (and is probed for a template) only when seen again, so one-off texts cost no LRU churn.
 // A collision merely probes a shape early; the proof does not depend on it.
@@ -235,7 +188,7 @@ class SeenShapes {
 
 }  // namespace analyzer_cache
 
-using analyzer_cache::LruMap;
+using util::LruMap;
 using analyzer_cache::SeenShapes;
 
 struct Analyzer::Impl {

@@ -1,6 +1,7 @@
 // The catalog snapshot (analysis/table_stats.h): the query that reads it and the rows it is built
 // from.
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <string>
 
@@ -58,6 +59,11 @@ std::vector<std::string> splitCommas(const std::string& s) {
 
 }  // namespace
 
+uint64_t TableStatsSnapshot::nextGeneration() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
     const std::vector<std::vector<std::string>>& rows,
     const std::vector<std::vector<std::string>>& column_rows) {
@@ -111,6 +117,7 @@ std::vector<TableStatsSnapshot::IndexBounds> TableStatsSnapshot::boundsProbes(si
 std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::withIndexBounds(
     const std::vector<IndexBounds>& probed, const TableStatsSnapshot* previous) const {
   auto snap = std::make_shared<TableStatsSnapshot>(*this);
+  snap->generation_ = nextGeneration();
   if (previous) {
     for (auto& [key, table] : snap->tables_) {
       auto old = previous->tables_.find(key);

@@ -60,11 +60,16 @@ class TableStatsSnapshot {
   // had for it.
   std::shared_ptr<const TableStatsSnapshot> withIndexBounds(const std::vector<IndexBounds>& probed,
                                                             const TableStatsSnapshot* previous) const;
+  // Unique per snapshot for the process's life, copies included (never reused, unlike an
+  // address): a cache of decisions made over a snapshot is keyed by it.
+  uint64_t generation() const { return generation_; }
   // Every table, keyed "schema.table", in name order.
   const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
 
  private:
+  static uint64_t nextGeneration();
   std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
+  uint64_t generation_ = nextGeneration();
 };
 
 }  // namespace pgwarden::guards

@@ -351,6 +351,8 @@ AdminConsole::Table AdminConsole::showStats() const {
   add("statements_truncated", c.statements_truncated);
   add("warnings_sent", c.warnings_sent);
   add("rewrites", c.rewrites);
+  add("plan_cache_hits", c.plan_cache_hits);
+  add("plan_cache_misses", c.plan_cache_misses);
   add("protocol_errors", c.protocol_errors);
   add("stats_refreshes", c.stats_refreshes);
   add("stats_refresh_errors", c.stats_refresh_errors);

@@ -64,7 +64,7 @@ LoopRows collectRows(Worker& w, const std::string& null) {
     });
   });
   out.pools = w.pools().stats();
-  out.counters = w.counters();
+  out.counters = w.countersNow();
   return out;
 }
 

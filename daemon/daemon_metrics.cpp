@@ -84,6 +84,8 @@ DaemonMetrics::DaemonMetrics(Daemon& daemon)
     connect_error_series_[i] = &metrics_.upstream_connect_errors.with(
         {connectFailureName(static_cast<ConnectFailure>(i))});
   }
+  plan_hits_series_ = &metrics_.plan_cache_lookups.with({"hit"});
+  plan_misses_series_ = &metrics_.plan_cache_lookups.with({"miss"});
   // Both kinds exist from the start, so a dashboard shows 0 rather than no data.
   for (const auto kind : {External::kLua, External::kWebhook}) {
     const std::string_view label = kind == External::kLua ? "lua" : "webhook";
@@ -315,6 +317,10 @@ void DaemonMetrics::syncCounters() {
   }
   metrics_.upstream_cancel_requests.inc(c.cancel_requests_forwarded - synced_cancels_);
   synced_cancels_ = c.cancel_requests_forwarded;
+  plan_hits_series_->inc(c.plan_cache_hits - synced_plan_hits_);
+  synced_plan_hits_ = c.plan_cache_hits;
+  plan_misses_series_->inc(c.plan_cache_misses - synced_plan_misses_);
+  synced_plan_misses_ = c.plan_cache_misses;
   for (size_t i = 0; i < c.server_errors_by_class.size(); ++i) {
     const uint64_t now = c.server_errors_by_class[i];
     if (now == synced_server_errors_[i]) continue;

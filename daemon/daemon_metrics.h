@@ -126,6 +126,10 @@ class DaemonMetrics final : public guards::GuardObserver {
   std::array<uint64_t, kConnectFailures> synced_connect_errors_{};
   std::array<metrics::Counter*, kConnectFailures> connect_error_series_{};
   uint64_t synced_cancels_ = 0;
+  uint64_t synced_plan_hits_ = 0;
+  uint64_t synced_plan_misses_ = 0;
+  metrics::Counter* plan_hits_series_ = nullptr;
+  metrics::Counter* plan_misses_series_ = nullptr;
   std::array<uint64_t, 36 * 36> synced_server_errors_{};
 };
 

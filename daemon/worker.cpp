@@ -339,9 +339,16 @@ void Worker::tick() {
   if (index_ != 0) publish();
 }
 
+Counters Worker::countersNow() const {
+  Counters c = counters_;
+  c.plan_cache_hits = policy_->planCacheHits();
+  c.plan_cache_misses = policy_->planCacheMisses();
+  return c;
+}
+
 WorkerSummary Worker::liveSummary() const {
   WorkerSummary s;
-  s.counters = counters_;
+  s.counters = countersNow();
   s.pools = pools_.stats();
   s.pool_refusal = pools_.refusal();
   s.sessions = sessions_.size();

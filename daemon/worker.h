@@ -80,6 +80,9 @@ class Worker final : public StatementSink, public SessionHost {
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
   size_t sessionCount() const { return sessions_.size(); }
   const Counters& counters() const { return counters_; }
+  // The counters with the figures other parts of the loop keep themselves (the policy engine's
+  // kept plans): what the loop publishes and the console shows.
+  Counters countersNow() const;
   // Whether the loop has let go of everything (its sessions ended and its pools closed).
   bool finished() const { return finished_; }
   // On this loop: publishes its summary now (a scrape is about to read it).

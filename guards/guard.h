@@ -155,6 +155,12 @@ class Guard {
     (void)qualified;
     return std::nullopt;
   }
+  // True when every answer of this guard follows from its input alone (the analysis, the text,
+  // the catalog snapshot and the group's settings) and its own configuration: no clock, no
+  // script, no outside service, no budget counter, nothing of who is asking. A group whose
+  // guards all say so gets the same decision for the same text, so the policy engine may keep it
+  // (session/statement_policy.h). A kind that cannot promise it keeps the default.
+  virtual bool deterministic() const { return false; }
   // `action: warn` in config turns this guard's denials into warnings (a dry run).
   bool warnOnly() const { return warn_only_; }
   void setWarnOnly(bool w) { warn_only_ = w; }

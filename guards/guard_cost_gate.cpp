@@ -32,6 +32,7 @@ class CostGateGuard final : public Guard {
   explicit CostGateGuard(CostGateOptions o) : o_(std::move(o)) {}
 
   std::string_view kind() const override { return "cost_gate"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kSeqScan, codes::kCostTooHigh, codes::kJoinExplosion, codes::kPlanUnavailable,
             codes::kMultiStatement};

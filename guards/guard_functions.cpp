@@ -240,6 +240,7 @@ class FunctionsGuard final : public Guard {
   FunctionsGuard(Config cfg, GroupSettings group) : cfg_(std::move(cfg)), group_(std::move(group)) {}
 
   std::string_view kind() const override { return "functions"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kFunctionDenied, codes::kFunctionLimit, codes::kProtectedSetting};
   }

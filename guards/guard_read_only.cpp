@@ -68,6 +68,7 @@ class ReadOnlyGuard final : public Guard {
       : protected_(std::move(protected_settings)) {}
 
   std::string_view kind() const override { return "read_only"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kReadOnly, codes::kProtectedSetting};
   }

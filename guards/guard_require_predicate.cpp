@@ -17,6 +17,7 @@ class RequirePredicateGuard final : public Guard {
       : min_rows_(min_rows), tables_(std::move(tables)) {}
 
   std::string_view kind() const override { return "require_predicate"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kMissingPredicate}; }
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {

@@ -31,6 +31,7 @@ class RowLimitGuard final : public Guard {
       : max_limit_(max_limit), max_rows_(max_rows), deny_recursion_(deny_recursion) {}
 
   std::string_view kind() const override { return "row_limit"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kLimitTooLarge, codes::kLimitRequired, codes::kRecursionUnbounded,
             codes::kRowsCapped, codes::kRowsTruncated};

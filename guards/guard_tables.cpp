@@ -24,6 +24,7 @@ class TablesGuard final : public Guard {
       : allow_(std::move(allow)), deny_(std::move(deny)) {}
 
   std::string_view kind() const override { return "tables"; }
+  bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kTableDenied}; }
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {

@@ -3,6 +3,7 @@
 #include "guards/policy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -118,7 +119,11 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
       search_path_(std::move(search_path)),
       reasons_(std::move(reasons)),
       settings_(std::make_unique<GroupSettings>(
-          GroupSettings{name_, search_path_, protectedFor(search_path_), std::move(result_screens)})) {}
+          GroupSettings{name_, search_path_, protectedFor(search_path_), std::move(result_screens)})) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  for (const auto& g : guards_) deterministic_ = deterministic_ && g->deterministic();
+}
 
 PolicyGroup::~PolicyGroup() = default;
 

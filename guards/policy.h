@@ -186,6 +186,12 @@ class PolicyGroup {
   const std::vector<std::unique_ptr<Guard>>& guards() const { return guards_; }
   const GroupSettings& settings() const { return *settings_; }
   const WriteMode& writes() const { return writes_; }
+  // Unique for the process's life (never reused, unlike an address): what a cache keyed by group
+  // names it by, so a group a reload replaced can never answer for its successor.
+  uint64_t id() const { return id_; }
+  // Every guard of the chain is deterministic (Guard::deterministic): evaluate() gives the same
+  // decision for the same text and catalog snapshot, whoever asks and whenever.
+  bool deterministic() const { return deterministic_; }
   void setWriteMode(WriteMode w) { writes_ = std::move(w); }
   // The group's `pool_mode` (session or transaction): how long its sessions hold a server
   // connection; "" when the group leaves it to pool.mode.
@@ -236,6 +242,8 @@ class PolicyGroup {
   std::unique_ptr<GroupSettings> settings_;
   WriteMode writes_;
   std::string pool_mode_;
+  uint64_t id_ = 0;
+  bool deterministic_ = true;
 };
 
 using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std::less<>>;

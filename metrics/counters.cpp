@@ -61,6 +61,8 @@ Counters& Counters::operator+=(const Counters& o) {
   writes_undone += o.writes_undone;
   stats_refreshes += o.stats_refreshes;
   stats_refresh_errors += o.stats_refresh_errors;
+  plan_cache_hits += o.plan_cache_hits;
+  plan_cache_misses += o.plan_cache_misses;
   history_submitted += o.history_submitted;
   history_dropped += o.history_dropped;
   return *this;

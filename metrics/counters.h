@@ -68,6 +68,10 @@ struct Counters {
   uint64_t stats_refreshes = 0;
   uint64_t stats_refresh_errors = 0;
 
+  // The policy engine's kept plans (session/statement_policy.h), copied from it when published.
+  uint64_t plan_cache_hits = 0;
+  uint64_t plan_cache_misses = 0;
+
   // History.
   uint64_t history_submitted = 0;
   uint64_t history_dropped = 0;          // submit() refused (queue full)

@@ -111,6 +111,11 @@ Metrics::Metrics(const BuildInfo& build)
       guard_duration(registry.histogramFamily("pgwarden_guard_duration_seconds",
                                               "Time spent evaluating one guard, by guard kind.",
                                               {"guard"}, kGuardDurationBuckets)),
+      plan_cache_lookups(registry.counterFamily(
+          "pgwarden_plan_cache_lookups_total",
+          "Statement texts of deterministic policy groups looked up in the kept plans: a hit is "
+          "judged without running the guard chain.",
+          {"result"}, 2)),
       rows_returned(registry.counterFamily(
           "pgwarden_rows_returned_total", "Rows returned to clients, by policy group.", {"group"})),
       statements_truncated(registry.counterFamily(

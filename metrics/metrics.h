@@ -86,6 +86,7 @@ struct Metrics {
   CounterFamily& statements;            // {group,outcome,intent}
   HistogramFamily& statement_duration;  // seconds {group,outcome}
   HistogramFamily& guard_duration;      // seconds {guard}
+  CounterFamily& plan_cache_lookups;    // {result}: hit, miss
   CounterFamily& rows_returned;         // {group}
   CounterFamily& statements_truncated;  // {group}
   // guards and budgets

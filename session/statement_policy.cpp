@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "common/lru_map.h"
+
 namespace pgwarden::daemon {
 
 void appendJsonString(std::string& out, std::string_view s) {
@@ -72,9 +74,18 @@ std::string actionsJson(const std::vector<guards::Verdict>& actions) {
 
 
 struct PolicyEngine::Impl {
-  Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql) {}
+  Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql), plans(cache ? kPlanCacheEntries : 0) {}
+  std::shared_ptr<const StatementPlan> build(const guards::PolicyGroup* group, std::string_view sql,
+                                             const guards::RequestContext& ctx,
+                                             const guards::TableStatsSnapshot* stats);
   guards::Analyzer analyzer;
   size_t max_sql_bytes;
+  // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
+  // lookup's scratch, so a hit allocates nothing.
+  util::LruMap<std::shared_ptr<const StatementPlan>> plans;
+  std::string key;
+  uint64_t plan_hits = 0;
+  uint64_t plan_misses = 0;
 };
 
 PolicyEngine::PolicyEngine(size_t cache_entries, size_t max_sql_bytes)
@@ -102,6 +113,9 @@ std::shared_ptr<const StatementPlan> PolicyEngine::unjudgedPlan(std::string_view
 
 uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
 uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
+uint64_t PolicyEngine::planCacheHits() const { return impl_->plan_hits; }
+uint64_t PolicyEngine::planCacheMisses() const { return impl_->plan_misses; }
+size_t PolicyEngine::planCacheSize() const { return impl_->plans.size(); }
 
 std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementPlan& plan,
                                                                 guards::Decision decision) {
@@ -116,8 +130,32 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
                                                         std::string_view sql,
                                                         const guards::RequestContext& ctx,
                                                         const guards::TableStatsSnapshot* stats) {
+  Impl& c = *impl_;
+  // A deterministic group decides a text the same way every time over the same snapshot (no
+  // guard reads the clock, a script, a service, a budget or the caller), so its plan is kept.
+  // Without a group nothing is judged, and the snapshot does not matter.
+  const bool cacheable = (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
+                         c.plans.capacity() > 0;
+  if (!cacheable) return c.build(group, sql, ctx, stats);
+  const uint64_t ids[2] = {group ? group->id() : 0, group && stats ? stats->generation() : 0};
+  c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
+  c.key.append(sql);
+  if (auto* hit = c.plans.find(c.key)) {
+    ++c.plan_hits;
+    return hit->value;
+  }
+  ++c.plan_misses;
+  auto plan = c.build(group, sql, ctx, stats);
+  c.plans.insert(c.key, plan);
+  return plan;
+}
+
+std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::PolicyGroup* group,
+                                                               std::string_view sql,
+                                                               const guards::RequestContext& ctx,
+                                                               const guards::TableStatsSnapshot* stats) {
   auto plan = std::make_shared<StatementPlan>();
-  plan->analysis = impl_->analyzer.analyze(sql);
+  plan->analysis = analyzer.analyze(sql);
   const guards::Analysis& a = *plan->analysis;
   plan->fingerprint = a.fingerprint_hex;
   if (!a.ok) {
@@ -144,12 +182,12 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
       const size_t loc = std::min(static_cast<size_t>(std::max(s.location, 0)), sql.size());
       const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
                                       : sql.size() - loc;
-      cutSql(sql.substr(loc, len), impl_->max_sql_bytes, ps);
+      cutSql(sql.substr(loc, len), max_sql_bytes, ps);
       plan->statements.push_back(std::move(ps));
     }
   } else {
     PlannedStatement ps;
-    cutSql(sql, impl_->max_sql_bytes, ps);
+    cutSql(sql, max_sql_bytes, ps);
     plan->statements.push_back(std::move(ps));
   }
   return plan;

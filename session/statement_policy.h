@@ -32,11 +32,22 @@ struct StatementPlan {
   bool budget = false;                       // denied because a budget ran out
 };
 
+// The policy engine keeps the plans of deterministic groups (guards::PolicyGroup::deterministic)
+// for texts up to kPlanCacheMaxText bytes, at most kPlanCacheEntries per loop, least recently used
+// first out: a driver that sends the same Parse text for every execution (pgbench -M extended,
+// JDBC before its prepare threshold), or an agent that retries a text, is judged once. The key
+// holds the group's id and the catalog snapshot's generation, so a reload or a refresh starts
+// afresh. Worst case, about kPlanCacheEntries x 3 x kPlanCacheMaxText bytes per loop (the key,
+// the statements' texts and a rewrite).
+inline constexpr size_t kPlanCacheEntries = 1024;
+inline constexpr size_t kPlanCacheMaxText = 4096;
+
 class PolicyEngine {
  public:
   PolicyEngine(size_t cache_entries, size_t max_sql_bytes);
   ~PolicyEngine();
-  // `group` may be null (no policy: everything passes). `stats` may be null.
+  // `group` may be null (no policy: everything passes). `stats` may be null. The same shared plan
+  // may come back for the same text (see kPlanCacheEntries): a caller never changes it.
   std::shared_ptr<const StatementPlan> plan(const guards::PolicyGroup* group, std::string_view sql,
                                             const guards::RequestContext& ctx,
                                             const guards::TableStatsSnapshot* stats);
@@ -46,8 +57,11 @@ class PolicyEngine {
   // What a text is (its statements, kinds, tables), with no guard run and no decision: the plan
   // of a statement the client sent that never ran (skipped after an earlier failure).
   std::shared_ptr<const StatementPlan> unjudgedPlan(std::string_view sql);
-  uint64_t cacheHits() const;
+  uint64_t cacheHits() const;    // the analyzer's exact-text cache
   uint64_t cacheMisses() const;
+  uint64_t planCacheHits() const;  // plans served without running the chain
+  uint64_t planCacheMisses() const;
+  size_t planCacheSize() const;
   // The same plan with the decision a paused chain reached later (webhook answer, budget).
   static std::shared_ptr<const StatementPlan> withDecision(const StatementPlan& plan, guards::Decision decision);
 

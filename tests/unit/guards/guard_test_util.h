@@ -83,6 +83,16 @@ inline std::vector<CorpusLine> loadCorpus(const std::string& file) {
   return out;
 }
 
+// Every statement of the three security corpora (bypass attempts, ordinary reads, write escapes).
+inline std::vector<std::string> allCorpusStatements() {
+  std::vector<std::string> out;
+  for (const char* file : {"tests/security/bypass_corpus.tsv", "tests/security/allowed_reads.tsv",
+                           "tests/security/write_escapes.tsv"}) {
+    for (const auto& line : loadCorpus(file)) out.push_back(line.sql);
+  }
+  return out;
+}
+
 // Codes only a plan can give. Without a server a corpus test checks that such a line is held for
 // its plan; live_pg_test.cpp (a real server's plans) and the end-to-end test check the verdict.
 inline bool decidedByPlan(const std::string& code) {

@@ -1,0 +1,233 @@
+// session: the policy engine's plan cache must never change a decision. Every statement of the
+// security corpora and of the ordinary reads goes through an engine that keeps plans, twice (the
+// second time from the cache), and through one that keeps none; each plan must equal the
+// uncached one field for field, for every group of the example config. A group with a guard that
+// is not deterministic (a script, a service, a budget, anything that reads who is asking or the
+// clock) is judged afresh every time; a reload's new group and a refreshed catalog snapshot never
+// reuse an older plan; the cache stays within its bounds.
+#include <set>
+
+#include "guards/guard.h"
+#include "session/statement_policy.h"
+#include "tests/unit/guards/guard_test_util.h"
+#include "tests/unit/session/session_test_util.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+namespace gt = guards::test;
+
+void expectSameVerdict(const guards::Verdict& a, const guards::Verdict& b) {
+  EXPECT_EQ(a.guard, b.guard);
+  EXPECT_EQ(a.action, b.action);
+  EXPECT_EQ(a.code, b.code);
+  EXPECT_EQ(a.sqlstate, b.sqlstate);
+  EXPECT_EQ(a.message, b.message);
+  EXPECT_EQ(a.detail, b.detail);
+  EXPECT_EQ(a.hint, b.hint);
+  EXPECT_EQ(a.position, b.position);
+}
+
+void expectSameVerdicts(const std::vector<guards::Verdict>& a,
+                        const std::vector<guards::Verdict>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) expectSameVerdict(a[i], b[i]);
+}
+
+void expectSamePlan(const StatementPlan& got, const StatementPlan& want) {
+  const auto& g = got.decision;
+  const auto& w = want.decision;
+  EXPECT_EQ(g.denied, w.denied);
+  if (g.denied && w.denied) expectSameVerdict(g.deny, w.deny);
+  expectSameVerdicts(g.warnings, w.warnings);
+  expectSameVerdicts(g.actions, w.actions);
+  EXPECT_EQ(g.rewritten_sql, w.rewritten_sql);
+  EXPECT_EQ(g.max_rows, w.max_rows);
+  EXPECT_EQ(g.truncation_notice, w.truncation_notice);
+  if (g.max_rows >= 0) expectSameVerdict(g.truncation, w.truncation);
+  EXPECT_EQ(g.explain_sql, w.explain_sql);
+  EXPECT_EQ(g.explain_needs_params, w.explain_needs_params);
+  EXPECT_EQ(g.plan_guards, w.plan_guards);
+  EXPECT_EQ(g.webhook.has_value(), w.webhook.has_value());
+  EXPECT_EQ(got.fingerprint, want.fingerprint);
+  EXPECT_EQ(got.guard_actions_json, want.guard_actions_json);
+  EXPECT_EQ(got.budget, want.budget);
+  ASSERT_EQ(got.statements.size(), want.statements.size());
+  for (size_t i = 0; i < got.statements.size(); ++i) {
+    EXPECT_EQ(got.statements[i].kind, want.statements[i].kind);
+    EXPECT_EQ(got.statements[i].intent, want.statements[i].intent);
+    EXPECT_EQ(got.statements[i].tables, want.statements[i].tables);
+    EXPECT_EQ(got.statements[i].sql, want.statements[i].sql);
+    EXPECT_EQ(got.statements[i].sql_truncated, want.statements[i].sql_truncated);
+  }
+}
+
+guards::RequestContext contextFor(const guards::PolicyGroup* group, bool extended,
+                                  std::string_view user) {
+  guards::RequestContext ctx;
+  ctx.user = user;
+  ctx.group = group ? std::string_view(group->name()) : std::string_view();
+  ctx.extended = extended;
+  return ctx;
+}
+
+std::vector<std::string> corpusTexts() {
+  std::vector<std::string> texts = gt::allCorpusStatements();
+  // pgbench's texts, and ones that differ from a cached one only by a literal or a space.
+  for (const char* s :
+       {"SELECT abalance FROM pgbench_accounts WHERE aid = $1;",
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 1;",
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 2;",
+        "SELECT * FROM fct_shipments WHERE id = 5 LIMIT 10",
+        "SELECT * FROM fct_shipments WHERE id = 5 LIMIT 100000",
+        "SELECT * FROM fct_shipments WHERE 1 = 1", "SELECT * FROM fct_shipments WHERE 1 = 2",
+        "SELECT * FROM fct_shipments  WHERE 1 = 1", "SELECT pg_sleep(1)", "SELECT pg_sleep(1000)",
+        "SELEC 1", ""}) {
+    texts.emplace_back(s);
+  }
+  return texts;
+}
+
+TEST(PlanCache, CachedPlansEqualUncachedOnesForEveryCorpusText) {
+  const auto texts = corpusTexts();
+  ASSERT_GE(texts.size(), 150u);
+  const auto stats = gt::sampleStats();
+  PolicyEngine cached(4096, 200);
+  PolicyEngine uncached(0, 200);  // no caches at all: every plan built from a fresh parse
+  size_t deterministic_groups = 0;
+  for (const auto& [name, group] : gt::exampleGroups()) {
+    if (!group->deterministic()) continue;
+    ++deterministic_groups;
+    for (const auto& sql : texts) {
+      for (bool extended : {false, true}) {
+        SCOPED_TRACE(name + (extended ? " extended: " : " simple: ") + sql);
+        const auto first =
+            cached.plan(group.get(), sql, contextFor(group.get(), extended, "agent"), stats.get());
+        // Another caller with the same text: served from the cache, the very same plan.
+        const auto again =
+            cached.plan(group.get(), sql, contextFor(group.get(), !extended, "other"), stats.get());
+        EXPECT_EQ(first.get(), again.get());
+        const auto fresh = uncached.plan(group.get(), sql,
+                                         contextFor(group.get(), extended, "agent"), stats.get());
+        expectSamePlan(*again, *fresh);
+      }
+    }
+  }
+  EXPECT_GE(deterministic_groups, 2u);
+  EXPECT_EQ(uncached.planCacheHits(), 0u);
+  // Each text once per group missed; everything after that was a hit. Texts that repeat (the
+  // corpora share a few) only hit more.
+  EXPECT_GE(cached.planCacheHits(), cached.planCacheMisses() * 3);
+}
+
+// A guard whose answer changes every time it is asked: it stands for a script, a service or a
+// budget, whose answers depend on more than the text.
+class CountingGuard : public guards::Guard {
+ public:
+  std::string_view kind() const override { return "counting"; }
+  std::vector<std::string_view> codes() const override { return {"*"}; }
+  guards::GuardResult checkText(const guards::GuardInput& in) const override {
+    ++calls;
+    guards::GuardResult r;
+    if (in.ctx.user == "mallory" || calls % 2 == 0) {
+      r.action = guards::Action::kDeny;
+      r.code = "COUNTED";
+      r.sqlstate = "42501";
+      r.message = "call " + std::to_string(calls);
+    }
+    return r;
+  }
+  mutable int calls = 0;
+};
+
+TEST(PlanCache, GroupsWithAGuardThatIsNotDeterministicAreJudgedEveryTime) {
+  std::vector<std::unique_ptr<guards::Guard>> list;
+  list.push_back(std::make_unique<CountingGuard>());
+  const auto* counting = static_cast<const CountingGuard*>(list.back().get());
+  const guards::PolicyGroup group("counted", std::move(list), {"public"});
+  EXPECT_FALSE(group.deterministic());
+  PolicyEngine engine(4096, 200);
+  const auto stats = gt::sampleStats();
+  const std::string sql = "SELECT id FROM fct_shipments WHERE id = 1";
+  const auto a = engine.plan(&group, sql, contextFor(&group, false, "agent"), stats.get());
+  const auto b = engine.plan(&group, sql, contextFor(&group, false, "agent"), stats.get());
+  const auto c = engine.plan(&group, sql, contextFor(&group, false, "mallory"), stats.get());
+  EXPECT_EQ(counting->calls, 3);
+  EXPECT_FALSE(a->decision.denied);
+  EXPECT_TRUE(b->decision.denied);
+  EXPECT_TRUE(c->decision.denied);
+  EXPECT_EQ(engine.planCacheHits(), 0u);
+  EXPECT_EQ(engine.planCacheSize(), 0u);
+
+  // The kinds that read more than the text say so: every agent kind but the built-in ones.
+  const auto groups = test::groupsFromYaml(
+      "scripted:\n  guards:\n    - kind: lua\n      script: |\n        function check(ctx) return "
+      "nil end\n"
+      "budgeted:\n  guards:\n    - kind: read_only\n    - kind: budget\n      max_statements: 5\n"
+      "hooked:\n  guards:\n    - kind: http_webhook\n      url: http://127.0.0.1:9/check\n"
+      "builtin:\n  guards:\n    - kind: read_only\n    - kind: row_limit\n      max_rows: 10\n");
+  EXPECT_FALSE(groups.at("scripted")->deterministic());
+  EXPECT_FALSE(groups.at("budgeted")->deterministic());
+  EXPECT_FALSE(groups.at("hooked")->deterministic());
+  EXPECT_TRUE(groups.at("builtin")->deterministic());
+}
+
+TEST(PlanCache, AReloadedGroupOrARefreshedSnapshotNeverReusesAnOlderPlan) {
+  const char* yaml_before = "g:\n  guards:\n    - kind: row_limit\n      max_rows: 10\n";
+  const char* yaml_after = "g:\n  guards:\n    - kind: row_limit\n      max_rows: 20\n";
+  auto before = gt::groupsFromYaml(yaml_before);
+  auto after = gt::groupsFromYaml(yaml_after);
+  PolicyEngine engine(4096, 200);
+  const auto stats = gt::sampleStats();
+  const std::string sql = "SELECT * FROM fct_shipments WHERE id > 5";
+  const auto* g1 = before.at("g").get();
+  const auto* g2 = after.at("g").get();
+  EXPECT_NE(g1->id(), g2->id());
+  const auto p1 = engine.plan(g1, sql, contextFor(g1, false, "agent"), stats.get());
+  const auto p2 = engine.plan(g2, sql, contextFor(g2, false, "agent"), stats.get());
+  EXPECT_EQ(p1->decision.max_rows, 10);
+  EXPECT_EQ(p2->decision.max_rows, 20);
+  EXPECT_EQ(engine.planCacheHits(), 0u);
+
+  // A refresh: the same tables, a new snapshot (and a copy with index bounds is new too).
+  const auto refreshed = gt::sampleStats();
+  EXPECT_NE(refreshed->generation(), stats->generation());
+  const auto bounded = refreshed->withIndexBounds({}, nullptr);
+  EXPECT_NE(bounded->generation(), refreshed->generation());
+  const auto p3 = engine.plan(g1, sql, contextFor(g1, false, "agent"), refreshed.get());
+  EXPECT_NE(p3.get(), p1.get());
+  const auto p4 = engine.plan(g1, sql, contextFor(g1, false, "agent"), nullptr);
+  EXPECT_NE(p4.get(), p1.get());
+  EXPECT_EQ(engine.planCacheHits(), 0u);
+  EXPECT_EQ(engine.plan(g1, sql, contextFor(g1, false, "agent"), stats.get()).get(), p1.get());
+  EXPECT_EQ(engine.planCacheHits(), 1u);
+}
+
+TEST(PlanCache, StaysWithinItsBounds) {
+  const auto groups = gt::groupsFromYaml("g:\n  guards:\n    - kind: read_only\n");
+  const auto* g = groups.at("g").get();
+  PolicyEngine engine(4096, 200);
+  for (size_t i = 0; i < kPlanCacheEntries + 100; ++i) {
+    const std::string sql = "SELECT " + std::to_string(i);
+    (void)engine.plan(g, sql, contextFor(g, false, "agent"), nullptr);
+  }
+  EXPECT_EQ(engine.planCacheSize(), kPlanCacheEntries);
+  // The oldest went first; the newest is still there.
+  const uint64_t hits = engine.planCacheHits();
+  (void)engine.plan(g, "SELECT 0", contextFor(g, false, "agent"), nullptr);
+  EXPECT_EQ(engine.planCacheHits(), hits);
+  (void)engine.plan(g, "SELECT " + std::to_string(kPlanCacheEntries + 99),
+                    contextFor(g, false, "agent"), nullptr);
+  EXPECT_EQ(engine.planCacheHits(), hits + 1);
+
+  // A text over the size cap is judged but never kept.
+  std::string big = "SELECT 1 AS a";
+  while (big.size() <= kPlanCacheMaxText) big += " , 1 AS a";
+  const auto a = engine.plan(g, big, contextFor(g, false, "agent"), nullptr);
+  const auto b = engine.plan(g, big, contextFor(g, false, "agent"), nullptr);
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_FALSE(a->decision.denied);
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
