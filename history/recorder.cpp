@@ -53,10 +53,13 @@ void cutAndShrink(std::string& s, size_t max, bool* flag) {
   }
 }
 
-// The batch keeps its records for the next one, up to kKeepBytes of them: ordinary records
-// (a catch-up batch of them included) are reused, a batch of long texts is not held on to.
-void keepForReuse(std::vector<Record>& batch) {
+// The batch keeps its records for the next one: at most `most` of them (what this batch took, or
+// an ordinary batch's size once a catch-up is over) and at most kKeepBytes, so ordinary records
+// are reused and a batch of long texts is not held on to. Only what is kept is measured: a
+// batch of 512 after a catch-up of 8,192 does not walk the other 7,680 records each time.
+void keepForReuse(std::vector<Record>& batch, size_t most) {
   constexpr size_t kKeepBytes = 16 << 20;
+  if (batch.size() > most) batch.resize(most);
   size_t kept = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     kept += sizeof(Record) + heldBytes(batch[i]);
@@ -194,7 +197,7 @@ class QueueRecorder final : public Recorder {
         for (auto& r : records) prepareRecord(r, config_);
         abandoned = !writeBatch(records, &resolved);
         queue_->release(resolved);
-        keepForReuse(batch);
+        keepForReuse(batch, std::max(taken, config_.batch_size));
       }
       if (abandoned) {
         abandonQueue();
