@@ -33,6 +33,10 @@ struct GroupSettings {
     auto it = result_screens.find(code);
     return it == result_screens.end() ? Action::kWarn : it->second;
   }
+  // The group's operator-written reasons (null: none), so that a guard can leave out facts no
+  // one will read: a rewrite's detail is never sent, so its facts serve only such a reason.
+  const ReasonOverrides* reasons = nullptr;
+  bool hasReason(std::string_view code) const { return reasons && reasons->find(code) != reasons->end(); }
 };
 
 // Facts about a verdict, in order. Rendered as the compact JSON object in Verdict::detail and
