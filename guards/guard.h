@@ -18,6 +18,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/plan.h"
+#include "common/recycling_allocator.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards {
@@ -75,6 +76,9 @@ struct TextEdit {
   size_t length = 0;
   std::string replacement;
 };
+// A text's edits: made and dropped with every statement a guard rewrites, nearly always one, so
+// a list of one takes its block from the thread's free list (common/recycling_allocator.h).
+using TextEdits = std::vector<TextEdit, RecyclingAllocator<TextEdit>>;
 
 // A guard's answer. kAllow with nothing else set means "no objection" and is not recorded.
 struct GuardResult {
@@ -86,7 +90,7 @@ struct GuardResult {
   Facts facts;           // becomes Verdict::detail
   std::string subject;   // the table/function/setting the verdict is about (for per-table reasons)
   // kRewrite: edits of the text, the row cap the session enforces, the notice it sends on a cut.
-  std::vector<TextEdit> edits;
+  TextEdits edits;
   int64_t max_rows = -1;
   std::string truncation_notice;
   // cost_gate: the statement must be planned (EXPLAIN) before it may run.

@@ -73,7 +73,7 @@ std::string substitute(const std::string& text, const Facts& facts, const std::s
 
 // Applies non-overlapping edits (earlier-registered wins on overlap) to `text`, whose first byte
 // is at `base` in the coordinates the edits use.
-std::string applyEdits(std::string_view text, size_t base, const std::vector<TextEdit>& edits) {
+std::string applyEdits(std::string_view text, size_t base, const TextEdits& edits) {
   const auto inside = [&](const TextEdit& e) {
     return e.offset >= base && e.offset + e.length <= base + text.size();
   };
@@ -166,7 +166,7 @@ struct ChainState {
   size_t guard = 0;
   size_t statement = 0;        // next statement of `guard` to check
   bool text_done = false;      // `guard`'s checkText already ran
-  std::vector<TextEdit> edits;
+  TextEdits edits;
   int64_t max_rows = -1;
   size_t cap_guard = 0;
   std::string cap_notice;
