@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/shared_spares.h"
+
 namespace pgwarden::guards {
 
 // A template's rule for one field (named, not file-local: ShapeTemplate holds them).
@@ -23,31 +25,42 @@ using shape_rules::RuleKind;
 
 namespace {
 
-// The fields of an analysis that may depend on a literal's value or on byte offsets. Every other
-// field is taken from the template as is, which the probes check with operator==.
+// The fields of an analysis that may depend on a literal's value or on byte offsets, visited in
+// one fixed order per kind (the template's rules are kept in that order). Every other field is
+// taken from the template as is, which the probes check with operator==.
+template <typename Visitor>
+void forEachField(Analysis& a, Visitor& v) {
+  for (StatementInfo& st : a.statements) {
+    v.span(st.location, st.length);
+    v.span(st.limit_location, st.limit_length);
+    v.integer(st.limit_value);
+    for (FunctionCall& call : st.calls) {
+      for (ConstArg& arg : call.args) {
+        v.text(arg.text);
+        v.number(arg.number);
+      }
+    }
+    for (ScreenComparison& cmp : st.screen.comparisons) {
+      for (ScreenValue& value : cmp.values) v.text(value.text);
+    }
+  }
+}
+
+// The same fields as pointers, for building a template from several samples.
 struct FieldRefs {
   std::vector<std::pair<int*, int*>> spans;  // (offset, length)
   std::vector<int64_t*> ints;
   std::vector<std::string*> texts;
   std::vector<double*> numbers;
+  void span(int& pos, int& len) { spans.emplace_back(&pos, &len); }
+  void integer(int64_t& n) { ints.push_back(&n); }
+  void text(std::string& t) { texts.push_back(&t); }
+  void number(double& n) { numbers.push_back(&n); }
 };
 
 FieldRefs collectFields(Analysis& a) {
   FieldRefs f;
-  for (StatementInfo& st : a.statements) {
-    f.spans.emplace_back(&st.location, &st.length);
-    f.spans.emplace_back(&st.limit_location, &st.limit_length);
-    f.ints.push_back(&st.limit_value);
-    for (FunctionCall& call : st.calls) {
-      for (ConstArg& arg : call.args) {
-        f.texts.push_back(&arg.text);
-        f.numbers.push_back(&arg.number);
-      }
-    }
-    for (ScreenComparison& cmp : st.screen.comparisons) {
-      for (ScreenValue& v : cmp.values) f.texts.push_back(&v.text);
-    }
-  }
+  forEachField(a, f);
   return f;
 }
 
@@ -103,6 +116,16 @@ std::string slotText(const ShapeLiteral& lit, RuleKind kind) {
   return kind == RuleKind::kNegatedSlot ? "-" + lit.value : lit.value;
 }
 
+// slotText written into `out`, whose storage is kept.
+void assignSlotText(std::string& out, const ShapeLiteral& lit, RuleKind kind) {
+  if (kind == RuleKind::kNegatedSlot) {
+    out.assign(1, '-');
+    out.append(lit.value);
+  } else {
+    out.assign(lit.value);
+  }
+}
+
 double slotNumber(const ShapeLiteral& lit, RuleKind kind) {
   return kind == RuleKind::kNegatedSlot ? -lit.number : lit.number;
 }
@@ -115,37 +138,61 @@ struct ShapeTemplate {
   std::vector<Rule> spans, ints, texts, numbers;
 };
 
+namespace {
+
+// Applies a template's rules to a copy of its base, field by field in forEachField's order.
+struct ApplyRules {
+  const ShapeTemplate& t;
+  const std::vector<ShapeLiteral>& lits;
+  size_t spans = 0, ints = 0, texts = 0, numbers = 0;
+  bool ok = true;
+
+  void span(int& pos, int& len) {
+    if (spans >= t.spans.size()) {
+      ok = false;
+      return;
+    }
+    if (t.spans[spans++].kind == RuleKind::kMapped && !mapSpan(pos, len, t.literals, lits, pos, len)) ok = false;
+  }
+  void integer(int64_t& n) {
+    if (const Rule* r = slotRule(t.ints, ints)) n = static_cast<int64_t>(slotNumber(lits[r->slot], r->kind));
+  }
+  void text(std::string& s) {
+    if (const Rule* r = slotRule(t.texts, texts)) assignSlotText(s, lits[r->slot], r->kind);
+  }
+  void number(double& n) {
+    if (const Rule* r = slotRule(t.numbers, numbers)) n = slotNumber(lits[r->slot], r->kind);
+  }
+  // The rule for the next field of a kind when it takes a literal's value; null otherwise.
+  const Rule* slotRule(const std::vector<Rule>& rules, size_t& index) {
+    if (index >= rules.size()) {
+      ok = false;
+      return nullptr;
+    }
+    const Rule& r = rules[index++];
+    return r.kind == RuleKind::kSlot || r.kind == RuleKind::kNegatedSlot ? &r : nullptr;
+  }
+};
+
+// The analyses rebuilt on this thread, kept for the next text: a statement's plan lets go of
+// its analysis when the statement is done, and the next rebuild refills that storage.
+SharedSpares<Analysis>& rebuiltAnalyses() {
+  thread_local SharedSpares<Analysis> spares;
+  return spares;
+}
+
+}  // namespace
+
 std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& t, const Shape& shape) {
   const std::vector<ShapeLiteral>& lits = shape.literals;
   if (lits.size() != t.literals.size()) return nullptr;
-  auto out = std::make_shared<Analysis>(t.base);
-  const FieldRefs f = collectFields(*out);
-  if (f.spans.size() != t.spans.size() || f.ints.size() != t.ints.size() ||
-      f.texts.size() != t.texts.size() || f.numbers.size() != t.numbers.size()) {
+  std::shared_ptr<Analysis> out = rebuiltAnalyses().take();
+  *out = t.base;
+  ApplyRules rules{t, lits};
+  forEachField(*out, rules);
+  if (!rules.ok || rules.spans != t.spans.size() || rules.ints != t.ints.size() ||
+      rules.texts != t.texts.size() || rules.numbers != t.numbers.size()) {
     return nullptr;
-  }
-  for (size_t i = 0; i < f.spans.size(); ++i) {
-    if (t.spans[i].kind != RuleKind::kMapped) continue;
-    auto [pos, len] = f.spans[i];
-    if (!mapSpan(*pos, *len, t.literals, lits, *pos, *len)) return nullptr;
-  }
-  for (size_t i = 0; i < f.ints.size(); ++i) {
-    const Rule r = t.ints[i];
-    if (r.kind == RuleKind::kSlot || r.kind == RuleKind::kNegatedSlot) {
-      *f.ints[i] = static_cast<int64_t>(slotNumber(lits[r.slot], r.kind));
-    }
-  }
-  for (size_t i = 0; i < f.texts.size(); ++i) {
-    const Rule r = t.texts[i];
-    if (r.kind == RuleKind::kSlot || r.kind == RuleKind::kNegatedSlot) {
-      *f.texts[i] = slotText(lits[r.slot], r.kind);
-    }
-  }
-  for (size_t i = 0; i < f.numbers.size(); ++i) {
-    const Rule r = t.numbers[i];
-    if (r.kind == RuleKind::kSlot || r.kind == RuleKind::kNegatedSlot) {
-      *f.numbers[i] = slotNumber(lits[r.slot], r.kind);
-    }
   }
   return out;
 }

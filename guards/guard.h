@@ -18,6 +18,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/plan.h"
+#include "common/recycling_allocator.h"
 #include "guards/policy.h"
 
 namespace pgwarden::guards {
@@ -33,6 +34,10 @@ struct GroupSettings {
     auto it = result_screens.find(code);
     return it == result_screens.end() ? Action::kWarn : it->second;
   }
+  // The group's operator-written reasons (null: none), so that a guard can leave out facts no
+  // one will read: a rewrite's detail is never sent, so its facts serve only such a reason.
+  const ReasonOverrides* reasons = nullptr;
+  bool hasReason(std::string_view code) const { return reasons && reasons->find(code) != reasons->end(); }
 };
 
 // Facts about a verdict, in order. Rendered as the compact JSON object in Verdict::detail and
@@ -71,6 +76,9 @@ struct TextEdit {
   size_t length = 0;
   std::string replacement;
 };
+// A text's edits: made and dropped with every statement a guard rewrites, nearly always one, so
+// a list of one takes its block from the thread's free list (common/recycling_allocator.h).
+using TextEdits = std::vector<TextEdit, RecyclingAllocator<TextEdit>>;
 
 // A guard's answer. kAllow with nothing else set means "no objection" and is not recorded.
 struct GuardResult {
@@ -82,7 +90,7 @@ struct GuardResult {
   Facts facts;           // becomes Verdict::detail
   std::string subject;   // the table/function/setting the verdict is about (for per-table reasons)
   // kRewrite: edits of the text, the row cap the session enforces, the notice it sends on a cut.
-  std::vector<TextEdit> edits;
+  TextEdits edits;
   int64_t max_rows = -1;
   std::string truncation_notice;
   // cost_gate: the statement must be planned (EXPLAIN) before it may run.

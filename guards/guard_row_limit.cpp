@@ -90,9 +90,11 @@ class RowLimitGuard final : public Guard {
                   " are capped at " + n +
                   "; add a WHERE condition or ORDER BY ... LIMIT to choose which rows you get.";
     }
-    r.facts.add("max_rows", max_rows_);
-    if (st.limit == LimitKind::kConstant) r.facts.add("limit", st.limit_value);
-    r.facts.add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    if (r.action != Action::kRewrite || in.group.hasReason(r.code)) {
+      r.facts.add("max_rows", max_rows_);
+      if (st.limit == LimitKind::kConstant) r.facts.add("limit", st.limit_value);
+      r.facts.add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
+    }
     return r;
   }
 

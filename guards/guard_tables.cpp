@@ -28,20 +28,28 @@ class TablesGuard final : public Guard {
   std::vector<std::string_view> codes() const override { return {codes::kTableDenied}; }
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+    // Each name the relation could resolve to, matched in place: a name is built only for a denial.
     for (const auto& rel : st.relations) {
-      const std::vector<std::string> names = util::candidates(rel, in.group);
-      for (const auto& n : names) {
+      std::string_view bad;
+      bool found = false;
+      util::forEachCandidateSchema(rel.schema, rel.name, in.group, [&](std::string_view schema) {
         for (const auto& p : deny_) {
-          if (util::globMatch(p, n, true)) return denied(rel, n);
+          if (util::globMatch(p, schema, rel.name, true)) {
+            bad = schema;
+            return found = true;
+          }
         }
-      }
-      if (!allow_.empty()) {
-        for (const auto& n : names) {
+        return false;
+      });
+      if (!found && !allow_.empty()) {
+        util::forEachCandidateSchema(rel.schema, rel.name, in.group, [&](std::string_view schema) {
           bool ok = false;
-          for (const auto& p : allow_) ok = ok || util::globMatch(p, n, false);
-          if (!ok) return denied(rel, n);
-        }
+          for (const auto& p : allow_) ok = ok || util::globMatch(p, schema, rel.name, false);
+          if (!ok) bad = schema;
+          return found = !ok;
+        });
       }
+      if (found) return denied(rel, std::string(bad).append(".").append(rel.name));
     }
     return {};
   }

@@ -165,7 +165,20 @@ namespace util {
 
 
 
-bool globMatch(std::string_view p, std::string_view t, bool icase) {
+namespace {
+
+// "schema.name" read in place, for globMatch.
+struct QualifiedName {
+  std::string_view schema;
+  std::string_view name;
+  size_t size() const { return schema.size() + 1 + name.size(); }
+  char operator[](size_t i) const {
+    return i < schema.size() ? schema[i] : i == schema.size() ? '.' : name[i - schema.size() - 1];
+  }
+};
+
+template <typename Text>
+bool globMatchText(std::string_view p, const Text& t, bool icase) {
   auto eq = [icase](char a, char b) {
     return icase ? std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b))
                  : a == b;
@@ -188,6 +201,14 @@ bool globMatch(std::string_view p, std::string_view t, bool icase) {
   }
   while (pi < p.size() && p[pi] == '*') ++pi;
   return pi == p.size();
+}
+
+}  // namespace
+
+bool globMatch(std::string_view p, std::string_view t, bool icase) { return globMatchText(p, t, icase); }
+
+bool globMatch(std::string_view p, std::string_view schema, std::string_view name, bool icase) {
+  return globMatchText(p, QualifiedName{schema, name}, icase);
 }
 
 std::string jsonEscape(std::string_view s) {
@@ -260,21 +281,10 @@ std::string displayName(std::string_view schema, std::string_view name) {
 
 std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group) {
   std::vector<std::string> out;
-  if (!rel.schema.empty()) {
-    out.push_back(rel.schema + "." + rel.name);
-    return out;
-  }
-  bool catalog_listed = false;
-  for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
-  if (!catalog_listed && rel.name.rfind("pg_", 0) == 0) out.push_back("pg_catalog." + rel.name);
-  if (group.search_path.empty()) {
-    out.push_back("public." + rel.name);
-  } else {
-    for (const auto& s : group.search_path) {
-      if (s == "$user") continue;  // the server role's schema: not known here
-      out.push_back(s + "." + rel.name);
-    }
-  }
+  forEachCandidateSchema(rel.schema, rel.name, group, [&](std::string_view schema) {
+    out.push_back(std::string(schema).append(".").append(rel.name));
+    return false;
+  });
   return out;
 }
 
@@ -293,7 +303,7 @@ StatsLookup lookupStats(const TableStatsSnapshot* stats, std::string_view schema
   // candidates()'s order, walked without building its strings: this runs for several guards and
   // screens on every statement.
   StatsLookup out;
-  const auto tryName = [&](std::string_view in) {
+  forEachCandidateSchema(schema, name, group, [&](std::string_view in) {
     if (!out.any) out.schema = in;
     out.any = true;
     if (!out.found && stats) {
@@ -301,21 +311,7 @@ StatsLookup lookupStats(const TableStatsSnapshot* stats, std::string_view schema
       if (out.found) out.schema = in;
     }
     return out.found != nullptr;
-  };
-  if (!schema.empty()) {
-    tryName(schema);
-    return out;
-  }
-  bool catalog_listed = false;
-  for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
-  if (!catalog_listed && name.rfind("pg_", 0) == 0 && tryName("pg_catalog")) return out;
-  if (group.search_path.empty()) {
-    tryName("public");
-  } else {
-    for (const auto& s : group.search_path) {
-      if (s != "$user" && tryName(s)) break;  // "$user": the server role's schema, not known here
-    }
-  }
+  });
   return out;
 }
 

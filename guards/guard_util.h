@@ -18,6 +18,8 @@ using pgwarden::iequals;
 using pgwarden::lower;
 // Shell-style glob: '*' any run, '?' one character. Case-insensitive when `icase`.
 bool globMatch(std::string_view pattern, std::string_view text, bool icase);
+// globMatch against "schema.name", without building it.
+bool globMatch(std::string_view pattern, std::string_view schema, std::string_view name, bool icase);
 
 std::string jsonEscape(std::string_view s);
 // jsonEscape appended to `out` (no quotes added), without a temporary string.
@@ -36,6 +38,25 @@ std::string displayName(std::string_view schema, std::string_view name);
 // the path), then each search_path schema ("public" when the group configures none). A qualified
 // relation has exactly one candidate.
 std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group);
+// The schemas of candidates() for a relation named `schema` (as written, "" unqualified) and
+// `name`, in the same order, without building the names: `fn(schema)` returning true stops it.
+template <typename Fn>
+void forEachCandidateSchema(std::string_view schema, std::string_view name, const GroupSettings& group, Fn&& fn) {
+  if (!schema.empty()) {
+    fn(schema);
+    return;
+  }
+  bool catalog_listed = false;
+  for (const auto& s : group.search_path) catalog_listed = catalog_listed || iequals(s, "pg_catalog");
+  if (!catalog_listed && name.rfind("pg_", 0) == 0 && fn(std::string_view("pg_catalog"))) return;
+  if (group.search_path.empty()) {
+    fn(std::string_view("public"));
+    return;
+  }
+  for (const auto& s : group.search_path) {
+    if (s != "$user" && fn(std::string_view(s))) return;  // "$user": the server role's schema, not known here
+  }
+}
 
 // The statistics of the table a relation most likely resolves to, with its resolved name.
 const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,

@@ -74,7 +74,7 @@ std::string substitute(const std::string& text, const Facts& facts, const std::s
 
 // Applies non-overlapping edits (earlier-registered wins on overlap) to `text`, whose first byte
 // is at `base` in the coordinates the edits use.
-std::string applyEdits(std::string_view text, size_t base, const std::vector<TextEdit>& edits) {
+std::string applyEdits(std::string_view text, size_t base, const TextEdits& edits) {
   const auto inside = [&](const TextEdit& e) {
     return e.offset >= base && e.offset + e.length <= base + text.size();
   };
@@ -120,6 +120,7 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
       reasons_(std::move(reasons)),
       settings_(std::make_unique<GroupSettings>(
           GroupSettings{name_, search_path_, protectedFor(search_path_), std::move(result_screens)})) {
+  settings_->reasons = &reasons_;
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   for (const auto& g : guards_) deterministic_ = deterministic_ && g->deterministic();
@@ -161,13 +162,15 @@ Verdict PolicyGroup::finalize(std::string_view kind, bool warn_only, GuardResult
   return v;
 }
 
+constexpr std::string_view kTruncationNextStep = "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT";
+
 // Where the chain is: the guard (and, inside it, the statement) to run next, and what the guards
 // before it asked for. A paused decision keeps it so the chain can go on where it stopped.
 struct ChainState {
   size_t guard = 0;
   size_t statement = 0;        // next statement of `guard` to check
   bool text_done = false;      // `guard`'s checkText already ran
-  std::vector<TextEdit> edits;
+  TextEdits edits;
   int64_t max_rows = -1;
   size_t cap_guard = 0;
   std::string cap_notice;
@@ -265,23 +268,19 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
     t.action = Action::kWarn;
     t.code = std::string(codes::kRowsTruncated);
     t.sqlstate = std::string(codes::kSqlstateWarning);
-    t.message = st.cap_notice;
-    d.truncation_notice = std::move(st.cap_notice);
-    // Built for every capped read, sent only when the cut happens: Facts (and its JSON) only
-    // when an operator's reason needs the placeholders, else the same JSON written directly.
-    constexpr std::string_view kNextStep = "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT";
+    t.message = std::move(st.cap_notice);
+    // Built for every capped read, sent only when the cut happens: the detail is left to
+    // truncationDetail() when the notice is sent, and Facts are made only for an operator's
+    // reason, whose placeholders need them.
     if (auto code = reasons_.find(codes::kRowsTruncated); code != reasons_.end()) {
-      Facts facts;
-      facts.add("max_rows", st.max_rows).add("next_step", kNextStep);
-      if (auto it = code->second.find("*"); it != code->second.end()) t.message = substitute(it->second, facts, "");
-      t.detail = facts.json(codes::kRowsTruncated);
-    } else {
-      char digits[24];
-      const auto n = std::to_chars(digits, digits + sizeof digits, st.max_rows);
-      // Facts::json's output for these two facts (the code and the step need no escaping).
-      t.detail.reserve(64 + codes::kRowsTruncated.size() + kNextStep.size());
-      t.detail.append("{\"code\":\"").append(codes::kRowsTruncated).append("\",\"max_rows\":");
-      t.detail.append(digits, n.ptr).append(",\"next_step\":\"").append(kNextStep).append("\"}");
+      if (auto it = code->second.find("*"); it != code->second.end()) {
+        Facts facts;
+        facts.add("max_rows", st.max_rows).add("next_step", kTruncationNextStep);
+        std::string reason = substitute(it->second, facts, "");
+        // A reason that renders empty: the session sends the guard's own notice, on its own.
+        if (reason.empty()) d.truncation_notice = std::move(t.message);
+        t.message = std::move(reason);
+      }
     }
     t.hint = std::move(st.cap_hint);
   }
@@ -295,6 +294,17 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
     d.plan_guards.clear();
   }
   return d;
+}
+
+std::string truncationDetail(int64_t max_rows) {
+  char digits[24];
+  const auto n = std::to_chars(digits, digits + sizeof digits, max_rows);
+  // Facts::json's output for these two facts (the code and the step need no escaping).
+  std::string detail;
+  detail.reserve(64 + codes::kRowsTruncated.size() + kTruncationNextStep.size());
+  detail.append("{\"code\":\"").append(codes::kRowsTruncated).append("\",\"max_rows\":");
+  detail.append(digits, n.ptr).append(",\"next_step\":\"").append(kTruncationNextStep).append("\"}");
+  return detail;
 }
 
 Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcome& outcome,

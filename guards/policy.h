@@ -48,10 +48,13 @@ struct Decision {
   std::vector<Verdict> actions;          // every non-allow verdict, in order, for history
   std::optional<std::string> rewritten_sql;  // forward this text instead of the original
   int64_t max_rows = -1;                 // >= 0: the client receives at most this many rows
-  std::string truncation_notice;         // message to send when max_rows cut the result
-  // The full NoticeResponse for a cut result (code ROWS_TRUNCATED, SQLSTATE 01000, message =
-  // truncation_notice, detail, hint), valid when max_rows >= 0. The session sends it only when the
-  // server produced more than max_rows rows (it asked for max_rows + 1).
+  // The notice to send on its own (no detail, no hint) when truncation's message is empty: the
+  // capping guard's, when the group's reason for ROWS_TRUNCATED renders empty.
+  std::string truncation_notice;
+  // The full NoticeResponse for a cut result (code ROWS_TRUNCATED, SQLSTATE 01000, the capping
+  // guard's notice or the group's reason for the code, hint), valid when max_rows >= 0. The
+  // session sends it only when the server produced more than max_rows rows (it asked for
+  // max_rows + 1). Its detail is left empty: truncationDetail(max_rows), written when sent.
   Verdict truncation;
 
   // cost_gate: when set, the statement may not run yet. The daemon runs this text (it is
@@ -253,6 +256,9 @@ using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std:
 // `guards` (ordered list of maps with `kind:`; see packaging/pgwarden.yaml and docs/denials.md).
 PolicyMap parsePolicyGroups(const YAML::Node& groups);
 PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& registry);
+
+// The ROWS_TRUNCATED notice's detail: {"code":"ROWS_TRUNCATED","max_rows":N,"next_step":...}.
+std::string truncationDetail(int64_t max_rows);
 
 // Makes `d` a denial by `v` (recorded in its actions): nothing of the allowed path (rewrite, row
 // cap, truncation notice, waiting plan guards) survives. The one way a decision becomes a denial.

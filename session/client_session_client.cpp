@@ -210,7 +210,7 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
     return answerAgentCommand(cmd);
   }
   GateRequest r;
-  r.sql = std::string(q->sql);
+  r.sql = q->sql;
   r.overrides = guards::parseSqlComment(q->sql);
   r.admit = true;
   r.explain = GateRequest::Explain::kRun;
@@ -305,7 +305,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     agent_statements_.erase(a);
   }
   GateRequest r;
-  r.sql = std::string(m->sql);
+  r.sql = m->sql;
   r.overrides = guards::parseSqlComment(m->sql);
   r.extended = true;
   // A Parse is counted against the budget when it is executed.

@@ -46,9 +46,11 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
   run.notice_sent = true;
   if (run.plan && !run.plan->decision.truncation.message.empty()) {
     const auto& v = run.plan->decision.truncation;
+    // The chain leaves the detail to be written here, when the cut has happened.
+    const std::string detail = v.detail.empty() ? guards::truncationDetail(run.plan->decision.max_rows) : v.detail;
     protocol::writeNotice(client_.out(), "WARNING",
                           v.sqlstate.empty() ? std::string_view("01000") : v.sqlstate, v.message,
-                          v.detail, v.hint);
+                          detail, v.hint);
     return;
   }
   std::string text = run.plan ? run.plan->decision.truncation_notice : std::string();

@@ -12,6 +12,9 @@ namespace pgwarden::daemon {
 
 namespace {
 
+// A text of more bytes than this is not kept for the next statement.
+constexpr size_t kKeepTextBytes = 64 * 1024;
+
 int64_t monotonicNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -27,7 +30,9 @@ const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, con
 
 bool StatementGate::decide(GateRequest request, GateVerdict& out) {
   cancel();
+  sql_.assign(request.sql);
   request_ = std::move(request);
+  request_.sql = sql_;
   plan_ = request_.plan;
   write_ = {};
   stage_ = Stage::kChain;
@@ -102,7 +107,7 @@ GateVerdict StatementGate::takeVerdict() {
   v.explain_error = std::move(explain_error_);
   v.write = std::move(write_);
   write_ = {};
-  request_ = GateRequest{};
+  resetRequest();
   explain_error_.clear();
   stage_ = Stage::kIdle;
   waiting_ = false;
@@ -166,7 +171,7 @@ bool StatementGate::startExplain() {
   const guards::PolicyGroup* group = caller_.policyGroup();
   // A plan check names tables by schema: VERBOSE puts the schema into each scan.
   const std::string sql = tool_check ? "EXPLAIN (FORMAT JSON, VERBOSE) " +
-                                           (d.rewritten_sql ? *d.rewritten_sql : request_.sql)
+                                           (d.rewritten_sql ? *d.rewritten_sql : sql_)
                                      : *d.explain_sql;
   const bool needs_params = tool_check ? !request_.explain_args.params.empty() : d.explain_needs_params;
   const bool runnable = (group || tool_check) && (!needs_params || request_.explain_args.bound);
@@ -329,10 +334,15 @@ void StatementGate::cancel() {
   if (key_ && services_.budgets) services_.budgets->release(*key_);
   key_.reset();
   plan_.reset();
-  request_ = GateRequest{};
+  resetRequest();
   explain_error_.clear();
   stage_ = Stage::kIdle;
   waiting_ = false;
+}
+
+void StatementGate::resetRequest() {
+  request_ = GateRequest{};
+  if (sql_.capacity() > kKeepTextBytes) sql_ = std::string();
 }
 
 void StatementGate::discard(GateVerdict& verdict) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "budgets/budget.h"
@@ -42,8 +43,9 @@ using PlanCheck = std::function<std::optional<guards::GuardResult>(const guards:
 
 struct GateRequest {
   // What to judge: a text, analysed and run through the chain, or (when `plan` is set) a
-  // prepared statement's plan, judged at its Bind or Execute.
-  std::string sql;
+  // prepared statement's plan, judged at its Bind or Execute. The gate copies the text (into
+  // storage it keeps from one statement to the next), so it need only live through decide().
+  std::string_view sql;
   std::shared_ptr<const StatementPlan> plan;
   guards::AgentOverrides overrides;  // the statement's sqlcommenter comment
   bool extended = false;
@@ -152,6 +154,7 @@ class StatementGate {
   void runPlanCheck(guards::Decision& d, std::string_view plan_json);
   bool admit();
   GateVerdict takeVerdict();
+  void resetRequest();
 
   GateServices services_;
   GateCaller& caller_;
@@ -159,6 +162,7 @@ class StatementGate {
   Stage stage_ = Stage::kIdle;
   bool waiting_ = false;  // a stage waits for an answer from outside
   GateRequest request_;
+  std::string sql_;  // request_'s text, which request_.sql views; its storage is kept
   std::shared_ptr<const StatementPlan> plan_;
   std::shared_ptr<const guards::BudgetKey> key_;
   std::string explain_error_;

@@ -266,6 +266,25 @@ TEST(ShapeCache, PgbenchStatementsAreServedFromTheShapeCache) {
   }
 }
 
+// A rebuilt analysis's storage is refilled for a later text only once no one holds it: analyses
+// still held keep their own values, whether the next texts come while they are held or after.
+TEST(ShapeCache, AHeldAnalysisIsNeverRefilled) {
+  Analyzer analyzer;
+  const auto text = [](int aid) { return "SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(aid); };
+  for (int i = 1; i <= 2; ++i) analyzer.analyze(text(100 + i));  // the second builds the template
+  std::vector<std::pair<std::string, std::shared_ptr<const Analysis>>> held;
+  for (int i = 3; i < 40; ++i) {
+    held.emplace_back(text(1000 + i), analyzer.analyze(text(1000 + i)));
+    if (i % 3 == 0) held.erase(held.begin());  // some let go, so their storage is refilled
+    for (const auto& [sql, a] : held) {
+      SCOPED_TRACE(sql);
+      ASSERT_TRUE(a);
+      EXPECT_EQ(*a, *analyzeUncached(sql));
+    }
+  }
+  EXPECT_EQ(analyzer.shapeHits(), 37u);
+}
+
 TEST(ShapeCache, ValueDependentPredicatesAreNotReused) {
   Analyzer analyzer;
   analyzer.analyze("SELECT * FROM fct_shipments WHERE carrier LIKE 'a%' LIMIT 10");

@@ -526,6 +526,25 @@ TEST(Reasons, TruncationNoticeCanBeRewritten) {
   const Decision d = evaluate(*g, "SELECT * FROM t", nullptr);
   EXPECT_EQ(d.truncation.message, "Only 50 rows are shown; ask for less.");
   EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED");
+  EXPECT_TRUE(d.truncation_notice.empty());
+}
+
+TEST(Reasons, ATruncationReasonThatRendersEmptyLeavesTheGuardsOwnNotice) {
+  const auto g = group("    - kind: row_limit\n      max_rows: 50\n", "  reasons:\n    ROWS_TRUNCATED: \"\"\n");
+  const Decision d = evaluate(*g, "SELECT * FROM t", nullptr);
+  EXPECT_TRUE(d.truncation.message.empty());
+  EXPECT_NE(d.truncation_notice.find("truncated at 50 rows"), std::string::npos) << d.truncation_notice;
+}
+
+TEST(Reasons, ARewritesFactsServeOnlyAReasonForItsCode) {
+  // A rewrite's detail is never sent, so the row cap's facts are kept only for a reason's placeholders.
+  const auto g = group("    - kind: row_limit\n      max_rows: 50\n",
+                       "  reasons:\n    ROWS_CAPPED: \"Capped at {max_rows}: {next_step}.\"\n");
+  const Decision d = evaluate(*g, "SELECT * FROM t", nullptr);
+  ASSERT_EQ(d.actions.size(), 1u);
+  EXPECT_EQ(d.actions[0].action, Action::kRewrite);
+  EXPECT_EQ(d.actions[0].message, "Capped at 50: narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT.");
+  EXPECT_TRUE(d.actions[0].detail.empty());
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ TEST_P(RowLimitRewrite, EngineStopsAfterMaxRowsPlusOne) {
   ASSERT_FALSE(d.denied) << d.deny.message;
   EXPECT_EQ(d.max_rows, 1000);
   EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED");
-  EXPECT_NE(d.truncation_notice.find("truncated at 1000 rows"), std::string::npos) << d.truncation_notice;
+  EXPECT_NE(d.truncation.message.find("truncated at 1000 rows"), std::string::npos) << d.truncation.message;
+  EXPECT_TRUE(d.truncation_notice.empty()) << d.truncation_notice;
   if (!c.expected) {
     EXPECT_FALSE(d.rewritten_sql.has_value()) << *d.rewritten_sql;
     return;
@@ -186,7 +187,9 @@ TEST(RowLimit, TruncationNoticeAndHint) {
   const Decision d = evaluate(limits(), "SELECT * FROM t -- see all", nullptr);
   EXPECT_EQ(d.truncation.action, Action::kWarn);
   EXPECT_EQ(d.truncation.sqlstate, "01000");
-  EXPECT_EQ(d.truncation.detail,
+  // The detail is written when the notice is sent.
+  EXPECT_TRUE(d.truncation.detail.empty());
+  EXPECT_EQ(truncationDetail(d.max_rows),
             "{\"code\":\"ROWS_TRUNCATED\",\"max_rows\":1000,\"next_step\":\"narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT\"}");
   EXPECT_EQ(d.truncation.hint, "SELECT count(*) FROM (\nSELECT * FROM t -- see all\n) AS t");
   const auto hint = analyzeUncached(d.truncation.hint);

@@ -102,6 +102,41 @@ TEST(TableStats, FindStatsAgreesWithTheCandidateNames) {
   }
 }
 
+// The names an unqualified relation could resolve to, in the server's search order.
+TEST(TableStats, CandidatesFollowTheSearchPath) {
+  const auto names = [](std::vector<std::string> path, std::string schema, std::string name) {
+    GroupSettings group;
+    group.search_path = std::move(path);
+    RelationRef rel;
+    rel.schema = std::move(schema);
+    rel.name = std::move(name);
+    return util::candidates(rel, group);
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names({}, "", "t"), (Names{"public.t"}));
+  EXPECT_EQ(names({}, "", "pg_x"), (Names{"pg_catalog.pg_x", "public.pg_x"}));
+  EXPECT_EQ(names({"$user", "app", "public"}, "", "t"), (Names{"app.t", "public.t"}));
+  EXPECT_EQ(names({"PG_CATALOG", "app"}, "", "pg_x"), (Names{"PG_CATALOG.pg_x", "app.pg_x"}));
+  EXPECT_EQ(names({"$user"}, "", "t"), Names{});
+  EXPECT_EQ(names({"app"}, "other", "pg_x"), (Names{"other.pg_x"}));
+}
+
+// A pattern matched against "schema.name" read in place agrees with the joined name.
+TEST(TableStats, QualifiedGlobMatchAgreesWithTheJoinedName) {
+  const std::vector<std::string> patterns = {"public.*", "*.t", "pg_catalog.pg_authid", "p*c.t?", "*",
+                                             "*.*", "app.", ".t", "public.t*", "PUBLIC.T", "*b*.*"};
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"public", "t"}, {"public", "tt"}, {"pg_catalog", "pg_authid"}, {"app", ""}, {"", "t"}, {"Public", "T"}};
+  for (const auto& p : patterns) {
+    for (const auto& [schema, name] : names) {
+      for (const bool icase : {true, false}) {
+        EXPECT_EQ(util::globMatch(p, schema, name, icase), util::globMatch(p, schema + "." + name, icase))
+            << p << " " << schema << "." << name << " icase " << icase;
+      }
+    }
+  }
+}
+
 TEST(TableStats, CatalogQueryIsAReadEveryGroupAllows) {
   const auto a = analyzeUncached(TableStatsSnapshot::catalogQuery());
   ASSERT_TRUE(a->ok) << a->error;
