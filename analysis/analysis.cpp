@@ -160,36 +160,8 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
 
 // ---- the caches ----
 
-// Named rather than file-local: Analyzer::Impl holds these.
-namespace analyzer_cache {
-
-// Shapes seen once, as hashes of their keys in a direct-mapped table: a shape enters the shape
-// cache (and is probed for a template) only when seen again, so one-off texts cost no LRU churn.
-// A collision merely probes a shape early; the proof does not depend on it.
-class SeenShapes {
- public:
-  explicit SeenShapes(size_t entries) {
-    size_t n = 1;
-    while (n < entries) n <<= 1;
-    slots_.assign(entries == 0 ? 0 : n, 0);
-  }
-  // True when `hash` was recorded before; records it either way.
-  bool seenBefore(uint64_t hash) {
-    if (slots_.empty()) return false;
-    uint64_t& slot = slots_[hash & (slots_.size() - 1)];
-    const bool seen = slot == hash;
-    slot = hash;
-    return seen;
-  }
-
- private:
-  std::vector<uint64_t> slots_;
-};
-
-}  // namespace analyzer_cache
-
 using util::LruMap;
-using analyzer_cache::SeenShapes;
+using util::SeenKeys;
 
 struct Analyzer::Impl {
   Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries), seen(entries) {}
@@ -198,7 +170,7 @@ struct Analyzer::Impl {
   LruMap<std::shared_ptr<const Analysis>> exact;
   // A shape's template; null when probing failed, so that the shape is not probed again.
   LruMap<std::shared_ptr<const ShapeTemplate>> shapes;
-  SeenShapes seen;
+  SeenKeys seen;
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t shape_hits = 0;

@@ -1,16 +1,19 @@
 // A bounded least-recently-used map from a string key to a value, for the per-loop caches on the
-// statement path (the analyzer's exact and shape caches, the policy engine's plans). Lookups take
-// a string_view and allocate nothing; an insert past the capacity evicts the oldest entry. Not
-// thread-safe: each loop owns its caches.
+// statement path (the analyzer's exact and shape caches, the policy engine's plans), and the
+// table of keys seen once that decides what such a cache admits. Lookups take a string_view and
+// allocate nothing; an insert past the capacity evicts the oldest entry. Not thread-safe: each
+// loop owns its caches.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace pgwarden::util {
 
@@ -67,6 +70,29 @@ class LruMap {
   std::unordered_map<std::string_view, typename std::list<Entry>::iterator, StringViewHash,
                      StringViewEqual>
       index_;
+};
+
+// Keys seen once, as hashes in a direct-mapped table: a cache admits a key only when it is seen
+// again, so one-off keys (a text with a fresh literal each time) cost no LRU churn and hold no
+// memory. A collision merely admits a key early.
+class SeenKeys {
+ public:
+  explicit SeenKeys(size_t entries) {
+    size_t n = 1;
+    while (n < entries) n <<= 1;
+    slots_.assign(entries == 0 ? 0 : n, 0);
+  }
+  // True when `hash` was recorded before; records it either way.
+  bool seenBefore(uint64_t hash) {
+    if (slots_.empty()) return false;
+    uint64_t& slot = slots_[hash & (slots_.size() - 1)];
+    const bool seen = slot == hash;
+    slot = hash;
+    return seen;
+  }
+
+ private:
+  std::vector<uint64_t> slots_;
 };
 
 }  // namespace pgwarden::util

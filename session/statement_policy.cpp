@@ -83,6 +83,10 @@ struct PolicyEngine::Impl {
   // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
   // lookup's scratch, so a hit allocates nothing.
   util::LruMap<std::shared_ptr<const StatementPlan>> plans;
+  // A plan is kept the second time its key is seen: a text with a fresh literal each time
+  // (pgbench's simple mode, most agents' reads) costs no insertion and holds no analysis, which
+  // the analyzer could otherwise refill for the next text.
+  util::SeenKeys seen{kPlanCacheEntries * 4};
   std::string key;
   uint64_t plan_hits = 0;
   uint64_t plan_misses = 0;
@@ -146,7 +150,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
   }
   ++c.plan_misses;
   auto plan = c.build(group, sql, ctx, stats);
-  c.plans.insert(c.key, plan);
+  if (c.seen.seenBefore(std::hash<std::string_view>{}(c.key))) c.plans.insert(c.key, plan);
   return plan;
 }
 

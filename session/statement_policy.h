@@ -33,8 +33,8 @@ struct StatementPlan {
 };
 
 // The policy engine keeps the plans of deterministic groups (guards::PolicyGroup::deterministic)
-// for texts up to kPlanCacheMaxText bytes, at most kPlanCacheEntries per loop, least recently used
-// first out: a driver that sends the same Parse text for every execution (pgbench -M extended,
+// for texts up to kPlanCacheMaxText bytes that it has judged once before, at most
+// kPlanCacheEntries per loop, least recently used first out: a driver that sends the same Parse text for every execution (pgbench -M extended,
 // JDBC before its prepare threshold), or an agent that retries a text, is judged once. The key
 // holds the group's id and the catalog snapshot's generation, so a reload or a refresh starts
 // afresh. Worst case, about kPlanCacheEntries x 3 x kPlanCacheMaxText bytes per loop (the key,

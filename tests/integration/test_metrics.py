@@ -136,31 +136,37 @@ def test_guard_evaluation_is_timed_by_guard_kind(daemon):
 
 
 def test_a_text_sent_again_reuses_its_plan_and_is_still_counted_each_time(daemon):
-    """The `agents` group is all built-in guards, so its plan of a text is kept: the second and
-    third time the chain does not run, yet each statement is counted, capped and denied alike."""
+    """The `agents` group is all built-in guards, so its plan of a text seen before is kept: from
+    the third time on the chain does not run, yet each statement is counted, capped and denied
+    alike."""
     sql = "SELECT id, carrier FROM fct_shipments WHERE id BETWEEN 10 AND 1500"
     before = samples(scrape(daemon))
-    rows = [run(daemon, "agent", sql) for _ in range(3)]
+    rows = [run(daemon, "agent", sql) for _ in range(4)]
     with pytest.raises(psycopg2.Error) as err:
+        run(daemon, "agent", "SELECT * FROM fct_shipments")
+    run(daemon, "agent", "SELECT id FROM fct_shipments WHERE id = 7")
+    with pytest.raises(psycopg2.Error):
         run(daemon, "agent", "SELECT * FROM fct_shipments")
     with pytest.raises(psycopg2.Error) as again:
         run(daemon, "agent", "SELECT * FROM fct_shipments")
     after = samples(scrape(daemon))
     # The same answer each time, cut at the group's max_rows like the first.
-    assert [len(r) for r in rows] == [1000, 1000, 1000]
-    assert rows[0] == rows[1] == rows[2]
+    assert [len(r) for r in rows] == [1000] * 4
+    assert rows[0] == rows[1] == rows[2] == rows[3]
     # require_predicate's denial, word for word the second time.
     assert err.value.pgcode == again.value.pgcode == "54000", err.value.pgerror
     assert err.value.pgerror == again.value.pgerror
+    # Misses: each text's first two sightings (the second keeps the plan), the one-off once.
+    # Hits: the 3rd and 4th capped read and the 3rd denial.
     assert diff(before, after, "pgwarden_plan_cache_lookups_total") == {
-        frozenset({("result", "hit")}): 3.0, frozenset({("result", "miss")}): 2.0}
-    # Hits: the 2nd and 3rd SELECT and the 2nd denial. The chain ran once per distinct text.
+        frozenset({("result", "hit")}): 3.0, frozenset({("result", "miss")}): 5.0}
+    # The chain ran only for the misses.
     counts = diff(before, after, "pgwarden_guard_duration_seconds_count")
-    assert counts[frozenset({("guard", "read_only")})] == 2.0, counts
+    assert counts[frozenset({("guard", "read_only")})] == 5.0, counts
     stmts = diff(before, after, "pgwarden_statements_total")
-    assert sum(v for k, v in stmts.items() if ("outcome", "ok") in k) == 3.0, stmts
-    assert sum(v for k, v in stmts.items() if ("outcome", "denied") in k) == 2.0, stmts
-    assert sum(diff(before, after, "pgwarden_statements_truncated_total").values()) == 3.0
+    assert sum(v for k, v in stmts.items() if ("outcome", "ok") in k) == 5.0, stmts
+    assert sum(v for k, v in stmts.items() if ("outcome", "denied") in k) == 3.0, stmts
+    assert sum(diff(before, after, "pgwarden_statements_truncated_total").values()) == 4.0
 
 
 def test_counters_move_as_traffic_flows(daemon):
