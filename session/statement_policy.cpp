@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/lru_map.h"
+#include "common/shared_spares.h"
 
 namespace pgwarden::daemon {
 
@@ -47,14 +48,22 @@ void cutSql(std::string_view text, size_t max_bytes, PlannedStatement& st) {
     st.sql_truncated = true;
   } else {
     st.sql.assign(text);
+    st.sql_truncated = false;
   }
 }
 
 }  // namespace
 
-std::string actionsJson(const std::vector<guards::Verdict>& actions) {
-  if (actions.empty()) return "[]";
-  std::string out = "[";
+void assignActionsJson(std::string& out, const std::vector<guards::Verdict>& actions) {
+  out.clear();
+  if (actions.empty()) {
+    out.append("[]");
+    return;
+  }
+  size_t size = 2;
+  for (const auto& v : actions) size += 48 + v.guard.size() + v.code.size() + v.message.size();
+  out.reserve(size + size / 8);  // room for a few escapes
+  out.push_back('[');
   for (size_t i = 0; i < actions.size(); ++i) {
     const auto& v = actions[i];
     if (i) out.push_back(',');
@@ -69,6 +78,11 @@ std::string actionsJson(const std::vector<guards::Verdict>& actions) {
     out.push_back('}');
   }
   out.push_back(']');
+}
+
+std::string actionsJson(const std::vector<guards::Verdict>& actions) {
+  std::string out;
+  assignActionsJson(out, actions);
   return out;
 }
 
@@ -83,6 +97,8 @@ struct PolicyEngine::Impl {
   // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
   // lookup's scratch, so a hit allocates nothing.
   util::LruMap<std::shared_ptr<const StatementPlan>> plans;
+  // The last plans built, refilled once no one holds them (SharedSpares).
+  SharedSpares<StatementPlan> spares;
   // A plan is kept the second time its key is seen: a text with a fresh literal each time
   // (pgbench's simple mode, most agents' reads) costs no insertion and holds no analysis, which
   // the analyzer could otherwise refill for the next text.
@@ -158,41 +174,55 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
                                                                std::string_view sql,
                                                                const guards::RequestContext& ctx,
                                                                const guards::TableStatsSnapshot* stats) {
-  auto plan = std::make_shared<StatementPlan>();
+  // A plan no one holds any more is refilled in place: its strings and vectors keep their
+  // storage. Its old analysis goes first, so the analyzer may refill that one too.
+  std::shared_ptr<StatementPlan> plan = spares.take();
+  plan->analysis.reset();
   plan->analysis = analyzer.analyze(sql);
   const guards::Analysis& a = *plan->analysis;
-  plan->fingerprint = a.fingerprint_hex;
+  plan->fingerprint.assign(a.fingerprint_hex);
   if (!a.ok) {
     // Text the parser rejects never reaches the server: PostgreSQL would refuse it anyway, and
     // a guard cannot vouch for what it cannot read.
     guards::Verdict v = guards::syntaxErrorVerdict(a, sql);
     if (v.position == 0) v.position = a.error_position;
+    plan->decision = guards::Decision{};
     guards::applyDenial(plan->decision, std::move(v));
   } else if (group) {
     plan->decision = group->evaluate(a, sql, ctx, stats);
+  } else {
+    plan->decision = guards::Decision{};
   }
   plan->budget = plan->decision.denied && plan->decision.deny.guard == "budget";
-  plan->guard_actions_json = actionsJson(plan->decision.actions);
+  assignActionsJson(plan->guard_actions_json, plan->decision.actions);
 
-  if (a.ok && !a.statements.empty()) {
-    plan->statements.reserve(a.statements.size());
-    for (const auto& s : a.statements) {
-      PlannedStatement ps;
-      ps.kind = guards::kindName(s.kind);
-      ps.intent = guards::intentName(s.intent);
-      for (const auto& r : s.relations) {
-        ps.tables.push_back(r.schema.empty() ? r.name : r.schema + "." + r.name);
-      }
-      const size_t loc = std::min(static_cast<size_t>(std::max(s.location, 0)), sql.size());
-      const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
-                                      : sql.size() - loc;
-      cutSql(sql.substr(loc, len), max_sql_bytes, ps);
-      plan->statements.push_back(std::move(ps));
-    }
-  } else {
-    PlannedStatement ps;
+  if (!a.ok || a.statements.empty()) {
+    plan->statements.resize(1);
+    PlannedStatement& ps = plan->statements.front();
+    ps.kind.clear();
+    ps.intent.clear();
+    ps.tables.clear();
     cutSql(sql, max_sql_bytes, ps);
-    plan->statements.push_back(std::move(ps));
+    return plan;
+  }
+  plan->statements.resize(a.statements.size());
+  for (size_t i = 0; i < a.statements.size(); ++i) {
+    const guards::StatementInfo& s = a.statements[i];
+    PlannedStatement& ps = plan->statements[i];
+    ps.kind.assign(guards::kindName(s.kind));
+    ps.intent.assign(guards::intentName(s.intent));
+    ps.tables.resize(s.relations.size());
+    for (size_t t = 0; t < s.relations.size(); ++t) {
+      const guards::RelationRef& r = s.relations[t];
+      std::string& name = ps.tables[t];
+      name.clear();
+      if (!r.schema.empty()) name.append(r.schema).push_back('.');
+      name.append(r.name);
+    }
+    const size_t loc = std::min(static_cast<size_t>(std::max(s.location, 0)), sql.size());
+    const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
+                                    : sql.size() - loc;
+    cutSql(sql.substr(loc, len), max_sql_bytes, ps);
   }
   return plan;
 }

@@ -72,6 +72,8 @@ class PolicyEngine {
 
 // History's guard_actions list: [{"guard":..,"action":..,"code":..,"reason":..}, ...].
 std::string actionsJson(const std::vector<guards::Verdict>& actions);
+// The same, written over `out` (its storage kept).
+void assignActionsJson(std::string& out, const std::vector<guards::Verdict>& actions);
 
 // JSON string escaping for the small documents pgwarden writes itself.
 void appendJsonString(std::string& out, std::string_view s);

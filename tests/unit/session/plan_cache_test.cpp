@@ -245,3 +245,41 @@ TEST(PlanCache, StaysWithinItsBounds) {
 
 }  // namespace
 }  // namespace pgwarden::daemon
+
+namespace pgwarden::daemon {
+namespace {
+
+// A plan no one holds any more is refilled for the next text: nothing of the last one may show
+// through (more statements, tables, a cut text, a denial, a rewrite).
+TEST(PlanCache, ARefilledPlanCarriesNothingOfTheLastOne) {
+  const auto stats = gt::sampleStats();
+  const auto& agents = *gt::exampleGroups().at("agents");
+  PolicyEngine engine(4096, 24);
+  const std::vector<std::string> texts = {
+      "SELECT id FROM public.fct_shipments WHERE id = 1; SELECT region FROM dim_region WHERE "
+      "region = 'EU'",
+      "SELECT 1",
+      "SELEC broken",
+      "SELECT * FROM fct_shipments WHERE carrier = 'UPS'",
+      "DELETE FROM fct_shipments WHERE id = 2",
+      "",
+      "SELECT a.id FROM fct_shipments a JOIN dim_region r ON r.region = a.region WHERE a.id = 5",
+      "SELECT 2",
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& sql : texts) {
+      SCOPED_TRACE(sql);
+      // Each text once per round, with a fresh literal-free text in between: never from the
+      // plan cache's second sighting, so every plan here is built, most of them over a spare.
+      const auto got = engine.plan(&agents, sql + std::string(round, ' '),
+                                   contextFor(&agents, false, "agent"), stats.get());
+      PolicyEngine fresh(0, 24);  // a new engine: its first plan is a new object
+      const auto want = fresh.plan(&agents, sql + std::string(round, ' '),
+                                   contextFor(&agents, false, "agent"), stats.get());
+      expectSamePlan(*got, *want);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
