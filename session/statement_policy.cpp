@@ -97,8 +97,9 @@ struct PolicyEngine::Impl {
   // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
   // lookup's scratch, so a hit allocates nothing.
   util::LruMap<std::shared_ptr<const StatementPlan>> plans;
-  // The last plans built, refilled once no one holds them (SharedSpares).
-  SharedSpares<StatementPlan> spares;
+  // The last plans built, refilled once no one holds them (SharedSpares): as many as the
+  // analyzer keeps analyses (analysis/shape_template.cpp), one per statement in flight.
+  SharedSpares<StatementPlan, 32> spares;
   // A plan is kept the second time its key is seen: a text with a fresh literal each time
   // (pgbench's simple mode, most agents' reads) costs no insertion and holds no analysis, which
   // the analyzer could otherwise refill for the next text.
