@@ -176,8 +176,10 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
                                                                const guards::RequestContext& ctx,
                                                                const guards::TableStatsSnapshot* stats) {
   // A plan no one holds any more is refilled in place: its strings and vectors keep their
-  // storage. Its old analysis goes first, so the analyzer may refill that one too.
-  std::shared_ptr<StatementPlan> plan = spares.take();
+  // storage. Its old analysis goes first, so the analyzer may refill that one too. Only plans of
+  // texts the plan cache would keep are kept as spares, so what they hold on to stays small.
+  std::shared_ptr<StatementPlan> plan =
+      sql.size() <= kPlanCacheMaxText ? spares.take() : std::make_shared<StatementPlan>();
   plan->analysis.reset();
   plan->analysis = analyzer.analyze(sql);
   const guards::Analysis& a = *plan->analysis;
