@@ -138,17 +138,28 @@ def test_guard_evaluation_is_timed_by_guard_kind(daemon):
 def test_a_text_sent_again_reuses_its_plan_and_is_still_counted_each_time(daemon):
     """The `agents` group is all built-in guards, so its plan of a text seen before is kept: from
     the third time on the chain does not run, yet each statement is counted, capped and denied
-    alike."""
+    alike. One connection: a session stays on its loop, and each loop keeps plans of its own."""
     sql = "SELECT id, carrier FROM fct_shipments WHERE id BETWEEN 10 AND 1500"
+    conn = daemon.connect(user="agent")
+    conn.autocommit = True
+
+    def query(text):
+        with conn.cursor() as cur:
+            cur.execute(text)
+            return cur.fetchall()
+
     before = samples(scrape(daemon))
-    rows = [run(daemon, "agent", sql) for _ in range(4)]
-    with pytest.raises(psycopg2.Error) as err:
-        run(daemon, "agent", "SELECT * FROM fct_shipments")
-    run(daemon, "agent", "SELECT id FROM fct_shipments WHERE id = 7")
-    with pytest.raises(psycopg2.Error):
-        run(daemon, "agent", "SELECT * FROM fct_shipments")
-    with pytest.raises(psycopg2.Error) as again:
-        run(daemon, "agent", "SELECT * FROM fct_shipments")
+    try:
+        rows = [query(sql) for _ in range(4)]
+        with pytest.raises(psycopg2.Error) as err:
+            query("SELECT * FROM fct_shipments")
+        query("SELECT id FROM fct_shipments WHERE id = 7")
+        with pytest.raises(psycopg2.Error):
+            query("SELECT * FROM fct_shipments")
+        with pytest.raises(psycopg2.Error) as again:
+            query("SELECT * FROM fct_shipments")
+    finally:
+        conn.close()
     after = samples(scrape(daemon))
     # The same answer each time, cut at the group's max_rows like the first.
     assert [len(r) for r in rows] == [1000] * 4
