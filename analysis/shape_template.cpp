@@ -112,11 +112,8 @@ bool mapSpan(int pos, int len, const std::vector<ShapeLiteral>& from,
   return true;
 }
 
-std::string slotText(const ShapeLiteral& lit, RuleKind kind) {
-  return kind == RuleKind::kNegatedSlot ? "-" + lit.value : lit.value;
-}
-
-// slotText written into `out`, whose storage is kept.
+// A literal's text as a field holds it (negated for kNegatedSlot), written into `out`, whose
+// storage is kept.
 void assignSlotText(std::string& out, const ShapeLiteral& lit, RuleKind kind) {
   if (kind == RuleKind::kNegatedSlot) {
     out.assign(1, '-');
@@ -287,7 +284,7 @@ std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, co
   struct TextSlot {
     std::string value;
     bool load(const ShapeLiteral& lit, RuleKind kind) {
-      value = slotText(lit, kind);
+      assignSlotText(value, lit, kind);
       return kind == RuleKind::kSlot || numericClass(lit.cls);
     }
   };
