@@ -73,6 +73,30 @@ class ReadOnlyGuard final : public Guard {
     return {codes::kReadOnly, codes::kProtectedSetting};
   }
 
+  // A statement after COMMIT or ROLLBACK in the same text runs in a new transaction, whose
+  // read-only mode comes from default_transaction_read_only as the earlier statements left it:
+  // the server reports a change of that setting only when the whole text has run, too late to
+  // stop what followed. So the transaction's end must be the text's last statement.
+  GuardResult checkText(const GuardInput& in) const override {
+    const auto& stmts = in.analysis.statements;
+    for (size_t i = 0; i + 1 < stmts.size(); ++i) {
+      const StatementInfo& st = stmts[i];
+      if (st.kind != StatementKind::kTransaction ||
+          (st.command != "COMMIT" && st.command != "ROLLBACK")) {
+        continue;
+      }
+      const std::string_view next = util::statementText(in.sql, stmts[i + 1]);
+      return deny(st, st.command + " followed by another statement",
+                  "A statement follows " + st.command +
+                      " in this query; a new transaction would begin inside the query, beyond "
+                      "what pgwarden can check. Send the statements after " +
+                      st.command + " as a query of their own.",
+                  "send the statements after " + st.command + " as a separate query",
+                  next.size() <= 300 ? std::string(next) : std::string());
+    }
+    return {};
+  }
+
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
     (void)in;
     if (auto clause = checkClauses(st)) return std::move(*clause);

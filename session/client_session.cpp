@@ -173,7 +173,7 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (!paused_.empty() || write_hold_ || waiting_pool_ || console_waiting_) {
+        if (!paused_.empty() || write_hold_ || state_hold_ || waiting_pool_ || console_waiting_) {
           // A statement waits for its verdict (a webhook, the cost gate, the budget store);
           // keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
@@ -196,6 +196,7 @@ void ClientSession::processInput() {
         // Guarded writes: a transaction past its age (or idle time) is rolled back before the
         // next statement is judged, not only when the janitor finds the session idle.
         if (writes_ && f.type != 'X') writesTick(host_.nowMs());
+        if (writes_ && waitForTxnState(f)) goto done;
         if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
             needsServer(f.type) && !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.

@@ -184,6 +184,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     struct Internal {
       WriteStep write_step = WriteStep::kNone;  // a step of the write mode
       bool param_sync = false;  // the carried settings brought in line (not attach)
+      bool failed = false;      // the step's statement was refused by the server
       int step_closes = 0;      // a write step sent as Parse/Bind/Execute: Closes still due
     };
     // kSync, kDescribePortal, kClose and kInternalClose carry nothing (std::monostate).
@@ -414,7 +415,15 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   const WriteTransaction* writeTransaction() const override { return writes_.get(); }
   void writesSetUp();
   // A write the gate let through: SAVEPOINT first, and no more client input until it is released.
-  void writesBeforeQuery(Pending& p, const GateVerdict& v);
+  // The write's Query (`query`, the bytes to send) is held until the savepoint succeeded.
+  void writesBeforeQuery(Pending& p, const GateVerdict& v, std::string query);
+  // Guarded writes judge a statement against the transaction state it will run in: a Query, or
+  // an Execute of a write, that arrives while the server still owes answers waits for them (true:
+  // the message stays in the input buffer; a Flush makes the server answer an unsynced batch).
+  bool waitForTxnState(const protocol::Frame& f);
+  // The savepoint before a held write answered: the write goes to the server, or, when the
+  // savepoint failed, it never does and the client hears why.
+  void writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, bool failed);
   // CommandComplete of a Query or Execute. True: it was a write over its cap, answered here with
   // TOO_MANY_ROWS (the savepoint is rolled back at its ReadyForQuery).
   bool writesCommandComplete(const protocol::Frame& f, Pending& head);
@@ -436,6 +445,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // An Execute of a write prepared over the extended protocol: false when the write mode denies
   // it now (answered here; the batch is skipped to Sync).
   bool writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan);
+  // Read-only groups: an Execute after an Execute of COMMIT or ROLLBACK in the same batch is
+  // refused (answered here; the batch is skipped to Sync). False: refused.
+  bool txnEndCheck(const std::shared_ptr<const StatementPlan>& plan);
 
   SessionHost& host_;
   uint64_t id_;
@@ -494,6 +506,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
   SkippedBatch skipped_;          // what the skipped messages name, while either flag is set
   bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
+  bool txn_end_in_batch_ = false; // an Execute of COMMIT or ROLLBACK sent since the last Sync
   bool attach_failed_ = false;
   struct StartupReject {
     std::string sqlstate;
@@ -528,6 +541,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, GateVerdict::Write> statement_writes_;
   bool begin_sent_ = false;
   bool write_hold_ = false;
+  bool state_hold_ = false;         // waitForTxnState holds the next message
+  bool state_flush_sent_ = false;   // ... and has asked the server to answer its batch
+  std::string held_write_;          // a write's Query, sent once its savepoint succeeded
+  std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
   bool write_resume_ = false;
   std::string last_tag_;
 

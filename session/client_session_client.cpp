@@ -3,6 +3,7 @@
 
 #include "session/client_session.h"
 
+#include "guards/codes.h"
 #include "session/client_session_util.h"
 #include "session/result_screen.h"
 
@@ -94,6 +95,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
 }
 
 void ClientSession::sendSync(const protocol::Frame& f) {
+  txn_end_in_batch_ = false;
   if (!server_) {
     // Transaction pooling, nothing on the server: the batch ends here.
     unsynced_ = false;
@@ -252,7 +254,18 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     q.next_statement = plan->statements.size();
   }
   q.plan = plan;
-  if (writes_ && v.write.wrap) writesBeforeQuery(p, v);
+  if (writes_ && v.write.wrap && server_) {
+    std::string query;
+    if (d.rewritten_sql) {
+      ++host_.counters().rewrites;
+      protocol::writeQuery(query, *d.rewritten_sql);
+    } else {
+      query.assign(f.raw.data(), f.raw.size());
+    }
+    writesBeforeQuery(p, v, std::move(query));
+    pushPending(std::move(p));
+    return true;
+  }
   if (d.rewritten_sql) {
     ++host_.counters().rewrites;
     protocol::writeQuery(server_->out(), *d.rewritten_sql);
@@ -523,6 +536,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
         denyExtended(*v.plan);
         return true;
       }
+      if (!writes_ && !txnEndCheck(it->second.plan)) return true;
       if (writes_ && it->second.write.at_execute) {
         if (!writesBeforeExecute(it->second.plan)) return true;
         wrap = it->second.write.wrap;
@@ -588,6 +602,34 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   }
   pushPending(Pending(Expect::kClose));
   forward(f);
+  return true;
+}
+
+bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan) {
+  // As in a text (the read_only guard's checkText): after COMMIT or ROLLBACK, the rest of an
+  // unsynced batch would run in a new transaction whose read-only mode the server reports only
+  // at the Sync.
+  const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
+                                        ? &plan->analysis->statements[0]
+                                        : nullptr;
+  if (txn_end_in_batch_ && st && policy_) {
+    guards::GuardResult r;
+    r.action = guards::Action::kDeny;
+    r.code = std::string(guards::codes::kReadOnly);
+    r.message =
+        "This Execute follows a COMMIT or ROLLBACK in the same batch; a new transaction would "
+        "begin before the server could report its settings. Send Sync after the transaction's "
+        "end, then this statement.";
+    r.facts.add("statement", st->command).add("next_step", "send Sync after COMMIT or ROLLBACK");
+    guards::Decision d = plan->decision;
+    guards::applyDenial(d, policy_->renderOutside("read_only", std::move(r)));
+    denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
+    return false;
+  }
+  if (st && st->kind == guards::StatementKind::kTransaction &&
+      (st->command == "COMMIT" || st->command == "ROLLBACK")) {
+    txn_end_in_batch_ = true;
+  }
   return true;
 }
 

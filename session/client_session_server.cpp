@@ -29,6 +29,12 @@ std::string retag(std::string_view tag, int64_t count) {
 void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
+  if (state_hold_ && pending_.empty()) {
+    // The server has answered everything before the held message: judge it now.
+    state_hold_ = false;
+    state_flush_sent_ = false;
+    write_resume_ = true;
+  }
   if (write_resume_) {
     // A write's savepoint is settled: read what the client sent meanwhile.
     write_resume_ = false;

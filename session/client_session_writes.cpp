@@ -100,13 +100,80 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
   return true;
 }
 
-void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v) {
-  // The savepoint goes first; the client's Query follows it on the same connection, and nothing
-  // else is read from the client until RELEASE or ROLLBACK TO has answered.
+void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::string query) {
+  // The savepoint goes first; the client's Query follows it once the savepoint succeeded (a
+  // write outside pgwarden's savepoint would run past the row caps), and nothing else is read
+  // from the client until RELEASE or ROLLBACK TO has answered.
   sendWriteStep(WriteStep::kSavepoint, "SAVEPOINT " + std::string(kWriteSavepoint));
   p.query().write.target = std::make_unique<const Pending::WriteTarget>(
       Pending::WriteTarget{v.write.table, v.write.command});
+  held_write_ = std::move(query);
+  savepoint_error_.clear();
   write_hold_ = true;
+}
+
+bool ClientSession::waitForTxnState(const protocol::Frame& f) {
+  if (pending_.empty() || !server_) return false;
+  if (f.type == 'E') {
+    // Only an Execute of a write is judged by the transaction's state (and what it looked at).
+    auto e = protocol::parseExecute(f.body);
+    if (!e) return false;  // refused as malformed when it is handled
+    const auto it = portals_.find(std::string(e->portal));
+    if (it == portals_.end() || !(it->second.write.at_execute || it->second.write.wrap))
+      return false;
+  } else if (f.type != 'Q') {
+    return false;
+  }
+  if (unsynced_ && !state_flush_sent_) {
+    // The server keeps its answers to an unsynced batch until a Flush or Sync.
+    protocol::writeFlush(server_->out());
+    state_flush_sent_ = true;
+  }
+  state_hold_ = true;
+  return true;
+}
+
+void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, bool failed) {
+  std::string query = std::move(held_write_);
+  held_write_.clear();
+  if (!failed && z.status == 'T' && !pending_.empty() && pending_.front().kind == Expect::kQuery) {
+    server_->out().append(query);
+    flushServer();
+    return;
+  }
+  // The savepoint did not take: the write is never sent. The client hears why, the statement is
+  // recorded as refused, and the transaction goes on in the state the server reported.
+  std::string sqlstate = "25P01";
+  std::string detail = "the server refused pgwarden's savepoint";
+  const auto sep = savepoint_error_.find('\x1f');
+  if (sep != std::string::npos) {
+    sqlstate = savepoint_error_.substr(0, sep);
+    detail += ": " + savepoint_error_.substr(sep + 1);
+  } else if (z.status != 'T') {
+    detail = "no transaction was open when the write was to run";
+  }
+  savepoint_error_.clear();
+  spdlog::warn("{}: a guarded write was not sent: {}", logPrefix(),
+               logsafe(detail, kLogMessageMaxBytes));
+  write_hold_ = false;
+  write_resume_ = true;
+  if (pending_.empty() || pending_.front().kind != Expect::kQuery) {
+    writesAfterStatement(z.status);
+    protocol::writeReadyForQuery(client_.out(), z.status);
+    return;
+  }
+  Pending& head = pending_.front();
+  const std::string message =
+      "pgwarden did not run this write: it runs each write inside its own savepoint, and " + detail;
+  if (head.run) finishRun(*head.run, history::Outcome::kError, sqlstate, message);
+  std::string out;
+  protocol::writeError(
+      out, "ERROR", sqlstate, message, "",
+      "Run the write inside an open transaction: BEGIN, look at the rows, then the write.");
+  writesAfterStatement(z.status);
+  head.answerHere(std::move(out));
+  head.local().rfq = true;
+  emitLocalHeads();
 }
 
 bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& head) {
@@ -185,15 +252,23 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
     auto e = protocol::parseErrorFields(f.body);
     spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(step),
                  logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
+    head.internal().failed = true;
+    if (step == WriteStep::kSavepoint && e) {
+      savepoint_error_.assign(e->sqlstate());
+      savepoint_error_ += '\x1f';
+      savepoint_error_ += e->message();
+    }
     return true;
   }
   if (f.type != 'Z') return true;  // CommandComplete of pgwarden's own statement
   const auto z = takeReadyForQuery(f);
   if (!z) return false;
+  const bool failed = head.internal().failed;
   pending_.pop_front();
   switch (step) {
     case WriteStep::kSavepoint:
-      break;
+      writeAfterSavepoint(*z, failed);
+      return true;
     case WriteStep::kRelease:
     case WriteStep::kUndo:
       // The client's write is settled: the notice and its ReadyForQuery now.
