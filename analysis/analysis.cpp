@@ -139,7 +139,7 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
       simdjson::dom::element node;
       if (pgjson::get(o, "stmt", node)) {
         detail::walkStatement(node, sql, st);
-        if (st.kind == StatementKind::kSelect) detail::walkScreenFacts(node, st.screen);
+        if (st.kind == StatementKind::kSelect) detail::walkScreenFacts(node, sql, st.location, st.screen);
       }
       analysis->statements.push_back(std::move(st));
     }

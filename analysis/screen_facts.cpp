@@ -2,6 +2,7 @@
 // column = constant / IN / LIKE without wildcards, range predicates, LIMIT without ORDER BY, and
 // count/sum over a join with its equality join keys. Anything it does not understand is left
 // out, so a screen stays silent rather than guess.
+#include <cctype>
 #include <string_view>
 
 #include "analysis/pg_json.h"
@@ -105,8 +106,56 @@ bool hasWildcard(std::string_view s) {
 
 using Op = ScreenComparison::Op;
 
+int locationOf(element e) {
+  Node n = asNode(e);
+  return n ? static_cast<int>(pgjson::int64(n.body, "location", -1)) : -1;
+}
+
+bool wordAt(std::string_view sql, int pos, std::string_view word) {
+  if (pos < 0 || static_cast<size_t>(pos) + word.size() > sql.size()) return false;
+  for (size_t i = 0; i < word.size(); ++i) {
+    const char c = sql[static_cast<size_t>(pos) + i];
+    if ((c | 0x20) != word[i]) return false;
+  }
+  const size_t after = static_cast<size_t>(pos) + word.size();
+  return after == sql.size() || !(std::isalnum(static_cast<unsigned char>(sql[after])) || sql[after] == '_');
+}
+
+size_t skipSpaces(std::string_view sql, size_t pos) {
+  while (pos < sql.size() && std::isspace(static_cast<unsigned char>(sql[pos]))) ++pos;
+  return pos;
+}
+
+// One past the end of the plain '...' string written at `pos`; -1 when the text there is
+// anything else, or a cast follows it (the span would cut the cast in two).
+int stringEnd(std::string_view sql, int pos) {
+  if (pos < 0 || static_cast<size_t>(pos) >= sql.size() || sql[static_cast<size_t>(pos)] != '\'') return -1;
+  size_t i = static_cast<size_t>(pos) + 1;
+  while (i < sql.size()) {
+    if (sql[i] == '\'') {
+      if (i + 1 < sql.size() && sql[i + 1] == '\'') {
+        i += 2;
+        continue;
+      }
+      const size_t next = skipSpaces(sql, i + 1);
+      if (sql.substr(next, 2) == "::") return -1;
+      return static_cast<int>(i + 1);
+    }
+    ++i;
+  }
+  return -1;
+}
+
+// Spans are kept relative to the statement's text as the screens see it (leading white space
+// cut, as history's text is).
+struct Text {
+  std::string_view sql;  // the whole text
+  int base = 0;          // where the statement's screened text begins in it
+};
+
 // `col op v` with the column on either side; ranges are flipped when the constant comes first.
-void comparison(object body, const ScreenFacts& f, bool single, std::vector<ScreenComparison>& out) {
+void comparison(object body, const ScreenFacts& f, bool single, const Text& text,
+                std::vector<ScreenComparison>& out) {
   const std::string_view kind = pgjson::str(body, "kind");
   const std::string_view op = opName(body);
   element l, r;
@@ -141,6 +190,17 @@ void comparison(object body, const ScreenFacts& f, bool single, std::vector<Scre
     c.op = Op::kLower;
     c.values.push_back(std::move(ends[0]));
     upper.op = Op::kUpper;
+    upper.between = true;
+    if (asNode(l).type == "ColumnRef" && pgjson::str(body, "kind") == "AEXPR_BETWEEN") {
+      element last;
+      for (element item : items) last = item;
+      const int from = locationOf(l);
+      const int end = stringEnd(text.sql, locationOf(last));
+      if (from >= text.base && end > from) {
+        upper.location = from - text.base;
+        upper.length = end - from;
+      }
+    }
     upper.values.push_back(std::move(ends[1]));
     out.push_back(std::move(c));
     out.push_back(std::move(upper));
@@ -167,6 +227,14 @@ void comparison(object body, const ScreenFacts& f, bool single, std::vector<Scre
     const bool greater = (op[0] == '>') != flipped;
     c.op = greater ? Op::kLower : Op::kUpper;
     c.inclusive = op.size() == 2;
+    if (op == "<=" && !flipped && asNode(l).type == "ColumnRef") {
+      const int from = locationOf(l);
+      const int end = stringEnd(text.sql, locationOf(r));
+      if (from >= text.base && end > from) {
+        c.location = from - text.base;
+        c.length = end - from;
+      }
+    }
   } else {
     return;
   }
@@ -236,9 +304,214 @@ bool countOrSum(object select, ScreenFacts& f) {
   return found;
 }
 
+// ---- Statement-only issues ----
+
+constexpr size_t kMaxIssues = 8;
+constexpr int kMaxIssueDepth = 32;
+
+void addIssue(ScreenFacts& f, const Text& text, ScreenIssue::Kind kind, std::string subject, int from,
+              int to, std::string replacement) {
+  if (f.issues.size() >= kMaxIssues || from < text.base || to < from) return;
+  ScreenIssue i;
+  i.kind = kind;
+  i.subject = std::move(subject);
+  i.location = from - text.base;
+  i.length = to - from;
+  i.replacement = std::move(replacement);
+  f.issues.push_back(std::move(i));
+}
+
+std::string funcName(object fn) {
+  array names;
+  std::string_view name;
+  if (pgjson::getArray(fn, "funcname", names)) {
+    for (element x : names) name = pgjson::stringNode(x);
+  }
+  return std::string(name);
+}
+
+// The byte just inside a call's parenthesis: the first '(' after its name.
+size_t argsStart(std::string_view sql, int call_location) {
+  if (call_location < 0) return std::string_view::npos;
+  const size_t open = sql.find('(', static_cast<size_t>(call_location));
+  return open == std::string_view::npos ? open : skipSpaces(sql, open + 1);
+}
+
+// `x = NULL` and `x <> NULL` (never true: use IS [NOT] NULL), and `x NOT IN (..., NULL)` (never
+// true: drop the NULL), under the AND, OR and NOT of a condition.
+void conditionIssues(element e, const ScreenFacts& facts, const Text& text, ScreenFacts& f, int depth) {
+  if (depth > kMaxIssueDepth) return;
+  Node n = asNode(e);
+  if (n.type == "BoolExpr") {
+    array args;
+    if (!pgjson::getArray(n.body, "args", args)) return;
+    for (element a : args) conditionIssues(a, facts, text, f, depth + 1);
+    return;
+  }
+  if (n.type != "A_Expr") return;
+  const std::string_view kind = pgjson::str(n.body, "kind");
+  const std::string_view op = opName(n.body);
+  element l, r;
+  if (!pgjson::get(n.body, "lexpr", l) || !pgjson::get(n.body, "rexpr", r)) return;
+  int table = -1;
+  std::string column;
+  const bool is_column = columnOf(l, facts, false, table, column);
+  if (kind == "AEXPR_OP" && (op == "=" || op == "<>") && asNode(r).type == "A_Const" &&
+      pgjson::constOf(r).type == ConstArg::Type::kNull) {
+    const int op_at = static_cast<int>(pgjson::int64(n.body, "location", -1));
+    const int null_at = locationOf(r);
+    if (op_at < 0 || null_at <= op_at || !wordAt(text.sql, null_at, "null")) return;
+    addIssue(f, text, ScreenIssue::Kind::kNullComparison, is_column ? column : std::string(), op_at,
+             null_at + 4, op == "=" ? "IS NULL" : "IS NOT NULL");
+    return;
+  }
+  if (kind == "AEXPR_IN" && op == "<>") {
+    Node list = asNode(r);
+    array items;
+    if (list.type != "List" || !pgjson::getArray(list.body, "items", items)) return;
+    size_t count = 0;
+    int null_at = -1;
+    for (element item : items) {
+      ++count;
+      if (null_at < 0 && asNode(item).type == "A_Const" && pgjson::constOf(item).type == ConstArg::Type::kNull) {
+        null_at = locationOf(item);
+      }
+    }
+    if (null_at < 0 || count < 2 || !wordAt(text.sql, null_at, "null")) return;
+    // Drop the NULL with the comma before it (or after it, when it comes first).
+    size_t from = static_cast<size_t>(null_at);
+    size_t to = from + 4;
+    size_t back = from;
+    while (back > 0 && std::isspace(static_cast<unsigned char>(text.sql[back - 1]))) --back;
+    if (back > 0 && text.sql[back - 1] == ',') {
+      from = back - 1;
+    } else {
+      const size_t next = skipSpaces(text.sql, to);
+      if (next >= text.sql.size() || text.sql[next] != ',') return;
+      to = skipSpaces(text.sql, next + 1);
+    }
+    addIssue(f, text, ScreenIssue::Kind::kNotInNull, is_column ? column : std::string(),
+             static_cast<int>(from), static_cast<int>(to), "");
+  }
+}
+
+bool isCall(element e, std::string_view name) {
+  Node n = asNode(e);
+  return n.type == "FuncCall" && funcName(n.body) == name && !pgjson::has(n.body, "over");
+}
+
+// count(...) / count(...) (and sum(int column) / count(...)) divide integers: a share comes back
+// 0. sum(DISTINCT x) and avg(DISTINCT x) add equal values of different rows once. Anywhere in
+// the target list's expressions, outside subqueries.
+void expressionIssues(element e, const ScreenFacts& facts, const Text& text, ScreenFacts& f, int depth) {
+  if (depth > kMaxIssueDepth) return;
+  Node n = asNode(e);
+  if (!n || n.type == "SubLink") return;
+  if (n.type == "A_Expr" && pgjson::str(n.body, "kind") == "AEXPR_OP" && opName(n.body) == "/") {
+    element l, r;
+    if (pgjson::get(n.body, "lexpr", l) && pgjson::get(n.body, "rexpr", r) && isCall(r, "count") &&
+        (isCall(l, "count") || isCall(l, "sum"))) {
+      const int op_at = static_cast<int>(pgjson::int64(n.body, "location", -1));
+      if (op_at >= 0 && static_cast<size_t>(op_at) < text.sql.size() && text.sql[static_cast<size_t>(op_at)] == '/') {
+        const size_t before = f.issues.size();
+        addIssue(f, text, ScreenIssue::Kind::kIntegerRatio, isCall(l, "sum") ? "sum" : "count", op_at, op_at,
+                 "* 1.0 ");
+        if (f.issues.size() > before && isCall(l, "sum")) {
+          // Integer division only when the summed column is a smallint or integer: the screen checks.
+          array args;
+          bool resolved = false;
+          if (pgjson::getArray(asNode(l).body, "args", args)) {
+            for (element a : args) {
+              resolved = columnOf(a, facts, facts.tables.size() == 1, f.issues.back().sum_table,
+                                  f.issues.back().sum_column);
+              break;
+            }
+          }
+          if (!resolved) f.issues.pop_back();
+        }
+      }
+    }
+  }
+  if (n.type == "FuncCall" && pgjson::boolean(n.body, "agg_distinct")) {
+    const std::string name = funcName(n.body);
+    const size_t at = argsStart(text.sql, locationOf(e));
+    if ((name == "sum" || name == "avg") && at != std::string_view::npos &&
+        wordAt(text.sql, static_cast<int>(at), "distinct")) {
+      addIssue(f, text, ScreenIssue::Kind::kDistinctMeasure, name, static_cast<int>(at),
+               static_cast<int>(skipSpaces(text.sql, at + 8)), "");
+    }
+  }
+  // Every child node: expressions nest through operators, calls, casts, CASE and COALESCE.
+  const auto visit = [&](element child) { expressionIssues(child, facts, text, f, depth + 1); };
+  for (auto field : n.body) {
+    element v = field.value;
+    if (v.is_array()) {
+      for (element item : v.get_array()) visit(item);
+    } else if (v.is_object()) {
+      visit(v);
+    }
+  }
+}
+
+// count(*) grouped by the preserved side of `a LEFT JOIN b`: a row of a that matched nothing is
+// counted as 1. count(b.key) counts the matches.
+void outerJoinCount(object select, const Text& text, ScreenFacts& f) {
+  array from, groups, targets;
+  if (!pgjson::getArray(select, "fromClause", from) || !pgjson::getArray(select, "groupClause", groups) ||
+      !pgjson::getArray(select, "targetList", targets) || f.tables.size() != 2) {
+    return;
+  }
+  object join;
+  size_t items = 0;
+  for (element item : from) {
+    ++items;
+    Node n = asNode(item);
+    if (n.type == "JoinExpr") join = n.body;
+  }
+  if (items != 1 || pgjson::str(join, "jointype") != "JOIN_LEFT") return;
+  element larg, rarg, quals;
+  if (!pgjson::get(join, "larg", larg) || !pgjson::get(join, "rarg", rarg) ||
+      asNode(larg).type != "RangeVar" || asNode(rarg).type != "RangeVar" || !pgjson::get(join, "quals", quals)) {
+    return;
+  }
+  // Grouped by columns of the preserved table (index 0) only.
+  for (element g : groups) {
+    int table = -1;
+    std::string column;
+    if (!columnOf(g, f, false, table, column) || table != 0) return;
+  }
+  // The join key on the nullable side (index 1).
+  std::vector<ScreenJoinKey> keys;
+  std::vector<object> parts;
+  conjuncts(quals, parts);
+  for (object p : parts) joinKey(p, f, keys);
+  std::string key;
+  for (const auto& k : keys) {
+    if (k.table == 1) {
+      const ScreenTable& t = f.tables[1];
+      key = (t.alias.empty() ? t.name : t.alias) + "." + k.column;
+      break;
+    }
+  }
+  if (key.empty()) return;
+  for (element t : targets) {
+    Node rt = asNode(t);
+    element val;
+    if (rt.type != "ResTarget" || !pgjson::get(rt.body, "val", val)) continue;
+    Node fn = asNode(val);
+    if (fn.type != "FuncCall" || funcName(fn.body) != "count" || !pgjson::boolean(fn.body, "agg_star") ||
+        pgjson::has(fn.body, "over") || pgjson::has(fn.body, "agg_filter")) {
+      continue;
+    }
+    const size_t at = argsStart(text.sql, locationOf(val));
+    if (at == std::string_view::npos || at >= text.sql.size() || text.sql[at] != '*') continue;
+    addIssue(f, text, ScreenIssue::Kind::kOuterJoinCount, key, static_cast<int>(at), static_cast<int>(at + 1), key);
+  }
+}
+
 }  // namespace
 
-void walkScreenFacts(element stmt, ScreenFacts& f) {
+void walkScreenFacts(element stmt, std::string_view sql, int location, ScreenFacts& f) {
   Node n = asNode(stmt);
   if (n.type != "SelectStmt" || pgjson::str(n.body, "op") != "SETOP_NONE") return;
   array from;
@@ -250,10 +523,27 @@ void walkScreenFacts(element stmt, ScreenFacts& f) {
   const bool single = items == 1;
   f.joined = items > 1;
 
+  Text text{sql, std::max(location, 0)};
+  while (static_cast<size_t>(text.base) < sql.size() &&
+         (sql[static_cast<size_t>(text.base)] == ' ' || sql[static_cast<size_t>(text.base)] == '\n' ||
+          sql[static_cast<size_t>(text.base)] == '\t' || sql[static_cast<size_t>(text.base)] == '\r')) {
+    ++text.base;
+  }
+
   element where;
   std::vector<object> parts;
   if (pgjson::get(n.body, "whereClause", where)) conjuncts(where, parts);
-  for (object p : parts) comparison(p, f, single, f.comparisons);
+  for (object p : parts) comparison(p, f, single, text, f.comparisons);
+
+  // Statement-only issues: the conditions (WHERE, HAVING, each JOIN's ON) and the target list.
+  element having;
+  if (pgjson::get(n.body, "whereClause", where)) conditionIssues(where, f, text, f, 0);
+  if (pgjson::get(n.body, "havingClause", having)) conditionIssues(having, f, text, f, 0);
+  array targets;
+  if (pgjson::getArray(n.body, "targetList", targets)) {
+    for (element t : targets) expressionIssues(t, f, text, f, 0);
+  }
+  outerJoinCount(n.body, text, f);
 
   element limit;
   if (pgjson::get(n.body, "limitCount", limit) && !pgjson::has(n.body, "sortClause")) {

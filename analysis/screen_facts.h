@@ -33,6 +33,11 @@ struct ScreenComparison {
   bool inclusive = true;  // >=, <= (and BETWEEN) rather than >, <
   int table = -1;         // index into ScreenFacts::tables; -1: unqualified with several tables
   std::string column;
+  // A range's upper end written `<=` or BETWEEN: the predicate's span in the text (for the
+  // corrected statement when a timestamp column is cut at midnight); -1 otherwise.
+  int location = -1;
+  int length = 0;
+  bool between = false;
   std::vector<ScreenValue> values;  // one for ranges and =, the list for IN
   bool operator==(const ScreenComparison&) const = default;
 };
@@ -43,6 +48,28 @@ struct ScreenJoinKey {
   bool operator==(const ScreenJoinKey&) const = default;
 };
 
+// A statement-only mistake (docs/answers.md): its answer is probably wrong whatever the data
+// holds. The corrected statement is the text with [location, location + length) (byte offsets in
+// the whole text, as the statement's own) replaced by `replacement`.
+struct ScreenIssue {
+  enum class Kind : uint8_t {
+    kNullComparison,   // col = NULL, col <> NULL: never true
+    kNotInNull,        // col NOT IN (..., NULL): never true
+    kIntegerRatio,     // count(...) / count(...): integer division
+    kDistinctMeasure,  // sum(DISTINCT x), avg(DISTINCT x): equal values of different rows collapse
+    kOuterJoinCount,   // count(*) per row of a LEFT JOIN's preserved side: 1 where nothing matched
+  };
+  Kind kind = Kind::kNullComparison;
+  std::string subject;      // the column (or aggregate) as written
+  int location = -1;
+  int length = 0;
+  std::string replacement;
+  // kIntegerRatio over sum(t.col): integer division only when the column is smallint or integer.
+  int sum_table = -1;
+  std::string sum_column;
+  bool operator==(const ScreenIssue&) const = default;
+};
+
 struct ScreenFacts {
   std::vector<ScreenTable> tables;          // the outermost FROM's plain tables, in order
   std::vector<ScreenComparison> comparisons;  // conjuncts of the outermost WHERE
@@ -51,9 +78,11 @@ struct ScreenFacts {
   bool joined = false;                      // the outermost FROM joins two or more items
   std::vector<ScreenJoinKey> join_keys;     // pairs (2i, 2i+1): columns equated across two tables
   std::vector<int> summed_tables;           // tables whose column a sum(t.col) adds up
+  std::vector<ScreenIssue> issues;          // statement-only mistakes (bounded)
   // Nothing here could make a screen speak (UNFILTERED and PARTIAL_RESULT need no facts).
   bool empty() const {
-    return comparisons.empty() && !limit_without_order && !(count_or_sum && joined);
+    return comparisons.empty() && !limit_without_order && !(count_or_sum && joined) &&
+           issues.empty();
   }
   bool operator==(const ScreenFacts&) const = default;
 };

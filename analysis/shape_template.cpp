@@ -42,7 +42,11 @@ void forEachField(Analysis& a, Visitor& v) {
     }
     for (ScreenComparison& cmp : st.screen.comparisons) {
       for (ScreenValue& value : cmp.values) v.text(value.text);
+      v.span(cmp.location, cmp.length);
     }
+    // Relative to the statement's screened text: they map like offsets in the whole text for a
+    // text's first statement; for a later one the probes fail and no template is kept.
+    for (ScreenIssue& issue : st.screen.issues) v.span(issue.location, issue.length);
   }
 }
 

@@ -16,7 +16,8 @@ void walkStatement(pgjson::element stmt, std::string_view sql, StatementInfo& ou
 
 // Fills the result screens' facts of a SELECT (screen_facts.cpp); other statements leave `out`
 // empty.
-void walkScreenFacts(pgjson::element stmt, ScreenFacts& out);
+// `sql` is the whole text and `location` the statement's offset in it (for the issues' spans).
+void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, ScreenFacts& out);
 
 // The byte length of the literal token (number, ALL, NULL, quoted string) starting at `pos`.
 int literalLength(std::string_view sql, int pos);

@@ -43,8 +43,17 @@ inline constexpr std::string_view kUnfiltered = "UNFILTERED";
 inline constexpr std::string_view kArbitraryRows = "ARBITRARY_ROWS";
 inline constexpr std::string_view kPartialResult = "PARTIAL_RESULT";
 inline constexpr std::string_view kFanoutJoin = "FANOUT_JOIN";
-inline constexpr std::string_view kResultScreens[] = {kUnknownValue, kOutOfRange,   kUnfiltered,
-                                                      kArbitraryRows, kPartialResult, kFanoutJoin};
+// Screens of the statement itself (they speak whatever the result holds).
+inline constexpr std::string_view kNullComparison = "NULL_COMPARISON";
+inline constexpr std::string_view kNotInNull = "NOT_IN_NULL";
+inline constexpr std::string_view kIntegerDivision = "INTEGER_DIVISION";
+inline constexpr std::string_view kDistinctMeasure = "DISTINCT_MEASURE";
+inline constexpr std::string_view kOuterJoinCount = "OUTER_JOIN_COUNT";
+inline constexpr std::string_view kTimestampDateBound = "TIMESTAMP_DATE_BOUND";
+inline constexpr std::string_view kResultScreens[] = {
+    kUnknownValue,     kOutOfRange,      kUnfiltered,      kArbitraryRows,
+    kPartialResult,    kFanoutJoin,      kNullComparison,  kNotInNull,
+    kIntegerDivision,  kDistinctMeasure, kOuterJoinCount,  kTimestampDateBound};
 
 // Guarded writes (docs/writes.md). Denials: a write before the table was read (55000
 // object_not_in_prerequisite_state), a write or DDL outside BEGIN (25P01 no_active_sql_transaction),
@@ -91,7 +100,8 @@ inline constexpr std::string_view kAll[] = {
     kSeqScan,        kCostTooHigh,      kJoinExplosion,       kInvalidArguments, kRangeTooWide,
     kRangeReversed,  kRangeRequired,    kSyntaxError,         kPlanUnavailable,
     kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
-    kArbitraryRows,  kPartialResult,    kFanoutJoin,
+    kArbitraryRows,  kPartialResult,    kFanoutJoin,          kNullComparison, kNotInNull,
+    kIntegerDivision, kDistinctMeasure, kOuterJoinCount,      kTimestampDateBound,
     kLookFirst,      kTransactionRequired, kTooManyRows,   kDdlNotAllowed,  kWriteHidden,
     kWriteEscape,    kWriteNotAlone,    kTransactionRolledBack,
     kTransactionOpen, kTransactionCommitted, kTransactionDiscarded, kSessionState};

@@ -75,6 +75,10 @@ bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
   if (detail::nothingMatched(r) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
   if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
   if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN
+  if (!f.issues.empty()) return true;  // the statement-only screens speak whatever the result
+  for (const auto& c : f.comparisons) {
+    if (c.location >= 0) return true;  // TIMESTAMP_DATE_BOUND, if the column is a timestamp
+  }
   return r.rows >= detail::kBigTableRows * 9 / 10;                      // UNFILTERED
 }
 
@@ -88,6 +92,8 @@ std::vector<guards::Verdict> screenResult(const ScreenInput& in) {
   detail::arbitraryRows(in, found);
   detail::partialResult(in, found);
   detail::fanoutJoin(in, found);
+  detail::statementIssues(in, found);
+  detail::timestampBound(in, found);
   if (found.empty()) return out;
   static const guards::PolicyGroup kDefaultGroup("", {}, {});
   const guards::PolicyGroup& group = in.group ? *in.group : kDefaultGroup;

@@ -46,5 +46,12 @@ void unfiltered(const ScreenInput& in, Findings& out);
 void arbitraryRows(const ScreenInput& in, Findings& out);
 void partialResult(const ScreenInput& in, Findings& out);
 void fanoutJoin(const ScreenInput& in, Findings& out);
+void statementIssues(const ScreenInput& in, Findings& out);
+void timestampBound(const ScreenInput& in, Findings& out);
+
+// The statement's screened text with [location, location + length) replaced: the corrected
+// statement a hint shows; empty when the text is not at hand (cut for history).
+std::string correctedStatement(const ScreenInput& in, int location, int length,
+                               std::string_view replacement);
 
 }  // namespace pgwarden::screens::detail

@@ -415,3 +415,34 @@ TEST(ShapeCache, ProbeTextsKeepTheShape) {
 
 }  // namespace
 }  // namespace pgwarden::guards
+
+namespace pgwarden::guards {
+namespace {
+
+// The statement-only screens' facts hold spans into the text: a template must move them with the
+// literals before them, or not be kept.
+TEST(ShapeCache, ScreenIssueSpansFollowTheLiterals) {
+  const std::vector<std::string> bases = {
+      "SELECT count(*) FROM t WHERE region = 'north' AND status = NULL",
+      "SELECT count(*) FROM t WHERE status NOT IN ('a', NULL, 'bbbb') AND id > 5",
+      "SELECT count(*) FILTER (WHERE status = 'PAID') / count(*) FROM t WHERE id > 10",
+      "SELECT sum(DISTINCT amount) FROM t WHERE region = 'x'",
+      "SELECT count(*) FROM t WHERE created_at BETWEEN '2024-01-01' AND '2024-01-31' AND id = 7",
+      "SELECT c.id, count(*) FROM c LEFT JOIN o ON o.cid = c.id WHERE c.region = 'eu' GROUP BY c.id",
+  };
+  std::vector<std::string> texts;
+  for (const std::string& b : bases) {
+    for (std::string& v : variantsOf(b)) texts.push_back(std::move(v));
+  }
+  Analyzer analyzer;
+  expectSameAsUncached(analyzer, texts);
+  const auto a = analyzeUncached("SELECT count(*) FROM t WHERE region = 'north' AND status = NULL");
+  ASSERT_EQ(a->statements.at(0).screen.issues.size(), 1u);
+  const ScreenIssue& issue = a->statements[0].screen.issues[0];
+  EXPECT_EQ(issue.kind, ScreenIssue::Kind::kNullComparison);
+  EXPECT_EQ(issue.subject, "status");
+  EXPECT_EQ(issue.replacement, "IS NULL");
+}
+
+}  // namespace
+}  // namespace pgwarden::guards

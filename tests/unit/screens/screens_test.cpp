@@ -279,3 +279,82 @@ TEST(WorthScreening, OnlyShapesThatCanBeFlagged) {
 
 }  // namespace
 }  // namespace pgwarden::screens
+
+namespace pgwarden::screens {
+namespace {
+
+// The statement-only screens speak on any result, and their hint is the statement corrected.
+TEST(StatementIssues, NullComparisonAndNotInNullWithTheCorrectedStatement) {
+  Screening r;
+  r.result = rows(3);
+  auto vs = r.screen("SELECT id FROM fct_shipments WHERE status = NULL OR status <> null");
+  ASSERT_EQ(codesOf(vs), (std::vector<std::string>{"NULL_COMPARISON", "NULL_COMPARISON"}));
+  EXPECT_EQ(vs[0].hint, "SELECT id FROM fct_shipments WHERE status IS NULL OR status <> null");
+  EXPECT_EQ(vs[1].hint, "SELECT id FROM fct_shipments WHERE status = NULL OR status IS NOT NULL");
+  vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A', NULL)");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"NOT_IN_NULL"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A')");
+  vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status NOT IN (NULL,  'A')");
+  EXPECT_EQ(vs.at(0).hint, "SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A')");
+  // IS NULL, IN with a NULL, a NULL compared by IS DISTINCT FROM: correct, silent.
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IS NULL").empty());
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IN ('A', NULL)").empty());
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IS DISTINCT FROM NULL").empty());
+}
+
+TEST(StatementIssues, IntegerDivisionOfCountsAndDistinctMeasures) {
+  Screening r;
+  r.result = rows(1);
+  auto vs = r.screen("SELECT count(*) FILTER (WHERE status = 'DELAYED') / count(*) FROM fct_shipments");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"INTEGER_DIVISION"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FILTER (WHERE status = 'DELAYED') * 1.0 / count(*) FROM fct_shipments");
+  EXPECT_TRUE(r.screen("SELECT count(*) * 1.0 / count(*) FROM fct_shipments").empty());
+  EXPECT_TRUE(r.screen("SELECT count(*) / 2 FROM fct_shipments").empty());
+  // sum() of a column whose type is not known to be an integer: silent.
+  EXPECT_TRUE(r.screen("SELECT sum(order_id) / count(*) FROM fct_shipments").empty());
+  vs = r.screen("SELECT sum(DISTINCT order_id) FROM fct_shipments");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"DISTINCT_MEASURE"});
+  EXPECT_EQ(vs[0].hint, "SELECT sum(order_id) FROM fct_shipments");
+  EXPECT_TRUE(r.screen("SELECT count(DISTINCT order_id) FROM fct_shipments").empty());
+}
+
+TEST(StatementIssues, CountStarOverTheUnmatchedRowsOfALeftJoin) {
+  Screening r;
+  r.result = rows(5);
+  auto vs = r.screen(
+      "SELECT o.id, count(*) FROM orders o LEFT JOIN fct_shipments s ON s.order_id = o.id GROUP BY o.id");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"OUTER_JOIN_COUNT"});
+  EXPECT_EQ(vs[0].hint,
+            "SELECT o.id, count(s.order_id) FROM orders o LEFT JOIN fct_shipments s ON s.order_id = o.id "
+            "GROUP BY o.id");
+  // Grouped by the nullable side, an inner join, no GROUP BY: silent.
+  EXPECT_TRUE(r.screen("SELECT s.status, count(*) FROM orders o LEFT JOIN fct_shipments s "
+                       "ON s.order_id = o.id GROUP BY s.status")
+                  .empty());
+  EXPECT_TRUE(r.screen("SELECT o.id, count(*) FROM orders o JOIN fct_shipments s ON s.order_id = o.id "
+                       "GROUP BY o.id")
+                  .empty());
+}
+
+TEST(TimestampDateBound, ARangeEndingAtABareDateOnATimestamp) {
+  Screening r;
+  r.stats = TableStatsSnapshot::fromRows(
+      {{"public", "events", "5000", "", ""}},
+      {{"public", "events", "at", "timestamp without time zone", "D", "", "", "", "", "-0.9", "", "true", "false"},
+       {"public", "events", "day", "date", "D", "", "", "", "", "-0.1", "", "true", "false"}});
+  r.result = rows(1);
+  auto vs = r.screen("SELECT count(*) FROM events WHERE at BETWEEN '2024-01-01' AND '2024-02-29'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"TIMESTAMP_DATE_BOUND"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM events WHERE at >= '2024-01-01' AND at < '2024-03-01'");
+  vs = r.screen("SELECT count(*) FROM events WHERE at <= '2024-12-31' AND day > '2024-01-01'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"TIMESTAMP_DATE_BOUND"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM events WHERE at < '2025-01-01' AND day > '2024-01-01'");
+  // A date column, a time of day, a cast to date, an exclusive end: silent.
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM events WHERE day <= '2024-12-31'").empty());
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM events WHERE at <= '2024-12-31 23:59:59'").empty());
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM events WHERE at::date <= '2024-12-31'").empty());
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM events WHERE at < '2024-12-31'").empty());
+}
+
+}  // namespace
+}  // namespace pgwarden::screens
