@@ -24,6 +24,7 @@
 #include "mcp/mcp_host.h"
 #include "mcp/operator_call.h"
 #include "mcp/operator_tools.h"
+#include "mcp/request_checks.h"
 #include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
 #include "mcp/write_tools.h"
@@ -38,17 +39,6 @@ using daemon::HttpRequest;
 using daemon::HttpResponse;
 using daemon::HttpTransport;
 using daemon::HttpTransportOptions;
-
-// The protocol versions served, oldest first; the last is offered to a client asking for another.
-inline constexpr const char* kProtocolVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
-bool supportedProtocolVersion(std::string_view v);
-
-// Whether an Origin header value may call the endpoint: loopback origins always, others only
-// when listed in mcp.allowed_origins (exactly, scheme and port included).
-bool originAllowed(std::string_view origin, const std::vector<std::string>& allowed);
-// Whether a Host header names the loopback listener by a loopback name (127.0.0.1, [::1],
-// localhost, with or without a port), or an allowed origin's host.
-bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins);
 
 // How tool calls end, for metrics.
 inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
