@@ -51,7 +51,13 @@ enum class AuthMethod { kScramSha256, kMd5, kTrust };
 const char* authMethodName(AuthMethod m);
 
 struct AuthConfig {
+  // Failed logins per minute of one credential (a user name, an MCP token) from one address;
+  // past it that credential is refused there for the minute, others still log in.
   int failed_attempts_per_minute = 20;
+  // Failed logins per minute from one address, whatever the credential: past it the address is
+  // refused for the minute. A client retrying one wrong credential stops counting at the limit
+  // above, so only an address guessing through many credentials gets here.
+  int failed_attempts_per_address = 500;
   // The challenge a user who is not in `users` gets, as PostgreSQL answers a missing role with
   // its password_encryption method: scram-sha-256 or md5.
   AuthMethod unknown_user_method = AuthMethod::kScramSha256;

@@ -36,6 +36,9 @@ struct McpConfig {
   uint64_t max_body_bytes = 1u << 20;
   int max_connections = 128;
   int max_sessions = 64;
+  // Sessions one principal (a bearer token, or the loopback-trusted caller) may hold: its flood
+  // makes room among its own sessions, never another's.
+  int max_sessions_per_principal = 16;
   int max_requests_per_session = 4;  // tool calls in flight per MCP session
   std::chrono::milliseconds read_timeout{10000};     // first byte .. whole request
   std::chrono::milliseconds keepalive_timeout{60000};  // an idle HTTP connection closes

@@ -486,6 +486,7 @@ AdminConsole::Table AdminConsole::showConfig() const {
   add("limits.client_idle_timeout", ms(c.limits.client_idle_timeout));
   add("limits.shutdown_timeout", ms(c.limits.shutdown_timeout));
   add("auth.failed_attempts_per_minute", std::to_string(c.auth.failed_attempts_per_minute));
+  add("auth.failed_attempts_per_address", std::to_string(c.auth.failed_attempts_per_address));
   std::string admins;
   for (const auto& a : c.admin_users) admins += (admins.empty() ? "" : ",") + a;
   add("admin_users", admins);

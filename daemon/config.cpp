@@ -298,11 +298,13 @@ void parseAuth(const YAML::Node& n, const std::string& config_path, const std::s
                AuthConfig& out) {
   out.salt_key_file = state_dir + "/salt.key";
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(
-      n, "auth",
-      {"failed_attempts_per_minute", "unknown_user_method", "salt_key", "salt_key_file"});
+  cfg::checkKeys(n, "auth",
+                 {"failed_attempts_per_minute", "failed_attempts_per_address",
+                  "unknown_user_method", "salt_key", "salt_key_file"});
   out.failed_attempts_per_minute = static_cast<int>(cfg::getInt(
       n, "auth", "failed_attempts_per_minute", out.failed_attempts_per_minute, 1, 1000000));
+  out.failed_attempts_per_address = static_cast<int>(cfg::getInt(
+      n, "auth", "failed_attempts_per_address", out.failed_attempts_per_address, 1, 1000000));
   const std::string method = cfg::getString(n, "auth", "unknown_user_method", "scram-sha-256");
   if (method == "scram-sha-256") {
     out.unknown_user_method = AuthMethod::kScramSha256;

@@ -129,8 +129,9 @@ class Daemon final : public mcp::McpHost {
   void writeTransactionEnded(TxnEnd how) override;
   void writeCounted(int64_t rows_written, bool undone) override;
   bool statsLoading(const std::string& server_database) override;
-  bool loginBlocked(const std::string& peer_host) override;
-  void loginFailed(const std::string& peer_host) override;
+  AuthLimiter::Block loginBlocked(const std::string& peer_host,
+                                  const std::string& credential) override;
+  void loginFailed(const std::string& peer_host, const std::string& credential) override;
   void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
   // The MCP endpoint (null when mcp.listen is not set).
   const mcp::McpServer* mcpServer() const { return mcp_.get(); }

@@ -64,10 +64,15 @@ bool Daemon::statsLoading(const std::string& server_database) {
 
 guards::GuardObserver* Daemon::guardObserver() { return metrics_.get(); }
 
-bool Daemon::loginBlocked(const std::string& peer_host) {
-  return auth_limiter_.blocked(peer_host, nowMs(), config_->auth.failed_attempts_per_minute);
+AuthLimiter::Block Daemon::loginBlocked(const std::string& peer_host,
+                                        const std::string& credential) {
+  const AuthConfig& a = config_->auth;
+  return auth_limiter_.blocked(peer_host, credential, nowMs(),
+                               {a.failed_attempts_per_minute, a.failed_attempts_per_address});
 }
 
-void Daemon::loginFailed(const std::string& peer_host) { auth_limiter_.recordFailure(peer_host, nowMs()); }
+void Daemon::loginFailed(const std::string& peer_host, const std::string& credential) {
+  (void)auth_limiter_.recordFailure(peer_host, credential, nowMs());
+}
 
 }  // namespace pgwarden::daemon

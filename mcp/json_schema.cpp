@@ -12,22 +12,14 @@
 #include <utility>
 
 #include "mcp/json_formats.h"
-
-// GCC 12 under ASan warns -Wmaybe-uninitialized inside libstdc++'s <regex> (a false positive
-// that -Werror makes a failed build): silenced for that header and this file's code using it.
-// Clang (the fuzz build) has no such warning and would reject the unknown name.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <regex>
+#include "mcp/json_pattern.h"
 
 namespace pgwarden::mcp {
 
 namespace {
 
-// std::regex matches recursively, a few frames per character: a longer string is refused rather
-// than risking the stack on a call's argument.
+// A value matched against a pattern is at most this long: JsonPattern's depth and heap limits
+// are sized for it, so an ordinary pattern never hits them on a value that passes this check.
 constexpr size_t kMaxPatternSubject = 1024;
 // A value quoted back in a message is cut here: the model needs to recognise it, not reread it.
 constexpr size_t kMaxEcho = 80;
@@ -63,8 +55,7 @@ struct SchemaNode {
   std::optional<Json> minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf;
   std::optional<size_t> minLength, maxLength, minItems, maxItems;
   bool uniqueItems = false;
-  std::string patternSource;
-  std::shared_ptr<const std::regex> pattern;
+  std::optional<JsonPattern> pattern;
   std::optional<StringFormat> format;
   std::shared_ptr<const SchemaNode> items;
   std::optional<Json> defaultValue;
@@ -429,12 +420,10 @@ class Compiler {
 
   void pattern(Node& n, const Json& v, const std::string& at) {
     if (!v.is_string()) return void(fail(at, "pattern must be a string"));
-    n.patternSource = v.get<std::string>();
-    try {
-      n.pattern = std::make_shared<const std::regex>(n.patternSource, std::regex::ECMAScript);
-    } catch (const std::exception& e) {
-      fail(at, "invalid regular expression " + echo(v) + ": " + e.what());
-    }
+    auto compiled = JsonPattern::compile(v.get_ref<const std::string&>());
+    if (!compiled)
+      return void(fail(at, "invalid regular expression " + echo(v) + ": " + compiled.error()));
+    n.pattern = std::move(compiled).value();
   }
 
   std::string error_;
@@ -563,21 +552,28 @@ class Validator {
           kMaxPatternSubject);
       return;
     }
-    bool matched = false;
-    try {
-      matched = std::regex_search(s, *n.pattern);
-    } catch (const std::exception&) {
-      add(path, "pattern",
-          subject(path) + " could not be checked against the pattern " + quote(n.patternSource) +
-              " (too complex); send a simpler value",
-          n.patternSource);
-      return;
+    const std::string& source = n.pattern->source();
+    switch (n.pattern->search(s)) {
+      case JsonPattern::Outcome::kMatch:
+        return;
+      case JsonPattern::Outcome::kNoMatch:
+        return add(path, "pattern",
+                   subject(path) + " must match the regular expression " + quote(source) +
+                       "; got " + quote(s),
+                   source);
+      case JsonPattern::Outcome::kLimit:
+        return add(
+            path, "pattern",
+            subject(path) + " could not be checked against the pattern " + quote(source) +
+                ": the match limit was reached (the pattern backtracks too much on this value); " +
+                "send a shorter or simpler value",
+            source);
+      case JsonPattern::Outcome::kBadSubject:
+        return add(path, "pattern",
+                   subject(path) + " could not be checked against the pattern " + quote(source) +
+                       " (not valid UTF-8); send the value as valid UTF-8 text",
+                   source);
     }
-    if (!matched)
-      add(path, "pattern",
-          subject(path) + " must match the regular expression " + quote(n.patternSource) +
-              "; got " + quote(s),
-          n.patternSource);
   }
 
   void checkArray(const Node& n, const Json& v, const std::string& path) {

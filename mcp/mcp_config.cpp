@@ -12,10 +12,10 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, "mcp");
   cfg::checkKeys(n, "mcp",
-                 {"listen", "path", "tls", "tokens", "trust_loopback", "database", "allowed_origins",
-                  "max_body_bytes", "max_connections", "max_sessions", "max_requests_per_session",
-                  "read_timeout", "keepalive_timeout", "session_idle_timeout", "max_rows",
-                  "max_result_bytes"});
+                 {"listen", "path", "tls", "tokens", "trust_loopback", "database",
+                  "allowed_origins", "max_body_bytes", "max_connections", "max_sessions",
+                  "max_sessions_per_principal", "max_requests_per_session", "read_timeout",
+                  "keepalive_timeout", "session_idle_timeout", "max_rows", "max_result_bytes"});
   out.listen = cfg::getString(n, "mcp", "listen", "");
   out.path = cfg::getString(n, "mcp", "path", out.path);
   if (out.path.empty() || out.path.front() != '/' ||
@@ -55,6 +55,8 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   }
   out.max_connections = static_cast<int>(cfg::getInt(n, "mcp", "max_connections", out.max_connections, 1, 100000));
   out.max_sessions = static_cast<int>(cfg::getInt(n, "mcp", "max_sessions", out.max_sessions, 1, 100000));
+  out.max_sessions_per_principal = static_cast<int>(cfg::getInt(
+      n, "mcp", "max_sessions_per_principal", out.max_sessions_per_principal, 1, 100000));
   out.max_requests_per_session = static_cast<int>(
       cfg::getInt(n, "mcp", "max_requests_per_session", out.max_requests_per_session, 1, 1000));
   out.read_timeout = cfg::getDuration(n, "mcp", "read_timeout", out.read_timeout);

@@ -13,6 +13,7 @@
 
 #include "guards/policy.h"
 #include "pool/pooled_connection.h"
+#include "session/auth_limiter.h"
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
@@ -61,9 +62,11 @@ class McpHost {
   virtual void watchDatabase(const std::string& server_database) = 0;
   virtual guards::BudgetLedger* budgets() = 0;
   virtual guards::GuardObserver* guardObserver() = 0;
-  // The per-address login limiter shared with SQL logins.
-  virtual bool loginBlocked(const std::string& peer_host) = 0;
-  virtual void loginFailed(const std::string& peer_host) = 0;
+  // The failed-login limiter shared with SQL logins, by address and credential
+  // (AuthLimiter::tokenCredential of a presented token's hash).
+  virtual daemon::AuthLimiter::Block loginBlocked(const std::string& peer_host,
+                                                  const std::string& credential) = 0;
+  virtual void loginFailed(const std::string& peer_host, const std::string& credential) = 0;
   // A process-wide session id (history's session_id), shared with SQL sessions.
   virtual uint64_t nextSessionId() = 0;
 };

@@ -12,7 +12,6 @@ namespace pgwarden::mcp {
 namespace {
 
 constexpr uint64_t kTimerMs = 1000;
-constexpr int kSessionNotFound = -32001;
 constexpr int kServerBusy = -32000;
 // How long before an idle session expires its stream is warned (at most; half the timeout when
 // that is shorter).
@@ -46,63 +45,7 @@ bool contains(std::string_view haystack, std::string_view needle) {
   return false;
 }
 
-// "host[:port]" of an origin or Host value, split; host lower-cased, brackets kept for IPv6.
-std::string hostPart(std::string_view hostport) {
-  std::string h;
-  if (!hostport.empty() && hostport.front() == '[') {
-    const auto close = hostport.find(']');
-    h = std::string(hostport.substr(0, close == std::string_view::npos ? hostport.size() : close + 1));
-  } else {
-    h = std::string(hostport.substr(0, hostport.find(':')));
-  }
-  for (char& c : h) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  }
-  return h;
-}
-
-bool loopbackName(std::string_view host) {
-  return host == "localhost" || host == "127.0.0.1" || host == "[::1]";
-}
-
-bool isLoopbackListen(std::string_view listen) {
-  return listen.rfind("127.", 0) == 0 || listen.rfind("[::1]", 0) == 0 || listen.rfind("localhost:", 0) == 0;
-}
-
 }  // namespace
-
-bool supportedProtocolVersion(std::string_view v) {
-  for (const char* s : kProtocolVersions) {
-    if (v == s) return true;
-  }
-  return false;
-}
-
-bool originAllowed(std::string_view origin, const std::vector<std::string>& allowed) {
-  for (const auto& a : allowed) {
-    if (origin == a) return true;
-  }
-  std::string_view rest;
-  if (origin.rfind("http://", 0) == 0) {
-    rest = origin.substr(7);
-  } else if (origin.rfind("https://", 0) == 0) {
-    rest = origin.substr(8);
-  } else {
-    return false;
-  }
-  if (rest.find('/') != std::string_view::npos) return false;
-  return loopbackName(hostPart(rest));
-}
-
-bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins) {
-  const std::string h = hostPart(host);
-  if (loopbackName(h)) return true;
-  for (const auto& a : allowed_origins) {
-    const auto p = a.find("://");
-    if (p != std::string::npos && hostPart(std::string_view(a).substr(p + 3)) == h) return true;
-  }
-  return false;
-}
 
 McpServer::McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
                      std::shared_ptr<const daemon::TlsContext> tls)
@@ -201,6 +144,7 @@ void McpServer::setConfig(McpConfig config) {
   config_.trust_loopback = std::move(config.trust_loopback);
   config_.allowed_origins = std::move(config.allowed_origins);
   config_.max_sessions = config.max_sessions;
+  config_.max_sessions_per_principal = config.max_sessions_per_principal;
   config_.max_requests_per_session = config.max_requests_per_session;
   config_.session_idle_timeout = config.session_idle_timeout;
   config_.max_rows = config.max_rows;
@@ -247,31 +191,48 @@ void McpServer::respondJson(uint64_t exchange, int status, const Json& body, boo
   if (transport_) transport_->respond(exchange, std::move(r));
 }
 
-std::string McpServer::authenticate(uint64_t exchange, const HttpRequest& req) {
+std::optional<McpServer::Caller> McpServer::authenticate(uint64_t exchange,
+                                                         const HttpRequest& req) {
   const std::string_view authz = req.header("authorization");
-  if (host_.loginBlocked(req.peer_host)) {
-    respondPlain(exchange, 429, "too many failed attempts from this address; try again in a minute",
-                 {{"Retry-After", "60"}});
-    return {};
-  }
   if (authz.empty()) {
-    if (!config_.trust_loopback.empty() && req.loopback) return config_.trust_loopback;
+    // The loopback-trusted caller presents no credential, so no one's failures can lock it out.
+    if (!config_.trust_loopback.empty() && req.loopback)
+      return Caller{config_.trust_loopback, "loopback"};
     ++counters_.unauthorized;
     respondPlain(exchange, 401, "a bearer token is required", {{"WWW-Authenticate", "Bearer"}});
-    return {};
+    return std::nullopt;
   }
   auto token = bearerToken(authz);
+  // Failures count against what was presented (its hash, never the token) from this address: a
+  // client retrying a wrong token is refused, the right tokens from the same address are not.
+  const std::string digest = toHex(sha256(token ? *token : authz));
+  const std::string credential = daemon::AuthLimiter::tokenCredential(digest);
+  switch (host_.loginBlocked(req.peer_host, credential)) {
+    case daemon::AuthLimiter::Block::kNone:
+      break;
+    case daemon::AuthLimiter::Block::kCredential:
+      respondPlain(exchange, 429,
+                   "too many failed attempts with this token from this address; check the token "
+                   "(pgwarden token USER makes a new one) or try again in a minute",
+                   {{"Retry-After", "60"}});
+      return std::nullopt;
+    case daemon::AuthLimiter::Block::kAddress:
+      respondPlain(exchange, 429,
+                   "too many failed attempts from this address; try again in a minute",
+                   {{"Retry-After", "60"}});
+      return std::nullopt;
+  }
   std::optional<std::string> user;
   if (token) user = userForToken(config_.tokens, *token);
   if (!user) {
     ++counters_.unauthorized;
-    host_.loginFailed(req.peer_host);
+    host_.loginFailed(req.peer_host, credential);
     spdlog::warn("mcp: rejected a request from {}: invalid bearer token", logsafe(req.peer_host));
     respondPlain(exchange, 401, "invalid token",
                  {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}});
-    return {};
+    return std::nullopt;
   }
-  return *user;
+  return Caller{std::move(*user), "token:" + digest.substr(0, 16)};
 }
 
 void McpServer::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
@@ -291,16 +252,16 @@ void McpServer::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
     respondJson(exchange, 403, rpcError(nullptr, kInvalidRequest, "Forbidden: Host not allowed"), false);
     return;
   }
-  const std::string user = authenticate(exchange, req);
-  if (user.empty()) return;
+  const auto caller = authenticate(exchange, req);
+  if (!caller) return;
   if (draining_ && req.method != "DELETE") {
     respondPlain(exchange, 503, "pgwarden is shutting down", {{"Retry-After", "5"}});
   } else if (req.method == "POST") {
-    handlePost(exchange, req, user);
+    handlePost(exchange, req, *caller);
   } else if (req.method == "GET") {
-    handleGet(exchange, req, user);
+    handleGet(exchange, req, caller->user);
   } else if (req.method == "DELETE") {
-    handleDelete(exchange, req, user);
+    handleDelete(exchange, req, caller->user);
   } else {
     respondPlain(exchange, 405, "method not allowed", {{"Allow", "GET, POST, DELETE"}});
   }
@@ -324,7 +285,7 @@ void McpServer::handleDelete(uint64_t exchange, const HttpRequest& req, const st
     respondPlain(exchange, 404, "no such session");
     return;
   }
-  endSession(id, "deleted by the client");
+  endSession(id, SessionEnd::kDeleted);
   respondPlain(exchange, 200, "");
 }
 
@@ -350,7 +311,7 @@ void McpServer::handleGet(uint64_t exchange, const HttpRequest& req, const std::
   }
   auto it = sessions_.find(sid);
   if (it == sessions_.end() || it->second.who.user != user) {
-    respondJson(exchange, 404, rpcError(nullptr, kSessionNotFound, "Session not found"), false);
+    respondJson(exchange, 404, sessionNotFound(ended_, sid, user), false);
     return;
   }
   it->second.last_used_ms = uv_now(loop_);
@@ -363,7 +324,8 @@ void McpServer::handleGet(uint64_t exchange, const HttpRequest& req, const std::
   streams_.open(sid, exchange, uv_now(loop_));
 }
 
-void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user) {
+void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const Caller& caller) {
+  const std::string& user = caller.user;
   const std::string_view ctype = req.header("content-type");
   if (!contains(ctype, "application/json")) {
     respondJson(exchange, 415, rpcError(nullptr, kInvalidRequest, "Unsupported Media Type: use application/json"), false);
@@ -385,7 +347,7 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std:
   if (!sid.empty()) {
     auto it = sessions_.find(sid);
     if (it == sessions_.end() || it->second.who.user != user) {
-      respondJson(exchange, 404, rpcError(nullptr, kSessionNotFound, "Session not found"), sse);
+      respondJson(exchange, 404, sessionNotFound(ended_, sid, user), sse);
       return;
     }
     session = &it->second;
@@ -423,14 +385,14 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const std:
   for (const auto& m : parsed.messages) {
     if (m.kind != RpcMessage::Kind::kRequest) {
       Json ignored;
-      handleMessage(ex, 0, session, m, req, user, ignored);
+      handleMessage(ex, 0, session, m, req, caller, ignored);
       continue;
     }
     any_request = true;
     const size_t slot = ex.responses.size();
     ex.responses.emplace_back(nullptr);
     Json response;
-    if (handleMessage(ex, slot, session, m, req, user, response)) {
+    if (handleMessage(ex, slot, session, m, req, caller, response)) {
       ex.responses[slot] = std::move(response);
     } else {
       ++ex.outstanding;
@@ -456,14 +418,16 @@ void McpServer::sendExchange(Exchange& ex) {
     body = ex.responses.empty() ? Json(nullptr) : std::move(ex.responses.front());
   }
   const bool sse = ex.sse;
+  const int status = ex.status;
+  if (status != 200) headers.emplace_back("Retry-After", status == 429 ? "60" : "5");
   exchanges_.erase(id);
-  respondJson(id, 200, body, sse, std::move(headers));
+  respondJson(id, status, body, sse, std::move(headers));
 }
 
 // ----- JSON-RPC --------------------------------------------------------------------------------
 
 bool McpServer::handleMessage(Exchange& ex, size_t slot, Session* session, const RpcMessage& m,
-                              const HttpRequest& req, const std::string& user, Json& response) {
+                              const HttpRequest& req, const Caller& caller, Json& response) {
   if (m.kind == RpcMessage::Kind::kResponse) return true;  // pgwarden asks the client nothing
   if (m.kind == RpcMessage::Kind::kNotification) {
     if (!session) return true;
@@ -481,8 +445,7 @@ bool McpServer::handleMessage(Exchange& ex, size_t slot, Session* session, const
     return true;
   }
   if (m.method == "initialize") {
-    bool ok = false;
-    response = initialize(ex, m, req, user, ok);
+    response = initialize(ex, m, req, caller);
     return true;
   }
   if (!session) {
@@ -517,9 +480,9 @@ bool McpServer::handleMessage(Exchange& ex, size_t slot, Session* session, const
   return true;
 }
 
-Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req, const std::string& user,
-                           bool& ok) {
-  ok = false;
+Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req,
+                           const Caller& caller) {
+  const std::string& user = caller.user;
   if (!m.params.is_object()) return rpcError(m.id, kInvalidParams, "Invalid params: initialize needs params");
   const auto pv = m.params.find("protocolVersion");
   if (pv == m.params.end() || !pv->is_string()) {
@@ -533,13 +496,12 @@ Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest&
                  logsafe(user));
     return rpcError(m.id, kInternalError, "this user cannot run statements through pgwarden");
   }
-  if (static_cast<int>(sessions_.size()) >= config_.max_sessions && !makeRoomForSession()) {
-    return rpcError(m.id, kServerBusy, "too many MCP sessions; end one (DELETE) or try again later");
-  }
+  if (auto refused = admit(ex, m.id, caller.principal)) return std::move(*refused);
   Session s;
   s.id = newSessionId();
   if (s.id.empty()) return rpcError(m.id, kInternalError, "could not make a session id");
   s.who = std::move(*who);
+  s.principal = caller.principal;
   s.protocol_version = version;
   s.peer_host = req.peer_host;
   s.history_id = host_.nextSessionId();
@@ -559,7 +521,6 @@ Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest&
   ++counters_.sessions_started;
   const char* writes = s.writes ? kWriteInstructions : "";
   sessions_.emplace(s.id, std::move(s));
-  ok = true;
   return rpcResult(m.id, {{"protocolVersion", version},
                           {"capabilities", {{"tools", {{"listChanged", true}}}, {"logging", Json::object()}}},
                           {"serverInfo", {{"name", "pgwarden"}, {"title", "pgwarden"}, {"version", version_}}},
@@ -725,13 +686,19 @@ void McpServer::tell(const Session& s, LogLevel level, std::string_view event, s
   streams_.send(s.id, logNotification(level, event, message, std::move(extra)), uv_now(loop_));
 }
 
-void McpServer::endSession(const std::string& id, const char* why, bool tell_client) {
+void McpServer::endSession(const std::string& id, SessionEnd why, bool tell_client) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
-  if (tell_client) tell(it->second, LogLevel::kWarning, "session_ended", std::string("session ended: ") + why);
+  const std::string text = sessionEndText(why);
+  if (tell_client) tell(it->second, LogLevel::kWarning, "session_ended", "session ended: " + text);
   streams_.end(id);
-  spdlog::info("mcp session {} ended: {} (user={} client={})", it->second.history_id, why,
+  // An open transaction, or one pgwarden rolled back that the agent has not heard of yet.
+  const bool rolled_back =
+      it->second.writes && it->second.writes->state() != daemon::TxnState::kNone;
+  spdlog::info("mcp session {} ended: {}{} (user={} client={})", it->second.history_id, text,
+               rolled_back ? "; its write transaction was rolled back" : "",
                logsafe(it->second.who.user), logsafe(it->second.client_name));
+  ended_.remember(id, {it->second.who.user, why, rolled_back});
   // A cancel may answer at once (onToolDone erases from calls_): collected first. The calls
   // themselves live on in the graveyard until the next loop turn.
   std::vector<RunningCall*> ending;
@@ -739,20 +706,48 @@ void McpServer::endSession(const std::string& id, const char* why, bool tell_cli
     if (c.session_id == id && c.call) ending.push_back(c.call.get());
   }
   for (RunningCall* c : ending) c->cancel();
-  if (it->second.writes) it->second.writes->end(why);  // rolled back, never committed
+  if (it->second.writes) it->second.writes->end(text.c_str());  // rolled back, never committed
   sessions_.erase(it);
 }
 
-bool McpServer::makeRoomForSession() {
-  // The session idle the longest, if nothing of it runs.
-  const Session* oldest = nullptr;
-  for (const auto& [id, s] : sessions_) {
-    if (s.in_flight == 0 && (!oldest || s.last_used_ms < oldest->last_used_ms)) oldest = &s;
+std::optional<Json> McpServer::admit(Exchange& ex, const Json& id, const std::string& principal) {
+  std::vector<SessionSlot> slots;
+  slots.reserve(sessions_.size());
+  for (const auto& [sid, s] : sessions_) {
+    // Never ended to make room: a session running a call, or holding a write transaction.
+    const bool txn = s.writes && s.writes->state() != daemon::TxnState::kNone;
+    slots.push_back(SessionSlot{sid, s.principal, s.last_used_ms, s.in_flight == 0 && !txn});
   }
-  if (!oldest) return false;
-  ++counters_.sessions_expired;
-  endSession(std::string(oldest->id), "evicted to make room for a new session (mcp.max_sessions)", true);
-  return true;
+  const auto total = static_cast<size_t>(config_.max_sessions);
+  const auto own =
+      static_cast<size_t>(std::min(config_.max_sessions_per_principal, config_.max_sessions));
+  const Admission a = admitSession(principal, slots, total, own);
+  switch (a.kind) {
+    case Admission::Kind::kAdmit:
+      return std::nullopt;
+    case Admission::Kind::kEvict:
+      ++counters_.sessions_expired;
+      endSession(a.victim, a.why, true);
+      return std::nullopt;
+    case Admission::Kind::kRefuseOwnCap:
+      ex.status = 429;
+      spdlog::warn("mcp: refused a new session: its caller holds {} sessions, each busy", own);
+      return rpcError(
+          id, kServerBusy,
+          "too many sessions for this caller (mcp.max_sessions_per_principal = " +
+              std::to_string(own) +
+              "), each running a call or holding a write transaction; end one you no longer need "
+              "(DELETE with its Mcp-Session-Id, after commit or rollback), then initialize again");
+    case Admission::Kind::kRefuseGlobalCap:
+      ex.status = 503;
+      spdlog::warn("mcp: refused a new session: {} sessions (mcp.max_sessions), none can make room",
+                   total);
+      return rpcError(
+          id, kServerBusy,
+          "pgwarden holds its most MCP sessions (mcp.max_sessions = " + std::to_string(total) +
+              ") and none can be ended to make room; try initialize again in a few seconds");
+  }
+  return std::nullopt;
 }
 
 void McpServer::expireSessions() {
@@ -775,7 +770,7 @@ void McpServer::expireSessions() {
   }
   for (const auto& id : expired) {
     ++counters_.sessions_expired;
-    endSession(id, "idle (mcp.session_idle_timeout)", true);
+    endSession(id, SessionEnd::kIdle, true);
   }
 }
 

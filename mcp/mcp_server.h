@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "common/result.h"
-#include "mcp/jsonrpc.h"
 #include "config/mcp_section.h"
+#include "mcp/jsonrpc.h"
 #include "mcp/mcp_host.h"
 #include "mcp/operator_call.h"
 #include "mcp/operator_tools.h"
+#include "mcp/request_checks.h"
+#include "mcp/session_admission.h"
 #include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
 #include "mcp/write_tools.h"
@@ -38,17 +40,6 @@ using daemon::HttpRequest;
 using daemon::HttpResponse;
 using daemon::HttpTransport;
 using daemon::HttpTransportOptions;
-
-// The protocol versions served, oldest first; the last is offered to a client asking for another.
-inline constexpr const char* kProtocolVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
-bool supportedProtocolVersion(std::string_view v);
-
-// Whether an Origin header value may call the endpoint: loopback origins always, others only
-// when listed in mcp.allowed_origins (exactly, scheme and port included).
-bool originAllowed(std::string_view origin, const std::vector<std::string>& allowed);
-// Whether a Host header names the loopback listener by a loopback name (127.0.0.1, [::1],
-// localhost, with or without a port), or an allowed origin's host.
-bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins);
 
 // How tool calls end, for metrics.
 inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
@@ -93,9 +84,16 @@ class McpServer final : public HttpHandler {
   void onHttpAbandoned(uint64_t exchange) override;
 
  private:
+  // Who a request comes from: the user it runs as, and the principal its sessions count against
+  // (its bearer token, or the loopback-trusted caller).
+  struct Caller {
+    std::string user;
+    std::string principal;
+  };
   struct Session {
     std::string id;
     McpIdentity who;
+    std::string principal;
     std::string protocol_version;
     std::string client_name;
     std::string client_version;
@@ -116,6 +114,7 @@ class McpServer final : public HttpHandler {
     std::vector<Json> responses;
     int outstanding = 0;
     std::string session_id;  // set on an initialize answer (the Mcp-Session-Id header)
+    int status = 200;        // 429 or 503 when an initialize was refused for the session caps
   };
   struct Call {
     std::unique_ptr<RunningCall> call;
@@ -127,7 +126,7 @@ class McpServer final : public HttpHandler {
     std::string rpc_id;      // the request id as JSON text (notifications/cancelled names it)
   };
 
-  void handlePost(uint64_t exchange, const HttpRequest& req, const std::string& user);
+  void handlePost(uint64_t exchange, const HttpRequest& req, const Caller& caller);
   void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user);
   // Answers 400 when the request names a protocol version not served.
@@ -136,9 +135,12 @@ class McpServer final : public HttpHandler {
   void tell(const Session& s, LogLevel level, std::string_view event, std::string_view message,
             Json extra = Json::object());
   // Answers one message; false when the answer comes later (a tool call in flight).
-  bool handleMessage(Exchange& ex, size_t slot, Session* session, const RpcMessage& m, const HttpRequest& req,
-                     const std::string& user, Json& response);
-  Json initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req, const std::string& user, bool& ok);
+  bool handleMessage(Exchange& ex, size_t slot, Session* session, const RpcMessage& m,
+                     const HttpRequest& req, const Caller& caller, Json& response);
+  Json initialize(Exchange& ex, const RpcMessage& m, const HttpRequest& req, const Caller& caller);
+  // Makes room for a new session of `principal` (ending the session admitSession picks), or the
+  // refusal to answer with (ex.status set to 429 or 503).
+  std::optional<Json> admit(Exchange& ex, const Json& id, const std::string& principal);
   bool startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMessage& m, Json& response);
   Json toolsFor(const Session& s);
   const std::vector<ResultColumn>* columnsOf(const OperatorTool& tool) const;
@@ -148,11 +150,11 @@ class McpServer final : public HttpHandler {
                    std::vector<std::pair<std::string, std::string>> headers = {});
   void respondPlain(uint64_t exchange, int status, std::string text,
                     std::vector<std::pair<std::string, std::string>> headers = {});
-  // The pgwarden user this request runs as, or "" after answering it (401, 429).
-  std::string authenticate(uint64_t exchange, const HttpRequest& req);
+  // Who this request comes from, or nullopt after answering it (401, 429).
+  std::optional<Caller> authenticate(uint64_t exchange, const HttpRequest& req);
   // `tell`: the ending is pgwarden's doing (expiry, eviction), so the stream hears why first.
-  void endSession(const std::string& id, const char* why, bool tell_client = false);
-  bool makeRoomForSession();
+  // Remembered in ended_, so a later request naming the session hears why it is gone.
+  void endSession(const std::string& id, SessionEnd why, bool tell_client = false);
   void expireSessions();
   void sweep();
   static void onTimer(uv_timer_t* t);
@@ -166,6 +168,7 @@ class McpServer final : public HttpHandler {
   bool listen_loopback_ = false;
   std::shared_ptr<HttpTransport> transport_;
   std::unordered_map<std::string, Session> sessions_;
+  EndedSessions ended_;
   SessionStreams streams_;
   bool draining_ = false;
   std::unordered_map<uint64_t, Exchange> exchanges_;  // by HTTP exchange id

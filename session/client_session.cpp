@@ -356,12 +356,19 @@ bool ClientSession::handleStartupPacket() {
     fatal("57P03", "the database system is shutting down", RejectReason::kShutdown);
     return false;
   }
-  if (host_.authLimiter().blocked(peer_host_, host_.nowMs(),
-                                    config_->auth.failed_attempts_per_minute)) {
+  const AuthLimiter::Block block = host_.authLimiter().blocked(
+      peer_host_, AuthLimiter::userCredential(user_), host_.nowMs(),
+      {config_->auth.failed_attempts_per_minute, config_->auth.failed_attempts_per_address});
+  if (block != AuthLimiter::Block::kNone) {
+    // Refused before any password is checked; other users from this address still log in,
+    // unless the address itself failed too often.
+    const char* whose = block == AuthLimiter::Block::kCredential ? "for this user from this address"
+                                                                 : "from this address";
     ++host_.counters().auth_failures;
-    spdlog::warn("{}: refused: too many failed logins from this address", logPrefix());
+    spdlog::warn("{}: refused: too many failed logins {} this minute", logPrefix(), whose);
     fatal("28000",
-          "too many failed login attempts from this address; wait a minute before trying again",
+          std::string("too many failed login attempts ") + whose +
+              "; wait a minute before trying again",
           RejectReason::kAuthFailure);
     return false;
   }

@@ -72,9 +72,11 @@ bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
 void ClientSession::authFailed(const std::string& log_reason) {
   auto& c = host_.counters();
   ++c.auth_failures;
-  const int n = host_.authLimiter().recordFailure(peer_host_, host_.nowMs());
-  spdlog::warn("{}: authentication failed: {} ({} failure{} from this address this minute)",
-               logPrefix(), log_reason, n, n == 1 ? "" : "s");
+  const int n = host_.authLimiter().recordFailure(peer_host_, AuthLimiter::userCredential(user_),
+                                                  host_.nowMs());
+  spdlog::warn(
+      "{}: authentication failed: {} ({} failure{} for this user from this address this minute)",
+      logPrefix(), log_reason, n, n == 1 ? "" : "s");
   // Exactly PostgreSQL's words, and the same whether the user exists or not.
   fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
         RejectReason::kAuthFailure);

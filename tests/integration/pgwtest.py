@@ -308,6 +308,7 @@ class Pgwarden:
         cfg["limits"].update(startup_timeout="5s", shutdown_timeout="5s")
         # Tests log in and fail to log in often from 127.0.0.1: only the rate-limit test lowers this.
         cfg["auth"]["failed_attempts_per_minute"] = 10000
+        cfg["auth"]["failed_attempts_per_address"] = 100000
         cfg["metrics"]["listen"] = f"127.0.0.1:{self.metrics_port}"
         cfg["history"] = {"store": "sqlite", "path": str(self.dir / "history.db")}
         # The salt key (and anything else that must outlive the process) stays in the temp dir.

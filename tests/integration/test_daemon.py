@@ -216,16 +216,19 @@ def test_log_lines_carry_session_context_and_no_secrets(pgwarden_factory, pg):
             assert len(piece) < 8 or piece not in log, "SCRAM material reached the log"
 
 
-def test_failed_logins_are_rate_limited_per_peer(pgwarden_factory, pg):
+def test_failed_logins_are_rate_limited_per_user_and_peer(pgwarden_factory, pg):
     d = pgwarden_factory.start(pg, overrides={"auth": {"failed_attempts_per_minute": 3}})
     for _ in range(3):
         r = psql(d.dsn(password="wrong"), "-c", "select 1")
         assert "password authentication failed" in r.stderr
-    # Now even the right password is refused from this peer for a while.
+    # Now even the right password of that user is refused from this peer for a while.
     r = psql(d.dsn(), "-c", "select 1")
     assert r.returncode == 2
     assert "FATAL" in r.stderr
-    assert "password authentication failed" in r.stderr or "too many" in r.stderr.lower()
+    assert "too many failed login attempts for this user" in r.stderr, r.stderr
+    # Another user from the same address is not locked out by the first one's failures.
+    r = psql(d.dsn(user="agent"), "-c", "select 1")
+    assert r.returncode == 0, r.stderr
 
 
 def test_max_client_connections(pgwarden_factory, pg):

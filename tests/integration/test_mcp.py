@@ -496,3 +496,46 @@ def test_meta_conversation_id(mcpd):
                                  "_meta": {"conversation_id": "meta-conv"}})
     assert body["result"]["isError"] is False
     assert history(daemon, "agent_id = 'meta-agent'")[-1]["conversation_id"] == "meta-conv"
+
+
+def _refused_wrong_tokens(daemon, token, n):
+    """The statuses of `n` requests with `token`, each on its own connection."""
+    return [McpHttp(daemon.mcp_port, token).raw(body=b"{}")[0] for _ in range(n)]
+
+
+def test_wrong_tokens_lock_out_only_themselves(pgwarden_factory, pg):
+    """Twenty wrong tokens from 127.0.0.1 (auth.failed_attempts_per_minute): that token is refused
+    with 429 for the minute; the right tokens, another wrong token's first tries, the
+    loopback-trusted caller and SQL logins from the same address go on as before."""
+    daemon, tokens = start_mcp_daemon(pgwarden_factory, pg, extra={"trust_loopback": "agent"},
+                                      configure=lambda cfg: cfg["auth"].update(failed_attempts_per_minute=20))
+    assert _refused_wrong_tokens(daemon, "pgw_" + "x" * 43, 25) == [401] * 20 + [429] * 5
+    good = McpHttp(daemon.mcp_port, tokens["core"])
+    good.initialize()
+    assert good.call("ping")["result"] == {}
+    trusted = McpHttp(daemon.mcp_port)
+    trusted.initialize()
+    assert trusted.call("ping")["result"] == {}
+    assert _refused_wrong_tokens(daemon, "pgw_" + "y" * 43, 1) == [401]
+    conn = daemon.connect(user="core")
+    cur = conn.cursor()
+    cur.execute("SELECT 1")
+    assert cur.fetchone() == (1,)
+    conn.close()
+
+
+def test_an_address_guessing_many_tokens_hits_its_ceiling(pgwarden_factory, pg):
+    """auth.failed_attempts_per_address: an address presenting many different wrong tokens is
+    refused for the minute whatever it presents; the loopback-trusted caller presents nothing and
+    still gets in."""
+    def configure(cfg):
+        cfg["auth"].update(failed_attempts_per_minute=2, failed_attempts_per_address=6)
+    daemon, tokens = start_mcp_daemon(pgwarden_factory, pg, extra={"trust_loopback": "agent"}, configure=configure)
+    for i in range(6):
+        assert _refused_wrong_tokens(daemon, f"pgw_guess{i}", 1) == [401]
+    assert _refused_wrong_tokens(daemon, "pgw_guess6", 1) == [429]
+    status, _, body = McpHttp(daemon.mcp_port, tokens["core"]).raw(body=b"{}")
+    assert status == 429 and b"from this address" in body
+    trusted = McpHttp(daemon.mcp_port)
+    trusted.initialize()
+    assert trusted.call("ping")["result"] == {}

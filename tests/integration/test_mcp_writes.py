@@ -303,7 +303,101 @@ def test_an_expired_session_rolls_back(pgwarden_factory, pg, writer_role, table)
     while time.time() < deadline and idle_in_transaction(pg):
         time.sleep(0.2)
     assert not idle_in_transaction(pg)
-    status, _, _ = c.post({"jsonrpc": "2.0", "id": 9, "method": "ping"})
-    assert status == 404  # the session is gone
+    status, _, body = c.post({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+    assert status == 404  # the session is gone, and the answer says why
+    assert body["error"]["data"]["reason"] == "idle", body
+    assert body["error"]["data"]["code"] == "TRANSACTION_ROLLED_BACK", body
     assert pg.scalar("SELECT qty FROM w_items WHERE id = 4") == 0
     assert "write transaction rolled back" in daemon.log()
+
+
+def _initialize(c, i, client):
+    """initialize through `c` as a new session: (status, session id, body)."""
+    c.session = None
+    status, hdrs, body = c.post({"jsonrpc": "2.0", "id": i, "method": "initialize",
+                                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                            "clientInfo": {"name": client, "version": "1"}}})
+    return status, hdrs.get("mcp-session-id"), body
+
+
+def _ping(c, session):
+    c.session = session
+    return c.post({"jsonrpc": "2.0", "id": 99, "method": "ping"})
+
+
+def test_a_session_flood_never_ends_another_callers_sessions(pgwarden_factory, pg, writer_role, table):
+    """1,000 token-less initialize calls from loopback (trust_loopback), back to back: the flood
+    makes room among its own sessions only. The writer's open transaction commits, another
+    token's session still answers, and a flooded-out session says why it is gone."""
+    daemon, tokens = _start(pgwarden_factory, pg, mcp={"trust_loopback": "agent"})
+    w = looked((daemon, tokens), "flood-writer")
+    r = w.tool("execute", {"sql": "UPDATE w_items SET qty = 6 WHERE id = 5"})
+    assert r["structuredContent"]["command"] == "UPDATE 1"
+    bystander = McpHttp(daemon.mcp_port, tokens["core"])
+    bystander.initialize(client="bystander")
+    flood = McpHttp(daemon.mcp_port)
+    ids = []
+    for i in range(1000):
+        status, sid, body = _initialize(flood, i, "flood")
+        assert status == 200, (i, status, body)
+        ids.append(sid)
+    assert bystander.call("ping")["result"] == {}
+    s = w.tool("commit")["structuredContent"]
+    assert s["notice"]["code"] == "TRANSACTION_COMMITTED", s
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 5") == 6
+    # The flood holds mcp.max_sessions_per_principal (16) sessions: its newest.
+    assert _ping(flood, ids[-1])[0] == 200
+    status, _, body = _ping(flood, ids[0])
+    assert status == 404
+    err = body["error"]
+    assert err["code"] == -32001 and err["data"]["reason"] == "evicted", err
+    assert "max_sessions_per_principal" in err["message"] and "send initialize" in err["message"], err
+
+
+def test_a_callers_own_cap_spares_its_open_transaction(pgwarden_factory, pg, writer_role, table):
+    """At mcp.max_sessions_per_principal a caller's new session ends its own session idle the
+    longest, never one holding a write transaction; with every session busy it is refused (429)."""
+    daemon, tokens = _start(pgwarden_factory, pg, mcp={"max_sessions_per_principal": 2})
+    holder = looked((daemon, tokens), "holder")
+    r = holder.tool("execute", {"sql": "UPDATE w_items SET qty = 3 WHERE id = 6"})
+    assert r["structuredContent"]["command"] == "UPDATE 1"
+    c = McpHttp(daemon.mcp_port, tokens["writer"])
+    ids = []
+    for i in range(3):
+        status, sid, body = _initialize(c, i, f"more{i}")
+        assert status == 200, (status, body)
+        ids.append(sid)
+    assert _ping(c, ids[0])[0] == 404 and _ping(c, ids[1])[0] == 404
+    assert _ping(c, ids[2])[0] == 200
+    # The other session begins a transaction too: now none can make room.
+    c.session, c.version = ids[2], "2025-06-18"
+    assert c.tool("describe_table", {"table": "w_items", "sample_rows": 0})["isError"] is False
+    assert c.tool("begin")["isError"] is False
+    status, _, body = _initialize(c, 9, "refused")
+    assert status == 429, (status, body)
+    assert "max_sessions_per_principal" in body["error"]["message"], body
+    c.session = ids[2]
+    assert c.tool("rollback")["isError"] is False
+    s = holder.tool("commit")["structuredContent"]
+    assert s["notice"]["code"] == "TRANSACTION_COMMITTED", s
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 6") == 3
+
+
+def test_a_request_for_an_ended_session_says_why(wmcp, pg, table):
+    """A commit naming a session that was deleted mid-transaction hears it ended and that its
+    transaction was rolled back, and that it must initialize again; another user learns nothing."""
+    daemon, tokens = wmcp
+    c = looked(wmcp, "told")
+    assert c.tool("execute", {"sql": "UPDATE w_items SET qty = 4 WHERE id = 7"})["isError"] is False
+    assert c.raw(method="DELETE")[0] == 200
+    status, _, body = c.post({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                              "params": {"name": "commit", "arguments": {}}})
+    assert status == 404
+    err = body["error"]
+    assert err["code"] == -32001 and err["data"]["code"] == "TRANSACTION_ROLLED_BACK", err
+    assert err["data"]["reason"] == "deleted" and err["data"]["next_step"] == "initialize", err
+    assert "rolled back" in err["message"] and "send initialize" in err["message"], err
+    other = McpHttp(daemon.mcp_port, tokens["core"])
+    status, _, body = _ping(other, c.session)
+    assert status == 404 and body["error"]["data"]["code"] == "SESSION_NOT_FOUND", body
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 7") == 0

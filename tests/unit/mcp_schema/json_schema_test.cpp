@@ -523,5 +523,25 @@ TEST(JsonSchemaGarbage, DeeplyNestedEqualItemsDoNotExhaustTheStack) {
   EXPECT_EQ(v[0].keyword, "enum");
 }
 
+// A pattern that backtracks catastrophically on a near-miss ("aaaa...a!" against ^(a+)+$ tries
+// every split of the a's: 2^40 of them) is cut off by the match limit: the call gets a violation
+// saying so instead of stalling the loop that validates it.
+TEST(JsonSchemaValidate, CatastrophicBacktrackingHitsTheMatchLimit) {
+  auto s = compiled(Json::parse(R"({"properties": {"s": {"pattern": "^(a+)+$"}}})"));
+  EXPECT_TRUE(s.validate(Json{{"s", std::string(40, 'a')}}).empty());
+  auto v = s.validate(Json{{"s", std::string(40, 'a') + "!"}});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].path, "/s");
+  EXPECT_EQ(v[0].keyword, "pattern");
+  EXPECT_EQ(v[0].expected, "^(a+)+$");
+  EXPECT_NE(v[0].message.find("match limit"), std::string::npos) << v[0].message;
+  // The same near-miss against a pattern that does not backtrack is an ordinary mismatch.
+  auto plain = compiled(Json::parse(R"({"properties": {"s": {"pattern": "^a+$"}}})"));
+  v = plain.validate(Json{{"s", std::string(40, 'a') + "!"}});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].message.find("must match the regular expression"), std::string::npos)
+      << v[0].message;
+}
+
 }  // namespace
 }  // namespace pgwarden::mcp
