@@ -397,6 +397,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool actBind(const protocol::Frame& f, GateVerdict v);
   bool actExecute(const protocol::Frame& f, GateVerdict v);
   void onGateVerdict(GateVerdict v);
+  // Acts on the paused message with its verdict and reads on.
+  void actOnVerdict(GateVerdict v);
+  // Transaction pooling: the connection went back to the pool while the verdict waited on
+  // something other than the server; a verdict that runs the statement (or an EXPLAIN) needs
+  // one again. True: server_ is set now; false: the session waits for one (onServerReady).
+  bool retakeServer();
   void resumeInput();
   void cancelWaits();
   void recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
@@ -408,6 +414,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // cost_gate: runs the EXPLAIN on this session's server connection (a Query for a Query;
   // Parse/Bind/Execute with the statement's parameters otherwise); its answer goes to the gate.
   bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
+  void sendExplain(const std::string& sql, bool extended, const ExplainArgs& args);
   bool handleExplainMessage(const protocol::Frame& f, Pending& head);
 
   // Guarded writes (client_session_writes.cpp, docs/writes.md).
@@ -536,6 +543,15 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unique_ptr<StatementGate> gate_;
   StatementGate& gate();
   std::string paused_;
+  // Transaction pooling: what waits for the connection retakeServer() asked for, once the
+  // verdict (or the cost gate's EXPLAIN) came with none held.
+  std::optional<GateVerdict> held_verdict_;
+  struct DeferredExplain {
+    std::string sql;
+    bool extended = false;
+    ExplainArgs args;
+  };
+  std::optional<DeferredExplain> deferred_explain_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
   // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
   std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
