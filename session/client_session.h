@@ -373,6 +373,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();
+  // Janitor: a client that takes none of its results for limits.client_stall_timeout while
+  // pgwarden holds the server back for it loses the connection.
+  void checkStall(uint64_t now_ms);
 
   // Agent context, webhook pauses and budgets (see docs/agents.md).
   bool answerAgentCommand(const guards::AgentCommand& cmd);
@@ -516,6 +519,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool shutting_down_ = false;
   bool client_paused_ = false;    // not reading the client: the server's queue is full
   bool server_paused_ = false;    // not reading the server: the client's queue is full
+  // While server_paused_: since when the client has taken none of its bytes, and how many
+  // were unsent then (0: not measuring).
+  uint64_t stall_since_ms_ = 0;
+  size_t stall_unsent_ = 0;
   // A huge message streamed in pieces: forward or drop the rest of it.
   bool chunk_forward_ = true;
   std::shared_ptr<StatementRun> chunk_run_;

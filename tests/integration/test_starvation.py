@@ -1,14 +1,18 @@
 """One client must not starve the others of server connections (docs/reliability.md, "A hanging
-webhook"): statements waiting for a webhook that never answers hold no server connection in
-transaction pool mode. Real PostgreSQL, the real daemon; the webhook is a loopback HTTP server
-that answers only when the test lets it."""
+webhook" and "Clients that stop reading"): statements waiting for a webhook that never answers
+hold no server connection in transaction pool mode, and clients that stopped reading their
+results lose their connection after limits.client_stall_timeout. Real PostgreSQL, the real
+daemon; the webhook is a loopback HTTP server that answers only when the test lets it, and the
+stalled clients are raw sockets that send a query for a large result and never read."""
 
 import socket
 import threading
+import time
 
 import pytest
 
 import pgwtest
+from test_metrics import samples, scrape
 
 POOL_SIZE = 4
 
@@ -168,3 +172,65 @@ def test_statements_waiting_for_a_webhook_hold_no_server_connection(pgwarden_fac
             c.close()
     recs = pgwtest.history_rows(d, "user_name = 'hooked' AND outcome = 'ok'", want=waiting)
     assert len(recs) == waiting
+
+
+def idle_servers(d):
+    """Idle server connections."""
+    return sum(v for (name, labels), v in samples(scrape(d)).items()
+               if name == "pgwarden_server_connections" and ("state", "idle") in labels)
+
+
+def stalled_client(d, user, sql):
+    """A client with a small receive buffer that sends `sql` and never reads the answer."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", d.port))
+    c = pgwtest.RawClient(s, 30)
+    c.login(user, d.passwords[user])
+    c.send_msg(b"Q", sql.encode() + b"\0")
+    return c
+
+
+def test_clients_that_stop_reading_lose_their_server_connection(pgwarden_factory, pg):
+    groups = {"plain": {"guards": []}}
+    d = start(pgwarden_factory, pg, groups,
+              {"limits": {"client_stall_timeout": "2s"},
+               "pool": {"acquire_timeout": "20s"},
+               "upstream": {"statement_timeout": "10min"}})
+    big = "SELECT repeat('x', 1000) AS pad, g FROM generate_series(1, 200000) g"  # 200 MB
+    stalled = [stalled_client(d, "plain", big) for _ in range(POOL_SIZE)]
+    try:
+        # Each holds a server connection (session pool mode) whose results it does not take; the
+        # server is held back for it. A new client waits for a connection, and gets one once
+        # the stalled ones are closed (well within its 20 s acquire_timeout).
+        began = time.monotonic()
+        r = pgwtest.psql(d.dsn(user="plain", password=d.passwords["plain"]), "-At", "-c",
+                         "SELECT 'served'", timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == "served", r.stderr + d.log()[-3000:]
+        figure(f"a new client behind {POOL_SIZE} stalled ones: served after",
+               round(time.monotonic() - began, 1), "s")
+
+        recs = pgwtest.history_rows(d, "sql_text LIKE 'SELECT repeat%'", want=POOL_SIZE)
+        assert len(recs) == POOL_SIZE
+        for rec in recs:
+            assert rec["outcome"] == "aborted" and rec["sqlstate"] == "08006", dict(rec)
+            assert "client_stall_timeout" in rec["error_message"]
+            assert rec["rows_returned"] > 0
+        figure("stalled clients' statements: rows sent before the close",
+               sorted(rec["rows_returned"] for rec in recs))
+        figure("stalled clients' statements: seconds from start to close",
+               sorted(round(rec["duration_us"] / 1e6, 1) for rec in recs))
+        # The statements were cancelled on the server, and their connections came back to the
+        # pool (drained and reset, not closed).
+        assert pgwtest.wait_for(lambda: running(pg, "SELECT repeat") == 0, timeout=15)
+        assert pgwtest.wait_for(lambda: idle_servers(d) >= POOL_SIZE, timeout=15), \
+            idle_servers(d)
+        s = samples(scrape(d))
+        # psql was lent a connection a stalled client had held, drained and reset.
+        assert s[("pgwarden_pool_reuse_total", frozenset())] >= 1
+        assert s[("pgwarden_client_stall_closes_total", frozenset())] == POOL_SIZE
+        assert "limits.client_stall_timeout" in d.log()
+    finally:
+        for c in stalled:
+            c.close()
