@@ -38,6 +38,10 @@ struct LimitsConfig {
   uint64_t max_bind_bytes = 64u << 20;
   Millis startup_timeout{10000};
   Millis client_idle_timeout{0};
+  // A client that takes none of its results for this long while they hold its server
+  // connection (pgwarden stopped reading the server for it) is closed and the statement
+  // cancelled (0: never).
+  Millis client_stall_timeout{30000};
   Millis shutdown_timeout{30000};
   uint64_t client_write_buffer = 256u << 10;
   int max_prepared_statements = 10000;  // per session: named statements and portals tracked

@@ -354,6 +354,7 @@ AdminConsole::Table AdminConsole::showStats() const {
   add("plan_cache_hits", c.plan_cache_hits);
   add("plan_cache_misses", c.plan_cache_misses);
   add("protocol_errors", c.protocol_errors);
+  add("clients_stalled", c.clients_stalled);
   add("stats_refreshes", c.stats_refreshes);
   add("stats_refresh_errors", c.stats_refresh_errors);
   add("history_submitted", c.history_submitted);
@@ -484,6 +485,7 @@ AdminConsole::Table AdminConsole::showConfig() const {
   add("limits.max_message_bytes", std::to_string(c.limits.max_message_bytes));
   add("limits.startup_timeout", ms(c.limits.startup_timeout));
   add("limits.client_idle_timeout", ms(c.limits.client_idle_timeout));
+  add("limits.client_stall_timeout", ms(c.limits.client_stall_timeout));
   add("limits.shutdown_timeout", ms(c.limits.shutdown_timeout));
   add("auth.failed_attempts_per_minute", std::to_string(c.auth.failed_attempts_per_minute));
   add("auth.failed_attempts_per_address", std::to_string(c.auth.failed_attempts_per_address));

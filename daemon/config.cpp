@@ -221,7 +221,8 @@ void parseLimits(const YAML::Node& n, LimitsConfig& out) {
                  {"max_client_connections", "max_startup_connections",
                   "max_startup_per_address", "reserved_authenticated", "max_message_bytes",
                   "max_bind_bytes", "startup_timeout", "client_idle_timeout",
-                  "shutdown_timeout", "client_write_buffer", "max_prepared_statements"});
+                  "client_stall_timeout", "shutdown_timeout", "client_write_buffer",
+                  "max_prepared_statements"});
   out.max_client_connections = static_cast<int>(cfg::getInt(
       n, "limits", "max_client_connections", out.max_client_connections, 1, 1000000));
   out.max_startup_connections = static_cast<int>(cfg::getInt(
@@ -253,6 +254,14 @@ void parseLimits(const YAML::Node& n, LimitsConfig& out) {
   out.startup_timeout = cfg::getDuration(n, "limits", "startup_timeout", out.startup_timeout);
   out.client_idle_timeout =
       cfg::getDuration(n, "limits", "client_idle_timeout", out.client_idle_timeout);
+  out.client_stall_timeout =
+      cfg::getDuration(n, "limits", "client_stall_timeout", out.client_stall_timeout);
+  if (out.client_stall_timeout.count() > 0 && out.client_stall_timeout.count() < 1000) {
+    // A network hiccup stalls a healthy client for a moment; closing it for that is worse
+    // than the connection it holds.
+    cfg::fail(n["client_stall_timeout"], "limits.client_stall_timeout",
+              "must be 0 (off) or at least 1s");
+  }
   out.shutdown_timeout = cfg::getDuration(n, "limits", "shutdown_timeout", out.shutdown_timeout);
   out.client_write_buffer =
       cfg::getSize(n, "limits", "client_write_buffer", out.client_write_buffer);

@@ -120,6 +120,9 @@ bool DaemonMetrics::start() {
   metrics_.writes_undone.setCollector([this](metrics::SampleSink& sink) {
     sink.add({}, static_cast<double>(totals_.writes_undone));
   });
+  metrics_.client_stall_closes.setCollector([this](metrics::SampleSink& sink) {
+    sink.add({}, static_cast<double>(totals_.clients_stalled));
+  });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {

@@ -55,6 +55,7 @@ Counters& Counters::operator+=(const Counters& o) {
   rewrites += o.rewrites;
   addAll(server_errors_by_class, o.server_errors_by_class);
   protocol_errors += o.protocol_errors;
+  clients_stalled += o.clients_stalled;
   write_txn_committed += o.write_txn_committed;
   addAll(write_txn_rolled_back, o.write_txn_rolled_back);
   rows_written += o.rows_written;

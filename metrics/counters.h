@@ -55,6 +55,7 @@ struct Counters {
   // Server errors by SQLSTATE class: index = class digits as a base-36 pair (see sqlstateClass).
   std::array<uint64_t, 36 * 36> server_errors_by_class{};
   uint64_t protocol_errors = 0;          // bad client messages (08P01 sent)
+  uint64_t clients_stalled = 0;          // closed by limits.client_stall_timeout
 
   // Guarded writes (docs/writes.md): transactions committed, and rolled back by why (index:
   // session/write_txn.h TxnEnd; kCommitted unused there), rows the kept writes changed, writes

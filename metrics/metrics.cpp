@@ -94,6 +94,11 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_writes_undone_total",
           "Guarded writes undone (rolled back to pgwarden's savepoint) for changing too many rows.",
           MetricType::kCounter, {})),
+      client_stall_closes(registry.callbackFamily(
+          "pgwarden_client_stall_closes_total",
+          "Clients closed for taking none of their results for limits.client_stall_timeout while "
+          "holding a server connection.",
+          MetricType::kCounter, {})),
       client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
                                                    "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(

@@ -159,6 +159,11 @@ int Stream::flush() {
   return 0;
 }
 
+size_t Stream::unsentBytes() const {
+  if (!open()) return out_.size();
+  return out_.size() + uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&h_));
+}
+
 void Stream::releaseIdleBuffers() {
   if (out_.empty()) std::string().swap(out_);
   if (tls_plain_.empty()) std::string().swap(tls_plain_);

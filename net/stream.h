@@ -67,6 +67,9 @@ class Stream {
   [[nodiscard]] int flush();
   // Bytes accepted by write() but not yet taken by the kernel.
   size_t pendingBytes() const { return out_.size() + in_flight_; }
+  // The same counted as the kernel takes them (pendingBytes() drops only when a whole write has
+  // finished): how the owner tells a peer that reads slowly from one that reads nothing.
+  size_t unsentBytes() const;
   // Gives back the output buffer's storage when everything has been written (an idle
   // connection's; the next message allocates it again).
   void releaseIdleBuffers();

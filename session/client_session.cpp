@@ -262,6 +262,34 @@ void ClientSession::updateBackpressure() {
   }
 }
 
+void ClientSession::checkStall(uint64_t now_ms) {
+  const auto limit = static_cast<uint64_t>(config_->limits.client_stall_timeout.count());
+  if (limit == 0 || !server_ || !server_paused_) {
+    stall_since_ms_ = 0;
+    return;
+  }
+  // Progress is any byte the kernel took, so a client that reads slowly is left alone.
+  const size_t unsent = client_.unsentBytes();
+  const bool progress = unsent < stall_unsent_;
+  stall_unsent_ = unsent;
+  if (stall_since_ms_ == 0 || progress) {
+    stall_since_ms_ = now_ms;
+    return;
+  }
+  if (now_ms - stall_since_ms_ < limit) return;
+  ++host_.counters().clients_stalled;
+  spdlog::warn(
+      "{}: closing: the client took none of its results for {} ms while holding server "
+      "connection {} (limits.client_stall_timeout); cancelling its statement",
+      logPrefix(), now_ms - stall_since_ms_, server_->id());
+  // 08006, not 57014: the statement is not what failed, the connection is (the client stopped
+  // taking its data), and a driver that sees class 08 treats the connection as gone rather
+  // than retrying the statement on it. The statement's record says `aborted` with this text.
+  terminate("08006", "terminating connection: the client read none of its results for " +
+                         std::to_string(limit) +
+                         " ms while they held a server connection (limits.client_stall_timeout)");
+}
+
 bool ClientSession::handleStartupPacket() {
   protocol::StartupPacket pkt;
   size_t used = 0;
@@ -623,6 +651,8 @@ void ClientSession::tick(uint64_t now_ms) {
       }
       break;
     case ClientState::kReady:
+      checkStall(now_ms);
+      if (state_ != ClientState::kReady) break;
       if (writes_) writesTick(now_ms);
       if (pending_.empty() && tx_status_ == 'I' && trimmed_at_ms_ != last_active_ms_ &&
           now_ms - last_active_ms_ >= kIdleTrimMs) {

@@ -374,6 +374,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();
+  // Janitor: a client that takes none of its results for limits.client_stall_timeout while
+  // pgwarden holds the server back for it loses the connection.
+  void checkStall(uint64_t now_ms);
 
   // Agent context, webhook pauses and budgets (see docs/agents.md).
   bool answerAgentCommand(const guards::AgentCommand& cmd);
@@ -398,6 +401,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool actBind(const protocol::Frame& f, GateVerdict v);
   bool actExecute(const protocol::Frame& f, GateVerdict v);
   void onGateVerdict(GateVerdict v);
+  // Acts on the paused message with its verdict and reads on.
+  void actOnVerdict(GateVerdict v);
+  // Transaction pooling: the connection went back to the pool while the verdict waited on
+  // something other than the server; a verdict that runs the statement (or an EXPLAIN) needs
+  // one again. True: server_ is set now; false: the session waits for one (onServerReady).
+  bool retakeServer();
   void resumeInput();
   void cancelWaits();
   void recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
@@ -409,6 +418,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // cost_gate: runs the EXPLAIN on this session's server connection (a Query for a Query;
   // Parse/Bind/Execute with the statement's parameters otherwise); its answer goes to the gate.
   bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
+  void sendExplain(const std::string& sql, bool extended, const ExplainArgs& args);
   bool handleExplainMessage(const protocol::Frame& f, Pending& head);
 
   // Guarded writes (client_session_writes.cpp, docs/writes.md).
@@ -522,6 +532,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool shutting_down_ = false;
   bool client_paused_ = false;    // not reading the client: the server's queue is full
   bool server_paused_ = false;    // not reading the server: the client's queue is full
+  // While server_paused_: since when the client has taken none of its bytes, and how many
+  // were unsent then (0: not measuring).
+  uint64_t stall_since_ms_ = 0;
+  size_t stall_unsent_ = 0;
   // A huge message streamed in pieces: forward or drop the rest of it.
   bool chunk_forward_ = true;
   std::shared_ptr<StatementRun> chunk_run_;
@@ -553,6 +567,15 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unique_ptr<StatementGate> gate_;
   StatementGate& gate();
   std::string paused_;
+  // Transaction pooling: what waits for the connection retakeServer() asked for, once the
+  // verdict (or the cost gate's EXPLAIN) came with none held.
+  std::optional<GateVerdict> held_verdict_;
+  struct DeferredExplain {
+    std::string sql;
+    bool extended = false;
+    ExplainArgs args;
+  };
+  std::optional<DeferredExplain> deferred_explain_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
   // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
   std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;

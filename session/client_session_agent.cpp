@@ -273,6 +273,22 @@ bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
 }
 
 void ClientSession::onGateVerdict(GateVerdict v) {
+  // A verdict that runs the statement needs a server connection; a denial or the EXPLAIN's
+  // error is answered here without one.
+  const bool runs = v.plan && !v.plan->decision.denied && v.explain_error.empty();
+  if (runs && !deny_skipping_ && !server_skipping_ && !retakeServer()) {
+    held_verdict_ = std::move(v);  // onServerReady goes on with it
+    return;
+  }
+  actOnVerdict(std::move(v));
+}
+
+bool ClientSession::retakeServer() {
+  if (server_ || !txn_pooling_ || state_ != ClientState::kReady) return true;
+  return takeServer();
+}
+
+void ClientSession::actOnVerdict(GateVerdict v) {
   std::string raw = std::move(paused_);
   paused_.clear();
   if (state_ != ClientState::kReady || raw.size() < 5) {
@@ -301,7 +317,12 @@ void ClientSession::resumeInput() {
 }
 
 void ClientSession::cancelWaits() {
-  if (gate_) gate_->cancel();
+  if (gate_) {
+    if (held_verdict_) gate_->discard(*held_verdict_);
+    gate_->cancel();
+  }
+  held_verdict_.reset();
+  deferred_explain_.reset();
   paused_.clear();
 }
 
@@ -346,7 +367,20 @@ constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
 bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
+  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && !paused_.empty()) {
+    // The connection went back to the pool while a webhook answered: the EXPLAIN runs on the
+    // next one the pool lends (onServerReady), and the gate waits for it as for any EXPLAIN.
+    if (!retakeServer()) {
+      deferred_explain_ = DeferredExplain{text, extended, args};
+      return true;
+    }
+  }
   if (!server_) return false;
+  sendExplain(text, extended, args);
+  return true;
+}
+
+void ClientSession::sendExplain(const std::string& text, bool extended, const ExplainArgs& args) {
   Pending p(Expect::kExplain);
   std::string& out = server_->out();
   if (!extended) {
@@ -376,7 +410,6 @@ bool ClientSession::runExplain(const std::string& text, bool extended, const Exp
   }
   pushPending(std::move(p));
   flushServer();
-  return true;
 }
 
 bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {

@@ -133,6 +133,18 @@ void ClientSession::onServerReady(ServerConnection& c) {
     // Transaction pooling: the connection the next message waited for.
     host_.poolWaited(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
     attachForTransaction(c);
+    if (held_verdict_) {
+      GateVerdict v = std::move(*held_verdict_);
+      held_verdict_.reset();
+      actOnVerdict(std::move(v));
+      return;
+    }
+    if (deferred_explain_) {
+      DeferredExplain x = std::move(*deferred_explain_);
+      deferred_explain_.reset();
+      sendExplain(x.sql, x.extended, x.args);
+      return;
+    }
     resumeInput();
     return;
   }

@@ -88,7 +88,10 @@ void ClientSession::attachForTransaction(ServerConnection& c) {
 
 void ClientSession::returnServerIfIdle() {
   if (!txn_pooling_ || !server_ || state_ != ClientState::kReady) return;
-  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || !paused_.empty() || write_hold_ ||
+  // A message whose verdict waits on a webhook or the budget store leaves the connection to
+  // others meanwhile; one waiting for the cost gate's EXPLAIN owes the server an answer.
+  const bool paused = !paused_.empty() && !(gate_ && gate_->waitingOutside());
+  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || paused || write_hold_ ||
       deny_skipping_ || server_skipping_ || chunk_run_ || server_->txStatus() != 'I' ||
       server_->state() != ServerState::kActive || server_->pendingBytes() > 0) {
     return;

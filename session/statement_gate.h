@@ -122,6 +122,11 @@ class StatementGate {
   // time: the caller holds its next statement until then.
   [[nodiscard]] bool decide(GateRequest request, GateVerdict& out);
   bool waiting() const { return stage_ != Stage::kIdle; }
+  // The verdict waits on something other than the caller's server connection (a webhook's
+  // answer, the shared budget store): the caller need hold no connection meanwhile.
+  bool waitingOutside() const {
+    return waiting_ && (stage_ == Stage::kWebhook || stage_ == Stage::kBudget);
+  }
 
   // The caller's answers to runExplain().
   void explainDone(std::string plan_json);

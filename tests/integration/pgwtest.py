@@ -766,6 +766,10 @@ class RawClient:
         of every message received): a batch may hold several statements, and after an error the
         server (or pgwarden) skips the rest up to the Sync."""
         self.send_msg(b"S")
+        return self.read_sync_result()
+
+    def read_sync_result(self):
+        """The answer to a batch whose Sync was already sent, as sync() returns it."""
         rows, tags, notices, errors, seen = [], [], [], [], []
         while True:
             tag, body = self.read_msg()

@@ -346,6 +346,18 @@ TEST(Config, StartupLimitsAndTheReserveForLoggedInSessions) {
             std::string::npos);
 }
 
+TEST(Config, ClientStallTimeoutDefaultsToThirtySecondsAndIsOffOrAtLeastOneSecond) {
+  EXPECT_EQ(parseConfig(baseConfig(), "test.yaml")->limits.client_stall_timeout.count(), 30000);
+  auto c = parseConfig(baseConfig() + "limits:\n  client_stall_timeout: 0\n", "test.yaml");
+  EXPECT_EQ(c->limits.client_stall_timeout.count(), 0);
+  c = parseConfig(baseConfig() + "limits:\n  client_stall_timeout: 2s\n", "test.yaml");
+  EXPECT_EQ(c->limits.client_stall_timeout.count(), 2000);
+  const auto err = errorOf(baseConfig() + "limits:\n  client_stall_timeout: 200ms\n");
+  EXPECT_NE(err.find("test.yaml:15: limits.client_stall_timeout: must be 0 (off) or at least 1s"),
+            std::string::npos)
+      << err;
+}
+
 // Guarded writes (docs/writes.md): a write group needs upstream.write_user, a role other than the
 // read-only one; its password comes from write_password or write_password_file.
 TEST(Config, WriteGroupsNeedTheirOwnWriteRole) {

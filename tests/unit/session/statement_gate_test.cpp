@@ -84,6 +84,8 @@ TEST_F(GateTest, TheCostGateWaitsForThePlanAndTheChainRunsOnce) {
   GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
   EXPECT_TRUE(gate_.waiting());
+  // The EXPLAIN runs on the caller's connection: a transaction-pooled caller keeps it.
+  EXPECT_FALSE(gate_.waitingOutside());
   ASSERT_EQ(caller_.explains.size(), 1u);
   EXPECT_EQ(caller_.explains[0].sql.rfind("EXPLAIN (FORMAT JSON) ", 0), 0u) << caller_.explains[0].sql;
   EXPECT_FALSE(caller_.explains[0].extended);
