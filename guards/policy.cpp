@@ -8,13 +8,13 @@
 #include <charconv>
 #include <chrono>
 
+#include "analysis/plan.h"
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
 #include "guards/codes.h"
 #include "guards/fixed_settings.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
-#include "analysis/plan.h"
 
 namespace pgwarden::guards {
 
@@ -419,7 +419,8 @@ Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql) {
   // parser refuses is a syntax error, or the limit or failure it met, under its SQLSTATE.
   const bool encoding = analysis.error_sqlstate == codes::kSqlstateCharacterNotInRepertoire;
   v.code = std::string(encoding ? codes::kInvalidEncoding : codes::kSyntaxError);
-  v.sqlstate = analysis.error_sqlstate.empty() ? std::string(codes::kSqlstateSyntax) : analysis.error_sqlstate;
+  v.sqlstate = analysis.error_sqlstate.empty() ? std::string(codes::kSqlstateSyntax)
+                                               : analysis.error_sqlstate;
   v.message = analysis.error.empty() ? "syntax error" : analysis.error;
   v.position = analysis.error_position;
   Facts facts;

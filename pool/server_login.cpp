@@ -1,14 +1,13 @@
 // Server connection, logging in: the startup packet with the safety settings, the answers to the
 // server's authentication requests, what the login reports, and the write pool's check of its role.
 // Login flow: https://www.postgresql.org/docs/15/protocol-flow.html#id-1.10.6.7.3
-#include "pool/server_conn.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "common/log_text.h"
 #include "guards/fixed_settings.h"
+#include "pool/server_conn.h"
 
 namespace pgwarden::daemon {
 
@@ -211,8 +210,8 @@ bool ServerConnection::handleLoginReady(const protocol::Frame& f) {
     // As for the read-only check below: a server that does not report a setting is taken at
     // the startup packet's word (every PostgreSQL since 8.1 reports both).
     if (!parameter(name).empty() && !guards::serverReportAccepted(name, parameter(name))) {
-      fail("the server connection does not read texts as pgwarden does (" + std::string(name) + "=" +
-           std::string(parameter(name)) + ")");
+      fail("the server connection does not read texts as pgwarden does (" + std::string(name) +
+           "=" + std::string(parameter(name)) + ")");
       return false;
     }
   }

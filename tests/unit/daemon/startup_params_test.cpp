@@ -78,7 +78,8 @@ TEST(StartupFilter, ClientEncodingIsUtf8UnderItsReportedName) {
   }
   auto r = filterStartupParams({{"user", "agent"}, {"client_encoding", "SJIS"}});
   ASSERT_FALSE(r.startup);
-  EXPECT_NE(r.refusal.message.find("accepts only client_encoding UTF8"), std::string::npos) << r.refusal.message;
+  EXPECT_NE(r.refusal.message.find("accepts only client_encoding UTF8"), std::string::npos)
+      << r.refusal.message;
 }
 
 TEST(StartupFilter, DatabaseDefaultsToUser) {
@@ -135,8 +136,10 @@ TEST(StartupFilter, ServerSettingsAreRefusedByName) {
       {{{"user", "a"}, {"role", "postgres"}}, "role"},
       {{{"user", "a"}, {"options", "-c transaction_read_only=off"}}, "transaction_read_only"},
       {{{"user", "a"}, {"standard_conforming_strings", "off"}}, "standard_conforming_strings"},
-      {{{"user", "a"}, {"options", "-c standard_conforming_strings=off"}}, "standard_conforming_strings"},
-      {{{"user", "a"}, {"options", "--standard-conforming-strings=off"}}, "standard_conforming_strings"},
+      {{{"user", "a"}, {"options", "-c standard_conforming_strings=off"}},
+       "standard_conforming_strings"},
+      {{{"user", "a"}, {"options", "--standard-conforming-strings=off"}},
+       "standard_conforming_strings"},
       {{{"user", "a"}, {"client_encoding", "SJIS"}}, "SJIS"},
       {{{"user", "a"}, {"options", "-c client_encoding=LATIN1"}}, "LATIN1"},
       {{{"user", "a"}, {"client_encoding", "SQL_ASCII"}}, "SQL_ASCII"},

@@ -219,7 +219,8 @@ TEST_F(ServerConnTest, AServerThatIsNotReadOnlyIsNeverLent) {
 // A server whose role or database turned standard_conforming_strings off, or that speaks another
 // client_encoding, would split texts otherwise than pgwarden reads them.
 TEST_F(ServerConnTest, AServerThatReadsTextsOtherwiseIsNeverLent) {
-  for (const auto& [name, value] : {std::pair{"standard_conforming_strings", "off"}, std::pair{"client_encoding", "SJIS"}}) {
+  for (const auto& [name, value] :
+       {std::pair{"standard_conforming_strings", "off"}, std::pair{"client_encoding", "SJIS"}}) {
     Client& client = newClient();
     pool().acquire(&client);
     protocol::StartupPacket startup;
@@ -242,10 +243,13 @@ TEST_F(ServerConnTest, ALexicalSettingChangedUnderTheSessionEndsIt) {
   Client& client = newClient();
   loginAndLend(client);
   query(client, "SELECT f()");
-  server_.send(frames([](std::string& o) { protocol::writeParameterStatus(o, "standard_conforming_strings", "off"); }));
+  server_.send(frames([](std::string& o) {
+    protocol::writeParameterStatus(o, "standard_conforming_strings", "off");
+  }));
   ASSERT_TRUE(runUntil([&] { return !client.lost_why.empty(); }));
   EXPECT_EQ(client.lexical_lost, "standard_conforming_strings=off");
-  EXPECT_NE(client.lost_why.find("standard_conforming_strings=off"), std::string::npos) << client.lost_why;
+  EXPECT_NE(client.lost_why.find("standard_conforming_strings=off"), std::string::npos)
+      << client.lost_why;
   EXPECT_EQ(client.types, "") << "the report is not forwarded";
   ASSERT_TRUE(runUntil([&] { return pool().stats().total == 0; }));
 }
