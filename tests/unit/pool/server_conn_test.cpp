@@ -218,24 +218,28 @@ TEST_F(ServerConnTest, AServerThatIsNotReadOnlyIsNeverLent) {
 
 // A server whose role or database turned standard_conforming_strings off, or that speaks another
 // client_encoding, would split texts otherwise than pgwarden reads them.
-TEST_F(ServerConnTest, AServerThatReadsTextsOtherwiseIsNeverLent) {
-  for (const auto& [name, value] :
-       {std::pair{"standard_conforming_strings", "off"}, std::pair{"client_encoding", "SJIS"}}) {
-    Client& client = newClient();
-    pool().acquire(&client);
-    protocol::StartupPacket startup;
-    ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
-    server_.send(frames([&](std::string& o) {
-      protocol::writeAuthOk(o);
-      protocol::writeParameterStatus(o, "default_transaction_read_only", "on");
-      protocol::writeParameterStatus(o, name, value);
-      protocol::writeReadyForQuery(o, 'I');
-    }));
-    ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); })) << name;
-    EXPECT_EQ(client.server, nullptr);
-    EXPECT_EQ(client.failed_sqlstate, "08006");
-  }
+class ServerReadsTextsOtherwise
+    : public ServerConnTest,
+      public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
+TEST_P(ServerReadsTextsOtherwise, AndIsNeverLent) {
+  const auto [name, value] = GetParam();
+  Client& client = newClient();
+  pool().acquire(&client);
+  protocol::StartupPacket startup;
+  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
+  server_.send(frames([&](std::string& o) {
+    protocol::writeAuthOk(o);
+    protocol::writeParameterStatus(o, "default_transaction_read_only", "on");
+    protocol::writeParameterStatus(o, name, value);
+    protocol::writeReadyForQuery(o, 'I');
+  }));
+  ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
+  EXPECT_EQ(client.server, nullptr);
+  EXPECT_EQ(client.failed_sqlstate, "08006");
 }
+INSTANTIATE_TEST_SUITE_P(ServerConn, ServerReadsTextsOtherwise,
+                         ::testing::Values(std::pair{"standard_conforming_strings", "off"},
+                                           std::pair{"client_encoding", "SJIS"}));
 
 // A change the guards did not see (a function's SET), reported mid-session: the connection is
 // lost to its session, which ends, and never lent again.
