@@ -98,10 +98,58 @@ void fingerprint(const std::string& text, Analysis& out) {
 
 }  // namespace
 
+std::string invalidUtf8Message(std::string_view text) {
+  if (simdjson::validate_utf8(text.data(), text.size())) return "";
+  // The first character that is not valid, as the server's pg_utf8_islegal judges it.
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    const size_t len = c < 0x80             ? 1
+                       : (c & 0xE0) == 0xC0 ? 2
+                       : (c & 0xF0) == 0xE0 ? 3
+                       : (c & 0xF8) == 0xF0 ? 4
+                                            : 0;
+    bool ok = len != 0 && i + len <= n && !(c >= 0x80 && c < 0xC2) && c <= 0xF4;
+    for (size_t k = 1; ok && k < len; ++k) ok = (s[i + k] & 0xC0) == 0x80;
+    if (ok && len >= 3) {
+      const unsigned char a = s[i + 1];
+      if (c == 0xE0) ok = a >= 0xA0;
+      if (c == 0xED) ok = a <= 0x9F;
+      if (c == 0xF0) ok = a >= 0x90;
+      if (c == 0xF4) ok = a <= 0x8F;
+    }
+    if (!ok) break;
+    i += len;
+  }
+  // report_invalid_encoding: as many bytes as the lead byte announces, at most what is left.
+  const unsigned char lead = i < n ? s[i] : 0;
+  const size_t want = (lead & 0xE0) == 0xC0   ? 2
+                      : (lead & 0xF0) == 0xE0 ? 3
+                      : (lead & 0xF8) == 0xF0 ? 4
+                                              : 1;
+  std::string bytes;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t k = 0; k < want && i + k < n; ++k) {
+    if (k > 0) bytes.push_back(' ');
+    bytes += "0x";
+    bytes.push_back(kHex[s[i + k] >> 4]);
+    bytes.push_back(kHex[s[i + k] & 0xF]);
+  }
+  return "invalid byte sequence for encoding \"UTF8\": " + bytes;
+}
+
 std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
   auto analysis = std::make_shared<Analysis>();
   if (sql.find('\0') != std::string_view::npos) {
     analysis->error = "statement text contains a zero byte";
+    return analysis;
+  }
+  // The server refuses such a text before it lexes it; so does pgwarden, with the server's words.
+  if (std::string message = invalidUtf8Message(sql); !message.empty()) {
+    analysis->error = std::move(message);
+    analysis->error_sqlstate = "22021";
     return analysis;
   }
   const std::string text(sql);  // pg_query wants a NUL-terminated string
@@ -122,8 +170,16 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
   buffer.assign(parsed.parse_tree, json_len);
   const auto err = jsonParser().parse(buffer.data(), json_len, false).get(root);
   if (err) {
-    // Nesting deeper than the JSON parser's depth limit: refuse rather than guess.
-    analysis->error = "statement is too deeply nested to analyse";
+    // Refuse rather than guess. Nesting deeper than the JSON parser's depth limit is the one
+    // failure a valid UTF-8 text can meet here; any other is named as what it is.
+    if (err == simdjson::DEPTH_ERROR) {
+      analysis->error = "statement is too deeply nested to analyse";
+      analysis->error_sqlstate = "54001";
+    } else {
+      analysis->error = std::string("pgwarden could not read the parse tree of this statement (") +
+                        simdjson::error_message(err) + ")";
+      analysis->error_sqlstate = "XX000";
+    }
     pg_query_free_parse_result(parsed);
     return analysis;
   }
@@ -188,7 +244,9 @@ struct Analyzer::Impl {
 // time a shape is seen, an attempt at a template for it).
 std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql, bool& from_shape) {
   Shape& shape = scratch;
-  if (capacity == 0 || sql.size() > max_bytes || !lexShape(sql, shape) || shape.literals.empty()) {
+  // A text that is not valid UTF-8 never reaches a template: the full analysis refuses it.
+  if (capacity == 0 || sql.size() > max_bytes || !simdjson::validate_utf8(sql.data(), sql.size()) ||
+      !lexShape(sql, shape) || shape.literals.empty()) {
     return analyzeUncached(sql);
   }
   auto* entry = shapes.find(shape.key);

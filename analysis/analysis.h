@@ -128,6 +128,9 @@ struct Analysis {
   bool ok = false;
   std::string error;           // parser message when !ok
   int error_position = 0;      // 1-based cursor position, 0 unknown
+  // The SQLSTATE the server would answer the text with when !ok: 42601 for what the parser
+  // refuses, 22021 for a text that is not valid UTF-8, 54001 for one nested too deeply.
+  std::string error_sqlstate;
   std::vector<StatementInfo> statements;
   uint64_t fingerprint = 0;    // libpg_query fingerprint of the whole text
   std::string fingerprint_hex;
@@ -160,5 +163,9 @@ class Analyzer {
 
 // Uncached analysis (what the cache calls on a miss).
 std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql);
+
+// "" when `text` is valid UTF-8 as the server checks it; otherwise the server's own message for
+// it ('invalid byte sequence for encoding "UTF8": 0xe9 0x27', SQLSTATE 22021).
+std::string invalidUtf8Message(std::string_view text);
 
 }  // namespace pgwarden::guards

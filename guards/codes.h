@@ -27,8 +27,10 @@ inline constexpr std::string_view kInvalidArguments = "INVALID_ARGUMENTS";
 inline constexpr std::string_view kRangeTooWide = "RANGE_TOO_WIDE";
 inline constexpr std::string_view kRangeReversed = "RANGE_REVERSED";
 inline constexpr std::string_view kRangeRequired = "RANGE_REQUIRED";
-// The text does not parse (42601 syntax_error).
+// The text does not parse (42601 syntax_error), or is not valid UTF-8 (22021
+// character_not_in_repertoire, the server's answer to such a text).
 inline constexpr std::string_view kSyntaxError = "SYNTAX_ERROR";
+inline constexpr std::string_view kInvalidEncoding = "INVALID_ENCODING";
 // A check that needs the server could not run (58000 system_error).
 inline constexpr std::string_view kPlanUnavailable = "PLAN_UNAVAILABLE";
 // Rewrites and notices (01000 warning): the result is capped / was cut at max_rows.
@@ -80,6 +82,7 @@ inline constexpr std::string_view kTransactionDiscarded = "TRANSACTION_DISCARDED
 inline constexpr std::string_view kSqlstatePolicy = "42501";
 inline constexpr std::string_view kSqlstateLimit = "54000";
 inline constexpr std::string_view kSqlstateSyntax = "42601";
+inline constexpr std::string_view kSqlstateCharacterNotInRepertoire = "22021";
 inline constexpr std::string_view kSqlstateInvalidParameter = "22023";
 inline constexpr std::string_view kSqlstateUnavailable = "58000";
 inline constexpr std::string_view kSqlstateWarning = "01000";
@@ -98,7 +101,7 @@ inline constexpr std::string_view kAll[] = {
     kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
     kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
     kSeqScan,        kCostTooHigh,      kJoinExplosion,       kInvalidArguments, kRangeTooWide,
-    kRangeReversed,  kRangeRequired,    kSyntaxError,         kPlanUnavailable,
+    kRangeReversed,  kRangeRequired,    kSyntaxError,         kInvalidEncoding, kPlanUnavailable,
     kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
     kArbitraryRows,  kPartialResult,    kFanoutJoin,          kNullComparison, kNotInNull,
     kIntegerDivision, kDistinctMeasure, kOuterJoinCount,      kTimestampDateBound,

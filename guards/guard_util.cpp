@@ -24,6 +24,7 @@ std::string_view sqlstateFor(std::string_view code) {
   if (code == kRangeTooWide) return kSqlstateLimit;
   if (code == kInvalidArguments || code == kRangeReversed || code == kRangeRequired) return kSqlstateInvalidParameter;
   if (code == kSyntaxError) return kSqlstateSyntax;
+  if (code == kInvalidEncoding) return kSqlstateCharacterNotInRepertoire;
   if (code == kPlanUnavailable) return kSqlstateUnavailable;
   if (code == kRowsCapped || code == kRowsTruncated) return kSqlstateWarning;
   if (code == kTooManyRows) return kSqlstateLimit;

@@ -8,12 +8,13 @@
 #include <charconv>
 #include <chrono>
 
+#include "analysis/plan.h"
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
 #include "guards/codes.h"
+#include "guards/fixed_settings.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
-#include "analysis/plan.h"
 
 namespace pgwarden::guards {
 
@@ -183,6 +184,13 @@ Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, c
   if (!analysis.ok) {
     applyDenial(d, syntaxErrorVerdict(analysis, sql));
     return d;
+  }
+  // Whatever the group's guards: pgwarden must go on reading texts as the server does.
+  for (const auto& st : analysis.statements) {
+    if (auto r = fixedSettingChange(st)) {
+      applyDenial(d, renderOutside("fixed_settings", std::move(*r)));
+      return d;
+    }
   }
   return runChain(analysis, sql, ctx, stats, std::move(d), ChainState{});
 }
@@ -407,18 +415,22 @@ Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql) {
   Verdict v;
   v.guard = "parser";
   v.action = Action::kDeny;
-  v.code = std::string(codes::kSyntaxError);
-  v.sqlstate = std::string(codes::kSqlstateSyntax);
+  // A text that is not valid UTF-8 gets the server's own answer (22021); anything else the
+  // parser refuses is a syntax error, or the limit or failure it met, under its SQLSTATE.
+  const bool encoding = analysis.error_sqlstate == codes::kSqlstateCharacterNotInRepertoire;
+  v.code = std::string(encoding ? codes::kInvalidEncoding : codes::kSyntaxError);
+  v.sqlstate = analysis.error_sqlstate.empty() ? std::string(codes::kSqlstateSyntax)
+                                               : analysis.error_sqlstate;
   v.message = analysis.error.empty() ? "syntax error" : analysis.error;
   v.position = analysis.error_position;
   Facts facts;
-  std::string next = "fix the SQL and send it again";
+  std::string next = encoding ? "send the text as UTF-8" : "fix the SQL and send it again";
   if (analysis.error_position > 0) {
     facts.add("position", static_cast<int64_t>(analysis.error_position));
     next = "fix the SQL near position " + std::to_string(analysis.error_position) + " and send it again";
   }
   facts.add("next_step", next);
-  v.detail = facts.json(codes::kSyntaxError);
+  v.detail = facts.json(v.code);
   if (analysis.error_position > 0 && !sql.empty()) {
     // The position counts characters; step over UTF-8 continuation bytes to find the byte.
     size_t byte = 0;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "guards/fixed_settings.h"
 
 namespace pgwarden::daemon {
 
@@ -459,6 +460,13 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
     read_only_lost_ = true;
     fail("the server reported default_transaction_read_only=" + std::string(p->value) +
          "; ending the session");
+    return false;
+  }
+  if (!guards::serverReportAccepted(p->name, p->value)) {
+    // A SET pgwarden did not see (a function's SET, a DO block): the next texts would be split
+    // and read by the server otherwise than pgwarden reads them.
+    lexical_lost_ = std::string(p->name) + "=" + std::string(p->value);
+    fail("the server reported " + lexical_lost_ + "; ending the session");
     return false;
   }
   return true;

@@ -95,6 +95,9 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   const std::string& loginMessage() const override { return login_message_; }
   // The server reported default_transaction_read_only other than "on": never lent again.
   bool readOnlyLost() const { return read_only_lost_; }
+  // The server reported standard_conforming_strings or client_encoding other than the values
+  // pgwarden reads texts under ("name=value"; "" while they hold): never lent again.
+  const std::string& lexicalLost() const { return lexical_lost_; }
 
   // kIdle -> kActive: server messages now go to `link` (`holder`: the client session's id, for
   // SHOW SERVERS; 0 for pgwarden's own jobs).
@@ -207,6 +210,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   bool paused_ = false;
   bool processing_ = false;
   bool read_only_lost_ = false;
+  std::string lexical_lost_;
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it
   std::string last_error_;
   std::string login_sqlstate_;

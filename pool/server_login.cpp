@@ -1,13 +1,13 @@
 // Server connection, logging in: the startup packet with the safety settings, the answers to the
 // server's authentication requests, what the login reports, and the write pool's check of its role.
 // Login flow: https://www.postgresql.org/docs/15/protocol-flow.html#id-1.10.6.7.3
-#include "pool/server_conn.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "common/log_text.h"
+#include "guards/fixed_settings.h"
+#include "pool/server_conn.h"
 
 namespace pgwarden::daemon {
 
@@ -35,6 +35,10 @@ void ServerConnection::sendStartup() {
       {"statement_timeout", millisText(up.statement_timeout)},
       {"lock_timeout", millisText(up.lock_timeout)},
       {"idle_in_transaction_session_timeout", millisText(idle_in_txn)},
+      // The lexical settings pgwarden reads every text under (guards/fixed_settings.h), as
+      // reset values too, whatever the role's or the database's defaults say.
+      {"standard_conforming_strings", std::string(guards::kStandardConformingStrings)},
+      {"client_encoding", std::string(guards::kClientEncoding)},
   };
   protocol::writeStartup(stream_.out(), params);
   if (stream_.flush() != 0) fail("cannot write to the server");
@@ -202,6 +206,15 @@ bool ServerConnection::handleLoginReady(const protocol::Frame& f) {
     return false;
   }
   tx_status_ = z->status;
+  for (const std::string_view name : {"standard_conforming_strings", "client_encoding"}) {
+    // As for the read-only check below: a server that does not report a setting is taken at
+    // the startup packet's word (every PostgreSQL since 8.1 reports both).
+    if (!parameter(name).empty() && !guards::serverReportAccepted(name, parameter(name))) {
+      fail("the server connection does not read texts as pgwarden does (" + std::string(name) +
+           "=" + std::string(parameter(name)) + ")");
+      return false;
+    }
+  }
   if (pool_.writes()) return askRoleCheck();
   const auto ro = parameter("default_transaction_read_only");
   if (!ro.empty() && ro != "on") {

@@ -628,6 +628,17 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
           RejectReason::kNotAllowed);
     return;
   }
+  if (!s.lexicalLost().empty()) {
+    finishAllPending(history::Outcome::kAborted,
+                     "pgwarden ended the session: the server reported " + s.lexicalLost(), "0A000");
+    spdlog::warn("{}: ending the session: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
+    fatal("0A000",
+          "terminating connection: the server reported " + s.lexicalLost() +
+              ", and pgwarden reads statements only with standard_conforming_strings=on and "
+              "client_encoding=UTF8; reconnect and leave those settings as they are",
+          RejectReason::kNotAllowed);
+    return;
+  }
   finishAllPending(history::Outcome::kAborted,
                    "the server connection was lost before the statement finished", "08006");
   spdlog::warn("{}: server connection lost: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));

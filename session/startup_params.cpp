@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "common/ascii.h"
+#include "guards/fixed_settings.h"
 
 namespace pgwarden::daemon {
 
@@ -52,6 +53,17 @@ std::string applySetting(ClientStartup& out, const std::string& name, const std:
     return "";
   }
   if (const char* canonical = canonicalClientParam(name)) {
+    if (std::string_view(canonical) == "client_encoding") {
+      // pgwarden reads every statement as UTF-8; under another encoding the server would split
+      // and read the same bytes differently (docs/reliability.md, "The text pgwarden judges").
+      if (!guards::isUtf8EncodingName(value)) {
+        return "client_encoding \"" + value + "\" " + where +
+               " is not accepted: pgwarden reads statements as UTF-8 and accepts only "
+               "client_encoding UTF8; connect with client_encoding=UTF8 and convert on the client";
+      }
+      setParam(out.params, canonical, std::string(guards::kClientEncoding));
+      return "";
+    }
     setParam(out.params, canonical, value);
     if (std::string_view(canonical) == "application_name") out.application_name = value;
     return "";

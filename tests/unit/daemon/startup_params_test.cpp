@@ -68,6 +68,20 @@ TEST(StartupFilter, OrdinaryClientParametersPass) {
   EXPECT_EQ(r.startup->params.size(), 6u);
 }
 
+// pgwarden reads statements as UTF-8: any spelling of UTF8 is taken, under the name the server
+// reports, so the connection's own UTF8 needs no SET.
+TEST(StartupFilter, ClientEncodingIsUtf8UnderItsReportedName) {
+  for (const char* v : {"UTF8", "utf8", "utf-8", "unicode"}) {
+    auto r = filterStartupParams({{"user", "agent"}, {"client_encoding", v}});
+    ASSERT_TRUE(r.startup) << v << ": " << r.refusal.message;
+    EXPECT_EQ(valueOf(r.startup->params, "client_encoding"), "UTF8") << v;
+  }
+  auto r = filterStartupParams({{"user", "agent"}, {"client_encoding", "SJIS"}});
+  ASSERT_FALSE(r.startup);
+  EXPECT_NE(r.refusal.message.find("accepts only client_encoding UTF8"), std::string::npos)
+      << r.refusal.message;
+}
+
 TEST(StartupFilter, DatabaseDefaultsToUser) {
   auto r = filterStartupParams({{"user", "agent"}});
   ASSERT_TRUE(r.startup);
@@ -121,6 +135,14 @@ TEST(StartupFilter, ServerSettingsAreRefusedByName) {
       {{{"user", "a"}, {"session_authorization", "postgres"}}, "session_authorization"},
       {{{"user", "a"}, {"role", "postgres"}}, "role"},
       {{{"user", "a"}, {"options", "-c transaction_read_only=off"}}, "transaction_read_only"},
+      {{{"user", "a"}, {"standard_conforming_strings", "off"}}, "standard_conforming_strings"},
+      {{{"user", "a"}, {"options", "-c standard_conforming_strings=off"}},
+       "standard_conforming_strings"},
+      {{{"user", "a"}, {"options", "--standard-conforming-strings=off"}},
+       "standard_conforming_strings"},
+      {{{"user", "a"}, {"client_encoding", "SJIS"}}, "SJIS"},
+      {{{"user", "a"}, {"options", "-c client_encoding=LATIN1"}}, "LATIN1"},
+      {{{"user", "a"}, {"client_encoding", "SQL_ASCII"}}, "SQL_ASCII"},
   };
   for (const auto& c : cases) {
     auto r = filterStartupParams(c.params);

@@ -46,8 +46,9 @@ class Client final : public ServerWaiter, public ServerLink {
   }
   void onServerReadDone(ServerConnection&) override {}
   void onServerWritten(ServerConnection&) override {}
-  void onServerLost(ServerConnection&, const std::string& why) override {
+  void onServerLost(ServerConnection& c, const std::string& why) override {
     lost_why = why;
+    lexical_lost = c.lexicalLost();
     server = nullptr;
   }
 
@@ -58,6 +59,7 @@ class Client final : public ServerWaiter, public ServerLink {
   std::string failed_sqlstate;
   std::string failed_message;
   std::string lost_why;
+  std::string lexical_lost;
 };
 
 std::string frames(const std::function<void(std::string&)>& write) {
@@ -172,6 +174,9 @@ TEST_F(ServerConnTest, LogsInWithTheSafetySettingsInTheStartupPacket) {
   EXPECT_EQ(param("application_name"), "pgwarden");
   EXPECT_EQ(param("default_transaction_read_only"), "on");
   EXPECT_EQ(param("statement_timeout"), "10000");
+  // The lexical settings pgwarden reads texts under, as the session's reset values too.
+  EXPECT_EQ(param("standard_conforming_strings"), "on");
+  EXPECT_EQ(param("client_encoding"), "UTF8");
   ServerConnection& s = *client.server;
   EXPECT_EQ(s.state(), ServerState::kActive);
   EXPECT_EQ(s.backendPid(), 4242);
@@ -209,6 +214,48 @@ TEST_F(ServerConnTest, AServerThatIsNotReadOnlyIsNeverLent) {
   ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
   EXPECT_EQ(client.server, nullptr);
   EXPECT_EQ(client.failed_sqlstate, "08006");
+}
+
+// A server whose role or database turned standard_conforming_strings off, or that speaks another
+// client_encoding, would split texts otherwise than pgwarden reads them.
+class ServerReadsTextsOtherwise
+    : public ServerConnTest,
+      public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
+TEST_P(ServerReadsTextsOtherwise, AndIsNeverLent) {
+  const auto [name, value] = GetParam();
+  Client& client = newClient();
+  pool().acquire(&client);
+  protocol::StartupPacket startup;
+  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(startup); }));
+  server_.send(frames([&](std::string& o) {
+    protocol::writeAuthOk(o);
+    protocol::writeParameterStatus(o, "default_transaction_read_only", "on");
+    protocol::writeParameterStatus(o, name, value);
+    protocol::writeReadyForQuery(o, 'I');
+  }));
+  ASSERT_TRUE(runUntil([&] { return !client.failed_sqlstate.empty(); }));
+  EXPECT_EQ(client.server, nullptr);
+  EXPECT_EQ(client.failed_sqlstate, "08006");
+}
+INSTANTIATE_TEST_SUITE_P(ServerConn, ServerReadsTextsOtherwise,
+                         ::testing::Values(std::pair{"standard_conforming_strings", "off"},
+                                           std::pair{"client_encoding", "SJIS"}));
+
+// A change the guards did not see (a function's SET), reported mid-session: the connection is
+// lost to its session, which ends, and never lent again.
+TEST_F(ServerConnTest, ALexicalSettingChangedUnderTheSessionEndsIt) {
+  Client& client = newClient();
+  loginAndLend(client);
+  query(client, "SELECT f()");
+  server_.send(frames([](std::string& o) {
+    protocol::writeParameterStatus(o, "standard_conforming_strings", "off");
+  }));
+  ASSERT_TRUE(runUntil([&] { return !client.lost_why.empty(); }));
+  EXPECT_EQ(client.lexical_lost, "standard_conforming_strings=off");
+  EXPECT_NE(client.lost_why.find("standard_conforming_strings=off"), std::string::npos)
+      << client.lost_why;
+  EXPECT_EQ(client.types, "") << "the report is not forwarded";
+  ASSERT_TRUE(runUntil([&] { return pool().stats().total == 0; }));
 }
 
 // The write pool (docs/writes.md): its own role, not read-only, and lent only once the server
