@@ -184,7 +184,8 @@ def split(text):
             i += 1
             if depth == 0 and begin_depth == 0:
                 emit(";")
-                if items and isinstance(items[-1], Statement) and _COPY_IN.search(_plain(items[-1])):
+                last = items[-1] if items else None
+                if isinstance(last, Statement) and _COPY_IN.search(_plain(last)):
                     # COPY ... FROM STDIN: its data follows, up to a line "\.", and is not SQL.
                     end = text.find("\n\\.", i)
                     i = n if end < 0 else end + 3
@@ -225,6 +226,9 @@ def split(text):
             else:
                 items.append(Meta(name, args))
             i = end
+            if name == "copy" and re.search(r"(?i)\bfrom\s+(stdin|pstdin)\b", args):
+                end = text.find("\n\\.", i)  # \copy's data, up to a line "\."
+                i = n if end < 0 else end + 3
         else:
             if not (c.isspace() and not has_content()):  # psql drops leading whitespace
                 buf.append(c)
