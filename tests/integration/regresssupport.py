@@ -124,9 +124,16 @@ def split(text):
             buf.append(text[i:j])
             i = j
         elif c == "'":
+            # The prefix: E'' has backslash escapes; U&'' and B''/X'' never do; a plain '' does
+            # while standard_conforming_strings is off.
             prev = text[i - 1] if i else ""
-            escapes = not std_strings or (
-                prev in "eE" and (i < 2 or not _IDENT_CHAR.match(text[i - 2])))
+            alone = i < 2 or not _IDENT_CHAR.match(text[i - 2])
+            if prev in "eE" and alone:
+                escapes = True
+            elif (prev in "bBxX" and alone) or text[max(0, i - 2):i] in ("U&", "u&"):
+                escapes = False
+            else:
+                escapes = not std_strings
             j = i + 1
             while j < n:
                 if escapes and text[j] == "\\":
