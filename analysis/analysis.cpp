@@ -3,8 +3,10 @@
 #include "analysis/analysis.h"
 
 #include <pg_query.h>
+#include <pthread.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "analysis/pg_json.h"
@@ -65,10 +67,51 @@ const char* intentName(Intent intent) {
 
 namespace {
 
+// The lowest address of this thread's stack (the main thread's as its RLIMIT_STACK allows), or
+// 0 when unknown.
+uintptr_t stackLow() {
+  thread_local const uintptr_t low = [] {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return uintptr_t{0};
+    void* addr = nullptr;
+    size_t size = 0;
+    const int rc = pthread_attr_getstack(&attr, &addr, &size);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? reinterpret_cast<uintptr_t>(addr) : uintptr_t{0};
+  }();
+  return low;
+}
+
+// How deep a parse tree this thread's free stack can walk: libpg_query's JSON output and the
+// walkers recurse about once per level, measured at 210 to 250 bytes a level (Release; twice
+// that is allowed, four times under AddressSanitizer), with 256 KiB kept for the rest.
+size_t treeDepthHere() {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr size_t kBytesPerLevel = 2048;
+#else
+  constexpr size_t kBytesPerLevel = 512;
+#endif
+  constexpr size_t kReserve = 256 * 1024;
+  const uintptr_t low = stackLow();
+  char here = 0;
+  const uintptr_t top = reinterpret_cast<uintptr_t>(&here);
+  if (low == 0 || top <= low + kReserve) return simdjson::DEFAULT_MAX_DEPTH;
+  const size_t levels = (top - low - kReserve) / kBytesPerLevel;
+  // In steps of 1,024, so the parser is not resized for every small change in the caller's depth.
+  return std::clamp<size_t>(levels / 1024 * 1024, simdjson::DEFAULT_MAX_DEPTH, kMaxTreeDepth);
+}
+
 // libpg_query keeps its memory contexts per thread, and so does this parser: the analyzer runs
-// on the loop thread, and a second thread simply gets its own.
-simdjson::dom::parser& jsonParser() {
+// on the loop thread, and a second thread simply gets its own. Its depth limit is what the
+// thread's stack can walk, at most kMaxTreeDepth (simdjson's default of 1,024 refused 145 nested
+// scalar subqueries that PostgreSQL runs).
+simdjson::dom::parser& jsonParser(size_t max_depth) {
   thread_local simdjson::dom::parser parser;
+  if (parser.max_depth() != max_depth) {
+    const auto err = parser.allocate(
+        std::max(parser.capacity(), simdjson::dom::MINIMAL_DOCUMENT_CAPACITY), max_depth);
+    if (err != simdjson::SUCCESS) return parser;  // out of memory: the parse will fail and say so
+  }
   return parser;
 }
 
@@ -168,12 +211,14 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
     buffer.reserve(json_len + simdjson::SIMDJSON_PADDING);
   }
   buffer.assign(parsed.parse_tree, json_len);
-  const auto err = jsonParser().parse(buffer.data(), json_len, false).get(root);
+  simdjson::dom::parser& parser = jsonParser(treeDepthHere());
+  const auto err = parser.parse(buffer.data(), json_len, false).get(root);
   if (err) {
-    // Refuse rather than guess. Nesting deeper than the JSON parser's depth limit is the one
-    // failure a valid UTF-8 text can meet here; any other is named as what it is.
+    // Refuse rather than guess (or overflow the stack). Nesting deeper than the walk can hold is
+    // the one failure a valid UTF-8 text can meet here; any other is named as what it is.
     if (err == simdjson::DEPTH_ERROR) {
-      analysis->error = "statement is too deeply nested to analyse";
+      analysis->error = "statement is nested deeper than pgwarden analyses (" +
+                        std::to_string(parser.max_depth()) + " levels of parse tree)";
       analysis->error_sqlstate = "54001";
     } else {
       analysis->error = std::string("pgwarden could not read the parse tree of this statement (") +

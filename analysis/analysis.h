@@ -161,6 +161,14 @@ class Analyzer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The deepest parse tree analysed (levels of libpg_query's JSON output). PostgreSQL 15 with its
+// default max_stack_depth (2MB) runs up to 2,111 nested scalar subqueries (14,788 levels), 4,515
+// nested coalesce() (13,556) or a 4,092-term 1+1+... (8,193); a deeper text is refused with a
+// message that says so. libpg_query's output and the walkers recurse over the tree, so a thread
+// whose free stack is smaller walks less (analysis.cpp, treeDepthHere): an 8 MiB loop thread
+// walks all of kMaxTreeDepth, a 1 MiB one 1,024 levels.
+inline constexpr size_t kMaxTreeDepth = 16384;
+
 // Uncached analysis (what the cache calls on a miss).
 std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql);
 

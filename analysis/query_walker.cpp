@@ -500,7 +500,8 @@ Intent Walker::readIntent() const {
 }
 
 Intent Walker::inferIntent() const {
-  if (out_.modifying_cte || out_.select_into) return Intent::kWrite;
+  const bool planned_only = out_.kind == StatementKind::kExplain && !out_.explain_analyze;
+  if (out_.modifying_cte || out_.select_into) return planned_only ? Intent::kOther : Intent::kWrite;
   switch (out_.kind) {
     case StatementKind::kInsert:
     case StatementKind::kUpdate:

@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/log_text.h"
 #include "session/client_session.h"
 #include "daemon/daemon.h"
@@ -24,8 +26,17 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     if (waiters_.size() < 100000) waiters_.push_back(session_id);
   }
 
+  // The database is gone for good (3D000): no refresh until a client logs in to it again.
+  bool gone() const { return gone_; }
+  void revive(uint64_t now_ms) {
+    gone_ = false;
+    failures_ = 0;
+    next_due_ms_ = 0;
+    tick(now_ms);
+  }
+
   void tick(uint64_t now_ms) {
-    if (running_ || waiting_ || now_ms < next_due_ms_) return;
+    if (gone_ || running_ || waiting_ || now_ms < next_due_ms_) return;
     if (done_once_ && daemon_.config()->upstream.stats_refresh.count() == 0) return;
     waiting_ = true;
     pool_ = &daemon_.pools().pool(db_, true);
@@ -66,9 +77,9 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     protocol::writeQuery(c.out(), sql);
     if (c.flush() != 0) c.close("write failed");
   }
-  void onServerFailed(const std::string&, const std::string& message) override {
+  void onServerFailed(const std::string& sqlstate, const std::string& message) override {
     waiting_ = false;
-    fail("no server connection: " + message);
+    fail("no server connection: " + message, sqlstate == "3D000");
   }
 
   // ServerLink
@@ -134,6 +145,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         column_rows_.clear();
         column_rows_.shrink_to_fit();
         done_once_ = true;
+        failures_ = 0;
         wakeWaiters();
         const auto every = daemon_.config()->upstream.stats_refresh.count();
         next_due_ms_ = daemon_.nowMs() + static_cast<uint64_t>(every > 0 ? every : 0);
@@ -262,14 +274,27 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     }
   }
 
-  void fail(const std::string& why) {
+  // A failed refresh is retried after a pause that doubles with each failure in a row (from
+  // stats_refresh or kRetryMs, whichever is shorter, up to kMaxRetryMs); a database that does
+  // not exist is not retried at all until a client logs in to it (CatalogRefresher::watch).
+  void fail(const std::string& why, bool gone = false) {
     failed_once_ = true;
     wakeWaiters();
     ++daemon_.counters().stats_refresh_errors;
     rows_.clear();
     column_rows_.clear();
+    if (gone) {
+      gone_ = true;
+      spdlog::warn(
+          "catalog statistics for db={} not refreshed: {}; the database is gone: no "
+          "retries until a client connects to it again",
+          logsafe(db_), logsafe(why, kLogMessageMaxBytes));
+      return;
+    }
     const auto every = static_cast<uint64_t>(daemon_.config()->upstream.stats_refresh.count());
-    const uint64_t retry = every > 0 && every < kRetryMs ? every : kRetryMs;
+    const uint64_t base = every > 0 && every < kRetryMs ? every : kRetryMs;
+    const int doublings = std::min(failures_++, 16);
+    const uint64_t retry = std::min(base << doublings, std::max(base, kMaxRetryMs));
     next_due_ms_ = daemon_.nowMs() + retry;
     spdlog::warn("catalog statistics for db={} not refreshed: {}; retrying in {} s", logsafe(db_),
                  logsafe(why, kLogMessageMaxBytes), retry / 1000);
@@ -298,6 +323,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   bool failed_ = false;
   bool done_once_ = false;
   bool failed_once_ = false;
+  bool gone_ = false;
+  int failures_ = 0;               // failed refreshes in a row
   std::vector<uint64_t> waiters_;  // sessions holding their first ReadyForQuery for the load
 };
 
@@ -320,7 +347,12 @@ void CatalogRefresher::forEachAge(
 }
 
 void CatalogRefresher::watch(const std::string& server_db) {
-  if (stopped_ || jobs_.count(server_db) || jobs_.size() >= kMaxDatabases) return;
+  if (stopped_) return;
+  if (auto it = jobs_.find(server_db); it != jobs_.end()) {
+    if (it->second->gone()) it->second->revive(daemon_.nowMs());
+    return;
+  }
+  if (jobs_.size() >= kMaxDatabases) return;
   auto& job = jobs_[server_db];
   job = std::make_unique<Job>(daemon_, server_db);
   job->tick(daemon_.nowMs());

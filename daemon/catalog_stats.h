@@ -48,6 +48,7 @@ class CatalogRefresher {
   static constexpr size_t kMaxDatabases = 64;
   static constexpr size_t kMaxRows = 500000;
   static constexpr uint64_t kRetryMs = 30000;
+  static constexpr uint64_t kMaxRetryMs = 30 * 60 * 1000;  // the longest pause between retries
 
  private:
   class Job;

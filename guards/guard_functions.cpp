@@ -49,6 +49,9 @@ constexpr Category kConfigured{"configured", "it is on this connection's deny li
 struct DenyEntry {
   std::string pattern;
   const Category* category;
+  // Only the form with this many arguments (-1: every form): ts_rewrite(query, select) runs its
+  // second argument as SQL, ts_rewrite(query, target, substitute) runs none.
+  int only_args = -1;
 };
 
 const std::vector<DenyEntry>& defaultDenyList() {
@@ -73,7 +76,7 @@ const std::vector<DenyEntry>& defaultDenyList() {
       {"txid_current", &kXid}, {"pg_current_xact_id", &kXid},
       {"query_to_xml*", &kSqlText}, {"query_to_xmlschema", &kSqlText}, {"cursor_to_xml*", &kSqlText},
       {"table_to_xml*", &kSqlText}, {"schema_to_xml*", &kSqlText}, {"database_to_xml*", &kSqlText},
-      {"ts_stat", &kSqlText}, {"ts_rewrite", &kSqlText},
+      {"ts_stat", &kSqlText}, {"ts_rewrite", &kSqlText, 2},
       {"inet_server_addr", &kNetwork}, {"inet_server_port", &kNetwork},
   };
   return kList;
@@ -254,6 +257,7 @@ class FunctionsGuard final : public Guard {
       if (cfg_.allow_mode && !allowed_by_list) return notAllowed(call);
       if (!cfg_.allow_mode && !allowed_by_list) {
         for (const auto& d : cfg_.deny) {
+          if (d.only_args >= 0 && call.args.size() != static_cast<size_t>(d.only_args)) continue;
           if (matches(d.pattern, call)) return denied(call, *d.category);
         }
       }

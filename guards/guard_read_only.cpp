@@ -99,7 +99,10 @@ class ReadOnlyGuard final : public Guard {
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
     (void)in;
-    if (auto clause = checkClauses(st)) return std::move(*clause);
+    // EXPLAIN without ANALYZE plans a locking or data-modifying query without running it
+    // (PostgreSQL plans them in a read-only transaction too); its other clauses still count.
+    const bool planned_only = st.kind == StatementKind::kExplain && !st.explain_analyze;
+    if (auto clause = checkClauses(st, planned_only)) return std::move(*clause);
     switch (st.kind) {
       case StatementKind::kSelect:
       case StatementKind::kShow:
@@ -142,11 +145,11 @@ class ReadOnlyGuard final : public Guard {
  private:
   // set_config() calls, and the clauses that make a statement of a readable kind write or lock;
   // checked before the statement's kind.
-  std::optional<GuardResult> checkClauses(const StatementInfo& st) const {
+  std::optional<GuardResult> checkClauses(const StatementInfo& st, bool planned_only) const {
     for (const auto& name : st.set_config_names) {
       if (isProtectedSetting(name, protected_)) return protectedSetting(name, "set_config()");
     }
-    if (st.modifying_cte) {
+    if (st.modifying_cte && !planned_only) {
       return deny(st, "a WITH clause that changes data",
                   "A WITH clause that runs INSERT, UPDATE, DELETE or MERGE is not allowed: this "
                   "connection is read-only; keep only SELECT queries inside WITH.",
@@ -158,7 +161,7 @@ class ReadOnlyGuard final : public Guard {
                   "drop the INTO clause to get the rows back instead.",
                   "remove INTO and read the rows", "");
     }
-    if (st.locking_clause) {
+    if (st.locking_clause && !planned_only) {
       return deny(st, "FOR UPDATE/FOR SHARE",
                   "Locking clauses (FOR UPDATE, FOR SHARE and the like) are not allowed: this "
                   "connection is read-only and never locks rows; remove the locking clause.",
@@ -250,7 +253,9 @@ class ReadOnlyGuard final : public Guard {
                       "connection is read-only; leave the default.",
                       "leave the transaction mode as it is", "SHOW transaction_read_only");
         }
-        if (isProtectedSetting(st.setting, protected_)) return protectedSetting(st.setting, "SET");
+        if (isProtectedSetting(st.setting, protected_) && !harmlessSet(st)) {
+          return protectedSetting(st.setting, "SET");
+        }
         return {};
       case StatementKind::kReset:
         if (st.setting == "all") {
@@ -260,7 +265,9 @@ class ReadOnlyGuard final : public Guard {
           r.hint = "RESET work_mem";
           return r;
         }
-        if (isProtectedSetting(st.setting, protected_)) return protectedSetting(st.setting, "RESET");
+        if (isProtectedSetting(st.setting, protected_) && !harmlessReset(st.setting)) {
+          return protectedSetting(st.setting, "RESET");
+        }
         return {};
       case StatementKind::kDiscard:
         return deny(st, "DISCARD",
@@ -271,6 +278,29 @@ class ReadOnlyGuard final : public Guard {
         break;
     }
     return {};
+  }
+
+  // A SET of a protected setting that changes nothing the policy relies on: read-only on (the
+  // connection's own default), SET ... TO DEFAULT where RESET is harmless, SET ROLE NONE where no
+  // role can have been set.
+  bool harmlessSet(const StatementInfo& st) const {
+    const std::string value = util::lower(st.setting_value);
+    if (value == "default") return harmlessReset(st.setting);
+    if (st.setting == "default_transaction_read_only") {
+      return value == "on" || value == "true" || value == "yes" || value == "1";
+    }
+    return st.setting == "role" && value == "none" && harmlessReset("role");
+  }
+
+  // RESET of default_transaction_read_only goes back to the connection's login value (on for
+  // the read-only pools; the write pool's off changes nothing its write mode does not judge).
+  // RESET ROLE and RESET SESSION AUTHORIZATION change nothing while both are protected: then no
+  // SET ROLE or SET SESSION AUTHORIZATION (nor set_config of them) can have run on this session.
+  bool harmlessReset(std::string_view setting) const {
+    if (setting == "default_transaction_read_only") return true;
+    if (setting != "role" && setting != "session_authorization") return false;
+    return isProtectedSetting("role", protected_) &&
+           isProtectedSetting("session_authorization", protected_);
   }
 
   // A statement that wraps another (EXPLAIN, PREPARE, DECLARE CURSOR, COPY) passes only when the

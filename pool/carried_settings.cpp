@@ -1,5 +1,8 @@
 #include "pool/carried_settings.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "guards/session_state.h"
 #include "pool/server_conn.h"
 
@@ -33,13 +36,58 @@ std::string quoteSqlLiteral(std::string_view v) {
   return out;
 }
 
+std::optional<std::string> startupValue(std::string_view name, const ParamList& startup) {
+  if (name == "client_encoding" || name == "search_path") return std::nullopt;
+  if (const std::string* v = wantedValue(startup, name)) return *v;
+  if (name == "application_name") return std::string();
+  return std::nullopt;
+}
+
+std::optional<std::string> resetsToStartup(std::string_view sql,
+                                           const std::vector<guards::StatementInfo>& statements,
+                                           const ParamList& startup) {
+  std::optional<std::string> out;
+  size_t copied = 0;  // of `sql`, up to here
+  for (const auto& st : statements) {
+    const bool to_default =
+        st.kind == guards::StatementKind::kReset ||
+        (st.kind == guards::StatementKind::kSet && st.setting_value == "default");
+    if (!to_default) continue;
+    const std::string_view name = guards::carriedSetting(st.setting);
+    if (name.empty()) continue;
+    const auto value = startupValue(name, startup);
+    if (!value) continue;
+    size_t from = static_cast<size_t>(std::max(st.location, 0));
+    size_t len = st.length > 0 ? static_cast<size_t>(st.length) : sql.size() - from;
+    if (from < copied || from + len > sql.size()) return std::nullopt;  // not a text we can cut
+    // A statement after the first starts right after the last one's semicolon.
+    while (len > 0 && std::isspace(static_cast<unsigned char>(sql[from]))) {
+      ++from;
+      --len;
+    }
+    if (!out) out.emplace();
+    out->append(sql.substr(copied, from - copied));
+    out->append(st.set_local ? "SET LOCAL " : "SET ");
+    out->append(name);
+    out->append(" TO ");
+    out->append(quoteSqlLiteral(*value));
+    copied = from + len;
+  }
+  if (out) out->append(sql.substr(copied));
+  return out;
+}
+
 std::string carriedSyncSql(ServerConnection& c, const ParamList& wanted) {
   std::string sql;
   for (const std::string_view name : guards::carriedSettings()) {
     const std::string* want = wantedValue(wanted, name);
     if (isReportedSetting(name)) {
-      const std::string_view target = want ? std::string_view(*want) : c.loginParameter(name);
-      if (target.empty() || c.parameter(name) == target) continue;
+      // A client that sent no application_name has '' on a direct connection, not pgwarden's.
+      const bool app = name == "application_name";
+      const std::string_view target = want  ? std::string_view(*want)
+                                      : app ? std::string_view()
+                                            : c.loginParameter(name);
+      if ((target.empty() && !app) || c.parameter(name) == target) continue;
       sql += "SET " + std::string(name) + " = " + quoteSqlLiteral(target) + ";";
     } else {
       const std::string_view target = want ? std::string_view(*want) : std::string_view();

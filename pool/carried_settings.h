@@ -2,9 +2,12 @@
 // names them), and the statement that brings a connection's values to what its next user wants.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "analysis/analysis.h"
 #include "common/param_list.h"
 
 namespace pgwarden::daemon {
@@ -20,6 +23,19 @@ bool isReportedSetting(std::string_view name);
 // connection had after its login, so one client's DateStyle never reaches another. Notes the
 // unreported values it sets on `c`.
 std::string carriedSyncSql(ServerConnection& c, const ParamList& wanted);
+
+// What a RESET (or SET ... TO DEFAULT) of a carried setting goes back to for this client, as on
+// a direct connection: the value it started with, '' for an application_name it did not send;
+// nullopt where the connection's login value is already right (a setting the client did not
+// send, client_encoding and search_path, which other rules own).
+std::optional<std::string> startupValue(std::string_view name, const ParamList& startup);
+
+// `sql` with each RESET / SET ... TO DEFAULT of a carried setting turned into a SET to the
+// client's startup value (a pooled connection's own reset values are pgwarden's login values);
+// nullopt when there is none. RESET ALL is left as it is.
+std::optional<std::string> resetsToStartup(std::string_view sql,
+                                           const std::vector<guards::StatementInfo>& statements,
+                                           const ParamList& startup);
 
 // `v` as a SQL string literal (E'' when it holds a backslash).
 std::string quoteSqlLiteral(std::string_view v);

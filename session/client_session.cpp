@@ -446,6 +446,10 @@ bool ClientSession::owedIsUncertain() const {
         if (batch_open) return true;
         break;
       case Expect::kInternal:
+        if (p.internal().sync) {
+          batch_open = false;
+          break;
+        }
         if (p.internal().step_closes > 0) {
           batch_open = true;
           break;

@@ -186,6 +186,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
       bool param_sync = false;  // the carried settings brought in line (not attach)
       bool failed = false;      // the step's statement was refused by the server
       int step_closes = 0;      // a write step sent as Parse/Bind/Execute: Closes still due
+      bool abort_txn = false;   // after a denial: the Sync or statement that fails the server's
+                                // transaction block as the denied statement would have
+      bool sync = false;        // a Sync of pgwarden's own (it ends an extended batch)
     };
     // kSync, kDescribePortal, kClose and kInternalClose carry nothing (std::monostate).
     using Data = std::variant<std::monostate, Statement, Bind, DescribeStatement, Execute, Query,
@@ -356,6 +359,11 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void recordDenied(const StatementPlan& plan, bool extended);
   // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
   void denyExtended(const StatementPlan& plan);
+  std::optional<std::string> resetSql(const StatementPlan& plan, std::string_view sql) const;
+  // A denial inside a transaction block leaves it aborted, as PostgreSQL's own refusal would
+  // (client_session_client.cpp): whether this one must, and the statement that makes it so.
+  bool denialAbortsTransaction() const;
+  void sendTransactionAbort(bool sync_first);
   // Skips the client's messages up to Sync after pgwarden refused one (`denied`: a guard denied
   // it; otherwise pgwarden answered it with an error of `sqlstate`).
   void skipBatch(std::string_view sqlstate, bool denied);
@@ -513,6 +521,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, std::vector<uint32_t>> statement_types_;
   char tx_status_ = 'I';
   bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
+  bool abort_at_sync_ = false;    // ... inside a transaction block: fail it at that Sync
   bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
   SkippedBatch skipped_;          // what the skipped messages name, while either flag is set
   bool unsynced_ = false;         // extended-protocol messages sent since the last Sync

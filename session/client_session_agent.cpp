@@ -11,6 +11,41 @@
 
 namespace pgwarden::daemon {
 
+namespace {
+// Fails the server's transaction block in place of a denied statement; pgwarden takes its error.
+constexpr std::string_view kAbortSql =
+    "DO $pgwarden$BEGIN RAISE EXCEPTION 'pgwarden refused a statement of this transaction "
+    "block'; END$pgwarden$";
+}  // namespace
+
+// PostgreSQL aborts a transaction block on any error, a refused write included: later
+// statements get 25P02 and COMMIT answers ROLLBACK. A denial does the same to the block the
+// client had open at its last ReadyForQuery (a BEGIN in the denied batch itself is not seen).
+// guarded_writes keeps its documented rule instead: a denied statement leaves the transaction
+// open, and the TRANSACTION_OPEN notice says so (docs/writes.md).
+bool ClientSession::denialAbortsTransaction() const {
+  return !writes_ && server_ != nullptr && tx_status_ == 'T';
+}
+
+// Sent behind whatever the server still owes: for a simple Query at once; for an extended batch
+// at its Sync, after a Sync of pgwarden's own (the server may be skipping to a Sync after an
+// error of its own, and would skip the statement too). The answers to both are pgwarden's;
+// the ReadyForQuery it takes leaves tx_status_ 'E' for the client's.
+void ClientSession::sendTransactionAbort(bool sync_first) {
+  if (sync_first) {
+    Pending sync(Expect::kInternal);
+    sync.internal().abort_txn = true;
+    sync.internal().sync = true;
+    pushPending(std::move(sync));
+    protocol::writeSync(server_->out());
+    unsynced_ = false;
+  }
+  Pending abort(Expect::kInternal);
+  abort.internal().abort_txn = true;
+  pushPending(std::move(abort));
+  protocol::writeQuery(server_->out(), kAbortSql);
+}
+
 using session_detail::awaitingServer;
 
 namespace {

@@ -28,6 +28,12 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       deny_skipping_ = false;
       server_skipping_ = false;
       skipped_.end();
+      if (abort_at_sync_) {
+        abort_at_sync_ = false;
+        sendTransactionAbort(true);
+        queueLocal({}, true);  // the Sync's ReadyForQuery, with the status the abort left
+        return true;
+      }
       sendSync(f);
       return true;
     }
@@ -233,6 +239,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
     std::string out;
     writeDeny(out, *plan);
     if (writes_) writesDenied(*plan, out);
+    if (denialAbortsTransaction()) sendTransactionAbort(false);
     queueLocal(std::move(out), true);
     return true;
   }
@@ -269,12 +276,15 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   if (d.rewritten_sql) {
     ++host_.counters().rewrites;
     protocol::writeQuery(server_->out(), *d.rewritten_sql);
+  } else if (auto reset = resetSql(*plan, protocol::parseQuery(f.body)->sql)) {
+    protocol::writeQuery(server_->out(), *reset);
   } else {
     forward(f);
   }
   pushPending(std::move(p));
   return true;
 }
+
 
 bool ClientSession::handleParse(const protocol::Frame& f) {
   auto m = protocol::parseParse(f.body);
@@ -378,6 +388,8 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   if (d.rewritten_sql) {
     ++host_.counters().rewrites;
     sendParse(m->statement, *d.rewritten_sql, m->param_types, nullptr);
+  } else if (auto reset = resetSql(*plan, m->sql)) {
+    sendParse(m->statement, *reset, m->param_types, nullptr);
   } else {
     sendParse(m->statement, m->sql, m->param_types, &f);
   }
@@ -683,6 +695,7 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
   std::string out;
   writeDeny(out, plan);
   if (writes_) writesDenied(plan, out);
+  if (denialAbortsTransaction()) abort_at_sync_ = true;
   queueLocal(std::move(out), false);
   skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
             true);

@@ -52,6 +52,16 @@ std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
 
 std::string ClientSession::paramSyncSql() { return carriedSyncSql(*server_, client_params_); }
 
+// RESET of a carried setting goes back to what the client started with, as on a direct
+// connection (a pooled connection's reset values are pgwarden's login values). The client sees
+// RESET's own command tag (sendCommandComplete).
+std::optional<std::string> ClientSession::resetSql(const StatementPlan& plan,
+                                                   std::string_view sql) const {
+  if (!plan.analysis || !plan.analysis->ok) return std::nullopt;
+  return resetsToStartup(sql, plan.analysis->statements, startup_params_);
+}
+
+
 void ClientSession::choosePoolMode() {
   const std::string& mode = policy_ ? policy_->poolMode() : std::string();
   txn_pooling_ = mode.empty() ? config_->pool.mode == PoolMode::kTransaction : mode == "transaction";

@@ -98,6 +98,10 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head)
   }
   if (run && run->truncated) {
     protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+  } else if (tag == "SET" && run && run->plan && run->plan->analysis &&
+             run->index < run->plan->analysis->statements.size() &&
+             run->plan->analysis->statements[run->index].kind == guards::StatementKind::kReset) {
+    protocol::writeCommandComplete(client_.out(), "RESET");  // a RESET sent as SET (resetSql)
   } else {
     client_.out().append(f.raw.data(), f.raw.size());
   }
@@ -220,6 +224,7 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
   switch (head.kind) {
     case Expect::kInternal:
       if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
+      if (head.internal().abort_txn) return true;  // pgwarden's own error that aborts the block
       attach_failed_ = true;
       attach_error_ = message;
       if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
@@ -273,8 +278,9 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
       server_->setTxStatus(z->status);
     }
     const bool param_sync = head.internal().param_sync;
+    const bool abort_txn = head.internal().abort_txn;
     pending_.pop_front();
-    if (param_sync && !attach_failed_) {
+    if (abort_txn || (param_sync && !attach_failed_)) {
       emitLocalHeads();
       return true;
     }

@@ -40,7 +40,16 @@ INSTANTIATE_TEST_SUITE_P(
                       "PREPARE p AS SELECT 1", "EXECUTE p", "DEALLOCATE p", "DECLARE c CURSOR FOR SELECT 1",
                       "FETCH 10 FROM c", "CLOSE c", "COPY t TO STDOUT", "COPY (SELECT 1) TO STDOUT",
                       "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "VALUES (1)",
-                      "SELECT current_setting('statement_timeout')", "SELECT set_config('work_mem', '1MB', false)"));
+                      "SELECT current_setting('statement_timeout')", "SELECT set_config('work_mem', '1MB', false)",
+                      // Nothing that can change data or escape the policy: EXPLAIN plans without
+                      // running, read-only on is the connection's own default, and no role can have
+                      // been set while role and session_authorization are protected.
+                      "EXPLAIN SELECT * FROM t WHERE a = 1 FOR UPDATE",
+                      "EXPLAIN WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d",
+                      "SET default_transaction_read_only = on", "SET default_transaction_read_only TO true",
+                      "RESET default_transaction_read_only", "SET default_transaction_read_only TO DEFAULT",
+                      "RESET ROLE", "SET ROLE NONE", "RESET SESSION AUTHORIZATION",
+                      "SET SESSION AUTHORIZATION DEFAULT"));
 
 struct Denial {
   const char* sql;
@@ -108,7 +117,9 @@ INSTANTIATE_TEST_SUITE_P(
         Denial{"SET transaction_read_only = off", "PROTECTED_SETTING", "transaction_read_only"},
         Denial{"SET ROLE postgres", "PROTECTED_SETTING", "role"},
         Denial{"SET SESSION AUTHORIZATION postgres", "PROTECTED_SETTING", "session_authorization"},
-        Denial{"RESET ROLE", "PROTECTED_SETTING", "role"},
+        Denial{"EXPLAIN ANALYZE SELECT * FROM t FOR UPDATE", "READ_ONLY", "FOR UPDATE"},
+        Denial{"EXPLAIN ANALYZE WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "READ_ONLY", "WITH"},
+        Denial{"SET default_transaction_read_only = 0", "PROTECTED_SETTING", "default_transaction_read_only"},
         Denial{"RESET statement_timeout", "PROTECTED_SETTING", "statement_timeout"},
         Denial{"RESET ALL", "PROTECTED_SETTING", "RESET ALL"},
         Denial{"SET search_path = evil", "PROTECTED_SETTING", "search_path"},
@@ -238,6 +249,15 @@ TEST(Functions, DefaultDenyListCoversEachCategory) {
     EXPECT_EQ(d.deny.code, "FUNCTION_DENIED");
     EXPECT_TRUE(contains(d.deny.detail, std::string("\"category\":\"") + c.category + "\"")) << d.deny.detail;
   }
+}
+
+TEST(Functions, TsRewriteRefusedOnlyInTheFormThatRunsSql) {
+  const auto g = group("    - kind: functions\n");
+  const Decision two = evaluate(*g, "SELECT ts_rewrite('a & b'::tsquery, 'SELECT t, s FROM aliases')", nullptr);
+  ASSERT_TRUE(two.denied);
+  EXPECT_TRUE(contains(two.deny.detail, "\"category\":\"sql_as_text\"")) << two.deny.detail;
+  EXPECT_FALSE(evaluate(*g, "SELECT ts_rewrite('a & b'::tsquery, 'a'::tsquery, 'c'::tsquery)", nullptr).denied);
+  EXPECT_FALSE(evaluate(*g, "SELECT ts_rewrite(q, t, s) FROM aliases", nullptr).denied);
 }
 
 TEST(Functions, MatchedWhateverTheSpelling) {

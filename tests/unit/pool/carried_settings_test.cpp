@@ -1,0 +1,57 @@
+// pool: the carried settings' statements: a client without application_name gets '' and a RESET
+// (or SET ... TO DEFAULT) of a carried setting goes back to the value the client started with,
+// as on a direct connection, never to pgwarden's login values.
+#include "pool/carried_settings.h"
+
+#include <gtest/gtest.h>
+
+#include "analysis/analysis.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+std::optional<std::string> rewrite(const std::string& sql, const ParamList& startup) {
+  const auto a = guards::analyzeUncached(sql);
+  EXPECT_TRUE(a->ok) << a->error;
+  return resetsToStartup(sql, a->statements, startup);
+}
+
+const ParamList kStartup = {
+    {"DateStyle", "Postgres, MDY"}, {"TimeZone", "Asia/Tokyo"}, {"extra_float_digits", "2"}};
+
+TEST(CarriedSettings, StartupValues) {
+  EXPECT_EQ(startupValue("DateStyle", kStartup), "Postgres, MDY");
+  EXPECT_EQ(startupValue("application_name", kStartup), "");  // not sent: '' as on the server
+  EXPECT_EQ(startupValue("IntervalStyle", kStartup), std::nullopt);  // the login value is right
+  EXPECT_EQ(startupValue("search_path", {{"search_path", "x"}}), std::nullopt);
+  EXPECT_EQ(startupValue("client_encoding", {{"client_encoding", "LATIN1"}}), std::nullopt);
+}
+
+TEST(CarriedSettings, ResetGoesBackToTheStartupValue) {
+  EXPECT_EQ(rewrite("RESET datestyle", kStartup), "SET DateStyle TO 'Postgres, MDY'");
+  EXPECT_EQ(rewrite("SET DateStyle TO DEFAULT", kStartup), "SET DateStyle TO 'Postgres, MDY'");
+  EXPECT_EQ(rewrite("SET LOCAL timezone = default", kStartup),
+            "SET LOCAL TimeZone TO 'Asia/Tokyo'");
+  EXPECT_EQ(rewrite("reset extra_float_digits", kStartup), "SET extra_float_digits TO '2'");
+  EXPECT_EQ(rewrite("RESET application_name", kStartup), "SET application_name TO ''");
+  EXPECT_EQ(rewrite("RESET application_name", {{"application_name", "it's"}}),
+            "SET application_name TO 'it''s'");
+}
+
+TEST(CarriedSettings, OnlyTheResetsOfAMultiStatementTextChange) {
+  EXPECT_EQ(rewrite("set datestyle=iso; reset datestyle; select date '2020-01-02'", kStartup),
+            "set datestyle=iso; SET DateStyle TO 'Postgres, MDY'; select date '2020-01-02'");
+  EXPECT_EQ(rewrite("RESET timezone;RESET datestyle", kStartup),
+            "SET TimeZone TO 'Asia/Tokyo';SET DateStyle TO 'Postgres, MDY'");
+}
+
+TEST(CarriedSettings, NothingToChange) {
+  EXPECT_EQ(rewrite("RESET intervalstyle", kStartup), std::nullopt);
+  EXPECT_EQ(rewrite("RESET work_mem", kStartup), std::nullopt);
+  EXPECT_EQ(rewrite("RESET ALL", kStartup), std::nullopt);
+  EXPECT_EQ(rewrite("SET datestyle = iso", kStartup), std::nullopt);
+  EXPECT_EQ(rewrite("SELECT 'RESET datestyle'", kStartup), std::nullopt);
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
