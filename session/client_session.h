@@ -124,7 +124,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     kInternalClose,
   };
   // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
-  enum class WriteStep : uint8_t { kNone, kSavepoint, kRelease, kUndo, kExpire };
+  // kCount: the transaction's per-table counters read after the write (WriteTransaction).
+  enum class WriteStep : uint8_t { kNone, kSavepoint, kCount, kRelease, kUndo, kExpire };
   // One entry of the queue. What every kind needs is in the entry itself; what one kind needs
   // is in its alternative of `data` (chosen by the constructor from the kind, and only changed
   // with it), so a deep pipeline costs a small entry per message.
@@ -436,6 +437,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // An Execute of a write prepared over the extended protocol: false when the write mode denies
   // it now (answered here; the batch is skipped to Sync).
   bool writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan);
+  // The counters after a held write are in (or could not be read: `counted` false): its
+  // CommandComplete or TOO_MANY_ROWS goes out, and its savepoint is released or rolled back to.
+  void writesCounted(bool extended, bool counted);
 
   SessionHost& host_;
   uint64_t id_;
@@ -530,6 +534,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool write_hold_ = false;
   bool write_resume_ = false;
   std::string last_tag_;
+  // A write within its cap by the command tag, waiting for the count of every table it changed
+  // (cascades, triggers): its entry as it stood at CommandComplete, and that CommandComplete.
+  struct HeldWrite {
+    Pending head;
+    std::string command_complete;
+  };
+  std::unique_ptr<HeldWrite> held_write_;
 
   // The gate that judges this session's statements (made for the first one, and dropped again
   // by trimIdle()), and the message waiting for its verdict (empty: none).

@@ -551,7 +551,9 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // Guarded writes: pgwarden's savepoint first, the write fetched whole (no PortalSuspended
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
-    sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint)});
+    writes_->beginWrite();
+    sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint),
+                                                  WriteTransaction::countersQuery()});
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
     pushPending(std::move(p));
@@ -741,6 +743,10 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     }
   }
   pending_.clear();
+  if (held_write_ && held_write_->head.run && !held_write_->head.run->finished) {
+    finishRun(*held_write_->head.run, outcome, sqlstate, message);
+  }
+  held_write_.reset();
   // Suspended portals belong to the statement the client was reading.
   for (auto& [name, p] : portals_) {
     if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
