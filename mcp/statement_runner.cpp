@@ -280,9 +280,9 @@ void StatementRunner::sendWork() {
     }
   } else if (spec_.txn && write_.wrap && !savepoint_set_) {
     // With the savepoint, the counters the write's count starts from.
-    spec_.txn->transaction().beginWrite();
+    spec_.txn->transaction().beginWrite(write_.table);
     sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint) + "; " +
-                                         std::string(daemon::WriteTransaction::countersQuery()));
+                                         spec_.txn->transaction().countersQuery());
     return;
   } else {
     step_ = Step::kRunning;
@@ -590,7 +590,7 @@ void StatementRunner::onReady(const protocol::Frame& f) {
     auto z = protocol::parseReadyForQuery(f.body);
     result_.txn_status = z ? z->status : 'E';
     if (savepoint_set_ && result_.txn_status == 'T' && counting_) {
-      sendTxnStep(TxnStep::kCount, std::string(daemon::WriteTransaction::countersQuery()));
+      sendTxnStep(TxnStep::kCount, spec_.txn->transaction().countersQuery());
       return;
     }
     if (counting_run_) finishRun(*counting_run_, Outcome::kOk);  // no savepoint to count under

@@ -551,9 +551,9 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // Guarded writes: pgwarden's savepoint first, the write fetched whole (no PortalSuspended
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
-    writes_->beginWrite();
+    writes_->beginWrite(it->second.write.table);
     sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint),
-                                                  WriteTransaction::countersQuery()});
+                                                  writes_->countersQuery()});
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
     pushPending(std::move(p));

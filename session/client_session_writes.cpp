@@ -110,9 +110,9 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v) {
   // The savepoint goes first, with the counters the write's count starts from; the client's
   // Query follows it on the same connection, and nothing else is read from the client until
   // RELEASE or ROLLBACK TO has answered.
-  writes_->beginWrite();
+  writes_->beginWrite(v.write.table);
   sendWriteStep(WriteStep::kSavepoint,
-                "SAVEPOINT " + std::string(kWriteSavepoint) + "; " + std::string(WriteTransaction::countersQuery()));
+                "SAVEPOINT " + std::string(kWriteSavepoint) + "; " + writes_->countersQuery());
   p.query().write.target = std::make_unique<const Pending::WriteTarget>(
       Pending::WriteTarget{v.write.table, v.write.command});
   write_hold_ = true;
@@ -148,7 +148,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
       held.query().plan = head.query().plan;
       held.query().next_statement = head.query().next_statement;
     } else {
-      sendExtendedWriteStep(WriteStep::kCount, {WriteTransaction::countersQuery()});
+      sendExtendedWriteStep(WriteStep::kCount, {writes_->countersQuery()});
     }
     return true;
   }
@@ -188,7 +188,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       const bool undo = write->undo;
       popPending();
       if (held_write_) {
-        sendWriteStep(WriteStep::kCount, WriteTransaction::countersQuery());
+        sendWriteStep(WriteStep::kCount, writes_->countersQuery());
       } else if (undo) {
         sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name);
       } else {

@@ -299,18 +299,63 @@ std::optional<GuardResult> WriteTransaction::judgeExecute(const StatementInfo& s
   return stateDenial(st, target, state_ == TxnState::kNone && !begin_sent);
 }
 
-std::string_view WriteTransaction::countersQuery() {
-  // pg_catalog named: a relation of the same name earlier on the search_path cannot stand in.
-  return "SELECT relid::pg_catalog.regclass::pg_catalog.text, n_tup_ins + n_tup_upd + n_tup_del "
-         "FROM pg_catalog.pg_stat_xact_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 "
-         "ORDER BY 2 DESC LIMIT 64";
+namespace {
+
+// `text` as a string literal, whatever standard_conforming_strings says.
+std::string sqlLiteral(std::string_view text) {
+  std::string out = "E'";
+  for (const char c : text) {
+    if (c == '\\' || c == '\'') out += c;
+    out += c;
+  }
+  return out + "'";
 }
 
-void WriteTransaction::beginWrite() { counting_ = Counting{}; }
+// RI triggers that only check: the others (CASCADE, SET NULL, SET DEFAULT) change other tables.
+constexpr const char* kCheckingTriggers =
+    "'RI_FKey_check_ins', 'RI_FKey_check_upd', 'RI_FKey_noaction_del', 'RI_FKey_noaction_upd', "
+    "'RI_FKey_restrict_del', 'RI_FKey_restrict_upd'";
+
+}  // namespace
+
+std::string WriteTransaction::countersQuery() const {
+  // Whether the target can change other tables: it is not a plain or partitioned table (a view,
+  // say), or it or a partition has a trigger other than a checking RI trigger (ON DELETE CASCADE,
+  // SET NULL and user triggers), or a rule that is not a view's. Only then are the counters read
+  // (the scan of pg_class costs milliseconds in a large catalog); the first row, '' and 0, says
+  // they were. A plain table's writes change only its own rows: its command tag counts them.
+  const std::string t = "pg_catalog.to_regclass(" + sqlLiteral(counting_.table) + ")";
+  // The target and its partitions (pg_partition_tree has no rows for a plain table).
+  const std::string rels =
+      "(SELECT " + t + " AS relid UNION SELECT relid FROM pg_catalog.pg_partition_tree(" + t + "))";
+  const std::string gate =
+      "(" + t + " IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = " + t +
+      " AND r.relkind NOT IN ('r', 'p')) OR EXISTS (SELECT FROM " + rels +
+      " p JOIN pg_catalog.pg_trigger g ON g.tgrelid = p.relid JOIN pg_catalog.pg_proc f ON f.oid = "
+      "g.tgfoid WHERE f.proname NOT IN (" + kCheckingTriggers + ")) OR EXISTS (SELECT FROM " + rels +
+      " p JOIN pg_catalog.pg_rewrite w ON w.ev_class = p.relid WHERE w.ev_type <> '1'))";
+  const std::string n =
+      "pg_catalog.pg_stat_get_xact_tuples_inserted(oid) + pg_catalog.pg_stat_get_xact_tuples_updated(oid) "
+      "+ pg_catalog.pg_stat_get_xact_tuples_deleted(oid)";
+  // The gate in the scan's own WHERE is a one-time filter: closed, pg_class is never read.
+  // pg_catalog named: a relation of the same name earlier on the search_path cannot stand in.
+  return "SELECT '', 0 WHERE " + gate + " UNION ALL (SELECT oid::pg_catalog.regclass::pg_catalog.text, " +
+         n + " FROM pg_catalog.pg_class WHERE " + gate + " AND relkind = 'r' AND " + n +
+         " > 0 ORDER BY 2 DESC LIMIT 64)";
+}
+
+void WriteTransaction::beginWrite(std::string_view table) {
+  counting_ = Counting{};
+  counting_.table = std::string(table);
+}
 
 void WriteTransaction::noteCounterRow(std::string_view data_row_body) {
   auto cells = protocol::parseDataRowValues(data_row_body);
   if (!cells || cells->size() != 2 || !(*cells)[0] || !(*cells)[1]) return;
+  if ((*cells)[0]->empty()) {
+    counting_.needed = true;  // the target can change other tables: count them
+    return;
+  }
   const std::string_view n = *(*cells)[1];
   int64_t rows = 0;
   if (std::from_chars(n.data(), n.data() + n.size(), rows).ec != std::errc()) return;
@@ -430,8 +475,11 @@ WriteTransaction::Completion WriteTransaction::onCommandComplete(const Statement
   if (st && st->kind == StatementKind::kTransaction && !st->savepoint.empty()) onSavepointStatement(*st);
   if (!wrapped) return out;
   out.rows = protocol::commandTagCount(tag);
-  if (out.rows > mode_.max_rows_statement || rows_ + out.rows > mode_.max_rows_transaction) {
-    out.over = onWriteDone(wrapped->table, wrapped->command, out.rows);  // no need to count more
+  if (!counting_.needed || out.rows > mode_.max_rows_statement ||
+      rows_ + out.rows > mode_.max_rows_transaction) {
+    // Only its own rows changed (or the tag alone is over): no need to count more.
+    out.over = onWriteDone(wrapped->table, wrapped->command, out.rows);
+    out.counted = !out.over;
     return out;
   }
   counting_.table = wrapped->table;

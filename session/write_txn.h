@@ -74,9 +74,11 @@ class WriteTransaction {
   // ON DELETE CASCADE, SET NULL and triggers) are read with pgwarden's SAVEPOINT and again after
   // the write; the difference is what the statement changed. ROLLBACK TO does not rewind the
   // counters, so only such per-statement differences are used. Each row of either read goes to
-  // noteCounterRow(), a DataRow's body; beginWrite() starts a write's count.
-  static std::string_view countersQuery();
-  void beginWrite();
+  // noteCounterRow(), a DataRow's body; beginWrite() starts the count of a write to `table`. The
+  // counters are read only when the table can change others (a cascading foreign key, a trigger,
+  // a rule; the query checks the catalog): a plain table's writes are counted by their tag.
+  std::string countersQuery() const;
+  void beginWrite(std::string_view table);
   void noteCounterRow(std::string_view data_row_body);
   // A wrapped write's rows, `tag_rows` from its command tag and the per-table changes from the
   // counters (the larger total counts). The TOO_MANY_ROWS denial when it is over the statement
@@ -101,8 +103,9 @@ class WriteTransaction {
     int64_t rows = 0;       // the rows the wrapped write changed (all tables)
     bool counted = false;   // ... and they were kept (within the caps)
     std::optional<guards::GuardResult> over;  // ... or TOO_MANY_ROWS: undo the statement
-    // The tag alone is within the caps: read the counters again (countersQuery(), each row to
-    // noteCounterRow()) and settle with onCounted() before the savepoint is released.
+    // The write can have changed other tables and its tag alone is within the caps: read the
+    // counters again (countersQuery(), each row to noteCounterRow()) and settle with onCounted()
+    // before the savepoint is released.
     bool measure = false;
   };
   struct Wrapped {
@@ -171,6 +174,7 @@ class WriteTransaction {
     std::string table;
     std::string command;
     int64_t tag_rows = 0;
+    bool needed = false;  // the target can change other tables (the query's first row)
     bool after = false;
     std::vector<TableDelta> before;  // bounded by kMaxCounted (the query's LIMIT)
     std::vector<TableDelta> now;

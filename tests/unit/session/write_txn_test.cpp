@@ -326,9 +326,7 @@ TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
   EXPECT_FALSE(wide.counted);
   auto narrow =
       w.onCommandComplete(nullptr, "UPDATE 4", WriteTransaction::Wrapped{table, "UPDATE"});
-  EXPECT_TRUE(narrow.measure && !narrow.counted && !narrow.over);  // the counters are read next
-  narrow = w.onCounted();  // none came back (track_counts off): the tag's count stands
-  EXPECT_TRUE(narrow.counted && !narrow.over);
+  EXPECT_TRUE(narrow.counted && !narrow.over && !narrow.measure);  // a plain table: its tag counts
   EXPECT_EQ(narrow.rows, 4);
   // A denial inside the transaction: it is as it was, and the agent hears so.
   auto again = w.afterDenial("MISSING_PREDICATE", 1500);
@@ -367,8 +365,10 @@ std::string counterRow(std::string_view table, int64_t rows) {
 TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   WriteTransaction w = openWith("parent", 1000);
   const std::string parent = "parent";
-  // The counters before: the transaction's earlier changes (and counts not yet flushed).
-  w.beginWrite();
+  // The counters before: the transaction's earlier changes (and counts not yet flushed), after
+  // the row that says the target can change other tables.
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
   w.noteCounterRow(counterRow("items", 3));
   w.noteCounterRow(counterRow("child", 7));
   // DELETE 1 of parent, and ON DELETE CASCADE removed 100 rows of child.
@@ -390,7 +390,8 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
       << over.over->message;
   EXPECT_EQ(w.totals().rows, 0);  // undone
   // Within the cap: each table's rows go to the tallies.
-  w.beginWrite();
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
   w.noteCounterRow(counterRow("child", 107));
   w.noteCounterRow(counterRow("parent", 1));
   ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"}).measure);
@@ -403,6 +404,30 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   // A malformed row is ignored, never a crash.
   w.noteCounterRow("\x00");
   EXPECT_EQ(w.totals().rows, 6);
+  // Counters that saw less than the tag (track_counts off): the tag's count stands.
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
+  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 2", WriteTransaction::Wrapped{parent, "DELETE"}).measure);
+  w.noteCounterRow(counterRow("", 0));
+  auto by_tag = w.onCounted();
+  EXPECT_TRUE(by_tag.counted);
+  EXPECT_EQ(by_tag.rows, 2);
+  EXPECT_EQ(w.totals().summary, "child: 5 rows; parent: 3 rows");
+  // A plain table (no first row): no second read, the tag counts at once.
+  w.beginWrite(parent);
+  auto plain = w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  EXPECT_TRUE(plain.counted && !plain.measure);
+  EXPECT_EQ(w.totals().rows, 9);
+}
+
+TEST_F(WriteTxnTest, TheCountersQueryNamesTheTargetAsALiteral) {
+  WriteTransaction w(group_->writes());
+  w.beginWrite("\"it's\".t\\x");
+  const std::string q = w.countersQuery();
+  EXPECT_NE(q.find("pg_catalog.to_regclass(E'\"it''s\".t\\\\x')"), std::string::npos) << q;
+  EXPECT_EQ(q.rfind("SELECT '', 0 WHERE ", 0), 0u) << q;
+  EXPECT_NE(q.find("pg_catalog.pg_stat_get_xact_tuples_deleted"), std::string::npos) << q;
+  EXPECT_NE(q.find("pg_catalog.pg_partition_tree("), std::string::npos) << q;
 }
 
 TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
@@ -415,8 +440,7 @@ TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
       (void)w.onCommandComplete(&st, tag, std::nullopt);
       return;
     }
-    ASSERT_TRUE(w.onCommandComplete(&st, tag, WriteTransaction::Wrapped{items, "UPDATE"}).measure);
-    ASSERT_TRUE(w.onCounted().counted);
+    ASSERT_TRUE(w.onCommandComplete(&st, tag, WriteTransaction::Wrapped{items, "UPDATE"}).counted);
   };
   run("UPDATE items SET q = 1 WHERE id < 5", "UPDATE 4");
   run("SAVEPOINT a", "SAVEPOINT");
