@@ -424,7 +424,9 @@ size_t Spool::ready() const {
 Status checkSpoolSpace(const std::string& path, uint64_t capacity) {
   const uint64_t need = kHeaderSize + align8(capacity);
   const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   // Blocks the spool already holds are reused by the reservation.
   uint64_t held = 0;
   struct stat st {};

@@ -538,7 +538,8 @@ void StatementRunner::txnCounted(char status) {
   std::shared_ptr<daemon::StatementRun> run = std::move(counting_run_);
   if (status != 'T') {
     // The count failed, and the transaction with it: the write is lost; only ROLLBACK helps.
-    if (run) finishRun(*run, Outcome::kError, "25P02", "pgwarden could not count the rows it changed");
+    if (run)
+      finishRun(*run, Outcome::kError, "25P02", "pgwarden could not count the rows it changed");
     releaseServer(0);
     fail("25P02", "pgwarden could not count the rows the write changed; the transaction failed");
     return;
@@ -562,8 +563,9 @@ void StatementRunner::txnCounted(char status) {
 void StatementRunner::sendSettle() {
   // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap).
   const std::string name(daemon::kWriteSavepoint);
-  sendTxnStep(TxnStep::kSettle, result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
-                                               : "RELEASE SAVEPOINT " + name);
+  sendTxnStep(TxnStep::kSettle,
+              result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
+                             : "RELEASE SAVEPOINT " + name);
 }
 
 void StatementRunner::onError(const protocol::Frame& f) {
@@ -643,7 +645,8 @@ void StatementRunner::finishRun(StatementRun& run, Outcome outcome, std::string_
 }
 
 void StatementRunner::finishRest(Outcome outcome, std::string_view sqlstate, std::string_view message) {
-  if (counting_run_ && !counting_run_->finished) finishRun(*counting_run_, outcome, sqlstate, message);
+  if (counting_run_ && !counting_run_->finished)
+    finishRun(*counting_run_, outcome, sqlstate, message);
   counting_run_.reset();
   if (run_ && !run_->finished) finishRun(*run_, outcome, sqlstate, message);
   run_.reset();

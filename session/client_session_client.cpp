@@ -552,8 +552,8 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
     writes_->beginWrite(it->second.write.table);
-    sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint),
-                                                  writes_->countersQuery()});
+    sendExtendedWriteStep(WriteStep::kSavepoint,
+                          {"SAVEPOINT " + std::string(kWriteSavepoint), writes_->countersQuery()});
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
     pushPending(std::move(p));

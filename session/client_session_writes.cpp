@@ -265,7 +265,9 @@ void ClientSession::writesCounted(bool extended, bool counted) {
   StatementRun* run = head.run.get();
   if (!counted) {
     // The client hears the count's error instead; the statement ends with it.
-    if (run) finishRun(*run, history::Outcome::kError, "25P02", "pgwarden could not count the rows it changed");
+    if (run)
+      finishRun(*run, history::Outcome::kError, "25P02",
+                "pgwarden could not count the rows it changed");
     return;
   }
   const auto done = writes_->onCounted();
@@ -289,10 +291,12 @@ void ClientSession::writesCounted(bool extended, bool counted) {
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
   }
   if (extended) {
-    sendExtendedWriteStep(WriteStep::kUndo, {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
+    sendExtendedWriteStep(WriteStep::kUndo,
+                          {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
     skipBatch(v.sqlstate, true);
   } else {
-    sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + savepoint + "; RELEASE SAVEPOINT " + savepoint);
+    sendWriteStep(WriteStep::kUndo,
+                  "ROLLBACK TO SAVEPOINT " + savepoint + "; RELEASE SAVEPOINT " + savepoint);
   }
 }
 

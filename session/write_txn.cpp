@@ -332,15 +332,18 @@ std::string WriteTransaction::countersQuery() const {
       "(" + t + " IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = " + t +
       " AND r.relkind NOT IN ('r', 'p')) OR EXISTS (SELECT FROM " + rels +
       " p JOIN pg_catalog.pg_trigger g ON g.tgrelid = p.relid JOIN pg_catalog.pg_proc f ON f.oid = "
-      "g.tgfoid WHERE f.proname NOT IN (" + kCheckingTriggers + ")) OR EXISTS (SELECT FROM " + rels +
+      "g.tgfoid WHERE f.proname NOT IN (" +
+      kCheckingTriggers + ")) OR EXISTS (SELECT FROM " + rels +
       " p JOIN pg_catalog.pg_rewrite w ON w.ev_class = p.relid WHERE w.ev_type <> '1'))";
   const std::string n =
-      "pg_catalog.pg_stat_get_xact_tuples_inserted(oid) + pg_catalog.pg_stat_get_xact_tuples_updated(oid) "
+      "pg_catalog.pg_stat_get_xact_tuples_inserted(oid) + "
+      "pg_catalog.pg_stat_get_xact_tuples_updated(oid) "
       "+ pg_catalog.pg_stat_get_xact_tuples_deleted(oid)";
   // The gate in the scan's own WHERE is a one-time filter: closed, pg_class is never read.
   // pg_catalog named: a relation of the same name earlier on the search_path cannot stand in.
-  return "SELECT '', 0 WHERE " + gate + " UNION ALL (SELECT oid::pg_catalog.regclass::pg_catalog.text, " +
-         n + " FROM pg_catalog.pg_class WHERE " + gate + " AND relkind = 'r' AND " + n +
+  return "SELECT '', 0 WHERE " + gate +
+         " UNION ALL (SELECT oid::pg_catalog.regclass::pg_catalog.text, " + n +
+         " FROM pg_catalog.pg_class WHERE " + gate + " AND relkind = 'r' AND " + n +
          " > 0 ORDER BY 2 DESC LIMIT 64)";
 }
 
@@ -380,8 +383,8 @@ std::string rowsText(int64_t n) { return std::to_string(n) + (n == 1 ? " row" : 
 
 }  // namespace
 
-std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& table, std::string_view command,
-                                                         int64_t tag_rows,
+std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& table,
+                                                         std::string_view command, int64_t tag_rows,
                                                          const std::vector<TableDelta>& changed) {
   int64_t measured = 0;
   for (const auto& c : changed) measured += c.rows;
@@ -403,14 +406,15 @@ std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& tabl
       for (size_t i = 0; i < tables.size(); ++i) where += (i ? "; " : "") + tables[i];
       where += "; the command tag counts " + rowsText(tag_rows) + " of " + table + ")";
     }
-    GuardResult d = denial(codes::kTooManyRows,
-                           std::string(command) + " would have changed " + std::to_string(rows) +
-                               " rows" + where + (statement_cap ? "" : " (the transaction " +
-                               std::to_string(rows_) + " already)") + ", over the " +
-                               (statement_cap ? "statement" : "transaction") + " cap of " +
-                               std::to_string(cap) + "; pgwarden undid this statement only and the "
-                               "transaction is still open: narrow the WHERE clause, or ROLLBACK.",
-                           "SELECT count(*) FROM " + table + " WHERE ...", table);
+    GuardResult d = denial(
+        codes::kTooManyRows,
+        std::string(command) + " would have changed " + std::to_string(rows) + " rows" + where +
+            (statement_cap ? "" : " (the transaction " + std::to_string(rows_) + " already)") +
+            ", over the " + (statement_cap ? "statement" : "transaction") + " cap of " +
+            std::to_string(cap) +
+            "; pgwarden undid this statement only and the "
+            "transaction is still open: narrow the WHERE clause, or ROLLBACK.",
+        "SELECT count(*) FROM " + table + " WHERE ...", table);
     d.facts.add("table", table)
         .add("rows", rows)
         .add("tables", tables)
@@ -423,7 +427,8 @@ std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& tabl
   rows_ += rows;
   ++writes_;
   for (const auto& c : per_table) {
-    auto it = std::find_if(tables_.begin(), tables_.end(), [&](const TableRows& t) { return t.table == c.table; });
+    auto it = std::find_if(tables_.begin(), tables_.end(),
+                           [&](const TableRows& t) { return t.table == c.table; });
     if (it != tables_.end()) {
       it->rows += c.rows;
     } else if (tables_.size() < kMaxTables) {
@@ -437,10 +442,12 @@ std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& tabl
 void WriteTransaction::onSavepointStatement(const StatementInfo& st) {
   // PostgreSQL allows a name twice; ROLLBACK TO and RELEASE act on the newest of that name.
   auto newest = [&]() {
-    return std::find_if(marks_.rbegin(), marks_.rend(), [&](const Mark& m) { return m.name == st.savepoint; });
+    return std::find_if(marks_.rbegin(), marks_.rend(),
+                        [&](const Mark& m) { return m.name == st.savepoint; });
   };
   if (st.command == "SAVEPOINT") {
-    if (marks_.size() >= kMaxMarks) marks_.erase(marks_.begin());  // forgotten: its rollback over-counts
+    if (marks_.size() >= kMaxMarks)
+      marks_.erase(marks_.begin());  // forgotten: its rollback over-counts
     marks_.push_back({st.savepoint, rows_, writes_, tables_, changes_});
   } else if (st.command == "ROLLBACK TO SAVEPOINT") {
     auto it = newest();
@@ -472,7 +479,8 @@ WriteTransaction::Completion WriteTransaction::onCommandComplete(const Statement
     out.txn_rows = rows_;
   }
   if (st && st->kind == StatementKind::kDdl && state_ == TxnState::kOpen) onDdlDone(st->command);
-  if (st && st->kind == StatementKind::kTransaction && !st->savepoint.empty()) onSavepointStatement(*st);
+  if (st && st->kind == StatementKind::kTransaction && !st->savepoint.empty())
+    onSavepointStatement(*st);
   if (!wrapped) return out;
   out.rows = protocol::commandTagCount(tag);
   if (!counting_.needed || out.rows > mode_.max_rows_statement ||

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <csignal>
-
 #include <cstring>
 #include <fstream>
 
@@ -417,9 +416,10 @@ TEST(Spool, TheSpaceCheckComparesTheSizeWithTheFreeSpace) {
   EXPECT_TRUE(checkSpoolSpace(path, 1 << 20).ok());
   const auto huge = checkSpoolSpace(path, uint64_t{1} << 60);  // no file system here is that big
   ASSERT_FALSE(huge.ok());
-  EXPECT_NE(huge.error().find("cannot reserve " + std::to_string((uint64_t{1} << 60) + 4096) +
-                              " bytes for the spool " + path + ": " + dir.path().string() + " has "),
-            std::string::npos)
+  EXPECT_NE(
+      huge.error().find("cannot reserve " + std::to_string((uint64_t{1} << 60) + 4096) +
+                        " bytes for the spool " + path + ": " + dir.path().string() + " has "),
+      std::string::npos)
       << huge.error();
   // The blocks an existing spool holds count: its own size always fits.
   openSpool(path, 1 << 20).reset();

@@ -383,10 +383,12 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   EXPECT_FALSE(over.counted);
   const std::string detail = over.over->facts.json(over.over->code);
   EXPECT_NE(detail.find("\"rows\":101"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("\"tables\":[\"child: 100 rows\",\"parent: 1 row\"]"), std::string::npos) << detail;
-  EXPECT_NE(over.over->message.find("101 rows in 2 tables (child: 100 rows; parent: 1 row; the command "
-                                    "tag counts 1 row of parent)"),
-            std::string::npos)
+  EXPECT_NE(detail.find("\"tables\":[\"child: 100 rows\",\"parent: 1 row\"]"), std::string::npos)
+      << detail;
+  EXPECT_NE(
+      over.over->message.find("101 rows in 2 tables (child: 100 rows; parent: 1 row; the command "
+                              "tag counts 1 row of parent)"),
+      std::string::npos)
       << over.over->message;
   EXPECT_EQ(w.totals().rows, 0);  // undone
   // Within the cap: each table's rows go to the tallies.
@@ -394,7 +396,8 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   w.noteCounterRow(counterRow("", 0));
   w.noteCounterRow(counterRow("child", 107));
   w.noteCounterRow(counterRow("parent", 1));
-  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"}).measure);
+  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"})
+                  .measure);
   w.noteCounterRow(counterRow("child", 112));
   w.noteCounterRow(counterRow("parent", 2));
   auto kept = w.onCounted();
@@ -407,7 +410,8 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   // Counters that saw less than the tag (track_counts off): the tag's count stands.
   w.beginWrite(parent);
   w.noteCounterRow(counterRow("", 0));
-  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 2", WriteTransaction::Wrapped{parent, "DELETE"}).measure);
+  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 2", WriteTransaction::Wrapped{parent, "DELETE"})
+                  .measure);
   w.noteCounterRow(counterRow("", 0));
   auto by_tag = w.onCounted();
   EXPECT_TRUE(by_tag.counted);
@@ -415,7 +419,8 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   EXPECT_EQ(w.totals().summary, "child: 5 rows; parent: 3 rows");
   // A plain table (no first row): no second read, the tag counts at once.
   w.beginWrite(parent);
-  auto plain = w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  auto plain =
+      w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
   EXPECT_TRUE(plain.counted && !plain.measure);
   EXPECT_EQ(w.totals().rows, 9);
 }
@@ -453,7 +458,8 @@ TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
   EXPECT_EQ(w.totals().rows, 4);
   EXPECT_EQ(w.totals().writes, 1);
   EXPECT_EQ(w.totals().summary, "items: 4 rows");
-  EXPECT_NE(w.openNotice(2000).detail.find("\"statements\":[\"UPDATE items 4\"]"), std::string::npos);
+  EXPECT_NE(w.openNotice(2000).detail.find("\"statements\":[\"UPDATE items 4\"]"),
+            std::string::npos);
   // a is still set after ROLLBACK TO: a second rollback goes back to the same point.
   run("UPDATE items SET q = 2 WHERE id < 8", "UPDATE 7");
   run("ROLLBACK TO a", "ROLLBACK");
