@@ -17,6 +17,7 @@
 #include "common/config_util.h"
 #include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
+#include "history/spool.h"
 #include "history/store_path.h"
 #include "mcp/mcp_config.h"
 #include "mcp/operator_tools.h"
@@ -619,6 +620,13 @@ void checkFiles(const Config& config) {
   if (auto st = history::checkStorePath(h); !st.ok()) {
     const std::string where = h.path_line > 0 ? "" : " (history.path is not set; this is its default)";
     throw ConfigFileError(formatError(config.path, h.path_line, "history.path", st.error() + where));
+  }
+  // The spool reserves its whole size at start (a write into a hole of a full file system would
+  // be SIGBUS later): a size the file system cannot hold is refused here, not at start-up.
+  if (const std::string spool = history::spoolPath(h); !spool.empty()) {
+    if (auto st = history::checkSpoolSpace(spool, h.spool_size); !st.ok()) {
+      throw ConfigFileError(formatError(config.path, 0, "history.spool_size", st.error()));
+    }
   }
 }
 

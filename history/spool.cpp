@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -140,7 +141,10 @@ Spool::~Spool() {
 
 Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
   using R = Result<std::unique_ptr<Spool>>;
-  const int fd = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Made here or found: a file this start made and could not reserve is removed again.
+  int fd = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const bool created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = ::open(options.path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return R::fail(errnoText(options.path));
   std::unique_ptr<Spool> s(new Spool(options.path, fd, options.max_records));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -157,7 +161,10 @@ Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
                           std::memcmp(h.magic, "\0\0\0\0\0\0\0\0", 8) != 0;
   if (!has_header) {
     // New, or created by a start that died before stamping it: nothing in it to keep.
-    if (auto st2 = s->initialize(options.capacity); !st2.ok()) return R::fail(st2.error());
+    if (auto st2 = s->initialize(options.capacity); !st2.ok()) {
+      if (created) ::unlink(options.path.c_str());  // still locked by us: no one else has it open
+      return R::fail(st2.error());
+    }
     return s;
   }
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
@@ -198,6 +205,9 @@ Status Spool::initialize(uint64_t capacity) {
   }
   // Reserve the blocks now: a store into a hole of a full file system would be SIGBUS later.
   if (const int rc = posix_fallocate(fd_, 0, static_cast<off_t>(size)); rc != 0) {
+    // No sparse file of the full size is left behind (blocks half reserved are given back); an
+    // empty file has no header, so the next start sizes it afresh.
+    (void)ftruncate(fd_, 0);
     return Status::fail(path_ + ": reserving " + std::to_string(size) +
                         " bytes for the spool: " + std::strerror(rc));
   }
@@ -409,6 +419,30 @@ size_t Spool::depth() const {
 size_t Spool::ready() const {
   return static_cast<size_t>(published_seq_.load(std::memory_order_acquire) -
                              taken_seq_.load(std::memory_order_acquire));
+}
+
+Status checkSpoolSpace(const std::string& path, uint64_t capacity) {
+  const uint64_t need = kHeaderSize + align8(capacity);
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  // Blocks the spool already holds are reused by the reservation.
+  uint64_t held = 0;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) held = static_cast<uint64_t>(st.st_blocks) * 512;
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) {
+    // A directory made at start (the state directory) or unreadable: the start-up says so itself.
+    return {};
+  }
+  // root may use the blocks kept back for it, as posix_fallocate does for root.
+  const uint64_t blocks = ::geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+  const uint64_t free_bytes = blocks * static_cast<uint64_t>(fs.f_frsize);
+  if (held >= need || free_bytes >= need - held) return {};
+  return Status::fail("cannot reserve " + std::to_string(need) + " bytes for the spool " + path +
+                      ": " + dir + " has " + std::to_string(free_bytes) +
+                      " bytes free; lower history.spool_size or free space");
 }
 
 }  // namespace pgwarden::history

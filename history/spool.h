@@ -115,4 +115,9 @@ class Spool final : public RecordQueue {
   std::deque<Taken> taken_;
 };
 
+// Whether a spool of `capacity` ring bytes at `path` can be reserved now: the free space of its
+// file system (the blocks the file already holds count) against what Spool::open reserves. For
+// --check-config, start-up and reload (daemon/config.cpp), before any file is made.
+[[nodiscard]] Status checkSpoolSpace(const std::string& path, uint64_t capacity);
+
 }  // namespace pgwarden::history

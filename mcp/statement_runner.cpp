@@ -279,7 +279,10 @@ void StatementRunner::sendWork() {
       protocol::writeQuery(server_->out(), explain_sql_);
     }
   } else if (spec_.txn && write_.wrap && !savepoint_set_) {
-    sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint));
+    // With the savepoint, the counters the write's count starts from.
+    spec_.txn->transaction().beginWrite(write_.table);
+    sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint) + "; " +
+                                         spec_.txn->transaction().countersQuery());
     return;
   } else {
     step_ = Step::kRunning;
@@ -311,6 +314,10 @@ void StatementRunner::onTxnStepDone(char status) {
     return;
   }
   result_.txn_status = status;
+  if (step == TxnStep::kCount) {
+    txnCounted(status);
+    return;
+  }
   if (step == TxnStep::kSettle) {
     releaseServer(0);
     complete();
@@ -363,6 +370,8 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
       spdlog::warn("mcp session {}: pgwarden's {} step failed: {}", spec_.session_id,
                    txn_step_ == TxnStep::kParamSync ? "settings" : "savepoint",
                    logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
+    } else if (f.type == 'D' && spec_.txn) {
+      spec_.txn->transaction().noteCounterRow(f.body);  // with the savepoint, or after the write
     } else if (f.type == 'Z') {
       auto z = protocol::parseReadyForQuery(f.body);
       onTxnStepDone(z ? z->status : 'E');
@@ -486,7 +495,11 @@ void StatementRunner::onCommandComplete(const protocol::Frame& f) {
     }
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
     screenResult(*run_);
-    finishRun(*run_, Outcome::kOk);
+    if (counting_) {
+      counting_run_ = run_;  // recorded once the count says it was kept
+    } else {
+      finishRun(*run_, Outcome::kOk);
+    }
   }
   run_.reset();
   if (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
@@ -506,7 +519,7 @@ bool StatementRunner::txnCommandComplete(std::string_view tag) {
       st, tag,
       write_.wrap ? std::optional<Wrapped>(Wrapped{write_.table, write_.command}) : std::nullopt);
   if (run_ && done.txn_rows >= 0) run_->txn_rows = done.txn_rows;  // history: what COMMIT kept
-  if (done.counted) spec_.txn->written(done.rows);
+  counting_ = done.measure;  // the rows of every table it changed are counted at ReadyForQuery
   if (!done.over) return true;
   // Over a cap: the write is answered with TOO_MANY_ROWS and undone at its ReadyForQuery; the
   // rows it returned (RETURNING) are gone with it.
@@ -518,6 +531,41 @@ bool StatementRunner::txnCommandComplete(std::string_view tag) {
   }
   run_.reset();
   return false;
+}
+
+void StatementRunner::txnCounted(char status) {
+  counting_ = false;
+  std::shared_ptr<daemon::StatementRun> run = std::move(counting_run_);
+  if (status != 'T') {
+    // The count failed, and the transaction with it: the write is lost; only ROLLBACK helps.
+    if (run)
+      finishRun(*run, Outcome::kError, "25P02", "pgwarden could not count the rows it changed");
+    releaseServer(0);
+    fail("25P02", "pgwarden could not count the rows the write changed; the transaction failed");
+    return;
+  }
+  auto done = spec_.txn->transaction().onCounted();
+  if (done.over) {
+    // Over a cap: answered with TOO_MANY_ROWS and undone; the rows it returned are gone with it.
+    result_.undone = spec_.txn->undone(std::move(*done.over));
+    result_.sets.clear();
+    if (run) {
+      run->rows_affected = done.rows;
+      finishRun(*run, Outcome::kError, result_.undone->sqlstate, result_.undone->message);
+    }
+  } else {
+    spec_.txn->written(done.rows);
+    if (run) finishRun(*run, Outcome::kOk);
+  }
+  sendSettle();
+}
+
+void StatementRunner::sendSettle() {
+  // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap).
+  const std::string name(daemon::kWriteSavepoint);
+  sendTxnStep(TxnStep::kSettle,
+              result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
+                             : "RELEASE SAVEPOINT " + name);
 }
 
 void StatementRunner::onError(const protocol::Frame& f) {
@@ -543,13 +591,16 @@ void StatementRunner::onReady(const protocol::Frame& f) {
   if (spec_.txn) {
     auto z = protocol::parseReadyForQuery(f.body);
     result_.txn_status = z ? z->status : 'E';
+    if (savepoint_set_ && result_.txn_status == 'T' && counting_) {
+      sendTxnStep(TxnStep::kCount, spec_.txn->transaction().countersQuery());
+      return;
+    }
+    if (counting_run_) finishRun(*counting_run_, Outcome::kOk);  // no savepoint to count under
+    counting_run_.reset();
+    counting_ = false;
     if (savepoint_set_ && result_.txn_status == 'T') {
-      // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap). A write that failed left
-      // the transaction failed ('E'): only the caller's ROLLBACK helps then.
-      const std::string name(daemon::kWriteSavepoint);
-      sendTxnStep(TxnStep::kSettle,
-                  result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
-                                 : "RELEASE SAVEPOINT " + name);
+      // A write that failed left the transaction failed ('E'): only the caller's ROLLBACK helps.
+      sendSettle();
       return;
     }
   }
@@ -594,6 +645,9 @@ void StatementRunner::finishRun(StatementRun& run, Outcome outcome, std::string_
 }
 
 void StatementRunner::finishRest(Outcome outcome, std::string_view sqlstate, std::string_view message) {
+  if (counting_run_ && !counting_run_->finished)
+    finishRun(*counting_run_, outcome, sqlstate, message);
+  counting_run_.reset();
   if (run_ && !run_->finished) finishRun(*run_, outcome, sqlstate, message);
   run_.reset();
   while (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {

@@ -168,13 +168,18 @@ class StatementRunner final : public daemon::GateCaller,
   // A transaction's CommandComplete through its state machine; false: the write went over a
   // cap and is answered with TOO_MANY_ROWS instead.
   bool txnCommandComplete(std::string_view tag);
+  // The counters after a write are in: the write is kept or answered with TOO_MANY_ROWS, and
+  // its savepoint settled.
+  void txnCounted(char status);
+  void sendSettle();
   void onError(const protocol::Frame& f);
   void onReady(const protocol::Frame& f);
   // pgwarden's own statement around a transaction's write (SAVEPOINT, RELEASE, ROLLBACK TO): its
   // answers are not the caller's; at its ReadyForQuery the run goes on.
   // kParamSync: the carried settings of a pooled connection brought back to its login values
   // (a transaction-pooled client may have left its own DateStyle there).
-  enum class TxnStep : uint8_t { kNone, kParamSync, kSavepoint, kSettle };
+  // kCount: the transaction's per-table counters after a write (WriteTransaction::onCounted).
+  enum class TxnStep : uint8_t { kNone, kParamSync, kSavepoint, kCount, kSettle };
   void sendTxnStep(TxnStep step, const std::string& sql);
   // Cancelled before the work was sent: the connection goes back and the call ends with 57014.
   void abandonCancelled();
@@ -214,6 +219,9 @@ class StatementRunner final : public daemon::GateCaller,
   daemon::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint
   TxnStep txn_step_ = TxnStep::kNone;
   bool savepoint_set_ = false;
+  // A write within its caps by its tag, recorded once its count is in (txnCounted).
+  std::shared_ptr<daemon::StatementRun> counting_run_;
+  bool counting_ = false;
   RunResult result_;
 };
 

@@ -124,7 +124,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     kInternalClose,
   };
   // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
-  enum class WriteStep : uint8_t { kNone, kSavepoint, kRelease, kUndo, kExpire };
+  // kCount: the transaction's per-table counters read after the write (WriteTransaction).
+  enum class WriteStep : uint8_t { kNone, kSavepoint, kCount, kRelease, kUndo, kExpire };
   // One entry of the queue. What every kind needs is in the entry itself; what one kind needs
   // is in its alternative of `data` (chosen by the constructor from the kind, and only changed
   // with it), so a deep pipeline costs a small entry per message.
@@ -433,7 +434,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   const WriteTransaction* writeTransaction() const override { return writes_.get(); }
   void writesSetUp();
   // A write the gate let through: SAVEPOINT first, and no more client input until it is released.
-  // The write's Query (`query`, the bytes to send) is held until the savepoint succeeded.
+  // The write's Query (`query`, the bytes to send) is held (held_query_) until the savepoint
+  // succeeded.
   void writesBeforeQuery(Pending& p, const GateVerdict& v, std::string query);
   // Guarded writes judge a statement against the transaction state it will run in: a Query, or
   // an Execute of a write, that arrives while the server still owes answers waits for them (true:
@@ -466,6 +468,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Read-only groups: an Execute after an Execute of COMMIT or ROLLBACK in the same batch is
   // refused (answered here; the batch is skipped to Sync). False: refused.
   bool txnEndCheck(const std::shared_ptr<const StatementPlan>& plan);
+  // The counters after a held write are in (or could not be read: `counted` false): its
+  // CommandComplete or TOO_MANY_ROWS goes out, and its savepoint is released or rolled back to.
+  void writesCounted(bool extended, bool counted);
 
   SessionHost& host_;
   uint64_t id_;
@@ -566,10 +571,17 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool write_hold_ = false;
   bool state_hold_ = false;         // waitForTxnState holds the next message
   bool state_flush_sent_ = false;   // ... and has asked the server to answer its batch
-  std::string held_write_;          // a write's Query, sent once its savepoint succeeded
+  std::string held_query_;          // a write's Query, sent once its savepoint succeeded
   std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
   bool write_resume_ = false;
   std::string last_tag_;
+  // A write within its cap by the command tag, waiting for the count of every table it changed
+  // (cascades, triggers): its entry as it stood at CommandComplete, and that CommandComplete.
+  struct HeldWrite {
+    Pending head;
+    std::string command_complete;
+  };
+  std::unique_ptr<HeldWrite> held_write_;
 
   // The gate that judges this session's statements (made for the first one, and dropped again
   // by trimIdle()), and the message waiting for its verdict (empty: none).

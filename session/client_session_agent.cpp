@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "guards/codes.h"
 #include "session/client_session_util.h"
 
 namespace pgwarden::daemon {
@@ -340,6 +341,34 @@ void ClientSession::actOnVerdict(GateVerdict v) {
     act(f, std::move(v));
   }
   resumeInput();
+}
+
+bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan) {
+  // As in a text (the read_only guard's checkText): after COMMIT or ROLLBACK, the rest of an
+  // unsynced batch would run in a new transaction whose read-only mode the server reports only
+  // at the Sync.
+  const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
+                                        ? &plan->analysis->statements[0]
+                                        : nullptr;
+  if (txn_end_in_batch_ && st && policy_) {
+    guards::GuardResult r;
+    r.action = guards::Action::kDeny;
+    r.code = std::string(guards::codes::kReadOnly);
+    r.message =
+        "This Execute follows a COMMIT or ROLLBACK in the same batch; a new transaction would "
+        "begin before the server could report its settings. Send Sync after the transaction's "
+        "end, then this statement.";
+    r.facts.add("statement", st->command).add("next_step", "send Sync after COMMIT or ROLLBACK");
+    guards::Decision d = plan->decision;
+    guards::applyDenial(d, policy_->renderOutside("read_only", std::move(r)));
+    denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
+    return false;
+  }
+  if (st && st->kind == guards::StatementKind::kTransaction &&
+      (st->command == "COMMIT" || st->command == "ROLLBACK")) {
+    txn_end_in_batch_ = true;
+  }
+  return true;
 }
 
 void ClientSession::resumeInput() {

@@ -577,7 +577,9 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // Guarded writes: pgwarden's savepoint first, the write fetched whole (no PortalSuspended
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
-    sendExtendedWriteStep(WriteStep::kSavepoint, {"SAVEPOINT " + std::string(kWriteSavepoint)});
+    writes_->beginWrite(it->second.write.table);
+    sendExtendedWriteStep(WriteStep::kSavepoint,
+                          {"SAVEPOINT " + std::string(kWriteSavepoint), writes_->countersQuery()});
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
     pushPending(std::move(p));
@@ -614,34 +616,6 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   }
   pushPending(Pending(Expect::kClose));
   forward(f);
-  return true;
-}
-
-bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan) {
-  // As in a text (the read_only guard's checkText): after COMMIT or ROLLBACK, the rest of an
-  // unsynced batch would run in a new transaction whose read-only mode the server reports only
-  // at the Sync.
-  const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
-                                        ? &plan->analysis->statements[0]
-                                        : nullptr;
-  if (txn_end_in_batch_ && st && policy_) {
-    guards::GuardResult r;
-    r.action = guards::Action::kDeny;
-    r.code = std::string(guards::codes::kReadOnly);
-    r.message =
-        "This Execute follows a COMMIT or ROLLBACK in the same batch; a new transaction would "
-        "begin before the server could report its settings. Send Sync after the transaction's "
-        "end, then this statement.";
-    r.facts.add("statement", st->command).add("next_step", "send Sync after COMMIT or ROLLBACK");
-    guards::Decision d = plan->decision;
-    guards::applyDenial(d, policy_->renderOutside("read_only", std::move(r)));
-    denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
-    return false;
-  }
-  if (st && st->kind == guards::StatementKind::kTransaction &&
-      (st->command == "COMMIT" || st->command == "ROLLBACK")) {
-    txn_end_in_batch_ = true;
-  }
   return true;
 }
 
@@ -796,6 +770,10 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     }
   }
   pending_.clear();
+  if (held_write_ && held_write_->head.run && !held_write_->head.run->finished) {
+    finishRun(*held_write_->head.run, outcome, sqlstate, message);
+  }
+  held_write_.reset();
   // Suspended portals belong to the statement the client was reading.
   for (auto& [name, p] : portals_) {
     if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);

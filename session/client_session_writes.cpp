@@ -82,6 +82,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
                  static_cast<int>(head.writeStep()),
                  logsafe(message, kLogMessageMaxBytes));
     pending_.pop_front();
+    if (held_write_) writesCounted(true, false);  // the count failed: the write fails with it
     client_.out().append(f.raw.data(), f.raw.size());
     write_hold_ = false;
     write_resume_ = true;
@@ -89,9 +90,14 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     return true;
   }
   // ParseComplete, BindComplete, ... until the last CloseComplete.
+  if (f.type == 'D') {
+    writes_->noteCounterRow(f.body);  // the counters read with the savepoint or after the write
+    return true;
+  }
   if (f.type != '3' || --head.internal().step_closes > 0) return true;
   const WriteStep step = head.writeStep();
   pending_.pop_front();
+  if (step == WriteStep::kCount) writesCounted(true, true);
   if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
     write_hold_ = false;
     write_resume_ = true;
@@ -101,13 +107,16 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
 }
 
 void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::string query) {
-  // The savepoint goes first; the client's Query follows it once the savepoint succeeded (a
-  // write outside pgwarden's savepoint would run past the row caps), and nothing else is read
-  // from the client until RELEASE or ROLLBACK TO has answered.
-  sendWriteStep(WriteStep::kSavepoint, "SAVEPOINT " + std::string(kWriteSavepoint));
+  // The savepoint goes first, with the counters the write's count starts from; the client's
+  // Query follows it once the savepoint succeeded (a write outside pgwarden's savepoint would run
+  // past the row caps), and nothing else is read from the client until RELEASE or ROLLBACK TO
+  // has answered.
+  writes_->beginWrite(v.write.table);
+  sendWriteStep(WriteStep::kSavepoint,
+                "SAVEPOINT " + std::string(kWriteSavepoint) + "; " + writes_->countersQuery());
   p.query().write.target = std::make_unique<const Pending::WriteTarget>(
       Pending::WriteTarget{v.write.table, v.write.command});
-  held_write_ = std::move(query);
+  held_query_ = std::move(query);
   savepoint_error_.clear();
   write_hold_ = true;
 }
@@ -134,8 +143,8 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
 }
 
 void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, bool failed) {
-  std::string query = std::move(held_write_);
-  held_write_.clear();
+  std::string query = std::move(held_query_);
+  held_query_.clear();
   if (!failed && z.status == 'T' && !pending_.empty() && pending_.front().kind == Expect::kQuery) {
     server_->out().append(query);
     flushServer();
@@ -195,6 +204,21 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
               : std::nullopt);
   if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
   const std::string savepoint(kWriteSavepoint);
+  if (done.measure) {
+    // Within the caps by its tag: the client hears CommandComplete once the counters say what
+    // else the write changed (writesCounted). A Query's count is read at its ReadyForQuery.
+    held_write_ = std::make_unique<HeldWrite>(HeldWrite{Pending(head.kind), std::string(f.raw)});
+    Pending& held = held_write_->head;
+    held.run = head.run;
+    held.rows_this_execute = head.rows_this_execute;
+    if (head.kind == Expect::kQuery) {
+      held.query().plan = head.query().plan;
+      held.query().next_statement = head.query().next_statement;
+    } else {
+      sendExtendedWriteStep(WriteStep::kCount, {writes_->countersQuery()});
+    }
+    return true;
+  }
   if (!done.over) {
     if (done.counted) host_.counters().rows_written += static_cast<uint64_t>(done.rows);
     if (wrapped && head.kind == Expect::kExecute) {
@@ -230,7 +254,9 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       const std::string name(kWriteSavepoint);
       const bool undo = write->undo;
       popPending();
-      if (undo) {
+      if (held_write_) {
+        sendWriteStep(WriteStep::kCount, writes_->countersQuery());
+      } else if (undo) {
         sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name);
       } else {
         sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + name);
@@ -241,6 +267,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       return true;
     }
   }
+  if (held_write_) writesCounted(false, false);  // not inside its transaction any more
   writesAfterStatement(status);
   return false;
 }
@@ -258,6 +285,15 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
       savepoint_error_ += '\x1f';
       savepoint_error_ += e->message();
     }
+    if (step == WriteStep::kCount && held_write_) {
+      // The count failed (the transaction with it): the write fails with the server's words.
+      writesCounted(false, false);
+      client_.out().append(f.raw.data(), f.raw.size());
+    }
+    return true;
+  }
+  if (f.type == 'D') {
+    writes_->noteCounterRow(f.body);  // the counters read with the savepoint or after the write
     return true;
   }
   if (f.type != 'Z') return true;  // CommandComplete of pgwarden's own statement
@@ -269,6 +305,17 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
     case WriteStep::kSavepoint:
       writeAfterSavepoint(*z, failed);
       return true;
+    case WriteStep::kCount:
+      if (z->status == 'T' && held_write_) {
+        writesCounted(false, true);  // RELEASE or ROLLBACK TO next; the client waits for it
+        flushServer();
+        break;
+      }
+      writesAfterStatement(z->status);
+      protocol::writeReadyForQuery(client_.out(), z->status);
+      write_hold_ = false;
+      write_resume_ = true;
+      break;
     case WriteStep::kRelease:
     case WriteStep::kUndo:
       // The client's write is settled: the notice and its ReadyForQuery now.
@@ -285,6 +332,47 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
   }
   emitLocalHeads();
   return true;
+}
+
+void ClientSession::writesCounted(bool extended, bool counted) {
+  const std::unique_ptr<HeldWrite> held = std::move(held_write_);
+  Pending& head = held->head;
+  StatementRun* run = head.run.get();
+  if (!counted) {
+    // The client hears the count's error instead; the statement ends with it.
+    if (run)
+      finishRun(*run, history::Outcome::kError, "25P02",
+                "pgwarden could not count the rows it changed");
+    return;
+  }
+  const auto done = writes_->onCounted();
+  const std::string savepoint(kWriteSavepoint);
+  if (!done.over) {
+    host_.counters().rows_written += static_cast<uint64_t>(done.rows);
+    const std::string_view raw = held->command_complete;
+    sendCommandComplete(protocol::Frame{'C', raw, raw.substr(5)}, head);
+    if (extended) {
+      sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
+    } else {
+      sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + savepoint);
+    }
+    return;
+  }
+  const guards::Verdict v = policy_->renderOutside("guarded_writes", *done.over);
+  writeDeny(client_.out(), v);
+  ++host_.counters().writes_undone;
+  if (run) {
+    run->rows_affected = done.rows;
+    finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
+  }
+  if (extended) {
+    sendExtendedWriteStep(WriteStep::kUndo,
+                          {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
+    skipBatch(v.sqlstate, true);
+  } else {
+    sendWriteStep(WriteStep::kUndo,
+                  "ROLLBACK TO SAVEPOINT " + savepoint + "; RELEASE SAVEPOINT " + savepoint);
+  }
 }
 
 void ClientSession::writesAfterStatement(char status) {

@@ -4,6 +4,7 @@
 #include "session/write_txn.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "guards/codes.h"
 #include "guards/guard_util.h"
@@ -22,6 +23,10 @@ namespace {
 constexpr size_t kMaxTables = 32;
 constexpr size_t kMaxChanges = 16;
 constexpr size_t kMaxLooked = 256;
+constexpr size_t kMaxMarks = 32;
+// The tables a write's count reads (the countersQuery's LIMIT): a transaction that changed more
+// tables than this is counted by its busiest ones.
+constexpr size_t kMaxCounted = 64;
 constexpr const char* kNextMoves = "SELECT to inspect, COMMIT to keep, ROLLBACK to undo";
 
 // DDL that changes who may do what, or hides code that runs later with other rights: never in a
@@ -294,21 +299,125 @@ std::optional<GuardResult> WriteTransaction::judgeExecute(const StatementInfo& s
   return stateDenial(st, target, state_ == TxnState::kNone && !begin_sent);
 }
 
-std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& table, std::string_view command,
-                                                         int64_t rows) {
+namespace {
+
+// `text` as a string literal, whatever standard_conforming_strings says.
+std::string sqlLiteral(std::string_view text) {
+  std::string out = "E'";
+  for (const char c : text) {
+    if (c == '\\' || c == '\'') out += c;
+    out += c;
+  }
+  return out + "'";
+}
+
+// RI triggers that only check: the others (CASCADE, SET NULL, SET DEFAULT) change other tables.
+constexpr const char* kCheckingTriggers =
+    "'RI_FKey_check_ins', 'RI_FKey_check_upd', 'RI_FKey_noaction_del', 'RI_FKey_noaction_upd', "
+    "'RI_FKey_restrict_del', 'RI_FKey_restrict_upd'";
+
+}  // namespace
+
+std::string WriteTransaction::countersQuery() const {
+  // Whether the target can change other tables: it is not a plain or partitioned table (a view,
+  // say), or it or a partition has a trigger other than a checking RI trigger (ON DELETE CASCADE,
+  // SET NULL and user triggers), or a rule that is not a view's. Only then are the counters read
+  // (the scan of pg_class costs milliseconds in a large catalog); the first row, '' and 0, says
+  // they were. A plain table's writes change only its own rows: its command tag counts them.
+  const std::string t = "pg_catalog.to_regclass(" + sqlLiteral(counting_.table) + ")";
+  // The target and its partitions (pg_partition_tree has no rows for a plain table).
+  const std::string rels =
+      "(SELECT " + t + " AS relid UNION SELECT relid FROM pg_catalog.pg_partition_tree(" + t + "))";
+  const std::string gate =
+      "(" + t + " IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = " + t +
+      " AND r.relkind NOT IN ('r', 'p')) OR EXISTS (SELECT FROM " + rels +
+      " p JOIN pg_catalog.pg_trigger g ON g.tgrelid = p.relid JOIN pg_catalog.pg_proc f ON f.oid = "
+      "g.tgfoid WHERE f.proname NOT IN (" +
+      kCheckingTriggers + ")) OR EXISTS (SELECT FROM " + rels +
+      " p JOIN pg_catalog.pg_rewrite w ON w.ev_class = p.relid WHERE w.ev_type <> '1'))";
+  const std::string n =
+      "pg_catalog.pg_stat_get_xact_tuples_inserted(oid) + "
+      "pg_catalog.pg_stat_get_xact_tuples_updated(oid) "
+      "+ pg_catalog.pg_stat_get_xact_tuples_deleted(oid)";
+  // The gate in the scan's own WHERE is a one-time filter: closed, pg_class is never read.
+  // pg_catalog named: a relation of the same name earlier on the search_path cannot stand in.
+  return "SELECT '', 0 WHERE " + gate +
+         " UNION ALL (SELECT oid::pg_catalog.regclass::pg_catalog.text, " + n +
+         " FROM pg_catalog.pg_class WHERE " + gate + " AND relkind = 'r' AND " + n +
+         " > 0 ORDER BY 2 DESC LIMIT 64)";
+}
+
+void WriteTransaction::beginWrite(std::string_view table) {
+  counting_ = Counting{};
+  counting_.table = std::string(table);
+}
+
+void WriteTransaction::noteCounterRow(std::string_view data_row_body) {
+  auto cells = protocol::parseDataRowValues(data_row_body);
+  if (!cells || cells->size() != 2 || !(*cells)[0] || !(*cells)[1]) return;
+  if ((*cells)[0]->empty()) {
+    counting_.needed = true;  // the target can change other tables: count them
+    return;
+  }
+  const std::string_view n = *(*cells)[1];
+  int64_t rows = 0;
+  if (std::from_chars(n.data(), n.data() + n.size(), rows).ec != std::errc()) return;
+  auto& into = counting_.after ? counting_.now : counting_.before;
+  if (into.size() < kMaxCounted) into.push_back({std::string(*(*cells)[0]), rows});
+}
+
+std::vector<WriteTransaction::TableDelta> WriteTransaction::counted() const {
+  std::vector<TableDelta> out;
+  for (const auto& t : counting_.now) {
+    auto b = std::find_if(counting_.before.begin(), counting_.before.end(),
+                          [&](const TableDelta& x) { return x.table == t.table; });
+    const int64_t delta = t.rows - (b == counting_.before.end() ? 0 : b->rows);
+    if (delta > 0) out.push_back({t.table, delta});
+  }
+  return out;
+}
+
+namespace {
+
+std::string rowsText(int64_t n) { return std::to_string(n) + (n == 1 ? " row" : " rows"); }
+
+}  // namespace
+
+std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& table,
+                                                         std::string_view command, int64_t tag_rows,
+                                                         const std::vector<TableDelta>& changed) {
+  int64_t measured = 0;
+  for (const auto& c : changed) measured += c.rows;
+  // The counters see every table; when they saw less than the tag says (track_counts off), the
+  // tag's count of the named table stands.
+  const bool by_counters = !changed.empty() && measured >= tag_rows;
+  const std::vector<TableDelta> per_table =
+      by_counters ? changed : std::vector<TableDelta>{{table, tag_rows}};
+  const int64_t rows = by_counters ? measured : tag_rows;
   const bool statement_cap = rows > mode_.max_rows_statement;
   if (statement_cap || rows_ + rows > mode_.max_rows_transaction) {
     const int64_t cap = statement_cap ? mode_.max_rows_statement : mode_.max_rows_transaction;
-    GuardResult d = denial(codes::kTooManyRows,
-                           std::string(command) + " would have changed " + std::to_string(rows) +
-                               " rows of " + table + (statement_cap ? "" : " (the transaction " +
-                               std::to_string(rows_) + " already)") + ", over the " +
-                               (statement_cap ? "statement" : "transaction") + " cap of " +
-                               std::to_string(cap) + "; pgwarden undid this statement only and the "
-                               "transaction is still open: narrow the WHERE clause, or ROLLBACK.",
-                           "SELECT count(*) FROM " + table + " WHERE ...", table);
+    std::string where = " of " + table;
+    std::vector<std::string> tables;
+    for (const auto& c : per_table) tables.push_back(c.table + ": " + rowsText(c.rows));
+    if (per_table.size() > 1 || per_table[0].table != table) {
+      // Rows of other tables: ON DELETE CASCADE, SET NULL, or triggers.
+      where = " in " + std::to_string(per_table.size()) + " tables (";
+      for (size_t i = 0; i < tables.size(); ++i) where += (i ? "; " : "") + tables[i];
+      where += "; the command tag counts " + rowsText(tag_rows) + " of " + table + ")";
+    }
+    GuardResult d = denial(
+        codes::kTooManyRows,
+        std::string(command) + " would have changed " + std::to_string(rows) + " rows" + where +
+            (statement_cap ? "" : " (the transaction " + std::to_string(rows_) + " already)") +
+            ", over the " + (statement_cap ? "statement" : "transaction") + " cap of " +
+            std::to_string(cap) +
+            "; pgwarden undid this statement only and the "
+            "transaction is still open: narrow the WHERE clause, or ROLLBACK.",
+        "SELECT count(*) FROM " + table + " WHERE ...", table);
     d.facts.add("table", table)
         .add("rows", rows)
+        .add("tables", tables)
         .add("cap", cap)
         .add("scope", statement_cap ? "statement" : "transaction")
         .add("transaction_rows", rows_)
@@ -317,14 +426,41 @@ std::optional<GuardResult> WriteTransaction::onWriteDone(const std::string& tabl
   }
   rows_ += rows;
   ++writes_;
-  auto it = std::find_if(tables_.begin(), tables_.end(), [&](const TableRows& t) { return t.table == table; });
-  if (it != tables_.end()) {
-    it->rows += rows;
-  } else if (tables_.size() < kMaxTables) {
-    tables_.push_back({table, rows});
+  for (const auto& c : per_table) {
+    auto it = std::find_if(tables_.begin(), tables_.end(),
+                           [&](const TableRows& t) { return t.table == c.table; });
+    if (it != tables_.end()) {
+      it->rows += c.rows;
+    } else if (tables_.size() < kMaxTables) {
+      tables_.push_back({c.table, c.rows});
+    }
   }
   if (changes_.size() < kMaxChanges) changes_.push_back({std::string(command), table, rows});
   return std::nullopt;
+}
+
+void WriteTransaction::onSavepointStatement(const StatementInfo& st) {
+  // PostgreSQL allows a name twice; ROLLBACK TO and RELEASE act on the newest of that name.
+  auto newest = [&]() {
+    return std::find_if(marks_.rbegin(), marks_.rend(),
+                        [&](const Mark& m) { return m.name == st.savepoint; });
+  };
+  if (st.command == "SAVEPOINT") {
+    if (marks_.size() >= kMaxMarks)
+      marks_.erase(marks_.begin());  // forgotten: its rollback over-counts
+    marks_.push_back({st.savepoint, rows_, writes_, tables_, changes_});
+  } else if (st.command == "ROLLBACK TO SAVEPOINT") {
+    auto it = newest();
+    if (it == marks_.rend()) return;
+    rows_ = it->rows;
+    writes_ = it->writes;
+    tables_ = it->tables;
+    changes_ = it->changes;
+    marks_.erase(it.base(), marks_.end());  // the savepoint itself stays; later ones are gone
+  } else if (st.command == "RELEASE") {
+    auto it = newest();
+    if (it != marks_.rend()) marks_.erase(std::prev(it.base()), marks_.end());
+  }
 }
 
 void WriteTransaction::onDdlDone(std::string_view command) {
@@ -343,10 +479,36 @@ WriteTransaction::Completion WriteTransaction::onCommandComplete(const Statement
     out.txn_rows = rows_;
   }
   if (st && st->kind == StatementKind::kDdl && state_ == TxnState::kOpen) onDdlDone(st->command);
+  if (st && st->kind == StatementKind::kTransaction && !st->savepoint.empty())
+    onSavepointStatement(*st);
   if (!wrapped) return out;
   out.rows = protocol::commandTagCount(tag);
-  out.over = onWriteDone(wrapped->table, wrapped->command, out.rows);
+  if (!counting_.needed || out.rows > mode_.max_rows_statement ||
+      rows_ + out.rows > mode_.max_rows_transaction) {
+    // Only its own rows changed (or the tag alone is over): no need to count more.
+    out.over = onWriteDone(wrapped->table, wrapped->command, out.rows);
+    out.counted = !out.over;
+    return out;
+  }
+  counting_.table = wrapped->table;
+  counting_.command = std::string(wrapped->command);
+  counting_.tag_rows = out.rows;
+  counting_.after = true;
+  counting_.now.clear();
+  out.measure = true;
+  return out;
+}
+
+WriteTransaction::Completion WriteTransaction::onCounted() {
+  Completion out;
+  const std::vector<TableDelta> changed = counted();
+  out.rows = counting_.tag_rows;
+  int64_t measured = 0;
+  for (const auto& c : changed) measured += c.rows;
+  out.rows = std::max(out.rows, measured);
+  out.over = onWriteDone(counting_.table, counting_.command, counting_.tag_rows, changed);
   out.counted = !out.over;
+  counting_ = Counting{};
   return out;
 }
 
@@ -409,6 +571,7 @@ void WriteTransaction::clear() {
   writes_ = 0;
   tables_.clear();
   changes_.clear();
+  marks_.clear();
 }
 
 guards::Verdict WriteTransaction::openNotice(uint64_t now_ms) const {

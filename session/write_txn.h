@@ -69,11 +69,28 @@ class WriteTransaction {
   void noteRead(const guards::StatementInfo& st);
   bool looked(std::string_view schema, std::string_view name) const;
 
-  // A wrapped write's CommandComplete with `rows` changed. The TOO_MANY_ROWS denial when it is
-  // over the statement or transaction cap (the caller rolls back to the savepoint); otherwise the
-  // rows count towards the transaction.
+  // What a wrapped write really changed: the command tag counts only the named table, so the
+  // transaction's per-table counters (pg_stat_xact_user_tables, which include rows changed by
+  // ON DELETE CASCADE, SET NULL and triggers) are read with pgwarden's SAVEPOINT and again after
+  // the write; the difference is what the statement changed. ROLLBACK TO does not rewind the
+  // counters, so only such per-statement differences are used. Each row of either read goes to
+  // noteCounterRow(), a DataRow's body; beginWrite() starts the count of a write to `table`. The
+  // counters are read only when the table can change others (a cascading foreign key, a trigger,
+  // a rule; the query checks the catalog): a plain table's writes are counted by their tag.
+  std::string countersQuery() const;
+  void beginWrite(std::string_view table);
+  void noteCounterRow(std::string_view data_row_body);
+  // A wrapped write's rows, `tag_rows` from its command tag and the per-table changes from the
+  // counters (the larger total counts). The TOO_MANY_ROWS denial when it is over the statement
+  // or transaction cap (the caller rolls back to the savepoint); otherwise the rows count
+  // towards the transaction.
+  struct TableDelta {
+    std::string table;
+    int64_t rows = 0;
+  };
   std::optional<guards::GuardResult> onWriteDone(const std::string& table, std::string_view command,
-                                                 int64_t rows);
+                                                 int64_t tag_rows,
+                                                 const std::vector<TableDelta>& changed = {});
   // DDL that ran inside the transaction (no rows, but part of what COMMIT keeps).
   void onDdlDone(std::string_view command);
 
@@ -83,9 +100,13 @@ class WriteTransaction {
   // transaction is noted, a wrapped write's rows go through onWriteDone().
   struct Completion {
     int64_t txn_rows = -1;  // a COMMIT or ROLLBACK of this transaction: its rows, for history
-    int64_t rows = 0;       // the rows the wrapped write changed (its tag's count)
+    int64_t rows = 0;       // the rows the wrapped write changed (all tables)
     bool counted = false;   // ... and they were kept (within the caps)
     std::optional<guards::GuardResult> over;  // ... or TOO_MANY_ROWS: undo the statement
+    // The write can have changed other tables and its tag alone is within the caps: read the
+    // counters again (countersQuery(), each row to noteCounterRow()) and settle with onCounted()
+    // before the savepoint is released.
+    bool measure = false;
   };
   struct Wrapped {
     const std::string& table;
@@ -93,6 +114,9 @@ class WriteTransaction {
   };
   Completion onCommandComplete(const guards::StatementInfo* st, std::string_view tag,
                                std::optional<Wrapped> wrapped);
+  // The counters after the write are in: its rows across every table it changed, counted or
+  // over a cap (as onCommandComplete's answer).
+  Completion onCounted();
   // A statement ended with the server's ReadyForQuery `status` ('I', 'T' or 'E'), its last
   // command tag's first word `last_tag`: the state moves, and the agent hears TRANSACTION_OPEN
   // inside the transaction, or TRANSACTION_COMMITTED / DISCARDED when it ended (the tallies are
@@ -137,6 +161,26 @@ class WriteTransaction {
     std::string table;
     int64_t rows = 0;
   };
+  // The tallies as they were when the client set a savepoint, restored by ROLLBACK TO it.
+  struct Mark {
+    std::string name;
+    int64_t rows = 0;
+    int64_t writes = 0;
+    std::vector<TableRows> tables;
+    std::vector<Change> changes;
+  };
+  // The wrapped write being counted: its tag's rows, the counters before and after it.
+  struct Counting {
+    std::string table;
+    std::string command;
+    int64_t tag_rows = 0;
+    bool needed = false;  // the target can change other tables (the query's first row)
+    bool after = false;
+    std::vector<TableDelta> before;  // bounded by kMaxCounted (the query's LIMIT)
+    std::vector<TableDelta> now;
+  };
+  void onSavepointStatement(const guards::StatementInfo& st);
+  std::vector<TableDelta> counted() const;
   static std::string key(std::string_view schema, std::string_view name);
   std::string summary() const;
   std::optional<guards::GuardResult> stateDenial(const guards::StatementInfo& st, const std::string& target,
@@ -154,6 +198,8 @@ class WriteTransaction {
   std::vector<TableRows> tables_;     // bounded by kMaxTables
   std::vector<Change> changes_;       // bounded by kMaxChanges (the rest only counted)
   std::vector<std::string> looked_;   // bounded by kMaxLooked, oldest first
+  std::vector<Mark> marks_;           // the client's savepoints, bounded by kMaxMarks
+  Counting counting_;
   // What pgwarden's rollback lost, kept until the client is told.
   TxnEnd expired_by_ = TxnEnd::kIdleTimeout;
   std::string lost_;

@@ -75,6 +75,37 @@ def test_check_config_and_start_refuse_a_history_path_that_cannot_be_created(pgw
     assert expected in r.stderr.splitlines(), r.stderr
 
 
+def test_check_config_and_start_refuse_a_spool_the_file_system_cannot_hold(pgwarden_bin, tmp_path):
+    """A history spool bigger than the free space where it lives: --check-config says so, the
+    daemon refuses to start with the same message, and no spool file (sparse or not) is left."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)], check=True)
+    try:
+        spool = small / "h.spool"
+        text = example_with_history(tmp_path / "history.db").replace(
+            "  # spool_path: /var/lib/pgwarden/history.db.spool",
+            f"  spool_path: {spool}\n  spool_size: 16MiB")
+        text = text.replace("  state_dir: /var/lib/pgwarden", f"  state_dir: {tmp_path}")
+        config = tmp_path / "spool.yaml"
+        config.write_text(text)
+        expected = (f"{config}: history.spool_size: cannot reserve {16 * 2**20 + 4096} bytes for the "
+                    f"spool {spool}: {small} has ")
+        r = run(pgwarden_bin, "--check-config", str(config))
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert expected in r.stderr, r.stderr
+        r = run(pgwarden_bin, "--config", str(config))
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert expected in r.stderr, r.stderr
+        assert list(small.iterdir()) == []
+        # Within the free space: accepted, and the daemon's own reservation then succeeds.
+        config.write_text(text.replace("spool_size: 16MiB", "spool_size: 6MiB"))
+        r = run(pgwarden_bin, "--check-config", str(config))
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
 def test_check_config_names_both_lines_of_a_duplicate_key(pgwarden_bin, tmp_path):
     text = example_with_history(tmp_path / "history.db")
     first = line_of(text, "pool:")

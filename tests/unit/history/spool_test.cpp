@@ -6,8 +6,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -362,6 +364,68 @@ TEST(Spool, AFileThatIsNotASpoolIsRefusedAndLeftAlone) {
   EXPECT_NE(s.error().find("not a pgwarden history spool"), std::string::npos) << s.error();
   EXPECT_EQ(std::filesystem::file_size(path), 8192u);
   EXPECT_FALSE(Spool::open(SpoolOptions{dir.file("no/such/dir.spool"), 1 << 20, 100}).ok());
+}
+
+// Lowers this process's file size limit (RLIMIT_FSIZE) for one scope, with SIGXFSZ ignored so a
+// write past it fails with EFBIG instead of ending the process: a file system that cannot hold
+// the spool, without mounting one.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit l = old_;
+    l.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+TEST(Spool, AStartThatCannotReserveTheSpoolLeavesNoFileBehind) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  {
+    FileSizeLimit limit(1 << 20);
+    auto s = Spool::open(SpoolOptions{path, 2 << 20, 100});
+    ASSERT_FALSE(s.ok());
+    EXPECT_FALSE(std::filesystem::exists(path)) << "the file this start made is removed";
+  }
+  // An empty spool found at start and grown past what fits: no file of the new size is left
+  // (an empty one has no header; the next start sizes it afresh).
+  openSpool(path, 512 << 10).reset();
+  {
+    FileSizeLimit limit(1 << 20);
+    ASSERT_FALSE(Spool::open(SpoolOptions{path, 2 << 20, 100}).ok());
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);
+  auto s = openSpool(path, 2 << 20);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->capacity(), 2u << 20);
+}
+
+TEST(Spool, TheSpaceCheckComparesTheSizeWithTheFreeSpace) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  EXPECT_TRUE(checkSpoolSpace(path, 1 << 20).ok());
+  const auto huge = checkSpoolSpace(path, uint64_t{1} << 60);  // no file system here is that big
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(
+      huge.error().find("cannot reserve " + std::to_string((uint64_t{1} << 60) + 4096) +
+                        " bytes for the spool " + path + ": " + dir.path().string() + " has "),
+      std::string::npos)
+      << huge.error();
+  // The blocks an existing spool holds count: its own size always fits.
+  openSpool(path, 1 << 20).reset();
+  EXPECT_TRUE(checkSpoolSpace(path, 1 << 20).ok());
+  // A directory that does not exist yet is the start-up's to report.
+  EXPECT_TRUE(checkSpoolSpace(dir.file("later/h.spool"), 1 << 20).ok());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "analysis/analysis.h"
 #include "guards/codes.h"
 #include "guards/policy.h"
+#include "protocol/messages.h"
 #include "session/statement_gate.h"
 #include "tests/unit/guards/guard_test_util.h"
 #include "tests/unit/session/session_test_util.h"
@@ -325,7 +326,7 @@ TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
   EXPECT_FALSE(wide.counted);
   auto narrow =
       w.onCommandComplete(nullptr, "UPDATE 4", WriteTransaction::Wrapped{table, "UPDATE"});
-  EXPECT_TRUE(narrow.counted && !narrow.over);
+  EXPECT_TRUE(narrow.counted && !narrow.over && !narrow.measure);  // a plain table: its tag counts
   EXPECT_EQ(narrow.rows, 4);
   // A denial inside the transaction: it is as it was, and the agent hears so.
   auto again = w.afterDenial("MISSING_PREDICATE", 1500);
@@ -351,6 +352,136 @@ TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
   ASSERT_TRUE(w.move(TxnEvent::kExpired, 70000));
   EXPECT_FALSE(w.afterDenial("TRANSACTION_ROLLED_BACK", 70001));
   EXPECT_EQ(w.state(), TxnState::kNone);
+}
+
+// A DataRow body of the counters query: a table and its changed rows so far.
+std::string counterRow(std::string_view table, int64_t rows) {
+  std::string out;
+  const std::string n = std::to_string(rows);
+  protocol::writeDataRow(out, {table, std::string_view(n)});
+  return out.substr(5);
+}
+
+TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
+  WriteTransaction w = openWith("parent", 1000);
+  const std::string parent = "parent";
+  // The counters before: the transaction's earlier changes (and counts not yet flushed), after
+  // the row that says the target can change other tables.
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
+  w.noteCounterRow(counterRow("items", 3));
+  w.noteCounterRow(counterRow("child", 7));
+  // DELETE 1 of parent, and ON DELETE CASCADE removed 100 rows of child.
+  auto tag = w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  ASSERT_TRUE(tag.measure && !tag.over);
+  w.noteCounterRow(counterRow("child", 107));
+  w.noteCounterRow(counterRow("items", 3));
+  w.noteCounterRow(counterRow("parent", 1));
+  auto over = w.onCounted();
+  ASSERT_TRUE(over.over);
+  EXPECT_EQ(over.rows, 101);
+  EXPECT_FALSE(over.counted);
+  const std::string detail = over.over->facts.json(over.over->code);
+  EXPECT_NE(detail.find("\"rows\":101"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("\"tables\":[\"child: 100 rows\",\"parent: 1 row\"]"), std::string::npos)
+      << detail;
+  EXPECT_NE(
+      over.over->message.find("101 rows in 2 tables (child: 100 rows; parent: 1 row; the command "
+                              "tag counts 1 row of parent)"),
+      std::string::npos)
+      << over.over->message;
+  EXPECT_EQ(w.totals().rows, 0);  // undone
+  // Within the cap: each table's rows go to the tallies.
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
+  w.noteCounterRow(counterRow("child", 107));
+  w.noteCounterRow(counterRow("parent", 1));
+  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"})
+                  .measure);
+  w.noteCounterRow(counterRow("child", 112));
+  w.noteCounterRow(counterRow("parent", 2));
+  auto kept = w.onCounted();
+  EXPECT_TRUE(kept.counted && !kept.over);
+  EXPECT_EQ(kept.rows, 6);
+  EXPECT_EQ(w.totals().summary, "child: 5 rows; parent: 1 row");
+  // A malformed row is ignored, never a crash.
+  w.noteCounterRow("\x00");
+  EXPECT_EQ(w.totals().rows, 6);
+  // Counters that saw less than the tag (track_counts off): the tag's count stands.
+  w.beginWrite(parent);
+  w.noteCounterRow(counterRow("", 0));
+  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 2", WriteTransaction::Wrapped{parent, "DELETE"})
+                  .measure);
+  w.noteCounterRow(counterRow("", 0));
+  auto by_tag = w.onCounted();
+  EXPECT_TRUE(by_tag.counted);
+  EXPECT_EQ(by_tag.rows, 2);
+  EXPECT_EQ(w.totals().summary, "child: 5 rows; parent: 3 rows");
+  // A plain table (no first row): no second read, the tag counts at once.
+  w.beginWrite(parent);
+  auto plain =
+      w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  EXPECT_TRUE(plain.counted && !plain.measure);
+  EXPECT_EQ(w.totals().rows, 9);
+}
+
+TEST_F(WriteTxnTest, TheCountersQueryNamesTheTargetAsALiteral) {
+  WriteTransaction w(group_->writes());
+  w.beginWrite("\"it's\".t\\x");
+  const std::string q = w.countersQuery();
+  EXPECT_NE(q.find("pg_catalog.to_regclass(E'\"it''s\".t\\\\x')"), std::string::npos) << q;
+  EXPECT_EQ(q.rfind("SELECT '', 0 WHERE ", 0), 0u) << q;
+  EXPECT_NE(q.find("pg_catalog.pg_stat_get_xact_tuples_deleted"), std::string::npos) << q;
+  EXPECT_NE(q.find("pg_catalog.pg_partition_tree("), std::string::npos) << q;
+}
+
+TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
+  WriteTransaction w = openWith("items", 1000);
+  const std::string items = "items";
+  auto run = [&](const std::string& sql, std::string_view tag) {
+    auto a = guards::analyzeUncached(sql);
+    const guards::StatementInfo& st = a->statements.at(0);
+    if (st.kind != guards::StatementKind::kUpdate) {
+      (void)w.onCommandComplete(&st, tag, std::nullopt);
+      return;
+    }
+    ASSERT_TRUE(w.onCommandComplete(&st, tag, WriteTransaction::Wrapped{items, "UPDATE"}).counted);
+  };
+  run("UPDATE items SET q = 1 WHERE id < 5", "UPDATE 4");
+  run("SAVEPOINT a", "SAVEPOINT");
+  run("UPDATE items SET q = 2 WHERE id < 15", "UPDATE 10");
+  run("SAVEPOINT b", "SAVEPOINT");
+  run("UPDATE items SET q = 3 WHERE id = 15", "UPDATE 1");
+  run("RELEASE SAVEPOINT b", "RELEASE");  // b's write now belongs to a
+  EXPECT_EQ(w.totals().rows, 15);
+  run("ROLLBACK TO SAVEPOINT a", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 4);
+  EXPECT_EQ(w.totals().writes, 1);
+  EXPECT_EQ(w.totals().summary, "items: 4 rows");
+  EXPECT_NE(w.openNotice(2000).detail.find("\"statements\":[\"UPDATE items 4\"]"),
+            std::string::npos);
+  // a is still set after ROLLBACK TO: a second rollback goes back to the same point.
+  run("UPDATE items SET q = 2 WHERE id < 8", "UPDATE 7");
+  run("ROLLBACK TO a", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 4);
+  // Names are reused: ROLLBACK TO names the newest one.
+  run("SAVEPOINT a", "SAVEPOINT");
+  run("UPDATE items SET q = 2 WHERE id < 3", "UPDATE 2");
+  run("ROLLBACK TO SAVEPOINT a", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 4);
+  // A savepoint never set (or forgotten past the bound) leaves the tallies as they are.
+  run("ROLLBACK TO SAVEPOINT zzz", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 4);
+  // Past the bound the oldest marks are forgotten: their rollback over-counts, never under.
+  for (int i = 0; i < 40; ++i) run("SAVEPOINT s" + std::to_string(i), "SAVEPOINT");
+  run("UPDATE items SET q = 2 WHERE id < 3", "UPDATE 2");
+  run("ROLLBACK TO SAVEPOINT s0", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 6);
+  run("ROLLBACK TO SAVEPOINT s39", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 4);
+  w.clear();  // the transaction ended: no savepoint survives it
+  run("ROLLBACK TO SAVEPOINT a", "ROLLBACK");
+  EXPECT_EQ(w.totals().rows, 0);
 }
 
 // The gate asks the caller's WriteTransaction before the chain; a front end without one (MCP) gets
