@@ -1,7 +1,5 @@
-// Command implementations. Logging goes to stderr (journald-aware) so pgwarden runs under
-// systemd as a plain foreground process.
-#include "daemon/cli.h"
-
+// The commands the command line runs. Logging goes to stderr (journald-aware) so pgwarden runs
+// under systemd as a plain foreground process.
 #include <spdlog/spdlog.h>
 #include <termios.h>
 #include <unistd.h>
@@ -9,6 +7,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/salt_key.h"
@@ -18,69 +17,6 @@
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
-
-CommandLine parseCommandLine(const std::vector<std::string>& args) {
-  CommandLine cl;
-  if (args.empty()) {
-    cl.error = "nothing to do: give --config FILE (see --help)";
-    return cl;
-  }
-  const std::string& a = args[0];
-  const auto needsValue = [&](Command c, std::string& field) {
-    if (args.size() != 2 || args[1].empty()) {
-      cl.error = a + " takes exactly one argument";
-      return;
-    }
-    cl.command = c;
-    field = args[1];
-  };
-  if (a == "--help" || a == "-h") {
-    cl.command = Command::kHelp;
-  } else if (a == "--version" || a == "-V") {
-    cl.command = Command::kVersion;
-  } else if (a == "--config" || a == "-c") {
-    needsValue(Command::kRun, cl.config_path);
-  } else if (a.rfind("--config=", 0) == 0 && a.size() > 9 && args.size() == 1) {
-    cl.command = Command::kRun;
-    cl.config_path = a.substr(9);
-  } else if (a == "--check-config") {
-    needsValue(Command::kCheckConfig, cl.config_path);
-  } else if (a.rfind("--check-config=", 0) == 0 && a.size() > 15 && args.size() == 1) {
-    cl.command = Command::kCheckConfig;
-    cl.config_path = a.substr(15);
-  } else if (a == "passwd") {
-    needsValue(Command::kPasswd, cl.user);
-  } else if (a == "token") {
-    needsValue(Command::kToken, cl.user);
-  } else if (a == "report") {
-    cl.command = Command::kReport;
-  } else {
-    cl.error = "unknown argument \"" + a + "\" (see --help)";
-  }
-  return cl;
-}
-
-std::string usageText() {
-  return "pgwarden: a PostgreSQL proxy that checks every statement an agent sends.\n"
-         "\n"
-         "Usage:\n"
-         "  pgwarden --config FILE        run in the foreground (logs to stderr)\n"
-         "  pgwarden --check-config FILE  validate FILE; exit 0 when valid, 1 otherwise\n"
-         "  pgwarden passwd USER          read a password from stdin, print a SCRAM-SHA-256\n"
-         "                                verifier for USER's `password` in the config\n"
-         "  pgwarden token USER           print a new MCP bearer token for USER and the\n"
-         "                                mcp.tokens entry (its SHA-256) for the config\n"
-         "  pgwarden report KIND ...      read the query history (see `pgwarden report --help`)\n"
-         "  pgwarden --version            print the version\n"
-         "  pgwarden --help               print this help\n"
-         "\n"
-         "Signals: SIGTERM stops accepting and lets running statements finish (up to\n"
-         "limits.shutdown_timeout); SIGINT does the same with a shorter wait; SIGHUP reloads.\n";
-}
-
-std::string versionText() {
-  return std::string("pgwarden ") + kVersion + " (git " + kGitSha + ")\n";
-}
 
 int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream& err) {
   try {
@@ -161,13 +97,18 @@ int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) 
   return 0;
 }
 
-int runCommand(const std::string& path) {
+int runCommand(const std::string& path, const std::string& log_level) {
   std::shared_ptr<const Config> config;
   try {
     config = loadConfig(path);
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
+  }
+  if (!log_level.empty()) {
+    auto copy = std::make_shared<Config>(*config);
+    copy->logging.level = log_level;
+    config = std::move(copy);
   }
   auto logger = std::make_shared<spdlog::logger>("pgwarden", makeStderrSink());
   spdlog::set_default_logger(logger);
@@ -179,6 +120,7 @@ int runCommand(const std::string& path) {
   SystemdNotifier notifier;
   Daemon daemon(config);
   daemon.setNotifier(&notifier);
+  daemon.setLogLevelOverride(log_level);
   if (!daemon.start()) {
     spdlog::error("pgwarden could not start");
     return 1;
