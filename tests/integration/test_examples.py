@@ -92,14 +92,13 @@ def _localise(cfg, daemon, pg, certs, policy):
     return cfg["users"][0]["name"], password
 
 
-def _environment(text):
+def _environment():
+    """The secrets the examples read from the environment."""
     env = dict(os.environ)
-    values = {"PGWARDEN_UPSTREAM_PASSWORD": pgwtest.READER_PASSWORD,
-              "PGWARDEN_HISTORY_PASSWORD": pgwtest.SUPERUSER_PASSWORD,
-              "PGWARDEN_WRITER_PASSWORD": WRITER_PASSWORD,
-              "PGWARDEN_WEBHOOK_AUTHORIZATION": "Bearer example"}
-    for name in set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", text)) | {"PGWARDEN_WEBHOOK_AUTHORIZATION"}:
-        env[name] = values[name]
+    env.update({"PGWARDEN_UPSTREAM_PASSWORD": pgwtest.READER_PASSWORD,
+                "PGWARDEN_HISTORY_PASSWORD": pgwtest.SUPERUSER_PASSWORD,
+                "PGWARDEN_WRITER_PASSWORD": WRITER_PASSWORD,
+                "PGWARDEN_WEBHOOK_AUTHORIZATION": "Bearer example"})
     return env
 
 
@@ -109,7 +108,7 @@ def test_example_checks_and_serves(example, pgwarden_bin, pg, pgwarden_factory, 
     text = example.read_text()
     # As shipped: the keys are all known (an unknown key fails before any file is looked at).
     shipped = subprocess.run([str(pgwarden_bin), "--check-config", str(example)],
-                             capture_output=True, text=True, timeout=30, env=_environment(text))
+                             capture_output=True, text=True, timeout=30, env=_environment())
     assert "unknown key" not in shipped.stderr, shipped.stderr
 
     if "write_user" in text:
@@ -121,7 +120,7 @@ def test_example_checks_and_serves(example, pgwarden_bin, pg, pgwarden_factory, 
     user, password = _localise(cfg, daemon, pg, certs, policy)
     daemon.config = cfg
     daemon.write_config()  # ${NAME} references are written as they are
-    env = _environment(text)
+    env = _environment()
 
     # A secret the example reads from the environment, unset: refused, naming it.
     if "${PGWARDEN_UPSTREAM_PASSWORD}" in text:
