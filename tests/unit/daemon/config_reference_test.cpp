@@ -174,10 +174,10 @@ TEST(ConfigReference, ManPageDocumentsEveryKeyTheLoaderKnows) {
   const fs::path dir = fs::temp_directory_path() / ("pgw-reference-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // tls: loads its certificate while parsing; a throwaway one from the openssl CLI.
-  const std::string openssl = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-                              "-nodes -days 1 -subj /CN=localhost -keyout " +
-                              (dir / "key.pem").string() + " -out " +
-                              (dir / "cert.pem").string() + " >/dev/null 2>&1";
+  const std::string openssl =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+      "-nodes -days 1 -subj /CN=localhost -keyout " +
+      (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(openssl.c_str()), 0) << openssl;
   const std::string verifier =
       pgwarden::protocol::makeScramVerifierWithSalt("secret", "0123456789abcdef", 4096);
@@ -244,9 +244,9 @@ TEST(ConfigReference, ExampleConfigsUseOnlyDocumentedKeys) {
                                              << "' is not in pgwarden.yaml(5)";
         }
         if (key == "parameters" || key == "headers" || key == "result_screens" ||
-                key == "reasons") {
-              continue;
-            }
+            key == "reasons") {
+          continue;
+        }
         walk(kv.second, path.empty() ? key : path + "." + key);
       }
     };
