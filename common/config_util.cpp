@@ -129,8 +129,22 @@ void requireSequence(const YAML::Node& node, const std::string& path) {
   if (!node.IsSequence()) fail(node, path, "expected a list");
 }
 
+namespace {
+KnownKeysObserver known_keys_observer = nullptr;
+}  // namespace
+
+void setKnownKeysObserver(KnownKeysObserver observer) { known_keys_observer = observer; }
+
+void notifyKnownKeys(const std::source_location& site, const std::string& path,
+                     const std::vector<std::string>& allowed) {
+  if (known_keys_observer != nullptr) known_keys_observer(site, path, allowed);
+}
+
 void checkKeys(const YAML::Node& map, const std::string& path,
-               std::initializer_list<const char*> allowed) {
+               std::initializer_list<const char*> allowed, std::source_location site) {
+  if (known_keys_observer != nullptr) {
+    known_keys_observer(site, path, std::vector<std::string>(allowed.begin(), allowed.end()));
+  }
   requireMap(map, path);
   std::set<std::string> ok;
   for (const char* k : allowed) ok.insert(k);

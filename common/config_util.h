@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,7 +35,18 @@ int lineOf(const YAML::Node& node);  // 1-based line of a node, 0 if unknown
 
 // Rejects any key of `map` not in `allowed`; `path` is the dotted path of the map itself.
 void checkKeys(const YAML::Node& map, const std::string& path,
-               std::initializer_list<const char*> allowed);
+               std::initializer_list<const char*> allowed,
+               std::source_location site = std::source_location::current());
+
+// Told of every key check (checkKeys, and the guards' own): where it is in the source, the map's
+// path and the keys it allows. Unset (and free) by default; the reference-docs test sets it to
+// collect every key the loader knows, so that a key missing from pgwarden.yaml(5) fails a test.
+using KnownKeysObserver = void (*)(const std::source_location& site, const std::string& path,
+                                   const std::vector<std::string>& allowed);
+void setKnownKeysObserver(KnownKeysObserver observer);
+// For key checks other than checkKeys: tells the observer, if one is set.
+void notifyKnownKeys(const std::source_location& site, const std::string& path,
+                     const std::vector<std::string>& allowed);
 void requireMap(const YAML::Node& node, const std::string& path);
 void requireSequence(const YAML::Node& node, const std::string& path);
 

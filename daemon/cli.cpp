@@ -1,193 +1,217 @@
-// Command implementations. Logging goes to stderr (journald-aware) so pgwarden runs under
-// systemd as a plain foreground process.
+// The command line, defined once with CLI11: the daemon's options, each subcommand with its own
+// options and `--help`, the same rules everywhere (an option belongs to the command it is given
+// after; a usage error exits 2). pgwarden(8)'s synopsis is checked against this definition.
 #include "daemon/cli.h"
 
-#include <spdlog/spdlog.h>
-#include <termios.h>
-#include <unistd.h>
+#include <algorithm>
 
-#include <csignal>
-#include <iostream>
-
-#include "daemon/config.h"
-#include "daemon/daemon.h"
-#include "daemon/salt_key.h"
-#include "daemon/systemd_notify.h"
-#include "mcp/token_auth.h"
+#include "common/config_util.h"
+#include "daemon/cli_app.h"
 #include "pgwarden_version.h"
-#include "protocol/auth.h"
 
 namespace pgwarden::daemon {
 
-CommandLine parseCommandLine(const std::vector<std::string>& args) {
-  CommandLine cl;
-  if (args.empty()) {
-    cl.error = "nothing to do: give --config FILE (see --help)";
-    return cl;
+namespace {
+
+constexpr const char* kExitStatus =
+    "Exit status: 0 success; 1 the command failed (a config that does not load, a store that\n"
+    "cannot be read, a daemon that could not start); 2 the command line is wrong.";
+constexpr const char* kFooter =
+    "Run `pgwarden COMMAND --help` for a command's options.\n"
+    "\n"
+    "Exit status: 0 success; 1 the command failed (a config that does not load, a store that\n"
+    "cannot be read, a daemon that could not start); 2 the command line is wrong.\n"
+    "\n"
+    "Signals: SIGTERM stops accepting and lets running statements finish (up to\n"
+    "limits.shutdown_timeout); SIGINT does the same with a shorter wait; SIGHUP reloads.";
+
+// "sqlite:PATH" or "postgres:DSN", checked here so a bad form is a usage error like any other.
+std::string checkStore(std::string& text) {
+  std::string store;
+  std::string target;
+  if (history::parseReportStore(text, &store, &target)) return "";
+  return "--store needs sqlite:PATH or postgres:DSN";
+}
+
+std::string checkDuration(std::string& text) {
+  const auto d = config::parseDuration(text);
+  if (d && d->count() > 0) return "";
+  return "needs a duration like 30m, 24h or 7d";
+}
+
+}  // namespace
+
+CliParser::CliParser()
+    : app("pgwarden: a PostgreSQL proxy that checks every statement an agent sends.", "pgwarden") {
+  app.require_subcommand(0, 1);
+  app.set_help_flag("-h,--help", "print this help and exit");
+  config_ = app.add_option("-c,--config", result.config_path,
+                           "run the daemon in the foreground with FILE (logs to stderr)")
+                ->type_name("FILE");
+  check_ = app.add_option("--check-config", check_path_,
+                          "validate FILE and the files it names; exit 0 when valid, 1 otherwise")
+               ->type_name("FILE")
+               ->excludes(config_);
+  auto* level = choose(app.add_option("--log-level", result.log_level,
+                                      "with --config: log at LEVEL instead of logging.level "
+                                      "(also after a reload)")
+                           ->type_name("LEVEL")
+                           ->needs(config_),
+                       {"trace", "debug", "info", "warn", "error"});
+  auto* version = app.add_flag("-V,--version", version_, "print the version and exit")
+                      ->excludes(config_)
+                      ->excludes(check_);
+
+  passwd_ = app.add_subcommand(
+      "passwd",
+      "read a password from stdin (without echo on a terminal) and print a SCRAM-SHA-256 "
+      "verifier for USER's `password` in the config");
+  passwd_->add_option("USER", result.user, "the user the verifier is for")->required();
+
+  token_ = app.add_subcommand(
+      "token", "print a new MCP bearer token for USER and its mcp.tokens entry (its SHA-256)");
+  token_->add_option("USER", result.user, "the user the token logs in as")->required();
+
+  report_ = app.add_subcommand(
+      "report",
+      "read the query history: what agents retry, rediscover, are denied, get nothing "
+      "from (docs/history.md)");
+  choose(report_
+             ->add_option("KIND", report_kind_,
+                          "retries: one fingerprint tried with many texts in a conversation; "
+                          "repeats: fingerprints seen in several conversations; denials: deny "
+                          "codes by table and group; zeros: results with no rows or a single 0")
+             ->required(),
+         {"retries", "repeats", "denials", "zeros"});
+  auto* store = report_
+                    ->add_option("--store", result.report.store,
+                                 "read this store instead of the config's history section")
+                    ->type_name("sqlite:PATH|postgres:DSN")
+                    ->check(CLI::Validator(checkStore, "", "store"));
+  report_
+      ->add_option("-c,--config", result.report.config_file,
+                   "read the store from FILE's history section (default "
+                   "/etc/pgwarden/pgwarden.yaml)")
+      ->type_name("FILE")
+      ->excludes(store);
+  report_->add_flag("--json", result.report.json, "print JSON instead of a table");
+  report_
+      ->add_option("--min-variants", result.report.options.min_variants,
+                   "retries: different texts needed (default 3)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
+  report_->add_option("--since", since_, "only statements started within DURATION (30m, 24h, 7d)")
+      ->type_name("DURATION")
+      ->check(CLI::Validator(checkDuration, "", "duration"));
+  report_->add_option("--limit", result.report.options.limit, "at most N rows (default 50)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
+
+  // Hidden (no group): for packaging and for users who install it by hand.
+  completion_ = app.add_subcommand("completion", "print the shell completion script for SHELL");
+  completion_->group("");
+  choose(completion_->add_option("SHELL", result.shell, "bash or zsh")->required(),
+         {"bash", "zsh"});
+
+  // Options belong to the command they are given after: the daemon's options never reach a
+  // subcommand, so `pgwarden --config x token agent` is an error, not a token.
+  for (CLI::App* sub : {passwd_, token_, report_, completion_}) {
+    sub->excludes(config_)->excludes(check_)->excludes(level)->excludes(version);
+    sub->footer(kExitStatus);
   }
-  const std::string& a = args[0];
-  const auto needsValue = [&](Command c, std::string& field) {
-    if (args.size() != 2 || args[1].empty()) {
-      cl.error = a + " takes exactly one argument";
-      return;
-    }
-    cl.command = c;
-    field = args[1];
-  };
-  if (a == "--help" || a == "-h") {
-    cl.command = Command::kHelp;
-  } else if (a == "--version" || a == "-V") {
-    cl.command = Command::kVersion;
-  } else if (a == "--config" || a == "-c") {
-    needsValue(Command::kRun, cl.config_path);
-  } else if (a.rfind("--config=", 0) == 0 && a.size() > 9 && args.size() == 1) {
-    cl.command = Command::kRun;
-    cl.config_path = a.substr(9);
-  } else if (a == "--check-config") {
-    needsValue(Command::kCheckConfig, cl.config_path);
-  } else if (a.rfind("--check-config=", 0) == 0 && a.size() > 15 && args.size() == 1) {
-    cl.command = Command::kCheckConfig;
-    cl.config_path = a.substr(15);
-  } else if (a == "passwd") {
-    needsValue(Command::kPasswd, cl.user);
-  } else if (a == "token") {
-    needsValue(Command::kToken, cl.user);
-  } else if (a == "report") {
-    cl.command = Command::kReport;
+  app.footer(kFooter);
+}
+
+CLI::Option* CliParser::choose(CLI::Option* option, std::vector<std::string> values) {
+  option->check(CLI::IsMember(values));
+  choices[option] = std::move(values);
+  return option;
+}
+
+void CliParser::parse(const std::vector<std::string>& args) {
+  // CLI11 takes its vector last argument first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    result.command = Command::kHelp;
+    result.help = app.help();  // the help of the subcommand it was asked of, if any
+    return;
+  } catch (const CLI::CallForAllHelp&) {
+    result.command = Command::kHelp;
+    result.help = app.help("", CLI::AppFormatMode::All);
+    return;
+  } catch (const CLI::ParseError& e) {
+    result.command = Command::kUsageError;
+    result.error = e.what();
+    return;
+  }
+  finish();
+}
+
+void CliParser::finish() {
+  if (version_) {
+    result.command = Command::kVersion;
+  } else if (passwd_->parsed()) {
+    result.command = Command::kPasswd;
+  } else if (token_->parsed()) {
+    result.command = Command::kToken;
+  } else if (completion_->parsed()) {
+    result.command = Command::kCompletion;
+  } else if (report_->parsed()) {
+    result.command = Command::kReport;
+    history::parseReportKind(report_kind_, &result.report.options.kind);
+    if (!since_.empty()) result.report.options.since = *config::parseDuration(since_);
+  } else if (check_->count() > 0) {
+    result.command = Command::kCheckConfig;
+    result.config_path = check_path_;
+  } else if (config_->count() > 0) {
+    result.command = Command::kRun;
   } else {
-    cl.error = "unknown argument \"" + a + "\" (see --help)";
+    result.command = Command::kUsageError;
+    result.error = "nothing to do: give --config FILE";
+    return;
   }
-  return cl;
+  if ((result.command == Command::kRun || result.command == Command::kCheckConfig) &&
+      result.config_path.empty()) {
+    result.command = Command::kUsageError;
+    result.error = "the config file name is empty";
+  }
+}
+
+CommandLine parseCommandLine(const std::vector<std::string>& args) {
+  CliParser parser;
+  parser.parse(args);
+  return parser.result;
 }
 
 std::string usageText() {
-  return "pgwarden: a PostgreSQL proxy that checks every statement an agent sends.\n"
-         "\n"
-         "Usage:\n"
-         "  pgwarden --config FILE        run in the foreground (logs to stderr)\n"
-         "  pgwarden --check-config FILE  validate FILE; exit 0 when valid, 1 otherwise\n"
-         "  pgwarden passwd USER          read a password from stdin, print a SCRAM-SHA-256\n"
-         "                                verifier for USER's `password` in the config\n"
-         "  pgwarden token USER           print a new MCP bearer token for USER and the\n"
-         "                                mcp.tokens entry (its SHA-256) for the config\n"
-         "  pgwarden report KIND ...      read the query history (see `pgwarden report --help`)\n"
-         "  pgwarden --version            print the version\n"
-         "  pgwarden --help               print this help\n"
-         "\n"
-         "Signals: SIGTERM stops accepting and lets running statements finish (up to\n"
-         "limits.shutdown_timeout); SIGINT does the same with a shorter wait; SIGHUP reloads.\n";
+  CliParser parser;
+  return parser.app.help();
 }
 
 std::string versionText() {
   return std::string("pgwarden ") + kVersion + " (git " + kGitSha + ")\n";
 }
 
-int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream& err) {
-  try {
-    auto cfg = loadConfig(path);
-    for (const auto& w : cfg->warnings) err << "warning: " << w << "\n";
-    if (const std::string w = checkSaltKey(cfg->auth); !w.empty()) err << "warning: " << w << "\n";
-    out << path << ": ok (" << cfg->users.size() << " user" << (cfg->users.size() == 1 ? "" : "s")
-        << ", " << cfg->groups.size() << " group" << (cfg->groups.size() == 1 ? "" : "s") << ")\n";
-    return 0;
-  } catch (const std::exception& e) {
-    err << e.what() << "\n";
-    return 1;
-  }
-}
-
-namespace {
-
-std::string readPassword(const std::string& user, std::ostream& err, bool& ok) {
-  ok = false;
-  std::string line;
-  if (isatty(STDIN_FILENO)) {
-    err << "Password for " << user << ": " << std::flush;
-    termios old_t{};
-    const bool have_t = tcgetattr(STDIN_FILENO, &old_t) == 0;
-    if (have_t) {
-      termios t = old_t;
-      t.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-      tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+std::vector<std::string> commandLineWords() {
+  CliParser parser;
+  std::vector<std::string> words;
+  const auto addOptions = [&words](const CLI::App& app) {
+    for (const CLI::Option* o : app.get_options()) {
+      if (o->get_positional()) continue;
+      for (const auto& n : o->get_lnames()) words.push_back("--" + n);
+      for (const auto& n : o->get_snames()) words.push_back("-" + n);
     }
-    ok = static_cast<bool>(std::getline(std::cin, line));
-    if (have_t) tcsetattr(STDIN_FILENO, TCSAFLUSH, &old_t);
-    err << "\n";
-  } else {
-    ok = static_cast<bool>(std::getline(std::cin, line));
+  };
+  addOptions(parser.app);
+  for (const CLI::App* sub : parser.app.get_subcommands([](const CLI::App*) { return true; })) {
+    words.push_back(sub->get_name());
+    addOptions(*sub);
   }
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-  return line;
-}
-
-}  // namespace
-
-int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err) {
-  bool ok = false;
-  std::string password = readPassword(user, err, ok);
-  if (!ok || password.empty()) {
-    err << "pgwarden passwd: no password given on stdin\n";
-    return 1;
-  }
-  const std::string verifier = protocol::makeScramVerifier(password);
-  // Overwrite our copy; the verifier is all that leaves this function.
-  std::fill(password.begin(), password.end(), '\0');
-  out << verifier << "\n";
-  return 0;
-}
-
-int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) {
-  const std::string token = mcp::generateToken();
-  if (token.empty()) {
-    err << "pgwarden token: no random bytes available\n";
-    return 1;
-  }
-  // A YAML double-quoted scalar, so any user name reads back as itself.
-  std::string yamlUser = "\"";
-  for (char c : user) {
-    if (c == '"' || c == '\\') yamlUser += '\\';
-    yamlUser += c;
-  }
-  yamlUser += '"';
-  // The token is shown once; the config keeps only its hash.
-  out << "token: " << token << "\n"
-      << "\n"
-      << "Add to the mcp: section of the config (the token itself is not stored there):\n"
-      << "  tokens:\n"
-      << "    - user: " << yamlUser << "\n"
-      << "      sha256: \"" << mcp::toHex(mcp::sha256(token)) << "\"\n"
-      << "\n"
-      << "An MCP client sends it as the header  Authorization: Bearer " << token << "\n";
-  return 0;
-}
-
-int runCommand(const std::string& path) {
-  std::shared_ptr<const Config> config;
-  try {
-    config = loadConfig(path);
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
-  auto logger = std::make_shared<spdlog::logger>("pgwarden", makeStderrSink());
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(config->logging.level));
-  spdlog::flush_on(spdlog::level::info);
-  for (const auto& w : config->warnings) spdlog::warn("{}", w);
-  std::signal(SIGPIPE, SIG_IGN);
-
-  SystemdNotifier notifier;
-  Daemon daemon(config);
-  daemon.setNotifier(&notifier);
-  if (!daemon.start()) {
-    spdlog::error("pgwarden could not start");
-    return 1;
-  }
-  spdlog::info("pgwarden {} (git {}) started with {}", kVersion, kGitSha, path);
-  if (auto st = notifier.ready("accepting connections"); !st) {
-    spdlog::warn("systemd notify failed: {}", st.error());
-  }
-  return daemon.run();
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  return words;
 }
 
 }  // namespace pgwarden::daemon

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/config_env.h"
 #include "common/config_util.h"
 #include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
@@ -686,6 +687,7 @@ std::shared_ptr<const Config> parseConfig(const std::string& text, const std::st
   }
   try {
     cfg::rejectDuplicateKeys(root);
+    cfg::interpolateEnv(root);
     return parseRoot(root, path);
   } catch (const cfg::ConfigError& e) {
     throw ConfigFileError(formatError(path, e.line(), e.key(), e.what()));

@@ -674,8 +674,8 @@ bool Daemon::reload() {
     (void)w->post([w, cfg = config_, key = salt_key_.key] { w->applyConfig(cfg, key); });
   }
   primary().applyConfig(config_, salt_key_.key);
-  spdlog::level::level_enum level = spdlog::level::from_str(config_->logging.level);
-  spdlog::set_level(level);
+  spdlog::set_level(spdlog::level::from_str(
+      log_level_override_.empty() ? config_->logging.level : log_level_override_));
   spdlog::info("configuration reloaded from {}; new sessions use it", config_->path);
   if (notifier_) (void)notifier_->ready();
   return true;

@@ -60,6 +60,8 @@ class Daemon final : public mcp::McpHost {
 
   // The service manager to tell about readiness, reloads and shutdown (optional).
   void setNotifier(SystemdNotifier* notifier) { notifier_ = notifier; }
+  // `pgwarden --config FILE --log-level LEVEL`: kept over logging.level across reloads.
+  void setLogLevelOverride(std::string level) { log_level_override_ = std::move(level); }
   // Binds the listeners and starts the workers; returns false (after logging why) on failure.
   bool start();
   // Runs the loop until shutdown has finished. Returns the process exit code.
@@ -207,6 +209,7 @@ class Daemon final : public mcp::McpHost {
   bool stopping_loop_ = false;
   uint64_t shutdown_deadline_ms_ = 0;
   SystemdNotifier* notifier_ = nullptr;
+  std::string log_level_override_;
   uint64_t last_watchdog_ms_ = 0;
   uint64_t last_status_ms_ = 0;
   std::string last_status_;  // the STATUS= text systemd last got, sent again only on change

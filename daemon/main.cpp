@@ -1,5 +1,5 @@
-// pgwarden's entry point: dispatches the command line to the daemon, the config checker, the
-// password tool or the history report.
+// pgwarden's entry point: parses the command line (daemon/cli.cpp) and runs the command it names:
+// the daemon, the config checker, the password and token tools, the history report or completion.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -9,15 +9,14 @@
 
 int main(int argc, char** argv) {
   using namespace pgwarden::daemon;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  const CommandLine cl = parseCommandLine(args);
+  const CommandLine cl = parseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   switch (cl.command) {
     case Command::kHelp:
-      std::cout << usageText();
-      return 0;
+      std::cout << cl.help;
+      return kExitOk;
     case Command::kVersion:
       std::cout << versionText();
-      return 0;
+      return kExitOk;
     case Command::kCheckConfig:
       return checkConfigCommand(cl.config_path, std::cout, std::cerr);
     case Command::kPasswd:
@@ -25,12 +24,15 @@ int main(int argc, char** argv) {
     case Command::kToken:
       return tokenCommand(cl.user, std::cout, std::cerr);
     case Command::kReport:
-      return pgwarden::history::runReportCommand(argc - 1, argv + 1);
+      return pgwarden::history::runReportCommand(cl.report, std::cout, std::cerr);
+    case Command::kCompletion:
+      std::cout << completionScript(cl.shell);
+      return kExitOk;
     case Command::kRun:
-      return runCommand(cl.config_path);
+      return runCommand(cl.config_path, cl.log_level);
     case Command::kUsageError:
-      std::cerr << "pgwarden: " << cl.error << "\n";
-      return 2;
+      std::cerr << "pgwarden: " << cl.error << "\nRun `pgwarden --help` for usage.\n";
+      return kExitUsage;
   }
-  return 2;
+  return kExitUsage;
 }

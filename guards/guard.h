@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -199,6 +200,7 @@ class GuardRegistry {
 inline constexpr const char* kCommonGuardKeys[] = {"kind", "action"};
 // Checks `node`'s keys against `own` plus the common keys (ConfigError with line and key).
 void checkGuardKeys(const YAML::Node& node, const std::string& path,
-                    std::initializer_list<const char*> own);
+                    std::initializer_list<const char*> own,
+                    std::source_location site = std::source_location::current());
 
 }  // namespace pgwarden::guards

@@ -143,11 +143,12 @@ std::vector<std::string> GuardRegistry::kinds() const {
 }
 
 void checkGuardKeys(const YAML::Node& node, const std::string& path,
-                    std::initializer_list<const char*> own) {
+                    std::initializer_list<const char*> own, std::source_location site) {
   // config::checkKeys takes an initializer_list; build the union here and check by hand with the
   // same message shape.
   std::vector<std::string> allowed(std::begin(kCommonGuardKeys), std::end(kCommonGuardKeys));
   for (const char* k : own) allowed.emplace_back(k);
+  config::notifyKnownKeys(site, path, allowed);
   config::requireMap(node, path);
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();

@@ -8,10 +8,11 @@
 
 #include <cstring>
 #include <filesystem>
-#include <iostream>
+#include <ostream>
 #include <sstream>
 #include <variant>
 
+#include "common/config_env.h"
 #include "common/config_util.h"
 #include "history/json.h"
 #include "history/recorder.h"
@@ -249,22 +250,6 @@ bool looksNumeric(const std::string& s) {
   return s.back() != '.';
 }
 
-const char* kUsage =
-    "usage: pgwarden report KIND [--store sqlite:PATH | --store postgres:DSN] [--config FILE]\n"
-    "                            [--json] [--min-variants N] [--since DURATION] [--limit N]\n"
-    "\n"
-    "KIND:\n"
-    "  retries  one fingerprint tried with at least N different texts in one conversation\n"
-    "  repeats  fingerprints seen in more than one conversation (what agents rediscover)\n"
-    "  denials  deny codes by table and policy group, with the latest reason\n"
-    "  zeros    successful statements that returned no rows or a single 0\n"
-    "\n"
-    "The store defaults to the history section of --config (default\n"
-    "/etc/pgwarden/pgwarden.yaml).\n"
-    "  --min-variants N  retries: different texts needed (default 3)\n"
-    "  --since DURATION  only statements started within it (30m, 24h, 7d)\n"
-    "  --limit N         at most N rows (default 50)\n";
-
 }  // namespace
 
 const char* reportKindName(ReportKind kind) {
@@ -483,97 +468,31 @@ std::string formatReportJson(ReportKind kind, const ReportTable& table) {
   return w.take() + "\n";
 }
 
-int runReportCommand(int argc, char** argv) {
-  return runReportCommand(argc, argv, std::cout, std::cerr);
+bool parseReportStore(const std::string& text, std::string* store, std::string* target) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  *store = text.substr(0, colon);
+  *target = text.substr(colon + 1);
+  return (*store == "sqlite" || *store == "postgres") && !target->empty();
 }
 
-int runReportCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
-  ReportOptions o;
-  bool json = false;
-  bool have_kind = false;
-  std::string store_arg;
-  std::string config_file;
-  auto usage = [&](const std::string& message) {
-    if (!message.empty()) err << "pgwarden report: " << message << "\n";
-    err << kUsage;
-    return 2;
-  };
-  auto parseCount = [](const std::string& s, int64_t min, int64_t* v) {
-    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) {
-      return false;
-    }
-    *v = std::stoll(s);
-    return *v >= min;
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (arg.rfind("--", 0) == 0) {
-      if (const auto eq = arg.find('='); eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
-    }
-    auto next = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) return false;
-      value = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      out << kUsage;
-      return 0;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--store") {
-      if (!next()) return usage("--store needs sqlite:PATH or postgres:DSN");
-      store_arg = value;
-    } else if (arg == "--config") {
-      if (!next()) return usage("--config needs a file");
-      config_file = value;
-    } else if (arg == "--min-variants") {
-      if (!next() || !parseCount(value, 1, &o.min_variants)) {
-        return usage("--min-variants needs a number of at least 1");
-      }
-    } else if (arg == "--limit") {
-      if (!next() || !parseCount(value, 1, &o.limit)) {
-        return usage("--limit needs a number of at least 1");
-      }
-    } else if (arg == "--since") {
-      std::optional<std::chrono::milliseconds> d;
-      if (!next() || !(d = config::parseDuration(value)) || d->count() <= 0) {
-        return usage("--since needs a duration like 30m, 24h or 7d");
-      }
-      o.since = *d;
-    } else if (!arg.empty() && arg[0] == '-') {
-      return usage("unknown option " + arg);
-    } else if (!have_kind) {
-      if (!parseReportKind(arg, &o.kind)) return usage("unknown report '" + arg + "'");
-      have_kind = true;
-    } else {
-      return usage("unexpected argument '" + arg + "'");
-    }
-  }
-  if (!have_kind) return usage("which report? (retries, repeats, denials or zeros)");
-
-  if (!store_arg.empty()) {
-    const auto colon = store_arg.find(':');
-    if (colon == std::string::npos) return usage("--store needs sqlite:PATH or postgres:DSN");
-    o.store = store_arg.substr(0, colon);
-    o.target = store_arg.substr(colon + 1);
-    if ((o.store != "sqlite" && o.store != "postgres") || o.target.empty()) {
-      return usage("--store needs sqlite:PATH or postgres:DSN");
+int runReportCommand(const ReportRequest& request, std::ostream& out, std::ostream& err) {
+  ReportOptions o = request.options;
+  if (!request.store.empty()) {
+    if (!parseReportStore(request.store, &o.store, &o.target)) {
+      err << "pgwarden report: --store needs sqlite:PATH or postgres:DSN\n";
+      return 2;
     }
   } else {
-    const bool explicit_config = !config_file.empty();
-    if (!explicit_config) config_file = kDefaultConfig;
+    const bool explicit_config = !request.config_file.empty();
+    const std::string config_file = explicit_config ? request.config_file : kDefaultConfig;
     if (!explicit_config && !std::filesystem::exists(config_file)) {
-      return usage("give --store, or --config with a history section");
+      err << "pgwarden report: give --store, or --config with a history section\n";
+      return 2;
     }
     try {
-      const YAML::Node root = YAML::LoadFile(config_file);
+      YAML::Node root = YAML::LoadFile(config_file);
+      config::interpolateEnv(root);
       const HistoryConfig hc = parseHistoryConfig(root["history"], kDefaultSqlitePath);
       if (hc.store != "sqlite" && hc.store != "postgres") {
         err << "pgwarden report: " << config_file << ": history.store is " << hc.store
@@ -597,7 +516,7 @@ int runReportCommand(int argc, char** argv, std::ostream& out, std::ostream& err
     err << "pgwarden report: " << o.store << " store: " << table.error() << "\n";
     return 1;
   }
-  out << (json ? formatReportJson(o.kind, *table) : formatReportText(*table));
+  out << (request.json ? formatReportJson(o.kind, *table) : formatReportText(*table));
   return 0;
 }
 

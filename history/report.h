@@ -50,10 +50,20 @@ std::string formatReportText(const ReportTable& table);
 // {"report": KIND, "rows": [{column: value, ...}, ...]}; numbers as numbers, text unabridged.
 std::string formatReportJson(ReportKind kind, const ReportTable& table);
 
-// The `pgwarden report` command. argv[0] is "report" (the daemon's main passes argc-1, argv+1),
-// argv[1] the KIND. Prints to stdout/stderr; returns the process exit code (0 ok, 1 failure,
-// 2 usage error).
-int runReportCommand(int argc, char** argv);
-int runReportCommand(int argc, char** argv, std::ostream& out, std::ostream& err);
+// What `pgwarden report` was asked, as the command line parsed it (daemon/cli.cpp checks every
+// value: the kind, `--store`'s form, the counts and the duration).
+struct ReportRequest {
+  ReportOptions options;    // kind, min_variants, since, limit; store and target come from below
+  std::string store;        // "sqlite:PATH" or "postgres:DSN"; empty: the config's history section
+  std::string config_file;  // empty: /etc/pgwarden/pgwarden.yaml
+  bool json = false;
+};
+
+// Splits "sqlite:PATH" / "postgres:DSN" into store and target; false when it is neither.
+bool parseReportStore(const std::string& text, std::string* store, std::string* target);
+
+// Runs `pgwarden report`: resolves the store, runs the report and prints it. Returns the process
+// exit code (0 ok, 1 failure, 2 usage error).
+int runReportCommand(const ReportRequest& request, std::ostream& out, std::ostream& err);
 
 }  // namespace pgwarden::history

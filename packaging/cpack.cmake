@@ -7,6 +7,8 @@
 #   /etc/pgwarden/pgwarden.yaml              the annotated example config (a conffile)
 #   /lib/systemd/system/pgwarden.{service,socket}
 #   /usr/share/man/man8/pgwarden.8.gz, /usr/share/man/man5/pgwarden.yaml.5.gz
+#   /usr/share/bash-completion/completions/pgwarden, /usr/share/zsh/vendor-completions/_pgwarden
+#   /usr/share/doc/pgwarden/examples/        the example configs of packaging/examples/
 #   /usr/share/doc/pgwarden/                 copyright, changelog.Debian.gz, guides, Grafana dashboard
 # Relative destinations follow CMAKE_INSTALL_PREFIX (/usr in the package); /etc and /lib/systemd
 # are fixed because that is where the unit and the daemon look for them.
@@ -17,9 +19,24 @@ set(PGWARDEN_PACKAGE_MAINTAINER "pgwarden maintainers <maintainers@pgwarden.dev>
 
 # --- install rules -------------------------------------------------------------------------------
 
-# daemon/ is built by its own module; the package carries the binary whenever it exists.
+# daemon/ is built by its own module; the package carries the binary whenever it exists, and the
+# shell completion scripts it prints from its own command-line definition.
 if(TARGET pgwarden)
   install(TARGETS pgwarden RUNTIME DESTINATION bin)
+  set(_pgw_completion_dir ${CMAKE_BINARY_DIR}/packaging/completion)
+  install(CODE "
+    file(MAKE_DIRECTORY \"${_pgw_completion_dir}\")
+    foreach(_shell bash zsh)
+      execute_process(COMMAND \"$<TARGET_FILE:pgwarden>\" completion \${_shell}
+                      OUTPUT_FILE \"${_pgw_completion_dir}/pgwarden.\${_shell}\" RESULT_VARIABLE _rc)
+      if(NOT _rc EQUAL 0)
+        message(FATAL_ERROR \"pgwarden completion \${_shell} failed: \${_rc}\")
+      endif()
+    endforeach()")
+  install(FILES ${_pgw_completion_dir}/pgwarden.bash
+          DESTINATION share/bash-completion/completions RENAME pgwarden)
+  install(FILES ${_pgw_completion_dir}/pgwarden.zsh
+          DESTINATION share/zsh/vendor-completions RENAME _pgwarden)
 endif()
 
 install(FILES ${PGWARDEN_PACKAGING_DIR}/pgwarden.yaml DESTINATION /etc/pgwarden)
@@ -47,6 +64,10 @@ pgwarden_install_gzipped(${PGWARDEN_PACKAGING_DIR}/man/pgwarden.yaml.5 share/man
 
 set(_pgw_doc share/doc/pgwarden)
 install(FILES ${PGWARDEN_PACKAGING_DIR}/debian/copyright DESTINATION ${_pgw_doc})
+file(GLOB _pgw_examples CONFIGURE_DEPENDS ${PGWARDEN_PACKAGING_DIR}/examples/*)
+if(_pgw_examples)
+  install(FILES ${_pgw_examples} DESTINATION ${_pgw_doc}/examples)
+endif()
 # The README and the operator's guides in docs/ (operations, history schema, denial codes,
 # metrics, agent context); ARCHITECTURE.md is for people changing the code, not running it.
 file(GLOB _pgw_guides CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/docs/*.md)

@@ -92,7 +92,11 @@ if [[ $expect_binary -eq 1 && $has_binary -eq 0 ]]; then
   fail "the package has no /usr/bin/pgwarden although the build has the pgwarden target"
 fi
 {
-  [[ $has_binary -eq 1 ]] && echo /usr/bin/pgwarden
+  if [[ $has_binary -eq 1 ]]; then
+    echo /usr/bin/pgwarden
+    echo /usr/share/bash-completion/completions/pgwarden
+    echo /usr/share/zsh/vendor-completions/_pgwarden
+  fi
   echo /etc/pgwarden/pgwarden.yaml
   echo /lib/systemd/system/pgwarden.service
   echo /lib/systemd/system/pgwarden.socket
@@ -103,6 +107,9 @@ fi
   [[ -f "$src/README.md" ]] && echo /usr/share/doc/pgwarden/README.md.gz
   for d in "$src"/docs/*.md; do
     [[ -f "$d" && "$(basename "$d")" != ARCHITECTURE.md ]] && echo "/usr/share/doc/pgwarden/$(basename "$d").gz"
+  done
+  for e in "$src"/packaging/examples/*; do
+    [[ -f "$e" ]] && echo "/usr/share/doc/pgwarden/examples/$(basename "$e")"
   done
   for j in "$src"/packaging/grafana/*.json; do
     [[ -f "$j" ]] && echo "/usr/share/doc/pgwarden/grafana/$(basename "$j")"
@@ -125,7 +132,8 @@ copyright="$src/packaging/debian/copyright"
 grep -qxF "Upstream-Contact: $(field Maintainer)" "$copyright" \
   || fail "Maintainer '$(field Maintainer)' is not the copyright file's Upstream-Contact"
 [[ -f "$src/LICENSE" ]] || fail "no LICENSE at the top of the source tree"
-terms=$(sed -n 's/^ Copyright \(.*\)$/Copyright \1/p' "$copyright" | head -1)
+# The first line of the stand-alone License paragraph (the terms' text) is in LICENSE as it is.
+terms=$(awk '/^License: / {n++; next} n == 2 && /^ [^.]/ {sub(/^ /, ""); print; exit}' "$copyright")
 [[ -n "$terms" ]] && grep -qxF "$terms" "$src/LICENSE" \
   || fail "LICENSE does not state the copyright file's terms ('$terms')"
 grep -Eiq 'placeholder|example\.(com|org)|changeme|TODO' "$copyright" "$src/LICENSE" \

@@ -391,3 +391,22 @@ TEST(Config, WorkersAreOneByDefaultANumberOrAuto) {
     EXPECT_NE(err.find("daemon.workers"), std::string::npos) << bad << ": " << err;
   }
 }
+
+TEST(Config, SecretsFromTheEnvironment) {
+  ::setenv("PGW_TEST_UPSTREAM_PASSWORD", "from-env", 1);
+  std::string text = baseConfig();
+  text.replace(text.find("password: pw"), 12, "password: ${PGW_TEST_UPSTREAM_PASSWORD}");
+  EXPECT_EQ(parseConfig(text, "test.yaml")->upstream.password, "from-env");
+  ::unsetenv("PGW_TEST_UPSTREAM_PASSWORD");
+  EXPECT_EQ(errorOf(text),
+            "test.yaml:5: upstream.password: environment variable PGW_TEST_UPSTREAM_PASSWORD is "
+            "not set");
+  // A group's guards are the policy: never read from the environment.
+  std::string policy = baseConfig();
+  policy.replace(policy.find("kind: read_only"), 15, "kind: ${PGW_TEST_UPSTREAM_PASSWORD}");
+  EXPECT_NE(errorOf(policy).find("test.yaml:13: groups.agents.guards[0].kind: "
+                                 "${PGW_TEST_UPSTREAM_PASSWORD}: environment variables are not "
+                                 "expanded here"),
+            std::string::npos)
+      << errorOf(policy);
+}

@@ -434,17 +434,19 @@ TEST_F(PostgresStore, ReportsGiveTheSameRowsAsOnSqlite) {
   test::expectDenials(run(ReportKind::kDenials));
   test::expectZeros(run(ReportKind::kZeros));
 
-  // The command line, with the connection string taken from a dsn_file.
+  // The command, with the connection string taken from a dsn_file.
   test::TempDir dir;
   const std::string dsn_file = dir.file("dsn");
   std::ofstream(dsn_file) << server_.dsn() << "\n";
   const std::string cfg = dir.file("pgwarden.yaml");
   std::ofstream(cfg) << "history:\n  store: postgres\n  dsn_file: " << dsn_file << "\n";
-  std::string a0 = "report", a1 = "denials", a2 = "--config", a3 = cfg, a4 = "--json";
-  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), a4.data()};
+  ReportRequest request;
+  request.options.kind = ReportKind::kDenials;
+  request.config_file = cfg;
+  request.json = true;
   std::ostringstream out;
   std::ostringstream err;
-  ASSERT_EQ(runReportCommand(5, argv, out, err), 0) << err.str();
+  ASSERT_EQ(runReportCommand(request, out, err), 0) << err.str();
   const auto j = nlohmann::json::parse(out.str());
   EXPECT_EQ(j["rows"][0]["denials"], 4);
 }

@@ -43,16 +43,22 @@ class SqliteReports : public ::testing::Test {
     return t.ok() ? *t : ReportTable{};
   }
 
-  // argv for runReportCommand, from strings.
-  int command(std::vector<std::string> args, std::string* out, std::string* err) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
+  // `pgwarden report` as the command line hands it over.
+  int command(const ReportRequest& request, std::string* out, std::string* err) {
     std::ostringstream o;
     std::ostringstream e;
-    const int rc = runReportCommand(static_cast<int>(argv.size()), argv.data(), o, e);
+    const int rc = runReportCommand(request, o, e);
     *out = o.str();
     *err = e.str();
     return rc;
+  }
+
+  static ReportRequest request(ReportKind kind, std::string store, std::string config = "") {
+    ReportRequest r;
+    r.options.kind = kind;
+    r.store = std::move(store);
+    r.config_file = std::move(config);
+    return r;
   }
 
   TempDir dir_;
@@ -105,8 +111,9 @@ TEST_F(SqliteReports, TextTableIsAligned) {
 TEST_F(SqliteReports, CommandPrintsJson) {
   std::string out;
   std::string err;
-  ASSERT_EQ(command({"report", "denials", "--store", "sqlite:" + path_, "--json"}, &out, &err), 0)
-      << err;
+  ReportRequest r = request(ReportKind::kDenials, "sqlite:" + path_);
+  r.json = true;
+  ASSERT_EQ(command(r, &out, &err), 0) << err;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["report"], "denials");
   ASSERT_EQ(j["rows"].size(), 3u);
@@ -121,43 +128,45 @@ TEST_F(SqliteReports, CommandLimitSinceAndConfig) {
                         "  path: " << path_ << "\n";
   std::string out;
   std::string err;
-  ASSERT_EQ(command({"report", "repeats", "--config", cfg, "--limit=1", "--since", "7d", "--json"},
-                    &out, &err),
-            0)
-      << err;
+  ReportRequest r = request(ReportKind::kRepeats, "", cfg);
+  r.options.limit = 1;
+  r.options.since = std::chrono::hours(24 * 7);
+  r.json = true;
+  ASSERT_EQ(command(r, &out, &err), 0) << err;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j["rows"].size(), 1u);
   EXPECT_EQ(j["rows"][0]["conversations"], 2);
-  ASSERT_EQ(command({"report", "zeros", "--store=sqlite:" + path_}, &out, &err), 0) << err;
+  ASSERT_EQ(command(request(ReportKind::kZeros, "sqlite:" + path_), &out, &err), 0) << err;
   EXPECT_NE(out.find("(3 rows)"), std::string::npos) << out;
+}
+
+TEST_F(SqliteReports, CommandReadsTheHistoryPathFromTheEnvironment) {
+  const std::string cfg = dir_.file("env.yaml");
+  std::ofstream(cfg) << "history:\n  store: sqlite\n  path: ${PGW_TEST_REPORT_DB}\n";
+  std::string out;
+  std::string err;
+  ::unsetenv("PGW_TEST_REPORT_DB");
+  EXPECT_EQ(command(request(ReportKind::kZeros, "", cfg), &out, &err), 1);
+  EXPECT_NE(err.find(":3: history.path: environment variable PGW_TEST_REPORT_DB is not set"),
+            std::string::npos)
+      << err;
+  ::setenv("PGW_TEST_REPORT_DB", path_.c_str(), 1);
+  EXPECT_EQ(command(request(ReportKind::kZeros, "", cfg), &out, &err), 0) << err;
+  EXPECT_NE(out.find("(3 rows)"), std::string::npos) << out;
+  ::unsetenv("PGW_TEST_REPORT_DB");
 }
 
 TEST_F(SqliteReports, CommandErrors) {
   std::string out;
   std::string err;
-  EXPECT_EQ(command({"report"}, &out, &err), 2);
-  EXPECT_EQ(command({"report", "bogus", "--store", "sqlite:" + path_}, &out, &err), 2);
-  EXPECT_NE(err.find("unknown report 'bogus'"), std::string::npos);
-  EXPECT_EQ(command({"report", "retries", "--store", "mysql:x"}, &out, &err), 2);
-  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--limit", "0"}, &out,
-                    &err),
-            2);
-  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--since", "soon"}, &out,
-                    &err),
-            2);
-  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + path_, "--frobnicate"}, &out,
-                    &err),
-            2);
-  EXPECT_EQ(command({"report", "retries", "--store", "sqlite:" + dir_.file("missing.db")}, &out,
-                    &err),
+  EXPECT_EQ(command(request(ReportKind::kRetries, "mysql:x"), &out, &err), 2);
+  EXPECT_EQ(command(request(ReportKind::kRetries, "sqlite:" + dir_.file("missing.db")), &out, &err),
             1);
   EXPECT_NE(err.find("no such file"), std::string::npos) << err;
   const std::string bad_cfg = dir_.file("bad.yaml");
   std::ofstream(bad_cfg) << "history:\n  store: sqlite\n  pathh: x\n";
-  EXPECT_EQ(command({"report", "retries", "--config", bad_cfg}, &out, &err), 1);
+  EXPECT_EQ(command(request(ReportKind::kRetries, "", bad_cfg), &out, &err), 1);
   EXPECT_NE(err.find(":3: history.pathh:"), std::string::npos) << err;
-  EXPECT_EQ(command({"report", "--help"}, &out, &err), 0);
-  EXPECT_NE(out.find("usage: pgwarden report KIND"), std::string::npos);
 }
 
 TEST(Reports, EmptyTableStillPrintsHeader) {
