@@ -13,6 +13,7 @@
 #include "daemon/daemon.h"
 #include "daemon/salt_key.h"
 #include "daemon/systemd_notify.h"
+#include "history/verify.h"
 #include "mcp/token_auth.h"
 #include "pgwarden_version.h"
 #include "protocol/auth.h"
@@ -54,6 +55,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     needsValue(Command::kToken, cl.user);
   } else if (a == "report") {
     cl.command = Command::kReport;
+  } else if (a == "history") {
+    cl.command = Command::kHistory;
   } else {
     cl.error = "unknown argument \"" + a + "\" (see --help)";
   }
@@ -71,6 +74,13 @@ std::string usageText() {
          "  pgwarden token USER           print a new MCP bearer token for USER and the\n"
          "                                mcp.tokens entry (its SHA-256) for the config\n"
          "  pgwarden report KIND ...      read the query history (see `pgwarden report --help`)\n"
+         "  pgwarden history verify --config FILE [--since TIME] [--input FILE]\n"
+         "                                walk the history's chain; exit 1 naming the first\n"
+         "                                record edited, deleted, inserted or moved\n"
+         "  pgwarden history export --config FILE [--since TIME] [--output FILE]\n"
+         "                                write the history as JSON lines with its chain\n"
+         "  pgwarden history rotate-key --config FILE\n"
+         "                                add a new chain key (used from the next start)\n"
          "  pgwarden --version            print the version\n"
          "  pgwarden --help               print this help\n"
          "\n"
@@ -159,6 +169,51 @@ int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) 
       << "\n"
       << "An MCP client sends it as the header  Authorization: Bearer " << token << "\n";
   return 0;
+}
+
+int historyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const auto usage = [&](const std::string& why) {
+    err << "pgwarden history: " << why << "\n"
+        << "usage: pgwarden history verify|export|rotate-key --config FILE [--since TIME]\n"
+        << "       [--input FILE (verify)] [--output FILE (export)]\n";
+    return 2;
+  };
+  if (args.size() < 2) return usage("give verify, export or rotate-key");
+  const std::string& sub = args[1];
+  if (sub != "verify" && sub != "export" && sub != "rotate-key") {
+    return usage("unknown subcommand \"" + sub + "\"");
+  }
+  std::string config_path;
+  history::HistoryCommandOptions o;
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (i + 1 >= args.size()) return usage(a + " needs a value");
+    const std::string& v = args[++i];
+    if (a == "--config") {
+      config_path = v;
+    } else if (a == "--since" && sub != "rotate-key") {
+      const auto since = history::parseSince(v, history::wallClockMicros());
+      if (!since) return usage("--since takes a duration (24h) or a time (2026-12-06T10:00:00Z)");
+      o.since_us = *since;
+    } else if (a == "--input" && sub == "verify") {
+      o.input = v;
+    } else if (a == "--output" && sub == "export") {
+      o.output = v;
+    } else {
+      return usage("unknown option " + a);
+    }
+  }
+  if (config_path.empty()) return usage("--config FILE is required");
+  std::shared_ptr<const Config> config;
+  try {
+    config = loadConfig(config_path);
+  } catch (const std::exception& e) {
+    err << e.what() << "\n";
+    return 2;
+  }
+  if (sub == "verify") return history::verifyHistoryCommand(config->history, o, out, err);
+  if (sub == "export") return history::exportHistoryCommand(config->history, o, out, err);
+  return history::rotateChainKeyCommand(config->history, out, err);
 }
 
 int runCommand(const std::string& path) {

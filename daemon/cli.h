@@ -8,7 +8,17 @@
 
 namespace pgwarden::daemon {
 
-enum class Command { kRun, kCheckConfig, kPasswd, kToken, kReport, kVersion, kHelp, kUsageError };
+enum class Command {
+  kRun,
+  kCheckConfig,
+  kPasswd,
+  kToken,
+  kReport,
+  kHistory,
+  kVersion,
+  kHelp,
+  kUsageError
+};
 
 struct CommandLine {
   Command command = Command::kUsageError;
@@ -29,6 +39,10 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
 int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err);
 // `token USER`: prints a new MCP bearer token and the mcp.tokens entry (its SHA-256) for USER.
 int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err);
+// `history verify|export|rotate-key --config FILE [--since TIME] [--input FILE] [--output FILE]`:
+// the chain over the query history (history/verify.h). `args` without argv[0]. Exit 0 when the
+// chain holds, 1 naming the first bad record, 2 on a usage or config error.
+int historyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `--config FILE`: runs the daemon in the foreground until SIGTERM/SIGINT.
 int runCommand(const std::string& path);
 

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
       return tokenCommand(cl.user, std::cout, std::cerr);
     case Command::kReport:
       return pgwarden::history::runReportCommand(argc - 1, argv + 1);
+    case Command::kHistory:
+      return historyCommand(args, std::cout, std::cerr);
     case Command::kRun:
       return runCommand(cl.config_path);
     case Command::kUsageError:
