@@ -3,8 +3,10 @@
 #include "history/chain.h"
 
 #include <fcntl.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
@@ -183,7 +185,8 @@ std::string canonicalJson(std::string_view text) {
   return parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void canonicalFields(const RowValues& row, ChainFields& out) {
+void canonicalFields(const RowValues& row, ChainFields& out,
+                     std::array<std::string, kColumns.size()>* json_cache) {
   const auto& values = row.values();
   for (size_t i = 0; i < values.size(); ++i) {
     const Value& v = values[i];
@@ -200,7 +203,12 @@ void canonicalFields(const RowValues& row, ChainFields& out) {
         f = v.i != 0 ? "1" : "0";
         break;
       case ColumnType::kJson:
-        f = canonicalJson(v.text);
+        if (json_cache == nullptr) {
+          f = canonicalJson(v.text);
+        } else if ((*json_cache)[i] != v.text) {  // else `f` still holds its canonical form
+          (*json_cache)[i].assign(v.text.data(), v.text.size());
+          f = canonicalJson(v.text);
+        }
         break;
       case ColumnType::kText:
       case ColumnType::kUid:
@@ -210,8 +218,9 @@ void canonicalFields(const RowValues& row, ChainFields& out) {
   }
 }
 
-ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainFields& fields,
-                    std::string& scratch) {
+namespace {
+
+void chainMessage(const ChainHash& prev, const ChainFields& fields, std::string& scratch) {
   scratch.assign(reinterpret_cast<const char*>(prev.data()), prev.size());
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i == kChainHashField) continue;
@@ -221,10 +230,55 @@ ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainF
     scratch.append(len, 4);
     scratch += fields[i];
   }
+}
+
+}  // namespace
+
+ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainFields& fields,
+                    std::string& scratch) {
+  chainMessage(prev, fields, scratch);
   ChainHash out{};
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), out.data(), &len);
+  return out;
+}
+
+ChainMac::ChainMac() {
+  mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (mac_ != nullptr) ctx_ = EVP_MAC_CTX_new(mac_);
+}
+
+ChainMac::~ChainMac() {
+  EVP_MAC_CTX_free(ctx_);
+  EVP_MAC_free(mac_);
+}
+
+ChainHash ChainMac::compute(const ChainKey& key, const ChainHash& prev, const ChainFields& fields,
+                            std::string& scratch) {
+  if (ctx_ == nullptr) return chainHash(key.secret, prev, fields, scratch);
+  chainMessage(prev, fields, scratch);
+  bool ok = true;
+  if (key.id != key_id_) {
+    // The key's padded states are computed once; later inits reuse them (a NULL key).
+    char digest[] = "SHA256";
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                                 OSSL_PARAM_construct_end()};
+    ok = EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(key.secret.data()),
+                      key.secret.size(), params) == 1;
+    key_id_ = ok ? key.id : std::string();
+  } else {
+    ok = EVP_MAC_init(ctx_, nullptr, 0, nullptr) == 1;
+  }
+  ChainHash out{};
+  size_t len = 0;
+  if (!ok ||
+      EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(scratch.data()),
+                     scratch.size()) != 1 ||
+      EVP_MAC_final(ctx_, out.data(), &len, out.size()) != 1) {
+    key_id_.clear();
+    return chainHash(key.secret, prev, fields, scratch);
+  }
   return out;
 }
 
@@ -246,8 +300,8 @@ Status Chainer::link(RowValues& row, const TailLookup& lookup) {
   const ChainKey& key = keys_.current();
   const uint64_t seq = st.seq + 1;
   row.setChain(seq, key.id, "");
-  canonicalFields(row, fields_);
-  st.hash = chainHash(key.secret, st.hash, fields_, scratch_);
+  canonicalFields(row, fields_, &json_cache_);
+  st.hash = mac_.compute(key, st.hash, fields_, scratch_);
   st.seq = seq;
   hash_hex_ = hexOf(st.hash);
   row.setChain(seq, key.id, hash_hex_);

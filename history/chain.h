@@ -15,6 +15,9 @@
 #include "common/result.h"
 #include "history/schema.h"
 
+struct evp_mac_st;
+struct evp_mac_ctx_st;
+
 namespace pgwarden::history {
 
 inline constexpr size_t kChainHashBytes = 32;
@@ -48,12 +51,31 @@ Result<std::string> rotateChainKey(const std::string& path);
 // missing record_uid "". Every store's reader can rebuild these from what it stored.
 using ChainFields = std::array<std::string, kColumns.size()>;
 std::string canonicalJson(std::string_view text);
-void canonicalFields(const RowValues& row, ChainFields& out);
+// `json_cache`: the last JSON text of each JSON column and its canonical form, kept by a caller
+// that encodes many records (the same guard_actions and tables come back again and again).
+void canonicalFields(const RowValues& row, ChainFields& out,
+                     std::array<std::string, kColumns.size()>* json_cache = nullptr);
 
 // HMAC-SHA256(key, prev || each field but chain_hash as a 4-byte little-endian length and its
 // bytes). `scratch` is reused between calls.
 ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainFields& fields,
                     std::string& scratch);
+// The same HMAC with the key's state kept between records (the writer's path).
+class ChainMac {
+ public:
+  ChainMac();
+  ~ChainMac();
+  ChainMac(const ChainMac&) = delete;
+  ChainMac& operator=(const ChainMac&) = delete;
+  ChainHash compute(const ChainKey& key, const ChainHash& prev, const ChainFields& fields,
+                    std::string& scratch);
+
+ private:
+  evp_mac_st* mac_ = nullptr;
+  evp_mac_ctx_st* ctx_ = nullptr;
+  std::string key_id_;  // the key ctx_ holds
+};
+
 std::string hexOf(const ChainHash& h);
 bool parseChainHash(std::string_view hex, ChainHash* out);
 
@@ -103,8 +125,10 @@ class Chainer {
   std::unordered_map<std::string, State> states_;
   std::vector<Checkpoint> checkpoints_;
   ChainFields fields_;
+  std::array<std::string, kColumns.size()> json_cache_;
   std::string scratch_;
   std::string hash_hex_;
+  ChainMac mac_;
 };
 
 }  // namespace pgwarden::history
