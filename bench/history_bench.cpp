@@ -117,22 +117,32 @@ void writeAll(benchmark::State& state, HistoryConfig config, int64_t spool) {
       benchmark::Counter(static_cast<double>(written), benchmark::Counter::kIsRate);
 }
 
+// `chain` 1: the tamper-evident chain on (history.chain, the daemon's default), its key file in
+// the bench's directory; 0: off, as history.chain: false.
+void setChain(HistoryConfig& c, const std::string& dir, int64_t chain) {
+  c.chain = chain != 0;
+  c.chain_key_file = chain != 0 ? dir + "/history_chain.key" : std::string();
+}
+
 void BM_SqliteWriter(benchmark::State& state) {
   const std::string dir = tempDir();
   HistoryConfig c;
   c.store = "sqlite";
   c.path = dir + "/history.db";
   c.redact_literals = state.range(2) != 0;
+  setChain(c, dir, state.range(4));
   writeAll(state, c, state.range(3));
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_SqliteWriter)
-    ->ArgNames({"records", "batch", "redact", "spool"})
-    ->Args({100000, 64, 0, 1})
-    ->Args({100000, 512, 0, 0})
-    ->Args({100000, 512, 0, 1})
-    ->Args({100000, 4096, 0, 1})
-    ->Args({100000, 512, 1, 1})
+    ->ArgNames({"records", "batch", "redact", "spool", "chain"})
+    ->Args({100000, 64, 0, 1, 0})
+    ->Args({100000, 512, 0, 0, 0})
+    ->Args({100000, 512, 0, 1, 0})
+    ->Args({100000, 4096, 0, 1, 0})
+    ->Args({100000, 512, 1, 1, 0})
+    ->Args({100000, 64, 0, 1, 1})
+    ->Args({100000, 512, 0, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
@@ -142,13 +152,15 @@ void BM_JsonlWriter(benchmark::State& state) {
   HistoryConfig c;
   c.store = "jsonl";
   c.path = dir + "/history.jsonl";
+  setChain(c, dir, state.range(3));
   writeAll(state, c, state.range(2));
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_JsonlWriter)
-    ->ArgNames({"records", "batch", "spool"})
-    ->Args({100000, 512, 0})
-    ->Args({100000, 512, 1})
+    ->ArgNames({"records", "batch", "spool", "chain"})
+    ->Args({100000, 512, 0, 0})
+    ->Args({100000, 512, 1, 0})
+    ->Args({100000, 512, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

@@ -7,6 +7,7 @@
 
 #include "common/config_util.h"
 #include "daemon/cli_app.h"
+#include "history/verify.h"
 #include "pgwarden_version.h"
 
 namespace pgwarden::daemon {
@@ -113,9 +114,48 @@ CliParser::CliParser()
   choose(completion_->add_option("SHELL", result.shell, "bash or zsh")->required(),
          {"bash", "zsh"});
 
+  history_ = app.add_subcommand(
+      "history", "check or export the query history's chain (docs/history-chain.md)");
+  history_->require_subcommand(1);
+  struct Action {
+    const char* name;
+    const char* help;
+  };
+  for (const Action a : {Action{"verify", "walk the chain; exit 1 naming the first record that was "
+                                           "edited, deleted, inserted or reordered"},
+                         Action{"export", "write the history as JSON lines with its chain"},
+                         Action{"rotate-key", "add a new chain key (used from the next start)"}}) {
+    CLI::App* sub = history_->add_subcommand(a.name, a.help);
+    sub->add_option("-c,--config", result.config_path, "the config whose history section to read")
+        ->type_name("FILE")
+        ->required();
+    if (std::string_view(a.name) != "rotate-key") {
+      sub->add_option("--since", history_since_,
+                      "only records from TIME on: a duration back from now (24h) or a time "
+                      "(2026-12-06T10:00:00Z)")
+          ->type_name("TIME")
+          ->check(CLI::Validator(
+              [](std::string& v) {
+                return history::parseSince(v, history::wallClockMicros())
+                           ? std::string()
+                           : std::string("needs a duration (24h) or a time (2026-12-06T10:00:00Z)");
+              },
+              "", "time"));
+    }
+    if (std::string_view(a.name) == "verify") {
+      sub->add_option("--input", result.history.input, "verify this JSON-lines export instead")
+          ->type_name("FILE");
+    }
+    if (std::string_view(a.name) == "export") {
+      sub->add_option("--output", result.history.output, "write to FILE (default: stdout)")
+          ->type_name("FILE");
+    }
+    sub->footer(kExitStatus);
+  }
+
   // Options belong to the command they are given after: the daemon's options never reach a
   // subcommand, so `pgwarden --config x token agent` is an error, not a token.
-  for (CLI::App* sub : {passwd_, token_, report_, completion_}) {
+  for (CLI::App* sub : {passwd_, token_, report_, completion_, history_}) {
     sub->excludes(config_)->excludes(check_)->excludes(level)->excludes(version);
     sub->footer(kExitStatus);
   }
@@ -158,6 +198,13 @@ void CliParser::finish() {
     result.command = Command::kToken;
   } else if (completion_->parsed()) {
     result.command = Command::kCompletion;
+  } else if (history_->parsed()) {
+    result.command = Command::kHistory;
+    for (const CLI::App* sub : history_->get_subcommands()) result.history_action = sub->get_name();
+    if (!history_since_.empty()) {
+      result.history.since_us = history::parseSince(history_since_, history::wallClockMicros()).value_or(0);
+    }
+    return;
   } else if (report_->parsed()) {
     result.command = Command::kReport;
     history::parseReportKind(report_kind_, &result.report.options.kind);
@@ -208,6 +255,10 @@ std::vector<std::string> commandLineWords() {
   for (const CLI::App* sub : parser.app.get_subcommands([](const CLI::App*) { return true; })) {
     words.push_back(sub->get_name());
     addOptions(*sub);
+    for (const CLI::App* inner : sub->get_subcommands([](const CLI::App*) { return true; })) {
+      words.push_back(inner->get_name());
+      addOptions(*inner);
+    }
   }
   std::sort(words.begin(), words.end());
   words.erase(std::unique(words.begin(), words.end()), words.end());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "history/report.h"
+#include "history/verify.h"
 
 namespace pgwarden::daemon {
 
@@ -19,6 +20,7 @@ enum class Command {
   kToken,
   kReport,
   kCompletion,
+  kHistory,
   kVersion,
   kHelp,
   kUsageError
@@ -36,6 +38,8 @@ struct CommandLine {
   std::string user;               // kPasswd, kToken
   std::string shell;              // kCompletion: "bash" or "zsh"
   history::ReportRequest report;  // kReport
+  std::string history_action;     // kHistory: verify, export or rotate-key
+  history::HistoryCommandOptions history;  // kHistory (config_path: the config to read)
   std::string help;               // kHelp: the help of the command asked about
   std::string error;              // kUsageError
 };
@@ -59,6 +63,9 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
 int passwdCommand(const std::string& user, std::ostream& out, std::ostream& err);
 // `token USER`: prints a new MCP bearer token and the mcp.tokens entry (its SHA-256) for USER.
 int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err);
+// `history verify|export|rotate-key --config FILE ...`: the chain over the query history
+// (history/verify.h): 0 when it holds, 1 naming the first bad record, 2 on a config error.
+int historyCommand(const CommandLine& cl, std::ostream& out, std::ostream& err);
 // `--config FILE`: runs the daemon in the foreground until SIGTERM/SIGINT. `log_level`, when not
 // empty, replaces logging.level at start and on every reload.
 int runCommand(const std::string& path, const std::string& log_level);

@@ -38,6 +38,8 @@ struct CliParser {
   CLI::App* token_ = nullptr;
   CLI::App* report_ = nullptr;
   CLI::App* completion_ = nullptr;
+  CLI::App* history_ = nullptr;
+  std::string history_since_;
 };
 
 }  // namespace pgwarden::daemon

@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 #include "daemon/salt_key.h"
 #include "daemon/systemd_notify.h"
+#include "history/verify.h"
 #include "mcp/token_auth.h"
 #include "pgwarden_version.h"
 #include "protocol/auth.h"
@@ -95,6 +96,19 @@ int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) 
       << "\n"
       << "An MCP client sends it as the header  Authorization: Bearer " << token << "\n";
   return 0;
+}
+
+int historyCommand(const CommandLine& cl, std::ostream& out, std::ostream& err) {
+  std::shared_ptr<const Config> config;
+  try {
+    config = loadConfig(cl.config_path);
+  } catch (const std::exception& e) {
+    err << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (cl.history_action == "verify") return history::verifyHistoryCommand(config->history, cl.history, out, err);
+  if (cl.history_action == "export") return history::exportHistoryCommand(config->history, cl.history, out, err);
+  return history::rotateChainKeyCommand(config->history, out, err);
 }
 
 int runCommand(const std::string& path, const std::string& log_level) {

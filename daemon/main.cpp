@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
       return tokenCommand(cl.user, std::cout, std::cerr);
     case Command::kReport:
       return pgwarden::history::runReportCommand(cl.report, std::cout, std::cerr);
+    case Command::kHistory:
+      return historyCommand(cl, std::cout, std::cerr);
     case Command::kCompletion:
       std::cout << completionScript(cl.shell);
       return kExitOk;

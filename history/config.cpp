@@ -14,11 +14,14 @@ namespace {
 constexpr const char* kPath = "history";
 constexpr uint64_t kMaxSpoolSize = 64ull << 30;
 
+std::string dirOf(const std::string& default_path) {
+  const size_t slash = default_path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : default_path.substr(0, slash);
+}
+
 // The postgres store has no file of its own: its spool goes where the sqlite file would.
 std::string defaultPostgresSpool(const std::string& default_path) {
-  const size_t slash = default_path.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : default_path.substr(0, slash)) +
-         "/history.spool";
+  return dirOf(default_path) + "/history.spool";
 }
 
 }  // namespace
@@ -26,11 +29,14 @@ std::string defaultPostgresSpool(const std::string& default_path) {
 HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& default_path) {
   HistoryConfig c;
   c.path = default_path;
+  // Beside the default sqlite file: in daemon.state_dir, like the salt key.
+  c.chain_key_file = dirOf(default_path) + "/history_chain.key";
   if (!node.IsDefined() || node.IsNull()) return c;
-  config::checkKeys(node, kPath,
-                    {"store", "path", "dsn", "dsn_file", "queue_size", "batch_size",
-                     "flush_interval", "max_sql_bytes", "redact_literals", "max_age", "max_rows",
-                     "instance_id", "durability", "spool_path", "spool_size"});
+  config::checkKeys(
+      node, kPath,
+      {"store", "path", "dsn", "dsn_file", "queue_size", "batch_size", "flush_interval",
+       "max_sql_bytes", "redact_literals", "max_age", "max_rows", "instance_id", "durability",
+       "spool_path", "spool_size", "chain", "chain_key_file"});
 
   c.store = config::getString(node, kPath, "store", c.store);
   if (c.store != "sqlite" && c.store != "postgres" && c.store != "jsonl" && c.store != "off") {
@@ -100,6 +106,11 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
                  "logrotate)");
   }
   c.instance_id = config::getString(node, kPath, "instance_id", c.instance_id);
+  c.chain_key_file = config::getString(node, kPath, "chain_key_file", c.chain_key_file);
+  if (c.chain_key_file.empty()) {
+    config::fail(node["chain_key_file"], "history.chain_key_file", "must not be empty");
+  }
+  c.chain = config::getBool(node, kPath, "chain", c.chain);
 
   const std::string durability = config::getString(node, kPath, "durability", "process");
   if (durability == "off") {

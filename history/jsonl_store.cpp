@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +61,41 @@ SpoolPosition lastWrittenUid(const std::string& path) {
   return {};
 }
 
+// The chain fields of the last whole line of `instance` in the file: the tail first, the whole
+// file when the tail has none (an instance that has not written lately).
+Result<ChainTail> lastChainedLine(const std::string& path, std::string_view instance) {
+  ChainTail tail;
+  bool found = false;
+  auto consider = [&](std::string_view line) {
+    if (line.size() < 2 || line.back() != '}' || line.find("\"chain_seq\":") == line.npos) return;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return;
+    const auto inst = j.find("instance_id");
+    const auto seq = j.find("chain_seq");
+    if (inst == j.end() || !inst->is_string() || inst->get_ref<const std::string&>() != instance) {
+      return;
+    }
+    if (seq == j.end() || !seq->is_number_unsigned() || seq->get<uint64_t>() == 0) return;
+    tail.seq = seq->get<uint64_t>();
+    tail.key_id = j.value("chain_key", "");
+    if (!parseChainHash(j.value("chain_hash", ""), &tail.hash)) tail.hash = {};
+    found = true;
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return tail;
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<size_t>(std::max<std::streamoff>(0, in.tellg()));
+  for (const size_t from : {size > kTailScanBytes ? size - kTailScanBytes : size_t{0}, size_t{0}}) {
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(from));
+    std::string line;
+    if (from > 0) std::getline(in, line);  // a partial line
+    while (std::getline(in, line)) consider(line);
+    if (found || from == 0) break;
+  }
+  return tail;
+}
+
 class JsonlStore final : public Store {
  public:
   explicit JsonlStore(std::string path) : path_(std::move(path)) {}
@@ -79,7 +116,10 @@ class JsonlStore final : public Store {
     for (const Record& r : records) {
       // Written before a crash, handed over again by the spool: the file has it already.
       if (r.spool_seq != 0 && r.spool_epoch == last_.epoch && r.spool_seq <= last_.seq) continue;
-      appendLine(r);
+      if (auto s = appendLine(r); !s.ok()) {
+        if (chain_) chain_->reset();
+        return {WriteOutcome::kRetry, path_ + ": " + s.error()};
+      }
       ends_.push_back({buffer_.size(), r.spool_epoch, r.spool_seq});
     }
     if (buffer_.empty()) return {};
@@ -96,12 +136,14 @@ class JsonlStore final : public Store {
         if (off > 0) (void)!::write(fd, "\n", 1);
         ::close(fd);
         noteWritten(off);
+        if (chain_) chain_->reset();  // read back from the lines that made it whole
         return {WriteOutcome::kRetry, path_ + ": " + err};
       }
       off += static_cast<size_t>(n);
     }
     ::close(fd);
     noteWritten(off);
+    if (chain_) chain_->commit();
     return {};
   }
 
@@ -112,8 +154,15 @@ class JsonlStore final : public Store {
     return ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
   }
 
-  void appendLine(const Record& r) {
+  Status appendLine(const Record& r) {
     row_.assign(r);
+    if (chain_) {
+      if (auto s =
+              chain_->link(row_, [this](std::string_view i) { return lastChainedLine(path_, i); });
+          !s.ok()) {
+        return s;
+      }
+    }
     w_.clear();
     w_.beginObject();
     size_t i = 0;
@@ -149,6 +198,7 @@ class JsonlStore final : public Store {
     w_.endObject();
     buffer_ += w_.str();
     buffer_.push_back('\n');
+    return {};
   }
 
   // The last spool record among the first `bytes` of buffer_ that are now in the file whole.

@@ -6,9 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/log_text.h"
@@ -135,12 +137,21 @@ class PostgresStore final : public Store {
       if (auto s = connect(); !s.ok()) return {WriteOutcome::kRetry, s.error()};
     }
     buffer_.clear();
+    chain_error_.clear();
     for (const Record& r : records) appendRow(r);
     bool uid_conflict = false;
-    WriteResult out = copyIn(copy_sql_, &uid_conflict);
+    WriteResult out = chain_error_.empty() ? copyIn(copy_sql_, &uid_conflict)
+                                           : WriteResult{WriteOutcome::kRetry, chain_error_};
     // Some of the batch is stored already: the spool handed it over again after a crash, or a
     // connection lost after the server committed the last COPY. Store the rest.
-    if (uid_conflict) out = writeSkippingStored();
+    if (uid_conflict) out = chain_ ? writeUnstoredChained(records) : writeSkippingStored();
+    if (chain_) {
+      if (out.outcome == WriteOutcome::kOk) {
+        chain_->commit();
+      } else {
+        chain_->reset();
+      }
+    }
     if (out.outcome == WriteOutcome::kRetry) disconnect();
     return out;
   }
@@ -253,6 +264,65 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  // With the chain: the records the table has are left out before linking the rest, so a record
+  // stored before a crash keeps its place and the chain has no gap.
+  WriteResult writeUnstoredChained(std::span<const Record> records) {
+    chain_->reset();
+    std::string uids = "{";
+    for (const Record& r : records) {
+      if (r.spool_seq == 0) continue;
+      if (uids.size() > 1) uids += ',';
+      uids += recordUid(r);
+    }
+    uids += '}';
+    PGresult* res = PQexecParams(conn_,
+                                 (std::string("SELECT ") + kUidColumn + " FROM " + kHistoryTable +
+                                  " WHERE " + kUidColumn + " = ANY($1::text[])")
+                                     .c_str(),
+                                 1, nullptr, std::array<const char*, 1>{uids.c_str()}.data(),
+                                 nullptr, nullptr, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+      WriteResult out = classify(res, "skipping stored records");
+      PQclear(res);
+      return out;
+    }
+    std::unordered_set<std::string> stored;
+    for (int i = 0; i < PQntuples(res); ++i) stored.insert(PQgetvalue(res, i, 0));
+    PQclear(res);
+    buffer_.clear();
+    for (const Record& r : records) {
+      if (r.spool_seq == 0 || stored.count(recordUid(r)) == 0) appendRow(r);
+    }
+    if (!chain_error_.empty()) return {WriteOutcome::kRetry, chain_error_};
+    if (buffer_.empty()) return {};
+    bool conflict = false;
+    return copyIn(copy_sql_, &conflict);
+  }
+
+  Result<ChainTail> chainTail(std::string_view instance) {
+    const std::string inst(instance);
+    const char* params[] = {inst.c_str()};
+    PGresult* res =
+        PQexecParams(conn_,
+                     (std::string("SELECT chain_seq, chain_key, chain_hash FROM ") + kHistoryTable +
+                      " WHERE instance_id = $1 AND chain_seq > 0 ORDER BY id DESC LIMIT 1")
+                         .c_str(),
+                     1, nullptr, params, nullptr, nullptr, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+      std::string msg = resultError(res, conn_);
+      PQclear(res);
+      return Result<ChainTail>::fail(msg);
+    }
+    ChainTail tail;
+    if (PQntuples(res) == 1) {
+      tail.seq = std::strtoull(PQgetvalue(res, 0, 0), nullptr, 10);
+      tail.key_id = PQgetvalue(res, 0, 1);
+      if (!parseChainHash(PQgetvalue(res, 0, 2), &tail.hash)) tail.hash = {};
+    }
+    PQclear(res);
+    return tail;
+  }
+
   WriteResult step(const std::string& sql) {
     PGresult* res = PQexec(conn_, sql.c_str());
     const auto st = PQresultStatus(res);
@@ -342,6 +412,12 @@ class PostgresStore final : public Store {
 
   void appendRow(const Record& r) {
     row_.assign(r);
+    if (chain_ && chain_error_.empty()) {
+      if (auto s = chain_->link(row_, [this](std::string_view i) { return chainTail(i); });
+          !s.ok()) {
+        chain_error_ = s.error();
+      }
+    }
     bool first = true;
     for (const Value& v : row_.values()) {
       if (!first) buffer_.push_back('\t');
@@ -378,6 +454,7 @@ class PostgresStore final : public Store {
   std::string copy_sql_;
   std::string buffer_;
   RowValues row_;  // reused for every row
+  std::string chain_error_;  // why linking a record of this batch failed
   PGconn* conn_ = nullptr;
   bool outage_ = false;  // the last open failed only because the server could not be reached
 };

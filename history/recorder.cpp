@@ -499,6 +499,11 @@ std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
   HistoryConfig c = config;
   if (c.instance_id.empty()) c.instance_id = hostName();
   if (c.batch_size > c.queue_size) c.batch_size = c.queue_size;
+  if (c.chain && !c.chain_key_file.empty()) {
+    auto keys = loadChainKeys(c.chain_key_file, true);
+    if (!keys.ok()) throw std::runtime_error("history: the chain's key file: " + keys.error());
+    store->attachChain(std::make_unique<Chainer>(std::move(*keys)));
+  }
   const Status opened = store->open();
   std::string down_error;
   if (!opened.ok()) {

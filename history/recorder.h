@@ -39,6 +39,10 @@ struct HistoryConfig {
   // store has no path, so parseHistoryConfig always names one for it.
   std::string spool_path;
   uint64_t spool_size = 64ull << 20;  // ring bytes in the spool
+  // The tamper-evident chain (history/chain.h): on unless `chain: false`; its keys in
+  // chain_key_file (default: history_chain.key in daemon.state_dir), created at first start.
+  bool chain = true;
+  std::string chain_key_file;
 };
 
 // The spool file a config uses ("" with durability off or store off).

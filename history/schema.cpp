@@ -86,8 +86,17 @@ void RowValues::assign(const Record& r) {
       num(screenFindings(r.guard_actions)),
       txt(r.tool_name),
       txt(r.tool_args),
+      num(0),
+      txt(""),  // chain fields: "" rather than a null view, which SQLite would bind as NULL
+      txt(""),
       Value{ColumnType::kUid, 0, uid},
   }};
+}
+
+void RowValues::setChain(uint64_t seq, std::string_view key_id, std::string_view hash_hex) {
+  values_[kChainSeqField].i = static_cast<int64_t>(seq);
+  values_[kChainKeyField].text = key_id;
+  values_[kChainHashField].text = hash_hex;
 }
 
 std::string columnList() {

@@ -19,14 +19,25 @@ inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // tool_name and tool_args (the MCP tool a statement ran for), likewise. 5 (SQLite): the unique
 // index on record_uid gives way to kSpoolTable, the highest sequence number stored per spool epoch,
 // written in each batch's transaction; the index cost the writer more than any other but
-// conversation_id's. PostgreSQL keeps its index.
-inline constexpr int kSchemaVersion = 5;
+// conversation_id's. PostgreSQL keeps its index. 6: chain_seq, chain_key and chain_hash (the
+// tamper-evident chain, history/chain.h), added in place; 0 and '' in rows written before.
+inline constexpr int kSchemaVersion = 6;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
 inline constexpr const char* kSpoolTable = "pgwarden_history_spool";
 inline constexpr const char* kWarningsColumn = "warnings";
 inline constexpr const char* kToolNameColumn = "tool_name";
 inline constexpr const char* kToolArgsColumn = "tool_args";
+inline constexpr const char* kChainSeqColumn = "chain_seq";
+inline constexpr const char* kChainKeyColumn = "chain_key";
+inline constexpr const char* kChainHashColumn = "chain_hash";
+// Positions in kColumns that code reaches by name.
+inline constexpr size_t kInstanceIdField = 3;
+inline constexpr size_t kStartedAtField = 0;
+inline constexpr size_t kChainSeqField = 33;
+inline constexpr size_t kChainKeyField = 34;
+inline constexpr size_t kChainHashField = 35;
+inline constexpr size_t kRecordUidField = 36;
 
 // kUid: text, NULL when empty (records without a spool id), unique when set.
 enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
@@ -37,41 +48,28 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 34> kColumns{{
-    {"started_at", ColumnType::kTimestamp},
-    {"finished_at", ColumnType::kTimestamp},
-    {"duration_us", ColumnType::kInt},
-    {"instance_id", ColumnType::kText},
-    {"session_id", ColumnType::kInt},
-    {"user_name", ColumnType::kText},
-    {"database_name", ColumnType::kText},
-    {"policy_group", ColumnType::kText},
-    {"client_addr", ColumnType::kText},
-    {"application_name", ColumnType::kText},
-    {"agent_id", ColumnType::kText},
-    {"conversation_id", ColumnType::kText},
-    {"query_intent_sent", ColumnType::kText},
-    {"query_intent_inferred", ColumnType::kText},
-    {"statement_kind", ColumnType::kText},
-    {"tables", ColumnType::kJson},
-    {"sql_text", ColumnType::kText},
-    {"sql_truncated", ColumnType::kBool},
-    {"fingerprint", ColumnType::kText},
-    {"guard_actions", ColumnType::kJson},
-    {"outcome", ColumnType::kText},
-    {"deny_code", ColumnType::kText},
-    {"sqlstate", ColumnType::kText},
-    {"error_message", ColumnType::kText},
-    {"rows_returned", ColumnType::kInt},
-    {"result_truncated", ColumnType::kBool},
-    {"rows_affected", ColumnType::kInt},
-    {"bytes_sent", ColumnType::kInt},
-    {"protocol", ColumnType::kText},
-    {"single_zero", ColumnType::kBool},
-    {"warnings", ColumnType::kInt},
-    {"tool_name", ColumnType::kText},
-    {"tool_args", ColumnType::kText},  // JSON text; "" when none
-    {"record_uid", ColumnType::kUid},  // last: the jsonl store finds it at the end of a line
+inline constexpr std::array<Column, 37> kColumns{{
+    {"started_at", ColumnType::kTimestamp},   {"finished_at", ColumnType::kTimestamp},
+    {"duration_us", ColumnType::kInt},        {"instance_id", ColumnType::kText},
+    {"session_id", ColumnType::kInt},         {"user_name", ColumnType::kText},
+    {"database_name", ColumnType::kText},     {"policy_group", ColumnType::kText},
+    {"client_addr", ColumnType::kText},       {"application_name", ColumnType::kText},
+    {"agent_id", ColumnType::kText},          {"conversation_id", ColumnType::kText},
+    {"query_intent_sent", ColumnType::kText}, {"query_intent_inferred", ColumnType::kText},
+    {"statement_kind", ColumnType::kText},    {"tables", ColumnType::kJson},
+    {"sql_text", ColumnType::kText},          {"sql_truncated", ColumnType::kBool},
+    {"fingerprint", ColumnType::kText},       {"guard_actions", ColumnType::kJson},
+    {"outcome", ColumnType::kText},           {"deny_code", ColumnType::kText},
+    {"sqlstate", ColumnType::kText},          {"error_message", ColumnType::kText},
+    {"rows_returned", ColumnType::kInt},      {"result_truncated", ColumnType::kBool},
+    {"rows_affected", ColumnType::kInt},      {"bytes_sent", ColumnType::kInt},
+    {"protocol", ColumnType::kText},          {"single_zero", ColumnType::kBool},
+    {"warnings", ColumnType::kInt},           {"tool_name", ColumnType::kText},
+    {"tool_args", ColumnType::kText},   // JSON text; "" when none
+    {"chain_seq", ColumnType::kInt},    // the record's place in its instance's chain (0: none)
+    {"chain_key", ColumnType::kText},   // id of the key its chain_hash was made with
+    {"chain_hash", ColumnType::kText},  // HMAC-SHA256 over the previous hash and the fields
+    {"record_uid", ColumnType::kUid},   // last: the jsonl store finds it at the end of a line
 }};
 
 // One column's value for a record. Text and JSON point into the record or into `json_tables`
@@ -93,6 +91,9 @@ class RowValues {
   RowValues& operator=(const RowValues&) = delete;
   void assign(const Record& r);
   const std::array<Value, kColumns.size()>& values() const { return values_; }
+  // The chain fields (history/chain.h), set after assign(); `key_id` and `hash_hex` must outlive
+  // the use of the values.
+  void setChain(uint64_t seq, std::string_view key_id, std::string_view hash_hex);
 
  private:
   std::string tables_json_;
@@ -108,7 +109,9 @@ enum class Dialect { kSqlite, kPostgres };
 // the table lacks it, and then (schema version 5) moves a table's record_uid index to kSpoolTable.
 std::vector<std::string> schemaStatements(Dialect dialect);
 // Columns later schema versions added to an existing table, in order.
-inline constexpr const char* kAddedColumns[] = {kUidColumn, kWarningsColumn, kToolNameColumn, kToolArgsColumn};
+inline constexpr const char* kAddedColumns[] = {kUidColumn,      kWarningsColumn, kToolNameColumn,
+                                                kToolArgsColumn, kChainSeqColumn, kChainKeyColumn,
+                                                kChainHashColumn};
 std::string addColumn(Dialect dialect, std::string_view name);
 
 // "started_at, finished_at, ..." in kColumns order.

@@ -57,6 +57,7 @@ class SqliteStore final : public Store {
     sqlite3_finalize(prune_rows_);
     sqlite3_finalize(load_mark_);
     sqlite3_finalize(save_mark_);
+    sqlite3_finalize(chain_tail_);
     sqlite3_close_v2(db_);
   }
 
@@ -139,6 +140,13 @@ class SqliteStore final : public Store {
       return s;
     }
     const std::string t = kHistoryTable;
+    // Newest first by id: the instance's last record is near the end of the table.
+    if (auto s = prepare("SELECT chain_seq, chain_key, chain_hash FROM " + t +
+                             " WHERE instance_id = ?1 AND chain_seq > 0 ORDER BY id DESC LIMIT 1",
+                         &chain_tail_);
+        !s.ok()) {
+      return s;
+    }
     if (auto s = prepare("DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                              " WHERE started_at < ?1 ORDER BY id LIMIT ?2)",
                          &prune_age_);
@@ -193,12 +201,15 @@ class SqliteStore final : public Store {
       rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
     }
     if (rc != SQLITE_OK) {
-      WriteResult res{classify(rc), std::string(step) + ": " + errorText(rc)};
+      WriteResult res{classify(rc), std::string(step) + ": " +
+                                        (chain_error_.empty() ? errorText(rc) : chain_error_)};
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (chain_) chain_->reset();
       return res;
     }
     mark.dirty = false;
     stored_ = mark;
+    if (chain_) chain_->commit();
     return {};
   }
 
@@ -228,6 +239,14 @@ class SqliteStore final : public Store {
  private:
   int insertOne(const Record& r) {
     row_.assign(r);
+    chain_error_.clear();
+    if (chain_) {
+      if (auto linked = chain_->link(row_, [this](std::string_view i) { return chainTail(i); });
+          !linked.ok()) {
+        chain_error_ = linked.error();
+        return SQLITE_ERROR;  // a retry: the store could not be read
+      }
+    }
     sqlite3_reset(insert_);
     int idx = 1;
     size_t stamps = 0;
@@ -263,6 +282,29 @@ class SqliteStore final : public Store {
     sqlite3_reset(insert_);
     // Every parameter is bound again for the next record: no need to clear them.
     return rc;
+  }
+
+  Result<ChainTail> chainTail(std::string_view instance) {
+    sqlite3_reset(chain_tail_);
+    sqlite3_bind_text(chain_tail_, 1, instance.data(), static_cast<int>(instance.size()),
+                      SQLITE_STATIC);
+    int rc = sqlite3_step(chain_tail_);
+    ChainTail tail;
+    if (rc == SQLITE_ROW) {
+      tail.seq = static_cast<uint64_t>(sqlite3_column_int64(chain_tail_, 0));
+      const auto* key = sqlite3_column_text(chain_tail_, 1);
+      const auto* hash = sqlite3_column_text(chain_tail_, 2);
+      tail.key_id = key != nullptr ? reinterpret_cast<const char*>(key) : "";
+      // A chain_hash made unreadable by hand: go on from it as from zeros (verify names it)
+      // rather than stop recording.
+      if (hash == nullptr || !parseChainHash(reinterpret_cast<const char*>(hash), &tail.hash)) {
+        tail.hash = {};
+      }
+      rc = SQLITE_DONE;
+    }
+    sqlite3_reset(chain_tail_);
+    if (rc != SQLITE_DONE) return Result<ChainTail>::fail(errorText(rc));
+    return tail;
   }
 
   // The highest sequence number stored for a spool epoch (0: none yet).
@@ -385,6 +427,8 @@ class SqliteStore final : public Store {
   sqlite3_stmt* prune_rows_ = nullptr;
   sqlite3_stmt* load_mark_ = nullptr;
   sqlite3_stmt* save_mark_ = nullptr;
+  sqlite3_stmt* chain_tail_ = nullptr;
+  std::string chain_error_;  // why link() failed, for the write's error
   SpoolMark stored_;  // as committed (the writer is the only one writing its epoch)
   RowValues row_;
   std::array<std::array<char, kTimestampChars>, 2> stamps_{};  // started_at, finished_at

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "history/chain.h"
 #include "history/record.h"
 #include "history/recorder.h"
 
@@ -51,6 +52,11 @@ class Store {
   // Deletes at most retention.chunk rows past the retention limits; returns how many it deleted.
   // Stores without retention return 0.
   virtual Result<int64_t> prune(const Retention& retention) = 0;
+  // From now on write() gives each record it stores its place in the chain (history/chain.h).
+  void attachChain(std::unique_ptr<Chainer> chain) { chain_ = std::move(chain); }
+
+ protected:
+  std::unique_ptr<Chainer> chain_;  // null: records are stored without chain fields
 };
 
 std::unique_ptr<Store> makeSqliteStore(const std::string& path);

@@ -218,7 +218,7 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
   const auto rows = sqliteQuery(c.path,
                                 "SELECT sql_text, record_uid FROM pgwarden_history "
                                 "ORDER BY id");
@@ -236,7 +236,7 @@ TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
   storeThenDieBeforeMarking(c, 300);
   // Back to what version 4 left: the unique index, no marks.
   sqliteQuery(c.path, "DROP TABLE pgwarden_history_spool");
-  sqliteQuery(c.path, "DELETE FROM pgwarden_history_schema WHERE version = 5");
+  sqliteQuery(c.path, "DELETE FROM pgwarden_history_schema WHERE version >= 5");
   sqliteQuery(c.path,
               "CREATE UNIQUE INDEX pgwarden_history_record_uid_idx ON pgwarden_history "
               "(record_uid)");
@@ -246,7 +246,7 @@ TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
   restartAndSubmitMore(c, 300, 20);
   EXPECT_EQ(sqliteCount(c.path), 321);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
   EXPECT_EQ(sqliteQuery(c.path,
                         "SELECT count(*) FROM sqlite_master WHERE name = "
                         "'pgwarden_history_record_uid_idx'")[0][0],

@@ -207,7 +207,7 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
 
   Client db(server_.dsn());
   ASSERT_TRUE(db.ok());
-  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "5");
+  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
   EXPECT_EQ(db.query("SELECT count(*) FROM pg_indexes WHERE tablename = 'pgwarden_history' AND "
                      "indexname LIKE '%_idx'")[0][0],
             "5");

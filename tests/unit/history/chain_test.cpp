@@ -1,0 +1,121 @@
+// history: the chain's key file (created 0600, read back, rotated with the old keys kept), the
+// canonical form of a record's fields, and the writer's chain through a real SQLite store:
+// consecutive chain_seq, each hash made from the previous one, and a restart that goes on.
+#include "history/chain.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "chain_util.h"
+#include "history/store.h"
+
+namespace pgwarden::history {
+namespace {
+
+using test::makeRecord;
+using test::sqliteQuery;
+using test::TempDir;
+
+TEST(ChainKeys, CreatedOnceWithMode0600AndReadBack) {
+  TempDir dir;
+  const std::string path = dir.file("history_chain.key");
+  auto first = loadChainKeys(path, true);
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_EQ(first->keys.size(), 1u);
+  EXPECT_EQ(first->current().id.size(), 8u);
+  EXPECT_EQ(first->current().secret.size(), 32u);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = loadChainKeys(path, true);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->current().secret, first->current().secret);
+  EXPECT_FALSE(loadChainKeys(dir.file("absent.key"), false).ok());
+}
+
+TEST(ChainKeys, RotationAddsAKeyAndKeepsTheOldOnes) {
+  TempDir dir;
+  const std::string path = dir.file("k");
+  auto before = loadChainKeys(path, true);
+  ASSERT_TRUE(before.ok());
+  auto id = rotateChainKey(path);
+  ASSERT_TRUE(id.ok()) << id.error();
+  auto after = loadChainKeys(path, false);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->keys.size(), 2u);
+  EXPECT_EQ(after->keys[0].secret, before->current().secret);
+  EXPECT_EQ(after->current().id, *id);
+  EXPECT_NE(after->current().secret, before->current().secret);
+  ASSERT_NE(after->find(before->current().id), nullptr);
+}
+
+TEST(ChainKeys, AFileThatHoldsNoKeyIsAnError) {
+  TempDir dir;
+  const std::string path = dir.file("k");
+  std::ofstream(path) << "not a key\n";
+  auto keys = loadChainKeys(path, true);
+  ASSERT_FALSE(keys.ok());
+  EXPECT_NE(keys.error().find(":1: not a key"), std::string::npos) << keys.error();
+}
+
+TEST(ChainFieldsCanonical, JsonIsCompactWithSortedKeysAsJsonbGivesItBack) {
+  EXPECT_EQ(canonicalJson("[]"), "[]");
+  // What PostgreSQL's jsonb returns for {"guard":"g","action":"deny"}.
+  EXPECT_EQ(canonicalJson("{\"action\": \"deny\", \"guard\": \"g\"}"),
+            canonicalJson("{\"guard\":\"g\",\"action\":\"deny\"}"));
+  EXPECT_EQ(canonicalJson("[\"a\", \"b\"]"), "[\"a\",\"b\"]");
+  EXPECT_EQ(canonicalJson("{not json"), "{not json");
+}
+
+TEST(ChainFieldsCanonical, EveryTypeAsText) {
+  Record r = makeRecord(7, "SELECT 1");
+  r.started_at_us = 1'700'000'000'000'001;
+  r.truncated = true;
+  RowValues row(r);
+  ChainFields f;
+  canonicalFields(row, f);
+  EXPECT_EQ(f[kStartedAtField], "2023-11-14T22:13:20.000001Z");
+  EXPECT_EQ(f[kInstanceIdField], "test-instance");
+  EXPECT_EQ(f[4], "7");                     // session_id
+  EXPECT_EQ(f[15], "[\"public.orders\"]");  // tables
+  EXPECT_EQ(f[25], "1");                    // result_truncated
+  EXPECT_EQ(f[kRecordUidField], "");
+}
+
+TEST(Chainer, EachRecordChainsFromThePreviousAndARestartGoesOn) {
+  TempDir dir;
+  const HistoryConfig c = test::chainedConfig(dir, "sqlite");
+  test::writeChained(c, 0, 40);
+  test::writeChained(c, 40, 10);  // a new writer reads the chain's end back from the file
+  auto keys = loadChainKeys(c.chain_key_file, false);
+  ASSERT_TRUE(keys.ok());
+  const auto rows = sqliteQuery(c.path,
+                                "SELECT chain_seq, chain_key, chain_hash, sql_text, id "
+                                "FROM pgwarden_history ORDER BY id");
+  ASSERT_EQ(rows.size(), 50u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], std::to_string(i + 1));
+    EXPECT_EQ(rows[i][1], keys->current().id);
+    ChainHash stored{};
+    EXPECT_TRUE(parseChainHash(rows[i][2], &stored)) << rows[i][2];
+  }
+  // That each hash is made from the previous one and the fields is verify_test.cpp's.
+  EXPECT_NE(rows[0][2], rows[1][2]);
+}
+
+TEST(Chainer, OffWithoutAKeyFile) {
+  TempDir dir;
+  HistoryConfig c = test::chainedConfig(dir, "sqlite");
+  c.chain = false;
+  test::writeChained(c, 0, 3);
+  EXPECT_EQ(sqliteQuery(c.path,
+                        "SELECT count(*) FROM pgwarden_history WHERE chain_seq = 0 AND "
+                        "chain_hash = ''")[0][0],
+            "3");
+  EXPECT_FALSE(std::filesystem::exists(c.chain_key_file));
+}
+
+}  // namespace
+}  // namespace pgwarden::history
