@@ -1,6 +1,7 @@
 // Shell completion scripts made from the CLI11 definition itself, so a new option or subcommand
 // completes as soon as it parses. bash: one function that finds the subcommand, then offers its
 // options, choices or file names; zsh: _arguments specs per command.
+#include <algorithm>
 #include <sstream>
 
 #include "daemon/cli_app.h"
@@ -95,9 +96,14 @@ std::string bashScript(const CliParser& p) {
   const auto arm = [&](const CLI::App& app, const std::string& label) {
     std::vector<std::string> words = wordsOf(app);
     for (const auto& c : positionalChoices(p, app)) words.push_back(c);
+    // A command of commands (history verify|export|...): its actions' options too.
+    for (const CLI::App* inner : subcommandsOf(app)) {
+      for (const auto& w : wordsOf(*inner)) words.push_back(w);
+    }
     out << "    " << label << ")\n"
         << "      case \"$prev\" in\n";
     bashValueCases(p, app, out);
+    for (const CLI::App* inner : subcommandsOf(app)) bashValueCases(p, *inner, out);
     out << "      esac\n"
         << "      COMPREPLY=($(compgen -W \"" << join(words) << "\" -- \"$cur\")) ;;\n";
   };
@@ -168,7 +174,21 @@ std::string zshScript(const CliParser& p) {
   for (const CLI::App* sub : subcommandsOf(p.app)) {
     out << "        " << sub->get_name() << ")\n"
         << "          _arguments \\\n"
-        << zshSpecs(p, *sub, false) << "            ;;\n";
+        << zshSpecs(p, *sub, false);
+    // A command of commands: its actions as the first word, and their options (each once).
+    std::vector<std::string> actions;
+    std::vector<std::string> seen;
+    for (const CLI::App* inner : subcommandsOf(*sub)) actions.push_back(inner->get_name());
+    if (!actions.empty()) out << "    '1:action:(" << join(actions) << ")' \\\n";
+    for (const CLI::App* inner : subcommandsOf(*sub)) {
+      std::istringstream specs(zshSpecs(p, *inner, false));
+      for (std::string line; std::getline(specs, line);) {
+        if (std::find(seen.begin(), seen.end(), line) != seen.end()) continue;
+        seen.push_back(line);
+        out << line << "\n";
+      }
+    }
+    out << "            ;;\n";
   }
   out << "      esac ;;\n"
          "  esac\n"
