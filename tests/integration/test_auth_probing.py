@@ -152,6 +152,9 @@ def test_check_config_names_revealed_users_and_an_unusable_salt_key(pgwarden_fac
     d = pgwarden_factory.start(pg, start=False)
     d.config["daemon"]["state_dir"] = "/nonexistent/pgwarden-state"
     d.config["history"]["path"] = str(d.dir / "history.db")
+    # The history chain's key has no fallback (a history that cannot be chained does not start):
+    # it lives elsewhere here, so that only the salt key is unusable.
+    d.config["history"]["chain_key_file"] = str(d.dir / "history_chain.key")
     d.write_config()
     r = subprocess.run([d.binary, "--check-config", str(d.config_path)], capture_output=True,
                        text=True, timeout=30)
