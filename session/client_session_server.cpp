@@ -197,7 +197,11 @@ void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
   // Recorded (and checked) by the server connection; the client sees it as it is, except
   // while attaching, when finishAttach sends the full set.
   if (state_ == ClientState::kReady) {
-    client_.out().append(f.raw.data(), f.raw.size());
+    // The carried settings' sync brings a connection to what this client already has: what the
+    // server reports of it is no news to the client.
+    const bool own_sync = !pending_.empty() && pending_.front().kind == Expect::kInternal &&
+                          pending_.front().internal().param_sync;
+    if (!own_sync) client_.out().append(f.raw.data(), f.raw.size());
     noteServerParameter(f);
   }
 }
