@@ -135,13 +135,13 @@ KnownKeysObserver known_keys_observer = nullptr;
 
 void setKnownKeysObserver(KnownKeysObserver observer) { known_keys_observer = observer; }
 
-void notifyKnownKeys(const std::source_location& site, const std::string& path,
+void notifyKnownKeys(const SourceSite& site, const std::string& path,
                      const std::vector<std::string>& allowed) {
   if (known_keys_observer != nullptr) known_keys_observer(site, path, allowed);
 }
 
 void checkKeys(const YAML::Node& map, const std::string& path,
-               std::initializer_list<const char*> allowed, std::source_location site) {
+               std::initializer_list<const char*> allowed, SourceSite site) {
   if (known_keys_observer != nullptr) {
     known_keys_observer(site, path, std::vector<std::string>(allowed.begin(), allowed.end()));
   }

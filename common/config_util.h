@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +15,18 @@
 #include "common/result.h"
 
 namespace pgwarden::config {
+
+// Where a call is written, as std::source_location gives it; clang 14 (the fuzz build) has no
+// std::source_location, and both compilers have these builtins.
+struct SourceSite {
+  const char* file_ = "";
+  unsigned line_ = 0;
+  const char* file_name() const { return file_; }
+  unsigned line() const { return line_; }
+  static SourceSite current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+    return SourceSite{file, line};
+  }
+};
 
 // Thrown only while loading config (never on the data path). The daemon prefixes the file name.
 class ConfigError : public std::runtime_error {
@@ -36,16 +47,16 @@ int lineOf(const YAML::Node& node);  // 1-based line of a node, 0 if unknown
 // Rejects any key of `map` not in `allowed`; `path` is the dotted path of the map itself.
 void checkKeys(const YAML::Node& map, const std::string& path,
                std::initializer_list<const char*> allowed,
-               std::source_location site = std::source_location::current());
+               SourceSite site = SourceSite::current());
 
 // Told of every key check (checkKeys, and the guards' own): where it is in the source, the map's
 // path and the keys it allows. Unset (and free) by default; the reference-docs test sets it to
 // collect every key the loader knows, so that a key missing from pgwarden.yaml(5) fails a test.
-using KnownKeysObserver = void (*)(const std::source_location& site, const std::string& path,
+using KnownKeysObserver = void (*)(const SourceSite& site, const std::string& path,
                                    const std::vector<std::string>& allowed);
 void setKnownKeysObserver(KnownKeysObserver observer);
 // For key checks other than checkKeys: tells the observer, if one is set.
-void notifyKnownKeys(const std::source_location& site, const std::string& path,
+void notifyKnownKeys(const SourceSite& site, const std::string& path,
                      const std::vector<std::string>& allowed);
 void requireMap(const YAML::Node& node, const std::string& path);
 void requireSequence(const YAML::Node& node, const std::string& path);

@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +18,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/plan.h"
+#include "common/config_util.h"
 #include "common/recycling_allocator.h"
 #include "guards/policy.h"
 
@@ -201,6 +201,6 @@ inline constexpr const char* kCommonGuardKeys[] = {"kind", "action"};
 // Checks `node`'s keys against `own` plus the common keys (ConfigError with line and key).
 void checkGuardKeys(const YAML::Node& node, const std::string& path,
                     std::initializer_list<const char*> own,
-                    std::source_location site = std::source_location::current());
+                    config::SourceSite site = config::SourceSite::current());
 
 }  // namespace pgwarden::guards

@@ -143,7 +143,7 @@ std::vector<std::string> GuardRegistry::kinds() const {
 }
 
 void checkGuardKeys(const YAML::Node& node, const std::string& path,
-                    std::initializer_list<const char*> own, std::source_location site) {
+                    std::initializer_list<const char*> own, config::SourceSite site) {
   // config::checkKeys takes an initializer_list; build the union here and check by hand with the
   // same message shape.
   std::vector<std::string> allowed(std::begin(kCommonGuardKeys), std::end(kCommonGuardKeys));

@@ -29,7 +29,7 @@ struct Site {
 // "folder/file.cpp" -> line -> what was checked there.
 std::map<std::string, std::map<unsigned, Site>> g_sites;
 
-void observe(const std::source_location& site, const std::string& path,
+void observe(const pgwarden::config::SourceSite& site, const std::string& path,
              const std::vector<std::string>& allowed) {
   std::string file = site.file_name();
   const std::string root = std::string(PGWARDEN_SOURCE_DIR) + "/";
