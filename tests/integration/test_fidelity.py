@@ -99,7 +99,13 @@ def test_deep_statements_answered_as_the_server_does(daemon, pg, sql, user):
     try:
         expected = _answer(direct, sql)
         assert expected[1] is None, expected
-        assert _answer(conn, sql) == expected
+        got = _answer(conn, sql)
+        if pgwtest.SANITIZED and got[1] is not None:
+            # AddressSanitizer's larger frames lower the depth the loop's stack allows: refused
+            # with the honest message, never a crash.
+            assert got[1][0] == "54001" and "nested deeper than pgwarden analyses" in got[1][1], got
+            return
+        assert got == expected
     finally:
         conn.close()
         direct.close()
