@@ -98,6 +98,8 @@ size_t treeDepthHere() {
   if (low == 0 || top <= low + kReserve) return simdjson::DEFAULT_MAX_DEPTH;
   const size_t levels = (top - low - kReserve) / kBytesPerLevel;
   // In steps of 1,024, so the parser is not resized for every small change in the caller's depth.
+  // A small stack gets what it holds (at least 64 levels), never more.
+  if (levels < simdjson::DEFAULT_MAX_DEPTH) return std::max<size_t>(levels, 64);
   return std::clamp<size_t>(levels / 1024 * 1024, simdjson::DEFAULT_MAX_DEPTH, kMaxTreeDepth);
 }
 
