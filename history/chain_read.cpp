@@ -9,6 +9,7 @@
 
 #include "history/json.h"
 #include "history/schema.h"
+#include "history/text.h"
 #include "history/verify.h"
 
 namespace pgwarden::history {
