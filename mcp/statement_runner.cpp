@@ -132,6 +132,14 @@ bool StatementRunner::runExplain(const std::string& sql, bool, const daemon::Exp
   return true;
 }
 
+bool StatementRunner::runParseCheck(const std::string& sql, bool, const std::vector<uint32_t>&) {
+  // A write conversation's transaction keeps its rule that a refused statement leaves it open.
+  if (spec_.txn) return false;
+  // Sent and answered in the EXPLAIN's place (sendWork, handleMessage).
+  parse_check_ = true;
+  return runExplain(sql, false, {});
+}
+
 void StatementRunner::onVerdict(GateVerdict v) {
   if (done_called_) {
     gate_->discard(v);
@@ -273,7 +281,12 @@ void StatementRunner::onServerFailed(const std::string& sqlstate, const std::str
 void StatementRunner::sendWork() {
   if (explain_reply_) {
     step_ = Step::kExplaining;
-    if (explain_bound_) {
+    if (parse_check_) {
+      // The server's parser only: nothing runs, nothing stays on the connection after the Sync.
+      protocol::writeParse(server_->out(), daemon::kParseCheckName, explain_sql_, {});
+      protocol::writeClose(server_->out(), 'S', daemon::kParseCheckName);
+      protocol::writeSync(server_->out());
+    } else if (explain_bound_) {
       writeBound(explain_sql_, false);
     } else {
       protocol::writeQuery(server_->out(), explain_sql_);
@@ -394,7 +407,10 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
         step_ = Step::kJudging;
         std::string error = std::move(explain_error_);
         explain_error_.clear();
-        if (!error.empty()) {
+        if (parse_check_) {
+          parse_check_ = false;
+          gate_->parseChecked(std::move(error));
+        } else if (!error.empty()) {
           result_.explain_json.clear();
           gate_->explainFailed(std::move(error));
         } else {

@@ -135,6 +135,8 @@ class StatementRunner final : public daemon::GateCaller,
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override;
   const guards::PolicyGroup* policyGroup() const override { return spec_.who.policy; }
   bool runExplain(const std::string& sql, bool extended, const daemon::ExplainArgs& args) override;
+  bool runParseCheck(const std::string& sql, bool extended,
+                     const std::vector<uint32_t>& param_types) override;
   const daemon::WriteTransaction* writeTransaction() const override {
     return spec_.txn ? &spec_.txn->transaction() : nullptr;
   }
@@ -210,6 +212,7 @@ class StatementRunner final : public daemon::GateCaller,
   std::shared_ptr<daemon::StatementRun> run_;
   size_t next_statement_ = 0;
   bool explain_reply_ = false;  // the server's answers belong to the cost gate's EXPLAIN
+  bool parse_check_ = false;    // ... or to the gate's parse check (explain_sql_ is its text)
   std::string explain_error_;
   uint64_t result_bytes_ = 0;
   int64_t started_us_ = 0;

@@ -177,7 +177,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     };
     // The strings stay inline: this is no larger than Statement, so they cost the entry nothing.
     struct Explain {
-      bool simple = false;  // sent as a Query (else Parse/Bind/...)
+      bool simple = false;       // sent as a Query, or ended by a Sync (else Parse/Bind/... Flush)
+      bool parse_check = false;  // the gate's parse check (a Parse and Close), not an EXPLAIN
       int closes = 0;       // extended: CloseComplete still due
       std::string json;     // the one value EXPLAIN returned
       std::string error;    // the server's ErrorResponse, if any
@@ -429,6 +430,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
   void sendExplain(const std::string& sql, bool extended, const ExplainArgs& args);
   bool handleExplainMessage(const protocol::Frame& f, Pending& head);
+  // The parse check: the server's parser on a text libpg_query could not parse, on this
+  // session's server connection; its answer goes to the gate (handleExplainMessage).
+  bool runParseCheck(const std::string& sql, bool extended,
+                     const std::vector<uint32_t>& param_types) override;
+  // The answer to the EXPLAIN or the parse check, to the gate.
+  void answerGate(bool parse_check, std::string error, std::string json);
 
   // Guarded writes (client_session_writes.cpp, docs/writes.md).
   const WriteTransaction* writeTransaction() const override { return writes_.get(); }

@@ -444,6 +444,46 @@ bool ClientSession::runExplain(const std::string& text, bool extended, const Exp
   return true;
 }
 
+bool ClientSession::runParseCheck(const std::string& text, bool extended,
+                                  const std::vector<uint32_t>& param_types) {
+  if (!server_ || state_ != ClientState::kReady) return false;
+  // A Query inside an unfinished extended batch: the check's Sync would end the client's batch.
+  if (!extended && unsyncedTail()) return false;
+  // A guarded_writes transaction keeps its rule that a refused statement leaves it open
+  // (docs/writes.md): the server is asked only while no transaction is open.
+  if (writes_ && (tx_status_ != 'I' || !pending_.empty() || unsyncedTail())) return false;
+  Pending p(Expect::kExplain);
+  Pending::Explain& x = p.explain();
+  x.parse_check = true;
+  std::string& out = server_->out();
+  protocol::writeParse(out, kParseCheckName, text, param_types);
+  protocol::writeClose(out, 'S', kParseCheckName);
+  if (extended) {
+    // A Flush: after an error the server skips to the client's own Sync, as after the client's
+    // Parse; after a success the client's batch goes on undisturbed.
+    protocol::writeFlush(out);
+    x.closes = 1;
+    unsynced_ = true;
+  } else {
+    // A Sync: the ReadyForQuery after it carries the status the client's Query would have left.
+    protocol::writeSync(out);
+    x.simple = true;
+  }
+  pushPending(std::move(p));
+  flushServer();
+  return true;
+}
+
+void ClientSession::answerGate(bool parse_check, std::string error, std::string json) {
+  if (parse_check) {
+    gate_->parseChecked(std::move(error));
+  } else if (!error.empty()) {
+    gate_->explainFailed(std::move(error));
+  } else {
+    gate_->explainDone(std::move(json));
+  }
+}
+
 void ClientSession::sendExplain(const std::string& text, bool extended, const ExplainArgs& args) {
   Pending p(Expect::kExplain);
   std::string& out = server_->out();
@@ -489,15 +529,17 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
       x.error.assign(f.raw.data(), f.raw.size());
       if (!x.simple) {
         std::string error = std::move(x.error);
+        const bool parse_check = x.parse_check;
         pending_.pop_front();
-        gate_->explainFailed(std::move(error));
+        answerGate(parse_check, std::move(error), {});
       }
       return true;
     case '3':
       if (!x.simple && --x.closes == 0) {
         std::string json = std::move(x.json);
+        const bool parse_check = x.parse_check;
         pending_.pop_front();
-        gate_->explainDone(std::move(json));
+        answerGate(parse_check, {}, std::move(json));
       }
       return true;
     case 'Z':
@@ -509,12 +551,9 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
         }
         std::string json = std::move(x.json);
         std::string error = std::move(x.error);
+        const bool parse_check = x.parse_check;
         pending_.pop_front();
-        if (!error.empty()) {
-          gate_->explainFailed(std::move(error));
-        } else {
-          gate_->explainDone(std::move(json));
-        }
+        answerGate(parse_check, std::move(error), std::move(json));
         return true;
       }
       break;
@@ -526,8 +565,9 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
     default:
       break;
   }
-  spdlog::error("{}: unexpected message '{}' from the server during the cost gate's EXPLAIN",
-                logPrefix(), logsafe(f.type));
+  spdlog::error(
+      "{}: unexpected message '{}' from the server during the gate's EXPLAIN or parse check",
+      logPrefix(), logsafe(f.type));
   terminate("08P01", "protocol error between pgwarden and the database; reconnect");
   return false;
 }

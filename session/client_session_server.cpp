@@ -561,10 +561,15 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     pending_.pop_front();
     if (explain && gate_ && gate_->waiting()) {
       recordFailure();
-      // The server skips our EXPLAIN with the rest of the batch; the paused message goes the
-      // same way (everything up to Sync is ignored).
+      // The server skips our EXPLAIN (or parse check) with the rest of the batch; the paused
+      // message goes the same way (everything up to Sync is ignored), noted as skipped like the
+      // client's messages after it, so a later Execute of its statement is recorded as its own.
+      const std::string paused = paused_;
       cancelWaits();
       skipRest();
+      if (paused.size() >= 5 && skipped_.active()) {
+        noteSkipped(protocol::Frame{paused[0], paused, std::string_view(paused).substr(5)});
+      }
       resumeInput();
       return;
     }

@@ -7,6 +7,7 @@
 #include "guards/session_state.h"
 #include "guards/webhook_guard.h"
 #include "net/webhook_client.h"
+#include "protocol/messages.h"
 
 namespace pgwarden::daemon {
 
@@ -24,6 +25,30 @@ int64_t monotonicNs() {
 const guards::WebhookGuard* webhookGuardOf(const guards::PolicyGroup* group, const StatementPlan& plan) {
   if (!group || !plan.decision.webhook || plan.decision.webhook->guard >= group->guards().size()) return nullptr;
   return dynamic_cast<const guards::WebhookGuard*>(group->guards()[plan.decision.webhook->guard].get());
+}
+
+// A text the chain refused because libpg_query could not parse it, which the server's parser may
+// answer: a syntax error, or nesting too deep for pgwarden's walk (the server's own limit may
+// come first). Not a text that is not UTF-8 (pgwarden already answers with the server's words),
+// nor one with a zero byte, which a Parse cannot carry.
+bool serverMayParse(const StatementPlan& plan, std::string_view sql) {
+  const guards::Decision& d = plan.decision;
+  if (!d.denied || d.deny.guard != "parser" || !plan.analysis || plan.analysis->ok) return false;
+  const std::string& state = plan.analysis->error_sqlstate;
+  if (!state.empty() && state != "54001") return false;
+  return sql.find('\0') == std::string_view::npos;
+}
+
+// The Parse message's own refusal of a text of several statements: the server's parser accepted
+// the text, so a Query of it would have run them. It is the server's answer to a client's Parse,
+// never to a Query. PostgreSQL names the routine ('R') in every error it sends; without one, a
+// 42601 with no position is taken as that refusal (the parser's errors carry a position).
+bool severalStatementsRefused(std::string_view error_response) {
+  if (error_response.size() <= 5) return false;
+  auto e = protocol::parseErrorFields(error_response.substr(5));
+  if (!e || e->sqlstate() != guards::codes::kSqlstateSyntax) return false;
+  const std::string_view routine = e->get('R');
+  return routine.empty() ? e->get('P').empty() : routine == "exec_parse_message";
 }
 
 }  // namespace
@@ -65,7 +90,14 @@ bool StatementGate::advance() {
           plan_ = services_.policy->plan(caller_.policyGroup(), request_.sql, ctx, stats.get());
           if (caller_.transactionPooled()) judgeSessionState();
         }
+        stage_ = Stage::kParse;
+        continue;
+      case Stage::kParse:
         stage_ = Stage::kWebhook;
+        if (!startParseCheck()) {
+          stage_ = Stage::kParse;
+          return false;
+        }
         continue;
       case Stage::kWebhook:
         // Each webhook guard of the chain in turn; the chain goes on after each answer.
@@ -183,6 +215,30 @@ bool StatementGate::startExplain() {
   if (tool_check) runPlanCheck(out, {});
   plan_ = PolicyEngine::withDecision(*plan_, std::move(out));
   return true;
+}
+
+bool StatementGate::startParseCheck() {
+  if (request_.plan || request_.refusal || !serverMayParse(*plan_, sql_)) return true;
+  if (!caller_.runParseCheck(sql_, request_.extended, request_.explain_args.param_types))
+    return true;
+  waiting_ = true;
+  return false;
+}
+
+void StatementGate::parseChecked(std::string error_response) {
+  if (stage_ != Stage::kParse || !waiting_) return;
+  if (error_response.empty() || (!request_.extended && severalStatementsRefused(error_response))) {
+    // The server's parser took the text pgwarden cannot analyse: pgwarden's own denial stands
+    // (the text never runs).
+    stage_ = Stage::kWebhook;
+  } else {
+    // The server refused the text, in its own words: that is the answer, and not a denial of
+    // pgwarden's (the text was the server's to refuse; history records the server's error).
+    explain_error_ = std::move(error_response);
+    plan_ = PolicyEngine::withDecision(*plan_, guards::Decision{});
+    stage_ = Stage::kDone;
+  }
+  resume();
 }
 
 bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats) {

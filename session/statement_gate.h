@@ -4,9 +4,11 @@
 // EXPLAIN, the shared budget store) and admits the statement against its conversation's budget,
 // then hands back one verdict: the plan to act on (allowed, rewritten, warned or denied) and the
 // budget it holds. A wait resumes at the stage it stopped at; nothing before it runs again.
+// A text libpg_query cannot parse is put to the server's parser (a Parse, never run), so that the
+// syntax error the client gets is the server's own.
 //
-// The front end supplies who is asking and, for the cost gate, a way to run an EXPLAIN on its
-// server connection (GateCaller). The gate never touches a socket.
+// The front end supplies who is asking and, for the cost gate and the parse check, a way to reach
+// its server connection (GateCaller). The gate never touches a socket.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,9 @@
 namespace pgwarden::daemon {
 
 class WebhookClient;
+
+// The statement name of the parse check's Parse (closed again before the client goes on).
+inline constexpr const char* kParseCheckName = "pgwarden_parse_check";
 
 // The parameters an extended-protocol statement's EXPLAIN runs with (the statement's own).
 struct ExplainArgs {
@@ -68,8 +73,10 @@ struct GateVerdict {
   // Admitted: held until the run finishes (the recorder gives it back).
   std::shared_ptr<const guards::BudgetKey> budget_key;
   guards::AgentOverrides overrides;
-  // The cost gate's EXPLAIN failed on the server: this ErrorResponse (the whole message) is the
-  // statement's answer, as the statement would have failed the same way.
+  // The server refused the statement before it ran: this ErrorResponse (the whole message) is the
+  // statement's answer, as the statement would have failed the same way. Either the cost gate's
+  // EXPLAIN failed, or the server's parser refused a text libpg_query could not parse (the plan
+  // then carries no denial of pgwarden's: the text was the server's to refuse).
   std::string explain_error;
   // Guarded writes: the text is a write to run inside pgwarden's savepoint (wrap), on `table`.
   struct Write {
@@ -95,6 +102,16 @@ class GateCaller {
   // A guarded_writes session's transaction state (docs/writes.md); null: a read-only group. The
   // gate asks it first, before the chain, about every text.
   virtual const WriteTransaction* writeTransaction() const { return nullptr; }
+  // Asks the server to parse a text libpg_query could not: a Parse of `sql` (with the client's
+  // parameter types) under pgwarden's own statement name, closed again, so nothing runs and
+  // nothing is left behind; for a simple Query (extended false) with a Sync, for a client's Parse
+  // with a Flush, so that an error leaves the server skipping to the client's Sync as the
+  // client's Parse would. The answer comes later through parseChecked(). False: no connection to
+  // ask on, or the caller's state forbids it (then pgwarden's own syntax error answers).
+  virtual bool runParseCheck(const std::string& /*sql*/, bool /*extended*/,
+                             const std::vector<uint32_t>& /*param_types*/) {
+    return false;
+  }
   // The caller holds a server connection for one transaction at a time (pool_mode transaction):
   // statements that would leave session state behind are refused (SESSION_STATE).
   virtual bool transactionPooled() const { return false; }
@@ -131,6 +148,10 @@ class StatementGate {
   // The caller's answers to runExplain().
   void explainDone(std::string plan_json);
   void explainFailed(std::string error_response);
+  // The caller's answer to runParseCheck(): the server's ErrorResponse (the whole message), or
+  // "" when the server parsed the text (then pgwarden's own syntax error stands: a text it
+  // cannot analyse never runs).
+  void parseChecked(std::string error_response);
   // Drops the statement being judged (its session ended, or the server skips it): no verdict
   // comes; a budget it was admitted to is given back.
   void cancel();
@@ -140,13 +161,16 @@ class StatementGate {
   void setServices(GateServices services) { services_ = std::move(services); }
 
  private:
-  enum class Stage : uint8_t { kIdle, kChain, kWebhook, kExplain, kBudget, kDone };
+  enum class Stage : uint8_t { kIdle, kChain, kParse, kWebhook, kExplain, kBudget, kDone };
   // Runs stages from the current one until one waits (false) or the verdict is reached (true).
   bool advance();
   void resume();
   bool startWebhook();
   void onWebhookAnswer(guards::WebhookOutcome outcome);
   bool startExplain();
+  // A text the chain refused because libpg_query could not parse it goes to the server's parser.
+  // True: nothing to ask (or no way to); false: waiting for parseChecked().
+  bool startParseCheck();
   // Guarded writes: the write mode's judgement of the text, before the chain. True: denied
   // (plan_ holds the denial).
   bool judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats);

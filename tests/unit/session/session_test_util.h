@@ -29,7 +29,7 @@ inline std::shared_ptr<const guards::TableStatsSnapshot> sampleStats() {
 }
 
 // The front end, as the gate sees it: who is asking, its group, and a server connection that
-// "runs" EXPLAINs by remembering them (the test answers for the server).
+// "runs" EXPLAINs and parse checks by remembering them (the test answers for the server).
 class FakeCaller : public GateCaller {
  public:
   explicit FakeCaller(const guards::PolicyGroup* group) : group_(group) {}
@@ -50,12 +50,20 @@ class FakeCaller : public GateCaller {
     return true;
   }
 
+  bool runParseCheck(const std::string& sql, bool extended,
+                     const std::vector<uint32_t>& param_types) override {
+    if (!has_server) return false;
+    parse_checks.push_back({sql, extended, ExplainArgs{param_types, {}, {}, false}});
+    return true;
+  }
+
   struct Explain {
     std::string sql;
     bool extended;
     ExplainArgs args;
   };
   std::vector<Explain> explains;
+  std::vector<Explain> parse_checks;  // the texts put to the server's parser
   bool has_server = true;
   const guards::BudgetLedger* budgets = nullptr;
 

@@ -1,10 +1,13 @@
 // session: the statement gate. A statement is judged once: the chain runs once, a cost gate's
 // EXPLAIN is asked for once and the verdict comes after its answer (never inside decide()), an
 // EXPLAIN error is the statement's answer, and budget admission comes last, so only what will
-// run is counted.
+// run is counted. A text libpg_query cannot parse goes to the server's parser, whose error is the
+// answer; a text the server parses is still pgwarden's to refuse.
+#include "session/statement_gate.h"
+
 #include <optional>
 
-#include "session/statement_gate.h"
+#include "protocol/messages.h"
 #include "tests/unit/session/session_test_util.h"
 
 namespace pgwarden::daemon {
@@ -197,6 +200,133 @@ TEST_F(GateTest, CancelAndDiscardGiveTheRunningSlotBack) {
   gate_.cancel();
   EXPECT_FALSE(gate_.waiting());
   gate_.explainDone(planJson("Index Scan", 10));
+  EXPECT_EQ(verdicts_, 0);
+}
+
+// An ErrorResponse as PostgreSQL sends it (the whole message).
+std::string serverError(const char* sqlstate, const char* message, const char* position,
+                        const char* routine, const char* hint = "") {
+  std::vector<protocol::Field> fields{
+      {'S', "ERROR"}, {'V', "ERROR"}, {'C', sqlstate}, {'M', message}};
+  if (*hint) fields.push_back({'H', hint});
+  if (*position) fields.push_back({'P', position});
+  fields.push_back({'R', routine});
+  std::string out;
+  protocol::writeErrorResponse(out, fields);
+  return out;
+}
+
+TEST_F(GateTest, ATextTheParserRefusesIsPutToTheServersParserWhoseErrorIsTheAnswer) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELECT 123abc"), v));
+  EXPECT_TRUE(gate_.waiting());
+  EXPECT_FALSE(gate_.waitingOutside());  // it waits on the caller's own connection
+  ASSERT_EQ(caller_.parse_checks.size(), 1u);
+  EXPECT_EQ(caller_.parse_checks[0].sql, "SELECT 123abc");
+  EXPECT_FALSE(caller_.parse_checks[0].extended);
+  EXPECT_TRUE(caller_.explains.empty());
+  EXPECT_EQ(verdicts_, 0);
+  const std::string error = serverError(
+      "42601", "trailing junk after numeric literal at or near \"123abc\"", "8", "scanner_yyerror");
+  gate_.parseChecked(error);
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_EQ(last_->explain_error, error);
+  // Not a denial of pgwarden's: the server refused the text, and history records its error.
+  EXPECT_FALSE(last_->plan->decision.denied);
+  EXPECT_EQ(last_->plan->guard_actions_json, "[]");
+  EXPECT_FALSE(last_->budget_key);
+  EXPECT_EQ(counted(), 0);
+  EXPECT_FALSE(gate_.waiting());
+  gate_.parseChecked(error);  // a late or repeated answer changes nothing
+  EXPECT_EQ(verdicts_, 1);
+}
+
+TEST_F(GateTest, ATextTheServerParsesIsStillRefusedWithPgwardensOwnSyntaxError) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELEC 1"), v));
+  gate_.parseChecked("");
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_TRUE(last_->explain_error.empty());
+  ASSERT_TRUE(last_->plan->decision.denied);
+  EXPECT_EQ(last_->plan->decision.deny.code, "SYNTAX_ERROR");
+  EXPECT_EQ(last_->plan->decision.deny.sqlstate, "42601");
+  EXPECT_FALSE(last_->budget_key);
+  EXPECT_EQ(counted(), 0);
+}
+
+TEST_F(GateTest, TheParseMessagesRefusalOfSeveralStatementsAnswersAParseNeverAQuery) {
+  const std::string several =
+      serverError("42601", "cannot insert multiple commands into a prepared statement", "",
+                  "exec_parse_message");
+  // A Query: the server's parser took the text, so its statements would have run.
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELEC 1; SELECT 2"), v));
+  gate_.parseChecked(several);
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_TRUE(last_->explain_error.empty());
+  ASSERT_TRUE(last_->plan->decision.denied);
+  EXPECT_EQ(last_->plan->decision.deny.code, "SYNTAX_ERROR");
+  // A client's Parse of the same text: the server's answer to it is exactly that.
+  GateRequest r;
+  r.sql = "SELEC 1; SELECT 2";
+  r.extended = true;
+  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain_args.param_types = {23, 25};
+  ASSERT_FALSE(gate_.decide(std::move(r), v));
+  ASSERT_EQ(caller_.parse_checks.size(), 2u);
+  EXPECT_TRUE(caller_.parse_checks[1].extended);
+  EXPECT_EQ(caller_.parse_checks[1].args.param_types, (std::vector<uint32_t>{23, 25}));
+  gate_.parseChecked(several);
+  ASSERT_EQ(verdicts_, 2);
+  EXPECT_EQ(last_->explain_error, several);
+  EXPECT_FALSE(last_->plan->decision.denied);
+}
+
+TEST_F(GateTest, TheServersLimitsAnswerATextTooDeepForPgwarden) {
+  // Deeper than pgwarden's walk (or its stack) goes: the server may refuse it with its own limit.
+  std::string sql = "SELECT 1";
+  for (int i = 0; i < 20000; ++i) sql += "+1";
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query(sql), v));
+  ASSERT_EQ(caller_.parse_checks.size(), 1u);
+  const std::string error =
+      serverError("54001", "stack depth limit exceeded", "", "check_stack_depth",
+                  "Increase the configuration parameter \"max_stack_depth\"");
+  gate_.parseChecked(error);
+  ASSERT_EQ(verdicts_, 1);
+  EXPECT_EQ(last_->explain_error, error);
+}
+
+TEST_F(GateTest, WhatTheServerCannotAnswerBetterIsNotAsked) {
+  GateVerdict v;
+  // Text that parses; text that is not UTF-8 (answered in the server's words already); a tool's
+  // refused arguments.
+  ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
+  ASSERT_TRUE(gate_.decide(query("SELECT '\xff'"), v));
+  EXPECT_EQ(v.plan->decision.deny.sqlstate, "22021");
+  GateRequest refused = query("SELEC 1");
+  guards::GuardResult r;
+  r.action = guards::Action::kDeny;
+  r.code = "INVALID_ARGUMENTS";
+  r.message = "bad arguments";
+  refused.refusal = std::move(r);
+  ASSERT_TRUE(gate_.decide(std::move(refused), v));
+  EXPECT_TRUE(v.plan->decision.denied);
+  EXPECT_TRUE(caller_.parse_checks.empty());
+  // No connection to ask on: pgwarden's own syntax error, at once.
+  caller_.has_server = false;
+  ASSERT_TRUE(gate_.decide(query("SELEC 1"), v));
+  EXPECT_EQ(v.plan->decision.deny.code, "SYNTAX_ERROR");
+  EXPECT_TRUE(caller_.parse_checks.empty());
+  EXPECT_EQ(verdicts_, 0);
+}
+
+TEST_F(GateTest, AParseCheckDroppedWhileItWaitsGivesNoVerdict) {
+  GateVerdict v;
+  ASSERT_FALSE(gate_.decide(query("SELEC 1"), v));
+  gate_.cancel();
+  EXPECT_FALSE(gate_.waiting());
+  gate_.parseChecked("");
   EXPECT_EQ(verdicts_, 0);
 }
 
