@@ -8,6 +8,7 @@
 #include "pool/pool.h"
 #include "protocol/messages.h"
 #include "session/result_screen.h"
+#include "session/statement_execution.h"
 
 namespace pgwarden::mcp {
 
@@ -19,9 +20,7 @@ using history::Outcome;
 namespace {
 
 constexpr size_t kMaxNotices = 50;
-constexpr uint64_t kStatsWaitMs = 3000;  // as long as a SQL session waits at login
 constexpr uint64_t kStatsPollMs = 20;
-constexpr const char* kNotExecuted = "not executed: an earlier statement in the same query failed";
 
 }  // namespace
 
@@ -54,7 +53,7 @@ void StatementRunner::start() {
   if (host_.statsLoading(spec_.who.server_database)) {
     // As a SQL session waits at login: the first statements are judged with table sizes known.
     step_ = Step::kStats;
-    stats_deadline_ms_ = uv_now(host_.loop()) + kStatsWaitMs;
+    stats_wait_.begin(uv_now(host_.loop()));
     stats_timer_ = new uv_timer_t;
     uv_timer_init(host_.loop(), stats_timer_);
     stats_timer_->data = this;
@@ -67,7 +66,9 @@ void StatementRunner::start() {
 void StatementRunner::onStatsTimer(uv_timer_t* t) {
   auto* self = static_cast<StatementRunner*>(t->data);
   if (!self) return;
-  if (self->host_.statsLoading(self->spec_.who.server_database) && uv_now(t->loop) < self->stats_deadline_ms_) return;
+  if (!self->stats_wait_.over(uv_now(t->loop),
+                              !self->host_.statsLoading(self->spec_.who.server_database)))
+    return;
   self->stopStatsTimer();
   self->judge();
 }
@@ -194,6 +195,11 @@ void StatementRunner::act(GateVerdict v) {
     work_sql_ = "EXPLAIN (FORMAT JSON) " + spec_.sql;
   } else {
     work_sql_ = d.rewritten_sql ? *d.rewritten_sql : spec_.sql;
+    // The call's own cap reaches the text as the group's does: the server stops at max_rows + 1.
+    if (!spec_.bind && plan_->analysis && plan_->analysis->ok) {
+      if (auto capped = guards::doorRowCap(d, *plan_->analysis, spec_.sql, spec_.max_rows))
+        work_sql_ = std::move(*capped);
+    }
     const bool empty_text = plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
     if (!empty_text) {
       run_ = daemon::startRun(plan_, 0, spec_.bind);
@@ -473,19 +479,22 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
 
 void StatementRunner::screenResult(daemon::StatementRun& run) {
   // The result screens, as on the wire: what they find reaches the caller as warnings with the
-  // same codes and texts (a screen set to deny warns here: the rows are already in the answer).
-  if (!daemon::screenMaySpeak(run)) return;
-  const auto stats = host_.tableStats(spec_.who.server_database);
-  for (const auto& v : daemon::screenRun(run, spec_.who.policy, stats.get())) {
+  // same codes and texts, and a finding set to deny answers the text's last statement instead
+  // of its rows (a Query's last statement on the wire).
+  const bool last = !spec_.bind && plan_ && next_statement_ >= plan_->statements.size();
+  const daemon::ScreenFindings found = daemon::screenFindings(
+      run, spec_.who.policy, [this] { return host_.tableStats(spec_.who.server_database); }, last);
+  for (const guards::Verdict* v : found.warnings) {
     if (result_.notices.size() >= kMaxNotices) break;
-    result_.notices.push_back({"WARNING", v.code, v.message, v.detail, v.hint});
+    result_.notices.push_back({"WARNING", v->code, v->message, v->detail, v->hint});
   }
+  if (found.denial) result_.screen_denial = *found.denial;
 }
 
 void StatementRunner::onCommandComplete(const protocol::Frame& f) {
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
-  if (spec_.txn && !txnCommandComplete(tag)) return;
+  if (spec_.txn && !spec_.explain_only && !txnCommandComplete(tag)) return;
   if (result_.sets.empty() || !result_.sets.back().command.empty()) result_.sets.emplace_back();
   result_.sets.back().command = std::string(tag);
   if (run_ && !run_->finished) {
@@ -495,7 +504,12 @@ void StatementRunner::onCommandComplete(const protocol::Frame& f) {
     }
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
     screenResult(*run_);
-    if (counting_) {
+    if (result_.screen_denial) {
+      // Denied by a screen: the rows are not the caller's; the statement ends with the denial.
+      result_.sets.clear();
+      finishRun(*run_, Outcome::kError, result_.screen_denial->sqlstate,
+                result_.screen_denial->message);
+    } else if (counting_) {
       counting_run_ = run_;  // recorded once the count says it was kept
     } else {
       finishRun(*run_, Outcome::kOk);
@@ -582,7 +596,7 @@ void StatementRunner::onError(const protocol::Frame& f) {
     finishRun(*run_, daemon::outcomeForError(result_.sqlstate), result_.sqlstate, result_.message);
   }
   run_.reset();
-  finishRest(Outcome::kError, result_.sqlstate, kNotExecuted);
+  finishRest(Outcome::kError, result_.sqlstate, daemon::kNotExecutedInQuery);
 }
 
 void StatementRunner::onReady(const protocol::Frame& f) {
@@ -650,11 +664,9 @@ void StatementRunner::finishRest(Outcome outcome, std::string_view sqlstate, std
   counting_run_.reset();
   if (run_ && !run_->finished) finishRun(*run_, outcome, sqlstate, message);
   run_.reset();
-  while (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
-    auto run = daemon::startRun(plan_, next_statement_++, false);
-    run->overrides = overrides_;
-    finishRun(*run, outcome, sqlstate, message);
-  }
+  if (spec_.explain_only) return;
+  daemon::finishNotExecuted(plan_, next_statement_, overrides_,
+                            [&](StatementRun& run) { finishRun(run, outcome, sqlstate, message); });
 }
 
 void StatementRunner::cancel() {

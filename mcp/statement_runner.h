@@ -15,6 +15,7 @@
 #include "guards/agent_context.h"
 #include "mcp/mcp_host.h"
 #include "pool/server_conn.h"
+#include "session/statement_execution.h"
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
@@ -68,6 +69,10 @@ struct RunSpec {
   // A statement of this guarded-writes transaction (not owned): no pool, its state machine
   // judges, and a write runs between pgwarden's SAVEPOINT and its RELEASE (or ROLLBACK TO).
   TxnLink* txn = nullptr;
+  // A read tool's statement (query, explain, describe_table) on that transaction's connection,
+  // so it sees the transaction's own changes: judged as such a read is outside the transaction
+  // (the write mode's read checks), never run as a write.
+  bool read_only = false;
 };
 
 struct ResultColumn {
@@ -107,6 +112,8 @@ struct RunResult {
   // it did not run), the write's TOO_MANY_ROWS when it was undone, the last command tag's word.
   char txn_status = '\0';
   std::optional<guards::Verdict> undone;
+  // A result screen set to deny found the result unfit (the rows are dropped; as on the wire).
+  std::optional<guards::Verdict> screen_denial;
   std::string last_tag;
   int64_t elapsed_us = 0;
   bool cancelled = false;
@@ -136,7 +143,7 @@ class StatementRunner final : public daemon::GateCaller,
   const guards::PolicyGroup* policyGroup() const override { return spec_.who.policy; }
   bool runExplain(const std::string& sql, bool extended, const daemon::ExplainArgs& args) override;
   const daemon::WriteTransaction* writeTransaction() const override {
-    return spec_.txn ? &spec_.txn->transaction() : nullptr;
+    return spec_.txn && !spec_.read_only ? &spec_.txn->transaction() : nullptr;
   }
   // ServerLink
   void onServerMessage(daemon::ServerConnection& s, const protocol::Frame& frame) override;
@@ -195,7 +202,7 @@ class StatementRunner final : public daemon::GateCaller,
   McpHost& host_;
   RunSpec spec_;
   uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
-  uint64_t stats_deadline_ms_ = 0;
+  daemon::StatsWait stats_wait_;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;
   Step step_ = Step::kJudging;
