@@ -121,7 +121,8 @@ struct RunResult {
 
 class StatementRunner final : public daemon::GateCaller,
                               public daemon::ServerLink,
-                              public daemon::ServerWaiter {
+                              public daemon::ServerWaiter,
+                              public daemon::RunSink {
  public:
   using Done = std::function<void(RunResult&&)>;
   StatementRunner(McpHost& host, RunSpec spec, Done done);
@@ -129,8 +130,9 @@ class StatementRunner final : public daemon::GateCaller,
   StatementRunner(const StatementRunner&) = delete;
   StatementRunner& operator=(const StatementRunner&) = delete;
 
-  // Starts; `done` runs exactly once, on a later loop turn or from inside start() for an answer
-  // known at once (a denial). The owner frees the runner only after `done`, outside it.
+  // Starts; `done` runs exactly once, on a later loop turn, never inside start() (an answer known
+  // at once, a denial, comes on the next turn). The owner frees the runner only after `done`,
+  // outside it.
   void start();
   // The caller no longer wants the answer (notifications/cancelled, the session or its HTTP
   // client went away): the server query is cancelled; bookkeeping still ends cleanly and `done`
@@ -158,9 +160,13 @@ class StatementRunner final : public daemon::GateCaller,
 
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
+  void startWork();
   void judge();
   static void onStatsTimer(uv_timer_t* t);
+  static void closeTimer(uv_timer_t*& t);
   void stopStatsTimer();
+  static void onAnswerTimer(uv_timer_t* t);
+  void deliver();
   void onVerdict(daemon::GateVerdict v);
   void act(daemon::GateVerdict v);
   void acquire();
@@ -191,8 +197,9 @@ class StatementRunner final : public daemon::GateCaller,
   // Cancelled before the work was sent: the connection goes back and the call ends with 57014.
   void abandonCancelled();
   void onTxnStepDone(char status);
-  void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
-                 std::string_view message = {});
+  // RunSink: the recorder, with this call's context.
+  void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate,
+                 std::string_view message) override;
   // Ends every statement of the text not recorded yet with `outcome`.
   void finishRest(history::Outcome outcome, std::string_view sqlstate, std::string_view message);
   void releaseServer(int rfq_owed);
@@ -202,20 +209,18 @@ class StatementRunner final : public daemon::GateCaller,
   McpHost& host_;
   RunSpec spec_;
   uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
+  uv_timer_t* answer_timer_ = nullptr;  // an answer reached inside start(), delivered next turn
+  bool in_start_ = false;
   daemon::StatsWait stats_wait_;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;
   Step step_ = Step::kJudging;
   daemon::ServerConnection* server_ = nullptr;
   daemon::Pool* waiting_pool_ = nullptr;
-  std::shared_ptr<const daemon::StatementPlan> plan_;
-  std::shared_ptr<const guards::BudgetKey> budget_key_;
-  guards::AgentOverrides overrides_;
   std::string explain_sql_;  // the cost gate's EXPLAIN, waiting for a connection
   bool explain_bound_ = false;  // ... run with the statement's bind values
   std::string work_sql_;     // the text the server runs
-  std::shared_ptr<daemon::StatementRun> run_;
-  size_t next_statement_ = 0;
+  daemon::TextExecution exec_{*this};  // the text's statements as the server answers them
   bool explain_reply_ = false;  // the server's answers belong to the cost gate's EXPLAIN
   std::string explain_error_;
   uint64_t result_bytes_ = 0;

@@ -103,13 +103,9 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head)
     client_.out().append(f.raw.data(), f.raw.size());
   }
   if (run) {
-    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
-      // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
-      run->rows_affected = run->txn_rows >= 0 ? run->txn_rows : protocol::commandTagCount(tag);
-    }
+    noteCommandComplete(*run, tag, f.raw.size());
     if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
     if (tag == "SET" || tag == "RESET") noteCarriedSet(*run);
-    run->bytes_sent += static_cast<int64_t>(f.raw.size());
     finishRun(*run, history::Outcome::kOk);
   }
 }
@@ -342,22 +338,11 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   StatementRun* run = head.run.get();
-  if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
-    run->truncated = true;  // held back: the client gets max_rows rows
-    return true;
-  }
+  // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
+  if (run && !countDataRow(*run, f, run->max_rows)) return true;
   client_.out().append(f.raw.data(), f.raw.size());
   ++head.rows_this_execute;
   ++host_.counters().rows_returned;
-  if (run) {
-    ++run->rows_sent;
-    run->bytes_sent += static_cast<int64_t>(f.raw.size());
-    if (run->rows_sent == 1) {
-      std::optional<std::string_view> first;
-      auto row = protocol::parseDataRowFirst(f.body, &first);
-      run->single_zero = row && row->columns == 1 && first && isZeroCell(*first);
-    }
-  }
   return true;
 }
 
