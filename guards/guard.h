@@ -71,16 +71,6 @@ class Facts {
   std::vector<Item> items_;
 };
 
-// A replacement of bytes [offset, offset + length) of the statement text.
-struct TextEdit {
-  size_t offset = 0;
-  size_t length = 0;
-  std::string replacement;
-};
-// A text's edits: made and dropped with every statement a guard rewrites, nearly always one, so
-// a list of one takes its block from the thread's free list (common/recycling_allocator.h).
-using TextEdits = std::vector<TextEdit, RecyclingAllocator<TextEdit>>;
-
 // A guard's answer. kAllow with nothing else set means "no objection" and is not recorded.
 struct GuardResult {
   Action action = Action::kAllow;

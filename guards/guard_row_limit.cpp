@@ -4,6 +4,7 @@
 // an existing LIMIT literal is replaced in place, a missing LIMIT is added on a new line after the
 // statement's last byte, so a trailing ';' or '-- comment' cannot swallow it.
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -65,14 +66,7 @@ class RowLimitGuard final : public Guard {
     r.action = direct ? Action::kRewrite : Action::kWarn;
     r.code = std::string(codes::kRowsCapped);
     const std::string n = std::to_string(max_rows_);
-    if (st.limit == LimitKind::kNone) {
-      r.edits.push_back(TextEdit{static_cast<size_t>(st.location + st.length), 0,
-                                 "\nLIMIT " + std::to_string(cap)});
-    } else if ((st.limit == LimitKind::kAll || st.limit == LimitKind::kConstant) &&
-               st.limit_location >= 0 && st.limit_length > 0) {
-      r.edits.push_back(TextEdit{static_cast<size_t>(st.limit_location),
-                                 static_cast<size_t>(st.limit_length), std::to_string(cap)});
-    }  // LIMIT $n: the value comes with Bind; the session's row cap still applies
+    if (auto e = rowCapEdit(st, cap)) r.edits.push_back(std::move(*e));
     if (direct) {
       // Every read without a LIMIT comes here, so each text is built in one allocation.
       r.max_rows = max_rows_;
@@ -182,6 +176,19 @@ class RowLimitGuard final : public Guard {
 };
 
 }  // namespace
+
+std::optional<TextEdit> rowCapEdit(const StatementInfo& st, int64_t cap) {
+  if (st.limit == LimitKind::kNone) {
+    return TextEdit{static_cast<size_t>(st.location + st.length), 0,
+                    "\nLIMIT " + std::to_string(cap)};
+  }
+  if ((st.limit == LimitKind::kAll || st.limit == LimitKind::kConstant) && st.limit_location >= 0 &&
+      st.limit_length > 0) {
+    return TextEdit{static_cast<size_t>(st.limit_location), static_cast<size_t>(st.limit_length),
+                    std::to_string(cap)};
+  }
+  return std::nullopt;  // LIMIT $n: the value comes with Bind; the session's row cap still applies
+}
 
 std::unique_ptr<Guard> makeRowLimitGuard(const YAML::Node& node, const std::string& path,
                                          const GroupSettings& group) {

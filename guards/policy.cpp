@@ -301,6 +301,7 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
   } else {
     d.plan_guards.clear();
   }
+  d.edits = std::move(st.edits);
   return d;
 }
 
@@ -339,11 +340,27 @@ Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcom
   return runChain(analysis, sql, ctx, stats, std::move(d), std::move(st));
 }
 
+std::optional<std::string> doorRowCap(const Decision& d, const Analysis& analysis,
+                                      std::string_view sql, int64_t max_rows) {
+  if (max_rows < 0 || d.denied || (d.max_rows >= 0 && d.max_rows <= max_rows)) return std::nullopt;
+  // The door's edits first: where a guard's LIMIT edit is at the same place, the door's wins.
+  TextEdits edits;
+  for (const auto& st : analysis.statements) {
+    if (st.kind != StatementKind::kSelect || !st.returns_rows) continue;
+    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows) continue;
+    if (auto e = rowCapEdit(st, max_rows + 1)) edits.push_back(std::move(*e));
+  }
+  if (edits.empty()) return std::nullopt;
+  for (const auto& e : d.edits) edits.push_back(e);
+  return applyEdits(sql, 0, edits);
+}
+
 void applyDenial(Decision& d, Verdict v) {
   d.actions.push_back(v);
   d.denied = true;
   d.deny = std::move(v);
   d.rewritten_sql.reset();
+  d.edits.clear();
   d.max_rows = -1;
   d.truncation_notice.clear();
   d.truncation = Verdict{};

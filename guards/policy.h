@@ -18,6 +18,7 @@
 #include "analysis/analysis.h"
 #include "analysis/column_stats.h"
 #include "analysis/table_stats.h"
+#include "common/recycling_allocator.h"
 
 namespace pgwarden::guards {
 
@@ -41,12 +42,23 @@ struct Verdict {
   int position = 0;      // 1-based cursor position in the text (syntax errors), 0 = none
 };
 
+// A replacement of bytes [offset, offset + length) of the statement text.
+struct TextEdit {
+  size_t offset = 0;
+  size_t length = 0;
+  std::string replacement;
+};
+// A text's edits: made and dropped with every statement a guard rewrites, nearly always one, so
+// a list of one takes its block from the thread's free list (common/recycling_allocator.h).
+using TextEdits = std::vector<TextEdit, RecyclingAllocator<TextEdit>>;
+
 struct Decision {
   bool denied = false;
   Verdict deny;                          // valid when denied
   std::vector<Verdict> warnings;         // sent as NoticeResponse before the result
   std::vector<Verdict> actions;          // every non-allow verdict, in order, for history
   std::optional<std::string> rewritten_sql;  // forward this text instead of the original
+  TextEdits edits;                           // what rewritten_sql applied to the text (doorRowCap)
   int64_t max_rows = -1;                 // >= 0: the client receives at most this many rows
   // The notice to send on its own (no detail, no hint) when truncation's message is empty: the
   // capping guard's, when the group's reason for ROWS_TRUNCATED renders empty.
@@ -259,6 +271,16 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
 
 // The ROWS_TRUNCATED notice's detail: {"code":"ROWS_TRUNCATED","max_rows":N,"next_step":...}.
 std::string truncationDetail(int64_t max_rows);
+
+// The row cap's rewrite of one statement that returns rows (row_limit's, and every door's): a
+// LIMIT `cap` on a new line after the statement, or its LIMIT literal (or ALL) replaced by
+// `cap`; none for LIMIT $n, whose value comes with the Bind.
+std::optional<TextEdit> rowCapEdit(const StatementInfo& st, int64_t cap);
+// A door's own cap on the rows it keeps (an MCP call's max_rows), when it is below the group's:
+// the text to run, each read capped at max_rows + 1 (the extra row tells the door the result was
+// cut) over the decision's other edits; nullopt when the decision's text already holds it.
+std::optional<std::string> doorRowCap(const Decision& d, const Analysis& analysis,
+                                      std::string_view sql, int64_t max_rows);
 
 // Makes `d` a denial by `v` (recorded in its actions): nothing of the allowed path (rewrite, row
 // cap, truncation notice, waiting plan guards) survives. The one way a decision becomes a denial.

@@ -8,6 +8,7 @@
 #include "pool/pool.h"
 #include "protocol/messages.h"
 #include "session/result_screen.h"
+#include "session/statement_execution.h"
 
 namespace pgwarden::mcp {
 
@@ -19,9 +20,7 @@ using history::Outcome;
 namespace {
 
 constexpr size_t kMaxNotices = 50;
-constexpr uint64_t kStatsWaitMs = 3000;  // as long as a SQL session waits at login
 constexpr uint64_t kStatsPollMs = 20;
-constexpr const char* kNotExecuted = "not executed: an earlier statement in the same query failed";
 
 }  // namespace
 
@@ -30,6 +29,7 @@ StatementRunner::StatementRunner(McpHost& host, RunSpec spec, Done done)
 
 StatementRunner::~StatementRunner() {
   stopStatsTimer();
+  closeTimer(answer_timer_);
   if (waiting_pool_) waiting_pool_->cancelWait(this);
   if (server_) {
     // Only at shutdown: the answer is owed still, so the connection drains (or closes).
@@ -40,11 +40,18 @@ StatementRunner::~StatementRunner() {
       releaseServer(0);
     }
   }
-  if (run_ && !run_->finished) finishRun(*run_, Outcome::kAborted, "57P01", "pgwarden is shutting down");
+  // Destroyed before its answer (shutdown): every statement of the text gets its record.
+  if (!done_called_) finishRest(Outcome::kAborted, "57P01", "pgwarden is shutting down");
   gate_.reset();
 }
 
 void StatementRunner::start() {
+  in_start_ = true;
+  startWork();
+  in_start_ = false;
+}
+
+void StatementRunner::startWork() {
   started_us_ = history::wallClockMicros();
   if (spec_.internal) {
     work_sql_ = spec_.sql;
@@ -54,7 +61,7 @@ void StatementRunner::start() {
   if (host_.statsLoading(spec_.who.server_database)) {
     // As a SQL session waits at login: the first statements are judged with table sizes known.
     step_ = Step::kStats;
-    stats_deadline_ms_ = uv_now(host_.loop()) + kStatsWaitMs;
+    stats_wait_.begin(uv_now(host_.loop()));
     stats_timer_ = new uv_timer_t;
     uv_timer_init(host_.loop(), stats_timer_);
     stats_timer_->data = this;
@@ -67,17 +74,22 @@ void StatementRunner::start() {
 void StatementRunner::onStatsTimer(uv_timer_t* t) {
   auto* self = static_cast<StatementRunner*>(t->data);
   if (!self) return;
-  if (self->host_.statsLoading(self->spec_.who.server_database) && uv_now(t->loop) < self->stats_deadline_ms_) return;
+  if (!self->stats_wait_.over(uv_now(t->loop),
+                              !self->host_.statsLoading(self->spec_.who.server_database)))
+    return;
   self->stopStatsTimer();
   self->judge();
 }
 
-void StatementRunner::stopStatsTimer() {
-  if (!stats_timer_) return;
-  stats_timer_->data = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(stats_timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
-  stats_timer_ = nullptr;
+void StatementRunner::closeTimer(uv_timer_t*& t) {
+  if (!t) return;
+  t->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(t),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  t = nullptr;
 }
+
+void StatementRunner::stopStatsTimer() { closeTimer(stats_timer_); }
 
 void StatementRunner::judge() {
   step_ = Step::kJudging;
@@ -150,10 +162,10 @@ void StatementRunner::onVerdict(GateVerdict v) {
 
 void StatementRunner::act(GateVerdict v) {
   step_ = Step::kJudging;
-  overrides_ = v.overrides;
   write_ = std::move(v.write);
-  plan_ = std::move(v.plan);
-  result_.plan = plan_;
+  exec_.judged(v.plan, v.overrides);
+  const daemon::StatementPlan& plan = *v.plan;
+  result_.plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     // The cost gate's EXPLAIN failed on the server: that error answers the statement.
     std::string sqlstate;
@@ -167,17 +179,17 @@ void StatementRunner::act(GateVerdict v) {
       }
     }
     if (!spec_.explain_only) {
-      auto run = daemon::startRun(plan_, 0, false);
-      run->overrides = overrides_;
-      finishRun(*run, daemon::outcomeForError(sqlstate), sqlstate, message);
+      exec_.begin(result_.plan, v.overrides, nullptr, false, nullptr);
+      exec_.error(sqlstate, message, 0);
     }
     releaseServer(0);
     fail(sqlstate, message);
     return;
   }
-  const auto& d = plan_->decision;
+  const auto& d = plan.decision;
   if (d.denied) {
-    host_.recorder().denied(*plan_, requestContext(false, overrides_), spec_.who.policy, overrides_);
+    host_.recorder().denied(plan, requestContext(false, v.overrides), spec_.who.policy,
+                            v.overrides);
     result_.kind = RunResult::Kind::kDenied;
     releaseServer(0);
     complete();
@@ -188,7 +200,7 @@ void StatementRunner::act(GateVerdict v) {
   }
   if (spec_.explain_only) {
     // EXPLAIN takes one statement; a second one after it would run unexplained and unrecorded.
-    if (!plan_->analysis || !plan_->analysis->ok || plan_->analysis->statements.size() != 1) {
+    if (!plan.analysis || !plan.analysis->ok || plan.analysis->statements.size() != 1) {
       releaseServer(0);
       fail("42601", "explain takes exactly one statement");
       return;
@@ -202,19 +214,16 @@ void StatementRunner::act(GateVerdict v) {
     work_sql_ = "EXPLAIN (FORMAT JSON) " + spec_.sql;
   } else {
     work_sql_ = d.rewritten_sql ? *d.rewritten_sql : spec_.sql;
-    const bool empty_text = plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
-    if (!empty_text) {
-      run_ = daemon::startRun(plan_, 0, spec_.bind);
-      run_->budget_key = std::move(v.budget_key);
-      run_->overrides = overrides_;
-      // The screens compare the bound values, as they do for a wire client's Bind.
-      if (spec_.bind && !spec_.params.empty()) {
-        run_->params = std::make_shared<const std::vector<std::optional<std::string>>>(spec_.params);
-      }
-      next_statement_ = 1;
-    } else {
-      next_statement_ = plan_->statements.size();
+    // The call's own cap reaches the text as the group's does: the server stops at max_rows + 1.
+    if (!spec_.bind && plan.analysis && plan.analysis->ok) {
+      if (auto capped = guards::doorRowCap(d, *plan.analysis, spec_.sql, spec_.max_rows))
+        work_sql_ = std::move(*capped);
     }
+    // The screens compare the bound values, as they do for a wire client's Bind.
+    std::shared_ptr<const daemon::ScreenParams> params;
+    if (spec_.bind && !spec_.params.empty())
+      params = std::make_shared<const daemon::ScreenParams>(spec_.params);
+    exec_.begin(result_.plan, v.overrides, std::move(v.budget_key), spec_.bind, std::move(params));
   }
   if (cancelled_) {
     finishRest(Outcome::kCancelled, "57014", "cancelled by the MCP client before it ran");
@@ -372,7 +381,7 @@ void StatementRunner::onServerMessage(daemon::ServerConnection&, const protocol:
 void StatementRunner::onServerChunk(daemon::ServerConnection&, char, std::string_view, bool, bool last) {
   // A row too big to keep whole: dropped, and the result says it is incomplete.
   if (!result_.sets.empty()) result_.sets.back().truncated = true;
-  if (last && run_) run_->truncated = true;
+  if (last && exec_.run()) exec_.run()->truncated = true;
   huge_row_ = true;
 }
 
@@ -427,7 +436,7 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
     case 'D': onDataRow(f); return;
     case 'C': onCommandComplete(f); return;
     case 'I':
-      if (run_ && !run_->finished) finishRun(*run_, Outcome::kOk);
+      exec_.finish(Outcome::kOk);
       return;
     case 'E': onError(f); return;
     case 'N':
@@ -454,22 +463,27 @@ void StatementRunner::onRowDescription(const protocol::Frame& f) {
   if (auto fields = protocol::parseRowDescriptionFields(f.body)) {
     for (const auto& rf : *fields) set.columns.push_back({std::string(rf.name), rf.type_oid});
   }
+  daemon::StatementRun* run = exec_.run();
   int64_t cap = spec_.max_rows;
-  if (run_ && run_->max_rows >= 0 && run_->max_rows < cap) cap = run_->max_rows;
+  if (run && run->max_rows >= 0 && run->max_rows < cap) cap = run->max_rows;
   set.cap = cap;
   result_bytes_ += f.body.size();
   result_.sets.push_back(std::move(set));
-  if (run_) run_->bytes_sent += static_cast<int64_t>(f.raw.size());
+  if (run) run->bytes_sent += static_cast<int64_t>(f.raw.size());
 }
 
 void StatementRunner::onDataRow(const protocol::Frame& f) {
   if (result_.sets.empty()) result_.sets.emplace_back();
   ResultSet& set = result_.sets.back();
-  const bool over_rows = set.cap >= 0 && static_cast<int64_t>(set.rows.size()) >= set.cap;
+  daemon::StatementRun* run = exec_.run();
   const bool over_bytes = result_bytes_ + f.body.size() > spec_.max_result_bytes;
-  if (over_rows || over_bytes) {
+  if (over_bytes && run) run->truncated = true;
+  // The row cap as the wire counts it (daemon::countDataRow), the run's rows against the cap.
+  const bool kept =
+      !over_bytes && (run ? daemon::countDataRow(*run, f, set.cap)
+                          : set.cap < 0 || static_cast<int64_t>(set.rows.size()) < set.cap);
+  if (!kept) {
     set.truncated = true;
-    if (run_) run_->truncated = true;
     return;
   }
   auto cells = protocol::parseDataRowValues(f.body);
@@ -479,73 +493,67 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   for (const auto& c : *cells) row.push_back(c ? std::optional<std::string>(std::string(*c)) : std::nullopt);
   set.rows.push_back(std::move(row));
   result_bytes_ += f.body.size();
-  if (run_) {
-    if (++run_->rows_sent == 1) {
-      run_->single_zero = cells->size() == 1 && (*cells)[0] && daemon::isZeroCell(*(*cells)[0]);
-    }
-    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
-  }
 }
 
 void StatementRunner::screenResult(daemon::StatementRun& run) {
   // The result screens, as on the wire: what they find reaches the caller as warnings with the
-  // same codes and texts (a screen set to deny warns here: the rows are already in the answer).
-  if (!daemon::screenMaySpeak(run)) return;
-  const auto stats = host_.tableStats(spec_.who.server_database);
-  for (const auto& v : daemon::screenRun(run, spec_.who.policy, stats.get())) {
+  // same codes and texts, and a finding set to deny answers the text's last statement instead
+  // of its rows (a Query's last statement on the wire).
+  const bool last = !spec_.bind && exec_.atLast();
+  const daemon::ScreenFindings found = daemon::screenFindings(
+      run, spec_.who.policy, [this] { return host_.tableStats(spec_.who.server_database); }, last);
+  for (const guards::Verdict* v : found.warnings) {
     if (result_.notices.size() >= kMaxNotices) break;
-    result_.notices.push_back({"WARNING", v.code, v.message, v.detail, v.hint});
+    result_.notices.push_back({"WARNING", v->code, v->message, v->detail, v->hint});
   }
+  if (found.denial) result_.screen_denial = *found.denial;
 }
 
 void StatementRunner::onCommandComplete(const protocol::Frame& f) {
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
-  if (spec_.txn && !txnCommandComplete(tag)) return;
+  if (spec_.txn && !spec_.explain_only && !txnCommandComplete(tag)) return;
   if (result_.sets.empty() || !result_.sets.back().command.empty()) result_.sets.emplace_back();
   result_.sets.back().command = std::string(tag);
-  if (run_ && !run_->finished) {
-    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
-      // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
-      run_->rows_affected = run_->txn_rows >= 0 ? run_->txn_rows : protocol::commandTagCount(tag);
-    }
-    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
-    screenResult(*run_);
-    if (counting_) {
-      counting_run_ = run_;  // recorded once the count says it was kept
-    } else {
-      finishRun(*run_, Outcome::kOk);
-    }
+  daemon::StatementRun* run = exec_.run();
+  if (!run || run->finished) {
+    exec_.finish(Outcome::kOk);
+    return;
   }
-  run_.reset();
-  if (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
-    run_ = daemon::startRun(plan_, next_statement_++, false);
-    run_->overrides = overrides_;
+  daemon::noteCommandComplete(*run, tag, f.raw.size());
+  screenResult(*run);
+  if (result_.screen_denial) {
+    // Denied by a screen: the rows are not the caller's; the statement ends with the denial.
+    result_.sets.clear();
+    exec_.finish(Outcome::kError, result_.screen_denial->sqlstate, result_.screen_denial->message);
+  } else if (counting_) {
+    counting_run_ = exec_.detach();  // recorded once the count says it was kept
+  } else {
+    exec_.finish(Outcome::kOk);
   }
 }
 
 bool StatementRunner::txnCommandComplete(std::string_view tag) {
   result_.last_tag = std::string(tag.substr(0, tag.find(' ')));
+  daemon::StatementRun* run = exec_.run();
+  const auto& plan = exec_.plan();
   const guards::StatementInfo* st = nullptr;
-  if (run_ && plan_ && plan_->analysis && run_->index < plan_->analysis->statements.size()) {
-    st = &plan_->analysis->statements[run_->index];
+  if (run && plan && plan->analysis && run->index < plan->analysis->statements.size()) {
+    st = &plan->analysis->statements[run->index];
   }
   using Wrapped = daemon::WriteTransaction::Wrapped;
   auto done = spec_.txn->transaction().onCommandComplete(
       st, tag,
       write_.wrap ? std::optional<Wrapped>(Wrapped{write_.table, write_.command}) : std::nullopt);
-  if (run_ && done.txn_rows >= 0) run_->txn_rows = done.txn_rows;  // history: what COMMIT kept
+  if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
   counting_ = done.measure;  // the rows of every table it changed are counted at ReadyForQuery
   if (!done.over) return true;
   // Over a cap: the write is answered with TOO_MANY_ROWS and undone at its ReadyForQuery; the
   // rows it returned (RETURNING) are gone with it.
   result_.undone = spec_.txn->undone(std::move(*done.over));
   result_.sets.clear();
-  if (run_ && !run_->finished) {
-    run_->rows_affected = done.rows;
-    finishRun(*run_, Outcome::kError, result_.undone->sqlstate, result_.undone->message);
-  }
-  run_.reset();
+  if (run && !run->finished) run->rows_affected = done.rows;
+  exec_.finish(Outcome::kError, result_.undone->sqlstate, result_.undone->message);
   return false;
 }
 
@@ -571,7 +579,7 @@ void StatementRunner::txnCounted(char status) {
     }
   } else {
     spec_.txn->written(done.rows);
-    if (run) finishRun(*run, Outcome::kOk);
+    if (run) finishRun(*run, Outcome::kOk, {}, {});
   }
   sendSettle();
 }
@@ -593,17 +601,14 @@ void StatementRunner::onError(const protocol::Frame& f) {
     result_.detail = std::string(e->get('D'));
     result_.hint = std::string(e->get('H'));
   }
-  if (run_ && !run_->finished) {
-    run_->bytes_sent += static_cast<int64_t>(f.raw.size());
-    finishRun(*run_, daemon::outcomeForError(result_.sqlstate), result_.sqlstate, result_.message);
-  }
-  run_.reset();
-  finishRest(Outcome::kError, result_.sqlstate, kNotExecuted);
+  if (counting_run_ && !counting_run_->finished)
+    finishRun(*counting_run_, Outcome::kError, result_.sqlstate, daemon::kNotExecutedInQuery);
+  counting_run_.reset();
+  exec_.error(result_.sqlstate, result_.message, f.raw.size());
 }
 
 void StatementRunner::onReady(const protocol::Frame& f) {
-  if (run_ && !run_->finished) finishRun(*run_, Outcome::kOk);
-  run_.reset();
+  if (exec_.run()) exec_.finish(Outcome::kOk);
   if (spec_.txn) {
     auto z = protocol::parseReadyForQuery(f.body);
     result_.txn_status = z ? z->status : 'E';
@@ -611,7 +616,8 @@ void StatementRunner::onReady(const protocol::Frame& f) {
       sendTxnStep(TxnStep::kCount, spec_.txn->transaction().countersQuery());
       return;
     }
-    if (counting_run_) finishRun(*counting_run_, Outcome::kOk);  // no savepoint to count under
+    if (counting_run_)
+      finishRun(*counting_run_, Outcome::kOk, {}, {});  // no savepoint to count under
     counting_run_.reset();
     counting_ = false;
     if (savepoint_set_ && result_.txn_status == 'T') {
@@ -664,13 +670,7 @@ void StatementRunner::finishRest(Outcome outcome, std::string_view sqlstate, std
   if (counting_run_ && !counting_run_->finished)
     finishRun(*counting_run_, outcome, sqlstate, message);
   counting_run_.reset();
-  if (run_ && !run_->finished) finishRun(*run_, outcome, sqlstate, message);
-  run_.reset();
-  while (plan_ && !spec_.explain_only && next_statement_ < plan_->statements.size()) {
-    auto run = daemon::startRun(plan_, next_statement_++, false);
-    run->overrides = overrides_;
-    finishRun(*run, outcome, sqlstate, message);
-  }
+  exec_.finishRest(outcome, sqlstate, message);
 }
 
 void StatementRunner::cancel() {
@@ -731,6 +731,26 @@ void StatementRunner::complete() {
   done_called_ = true;
   step_ = Step::kDone;
   result_.elapsed_us = history::wallClockMicros() - started_us_;
+  if (in_start_) {
+    // Never inside start() (a denial known at once): the answer comes on the next loop turn,
+    // as the gate's verdict does.
+    answer_timer_ = new uv_timer_t;
+    uv_timer_init(host_.loop(), answer_timer_);
+    answer_timer_->data = this;
+    uv_timer_start(answer_timer_, &StatementRunner::onAnswerTimer, 0, 0);
+    return;
+  }
+  deliver();
+}
+
+void StatementRunner::onAnswerTimer(uv_timer_t* t) {
+  auto* self = static_cast<StatementRunner*>(t->data);
+  if (!self) return;
+  closeTimer(self->answer_timer_);
+  self->deliver();
+}
+
+void StatementRunner::deliver() {
   Done done = std::move(done_);
   if (done) done(std::move(result_));
 }

@@ -15,6 +15,7 @@
 #include "guards/agent_context.h"
 #include "mcp/mcp_host.h"
 #include "pool/server_conn.h"
+#include "session/statement_execution.h"
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
@@ -68,6 +69,10 @@ struct RunSpec {
   // A statement of this guarded-writes transaction (not owned): no pool, its state machine
   // judges, and a write runs between pgwarden's SAVEPOINT and its RELEASE (or ROLLBACK TO).
   TxnLink* txn = nullptr;
+  // A read tool's statement (query, explain, describe_table) on that transaction's connection,
+  // so it sees the transaction's own changes: judged as such a read is outside the transaction
+  // (the write mode's read checks), never run as a write.
+  bool read_only = false;
 };
 
 struct ResultColumn {
@@ -107,6 +112,8 @@ struct RunResult {
   // it did not run), the write's TOO_MANY_ROWS when it was undone, the last command tag's word.
   char txn_status = '\0';
   std::optional<guards::Verdict> undone;
+  // A result screen set to deny found the result unfit (the rows are dropped; as on the wire).
+  std::optional<guards::Verdict> screen_denial;
   std::string last_tag;
   int64_t elapsed_us = 0;
   bool cancelled = false;
@@ -114,7 +121,8 @@ struct RunResult {
 
 class StatementRunner final : public daemon::GateCaller,
                               public daemon::ServerLink,
-                              public daemon::ServerWaiter {
+                              public daemon::ServerWaiter,
+                              public daemon::RunSink {
  public:
   using Done = std::function<void(RunResult&&)>;
   StatementRunner(McpHost& host, RunSpec spec, Done done);
@@ -122,8 +130,9 @@ class StatementRunner final : public daemon::GateCaller,
   StatementRunner(const StatementRunner&) = delete;
   StatementRunner& operator=(const StatementRunner&) = delete;
 
-  // Starts; `done` runs exactly once, on a later loop turn or from inside start() for an answer
-  // known at once (a denial). The owner frees the runner only after `done`, outside it.
+  // Starts; `done` runs exactly once, on a later loop turn, never inside start() (an answer known
+  // at once, a denial, comes on the next turn). The owner frees the runner only after `done`,
+  // outside it.
   void start();
   // The caller no longer wants the answer (notifications/cancelled, the session or its HTTP
   // client went away): the server query is cancelled; bookkeeping still ends cleanly and `done`
@@ -138,7 +147,7 @@ class StatementRunner final : public daemon::GateCaller,
   bool runParseCheck(const std::string& sql, bool extended,
                      const std::vector<uint32_t>& param_types) override;
   const daemon::WriteTransaction* writeTransaction() const override {
-    return spec_.txn ? &spec_.txn->transaction() : nullptr;
+    return spec_.txn && !spec_.read_only ? &spec_.txn->transaction() : nullptr;
   }
   // ServerLink
   void onServerMessage(daemon::ServerConnection& s, const protocol::Frame& frame) override;
@@ -153,9 +162,13 @@ class StatementRunner final : public daemon::GateCaller,
 
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
+  void startWork();
   void judge();
   static void onStatsTimer(uv_timer_t* t);
+  static void closeTimer(uv_timer_t*& t);
   void stopStatsTimer();
+  static void onAnswerTimer(uv_timer_t* t);
+  void deliver();
   void onVerdict(daemon::GateVerdict v);
   void act(daemon::GateVerdict v);
   void acquire();
@@ -186,8 +199,9 @@ class StatementRunner final : public daemon::GateCaller,
   // Cancelled before the work was sent: the connection goes back and the call ends with 57014.
   void abandonCancelled();
   void onTxnStepDone(char status);
-  void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
-                 std::string_view message = {});
+  // RunSink: the recorder, with this call's context.
+  void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate,
+                 std::string_view message) override;
   // Ends every statement of the text not recorded yet with `outcome`.
   void finishRest(history::Outcome outcome, std::string_view sqlstate, std::string_view message);
   void releaseServer(int rfq_owed);
@@ -197,20 +211,18 @@ class StatementRunner final : public daemon::GateCaller,
   McpHost& host_;
   RunSpec spec_;
   uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
-  uint64_t stats_deadline_ms_ = 0;
+  uv_timer_t* answer_timer_ = nullptr;  // an answer reached inside start(), delivered next turn
+  bool in_start_ = false;
+  daemon::StatsWait stats_wait_;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;
   Step step_ = Step::kJudging;
   daemon::ServerConnection* server_ = nullptr;
   daemon::Pool* waiting_pool_ = nullptr;
-  std::shared_ptr<const daemon::StatementPlan> plan_;
-  std::shared_ptr<const guards::BudgetKey> budget_key_;
-  guards::AgentOverrides overrides_;
   std::string explain_sql_;  // the cost gate's EXPLAIN, waiting for a connection
   bool explain_bound_ = false;  // ... run with the statement's bind values
   std::string work_sql_;     // the text the server runs
-  std::shared_ptr<daemon::StatementRun> run_;
-  size_t next_statement_ = 0;
+  daemon::TextExecution exec_{*this};  // the text's statements as the server answers them
   bool explain_reply_ = false;  // the server's answers belong to the cost gate's EXPLAIN
   bool parse_check_ = false;    // ... or to the gate's parse check (explain_sql_ is its text)
   std::string explain_error_;

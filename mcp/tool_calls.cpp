@@ -193,7 +193,12 @@ RunSpec runSpec(const CallContext& ctx, std::string_view tool, std::string sql, 
 ToolCall::ToolCall(McpHost& host, CallContext ctx, Tool tool, Json args, Done done)
     : host_(host), ctx_(std::move(ctx)), tool_(tool), args_(std::move(args)), done_(std::move(done)) {}
 
-ToolCall::~ToolCall() = default;
+ToolCall::~ToolCall() {
+  // The runners give the transaction's connection back before the transaction is let go.
+  runner_.reset();
+  spent_.clear();
+  if (txn_claimed_) ctx_.writes->release();
+}
 
 void ToolCall::start() {
   switch (tool_) {
@@ -232,6 +237,27 @@ void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only
   RunSpec spec = runSpec(ctx_, toolName(tool_), std::move(sql), max_rows);
   spec.explain_only = explain_only;
   spec.internal = internal;
+  const daemon::TxnState txn = ctx_.writes ? ctx_.writes->state() : daemon::TxnState::kNone;
+  if (txn == daemon::TxnState::kOpen || txn == daemon::TxnState::kFailed) {
+    // Inside the session's open transaction a read runs on its connection and sees its changes.
+    if (!txn_claimed_ && !ctx_.writes->claim()) {
+      finish({{"code", "TRANSACTION_BUSY"},
+              {"message",
+               std::string(toolName(tool_)) +
+                   " must wait: a call of this session's transaction is still running; call "
+                   "again once it has answered."},
+              {"next_step", "call " + std::string(toolName(tool_)) + " again"}},
+             true, "denied", "pgwarden refused the call:");
+      return;
+    }
+    txn_claimed_ = true;
+    spec.txn = ctx_.writes.get();
+    spec.read_only = true;
+    done = [this, next = std::move(done)](RunResult&& r) {
+      (void)ctx_.writes->afterRun(r);  // the transaction's state moves as the server says
+      next(std::move(r));
+    };
+  }
   if (runner_) spent_.push_back(std::move(runner_));
   runner_ = std::make_unique<StatementRunner>(host_, std::move(spec), std::move(done));
   runner_->start();
@@ -240,6 +266,11 @@ void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only
 void ToolCall::finish(Json structured, bool is_error, const char* outcome, std::string_view heading) {
   if (finished_) return;
   finished_ = true;
+  if (txn_claimed_) {
+    // The runner (whose callback this may be) has given the connection back already.
+    txn_claimed_ = false;
+    ctx_.writes->release();
+  }
   Json result = toolResult(std::move(structured), is_error, heading);
   Done done = std::move(done_);
   if (done) done(std::move(result), outcome);
@@ -250,6 +281,12 @@ bool ToolCall::finishedByFailure(const RunResult& r) {
     Json d = denialJson(r.plan->decision.deny);
     d["denied"] = true;
     finish(std::move(d), true, "denied", "pgwarden refused the statement:");
+    return true;
+  }
+  if (r.screen_denial) {
+    Json d = denialJson(*r.screen_denial);
+    d["denied"] = true;
+    finish(std::move(d), true, "denied", "pgwarden refused the result:");
     return true;
   }
   if (r.kind == RunResult::Kind::kError || r.cancelled) {

@@ -84,6 +84,7 @@ class ToolCall final : public RunningCall {
   Json describe_;  // describe_table: what the catalog said, before the sample
   bool finished_ = false;
   bool cancelled_ = false;
+  bool txn_claimed_ = false;  // its statements run in the session's open write transaction
 };
 
 }  // namespace pgwarden::mcp

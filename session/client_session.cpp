@@ -672,9 +672,8 @@ void ClientSession::tick(uint64_t now_ms) {
       if (now_ms >= deadline_ms_) client_.close();
       break;
     case ClientState::kAttaching:
-      if (stats_wait_until_ms_ != 0 && now_ms >= stats_wait_until_ms_) {
+      if (stats_wait_.over(now_ms, false)) {
         spdlog::info("{}: catalog statistics still loading; going on without them", logPrefix());
-        stats_wait_until_ms_ = 0;
         finishAttach();
       }
       break;

@@ -16,26 +16,27 @@
 #include <variant>
 #include <vector>
 
-#include "session/client_auth.h"
+#include "budgets/budget.h"
 #include "common/ring_queue.h"
 #include "config/config.h"
-#include "session/session_host.h"
+#include "guards/agent_context.h"
+#include "history/record.h"
+#include "net/stream.h"
 #include "pool/pool.h"
 #include "pool/server_conn.h"
 #include "pool/server_statements.h"
+#include "protocol/auth.h"
+#include "protocol/messages.h"
+#include "session/client_auth.h"
+#include "session/session_host.h"
 #include "session/session_state.h"
 #include "session/skipped_batch.h"
 #include "session/startup_params.h"
+#include "session/statement_execution.h"
 #include "session/statement_gate.h"
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
 #include "session/write_txn.h"
-#include "net/stream.h"
-#include "guards/agent_context.h"
-#include "budgets/budget.h"
-#include "history/record.h"
-#include "protocol/auth.h"
-#include "protocol/messages.h"
 
 namespace pgwarden::daemon {
 
@@ -548,7 +549,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
   // so the first statements are judged with table sizes known.
   bool stats_checked_ = false;
-  uint64_t stats_wait_until_ms_ = 0;
+  StatsWait stats_wait_;
   std::string attach_error_;
   bool shutting_down_ = false;
   bool client_paused_ = false;    // not reading the client: the server's queue is full

@@ -14,7 +14,6 @@ namespace pgwarden::daemon {
 namespace {
 
 // Longest wait for a database's first catalog statistics before the first ReadyForQuery.
-constexpr uint64_t kStatsWaitMs = 3000;
 
 }  // namespace
 
@@ -179,8 +178,7 @@ void ClientSession::startAttach() {
 }
 
 void ClientSession::onStatsReady() {
-  if (state_ != ClientState::kAttaching || stats_wait_until_ms_ == 0) return;
-  stats_wait_until_ms_ = 0;
+  if (state_ != ClientState::kAttaching || !stats_wait_.over(host_.nowMs(), true)) return;
   finishAttach();
 }
 
@@ -190,7 +188,7 @@ void ClientSession::finishAttach() {
     // The database answered a login, so it exists: keep catalog statistics for it.
     host_.watchDatabase(server_database_);
     if (host_.waitForStats(server_database_, id_)) {
-      stats_wait_until_ms_ = host_.nowMs() + kStatsWaitMs;
+      stats_wait_.begin(host_.nowMs());
       return;
     }
   }

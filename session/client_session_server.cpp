@@ -1,13 +1,13 @@
 // Client session, proxying server -> client: each message the server sends, matched against
 // what it still owes, screened, capped and passed on (or dropped) to the client.
 
-#include "session/client_session.h"
-
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
 #include "guards/codes.h"
+#include "session/client_session.h"
 #include "session/result_screen.h"
+#include "session/statement_execution.h"
 
 namespace pgwarden::daemon {
 
@@ -68,21 +68,18 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
 }
 
 const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
-  if (!screenMaySpeak(run)) return nullptr;
-  const auto stats = host_.tableStats(server_database_);
-  const auto& found = screenRun(run, policy_, stats.get());
-  if (found.empty()) return nullptr;
   // A denial replaces CommandComplete only where the client expects nothing after it but
   // ReadyForQuery; elsewhere it is sent as a warning.
   const auto* q = head.kind == Expect::kQuery ? &head.query() : nullptr;
   const bool last = q && q->plan && q->next_statement >= q->plan->statements.size();
-  const guards::Verdict* denial = last ? screenDenial(run) : nullptr;
-  for (const auto& v : found) {
-    if (&v == denial) continue;
-    protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v.message, v.detail, v.hint);
+  const ScreenFindings found = screenFindings(
+      run, policy_, [this] { return host_.tableStats(server_database_); }, last);
+  for (const guards::Verdict* v : found.warnings) {
+    protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v->message,
+                          v->detail, v->hint);
     ++host_.counters().warnings_sent;
   }
-  return denial;
+  return found.denial;
 }
 
 void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head) {
@@ -106,13 +103,9 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head)
     client_.out().append(f.raw.data(), f.raw.size());
   }
   if (run) {
-    if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
-      // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
-      run->rows_affected = run->txn_rows >= 0 ? run->txn_rows : protocol::commandTagCount(tag);
-    }
+    noteCommandComplete(*run, tag, f.raw.size());
     if (tag.rfind("COPY", 0) == 0) run->rows_sent = protocol::commandTagCount(tag);
     if (tag == "SET" || tag == "RESET") noteCarriedSet(*run);
-    run->bytes_sent += static_cast<int64_t>(f.raw.size());
     finishRun(*run, history::Outcome::kOk);
   }
 }
@@ -242,12 +235,9 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
       }
       head.run.reset();
       // The statements after a failed one in the same Query never run.
-      while (q.plan && q.next_statement < q.plan->statements.size()) {
-        auto run = startRun(q.plan, q.next_statement++, false);
-        run->overrides = q.overridesOrNone();
-        finishRun(*run, history::Outcome::kError, sqlstate,
-                  "not executed: an earlier statement in the same query failed");
-      }
+      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
+        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInQuery);
+      });
       out.append(f.raw.data(), f.raw.size());
       return true;
     }
@@ -348,22 +338,11 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   StatementRun* run = head.run.get();
-  if (run && run->max_rows >= 0 && run->rows_sent >= run->max_rows) {
-    run->truncated = true;  // held back: the client gets max_rows rows
-    return true;
-  }
+  // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
+  if (run && !countDataRow(*run, f, run->max_rows)) return true;
   client_.out().append(f.raw.data(), f.raw.size());
   ++head.rows_this_execute;
   ++host_.counters().rows_returned;
-  if (run) {
-    ++run->rows_sent;
-    run->bytes_sent += static_cast<int64_t>(f.raw.size());
-    if (run->rows_sent == 1) {
-      std::optional<std::string_view> first;
-      auto row = protocol::parseDataRowFirst(f.body, &first);
-      run->single_zero = row && row->columns == 1 && first && isZeroCell(*first);
-    }
-  }
   return true;
 }
 
@@ -507,17 +486,12 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
       // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
       // its record.
-      if (p.run && !p.run->finished) {
-        finishRun(*p.run, history::Outcome::kError, sqlstate,
-                  "not executed: an earlier message in the same batch failed");
-      }
+      if (p.run && !p.run->finished)
+        finishRun(*p.run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
       Pending::Query& q = p.query();
-      while (q.plan && q.next_statement < q.plan->statements.size()) {
-        auto run = startRun(q.plan, q.next_statement++, false);
-        run->overrides = q.overridesOrNone();
-        finishRun(*run, history::Outcome::kError, sqlstate,
-                  "not executed: an earlier message in the same batch failed");
-      }
+      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
+        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
+      });
       first = false;
       pending_.pop_front();
       continue;
@@ -543,8 +517,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
         failed_recorded = true;
         finishRun(*p.run, outcomeForError(sqlstate), sqlstate, message);
       } else {
-        finishRun(*p.run, history::Outcome::kError, sqlstate,
-                  "not executed: an earlier message in the same batch failed");
+        finishRun(*p.run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
       }
     }
     first = false;

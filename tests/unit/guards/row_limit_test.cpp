@@ -197,5 +197,25 @@ TEST(RowLimit, TruncationNoticeAndHint) {
   EXPECT_TRUE(hint->statements[0].has_aggregate);
 }
 
+// A door's own cap (an MCP call's max_rows) is the same rewrite: with no row_limit guard, or one
+// whose cap is larger, the text asks for max_rows + 1; where the group's cap is lower, nothing.
+TEST(DoorRowCap, ReachesTheSqlAsTheGuardsCapDoes) {
+  static const auto open = test::groupsFromYaml("g:\n  guards: []\n");
+  const std::string sql = "SELECT * FROM t; SELECT 1 FROM u LIMIT 50; SELECT 2 LIMIT 3";
+  const Decision none = evaluate(*open.at("g"), sql, nullptr);
+  const auto a = analyzeUncached(sql);
+  EXPECT_EQ(doorRowCap(none, *a, sql, 5),
+            "SELECT * FROM t\nLIMIT 6; SELECT 1 FROM u LIMIT 6; SELECT 2 LIMIT 3");
+  const std::string read = "SELECT * FROM t LIMIT 5000";
+  const Decision capped = evaluate(limits(), read, nullptr);
+  ASSERT_EQ(capped.rewritten_sql, "SELECT * FROM t LIMIT 1001");
+  const auto b = analyzeUncached(read);
+  // The door's edit wins over the guard's at the same place.
+  EXPECT_EQ(doorRowCap(capped, *b, read, 5), "SELECT * FROM t LIMIT 6");
+  EXPECT_EQ(doorRowCap(capped, *b, read, 1000), std::nullopt);
+  EXPECT_EQ(doorRowCap(capped, *b, read, 5000), std::nullopt);
+  EXPECT_EQ(doorRowCap(none, *a, sql, -1), std::nullopt);
+}
+
 }  // namespace
 }  // namespace pgwarden::guards

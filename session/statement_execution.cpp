@@ -1,0 +1,98 @@
+#include "session/statement_execution.h"
+
+namespace pgwarden::daemon {
+
+bool StatsWait::over(uint64_t now_ms, bool loaded) {
+  if (until_ms_ == 0) return false;
+  if (!loaded && now_ms < until_ms_) return false;
+  until_ms_ = 0;
+  return true;
+}
+
+bool countDataRow(StatementRun& run, const protocol::Frame& f, int64_t cap) {
+  if (cap >= 0 && run.rows_sent >= cap) {
+    run.truncated = true;  // held back: the caller gets `cap` rows
+    return false;
+  }
+  ++run.rows_sent;
+  run.bytes_sent += static_cast<int64_t>(f.raw.size());
+  if (run.rows_sent == 1) {
+    std::optional<std::string_view> first;
+    auto row = protocol::parseDataRowFirst(f.body, &first);
+    run.single_zero = row && row->columns == 1 && first && isZeroCell(*first);
+  }
+  return true;
+}
+
+void noteCommandComplete(StatementRun& run, std::string_view tag, size_t bytes) {
+  if (tag.rfind("SELECT", 0) != 0 && tag.rfind("FETCH", 0) != 0) {
+    // COMMIT/ROLLBACK of a guarded write transaction: the rows it kept or discarded.
+    run.rows_affected = run.txn_rows >= 0 ? run.txn_rows : protocol::commandTagCount(tag);
+  }
+  run.bytes_sent += static_cast<int64_t>(bytes);
+}
+
+void TextExecution::begin(std::shared_ptr<const StatementPlan> plan,
+                          const guards::AgentOverrides& overrides,
+                          std::shared_ptr<const guards::BudgetKey> budget, bool extended,
+                          std::shared_ptr<const ScreenParams> params) {
+  judged(std::move(plan), overrides);
+  const bool empty_text =
+      plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
+  if (empty_text) {
+    next_ = plan_->statements.size();
+    return;
+  }
+  run_ = startRun(plan_, 0, extended);
+  run_->budget_key = std::move(budget);
+  run_->overrides = overrides_;
+  run_->params = std::move(params);
+  next_ = 1;
+}
+
+void TextExecution::judged(std::shared_ptr<const StatementPlan> plan,
+                           const guards::AgentOverrides& overrides) {
+  plan_ = std::move(plan);
+  overrides_ = overrides;
+  run_.reset();
+  next_ = plan_ ? plan_->statements.size() : 0;  // nothing of it runs
+}
+
+void TextExecution::next() {
+  run_.reset();
+  if (plan_ && next_ < plan_->statements.size()) {
+    run_ = startRun(plan_, next_++, false);
+    run_->overrides = overrides_;
+  }
+}
+
+void TextExecution::finish(history::Outcome outcome, std::string_view sqlstate,
+                           std::string_view message) {
+  if (run_ && !run_->finished) sink_.finishRun(*run_, outcome, sqlstate, message);
+  next();
+}
+
+std::shared_ptr<StatementRun> TextExecution::detach() {
+  std::shared_ptr<StatementRun> run = std::move(run_);
+  next();
+  return run;
+}
+
+void TextExecution::error(std::string_view sqlstate, std::string_view message, size_t bytes) {
+  if (run_ && !run_->finished) {
+    run_->bytes_sent += static_cast<int64_t>(bytes);
+    sink_.finishRun(*run_, outcomeForError(sqlstate), sqlstate, message);
+  }
+  run_.reset();
+  finishRest(history::Outcome::kError, sqlstate, kNotExecutedInQuery);
+}
+
+void TextExecution::finishRest(history::Outcome outcome, std::string_view sqlstate,
+                               std::string_view message) {
+  if (run_ && !run_->finished) sink_.finishRun(*run_, outcome, sqlstate, message);
+  run_.reset();
+  finishNotExecuted(plan_, next_, overrides_,
+                    [&](StatementRun& run) { sink_.finishRun(run, outcome, sqlstate, message); });
+}
+
+}  // namespace pgwarden::daemon
