@@ -150,6 +150,23 @@ int Listener::listenFd(int fd, bool is_unix, int backlog, const std::string& nam
   return rc;
 }
 
+size_t Listener::drainPending(const std::function<void(int fd)>& take) {
+  if (!initialized_ || closing_ || is_unix_) return 0;
+  uv_os_fd_t listen_fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&h_), &listen_fd) != 0) return 0;
+  size_t n = 0;
+  while (true) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN: nothing waits; anything else: nothing more to take either
+    }
+    ++n;
+    take(fd);
+  }
+  return n;
+}
+
 void Listener::close() {
   if (!initialized_ || closing_) return;
   closing_ = true;

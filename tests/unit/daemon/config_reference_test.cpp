@@ -133,6 +133,7 @@ users:
   - {name: writer, password: ")" +
          verifier + R"(", group: writers}
 admin_users: [agent]
+stats_users: [writer]
 logging: {level: info}
 metrics: {listen: "127.0.0.1:9187"}
 history: {store: sqlite, path: /tmp/pgwarden-reference-history.db}
