@@ -99,6 +99,8 @@ struct ClientParametersConfig {
 
 struct LoggingConfig {
   std::string level = "info";
+  // "text" (the default) or "json": one JSON object per line (read at start-up).
+  std::string format = "text";
 };
 
 struct Config {

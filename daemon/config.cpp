@@ -486,8 +486,12 @@ void parseUsers(const YAML::Node& n, std::vector<UserConfig>& out) {
 
 void parseLogging(const YAML::Node& n, LoggingConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(n, "logging", {"level"});
+  cfg::checkKeys(n, "logging", {"level", "format"});
   out.level = cfg::getString(n, "logging", "level", out.level);
+  out.format = cfg::getString(n, "logging", "format", out.format);
+  if (out.format != "text" && out.format != "json") {
+    cfg::fail(n["format"], "logging.format", "unknown format '" + out.format + "' (text, json)");
+  }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(out.level)) {
     cfg::fail(n["level"], "logging.level",

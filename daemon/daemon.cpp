@@ -617,6 +617,7 @@ bool Daemon::reload() {
     next = loadConfig(config_->path);
   } catch (const std::exception& e) {
     spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
+    metrics_->metrics().config_last_reload_successful.set(0);
     if (notifier_) (void)notifier_->ready();
     return false;
   }
@@ -668,6 +669,11 @@ bool Daemon::reload() {
                  workers_.size());
   }
   config_ = std::move(next);
+  metrics_->metrics().config_last_reload_successful.set(1);
+  metrics_->metrics().config_last_reload_success_timestamp.set(
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
   // Every loop takes the new configuration for its new sessions; loop 0's at once.
   for (size_t i = 1; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();

@@ -134,7 +134,7 @@ users:
          verifier + R"(", group: writers}
 admin_users: [agent]
 stats_users: [writer]
-logging: {level: info}
+logging: {level: info, format: text}
 metrics: {listen: "127.0.0.1:9187"}
 history: {store: sqlite, path: /tmp/pgwarden-reference-history.db}
 mcp:
