@@ -77,7 +77,8 @@ void parseListen(const YAML::Node& n, ListenConfig& out) {
   }
   cfg::checkKeys(n, "listen",
                  {"addresses", "unix_socket_dir", "unix_socket_port", "unix_socket_mode",
-                  "unix_socket_group"});
+                  "unix_socket_group", "so_reuseport"});
+  out.so_reuseport = cfg::getBool(n, "listen", "so_reuseport", false);
   const auto list = cfg::getStringList(n, "listen", "addresses");
   for (size_t i = 0; i < list.size(); ++i) {
     auto parsed = parseListenAddress(list[i]);

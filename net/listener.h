@@ -19,8 +19,10 @@ class Listener {
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  // Binds and listens. Returns 0 or a libuv error; `error` says what failed.
-  [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error);
+  // Binds and listens. Returns 0 or a libuv error; `error` says what failed. `reuseport`: the
+  // socket gets SO_REUSEPORT first, so other processes with it may bind the same address.
+  [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error,
+                              bool reuseport = false);
   // Takes every connection waiting in the TCP listener's accept queue now (a stopping process
   // with SO_REUSEPORT: closing the listener would reset them) and hands each descriptor to
   // `take`. Returns how many.

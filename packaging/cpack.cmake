@@ -41,6 +41,7 @@ endif()
 
 install(FILES ${PGWARDEN_PACKAGING_DIR}/pgwarden.yaml DESTINATION /etc/pgwarden)
 install(FILES ${CMAKE_SOURCE_DIR}/systemd/pgwarden.service ${CMAKE_SOURCE_DIR}/systemd/pgwarden.socket
+              ${CMAKE_SOURCE_DIR}/systemd/pgwarden@.service
         DESTINATION /lib/systemd/system)
 
 # Man pages, the changelog and longer docs are installed gzip -9n compressed, as Debian Policy

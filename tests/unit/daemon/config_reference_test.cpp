@@ -115,6 +115,7 @@ daemon: {state_dir: /tmp, workers: 1}
 listen:
   addresses: ["127.0.0.1:6432"]
   unix_socket_dir: /tmp
+  so_reuseport: false
 upstream:
   host: 127.0.0.1
   port: 5432
