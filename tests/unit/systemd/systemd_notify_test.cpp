@@ -471,7 +471,7 @@ TEST(SystemdJournal, JsonFormatWritesOneObjectPerLineWithTheMessageEscaped) {
 
 TEST(SystemdJournal, JsonLineEscapesControlCharacters) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123));
-  EXPECT_EQ(jsonLogLine(t, "info", std::string("a\x01b\tc")),
+  EXPECT_EQ(jsonLogLine(t, "info", std::string("a\x01" "b\tc")),
             "{\"time\":\"2023-11-14T22:13:20.123Z\",\"level\":\"info\",\"message\":"
             "\"a\\u0001b\\u0009c\"}");
 }
