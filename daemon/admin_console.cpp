@@ -514,6 +514,7 @@ AdminConsole::Table AdminConsole::showConfig() const {
   }
   add("listen.addresses", listen);
   add("listen.unix_socket_dir", c.listen.unix_socket_dir);
+  add("listen.so_reuseport", c.listen.so_reuseport ? "true" : "false");
   // The upstream password is a secret and never shown.
   add("upstream.host", c.upstream.host);
   add("upstream.port", std::to_string(c.upstream.port));
@@ -536,7 +537,11 @@ AdminConsole::Table AdminConsole::showConfig() const {
   std::string admins;
   for (const auto& a : c.admin_users) admins += (admins.empty() ? "" : ",") + a;
   add("admin_users", admins);
+  std::string stats;
+  for (const auto& a : c.stats_users) stats += (stats.empty() ? "" : ",") + a;
+  add("stats_users", stats);
   add("logging.level", c.logging.level);
+  add("logging.format", c.logging.format);
   add("metrics.listen", c.metrics.listen);
   add("history.store", c.history.store);
   add("history.queue_size", std::to_string(c.history.queue_size));

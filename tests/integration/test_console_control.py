@@ -287,6 +287,9 @@ def test_stats_users_may_only_show(d):
         assert res.returncode != 0 and "may only SHOW" in res.stderr, (command, res.stderr)
     assert state(d)["paused"] == "no"
     assert d.alive()
+    config = {r["key"]: r["value"] for r in table(d, "SHOW CONFIG")}
+    assert config["stats_users"] == "agent" and config["admin_users"] == "core"
+    assert config["logging.format"] == "text" and config["listen.so_reuseport"] == "false"
 
 
 def test_control_commands_are_recorded_in_history(d):
