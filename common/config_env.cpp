@@ -21,7 +21,9 @@ bool isPolicyPath(const std::string& path) {
   const auto under = [&path](const std::string& prefix) {
     return path == prefix || path.rfind(prefix + ".", 0) == 0 || path.rfind(prefix + "[", 0) == 0;
   };
-  if (under("groups") || under("tools") || under("admin_users")) return true;
+  if (under("groups") || under("tools") || under("admin_users") || under("stats_users")) {
+    return true;
+  }
   if (path.rfind("users[", 0) == 0) {
     const auto dot = path.find("].");
     if (dot != std::string::npos) {

@@ -52,4 +52,8 @@ bool Config::isAdmin(std::string_view user) const {
   return std::find(admin_users.begin(), admin_users.end(), user) != admin_users.end();
 }
 
+bool Config::isStatsUser(std::string_view user) const {
+  return std::find(stats_users.begin(), stats_users.end(), user) != stats_users.end();
+}
+
 }  // namespace pgwarden::daemon

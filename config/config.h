@@ -99,6 +99,8 @@ struct ClientParametersConfig {
 
 struct LoggingConfig {
   std::string level = "info";
+  // "text" (the default) or "json": one JSON object per line (read at start-up).
+  std::string format = "text";
 };
 
 struct Config {
@@ -113,6 +115,8 @@ struct Config {
   ClientParametersConfig client_parameters;
   std::vector<UserConfig> users;
   std::vector<std::string> admin_users;
+  // Users that may open the admin console to read it (SHOW only), as PgBouncer's stats_users.
+  std::vector<std::string> stats_users;
   LoggingConfig logging;
   TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
   metrics::MetricsEndpointOptions metrics;  // `metrics:`, parsed by the metrics module
@@ -127,6 +131,7 @@ struct Config {
   const guards::PolicyGroup* findGroup(std::string_view name) const;
   bool groupAllowsSearchPath(std::string_view group) const;
   bool isAdmin(std::string_view user) const;
+  bool isStatsUser(std::string_view user) const;
 };
 
 // What the pools read of `config` (pool/pool_settings.h).

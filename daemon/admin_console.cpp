@@ -25,17 +25,13 @@ namespace pgwarden::daemon {
 
 namespace {
 
-using history::wallClockMicros;
-
-const std::string kNull = "\x01NULL";
-// SHOW CONVERSATIONS lists at most this many (the ledger can hold far more).
-constexpr size_t kMaxConversationsShown = 1000;
-
 std::string upper(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
+
+}  // namespace
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -43,19 +39,33 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Splits on runs of whitespace, upper-cased; the console's grammar is a few keywords.
-std::vector<std::string> words(std::string_view s) {
+// Splits on runs of whitespace, as typed (database names are case-sensitive).
+std::vector<std::string> rawWords(std::string_view s) {
   std::vector<std::string> out;
   size_t i = 0;
   while (i < s.size()) {
     while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
     size_t j = i;
     while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-    if (j > i) out.push_back(upper(s.substr(i, j - i)));
+    if (j > i) out.emplace_back(s.substr(i, j - i));
     i = j;
   }
   return out;
 }
+
+// The same upper-cased; the console's grammar is a few keywords.
+std::vector<std::string> words(std::string_view s) {
+  auto out = rawWords(s);
+  for (auto& w : out) w = upper(w);
+  return out;
+}
+
+namespace {
+
+using history::wallClockMicros;
+
+// SHOW CONVERSATIONS lists at most this many (the ledger can hold far more).
+constexpr size_t kMaxConversationsShown = 1000;
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
@@ -74,9 +84,12 @@ TextNeeds needsOf(std::string_view text) {
     const auto w = words(text.substr(start, end - start));
     if (w.size() == 1 && w[0] == "RELOAD") n.reload = true;
     if (w.size() >= 2 && w[0] == "KILL") n.rows = true;
+    static const std::vector<std::string> kLists = {
+        "CLIENTS",       "SERVERS",   "POOLS", "STATS",        "TOTALS",
+        "CONVERSATIONS", "DATABASES", "USERS", "MEM",          "LISTS",
+        "SOCKETS",       "SESSIONS",  "STATE", "STATS_TOTALS", "STATS_AVERAGES"};
     if (w.size() == 2 && w[0] == "SHOW" &&
-        (w[1] == "CLIENTS" || w[1] == "SERVERS" || w[1] == "POOLS" || w[1] == "STATS" ||
-         w[1] == "CONVERSATIONS")) {
+        std::find(kLists.begin(), kLists.end(), w[1]) != kLists.end()) {
       n.rows = true;
     }
     start = end + 1;
@@ -90,9 +103,11 @@ AdminConsole::AdminConsole(Daemon& daemon, Worker& home, uint64_t session_id, st
     : daemon_(daemon), home_(home), session_id_(session_id), user_(std::move(user)) {}
 
 bool AdminConsole::gather(const protocol::Frame& f, std::function<void()> ready) {
-  if (gathered_ || f.type != 'Q' || daemon_.workers().size() < 2) return false;
+  if (gathered_ || waited_answer_ || f.type != 'Q') return false;
   std::string_view text = f.body;
   if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
+  if (startWait(text, ready)) return true;
+  if (waited_answer_ || daemon_.workers().size() < 2) return false;
   const TextNeeds needs = needsOf(text);
   // RELOAD runs where it runs anyway (loop 0) when the console is there.
   const bool reload = needs.reload && home_.index() != 0;
@@ -132,6 +147,7 @@ bool AdminConsole::onMessage(const protocol::Frame& f, std::string& out) {
       if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
       execute(text, out);
       gathered_.reset();
+      waited_answer_.reset();
       protocol::writeReadyForQuery(out, 'I');
       return true;
     }
@@ -165,7 +181,8 @@ void AdminConsole::execute(std::string_view text, std::string& out) {
     if (!command.empty()) {
       any = true;
       const size_t before = out.size();
-      const int64_t started = wallClockMicros();
+      // A waiting command's time runs from when it acted, before the wait.
+      const int64_t started = waited_answer_ ? waited_since_us_ : wallClockMicros();
       runCommand(command, out);
       record(command, started, std::string_view(out).substr(before));
       // An error ends the text, as in PostgreSQL's simple protocol.
@@ -218,23 +235,45 @@ void AdminConsole::runCommand(std::string_view command, std::string& out) {
   spdlog::info(
       "s{} user={} db=pgwarden: admin command: {}", session_id_, logsafe(user_),
       logsafe(w.empty() ? std::string() : w[0] + (w.size() > 1 ? " " + w[1] : std::string())));
+  if (waited_answer_) {
+    out += *waited_answer_;
+    return;
+  }
   if (w.size() == 2 && w[0] == "SHOW") {
+    using Show = Table (AdminConsole::*)() const;
+    static const std::pair<std::string_view, Show> kShows[] = {
+        {"CLIENTS", &AdminConsole::showClients},
+        {"SERVERS", &AdminConsole::showServers},
+        {"POOLS", &AdminConsole::showPools},
+        {"DATABASES", &AdminConsole::showDatabases},
+        {"USERS", &AdminConsole::showUsers},
+        {"STATS", &AdminConsole::showStats},
+        {"STATS_TOTALS", &AdminConsole::showStatsTotals},
+        {"STATS_AVERAGES", &AdminConsole::showStatsAverages},
+        {"TOTALS", &AdminConsole::showTotals},
+        {"MEM", &AdminConsole::showMem},
+        {"STATE", &AdminConsole::showState},
+        {"LISTS", &AdminConsole::showLists},
+        {"SOCKETS", &AdminConsole::showSockets},
+        {"SESSIONS", &AdminConsole::showSessions},
+        {"GROUPS", &AdminConsole::showGroups},
+        {"GUARDS", &AdminConsole::showGuards},
+        {"CONVERSATIONS", &AdminConsole::showConversations},
+        {"CONFIG", &AdminConsole::showConfig},
+        {"VERSION", &AdminConsole::showVersion},
+        {"HELP", &AdminConsole::showHelp}};
     std::optional<Table> t;
-    const std::string& what = w[1];
-    if (what == "CLIENTS") t = showClients();
-    else if (what == "SERVERS") t = showServers();
-    else if (what == "POOLS") t = showPools();
-    else if (what == "STATS") t = showStats();
-    else if (what == "GROUPS") t = showGroups();
-    else if (what == "GUARDS") t = showGuards();
-    else if (what == "CONVERSATIONS") t = showConversations();
-    else if (what == "CONFIG") t = showConfig();
-    else if (what == "VERSION") t = showVersion();
-    else if (what == "HELP") t = showHelp();
+    for (const auto& [name, show] : kShows) {
+      if (w[1] == name) t = (this->*show)();
+    }
     if (t) {
       writeTable(*t, out);
       return;
     }
+  } else if (!w.empty() && readOnly()) {
+    writeError(out, "42501", "user \"" + user_ + "\" may only SHOW (stats_users)",
+               "Users of admin_users may run the other commands.");
+    return;
   } else if (w.size() == 1 && w[0] == "RELOAD") {
     reload(out);
     return;
@@ -243,10 +282,15 @@ void AdminConsole::runCommand(std::string_view command, std::string& out) {
     const auto raw = trim(command);
     killClient(trim(raw.substr(raw.find_last_of(" \t\r\n") + 1)), out);
     return;
+  } else if (control(w, rawWords(command), out)) {
+    return;
   }
   writeError(out, "42601", "unknown admin console command",
-             "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|STATS|GROUPS|GUARDS|"
-             "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, KILL CLIENT <id>.");
+             "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|DATABASES|USERS|STATS|"
+             "STATS_TOTALS|STATS_AVERAGES|TOTALS|MEM|STATE|LISTS|SOCKETS|SESSIONS|GROUPS|GUARDS|"
+             "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, KILL CLIENT <id>, PAUSE [db], "
+             "RESUME [db], SUSPEND, RECONNECT [db], WAIT_CLOSE [db], DISABLE db, ENABLE db, "
+             "KILL db, SHUTDOWN [WAIT_FOR_CLIENTS].");
 }
 
 void AdminConsole::writeTable(const Table& t, std::string& out) {
@@ -311,7 +355,7 @@ AdminConsole::Table AdminConsole::showPools() const {
   return t;
 }
 
-AdminConsole::Table AdminConsole::showStats() const {
+AdminConsole::Table AdminConsole::showTotals() const {
   Table t{{"name", "value"}, {}};
   Counters c;
   size_t clients = 0;
@@ -470,6 +514,7 @@ AdminConsole::Table AdminConsole::showConfig() const {
   }
   add("listen.addresses", listen);
   add("listen.unix_socket_dir", c.listen.unix_socket_dir);
+  add("listen.so_reuseport", c.listen.so_reuseport ? "true" : "false");
   // The upstream password is a secret and never shown.
   add("upstream.host", c.upstream.host);
   add("upstream.port", std::to_string(c.upstream.port));
@@ -492,7 +537,11 @@ AdminConsole::Table AdminConsole::showConfig() const {
   std::string admins;
   for (const auto& a : c.admin_users) admins += (admins.empty() ? "" : ",") + a;
   add("admin_users", admins);
+  std::string stats;
+  for (const auto& a : c.stats_users) stats += (stats.empty() ? "" : ",") + a;
+  add("stats_users", stats);
   add("logging.level", c.logging.level);
+  add("logging.format", c.logging.format);
   add("metrics.listen", c.metrics.listen);
   add("history.store", c.history.store);
   add("history.queue_size", std::to_string(c.history.queue_size));
@@ -512,7 +561,17 @@ AdminConsole::Table AdminConsole::showHelp() const {
                {{"SHOW CLIENTS", "client connections: id, user, state, peer, agent context"},
                 {"SHOW SERVERS", "server connections by pool, state and backend pid"},
                 {"SHOW POOLS", "server connection pools and their counts by state"},
-                {"SHOW STATS", "totals since start: connections, statements, errors, history"},
+                {"SHOW DATABASES", "databases in use: pool, connections, paused, disabled"},
+                {"SHOW USERS", "users: group, console role, sessions"},
+                {"SHOW STATS", "per database since start: statements, rows, bytes, time, averages"},
+                {"SHOW STATS_TOTALS", "SHOW STATS' totals"},
+                {"SHOW STATS_AVERAGES", "SHOW STATS' averages"},
+                {"SHOW TOTALS", "totals since start: connections, statements, errors, history"},
+                {"SHOW MEM", "what the process holds: sessions, buffers, queues, resident memory"},
+                {"SHOW STATE", "paused, suspended, disabled, shutting down"},
+                {"SHOW LISTS", "how many of each: databases, users, pools, clients, servers"},
+                {"SHOW SOCKETS", "each client and server socket and its buffered bytes"},
+                {"SHOW SESSIONS", "the MCP endpoint's sessions"},
                 {"SHOW GROUPS", "policy groups, their guard count and users"},
                 {"SHOW GUARDS", "each group's guard chain in order, with the codes each can give"},
                 {"SHOW CONVERSATIONS", "conversations: statements, denials, budget left"},
@@ -520,7 +579,19 @@ AdminConsole::Table AdminConsole::showHelp() const {
                 {"SHOW VERSION", "pgwarden's version and build"},
                 {"SHOW HELP", "this list"},
                 {"RELOAD", "re-read the config file; new sessions use it"},
-                {"KILL CLIENT <id>", "end a client connection (ids from SHOW CLIENTS)"}}};
+                {"KILL CLIENT <id>", "end a client connection (ids from SHOW CLIENTS)"},
+                {"PAUSE [db]", "hold new statements; answers once running ones finished"},
+                {"RESUME [db]", "end PAUSE, SUSPEND or KILL db: held statements go on"},
+                {"SUSPEND", "hold every client message; answers once none is running"},
+                {"RECONNECT [db]", "close server connections as their clients let go"},
+                {"WAIT_CLOSE [db]", "answers once RECONNECT's connections have closed"},
+                {"DISABLE db", "refuse new logins to db"},
+                {"ENABLE db", "accept new logins to db again"},
+                {"KILL db",
+                 "end db's clients and server connections; its statements wait "
+                 "for RESUME"},
+                {"SHUTDOWN", "stop pgwarden (as SIGINT)"},
+                {"SHUTDOWN WAIT_FOR_CLIENTS", "stop accepting; exit once every client left"}}};
 }
 
 void AdminConsole::reload(std::string& out) {

@@ -20,6 +20,14 @@ namespace pgwarden::daemon {
 class Daemon;
 class Worker;
 
+// The cell text the console writes as NULL.
+inline const std::string kNull = "\x01NULL";
+
+// The console's words: a command trimmed, split on whitespace as typed, or upper-cased.
+std::string_view trim(std::string_view s);
+std::vector<std::string> rawWords(std::string_view s);
+std::vector<std::string> words(std::string_view s);
+
 // Runs on its session's loop (`home`). With several loops, a text that lists sessions, servers,
 // pools or counters, or reloads, first gathers every loop's rows (gather()), then is answered.
 class AdminConsole final : public ConsoleSession {
@@ -50,10 +58,33 @@ class AdminConsole final : public ConsoleSession {
   static void writeError(std::string& out, std::string_view sqlstate, std::string_view message,
                          std::string_view hint = {});
 
+  // Control commands (console_commands.cpp). `raw` are the words as typed (database names keep
+  // their case). True: `w` named one and `out` has its answer.
+  bool control(const std::vector<std::string>& w, const std::vector<std::string>& raw,
+               std::string& out);
+  // From gather(): a text that is one waiting command (PAUSE, SUSPEND, WAIT_CLOSE) acts now and
+  // answers once what it waits for holds (`ready` then); true while it waits.
+  bool startWait(std::string_view text, const std::function<void()>& ready);
+  // Only SHOW (and SHOW HELP) for a user of stats_users.
+  bool readOnly() const;
+
   Table showClients() const;
+  // PgBouncer's names (console_show.cpp).
+  Table showDatabases() const;
+  Table showUsers() const;
+  Table showMem() const;
+  Table showState() const;
+  Table showLists() const;
+  Table showSockets() const;
+  Table showSessions() const;
+  Table showStats() const { return showDatabaseStats(StatsView::kAll); }
+  Table showStatsTotals() const { return showDatabaseStats(StatsView::kTotals); }
+  Table showStatsAverages() const { return showDatabaseStats(StatsView::kAverages); }
+  enum class StatsView { kAll, kTotals, kAverages };
+  Table showDatabaseStats(StatsView v) const;
   Table showServers() const;
   Table showPools() const;
-  Table showStats() const;
+  Table showTotals() const;
   Table showGroups() const;
   Table showGuards() const;
   Table showConversations() const;
@@ -75,6 +106,9 @@ class AdminConsole final : public ConsoleSession {
   std::string client_addr_;
   std::string application_name_;
   bool skipping_ = false;  // an extended-protocol message was refused: ignore until Sync
+  // A waiting command's answer, made when it acted (gather()) and written when the text runs.
+  std::optional<std::string> waited_answer_;
+  int64_t waited_since_us_ = 0;
 };
 
 }  // namespace pgwarden::daemon

@@ -124,7 +124,8 @@ int runCommand(const std::string& path, const std::string& log_level) {
     copy->logging.level = log_level;
     config = std::move(copy);
   }
-  auto logger = std::make_shared<spdlog::logger>("pgwarden", makeStderrSink());
+  auto logger = std::make_shared<spdlog::logger>("pgwarden",
+                                                 makeStderrSink(config->logging.format == "json"));
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config->logging.level));
   spdlog::flush_on(spdlog::level::info);

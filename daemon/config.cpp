@@ -77,7 +77,8 @@ void parseListen(const YAML::Node& n, ListenConfig& out) {
   }
   cfg::checkKeys(n, "listen",
                  {"addresses", "unix_socket_dir", "unix_socket_port", "unix_socket_mode",
-                  "unix_socket_group"});
+                  "unix_socket_group", "so_reuseport"});
+  out.so_reuseport = cfg::getBool(n, "listen", "so_reuseport", false);
   const auto list = cfg::getStringList(n, "listen", "addresses");
   for (size_t i = 0; i < list.size(); ++i) {
     auto parsed = parseListenAddress(list[i]);
@@ -486,8 +487,12 @@ void parseUsers(const YAML::Node& n, std::vector<UserConfig>& out) {
 
 void parseLogging(const YAML::Node& n, LoggingConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
-  cfg::checkKeys(n, "logging", {"level"});
+  cfg::checkKeys(n, "logging", {"level", "format"});
   out.level = cfg::getString(n, "logging", "level", out.level);
+  out.format = cfg::getString(n, "logging", "format", out.format);
+  if (out.format != "text" && out.format != "json") {
+    cfg::fail(n["format"], "logging.format", "unknown format '" + out.format + "' (text, json)");
+  }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(out.level)) {
     cfg::fail(n["level"], "logging.level",
@@ -505,10 +510,10 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   auto config = std::make_shared<Config>();
   config->path = path;
   if (!root.IsDefined() || root.IsNull()) cfg::fail(root, "", "the file is empty");
-  cfg::checkKeys(
-      root, "",
-      {"instance_id", "daemon", "listen", "upstream", "pool", "limits", "auth", "client_parameters",
-       "users", "admin_users", "logging", "metrics", "history", "groups", "tls", "mcp", "tools"});
+  cfg::checkKeys(root, "",
+                 {"instance_id", "daemon", "listen", "upstream", "pool", "limits", "auth",
+                  "client_parameters", "users", "admin_users", "stats_users", "logging", "metrics",
+                  "history", "groups", "tls", "mcp", "tools"});
   config->instance_id = cfg::getString(root, "", "instance_id", "");
   if (config->instance_id.empty()) config->instance_id = hostName();
   parseDaemonSection(root["daemon"], path, config->daemon);
@@ -524,6 +529,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   shapeUnknownUserScram(config->users, config->auth);
   warnAboutRevealedUsers(root["auth"], path, config->users, config->auth, config->warnings);
   config->admin_users = cfg::getStringList(root, "", "admin_users");
+  config->stats_users = cfg::getStringList(root, "", "stats_users");
   parseLogging(root["logging"], config->logging);
   config->metrics = metrics::parseMetricsConfig(root["metrics"]);
   config->mcp = mcp::parseMcpConfig(root["mcp"]);
@@ -552,6 +558,12 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
     if (!config->findUser(a)) {
       cfg::fail(root["admin_users"], "admin_users",
                 "admin user \"" + a + "\" is not defined under users");
+    }
+  }
+  for (const auto& a : config->stats_users) {
+    if (!config->findUser(a)) {
+      cfg::fail(root["stats_users"], "stats_users",
+                "stats user \"" + a + "\" is not defined under users");
     }
   }
   // A guarded_writes group needs the write pool's role; a read-only group never uses it.

@@ -2,9 +2,11 @@
 #include "daemon/console_rows.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "daemon/daemon.h"
 #include "daemon/worker.h"
+#include "mcp/mcp_server.h"
 #include "pool/server_state.h"
 #include "session/client_session.h"
 
@@ -39,6 +41,13 @@ LoopRows collectRows(Worker& w, const std::string& null) {
     r.conversation_id = s.conversationId();
     r.agent_id = s.agentId();
     r.closing = s.state() == ClientState::kClosing || s.state() == ClientState::kClosed;
+    r.database = s.database();
+    r.console = s.isConsole();
+    r.busy = s.busy();
+    r.in_transaction = s.inTransaction();
+    r.held = s.heldByConsole();
+    r.input_bytes = s.clientInputBytes();
+    r.output_bytes = s.clientOutputBytes();
     const uint64_t since = s.connectedAtMs();
     r.cells = {std::to_string(s.id()), s.user(), s.database(), clientState(s), s.peer(),
                s.applicationName(), s.group().empty() ? null : s.group(),
@@ -65,45 +74,71 @@ LoopRows collectRows(Worker& w, const std::string& null) {
   });
   out.pools = w.pools().stats();
   out.counters = w.countersNow();
+  out.databases = w.databaseStats();
+  out.uptime_ms = w.uptimeMs();
+  if (const auto* mcp = w.mcpServer()) {
+    for (auto& v : mcp->sessionViews()) {
+      out.mcp_sessions.push_back(
+          {{std::to_string(v.history_id), v.user, v.group, v.database, v.client_name,
+            v.client_version, v.protocol_version, v.peer_host, std::to_string(v.idle_ms / 1000),
+            std::to_string(v.in_flight), v.initialized ? "yes" : "no"}});
+    }
+  }
   return out;
 }
 
 struct ConsoleGather::State {
+  Daemon* daemon = nullptr;
   Worker* home = nullptr;
+  std::string null;
+  bool reload = false;
   Done done;
+  Until until;
   Result result;
   size_t waiting = 0;
 };
 
-std::shared_ptr<ConsoleGather> ConsoleGather::start(Daemon& daemon, Worker& home,
-                                                    const std::string& null, bool reload, Done done) {
-  auto g = std::make_shared<ConsoleGather>();
-  g->state_ = std::make_shared<State>();
-  g->state_->home = &home;
-  g->state_->done = std::move(done);
-  std::weak_ptr<State> weak = g->state_;
-  // Every answer comes back to the console's loop; the last one runs `done` there.
+namespace {
+
+// One round: every loop but home posts its rows back to home (and loop 0 reloads when asked);
+// the last answer ends the round there, and either runs `done` or, while `until` does not hold,
+// starts the next round on home's next janitor tick.
+void round(const std::shared_ptr<ConsoleGather::State>& st) {
+  using Result = ConsoleGather::Result;
+  std::weak_ptr<ConsoleGather::State> weak = st;
   const auto arrive = [weak](std::function<void(Result&)> add) {
-    auto st = weak.lock();
-    if (!st) return;
-    add(st->result);
-    if (--st->waiting == 0) {
-      Done d = std::move(st->done);
-      d(std::move(st->result));
+    auto s = weak.lock();
+    if (!s) return;
+    add(s->result);
+    if (--s->waiting > 0) return;
+    if (s->until) {
+      std::vector<LoopRows> all = s->result.loops;
+      all.push_back(collectRows(*s->home, s->null));
+      if (!s->until(all)) {
+        s->result = Result{};
+        s->home->runAtNextTick([weak] {
+          if (auto again = weak.lock()) round(again);
+        });
+        return;
+      }
     }
+    ConsoleGather::Done d = std::move(s->done);
+    d(std::move(s->result));
   };
+  Daemon& daemon = *st->daemon;
   std::vector<Worker*> others;
   for (const auto& w : daemon.workers()) {
-    if (w.get() != &home) others.push_back(w.get());
+    if (w.get() != st->home) others.push_back(w.get());
   }
-  g->state_->waiting = others.size() + (reload ? 1 : 0);
-  Worker* back = &home;
-  if (g->state_->waiting == 0) {
-    ++g->state_->waiting;
+  const bool reload = std::exchange(st->reload, false);  // once, in the first round
+  st->waiting = others.size() + (reload ? 1 : 0);
+  Worker* back = st->home;
+  if (st->waiting == 0) {
+    ++st->waiting;
     (void)back->post([arrive] { arrive([](Result&) {}); });
   }
   for (Worker* w : others) {
-    const bool posted = w->post([w, back, null, arrive] {
+    const bool posted = w->post([w, back, null = st->null, arrive] {
       LoopRows rows = collectRows(*w, null);
       (void)back->post([arrive, rows = std::move(rows)]() mutable {
         arrive([&rows](Result& r) { r.loops.push_back(std::move(rows)); });
@@ -119,6 +154,22 @@ std::shared_ptr<ConsoleGather> ConsoleGather::start(Daemon& daemon, Worker& home
     });
     if (!posted) (void)back->post([arrive] { arrive([](Result&) {}); });
   }
+}
+
+}  // namespace
+
+std::shared_ptr<ConsoleGather> ConsoleGather::start(Daemon& daemon, Worker& home,
+                                                    const std::string& null, bool reload, Done done,
+                                                    Until until) {
+  auto g = std::make_shared<ConsoleGather>();
+  g->state_ = std::make_shared<State>();
+  g->state_->daemon = &daemon;
+  g->state_->home = &home;
+  g->state_->null = null;
+  g->state_->reload = reload;
+  g->state_->done = std::move(done);
+  g->state_->until = std::move(until);
+  round(g->state_);
   return g;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,9 +19,44 @@ namespace pgwarden::daemon {
 class Daemon;
 class Worker;
 
+// What one loop's statements on one database added up to since start (SHOW STATS): the
+// history records of its SQL clients, its console and the MCP endpoint.
+struct DatabaseStats {
+  uint64_t queries = 0;
+  uint64_t errors = 0;  // failed in the server, cancelled, aborted
+  uint64_t denied = 0;  // refused by a guard or a budget
+  uint64_t rows = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t query_time_us = 0;
+  void add(const DatabaseStats& o) {
+    queries += o.queries;
+    errors += o.errors;
+    denied += o.denied;
+    rows += o.rows;
+    bytes_sent += o.bytes_sent;
+    query_time_us += o.query_time_us;
+  }
+};
+// A loop keeps at most this many databases apart; statements on any other count under
+// kOtherDatabases (client-chosen names must not grow the map without end).
+inline constexpr size_t kMaxDatabaseStats = 256;
+inline constexpr const char* kOtherDatabases = "(other)";
+
+// An MCP session as SHOW SESSIONS lists it (read on loop 0, which runs the endpoint).
+struct McpSessionRow {
+  std::vector<std::string> cells;
+};
+
 struct ClientRow {
   uint64_t id = 0;
   std::string user;
+  std::string database;
+  bool console = false;  // an admin console session
+  bool busy = false;     // a statement running (the server owes answers)
+  bool in_transaction = false;
+  bool held = false;  // a message held by PAUSE or SUSPEND
+  size_t input_bytes = 0;
+  size_t output_bytes = 0;
   std::string conversation_id;
   std::string agent_id;
   bool closing = false;
@@ -33,6 +69,9 @@ struct LoopRows {
   std::vector<std::vector<std::string>> servers;  // SHOW SERVERS' columns
   std::vector<PoolStats> pools;
   Counters counters;
+  std::map<std::string, DatabaseStats> databases;
+  std::vector<McpSessionRow> mcp_sessions;  // loop 0 only
+  uint64_t uptime_ms = 0;
 };
 
 // On `w`'s loop. `null` is the cell text the console writes as NULL.
@@ -49,11 +88,14 @@ class ConsoleGather {
     bool reloaded = false;
   };
   using Done = std::function<void(Result)>;
+  // Set: rounds repeat (one per janitor tick of `home`) until it holds for every loop's rows,
+  // `home`'s included (PAUSE waits for running statements this way).
+  using Until = std::function<bool(const std::vector<LoopRows>&)>;
   static std::shared_ptr<ConsoleGather> start(Daemon& daemon, Worker& home, const std::string& null,
-                                              bool reload, Done done);
+                                              bool reload, Done done, Until until = nullptr);
+  struct State;
 
  private:
-  struct State;
   std::shared_ptr<State> state_;
 };
 

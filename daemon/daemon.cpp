@@ -205,7 +205,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
     if (!plan->bind[i]) continue;
     auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
     std::string err;
-    const int rc = l->listenTcp(listen.addresses[i], kBacklog, err);
+    const int rc = l->listenTcp(listen.addresses[i], kBacklog, err, listen.so_reuseport);
     if (!add(std::move(l), rc, err + hint(rc))) return false;
   }
   if (!unix_path.empty() && plan->bind.back()) {
@@ -561,6 +561,7 @@ void Daemon::workerFinished(Worker& w) {
 
 void Daemon::requestShutdown(bool fast) {
   const uint64_t now = nowMs();
+  bool wait_for_clients = false;
   const uint64_t timeout = fast ? std::min<uint64_t>(kSigintShutdownMs,
                                                      config_->limits.shutdown_timeout.count())
                                 : static_cast<uint64_t>(config_->limits.shutdown_timeout.count());
@@ -571,10 +572,15 @@ void Daemon::requestShutdown(bool fast) {
   } else {
     shutting_down_ = true;
     shutdown_deadline_ms_ = now + timeout;
+    // With so_reuseport the other processes on the port take the new connections: the clients
+    // connected here go on until they leave (or the timeout), as with SHUTDOWN WAIT_FOR_CLIENTS.
+    wait_for_clients = !fast && config_->listen.so_reuseport;
     if (notifier_) (void)notifier_->stopping();
     const size_t n = sessionCount();
-    spdlog::info("shutting down ({}): no new connections; {} session{} get up to {} ms to finish",
-                 fast ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", timeout);
+    spdlog::info("shutting down ({}): no new connections; {} session{} get up to {} ms to {}",
+                 fast ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", timeout,
+                 wait_for_clients ? "disconnect" : "finish");
+    if (wait_for_clients) drainListeners();
     for (auto& l : listeners_) l->close();
     // MCP calls in flight get the same time as SQL statements; new MCP requests are refused (503).
     if (mcp_) mcp_->beginDrain();
@@ -583,9 +589,10 @@ void Daemon::requestShutdown(bool fast) {
   const uint64_t deadline = shutdown_deadline_ms_;
   for (size_t i = 1; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();
-    (void)w->post([w, deadline] { w->beginShutdown(deadline); });
+    (void)w->post(
+        [w, deadline, wait_for_clients] { w->beginShutdown(deadline, wait_for_clients); });
   }
-  primary().beginShutdown(deadline);
+  primary().beginShutdown(deadline, wait_for_clients);
   tick();
 }
 
@@ -617,6 +624,7 @@ bool Daemon::reload() {
     next = loadConfig(config_->path);
   } catch (const std::exception& e) {
     spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
+    metrics_->metrics().config_last_reload_successful.set(0);
     if (notifier_) (void)notifier_->ready();
     return false;
   }
@@ -668,6 +676,11 @@ bool Daemon::reload() {
                  workers_.size());
   }
   config_ = std::move(next);
+  metrics_->metrics().config_last_reload_successful.set(1);
+  metrics_->metrics().config_last_reload_success_timestamp.set(
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
   // Every loop takes the new configuration for its new sessions; loop 0's at once.
   for (size_t i = 1; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();

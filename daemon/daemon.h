@@ -22,6 +22,7 @@
 #include "session/session_host.h"
 #include "session/startup_limiter.h"
 #include "daemon/config.h"
+#include "daemon/console_control.h"
 #include "daemon/loop_mailbox.h"
 #include "daemon/worker.h"
 #include "metrics/counters.h"
@@ -139,6 +140,13 @@ class Daemon final : public mcp::McpHost {
   const mcp::McpServer* mcpServer() const { return mcp_.get(); }
   // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
   void requestShutdown(bool fast);
+  // SHUTDOWN WAIT_FOR_CLIENTS: no new connections; the clients connected now go on until they
+  // disconnect (no deadline; a signal after it ends them as usual), then the process exits.
+  void requestShutdownWaitForClients();
+  // The admin console's holds (PAUSE, SUSPEND, DISABLE), read by every loop.
+  ConsoleControl& control() { return control_; }
+  // Any thread: runs `fn` on every loop, each on its own thread (loops that finished are skipped).
+  void onEveryLoop(const std::function<void(Worker&)>& fn);
   // Re-reads the config file; on success new sessions on every loop use the new config (SIGHUP).
   // False: the file was rejected and the running configuration is kept.
   bool reload();
@@ -152,6 +160,9 @@ class Daemon final : public mcp::McpHost {
   // The loop a new connection goes to: the one with the fewest sessions.
   Worker& leastLoaded();
   void handOver(Listener& l, Worker& to);
+  // Shutdown with so_reuseport or WAIT_FOR_CLIENTS: serves the connections still queued on the
+  // TCP listeners before they close.
+  void drainListeners();
   void tick();
   void sweep();
   void finishShutdownIfDone();
@@ -167,6 +178,7 @@ class Daemon final : public mcp::McpHost {
 
   uv_loop_t loop_;
   std::shared_ptr<const Config> config_;
+  ConsoleControl control_;
   AuthLimiter auth_limiter_;
   std::mutex startup_mu_;  // the startup limiter and its log throttles
   StartupLimiter startup_limiter_;

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 #include "common/log_text.h"
@@ -241,7 +242,7 @@ const char* priorityPrefix(spdlog::level::level_enum level) {
 // write per record keeps lines from different threads from interleaving on a pipe.
 class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  StderrSink(int fd, bool journal) : fd_(fd), journal_(journal) {
+  StderrSink(int fd, bool journal, bool json) : fd_(fd), journal_(journal), json_(json) {
     set_pattern_(journal ? kJournalLogPattern : kConsoleLogPattern);
   }
 
@@ -257,7 +258,15 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
       safe.payload = spdlog::string_view_t(escaped.data(), escaped.size());
     }
     spdlog::memory_buf_t formatted;
-    formatter_->format(safe, formatted);
+    if (json_) {
+      const auto level = spdlog::level::to_string_view(msg.level);
+      std::string line = jsonLogLine(msg.time, std::string_view(level.data(), level.size()),
+                                     std::string_view(safe.payload.data(), safe.payload.size()));
+      line += '\n';
+      formatted.append(line.data(), line.data() + line.size());
+    } else {
+      formatter_->format(safe, formatted);
+    }
     if (!journal_) {
       writeAll(formatted.data(), formatted.size());
       return;
@@ -284,16 +293,49 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 
   int fd_;
   bool journal_;
+  bool json_;
 };
 
 }  // namespace
 
-std::shared_ptr<spdlog::sinks::sink> makeStderrSink(int fd, bool journal) {
-  return std::make_shared<StderrSink>(fd, journal);
+std::string jsonLogLine(std::chrono::system_clock::time_point time, std::string_view level,
+                        std::string_view message) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[96];  // ample for any int fields (GCC checks the worst case)
+  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms.count() % 1000));
+  std::string out = "{\"time\":\"";
+  out += stamp;
+  out += "\",\"level\":\"";
+  out += level;
+  out += "\",\"message\":\"";
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += ch;
+    }
+  }
+  out += "\"}";
+  return out;
 }
 
-std::shared_ptr<spdlog::sinks::sink> makeStderrSink() {
-  return makeStderrSink(STDERR_FILENO, stderrIsJournal());
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink(int fd, bool journal, bool json) {
+  return std::make_shared<StderrSink>(fd, journal, json);
+}
+
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink(bool json) {
+  return makeStderrSink(STDERR_FILENO, stderrIsJournal(), json);
 }
 
 }  // namespace pgwarden::daemon

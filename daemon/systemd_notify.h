@@ -109,9 +109,15 @@ bool stderrIsJournal();
 // characters and invalid UTF-8 left in a message are escaped (common/log_text.h).
 // Use the returned sink as the logger's only stderr sink and do not call set_pattern() on that
 // logger: the sink already has the right pattern for where its output goes.
-std::shared_ptr<spdlog::sinks::sink> makeStderrSink();
+// `json` (logging.format: json): each record is one JSON object on its line instead,
+// {"time":"2024-05-01T12:00:00.123Z","level":"info","message":"..."}, after the priority
+// prefix under journald.
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink(bool json = false);
 // The same, writing to `fd` and with the journal decision made by the caller (tests, tools).
-std::shared_ptr<spdlog::sinks::sink> makeStderrSink(int fd, bool journal);
+std::shared_ptr<spdlog::sinks::sink> makeStderrSink(int fd, bool journal, bool json = false);
+// One record as logging.format json writes it (without the newline).
+std::string jsonLogLine(std::chrono::system_clock::time_point time, std::string_view level,
+                        std::string_view message);
 
 // The patterns the sinks above use (the priority prefix is added outside the pattern).
 inline constexpr const char* kJournalLogPattern = "%v";

@@ -92,6 +92,7 @@ bool Worker::start() {
   uv_check_start(&check_, &Worker::onCheck);
   publish();
   started_ = true;
+  started_ms_ = nowMs();
   if (own_loop_) thread_ = std::thread([this] { runThread(); });
   return true;
 }
@@ -252,6 +253,7 @@ std::unique_ptr<ConsoleSession> Worker::openConsole(uint64_t session_id, const s
 }
 
 void Worker::onStatement(history::Record&& record, const StatementPlan* plan) {
+  countDatabase(record);
   counters_.statement(record.outcome);
   if (record.truncated) ++counters_.statements_truncated;
   daemon_.metrics().onStatement(record, plan);
@@ -264,18 +266,28 @@ void Worker::applyConfig(std::shared_ptr<const Config> config, std::string salt_
   pools_.setConfig(poolSettings(*config_));
 }
 
-void Worker::beginShutdown(uint64_t deadline_ms) {
+void Worker::beginShutdown(uint64_t deadline_ms, bool wait_for_clients) {
   if (!started_) return;
+  std::vector<ClientSession*> to_end;
   if (shutting_down_) {
+    if (!wait_for_clients && wait_for_clients_) {
+      // A signal after SHUTDOWN WAIT_FOR_CLIENTS: the usual shutdown from here on.
+      wait_for_clients_ = false;
+      for (auto& [id, s] : sessions_) to_end.push_back(s.get());
+    }
     shutdown_deadline_ms_ = std::min(shutdown_deadline_ms_, deadline_ms);
+    for (ClientSession* s : to_end) s->beginShutdown();
     tick();
     return;
   }
   shutting_down_ = true;
+  wait_for_clients_ = wait_for_clients;
   shutdown_deadline_ms_ = deadline_ms;
   std::vector<ClientSession*> all;
   for (auto& [id, s] : sessions_) all.push_back(s.get());
-  for (ClientSession* s : all) s->beginShutdown();
+  for (ClientSession* s : all) {
+    if (!wait_for_clients || s->isConsole()) s->beginShutdown();
+  }
   finishIfDone();
 }
 
@@ -316,6 +328,11 @@ void Worker::onShutdownGrace(uv_timer_t* t) {
 
 void Worker::tick() {
   const uint64_t now = nowMs();
+  if (!next_tick_.empty()) {
+    auto tasks = std::move(next_tick_);
+    next_tick_.clear();
+    for (auto& t : tasks) t();
+  }
   std::vector<ClientSession*> all;
   all.reserve(sessions_.size());
   for (auto& [id, s] : sessions_) all.push_back(s.get());

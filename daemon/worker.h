@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/console_rows.h"
 #include "daemon/loop_mailbox.h"
 #include "metrics/counters.h"
 #include "net/upstream.h"
@@ -27,6 +29,10 @@
 #include "session/session_host.h"
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
+
+namespace pgwarden::mcp {
+class McpServer;
+}  // namespace pgwarden::mcp
 
 namespace pgwarden::daemon {
 
@@ -71,7 +77,9 @@ class Worker final : public StatementSink, public SessionHost {
   void assigned() { load_.fetch_add(1, std::memory_order_relaxed); }
 
   // On this loop.
-  void beginShutdown(uint64_t deadline_ms);
+  // `wait_for_clients`: sessions are not asked to end (SHUTDOWN WAIT_FOR_CLIENTS); only the
+  // admin consoles are.
+  void beginShutdown(uint64_t deadline_ms, bool wait_for_clients = false);
   void shutdownNow();
   // Lets go of the loop's share once its sessions have ended and the daemon allows it.
   void finishIfDone();
@@ -95,7 +103,9 @@ class Worker final : public StatementSink, public SessionHost {
   // SessionHost
   uv_loop_t* loop() override { return loop_; }
   uint64_t nowMs() const override { return uv_now(loop_); }
-  bool shuttingDown() const override { return shutting_down_; }
+  // While the clients are waited for (SHUTDOWN WAIT_FOR_CLIENTS) a session runs as usual: one
+  // accepted just before the listeners closed still logs in.
+  bool shuttingDown() const override { return shutting_down_ && !wait_for_clients_; }
   const std::shared_ptr<const Config>& config() const override { return config_; }
   Counters& counters() override { return counters_; }
   PoolManager& pools() override { return pools_; }
@@ -124,11 +134,29 @@ class Worker final : public StatementSink, public SessionHost {
 
   WebhookClient* webhooks() { return webhooks_.get(); }
 
+  // The admin console's control commands, on this loop (daemon/console_commands.cpp).
+  ConsoleHolds consoleHolds(const std::string& database) const override;
+  // RESUME: the messages PAUSE or SUSPEND held go on.
+  void consoleResumed();
+  // KILL db: the database's client sessions end and its server connections close.
+  void killDatabase(const std::string& database);
+  // RECONNECT: the server connections of `database` (a client-side name; empty: every
+  // database) close once their clients let go.
+  void reconnect(const std::string& database);
+  // Runs `task` on this loop at the janitor's next tick (at most 100 ms on).
+  void runAtNextTick(LoopMailbox::Task task) { next_tick_.push_back(std::move(task)); }
+  const std::map<std::string, DatabaseStats>& databaseStats() const { return database_stats_; }
+  uint64_t uptimeMs() const { return nowMs() - started_ms_; }
+  // Loop 0: the MCP endpoint (null elsewhere, or when it is off).
+  const mcp::McpServer* mcpServer() const;
+
  private:
   ClientSession& newSession(bool via_unix);
   void started(ClientSession& s, int rc, int fd, const std::string& listener_name);
   void tick();
   void sweep();
+  // SHOW STATS: the record's statement counted under its database.
+  void countDatabase(const history::Record& r);
   void runThread();
   void detachSlots();
 
@@ -158,12 +186,16 @@ class Worker final : public StatementSink, public SessionHost {
   uv_check_t check_{};
   std::atomic<int64_t> load_{0};
   bool shutting_down_ = false;
+  bool wait_for_clients_ = false;
   uint64_t shutdown_deadline_ms_ = 0;
   bool finished_ = false;
   bool started_ = false;
   int slot_loop_ = -1;  // this loop's index in the daemon's ConnectionSlots (several loops)
   mutable std::mutex summary_mu_;
   WorkerSummary summary_;
+  std::vector<LoopMailbox::Task> next_tick_;  // runAtNextTick (one per waiting console at most)
+  std::map<std::string, DatabaseStats> database_stats_;
+  uint64_t started_ms_ = 0;
 };
 
 }  // namespace pgwarden::daemon

@@ -78,6 +78,22 @@ class McpServer final : public HttpHandler {
   size_t callsInFlight() const { return calls_.size(); }
   size_t streamCount() const { return streams_.size(); }
   const McpCounters& counters() const { return counters_; }
+  // What the admin console's SHOW SESSIONS lists of one session (its Mcp-Session-Id, a bearer
+  // of the session, is left out: history_id names it, as in query history).
+  struct SessionView {
+    uint64_t history_id = 0;
+    std::string user;
+    std::string group;
+    std::string database;
+    std::string client_name;
+    std::string client_version;
+    std::string protocol_version;
+    std::string peer_host;
+    uint64_t idle_ms = 0;
+    int in_flight = 0;
+    bool initialized = false;
+  };
+  std::vector<SessionView> sessionViews() const;
 
   // HttpHandler
   void onHttpRequest(uint64_t exchange, HttpRequest&& request) override;

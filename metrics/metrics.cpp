@@ -2,6 +2,7 @@
 // and the per-group series cache the statement path uses.
 #include "metrics/metrics.h"
 
+#include <chrono>
 #include <memory>
 
 #include "metrics/process_metrics.h"
@@ -60,10 +61,11 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_pool_reuse_total",
           "Server connections lent that had served a client before (not newly opened).",
           MetricType::kCounter, {})),
-      pool_wait(registry.histogramFamily("pgwarden_pool_wait_seconds",
-                                         "Time clients waited for a server connection, by pool_mode "
-                                         "(only waits: a free connection taken at once is not one).",
-                                         {"mode"}, kStatementDurationBuckets, 4)),
+      pool_wait(
+          registry.histogramFamily("pgwarden_pool_wait_seconds",
+                                   "Time clients waited for a server connection, by pool_mode "
+                                   "(only waits: a free connection taken at once is not one).",
+                                   {"mode"}, kStatementDurationBuckets, 4)),
       mcp_requests(registry.callbackFamily(
           "pgwarden_mcp_requests_total",
           "HTTP requests to the MCP endpoint by result (handled, unauthorized, forbidden).",
@@ -77,19 +79,19 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_mcp_tool_calls_total",
           "MCP tool calls by tool and outcome (ok, denied, error, cancelled).",
           MetricType::kCounter, {"tool", "outcome"})),
-      tool_calls(registry.callbackFamily(
-          "pgwarden_tool_calls_total",
-          "Calls of operator-defined tools (the tools: section) by tool and outcome (ok, denied, error, cancelled).",
-          MetricType::kCounter, {"tool", "outcome"})),
+      tool_calls(registry.callbackFamily("pgwarden_tool_calls_total",
+                                         "Calls of operator-defined tools (the tools: section) by "
+                                         "tool and outcome (ok, denied, error, cancelled).",
+                                         MetricType::kCounter, {"tool", "outcome"})),
       write_transactions(registry.callbackFamily(
           "pgwarden_write_transactions_total",
           "Guarded write transactions by how they ended (committed, client_rollback, idle_timeout, "
           "max_age, disconnect).",
           MetricType::kCounter, {"outcome"})),
-      rows_written(registry.callbackFamily(
-          "pgwarden_rows_written_total",
-          "Rows changed by guarded writes that stayed (statements undone for TOO_MANY_ROWS excluded).",
-          MetricType::kCounter, {})),
+      rows_written(registry.callbackFamily("pgwarden_rows_written_total",
+                                           "Rows changed by guarded writes that stayed (statements "
+                                           "undone for TOO_MANY_ROWS excluded).",
+                                           MetricType::kCounter, {})),
       writes_undone(registry.callbackFamily(
           "pgwarden_writes_undone_total",
           "Guarded writes undone (rolled back to pgwarden's savepoint) for changing too many rows.",
@@ -130,14 +132,14 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_guard_decisions_total",
           "Non-allow guard verdicts by group, guard kind, action (deny, warn, rewrite) and code.",
           {"group", "guard", "action", "code"}, 2000)),
-      result_warnings(registry.counterFamily(
-          "pgwarden_result_warnings_total",
-          "Results a result screen warned about (or denied), by group and code (UNKNOWN_VALUE, ...).",
-          {"group", "code"}, 1000)),
-      catalog_stats_age(registry.callbackFamily(
-          "pgwarden_catalog_stats_age_seconds",
-          "Age of the catalog statistics snapshot (tables and column statistics) per server database.",
-          MetricType::kGauge, {"database"})),
+      result_warnings(registry.counterFamily("pgwarden_result_warnings_total",
+                                             "Results a result screen warned about (or denied), by "
+                                             "group and code (UNKNOWN_VALUE, ...).",
+                                             {"group", "code"}, 1000)),
+      catalog_stats_age(registry.callbackFamily("pgwarden_catalog_stats_age_seconds",
+                                                "Age of the catalog statistics snapshot (tables "
+                                                "and column statistics) per server database.",
+                                                MetricType::kGauge, {"database"})),
       budget_exhausted(registry.counterFamily(
           "pgwarden_budget_exhausted_total",
           "Statements refused because a conversation or user budget was exhausted.", {"group"})),
@@ -206,7 +208,18 @@ Metrics::Metrics(const BuildInfo& build)
       http_connections_rejected(registry.counterFamily(
           "pgwarden_http_connections_rejected_total",
           "HTTP connections closed without a response: over the client limit or timed out.",
-          {"reason"}, 10)) {
+          {"reason"}, 10)),
+      config_last_reload_successful(registry.gauge(
+          "pgwarden_config_last_reload_successful",
+          "1 when the last load of the configuration file (start-up or reload) was accepted, 0 "
+          "after a rejected reload (the running configuration was kept).")),
+      config_last_reload_success_timestamp(
+          registry.gauge("pgwarden_config_last_reload_success_timestamp_seconds",
+                         "Unix time of the last accepted load of the configuration file.")) {
+  config_last_reload_successful.set(1);
+  config_last_reload_success_timestamp.set(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
   // Known bounded label values start at zero, so rate() sees their first increment.
   for (const char* reason :
        {"max_connections", "auth_failure", "startup_timeout", "bad_protocol"}) {

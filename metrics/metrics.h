@@ -118,6 +118,10 @@ struct Metrics {
   CounterFamily& http_requests;              // {handler,code}
   CounterFamily& http_scrapes;               // {format}
   CounterFamily& http_connections_rejected;  // {reason}
+  // the configuration file: 1 when the last load (start-up or reload) was accepted, 0 after a
+  // rejected reload; and the Unix time of the last accepted load (Prometheus's own names)
+  Gauge& config_last_reload_successful;
+  Gauge& config_last_reload_success_timestamp;
   // process figures and build info are registered by registerProcessMetrics().
 
   // Reads the recorder's counters at scrape time. `source` runs on the scraping thread and must

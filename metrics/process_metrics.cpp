@@ -98,22 +98,27 @@ std::optional<double> readProcessStartTime() {
 
 void registerProcessMetrics(Registry& registry, const BuildInfo& build) {
   using Field = std::optional<double> ProcessStats::*;
-  auto add = [&](const char* name, const char* help, MetricType type, Field field) {
-    registry.callbackFamily(name, help, type, {}, [field](SampleSink& sink) {
-      ProcessStats s = readProcessStats();
-      if (s.*field) sink.add({}, *(s.*field));
-    });
-  };
-  add("pgwarden_process_resident_memory_bytes", "Resident memory size in bytes.",
-      MetricType::kGauge, &ProcessStats::resident_memory_bytes);
-  add("pgwarden_process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::kGauge,
-      &ProcessStats::virtual_memory_bytes);
-  add("pgwarden_process_open_fds", "Open file descriptors.", MetricType::kGauge,
-      &ProcessStats::open_fds);
-  add("pgwarden_process_max_fds", "Limit on open file descriptors (RLIMIT_NOFILE).",
-      MetricType::kGauge, &ProcessStats::max_fds);
-  add("pgwarden_process_cpu_seconds_total", "User and system CPU time spent, in seconds.",
-      MetricType::kCounter, &ProcessStats::cpu_seconds);
+  // The standard process_* names (what the Prometheus client libraries export, so stock
+  // dashboards and alerts read them), and the pgwarden_process_* names dashboards of earlier
+  // versions use.
+  for (const char* family_prefix : {"process_", "pgwarden_process_"}) {
+    const std::string prefix = family_prefix;
+    auto add = [&](const char* name, const char* help, MetricType type, Field field) {
+      registry.callbackFamily(prefix + name, help, type, {}, [field](SampleSink& sink) {
+        ProcessStats s = readProcessStats();
+        if (s.*field) sink.add({}, *(s.*field));
+      });
+    };
+    add("resident_memory_bytes", "Resident memory size in bytes.", MetricType::kGauge,
+        &ProcessStats::resident_memory_bytes);
+    add("virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::kGauge,
+        &ProcessStats::virtual_memory_bytes);
+    add("open_fds", "Open file descriptors.", MetricType::kGauge, &ProcessStats::open_fds);
+    add("max_fds", "Limit on open file descriptors (RLIMIT_NOFILE).", MetricType::kGauge,
+        &ProcessStats::max_fds);
+    add("cpu_seconds_total", "User and system CPU time spent, in seconds.", MetricType::kCounter,
+        &ProcessStats::cpu_seconds);
+  }
 
   double start = 0;
   if (auto t = readProcessStartTime()) {
@@ -123,10 +128,11 @@ void registerProcessMetrics(Registry& registry, const BuildInfo& build) {
     clock_gettime(CLOCK_REALTIME, &now);
     start = static_cast<double>(now.tv_sec);
   }
-  registry.callbackFamily("pgwarden_process_start_time_seconds",
-                          "Start time of the process since the Unix epoch, in seconds.",
-                          MetricType::kGauge, {},
-                          [start](SampleSink& sink) { sink.add({}, start); });
+  for (const char* name : {"process_start_time_seconds", "pgwarden_process_start_time_seconds"}) {
+    registry.callbackFamily(name, "Start time of the process since the Unix epoch, in seconds.",
+                            MetricType::kGauge, {},
+                            [start](SampleSink& sink) { sink.add({}, start); });
+  }
   registry
       .gaugeFamily("pgwarden_build_info", "Always 1; the labels carry the version and git sha.",
                    {"version", "git_sha"}, 1)

@@ -57,7 +57,8 @@ Listener::Listener(uv_loop_t* loop, OnConnection on_connection)
 
 Listener::~Listener() = default;
 
-int Listener::listenTcp(const ListenAddress& addr, int backlog, std::string& error) {
+int Listener::listenTcp(const ListenAddress& addr, int backlog, std::string& error,
+                        bool reuseport) {
   sockaddr_storage ss{};
   const bool v6 = addr.host.find(':') != std::string::npos;
   int rc = v6 ? uv_ip6_addr(addr.host.c_str(), addr.port, reinterpret_cast<sockaddr_in6*>(&ss))
@@ -74,6 +75,24 @@ int Listener::listenTcp(const ListenAddress& addr, int backlog, std::string& err
   }
   initialized_ = true;
   h_.tcp.data = this;
+  if (reuseport) {
+    // libuv (before 1.49) has no flag for it: the socket is made here, given SO_REUSEPORT, and
+    // opened as the handle's; uv_tcp_bind then binds it (and sets SO_REUSEADDR as usual).
+    const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int on = 1;
+    if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+      rc = uv_translate_sys_error(errno);
+      if (fd >= 0) ::close(fd);
+      error = "cannot set SO_REUSEPORT for " + name_ + ": " + uv_strerror(rc);
+      return rc;
+    }
+    rc = uv_tcp_open(&h_.tcp, fd);
+    if (rc != 0) {
+      ::close(fd);
+      error = "cannot open a socket for " + name_ + ": " + uv_strerror(rc);
+      return rc;
+    }
+  }
   rc = uv_tcp_bind(&h_.tcp, reinterpret_cast<sockaddr*>(&ss), v6 ? UV_TCP_IPV6ONLY : 0);
   if (rc == 0) rc = uv_listen(handle(), backlog, &Listener::onConnection);
   if (rc != 0) error = "cannot listen on " + name_ + ": " + uv_strerror(rc);
@@ -148,6 +167,23 @@ int Listener::listenFd(int fd, bool is_unix, int backlog, const std::string& nam
   if (rc == 0) rc = uv_listen(handle(), backlog, &Listener::onConnection);
   if (rc != 0) error = "cannot listen on inherited socket " + name_ + ": " + uv_strerror(rc);
   return rc;
+}
+
+size_t Listener::drainPending(const std::function<void(int fd)>& take) {
+  if (!initialized_ || closing_ || is_unix_) return 0;
+  uv_os_fd_t listen_fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&h_), &listen_fd) != 0) return 0;
+  size_t n = 0;
+  while (true) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN: nothing waits; anything else: nothing more to take either
+    }
+    ++n;
+    take(fd);
+  }
+  return n;
 }
 
 void Listener::close() {

@@ -19,8 +19,14 @@ class Listener {
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  // Binds and listens. Returns 0 or a libuv error; `error` says what failed.
-  [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error);
+  // Binds and listens. Returns 0 or a libuv error; `error` says what failed. `reuseport`: the
+  // socket gets SO_REUSEPORT first, so other processes with it may bind the same address.
+  [[nodiscard]] int listenTcp(const ListenAddress& addr, int backlog, std::string& error,
+                              bool reuseport = false);
+  // Takes every connection waiting in the TCP listener's accept queue now (a stopping process
+  // with SO_REUSEPORT: closing the listener would reset them) and hands each descriptor to
+  // `take`. Returns how many.
+  size_t drainPending(const std::function<void(int fd)>& take);
   // Binds the Unix socket at `path`, replacing a stale socket file left by a dead process, then
   // sets its permission bits to `mode` and, when `group` is not empty, its group (the process's
   // umask, e.g. systemd's UMask=0077, must not decide who may connect). A mode or group that

@@ -28,6 +28,9 @@ struct ListenConfig {
   // connect; PgBouncer's unix_socket_mode / unix_socket_group.
   unsigned unix_socket_mode = 0777;
   std::string unix_socket_group;  // "" leaves the group as created
+  // SO_REUSEPORT on the TCP listeners: several processes share a port and the kernel spreads
+  // new connections over them; SIGTERM then lets connected clients finish (rolling restarts).
+  bool so_reuseport = false;
 };
 
 struct UpstreamConfig {

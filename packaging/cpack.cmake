@@ -41,6 +41,7 @@ endif()
 
 install(FILES ${PGWARDEN_PACKAGING_DIR}/pgwarden.yaml DESTINATION /etc/pgwarden)
 install(FILES ${CMAKE_SOURCE_DIR}/systemd/pgwarden.service ${CMAKE_SOURCE_DIR}/systemd/pgwarden.socket
+              ${CMAKE_SOURCE_DIR}/systemd/pgwarden@.service
         DESTINATION /lib/systemd/system)
 
 # Man pages, the changelog and longer docs are installed gzip -9n compressed, as Debian Policy
@@ -83,6 +84,9 @@ file(GLOB _pgw_dashboards CONFIGURE_DEPENDS ${PGWARDEN_PACKAGING_DIR}/grafana/*.
 if(_pgw_dashboards)
   install(FILES ${_pgw_dashboards} DESTINATION ${_pgw_doc}/grafana)
 endif()
+# The Prometheus alerting rules beside it, loaded as they are (rule_files).
+install(FILES ${PGWARDEN_PACKAGING_DIR}/prometheus/pgwarden-alerts.yaml
+        DESTINATION ${_pgw_doc}/prometheus)
 if(EXISTS ${PGWARDEN_PACKAGING_DIR}/debian/lintian-overrides)
   install(FILES ${PGWARDEN_PACKAGING_DIR}/debian/lintian-overrides
           DESTINATION share/lintian/overrides RENAME pgwarden)
@@ -117,7 +121,13 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 # computed library list to these.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
-set(CPACK_STRIP_FILES ON)
+# A debug-symbols package next to the stripped one, as Debian's dh_strip makes:
+# pgwarden-dbgsym_<version>_<arch>.ddeb holds the daemon's DWARF as
+# /usr/lib/debug/.build-id/<xx>/<rest>.debug. CPack splits it off (objcopy --only-keep-debug) and
+# strips the binary of the main package itself, which it does only for files not stripped yet:
+# hence no CPACK_STRIP_FILES. packaging/build-deb builds with Debian's flags, which include -g.
+set(CPACK_STRIP_FILES OFF)
+set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
 # Absolute destinations (/etc, /lib/systemd) must land in CPack's staging tree, not on this host.
 # With DESTDIR staging the prefix is CPACK_INSTALL_PREFIX, whatever the build tree's own
 # CMAKE_INSTALL_PREFIX is (/usr/local by default).

@@ -193,6 +193,7 @@ void Pool::onLoginDone(PooledConnection& c) {
   manager_.clearRefusal();
   spdlog::debug("server {} db={}: logged in (backend pid {})", c.id(), logsafe(database_),
                 c.backendPid());
+  if (closeIfNeeded(c)) return;
   idle_.push_back(&c);
   if (!waiters_.empty()) scheduleServe();
 }
@@ -237,11 +238,36 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
 }
 
 void Pool::onIdle(PooledConnection& c) {
+  if (closeIfNeeded(c)) return;
   idle_.push_back(&c);
   if (!waiters_.empty()) scheduleServe();
 }
 
+bool Pool::closeIfNeeded(PooledConnection& c) {
+  if (close_needed_.erase(&c) == 0) return false;
+  c.close("reconnect (admin console)");
+  if (!waiters_.empty()) scheduleServe();
+  return true;
+}
+
+void Pool::reconnect() {
+  std::vector<PooledConnection*> snapshot;
+  for (auto& c : conns_) {
+    if (isOpen(c->state())) snapshot.push_back(c.get());
+  }
+  for (PooledConnection* c : snapshot) {
+    if (c->state() == ServerState::kIdle) {
+      idle_.erase(std::remove(idle_.begin(), idle_.end(), c), idle_.end());
+      c->close("reconnect (admin console)");
+    } else {
+      close_needed_.insert(c);
+    }
+  }
+  if (!waiters_.empty()) scheduleServe();
+}
+
 void Pool::onClosed(PooledConnection& c) {
+  close_needed_.erase(&c);
   idle_.erase(std::remove(idle_.begin(), idle_.end(), &c), idle_.end());
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->get() == &c) {
@@ -308,6 +334,7 @@ PoolStats Pool::stats() const {
   s.internal = fixed_max_ > 0;
   s.writes = writes_;
   for (const auto& c : conns_) {
+    if (close_needed_.count(c.get())) ++s.close_needed;
     switch (c->state()) {
       case ServerState::kResolving:
       case ServerState::kConnecting:
@@ -375,6 +402,13 @@ void PoolManager::scheduleServe(Pool& pool) {
 void PoolManager::closeAll(const std::string& why) {
   closed_ = true;  // no more logins to find out whether the server takes them
   for (auto& [k, p] : pools_) p->closeAll(why);
+}
+
+void PoolManager::reconnect(const std::string& database) {
+  for (auto& [k, p] : pools_) {
+    if (p->internal()) continue;
+    if (database.empty() || p->database() == database) p->reconnect();
+  }
 }
 
 void PoolManager::onSlotFreed() {

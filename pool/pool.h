@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/param_list.h"
@@ -56,6 +57,7 @@ struct PoolStats {
   int active = 0;
   int resetting = 0;  // resetting or draining
   int waiting = 0;    // clients waiting
+  int close_needed = 0;   // to close when next released (RECONNECT)
   bool internal = false;  // pgwarden's own pool (catalog statistics)
   bool writes = false;    // a write pool (guarded_writes)
 };
@@ -75,6 +77,7 @@ class Pool {
   const std::string& role() const { return role_; }
   const std::string& database() const { return database_; }
   bool writes() const { return writes_; }
+  bool internal() const { return fixed_max_ > 0; }
   PoolManager& manager() { return manager_; }
 
   // Queues `w`. From the next loop turn on it gets an idle connection, or waits for one while a
@@ -109,6 +112,10 @@ class Pool {
   void tick(uint64_t now_ms);
   // Closes idle connections and fails waiters (shutdown).
   void closeAll(const std::string& why);
+  // The admin console's RECONNECT: idle connections close now, the others when they are next
+  // released (or finish logging in); new ones open as clients need them.
+  void reconnect();
+  bool isCloseNeeded(const PooledConnection& c) const { return close_needed_.count(&c) > 0; }
   bool empty() const { return conns_.empty() && waiters_.empty() && !serve_due_; }
   PoolStats stats() const;
   // Every connection of the pool, for the admin console's SHOW SERVERS.
@@ -123,6 +130,8 @@ class Pool {
   };
   void scheduleServe();
   void spawnAsNeeded();
+  // A connection RECONNECT marked, back from its client or its login: closed (true).
+  bool closeIfNeeded(PooledConnection& c);
   // A slot of the shared cap for one more connection (always granted without shared slots);
   // `for_waiter` records this loop's demand when refused.
   bool takeSlot(bool for_waiter);
@@ -145,6 +154,7 @@ class Pool {
   std::vector<std::unique_ptr<PooledConnection>> conns_;
   std::vector<PooledConnection*> idle_;  // LIFO: the warmest connection first
   std::deque<Waiter> waiters_;
+  std::unordered_set<const PooledConnection*> close_needed_;  // RECONNECT: close when released
   std::shared_ptr<const ParamList> shared_params_;  // the last login's (shareParams)
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
@@ -198,6 +208,9 @@ class PoolManager {
   Pool& pool(const std::string& database, bool internal = false, bool writes = false);
   void tick(uint64_t now_ms);
   void closeAll(const std::string& why);
+  // RECONNECT for the pools of `database` (a server database; empty: every pool but
+  // pgwarden's own).
+  void reconnect(const std::string& database);
   // Runs `pool.serve()` on the next loop turn.
   void scheduleServe(Pool& pool);
   // Releases the loop handle behind scheduleServe (before the loop is closed); nothing is handed

@@ -193,6 +193,13 @@ void ClientSession::processInput() {
           protocolViolation("invalid message length");
           goto done;
         }
+        if (consoleHolds(f)) {
+          // Held until RESUME: reading stops, so what the client sends meanwhile stays in the
+          // socket (bounded by the kernel), not in our memory.
+          console_held_ = true;
+          client_.stopRead();
+          goto done;
+        }
         // Guarded writes: a transaction past its age (or idle time) is rolled back before the
         // next statement is judged, not only when the janitor finds the session idle.
         if (writes_ && f.type != 'X') writesTick(host_.nowMs());
@@ -615,6 +622,19 @@ void ClientSession::cancelFromClient() {
   if (server_ && !pending_.empty()) {
     host_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
   }
+}
+
+bool ClientSession::consoleHolds(const protocol::Frame& f) const {
+  if (admin_ || f.type == 'X') return false;
+  const ConsoleHolds h = host_.consoleHolds(database_);
+  if (h.suspended) return true;
+  return h.paused && pending_.empty() && tx_status_ == 'I' && !unsynced_;
+}
+
+void ClientSession::consoleResumed() {
+  if (!console_held_) return;
+  console_held_ = false;
+  resumeInput();
 }
 
 void ClientSession::beginShutdown() {

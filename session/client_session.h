@@ -71,6 +71,16 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // "transaction" or "session" (pool_mode), and the server connection it holds now (0: none).
   const char* poolModeName() const { return txn_pooling_ ? "transaction" : "session"; }
   uint64_t serverId() const { return server_ ? server_->id() : 0; }
+  // Inside a transaction block (what PAUSE waits for besides running statements).
+  bool inTransaction() const { return tx_status_ != 'I'; }
+  // A message of the client's waits for the admin console's RESUME (PAUSE, SUSPEND).
+  bool heldByConsole() const { return console_held_; }
+  bool isConsole() const { return admin_ != nullptr; }
+  // Bytes read from the client and not handled yet, and bytes for it not yet written.
+  size_t clientInputBytes() const { return in_.size(); }
+  size_t clientOutputBytes() const { return client_.pendingBytes(); }
+  // The admin console's RESUME: a held message goes on.
+  void consoleResumed();
 
   // A CancelRequest carrying our key arrived: cancel the server query, if any.
   void cancelFromClient();
@@ -419,6 +429,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // one again. True: server_ is set now; false: the session waits for one (onServerReady).
   bool retakeServer();
   void resumeInput();
+  // PAUSE holds a new statement (none running, no transaction open); SUSPEND any message.
+  bool consoleHolds(const protocol::Frame& f) const;
   void cancelWaits();
   void recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
                             const std::string& error_response);
@@ -526,6 +538,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
   Pool* waiting_pool_ = nullptr;
+  bool console_held_ = false;     // the admin console holds the next message (PAUSE, SUSPEND)
   bool console_waiting_ = false;  // the admin console gathers other loops' rows (ConsoleSession::gather)
   RingQueue<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;

@@ -84,8 +84,8 @@ void ClientSession::authFailed(const std::string& log_reason) {
 void ClientSession::authenticated() {
   protocol::writeAuthOk(client_.out());
   if (database_ == ConsoleSession::kDatabase) {
-    if (!config_->isAdmin(user_)) {
-      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users)",
+    if (!config_->isAdmin(user_) && !config_->isStatsUser(user_)) {
+      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users, stats_users)",
             RejectReason::kNotAllowed);
       return;
     }
@@ -99,6 +99,11 @@ void ClientSession::authenticated() {
   const auto mapped = config_->upstream.mapDatabase(database_);
   if (!mapped) {
     fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
+    return;
+  }
+  if (host_.consoleHolds(database_).disabled) {
+    fatal("55000", "database \"" + database_ + "\" is not currently accepting connections",
+          RejectReason::kNotAllowed);
     return;
   }
   server_database_ = *mapped;

@@ -47,6 +47,13 @@ class ConsoleSession {
   }
 };
 
+// What the admin console asks of the sessions of one database (PAUSE, SUSPEND, DISABLE).
+struct ConsoleHolds {
+  bool paused = false;     // hold a new statement (not one inside a transaction) until RESUME
+  bool suspended = false;  // hold every client message until RESUME
+  bool disabled = false;   // refuse new logins
+};
+
 class SessionHost {
  public:
   virtual ~SessionHost() = default;
@@ -92,6 +99,8 @@ class SessionHost {
   // The session's close callback ran; the host frees it later, never inside its own callback.
   virtual void onSessionClosed(ClientSession* s) = 0;
   // The admin console for an admin user who logged in to ConsoleSession::kDatabase.
+  // The admin console's holds on `database` (the name the client logged in with).
+  virtual ConsoleHolds consoleHolds(const std::string& /*database*/) const { return {}; }
   virtual std::unique_ptr<ConsoleSession> openConsole(uint64_t session_id, const std::string& user,
                                                       const std::string& client_addr,
                                                       const std::string& application_name) = 0;

@@ -16,7 +16,7 @@ COLUMNS = {
                 "client_id", "assignments", "worker"],
     "POOLS": ["pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
               "waiting", "default_mode"],
-    "STATS": ["name", "value"],
+    "TOTALS": ["name", "value"],
     "GROUPS": ["group", "guards", "users", "search_path"],
     "GUARDS": ["group", "position", "kind", "codes"],
     "CONVERSATIONS": ["user", "conversation_id", "agent_id", "statements", "denials",
@@ -58,7 +58,7 @@ def test_every_show_renders_in_psql(admin_daemon, what):
             cur.execute("SELECT 1")
         header, rows = console(admin_daemon, f"SHOW {what}")
         assert header == COLUMNS[what]
-        if what in ("CLIENTS", "POOLS", "SERVERS", "STATS", "GROUPS", "GUARDS", "CONFIG",
+        if what in ("CLIENTS", "POOLS", "SERVERS", "TOTALS", "GROUPS", "GUARDS", "CONFIG",
                     "VERSION", "HELP"):
             assert rows, what
         if what == "CLIENTS":
@@ -75,7 +75,7 @@ def test_every_show_renders_in_psql(admin_daemon, what):
         if what == "GUARDS":
             assert ["agents", "1", "read_only"] == rows[0][:3] or \
                 any(r[0] == "agents" and r[2] == "read_only" for r in rows), rows
-        if what == "STATS":
+        if what == "TOTALS":
             names = {r[0] for r in rows}
             assert {"clients_accepted", "statements_ok", "statements_denied"} <= names
     finally:

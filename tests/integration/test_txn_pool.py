@@ -120,7 +120,7 @@ def test_two_thousand_clients_on_twenty_server_connections(daemon, pg):
         assert peak <= POOL + 1, f"{peak} backends for a pool of {POOL}"
         pools = [p for p in _admin(daemon, "SHOW POOLS") if p["database"] == pgwtest.DATABASE]
         assert sum(int(p["total"]) for p in pools) <= POOL + 1, pools
-        stats = {r["name"]: int(r["value"]) for r in _admin(daemon, "SHOW STATS")}
+        stats = {r["name"]: int(r["value"]) for r in _admin(daemon, "SHOW TOTALS")}
         assert stats["pool_assignments"] >= 2 * 1800 + 2 * 200
         clients = _admin(daemon, "SHOW CLIENTS")
         assert sum(1 for c in clients if c["pool_mode"] == "transaction") >= 2000

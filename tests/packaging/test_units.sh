@@ -25,7 +25,22 @@ cp "$src/systemd/pgwarden.socket" "$work/pgwarden.socket"
 grep -q "^ExecStart=$work/pgwarden --config /etc/pgwarden/pgwarden.yaml$" "$work/pgwarden.service" \
   || fail "ExecStart is not '/usr/bin/pgwarden --config /etc/pgwarden/pgwarden.yaml'"
 
-out=$(cd "$work" && systemd-analyze verify --man=no ./pgwarden.service ./pgwarden.socket 2>&1) \
+# The template, as instance "a": its ExecStartPre checks the instance's config.
+sed -e "s#^ExecStart=/usr/bin/pgwarden #ExecStart=$work/pgwarden #" \
+    -e "s#^ExecStartPre=/usr/bin/pgwarden #ExecStartPre=$work/pgwarden #" \
+  "$src/systemd/pgwarden@.service" > "$work/pgwarden@.service"
+grep -qxF "ExecStartPre=$work/pgwarden --check-config /etc/pgwarden/%i.yaml" "$work/pgwarden@.service" \
+  || fail "pgwarden@.service does not check /etc/pgwarden/%i.yaml before it starts"
+grep -qxF "ExecStart=$work/pgwarden --config /etc/pgwarden/%i.yaml" "$work/pgwarden@.service" \
+  || fail "pgwarden@.service does not run /etc/pgwarden/%i.yaml"
+for want in "StateDirectory=pgwarden/%i" "RuntimeDirectory=pgwarden/%i" "Type=notify" \
+            "KillSignal=SIGTERM" "TimeoutStopSec=45"; do
+  grep -qxF -- "$want" "$src/systemd/pgwarden@.service" || fail "pgwarden@.service lacks '$want'"
+done
+ln -s "pgwarden@.service" "$work/pgwarden@a.service"
+
+out=$(cd "$work" && systemd-analyze verify --man=no ./pgwarden.service ./pgwarden.socket \
+        ./pgwarden@a.service 2>&1) \
   || fail "systemd-analyze verify exited non-zero"
 if [[ -n "$out" ]]; then
   echo "$out" >&2

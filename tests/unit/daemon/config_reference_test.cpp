@@ -115,6 +115,7 @@ daemon: {state_dir: /tmp, workers: 1}
 listen:
   addresses: ["127.0.0.1:6432"]
   unix_socket_dir: /tmp
+  so_reuseport: false
 upstream:
   host: 127.0.0.1
   port: 5432
@@ -133,7 +134,8 @@ users:
   - {name: writer, password: ")" +
          verifier + R"(", group: writers}
 admin_users: [agent]
-logging: {level: info}
+stats_users: [writer]
+logging: {level: info, format: text}
 metrics: {listen: "127.0.0.1:9187"}
 history: {store: sqlite, path: /tmp/pgwarden-reference-history.db}
 mcp:

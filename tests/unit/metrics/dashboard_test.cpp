@@ -239,6 +239,37 @@ TEST(Dashboard, EveryQueriedSeriesAndLabelExistsInTheExposition) {
   EXPECT_GT(names_checked, 40u);
 }
 
+// The converse: every family the daemon exports is on some panel (a histogram through its
+// _bucket, _sum or _count series). The pgwarden_process_* names are the standard process_*
+// ones under their earlier names; the dashboard charts the standard ones.
+TEST(Dashboard, ChartsEveryMetricFamily) {
+  std::string all;
+  for (const auto& e : allExprs(loadDashboard())) all += e + "\n";
+  const auto charted = [&all](const std::string& name) {
+    for (const char* suffix : {"", "_bucket", "_sum", "_count"}) {
+      const std::string series = name + suffix;
+      for (size_t at = all.find(series); at != std::string::npos; at = all.find(series, at + 1)) {
+        const size_t end = at + series.size();
+        const bool whole =
+            (at == 0 || !isNameChar(all[at - 1])) && (end == all.size() || !isNameChar(all[end]));
+        if (whole) return true;
+      }
+    }
+    return false;
+  };
+  std::istringstream in(liveExposition());
+  std::string line;
+  size_t families = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    if (name.rfind("pgwarden_process_", 0) == 0) continue;
+    ++families;
+    EXPECT_TRUE(charted(name)) << name << " is on no panel of the dashboard";
+  }
+  EXPECT_GT(families, 50u);
+}
+
 TEST(Dashboard, TheCheckCatchesAnUnknownName) {
   // The name check above has teeth: a misspelt family is not in the exposition.
   auto samples = samplesOf(liveExposition());

@@ -74,7 +74,11 @@ TEST(ProcessMetrics, RegisteredFamiliesRenderNumbers) {
   for (const char* name :
        {"\npgwarden_process_resident_memory_bytes ", "\npgwarden_process_virtual_memory_bytes ",
         "\npgwarden_process_open_fds ", "\npgwarden_process_max_fds ",
-        "\npgwarden_process_cpu_seconds_total ", "\npgwarden_process_start_time_seconds "}) {
+        "\npgwarden_process_cpu_seconds_total ", "\npgwarden_process_start_time_seconds ",
+        // The standard names stock dashboards and alerts read.
+        "\nprocess_resident_memory_bytes ", "\nprocess_virtual_memory_bytes ",
+        "\nprocess_open_fds ", "\nprocess_max_fds ", "\nprocess_cpu_seconds_total ",
+        "\nprocess_start_time_seconds "}) {
     size_t at = text.find(name);
     ASSERT_NE(at, std::string::npos) << name << "\n" << text;
     std::string value = text.substr(at + std::string(name).size(),

@@ -72,6 +72,28 @@ TEST(Promtool, CatchesABrokenExposition) {
       << "counter without _total must be linted";
 }
 
+// The alerting rules shipped beside the Grafana dashboard: valid for Prometheus, and the rules
+// the unit file exercises fire as it says (promtool test rules).
+TEST(Promtool, ShippedAlertRulesPassCheckAndTheirTests) {
+  auto promtool = testing::findExecutable("promtool");
+  if (!promtool) PGW_MISSING_TOOL("promtool not installed (Debian package prometheus)");
+  const std::string rules =
+      std::string(PGWARDEN_SOURCE_DIR) + "/packaging/prometheus/pgwarden-alerts.yaml";
+  std::string out;
+  EXPECT_EQ(testing::runCommand(*promtool + " check rules " + rules + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("SUCCESS"), std::string::npos) << out;
+  TempDir dir;
+  fs::copy_file(rules, dir.path() + "/pgwarden-alerts.yaml");
+  fs::copy_file(std::string(PGWARDEN_SOURCE_DIR) + "/tests/unit/metrics/alerts_test.yaml",
+                dir.path() + "/alerts_test.yaml");
+  out.clear();
+  EXPECT_EQ(
+      testing::runCommand(
+          "cd " + dir.path() + " && " + *promtool + " test rules alerts_test.yaml 2>&1", &out),
+      0)
+      << out;
+}
+
 TEST(Promtool, EmptyCataloguePasses) {
   auto promtool = testing::findExecutable("promtool");
   if (!promtool) PGW_MISSING_TOOL("promtool not installed (Debian package prometheus)");

@@ -264,6 +264,24 @@ void populate(Metrics& m) {
   m.http_requests.with({"metrics", "200"}).inc();
   m.http_scrapes.with({"text"}).inc();
   m.http_connections_rejected.with({"max_clients"}).inc();
+  // The families the daemon fills from loop state at scrape time, as a day of traffic would.
+  m.pool_waiting.setCollector([](SampleSink& s) { s.add({"pgwarden_reader/analytics"}, 1); });
+  m.pool_assignments.setCollector([](SampleSink& s) { s.add({}, 40); });
+  m.pool_reuse.setCollector([](SampleSink& s) { s.add({}, 38); });
+  m.pool_wait.with({"transaction"}).observe(std::chrono::microseconds(300));
+  m.mcp_requests.setCollector([](SampleSink& s) { s.add({"handled"}, 12); });
+  m.mcp_sessions.setCollector([](SampleSink& s) { s.add({}, 2); });
+  m.mcp_streams.setCollector([](SampleSink& s) { s.add({}, 1); });
+  m.mcp_tool_calls.setCollector([](SampleSink& s) { s.add({"query", "ok"}, 7); });
+  m.tool_calls.setCollector([](SampleSink& s) { s.add({"daily_revenue", "ok"}, 3); });
+  m.write_transactions.setCollector([](SampleSink& s) { s.add({"committed"}, 4); });
+  m.rows_written.setCollector([](SampleSink& s) { s.add({}, 17); });
+  m.writes_undone.setCollector([](SampleSink& s) { s.add({}, 1); });
+  m.client_stall_closes.setCollector([](SampleSink& s) { s.add({}, 1); });
+  m.catalog_stats_age.setCollector([](SampleSink& s) { s.add({"analytics"}, 42); });
+  m.plan_cache_lookups.with({"hit"}).inc(9);
+  m.plan_cache_lookups.with({"miss"}).inc(3);
+  m.result_warnings.with({"agents", "UNKNOWN_VALUE"}).inc();
 }
 
 }  // namespace pgwarden::daemon::metrics::testing

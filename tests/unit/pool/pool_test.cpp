@@ -297,4 +297,43 @@ TEST_F(PoolTest, AServerWaiterLentAnotherKindOfConnectionFailsInsteadOfMisusingI
   EXPECT_EQ(made(0).closes(), 1);
 }
 
+// The admin console's RECONNECT: an idle connection closes at once, a lent one only when its
+// client lets go, and a client that waits afterwards gets a new connection.
+TEST_F(PoolTest, ReconnectClosesIdleConnectionsNowAndLentOnesWhenReleased) {
+  Waiter a("a", log_), b("b", log_);
+  pool().acquire(&a);
+  pool().acquire(&b);
+  turn();
+  ASSERT_EQ(madeCount(), 2u);
+  made(0).loginSucceeds();
+  made(1).loginSucceeds();
+  turn();
+  ASSERT_NE(a.conn, nullptr);
+  ASSERT_NE(b.conn, nullptr);
+  made(0).attach();
+  made(1).attach();
+  made(1).resetDone();  // b let go: idle
+  ASSERT_EQ(pool().stats().idle, 1);
+
+  pool().reconnect();
+  EXPECT_EQ(made(1).closes(), 1) << "the idle connection closes at once";
+  EXPECT_EQ(made(0).closes(), 0) << "a lent connection is not taken from its client";
+  EXPECT_EQ(pool().stats().close_needed, 1);
+  EXPECT_TRUE(pool().isCloseNeeded(made(0)));
+
+  made(0).resetDone();  // a let go: closed instead of going back
+  EXPECT_EQ(made(0).closes(), 1);
+  EXPECT_EQ(pool().stats().close_needed, 0);
+  EXPECT_EQ(pool().stats().idle, 0);
+  closesComplete();
+
+  Waiter c("c", log_);
+  pool().acquire(&c);
+  turn();
+  ASSERT_EQ(madeCount(), 3u) << "a new connection is opened for the next client";
+  made(2).loginSucceeds();
+  turn();
+  EXPECT_EQ(c.conn, &made(2));
+}
+
 }  // namespace

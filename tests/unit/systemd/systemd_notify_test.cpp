@@ -457,6 +457,25 @@ TEST(SystemdJournal, ConsoleSinkKeepsOneRecordOnOneLine) {
       << out;
 }
 
+TEST(SystemdJournal, JsonFormatWritesOneObjectPerLineWithTheMessageEscaped) {
+  LogFile file;
+  spdlog::logger logger("test", makeStderrSink(file.fd(), /*journal=*/false, /*json=*/true));
+  logger.warn("say \"hi\"\nnext");
+  const std::string out = file.contents();
+  // The newline is escaped by the sink first (one record, one line), then quoted for JSON.
+  EXPECT_TRUE(matchesShape(out, R"({"time":"dddd-dd-ddTdd:dd:dd.dddZ","level":"warning",)"
+                                R"("message":"say \"hi\"\\nnext"})"
+                                "\n"))
+      << out;
+}
+
+TEST(SystemdJournal, JsonLineEscapesControlCharacters) {
+  const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123));
+  EXPECT_EQ(jsonLogLine(t, "info", std::string("a\x01" "b\tc")),
+            "{\"time\":\"2023-11-14T22:13:20.123Z\",\"level\":\"info\",\"message\":"
+            "\"a\\u0001b\\u0009c\"}");
+}
+
 TEST(SystemdJournal, DefaultSinkFollowsJournalStream) {
   clearSystemdEnv();
   LogFile file;
