@@ -81,9 +81,13 @@ CliParser::CliParser()
              ->add_option("KIND", report_kind_,
                           "retries: one fingerprint tried with many texts in a conversation; "
                           "repeats: fingerprints seen in several conversations; denials: deny "
-                          "codes by table and group; zeros: results with no rows or a single 0")
+                          "codes by table and group; zeros: results with no rows or a single 0; "
+                          "conversation ID: one conversation's statements in order")
              ->required(),
-         {"retries", "repeats", "denials", "zeros"});
+         {"retries", "repeats", "denials", "zeros", "conversation"});
+  report_->add_option("ID", result.report.options.conversation,
+                      "conversation: its conversation_id, or session:INSTANCE:SESSION as the "
+                      "other reports show it");
   auto* store = report_
                     ->add_option("--store", result.report.store,
                                  "read this store instead of the config's history section")
@@ -95,7 +99,10 @@ CliParser::CliParser()
                    "/etc/pgwarden/pgwarden.yaml)")
       ->type_name("FILE")
       ->excludes(store);
-  report_->add_flag("--json", result.report.json, "print JSON instead of a table");
+  report_->add_flag("--json", report_json_, "print JSON instead of a table (--format json)");
+  choose(report_->add_option("--format", report_format_, "table (default), csv, json or html")
+             ->type_name("FORMAT"),
+         {"table", "csv", "json", "html"});
   report_
       ->add_option("--min-variants", result.report.options.min_variants,
                    "retries: different texts needed (default 3)")
@@ -209,6 +216,15 @@ void CliParser::finish() {
     result.command = Command::kReport;
     history::parseReportKind(report_kind_, &result.report.options.kind);
     if (!since_.empty()) result.report.options.since = *config::parseDuration(since_);
+    if (!report_format_.empty()) history::parseReportFormat(report_format_, &result.report.format);
+    if (report_json_) result.report.format = history::ReportFormat::kJson;
+    const bool conversation = result.report.options.kind == history::ReportKind::kConversation;
+    if (conversation == result.report.options.conversation.empty()) {
+      result.command = Command::kUsageError;
+      result.error = conversation ? "report conversation needs the conversation's ID"
+                                  : "only report conversation takes an ID";
+      return;
+    }
   } else if (check_->count() > 0) {
     result.command = Command::kCheckConfig;
     result.config_path = check_path_;
