@@ -26,6 +26,7 @@ struct CliParser {
 
  private:
   CLI::Option* choose(CLI::Option* option, std::vector<std::string> values);
+  void defineReport();
   void finish();
 
   std::string check_path_;
