@@ -36,6 +36,7 @@ class SqliteReader final : public ReportReader {
  public:
   ~SqliteReader() override { sqlite3_close_v2(db_); }
   Dialect dialect() const override { return Dialect::kSqlite; }
+  void interrupt() override { sqlite3_interrupt(db_); }
 
   Status open(const std::string& path) {
     if (!std::filesystem::exists(path)) return Status::fail(path + ": no such file");
@@ -99,7 +100,13 @@ class SqliteReader final : public ReportReader {
 class PostgresReader final : public ReportReader {
  public:
   Dialect dialect() const override { return Dialect::kPostgres; }
+  void interrupt() override {
+    if (cancel_ == nullptr) return;
+    char err[256];
+    PQcancel(cancel_, err, sizeof err);
+  }
   ~PostgresReader() override {
+    if (cancel_ != nullptr) PQfreeCancel(cancel_);
     if (conn_ != nullptr) PQfinish(conn_);
   }
 
@@ -113,6 +120,7 @@ class PostgresReader final : public ReportReader {
       return Status::fail(msg);
     }
     PQsetClientEncoding(conn_, "UTF8");
+    cancel_ = PQgetCancel(conn_);
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
     auto t = query(std::string("SELECT to_regclass('") + kHistoryTable + "') IS NOT NULL", {});
@@ -167,6 +175,7 @@ class PostgresReader final : public ReportReader {
 
  private:
   PGconn* conn_ = nullptr;
+  PGcancel* cancel_ = nullptr;  // made once: PQcancel may be called from another thread
 };
 
 }  // namespace

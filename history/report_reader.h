@@ -36,6 +36,9 @@ class ReportReader {
   // `sql` uses '?' placeholders; the PostgreSQL reader turns them into $n.
   virtual Result<ReportTable> query(const std::string& sql,
                                     const std::vector<ReportParam>& params) = 0;
+  // From any thread: ends the query running now with an error (SQLite: sqlite3_interrupt;
+  // PostgreSQL: a cancel request), so that a reader thread can be stopped without waiting it out.
+  virtual void interrupt() = 0;
 };
 
 // Opens `store` ("sqlite": a file path, "postgres": a libpq connection string) read-only and

@@ -45,7 +45,7 @@ ul.findings li{margin:.2em 0;word-break:break-word}
 .tool code{white-space:pre-wrap}
 figure.chart{margin:0 0 1em;background:#fff;border:1px solid #d3dae3;padding:.5em}
 figure.chart figcaption{font-weight:600;margin-bottom:.3em}
-figure.chart svg{width:100%;height:auto;display:block}
+figure.chart svg{width:100%;max-width:760px;height:auto;display:block}
 svg .label{font-size:11px;fill:#3e4c59}
 svg .value{font-size:11px;fill:#52606d}
 svg .empty{font-size:13px;fill:#7b8794}

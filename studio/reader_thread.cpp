@@ -43,6 +43,14 @@ void ReaderThread::stop() {
     pending_.clear();
   }
   cv_.notify_one();
+  // An interrupt that comes just before a query starts is lost: repeat it until the thread ends.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!ended_ && thread_.joinable()) {
+      if (reading_ != nullptr) reading_->interrupt();
+      ended_cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
   if (thread_.joinable()) thread_.join();
   finished_.clear();
   if (async_ != nullptr) {
@@ -54,6 +62,14 @@ void ReaderThread::stop() {
 }
 
 void ReaderThread::run() {
+  struct Ended {
+    ReaderThread* t;
+    ~Ended() {
+      std::lock_guard<std::mutex> lock(t->mu_);
+      t->ended_ = true;
+      t->ended_cv_.notify_all();
+    }
+  } ended{this};
   std::unique_ptr<history::ReportReader> reader;
   std::string error;
   for (;;) {
@@ -74,6 +90,11 @@ void ReaderThread::run() {
         error = opened.error();
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      reading_ = reader.get();
+    }
     // The job is the studio's code: nothing it throws may end the thread (and the process).
     try {
       item.answer = item.job(reader.get(), error);
@@ -84,9 +105,13 @@ void ReaderThread::run() {
       item.answer.content_type = "text/plain; charset=utf-8";
       item.answer.body = "internal error\n";
     }
+    item.job = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = nullptr;  // before the reader may go: stop() interrupts through it
+    }
     // A failed query may mean a lost connection: open the store again for the next page.
     if (item.answer.status >= 500) reader.reset();
-    item.job = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;

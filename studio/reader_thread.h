@@ -38,8 +38,8 @@ class ReaderThread {
 
   // Loop thread. False when the queue is full or the thread is stopping.
   [[nodiscard]] bool submit(ReadJob job, ReadDone done);
-  // Loop thread: no `done` runs after it; the thread ends after its current job (joined here).
-  // Safe to call twice.
+  // Loop thread: no `done` runs after it; the query running now is interrupted and the thread
+  // joined. Safe to call twice.
   void stop();
   size_t queued() const;
 
@@ -61,6 +61,9 @@ class ReaderThread {
   std::deque<Item> pending_;   // waiting for the thread
   std::deque<Item> finished_;  // answered, waiting for the loop
   bool stopping_ = false;
+  bool ended_ = false;  // run() has returned
+  std::condition_variable ended_cv_;
+  history::ReportReader* reading_ = nullptr;  // the thread's open store, while a job runs
   std::thread thread_;
   uv_async_t* async_ = nullptr;  // freed by its close callback
 };

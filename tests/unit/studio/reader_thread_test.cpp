@@ -8,6 +8,9 @@
 #include <atomic>
 #include <thread>
 
+#include "history/recorder.h"
+#include "history/test_util.h"
+
 namespace pgwarden::studio {
 namespace {
 
@@ -67,6 +70,40 @@ TEST(ReaderThread, AFullQueueRefusesAtOnce) {
   while (done < 3) uv_run(&loop, UV_RUN_ONCE);
   t->stop();
   EXPECT_FALSE(t->submit(slow, [&done](HttpResponse) { ++done; }));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+TEST(ReaderThread, StopInterruptsTheQueryRunningNow) {
+  history::test::TempDir dir;
+  history::HistoryConfig c;
+  c.store = "sqlite";
+  c.path = dir.file("history.db");
+  auto rec = history::makeRecorder(c);
+  ASSERT_TRUE(rec->submit(history::test::makeRecord(1, "SELECT 1")));
+  rec->shutdown(std::chrono::seconds(5));
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto t = ReaderThread::start(
+      &loop, [path = c.path] { return history::openReportReader("sqlite", path); }, 2);
+  std::atomic<bool> running{false};
+  std::string outcome;
+  ASSERT_TRUE(t->submit(
+      [&](history::ReportReader* reader, const std::string& error) {
+        EXPECT_NE(reader, nullptr) << error;
+        running = true;
+        // Never ends on its own.
+        auto r = reader->query(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM "
+            "c",
+            {});
+        outcome = r.ok() ? "finished" : r.error();
+        return HttpResponse{};
+      },
+      [](HttpResponse) { ADD_FAILURE() << "no answer after stop()"; }));
+  while (!running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  t->stop();  // returns only once the thread has ended
+  EXPECT_EQ(outcome, "interrupted");
   uv_run(&loop, UV_RUN_DEFAULT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
