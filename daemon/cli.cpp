@@ -73,40 +73,7 @@ CliParser::CliParser()
       "token", "print a new MCP bearer token for USER and its mcp.tokens entry (its SHA-256)");
   token_->add_option("USER", result.user, "the user the token logs in as")->required();
 
-  report_ = app.add_subcommand(
-      "report",
-      "read the query history: what agents retry, rediscover, are denied, get nothing "
-      "from (docs/history.md)");
-  choose(report_
-             ->add_option("KIND", report_kind_,
-                          "retries: one fingerprint tried with many texts in a conversation; "
-                          "repeats: fingerprints seen in several conversations; denials: deny "
-                          "codes by table and group; zeros: results with no rows or a single 0")
-             ->required(),
-         {"retries", "repeats", "denials", "zeros"});
-  auto* store = report_
-                    ->add_option("--store", result.report.store,
-                                 "read this store instead of the config's history section")
-                    ->type_name("sqlite:PATH|postgres:DSN")
-                    ->check(CLI::Validator(checkStore, "", "store"));
-  report_
-      ->add_option("-c,--config", result.report.config_file,
-                   "read the store from FILE's history section (default "
-                   "/etc/pgwarden/pgwarden.yaml)")
-      ->type_name("FILE")
-      ->excludes(store);
-  report_->add_flag("--json", result.report.json, "print JSON instead of a table");
-  report_
-      ->add_option("--min-variants", result.report.options.min_variants,
-                   "retries: different texts needed (default 3)")
-      ->type_name("N")
-      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
-  report_->add_option("--since", since_, "only statements started within DURATION (30m, 24h, 7d)")
-      ->type_name("DURATION")
-      ->check(CLI::Validator(checkDuration, "", "duration"));
-  report_->add_option("--limit", result.report.options.limit, "at most N rows (default 50)")
-      ->type_name("N")
-      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
+  defineReport();
 
   // Hidden (no group): for packaging and for users who install it by hand.
   completion_ = app.add_subcommand("completion", "print the shell completion script for SHELL");
@@ -162,6 +129,51 @@ CliParser::CliParser()
   app.footer(kFooter);
 }
 
+// `report KIND [ID]` and its options.
+void CliParser::defineReport() {
+  report_ = app.add_subcommand(
+      "report",
+      "read the query history: what agents retry, rediscover, are denied, get nothing "
+      "from (docs/history.md)");
+  choose(report_
+             ->add_option("KIND", report_kind_,
+                          "retries: one fingerprint tried with many texts in a conversation; "
+                          "repeats: fingerprints seen in several conversations; denials: deny "
+                          "codes by table and group; zeros: results with no rows or a single 0; "
+                          "conversation ID: one conversation's statements in order")
+             ->required(),
+         {"retries", "repeats", "denials", "zeros", "conversation"});
+  report_->add_option("ID", result.report.options.conversation,
+                      "conversation: its conversation_id, or session:INSTANCE:SESSION as the "
+                      "other reports show it");
+  auto* store = report_
+                    ->add_option("--store", result.report.store,
+                                 "read this store instead of the config's history section")
+                    ->type_name("sqlite:PATH|postgres:DSN")
+                    ->check(CLI::Validator(checkStore, "", "store"));
+  report_
+      ->add_option("-c,--config", result.report.config_file,
+                   "read the store from FILE's history section (default "
+                   "/etc/pgwarden/pgwarden.yaml)")
+      ->type_name("FILE")
+      ->excludes(store);
+  report_->add_flag("--json", report_json_, "print JSON instead of a table (--format json)");
+  choose(report_->add_option("--format", report_format_, "table (default), csv, json or html")
+             ->type_name("FORMAT"),
+         {"table", "csv", "json", "html"});
+  report_
+      ->add_option("--min-variants", result.report.options.min_variants,
+                   "retries: different texts needed (default 3)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
+  report_->add_option("--since", since_, "only statements started within DURATION (30m, 24h, 7d)")
+      ->type_name("DURATION")
+      ->check(CLI::Validator(checkDuration, "", "duration"));
+  report_->add_option("--limit", result.report.options.limit, "at most N rows (default 50)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
+}
+
 CLI::Option* CliParser::choose(CLI::Option* option, std::vector<std::string> values) {
   option->check(CLI::IsMember(values));
   choices[option] = std::move(values);
@@ -209,6 +221,15 @@ void CliParser::finish() {
     result.command = Command::kReport;
     history::parseReportKind(report_kind_, &result.report.options.kind);
     if (!since_.empty()) result.report.options.since = *config::parseDuration(since_);
+    if (!report_format_.empty()) history::parseReportFormat(report_format_, &result.report.format);
+    if (report_json_) result.report.format = history::ReportFormat::kJson;
+    const bool conversation = result.report.options.kind == history::ReportKind::kConversation;
+    if (conversation == result.report.options.conversation.empty()) {
+      result.command = Command::kUsageError;
+      result.error = conversation ? "report conversation needs the conversation's ID"
+                                  : "only report conversation takes an ID";
+      return;
+    }
   } else if (check_->count() > 0) {
     result.command = Command::kCheckConfig;
     result.config_path = check_path_;

@@ -26,11 +26,14 @@ struct CliParser {
 
  private:
   CLI::Option* choose(CLI::Option* option, std::vector<std::string> values);
+  void defineReport();
   void finish();
 
   std::string check_path_;
   std::string report_kind_;
   std::string since_;
+  std::string report_format_;
+  bool report_json_ = false;
   bool version_ = false;
   CLI::Option* config_ = nullptr;
   CLI::Option* check_ = nullptr;

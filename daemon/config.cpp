@@ -535,6 +535,12 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   config->mcp = mcp::parseMcpConfig(root["mcp"]);
   config->history =
       history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");
+  if (config->metrics.studio && config->history.store != "sqlite" &&
+      config->history.store != "postgres") {
+    cfg::fail(root["metrics"]["studio"], "metrics.studio",
+              "the studio reads a sqlite or postgres history store (history.store is " +
+                  config->history.store + ")");
+  }
 
   const YAML::Node groups = root["groups"];
   if (!groups.IsDefined() || groups.IsNull()) {

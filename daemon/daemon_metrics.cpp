@@ -183,6 +183,7 @@ bool DaemonMetrics::start() {
                                                      [this] { return readiness(); });
   // With several loops each publishes its figures before a scrape reads them.
   http_->setRefresh([this](std::function<void()> done) { daemon_.refreshSummaries(std::move(done)); });
+  if (options.studio) startStudio();
   const Status st = http_->start();
   if (!st) {
     spdlog::error("metrics endpoint: {}", st.error());
@@ -190,12 +191,34 @@ bool DaemonMetrics::start() {
     http_.reset();
     return false;
   }
-  spdlog::info("metrics endpoint listening on {} (/metrics, /healthz, /readyz)", options.listen);
+  spdlog::info("metrics endpoint listening on {} (/metrics, /healthz, /readyz{})", options.listen,
+               options.studio ? ", /studio/" : "");
   return true;
 }
 
+void DaemonMetrics::startStudio() {
+  const auto& h = daemon_.config()->history;
+  studio::StudioOptions o;
+  o.store = h.store;
+  o.target = h.store == "sqlite" ? h.path : h.dsn;
+  studio_ = std::make_unique<studio::Studio>(
+      daemon_.loop(), std::move(o), [this](std::function<void(studio::LiveFigures)> done) {
+        daemon_.refreshSummaries([this, done = std::move(done)] {
+          studio::LiveFigures f;
+          for (const auto& w : daemon_.summaries()) {
+            f.sessions += w.sessions;
+            for (uint64_t n : w.counters.statements) f.statements += n;
+          }
+          done(f);
+        });
+      });
+  http_->setPages(studio_.get());
+}
+
 void DaemonMetrics::close() {
+  if (studio_) studio_->close();  // the reader thread ends after its current query
   if (!http_) return;
+  http_->setPages(nullptr);
   http_->close();  // keeps itself alive until its handles are closed
   http_.reset();
 }

@@ -21,6 +21,7 @@
 #include "guards/policy.h"
 #include "history/record.h"
 #include "history/recorder.h"
+#include "studio/studio.h"
 
 namespace pgwarden::daemon {
 
@@ -80,6 +81,7 @@ class DaemonMetrics final : public guards::GuardObserver {
   // Brings the counters the loop keeps in Counters up to date (runs at the start of a scrape).
   void syncCounters();
   metrics::Readiness readiness() const;
+  void startStudio();  // metrics.studio: the history studio on the endpoint
 
   std::unique_lock<std::mutex> hotLock() {
     return threaded_ ? std::unique_lock<std::mutex>(hot_mu_) : std::unique_lock<std::mutex>();
@@ -95,6 +97,7 @@ class DaemonMetrics final : public guards::GuardObserver {
   std::vector<PoolStats> pool_stats_;
   metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
   std::unique_ptr<metrics::MetricsEndpoint> http_;
+  std::unique_ptr<studio::Studio> studio_;  // declared after http_: destroyed before it
   std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
   std::unordered_map<std::string, metrics::Counter*> decisions_;

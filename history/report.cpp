@@ -2,12 +2,11 @@
 // dialect differences (placeholders, JSON array expansion, timestamp output) filled in per store.
 #include "history/report.h"
 
-#include <libpq-fe.h>
-#include <sqlite3.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <ostream>
 #include <sstream>
 #include <variant>
@@ -24,7 +23,6 @@ namespace {
 
 constexpr const char* kDefaultConfig = "/etc/pgwarden/pgwarden.yaml";
 constexpr const char* kDefaultSqlitePath = "/var/lib/pgwarden/history.db";
-constexpr size_t kMaxCellChars = 60;  // text output only; --json keeps everything
 
 std::string tsOut(Dialect d, const std::string& expr) {
   if (d == Dialect::kSqlite) return expr;  // stored as ISO-8601 UTC text already
@@ -50,206 +48,6 @@ constexpr const char* kDenied = "outcome IN ('denied', 'budget')";
 constexpr const char* kZero =
     "outcome = 'ok' AND (single_zero = TRUE OR (rows_returned = 0 AND statement_kind = 'select'))";
 
-std::string toDollarParams(const std::string& sql) {
-  std::string out;
-  int n = 0;
-  bool in_string = false;
-  for (char c : sql) {
-    if (c == '\'') in_string = !in_string;
-    if (c == '?' && !in_string) {
-      out += "$" + std::to_string(++n);
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-using Param = std::variant<int64_t, std::string>;
-
-class Reader {
- public:
-  virtual ~Reader() = default;
-  virtual Result<ReportTable> query(const std::string& sql, const std::vector<Param>& params) = 0;
-};
-
-class SqliteReader final : public Reader {
- public:
-  ~SqliteReader() override { sqlite3_close_v2(db_); }
-
-  Status open(const std::string& path) {
-    if (!std::filesystem::exists(path)) return Status::fail(path + ": no such file");
-    int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr);
-    if (rc != SQLITE_OK) return Status::fail(path + ": " + sqlite3_errstr(rc));
-    sqlite3_busy_timeout(db_, 5000);
-    auto t = query(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                               "name = '") + kHistoryTable + "'",
-                   {});
-    if (!t.ok()) return Status::fail(path + ": " + t.error());
-    if (t->rows.empty() || t->rows[0][0].text == "0") {
-      return Status::fail(path + ": no history table (" + kHistoryTable + ") in this file");
-    }
-    return {};
-  }
-
-  Result<ReportTable> query(const std::string& sql, const std::vector<Param>& params) override {
-    sqlite3_stmt* st = nullptr;
-    int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr);
-    if (rc != SQLITE_OK) return Result<ReportTable>::fail(sqlite3_errmsg(db_));
-    int idx = 1;
-    for (const auto& p : params) {
-      if (const auto* i = std::get_if<int64_t>(&p)) {
-        sqlite3_bind_int64(st, idx++, *i);
-      } else {
-        const auto& s = std::get<std::string>(p);
-        sqlite3_bind_text(st, idx++, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-      }
-    }
-    ReportTable table;
-    const int ncol = sqlite3_column_count(st);
-    for (int c = 0; c < ncol; ++c) table.columns.emplace_back(sqlite3_column_name(st, c));
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      std::vector<ReportCell> row;
-      for (int c = 0; c < ncol; ++c) {
-        ReportCell cell;
-        const int type = sqlite3_column_type(st, c);
-        cell.null = type == SQLITE_NULL;
-        cell.numeric = type == SQLITE_INTEGER || type == SQLITE_FLOAT;
-        const auto* text = sqlite3_column_text(st, c);
-        if (text != nullptr) {
-          cell.text.assign(reinterpret_cast<const char*>(text),
-                           static_cast<size_t>(sqlite3_column_bytes(st, c)));
-        }
-        row.push_back(std::move(cell));
-      }
-      table.rows.push_back(std::move(row));
-    }
-    std::string err = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db_);
-    sqlite3_finalize(st);
-    if (!err.empty()) return Result<ReportTable>::fail(err);
-    return table;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
-
-class PostgresReader final : public Reader {
- public:
-  ~PostgresReader() override {
-    if (conn_ != nullptr) PQfinish(conn_);
-  }
-
-  Status open(const std::string& dsn) {
-    const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-    const char* values[] = {"10", "pgwarden-report", dsn.c_str(), nullptr};
-    conn_ = PQconnectdbParams(keys, values, 1);
-    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-      std::string msg = conn_ != nullptr ? PQerrorMessage(conn_) : "out of memory";
-      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-      return Status::fail(msg);
-    }
-    PQsetClientEncoding(conn_, "UTF8");
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
-    auto t = query(std::string("SELECT to_regclass('") + kHistoryTable + "') IS NOT NULL", {});
-    if (!t.ok()) return Status::fail(t.error());
-    if (t->rows.empty() || t->rows[0][0].text != "t") {
-      return Status::fail(std::string("no history table (") + kHistoryTable +
-                          ") in this database");
-    }
-    return {};
-  }
-
-  Result<ReportTable> query(const std::string& sql, const std::vector<Param>& params) override {
-    std::vector<std::string> texts;
-    for (const auto& p : params) {
-      if (const auto* i = std::get_if<int64_t>(&p)) {
-        texts.push_back(std::to_string(*i));
-      } else {
-        texts.push_back(std::get<std::string>(p));
-      }
-    }
-    std::vector<const char*> values;
-    for (const auto& t : texts) values.push_back(t.c_str());
-    PGresult* res = PQexecParams(conn_, toDollarParams(sql).c_str(),
-                                 static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                                 nullptr, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-      std::string msg = PQresultErrorMessage(res);
-      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-      PQclear(res);
-      return Result<ReportTable>::fail(msg);
-    }
-    ReportTable table;
-    const int ncol = PQnfields(res);
-    for (int c = 0; c < ncol; ++c) table.columns.emplace_back(PQfname(res, c));
-    for (int r = 0; r < PQntuples(res); ++r) {
-      std::vector<ReportCell> row;
-      for (int c = 0; c < ncol; ++c) {
-        ReportCell cell;
-        cell.null = PQgetisnull(res, r, c) != 0;
-        const Oid type = PQftype(res, c);
-        // int8, int2, int4, numeric, float4, float8
-        cell.numeric = type == 20 || type == 21 || type == 23 || type == 1700 || type == 700 ||
-                       type == 701;
-        cell.text.assign(PQgetvalue(res, r, c), static_cast<size_t>(PQgetlength(res, r, c)));
-        row.push_back(std::move(cell));
-      }
-      table.rows.push_back(std::move(row));
-    }
-    PQclear(res);
-    return table;
-  }
-
- private:
-  PGconn* conn_ = nullptr;
-};
-
-// Display width in characters, counting each code point once (good enough for a terminal table).
-size_t displayWidth(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80) ++n;
-  }
-  return n;
-}
-
-std::string displayCell(const ReportCell& cell) {
-  if (cell.null) return "";
-  std::string s = cell.text;
-  sanitizeUtf8(s);
-  for (char& c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  if (displayWidth(s) > kMaxCellChars) {
-    // Cut after kMaxCellChars - 3 code points.
-    size_t chars = 0;
-    size_t i = 0;
-    while (i < s.size() && chars < kMaxCellChars - 3) {
-      i += std::max<size_t>(1, utf8SequenceLength(std::string_view(s).substr(i)));
-      ++chars;
-    }
-    s.resize(i);
-    s += "...";
-  }
-  return s;
-}
-
-bool looksNumeric(const std::string& s) {
-  if (s.empty()) return false;
-  size_t i = s[0] == '-' ? 1 : 0;
-  if (i == s.size()) return false;
-  bool dot = false;
-  for (; i < s.size(); ++i) {
-    if (s[i] == '.' && !dot) {
-      dot = true;
-    } else if (s[i] < '0' || s[i] > '9') {
-      return false;
-    }
-  }
-  return s.back() != '.';
-}
-
 }  // namespace
 
 const char* reportKindName(ReportKind kind) {
@@ -258,13 +56,15 @@ const char* reportKindName(ReportKind kind) {
     case ReportKind::kRepeats: return "repeats";
     case ReportKind::kDenials: return "denials";
     case ReportKind::kZeros: return "zeros";
+    case ReportKind::kConversation:
+      return "conversation";
   }
   return "unknown";
 }
 
 bool parseReportKind(const std::string& name, ReportKind* out) {
-  for (ReportKind k :
-       {ReportKind::kRetries, ReportKind::kRepeats, ReportKind::kDenials, ReportKind::kZeros}) {
+  for (ReportKind k : {ReportKind::kRetries, ReportKind::kRepeats, ReportKind::kDenials,
+                       ReportKind::kZeros, ReportKind::kConversation}) {
     if (name == reportKindName(k)) {
       *out = k;
       return true;
@@ -273,7 +73,56 @@ bool parseReportKind(const std::string& name, ReportKind* out) {
   return false;
 }
 
-std::string reportSql(ReportKind kind, Dialect d, bool with_since) {
+std::string conversationCondition(const std::string& key, std::vector<ReportParam>* params) {
+  // "session:INSTANCE:SESSION": the records of a session that sent no conversation_id. The
+  // instance id holds no ':' (a hostname and a number), so the last ':' ends it.
+  constexpr std::string_view kSession = "session:";
+  if (key.rfind(kSession, 0) == 0) {
+    const auto colon = key.rfind(':');
+    const std::string instance = key.substr(kSession.size(), colon - kSession.size());
+    const std::string number = key.substr(colon + 1);
+    char* end = nullptr;
+    const long long id = std::strtoll(number.c_str(), &end, 10);
+    if (colon > kSession.size() && !number.empty() && end != nullptr && *end == '\0') {
+      params->emplace_back(instance);
+      params->emplace_back(static_cast<int64_t>(id));
+      return "conversation_id = '' AND instance_id = ? AND session_id = ?";
+    }
+  }
+  params->emplace_back(key);
+  return "conversation_id = ?";
+}
+
+namespace {
+
+// One conversation's records in order: the timeline. The result screens' codes come out of
+// guard_actions (their entries are {"guard":"result_screen","code":...}).
+std::string conversationSql(Dialect d, bool with_since, bool session_key) {
+  const bool pg = d == Dialect::kPostgres;
+  std::vector<ReportParam> ignored;
+  const std::string where = conversationCondition(session_key ? "session:i:1" : "c", &ignored);
+  const std::string codes =
+      pg ? "(SELECT string_agg(a->>'code', ' ') FROM jsonb_array_elements(guard_actions) a "
+           "WHERE a->>'guard' = 'result_screen')"
+         : "(SELECT group_concat(json_extract(a.value, '$.code'), ' ') FROM "
+           "json_each(guard_actions) a WHERE json_extract(a.value, '$.guard') = 'result_screen')";
+  return std::string("SELECT ROW_NUMBER() OVER (ORDER BY started_at, id) AS n, ") +
+         tsOut(d, "started_at") +
+         " AS started_at, agent_id, outcome, deny_code,\n"
+         "       COALESCE(" +
+         codes +
+         ", '') AS warning_codes, rows_returned,\n"
+         "       round(duration_us / 1000.0, 3) AS duration_ms, tool_name, sql_text, "
+         "error_message\n"
+         "FROM " +
+         kHistoryTable + "\nWHERE " + where + (with_since ? " AND started_at >= ?" : "") +
+         "\nORDER BY started_at, id\nLIMIT ?";
+}
+
+}  // namespace
+
+std::string reportSql(ReportKind kind, Dialect d, bool with_since, bool session_key) {
+  if (kind == ReportKind::kConversation) return conversationSql(d, with_since, session_key);
   // Each report groups `r` (the records in scope, ranked newest first within their group, so
   // rn = 1 is the example / latest reason) and joins each group to its newest record.
   auto ranked = [](const std::string& from, const std::string& keys) {
@@ -361,14 +210,16 @@ std::string reportSql(ReportKind kind, Dialect d, bool with_since) {
              "ORDER BY g.results DESC, g.last_seen DESC, g.conv\n"
              "LIMIT ?";
       break;
+    case ReportKind::kConversation:
+      break;  // returned above
   }
   return sql;
 }
 
-Result<ReportTable> runReport(const ReportOptions& o) {
-  const bool with_since = o.since.count() > 0;
-  std::vector<Param> params;
-  if (with_since) {
+std::vector<ReportParam> reportParams(const ReportOptions& o) {
+  std::vector<ReportParam> params;
+  if (o.kind == ReportKind::kConversation) conversationCondition(o.conversation, &params);
+  if (o.since.count() > 0) {
     int64_t now_us = o.now_us;
     if (now_us == 0) {
       now_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -381,91 +232,25 @@ Result<ReportTable> runReport(const ReportOptions& o) {
   }
   if (o.kind == ReportKind::kRetries) params.emplace_back(o.min_variants);
   params.emplace_back(o.limit);
-
-  if (o.store == "sqlite") {
-    SqliteReader reader;
-    if (auto s = reader.open(o.target); !s.ok()) return Result<ReportTable>::fail(s.error());
-    return reader.query(reportSql(o.kind, Dialect::kSqlite, with_since), params);
-  }
-  if (o.store == "postgres") {
-    PostgresReader reader;
-    if (auto s = reader.open(o.target); !s.ok()) return Result<ReportTable>::fail(s.error());
-    return reader.query(reportSql(o.kind, Dialect::kPostgres, with_since), params);
-  }
-  return Result<ReportTable>::fail("reports read a sqlite or postgres store, not '" + o.store +
-                                   "'");
+  return params;
 }
 
-std::string formatReportText(const ReportTable& table) {
-  const size_t ncol = table.columns.size();
-  std::vector<std::vector<std::string>> cells;
-  std::vector<size_t> width(ncol);
-  std::vector<bool> numeric(ncol, true);
-  for (size_t c = 0; c < ncol; ++c) width[c] = displayWidth(table.columns[c]);
-  for (const auto& row : table.rows) {
-    std::vector<std::string> out;
-    for (size_t c = 0; c < ncol && c < row.size(); ++c) {
-      out.push_back(displayCell(row[c]));
-      width[c] = std::max(width[c], displayWidth(out.back()));
-      if (!row[c].numeric && !row[c].null) numeric[c] = false;
-    }
-    cells.push_back(std::move(out));
-  }
-  if (table.rows.empty()) numeric.assign(ncol, false);
-  auto pad = [](std::string& line, const std::string& s, size_t w, bool right) {
-    const size_t fill = w - std::min(w, displayWidth(s));
-    if (right) line.append(fill, ' ');
-    line += s;
-    if (!right) line.append(fill, ' ');
-  };
-  std::string out;
-  std::string line;
-  for (size_t c = 0; c < ncol; ++c) {
-    if (c > 0) line += "  ";
-    pad(line, table.columns[c], width[c], numeric[c]);
-  }
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  out += line + "\n";
-  line.clear();
-  for (size_t c = 0; c < ncol; ++c) {
-    if (c > 0) line += "  ";
-    line.append(width[c], '-');
-  }
-  out += line + "\n";
-  for (const auto& row : cells) {
-    line.clear();
-    for (size_t c = 0; c < row.size(); ++c) {
-      if (c > 0) line += "  ";
-      pad(line, row[c], width[c], numeric[c]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  out += "(" + std::to_string(table.rows.size()) +
-         (table.rows.size() == 1 ? " row)\n" : " rows)\n");
-  return out;
+std::string reportSqlFor(const ReportOptions& o, Dialect d) {
+  std::vector<ReportParam> key;
+  const bool session_key =
+      o.kind == ReportKind::kConversation &&
+      conversationCondition(o.conversation, &key).find("session_id") != std::string::npos;
+  return reportSql(o.kind, d, o.since.count() > 0, session_key);
 }
 
-std::string formatReportJson(ReportKind kind, const ReportTable& table) {
-  JsonWriter w;
-  w.beginObject().key("report").string(reportKindName(kind)).key("rows").beginArray();
-  for (const auto& row : table.rows) {
-    w.beginObject();
-    for (size_t c = 0; c < table.columns.size() && c < row.size(); ++c) {
-      w.key(table.columns[c]);
-      const ReportCell& cell = row[c];
-      if (cell.null) {
-        w.null();
-      } else if (cell.numeric && looksNumeric(cell.text)) {
-        w.raw(cell.text);
-      } else {
-        w.string(cell.text);
-      }
-    }
-    w.endObject();
-  }
-  w.endArray().endObject();
-  return w.take() + "\n";
+Result<ReportTable> runReport(ReportReader& reader, const ReportOptions& o) {
+  return reader.query(reportSqlFor(o, reader.dialect()), reportParams(o));
+}
+
+Result<ReportTable> runReport(const ReportOptions& o) {
+  auto reader = openReportReader(o.store, o.target);
+  if (!reader.ok()) return Result<ReportTable>::fail(reader.error());
+  return runReport(**reader, o);
 }
 
 bool parseReportStore(const std::string& text, std::string* store, std::string* target) {
@@ -475,6 +260,38 @@ bool parseReportStore(const std::string& text, std::string* store, std::string* 
   *target = text.substr(colon + 1);
   return (*store == "sqlite" || *store == "postgres") && !target->empty();
 }
+
+namespace {
+
+// Runs the report on a thread; while it runs past `after`, says so on `err` once a second.
+Result<ReportTable> runWithProgress(const ReportOptions& o, std::chrono::milliseconds after,
+                                    std::ostream& err) {
+  const auto start = std::chrono::steady_clock::now();
+  auto job = std::async(std::launch::async, [o] { return runReport(o); });
+  std::chrono::milliseconds wait = after;
+  bool said = false;
+  while (job.wait_for(wait) != std::future_status::ready) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    err << "pgwarden report " << reportKindName(o.kind) << ": reading the " << o.store << " store, "
+        << ms / 1000 << "." << (ms % 1000) / 100 << "s\n"
+        << std::flush;
+    said = true;
+    wait = std::chrono::milliseconds(1000);
+  }
+  auto table = job.get();
+  if (said) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    err << "pgwarden report " << reportKindName(o.kind) << ": done in " << ms / 1000 << "."
+        << (ms % 1000) / 100 << "s\n";
+  }
+  return table;
+}
+
+}  // namespace
 
 int runReportCommand(const ReportRequest& request, std::ostream& out, std::ostream& err) {
   ReportOptions o = request.options;
@@ -511,12 +328,12 @@ int runReportCommand(const ReportRequest& request, std::ostream& out, std::ostre
     }
   }
 
-  auto table = runReport(o);
+  auto table = runWithProgress(o, request.progress_after, err);
   if (!table.ok()) {
     err << "pgwarden report: " << o.store << " store: " << table.error() << "\n";
     return 1;
   }
-  out << (request.json ? formatReportJson(o.kind, *table) : formatReportText(*table));
+  out << formatReport(request.format, reportKindName(o.kind), *table);
   return 0;
 }
 

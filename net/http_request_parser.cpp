@@ -90,6 +90,9 @@ struct HttpRequestParser::Callbacks {
     c.req_.method = http_method_str(static_cast<http_method>(p->method));
     c.head_ = p->method == HTTP_HEAD;
     c.req_.path = c.target_.substr(0, c.target_.find_first_of("?#"));
+    if (const auto q = c.target_.find('?'); q != std::string::npos && q < c.target_.find('#')) {
+      c.req_.query = c.target_.substr(q + 1, c.target_.find('#', q) - q - 1);
+    }
     // A chunked body's size is known only as it comes; with no body allowed it is refused now.
     if (((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > c.max_body_bytes_) ||
         ((p->flags & F_CHUNKED) != 0 && c.max_body_bytes_ == 0)) {

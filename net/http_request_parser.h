@@ -18,6 +18,7 @@ namespace pgwarden::daemon {
 struct HttpRequest {
   std::string method;                                        // "POST", "GET", ...
   std::string path;                                          // the target without query or fragment
+  std::string query;                                         // after '?', before '#'; undecoded
   std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
   std::string body;
   std::string peer_host;  // the client's address without port

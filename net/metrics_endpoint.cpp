@@ -26,7 +26,8 @@ MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node) {
   config::requireMap(node, path);
   config::checkKeys(
       node, path,
-      {"listen", "max_clients", "read_timeout", "bearer_token_file", "basic_auth_file"});
+      {"listen", "max_clients", "read_timeout", "bearer_token_file", "basic_auth_file", "studio"});
+  o.studio = config::getBool(node, path, "studio", o.studio);
   o.listen = config::getString(node, path, "listen", o.listen);
   if (!o.listen.empty() && !parseHttpListenAddress(o.listen).ok()) {
     config::fail(node["listen"], path + ".listen",
@@ -82,7 +83,10 @@ MetricsEndpoint::MetricsEndpoint(uv_loop_t* loop, Metrics& metrics,
 }
 
 // The transport must not call a handler that is gone.
-MetricsEndpoint::~MetricsEndpoint() { close(); }
+MetricsEndpoint::~MetricsEndpoint() {
+  *alive_ = false;  // a page answered later finds the endpoint gone
+  close();
+}
 
 Status MetricsEndpoint::start() { return transport_->start(); }
 
@@ -98,6 +102,10 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
     handler = "healthz";
   } else if (req.path == "/readyz") {
     handler = "readyz";
+  } else if (pages_ != nullptr &&
+             req.path.rfind(std::string(pages_->prefix().substr(0, pages_->prefix().size() - 1)),
+                            0) == 0) {
+    handler = "studio";
   }
   auto text = [](int status, std::string body) {
     HttpResponse r;
@@ -110,8 +118,15 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
     HttpResponse r = text(405, "method not allowed\n");
     r.headers.emplace_back("Allow", "GET, HEAD");
     respond(exchange, handler, std::move(r));
-  } else if (handler == "metrics") {
+  } else if (handler == "metrics" || handler == "studio") {
     if (authorized(auth_, req.header("authorization"))) {
+      if (handler == "studio") {
+        std::weak_ptr<bool> alive = alive_;
+        pages_->serve(req, [this, alive, exchange](HttpResponse r) {
+          if (auto a = alive.lock(); a && *a) respond(exchange, "studio", std::move(r));
+        });
+        return;
+      }
       whenCurrent([this, exchange] { respond(exchange, "metrics", scrape()); });
       return;
     }

@@ -32,11 +32,13 @@ struct MetricsEndpointOptions {
   std::chrono::milliseconds write_timeout{10000};      // response taken by the client
   std::chrono::milliseconds keepalive_timeout{60000};  // between a scraper's requests
   std::chrono::milliseconds linger_timeout{2000};      // after the last response, wait for the FIN
-  HttpAuth auth;  // guards /metrics only; /healthz and /readyz stay open for probes
+  HttpAuth auth;  // guards /metrics (and /studio/); /healthz and /readyz stay open for probes
+  // `studio: true`: the read-only history studio at /studio/ (studio/studio.h), behind `auth`.
+  bool studio = false;
 };
 
 // Parses the `metrics:` section (absent node: defaults). Keys: listen, max_clients,
-// read_timeout, bearer_token_file, basic_auth_file ("user:password" on the first line).
+// read_timeout, bearer_token_file, basic_auth_file ("user:password" on the first line), studio.
 // Throws config::ConfigError with the line and dotted key.
 MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node);
 
@@ -48,6 +50,16 @@ using ReadinessCheck = std::function<Readiness()>;
 // Runs before a scrape or a readiness check and calls `done` on the loop when what they read is
 // current (several worker loops publish their figures first); `done` may run inside the call.
 using Refresh = std::function<void(std::function<void()> done)>;
+
+// Pages served under one path prefix on the same listener, behind the same auth as /metrics, to
+// GET and HEAD only (the history studio). Runs on the loop; `answer` may be called inside
+// serve() or on a later loop turn, at most once; a late answer to a client gone is dropped.
+class HttpPages {
+ public:
+  virtual ~HttpPages() = default;
+  virtual std::string_view prefix() const = 0;  // e.g. "/studio/"; its path without the slash too
+  virtual void serve(const HttpRequest& request, std::function<void(HttpResponse)> answer) = 0;
+};
 
 // Owns its transport, which keeps itself alive until its handles are closed: the endpoint may be
 // destroyed right after close(). All methods run on the loop thread.
@@ -61,6 +73,8 @@ class MetricsEndpoint final : public HttpHandler {
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   void setRefresh(Refresh refresh) { refresh_ = std::move(refresh); }
+  // Serves `pages` (which must outlive the endpoint, or be unset first); null: none.
+  void setPages(HttpPages* pages) { pages_ = pages; }
   // Binds and listens. The error names the address and the reason.
   [[nodiscard]] Status start();
   // The bound port (after start; useful with port 0), or 0.
@@ -85,6 +99,7 @@ class MetricsEndpoint final : public HttpHandler {
   HttpAuth auth_;
   ReadinessCheck readiness_;
   Refresh refresh_;
+  HttpPages* pages_ = nullptr;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::shared_ptr<HttpTransport> transport_;
   size_t last_scrape_bytes_ = 16384;

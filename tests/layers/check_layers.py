@@ -12,7 +12,7 @@ LAYERS = {
     "protocol": 2, "analysis": 2, "history": 2, "metrics": 2,
     "guards": 3, "budgets": 3, "screens": 3,
     "net": 4, "pool": 4,
-    "config": 5,
+    "config": 5, "studio": 5,
     "session": 6, "mcp": 6,
     "daemon": 7,
 }

@@ -83,7 +83,7 @@ TEST(CommandLine, Report) {
   ASSERT_EQ(cl.command, Command::kReport) << cl.error;
   EXPECT_EQ(cl.report.options.kind, ReportKind::kRetries);
   EXPECT_EQ(cl.report.store, "sqlite:/tmp/h.db");
-  EXPECT_TRUE(cl.report.json);
+  EXPECT_EQ(cl.report.format, pgwarden::history::ReportFormat::kJson);
   EXPECT_EQ(cl.report.options.min_variants, 4);
   EXPECT_EQ(cl.report.options.since, std::chrono::hours(24));
   EXPECT_EQ(cl.report.options.limit, 7);
@@ -91,6 +91,15 @@ TEST(CommandLine, Report) {
   ASSERT_EQ(z.command, Command::kReport) << z.error;
   EXPECT_EQ(z.report.options.kind, ReportKind::kZeros);
   EXPECT_EQ(z.report.config_file, "p.yaml");
+  EXPECT_EQ(z.report.format, pgwarden::history::ReportFormat::kTable);
+  const auto c = parseCommandLine({"report", "conversation", "conv-7", "--format", "html"});
+  ASSERT_EQ(c.command, Command::kReport) << c.error;
+  EXPECT_EQ(c.report.options.kind, ReportKind::kConversation);
+  EXPECT_EQ(c.report.options.conversation, "conv-7");
+  EXPECT_EQ(c.report.format, pgwarden::history::ReportFormat::kHtml);
+  EXPECT_EQ(parseCommandLine({"report", "conversation"}).command, Command::kUsageError);
+  EXPECT_EQ(parseCommandLine({"report", "zeros", "conv-7"}).command, Command::kUsageError);
+  EXPECT_EQ(parseCommandLine({"report", "zeros", "--format", "xml"}).command, Command::kUsageError);
 }
 
 TEST(CommandLine, UsageErrorsSayWhy) {

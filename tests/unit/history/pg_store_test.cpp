@@ -433,6 +433,21 @@ TEST_F(PostgresStore, ReportsGiveTheSameRowsAsOnSqlite) {
   test::expectRepeats(run(ReportKind::kRepeats, std::chrono::hours(24 * 7)), true);
   test::expectDenials(run(ReportKind::kDenials));
   test::expectZeros(run(ReportKind::kZeros));
+  ReportOptions conv;
+  conv.kind = ReportKind::kConversation;
+  conv.store = "postgres";
+  conv.target = server_.dsn();
+  for (const auto& [key, count] : {std::pair<std::string, size_t>{"c1", 6}, {"session:i1:77", 3}}) {
+    conv.conversation = key;
+    auto t = runReport(conv);
+    ASSERT_TRUE(t.ok()) << t.error();
+    ASSERT_EQ(t->rows.size(), count) << key;
+    EXPECT_EQ(t->rows.back()[t->column("n")].text, std::to_string(count));
+    if (key == "c1") {
+      EXPECT_EQ(t->rows[0][t->column("warning_codes")].text, "UNKNOWN_VALUE");
+      EXPECT_NE(t->rows[5][t->column("sql_text")].text.find("'DELAYED'"), std::string::npos);
+    }
+  }
 
   // The command, with the connection string taken from a dsn_file.
   test::TempDir dir;
@@ -443,7 +458,7 @@ TEST_F(PostgresStore, ReportsGiveTheSameRowsAsOnSqlite) {
   ReportRequest request;
   request.options.kind = ReportKind::kDenials;
   request.config_file = cfg;
-  request.json = true;
+  request.format = ReportFormat::kJson;
   std::ostringstream out;
   std::ostringstream err;
   ASSERT_EQ(runReportCommand(request, out, err), 0) << err.str();

@@ -33,10 +33,14 @@ class SqliteReports : public ::testing::Test {
   ReportTable run(ReportKind kind, std::chrono::milliseconds since = {}, int64_t min_variants = 3) {
     ReportOptions o;
     o.kind = kind;
-    o.store = "sqlite";
-    o.target = path_;
     o.since = since;
     o.min_variants = min_variants;
+    return run(o);
+  }
+
+  ReportTable run(ReportOptions o) {
+    o.store = "sqlite";
+    o.target = path_;
     o.now_us = now_us_;
     auto t = runReport(o);
     EXPECT_TRUE(t.ok()) << t.error();
@@ -112,7 +116,7 @@ TEST_F(SqliteReports, CommandPrintsJson) {
   std::string out;
   std::string err;
   ReportRequest r = request(ReportKind::kDenials, "sqlite:" + path_);
-  r.json = true;
+  r.format = ReportFormat::kJson;
   ASSERT_EQ(command(r, &out, &err), 0) << err;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["report"], "denials");
@@ -131,7 +135,7 @@ TEST_F(SqliteReports, CommandLimitSinceAndConfig) {
   ReportRequest r = request(ReportKind::kRepeats, "", cfg);
   r.options.limit = 1;
   r.options.since = std::chrono::hours(24 * 7);
-  r.json = true;
+  r.format = ReportFormat::kJson;
   ASSERT_EQ(command(r, &out, &err), 0) << err;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j["rows"].size(), 1u);
@@ -169,11 +173,83 @@ TEST_F(SqliteReports, CommandErrors) {
   EXPECT_NE(err.find(":3: history.pathh:"), std::string::npos) << err;
 }
 
+TEST_F(SqliteReports, ConversationIsItsTimelineInOrder) {
+  ReportOptions o;
+  o.kind = ReportKind::kConversation;
+  o.conversation = "c1";
+  const ReportTable t = run(o);
+  ASSERT_EQ(t.rows.size(), 6u);
+  const int n = t.column("n");
+  const int sql = t.column("sql_text");
+  const int codes = t.column("warning_codes");
+  ASSERT_GE(n, 0);
+  ASSERT_GE(sql, 0);
+  ASSERT_GE(codes, 0);
+  const char* texts[] = {"'late'", "'Late'", "'LATE'", "'overdue'", "'late'", "'DELAYED'"};
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.rows[i][n].text, std::to_string(i + 1));
+    EXPECT_NE(t.rows[i][sql].text.find(texts[i]), std::string::npos) << t.rows[i][sql].text;
+  }
+  EXPECT_EQ(t.rows[0][codes].text, "UNKNOWN_VALUE");
+  EXPECT_EQ(t.rows[1][codes].text, "");
+  // A session without a conversation id, by the key the other reports show.
+  o.conversation = "session:i1:77";
+  const ReportTable s = run(o);
+  ASSERT_EQ(s.rows.size(), 3u);
+  EXPECT_EQ(s.rows[0][s.column("outcome")].text, "error");
+  EXPECT_NE(s.rows[2][sql].text.find("'Europe'"), std::string::npos);
+  o.conversation = "nobody";
+  EXPECT_EQ(run(o).rows.size(), 0u);
+}
+
+TEST_F(SqliteReports, CommandFormatsAndProgress) {
+  std::string out;
+  std::string err;
+  ReportRequest r = request(ReportKind::kConversation, "sqlite:" + path_);
+  r.options.conversation = "c1";
+  r.format = ReportFormat::kCsv;
+  ASSERT_EQ(command(r, &out, &err), 0) << err;
+  EXPECT_EQ(out.rfind("n,started_at,agent_id,outcome,deny_code,warning_codes,", 0), 0u) << out;
+  EXPECT_NE(out.find("\r\n6,"), std::string::npos) << out;
+  EXPECT_EQ(err, "");  // quicker than a second: no progress
+  r.format = ReportFormat::kHtml;
+  r.progress_after = std::chrono::milliseconds(0);
+  ASSERT_EQ(command(r, &out, &err), 0) << err;
+  EXPECT_EQ(out.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(out.find("status = &#39;DELAYED&#39;"), std::string::npos) << out;
+  EXPECT_NE(err.find("pgwarden report conversation: reading the sqlite store, 0."),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("pgwarden report conversation: done in "), std::string::npos) << err;
+}
+
+TEST(Reports, CsvQuotesAndHtmlEscapes) {
+  ReportTable t;
+  t.columns = {"sql_text", "rows"};
+  t.rows.push_back(
+      {ReportCell{"SELECT 'a,b', \"x\"\n", false, false}, ReportCell{"3", true, false}});
+  t.rows.push_back({ReportCell{"=HYPERLINK(1)", false, false}, ReportCell{"-1", true, false}});
+  t.rows.push_back(
+      {ReportCell{"<script>alert(1)</script>", false, false}, ReportCell{"", false, true}});
+  EXPECT_EQ(formatReportCsv(t),
+            "sql_text,rows\r\n\"SELECT 'a,b', \"\"x\"\"\n\",3\r\n\"'=HYPERLINK(1)\",-1\r\n"
+            "<script>alert(1)</script>,\r\n");
+  const std::string html = formatReportHtml("x<y", t);
+  EXPECT_EQ(html.find("<script>"), std::string::npos) << html;
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("<title>x&lt;y</title>"), std::string::npos);
+  EXPECT_EQ(htmlEscape(R"(&<>"')"), "&amp;&lt;&gt;&quot;&#39;");
+  ReportFormat f{};
+  EXPECT_TRUE(parseReportFormat("csv", &f));
+  EXPECT_EQ(f, ReportFormat::kCsv);
+  EXPECT_FALSE(parseReportFormat("xml", &f));
+}
+
 TEST(Reports, EmptyTableStillPrintsHeader) {
   ReportTable t;
   t.columns = {"deny_code", "denials"};
   EXPECT_EQ(formatReportText(t), "deny_code  denials\n---------  -------\n(0 rows)\n");
-  EXPECT_EQ(formatReportJson(ReportKind::kDenials, t), "{\"report\":\"denials\",\"rows\":[]}\n");
+  EXPECT_EQ(formatReportJson("denials", t), "{\"report\":\"denials\",\"rows\":[]}\n");
 }
 
 TEST(Reports, LongAndMultiLineCellsAreCutForDisplayOnly) {
@@ -183,7 +259,7 @@ TEST(Reports, LongAndMultiLineCellsAreCutForDisplayOnly) {
   const std::string text = formatReportText(t);
   EXPECT_NE(text.find("SELECT xxx"), std::string::npos);
   EXPECT_NE(text.find("...\n"), std::string::npos);
-  const auto j = nlohmann::json::parse(formatReportJson(ReportKind::kRetries, t));
+  const auto j = nlohmann::json::parse(formatReportJson("retries", t));
   EXPECT_EQ(j["rows"][0]["example"], "SELECT\n" + std::string(100, 'x'));
 }
 

@@ -154,6 +154,8 @@ inline std::vector<Record> reportSeed(int64_t now_us) {
   // c1 guesses the status literal: 6 attempts, 5 different texts, 4 of them empty.
   add("c1", 1, 60, "f1", "SELECT count(*) FROM orders WHERE status = 'late'", Outcome::kOk, 1,
       orders).single_zero = true;
+  out.back().guard_actions =
+      R"([{"guard":"result_screen","action":"warn","code":"UNKNOWN_VALUE","reason":"no status 'late'"}])";
   add("c1", 1, 59, "f1", "SELECT count(*) FROM orders WHERE status = 'Late'", Outcome::kOk, 1,
       orders).single_zero = true;
   add("c1", 1, 58, "f1", "SELECT count(*) FROM orders WHERE status = 'LATE'", Outcome::kOk, 1,

@@ -60,9 +60,23 @@ TEST(HttpRequestParser, ParsesACompleteRequest) {
   const HttpRequest req = p.take();
   EXPECT_EQ(req.method, "GET");
   EXPECT_EQ(req.path, "/metrics");
+  EXPECT_EQ(req.query, "x=1");
   EXPECT_EQ(req.header("accept"), "application/openmetrics-text");
   EXPECT_EQ(req.header("authorization"), "Bearer abc");
   EXPECT_TRUE(req.body.empty());
+}
+
+TEST(HttpRequestParser, TheQueryEndsAtTheFragment) {
+  HttpRequestParser p(8192, 0);
+  ASSERT_EQ(
+      p.feed("GET /studio/conversation?id=a%20b&since=1h#s3 HTTP/1.1\r\nHost: x\r\n\r\n").status,
+      Status::kRequest);
+  const HttpRequest req = p.take();
+  EXPECT_EQ(req.path, "/studio/conversation");
+  EXPECT_EQ(req.query, "id=a%20b&since=1h");
+  HttpRequestParser q(8192, 0);
+  ASSERT_EQ(q.feed("GET /studio/ HTTP/1.1\r\nHost: x\r\n\r\n").status, Status::kRequest);
+  EXPECT_EQ(q.take().query, "");
 }
 
 TEST(HttpRequestParser, EveryPrefixWaitsAndEverySplitGivesTheSameRequest) {
