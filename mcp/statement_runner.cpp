@@ -466,6 +466,7 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   if (run_) {
     if (++run_->rows_sent == 1) {
       run_->single_zero = cells->size() == 1 && (*cells)[0] && daemon::isZeroCell(*(*cells)[0]);
+      run_->single_null = cells->size() == 1 && !(*cells)[0];
     }
     run_->bytes_sent += static_cast<int64_t>(f.raw.size());
   }

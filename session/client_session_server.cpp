@@ -362,6 +362,7 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
       std::optional<std::string_view> first;
       auto row = protocol::parseDataRowFirst(f.body, &first);
       run->single_zero = row && row->columns == 1 && first && isZeroCell(*first);
+      run->single_null = row && row->columns == 1 && !first;
     }
   }
   return true;

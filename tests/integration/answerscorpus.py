@@ -97,11 +97,11 @@ SILENT = [
     S("not_in_null", "SELECT count(*) FROM sq_orders WHERE status NOT IN ('NEW' , NULL , 'PAID')", "NOT_IN_NULL"),
     S("not_in_null", "SELECT id FROM sq_customers WHERE id NOT IN (1,NULL) ORDER BY id LIMIT 3", "NOT_IN_NULL"),
     S("not_in_subquery", "SELECT count(*) FROM sq_customers WHERE id NOT IN (SELECT referrer_id FROM sq_customers)",
-      "NOT_IN_NULL", False),
+      "NOT_IN_NULL"),
     S("not_in_subquery", "SELECT count(*) FROM sq_orders o WHERE o.id NOT IN (SELECT p.order_id FROM sq_payments p)",
-      "NOT_IN_NULL", False),
+      "NOT_IN_NULL"),
     S("not_in_subquery", "SELECT count(*) FROM sq_orders WHERE id NOT IN "
-      "(SELECT order_id FROM sq_payments WHERE amount > 10)", "NOT_IN_NULL", False),
+      "(SELECT order_id FROM sq_payments WHERE amount > 10)", "NOT_IN_NULL"),
     S("outer_join_count", "SELECT c.id, count(*) FROM sq_customers c LEFT JOIN sq_orders o "
       "ON o.customer_id = c.id GROUP BY c.id ORDER BY 2 LIMIT 5", "OUTER_JOIN_COUNT"),
     S("outer_join_count", "SELECT c.country, count(*) AS orders FROM sq_customers c LEFT JOIN sq_orders o "
@@ -111,11 +111,11 @@ SILENT = [
       "OUTER_JOIN_COUNT"),
     S("left_join_filtered", "SELECT c.id, count(o.id) FROM sq_customers c LEFT JOIN sq_orders o "
       "ON o.customer_id = c.id WHERE o.status = 'PAID' GROUP BY c.id ORDER BY 2 LIMIT 5",
-      "LEFT_JOIN_FILTERED", False),
+      "LEFT_JOIN_FILTERED"),
     S("left_join_filtered", "SELECT c.name, o.total FROM sq_customers c LEFT JOIN sq_orders o "
-      "ON o.customer_id = c.id WHERE o.created_at >= '2024-03-01'", "LEFT_JOIN_FILTERED", False),
+      "ON o.customer_id = c.id WHERE o.created_at >= '2024-03-01'", "LEFT_JOIN_FILTERED"),
     S("left_join_filtered", "SELECT count(c.id) FROM sq_customers c LEFT JOIN sq_orders o "
-      "ON o.customer_id = c.id WHERE o.amount_cents > 500 AND c.country = 'DE'", "LEFT_JOIN_FILTERED", False),
+      "ON o.customer_id = c.id WHERE o.amount_cents > 500 AND c.country = 'DE'", "LEFT_JOIN_FILTERED"),
     # 2. Arithmetic
     S("integer_division", "SELECT count(*) FILTER (WHERE status = 'PAID') / count(*) AS paid_share FROM sq_orders",
       "INTEGER_DIVISION"),
@@ -134,15 +134,15 @@ SILENT = [
     S("fanout", "SELECT sum(o.total) FROM sq_orders o JOIN sq_items i ON i.order_id = o.id", "FANOUT_JOIN"),
     S("fanout", "SELECT o.status, sum(o.total) FROM sq_orders o JOIN sq_items i ON i.order_id = o.id "
       "GROUP BY o.status", "FANOUT_JOIN"),
-    S("fanout", "SELECT avg(o.total) FROM sq_orders o JOIN sq_items i ON i.order_id = o.id", "FANOUT_JOIN", False),
+    S("fanout", "SELECT avg(o.total) FROM sq_orders o JOIN sq_items i ON i.order_id = o.id", "FANOUT_JOIN"),
     S("fanout", "SELECT o.status, avg(o.amount_cents) FROM sq_orders o JOIN sq_payments p ON p.order_id = o.id "
-      "GROUP BY o.status", "FANOUT_JOIN", False),
+      "GROUP BY o.status", "FANOUT_JOIN"),
     S("foreign_key_mismatch", "SELECT count(*) FROM sq_orders o JOIN sq_customers c ON c.id = o.id",
-      "FOREIGN_KEY_MISMATCH", False),
+      "FOREIGN_KEY_MISMATCH"),
     S("foreign_key_mismatch", "SELECT i.sku, o.status FROM sq_items i JOIN sq_orders o ON o.id = i.id "
-      "WHERE i.qty > 4 ORDER BY i.id LIMIT 5", "FOREIGN_KEY_MISMATCH", False),
+      "WHERE i.qty > 4 ORDER BY i.id LIMIT 5", "FOREIGN_KEY_MISMATCH"),
     S("foreign_key_mismatch", "SELECT c.name FROM sq_customers c JOIN sq_tenants t ON c.id = t.id "
-      "WHERE t.plan = 'pro' ORDER BY c.name LIMIT 5", "FOREIGN_KEY_MISMATCH", False),
+      "WHERE t.plan = 'pro' ORDER BY c.name LIMIT 5", "FOREIGN_KEY_MISMATCH"),
     # 4. Time
     S("timestamp_date_bound", "SELECT count(*) FROM sq_orders WHERE created_at BETWEEN '2024-01-01' AND '2024-01-31'",
       "TIMESTAMP_DATE_BOUND"),
@@ -155,25 +155,25 @@ SILENT = [
     S("out_of_range", "SELECT count(*) FROM sq_orders WHERE created_at >= '2025-06-01'", "OUT_OF_RANGE"),
     S("out_of_range", "SELECT count(*) FROM sq_orders WHERE paid_on < '2023-01-01'", "OUT_OF_RANGE"),
     S("relative_range", "SELECT count(*) FROM sq_orders WHERE created_at >= now() - interval '30 days'",
-      "OUT_OF_RANGE", False),
-    S("relative_range", "SELECT count(*) FROM sq_orders WHERE paid_on > current_date - 7", "OUT_OF_RANGE", False),
+      "OUT_OF_RANGE"),
+    S("relative_range", "SELECT count(*) FROM sq_orders WHERE paid_on > current_date - 7", "OUT_OF_RANGE"),
     S("relative_range", "SELECT id FROM sq_orders WHERE created_at > current_timestamp - interval '1 month' "
-      "ORDER BY id", "OUT_OF_RANGE", False),
-    S("null_aggregate", "SELECT sum(total) FROM sq_orders WHERE status = 'CANCELLED'", "UNKNOWN_VALUE", False),
+      "ORDER BY id", "OUT_OF_RANGE"),
+    S("null_aggregate", "SELECT sum(total) FROM sq_orders WHERE status = 'CANCELLED'", "UNKNOWN_VALUE"),
     S("null_aggregate", "SELECT max(created_at) FROM sq_orders WHERE created_at > '2025-01-01'", "OUT_OF_RANGE",
-      False),
-    S("null_aggregate", "SELECT avg(amount_cents) FROM sq_orders WHERE status = 'paid'", "UNKNOWN_VALUE", False),
+      ),
+    S("null_aggregate", "SELECT avg(amount_cents) FROM sq_orders WHERE status = 'paid'", "UNKNOWN_VALUE"),
     # 5. Values
     S("unknown_value", "SELECT count(*) FROM sq_orders WHERE status = 'paid'", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_orders WHERE status IN ('CANCELLED', 'REFUNDED')", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_users WHERE email = 'nobody@example.com' AND deleted_at IS NULL",
       "UNKNOWN_VALUE", False),
     # 6. Soft deletes
-    S("soft_delete", "SELECT count(*) FROM sq_users WHERE tenant_id = 3", "SOFT_DELETED_ROWS", False),
+    S("soft_delete", "SELECT count(*) FROM sq_users WHERE tenant_id = 3", "SOFT_DELETED_ROWS"),
     S("soft_delete", "SELECT sku, price FROM sq_products WHERE tenant_id = 4 ORDER BY sku LIMIT 10",
-      "SOFT_DELETED_ROWS", False),
+      "SOFT_DELETED_ROWS"),
     S("soft_delete", "SELECT t.name, count(*) FROM sq_tenants t JOIN sq_users u ON u.tenant_id = t.id "
-      "GROUP BY t.name ORDER BY t.name", "SOFT_DELETED_ROWS", False),
+      "GROUP BY t.name ORDER BY t.name", "SOFT_DELETED_ROWS"),
     # 7. Empty results explained
     S("empty_explained", "SELECT count(*) FROM sq_orders WHERE status = 'SHIPPED' AND shipped_at IS NOT NULL "
       "AND amount_cents > 999", "EMPTY_EXPLAINED", False),

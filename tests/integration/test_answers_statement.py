@@ -13,7 +13,8 @@ import answerscorpus as corpus
 
 # The codes whose hint is the whole statement corrected.
 CODES = {"NULL_COMPARISON", "NOT_IN_NULL", "INTEGER_DIVISION", "DISTINCT_MEASURE",
-         "OUTER_JOIN_COUNT", "TIMESTAMP_DATE_BOUND", "LEFT_JOIN_FILTERED", "FOREIGN_KEY_MISMATCH"}
+         "OUTER_JOIN_COUNT", "TIMESTAMP_DATE_BOUND", "LEFT_JOIN_FILTERED", "FOREIGN_KEY_MISMATCH",
+         "SOFT_DELETED_ROWS"}
 SILENT = [c for c in corpus.SILENT if c.code in CODES and c.flagged]
 
 
