@@ -4,6 +4,7 @@
 #include "analysis/column_stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -153,6 +154,21 @@ std::vector<std::string> checkInList(std::string_view def) {
   return out;
 }
 
+namespace {
+std::atomic<bool> soft_delete_seen{false};
+}  // namespace
+
+bool softDeleteColumn(std::string_view n, const ColumnStats& c) {
+  if (c.category == 'D') {
+    return n == "deleted_at" || n == "archived_at" || n == "removed_at" || n == "deleted_on" ||
+           n == "archived_on";
+  }
+  return c.type == "boolean" && (n == "is_deleted" || n == "deleted" || n == "is_archived" ||
+                                 n == "archived" || n == "is_removed");
+}
+
+bool softDeleteColumnsSeen() { return soft_delete_seen.load(std::memory_order_relaxed); }
+
 std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   if (row.size() < 12 || row[0].empty() || row[1].empty() || row[2].empty()) return std::nullopt;
   ColumnRow out;
@@ -187,6 +203,7 @@ std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   s.not_null = row.size() > 14 && row[14] == "true";
   if (row.size() > 15) s.null_frac = toDouble(row[15]).value_or(0);
   if (row.size() > 16) s.references = row[16];
+  if (softDeleteColumn(out.column, s)) soft_delete_seen.store(true, std::memory_order_relaxed);
   return out;
 }
 

@@ -52,6 +52,14 @@ struct ColumnStats {
   bool statsBounds(std::string* low, std::string* high) const;
 };
 
+// A soft-delete column, by name and type: deleted_at, archived_at, removed_at, deleted_on,
+// archived_on of a date/time type; is_deleted, deleted, is_archived, archived, is_removed of type
+// boolean (SOFT_DELETED_ROWS).
+bool softDeleteColumn(std::string_view name, const ColumnStats& c);
+// Whether any catalog row parsed in this process named such a column: until one does, no read can
+// be flagged for its deleted rows, and results are screened by their shape alone.
+bool softDeleteColumnsSeen();
+
 // Numbers and dates/timestamps: the types whose text compareValues() reads, so the only ones
 // worth reading bounds of (money, oid, time of day and intervals are left out).
 bool boundableType(char category, std::string_view type);

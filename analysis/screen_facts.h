@@ -98,7 +98,7 @@ struct ScreenFacts {
   // Nothing here could make a screen speak (UNFILTERED and PARTIAL_RESULT need no facts).
   bool empty() const {
     return comparisons.empty() && !limit_without_order && !(count_or_sum && joined) &&
-           join_keys.empty() && issues.empty() && (tables.empty() || mentions_soft_delete);
+           join_keys.empty() && issues.empty();
   }
   bool operator==(const ScreenFacts&) const = default;
 };

@@ -90,9 +90,19 @@ std::string listValues(const std::vector<std::string>& values, bool quote, size_
 
 }  // namespace detail
 
+namespace {
+
+// A read of a table that names no soft-delete column, once some table in the catalog has one.
+bool softDeleteCandidate(const guards::ScreenFacts& f) {
+  return !f.tables.empty() && !f.mentions_soft_delete && guards::softDeleteColumnsSeen();
+}
+
+}  // namespace
+
 bool worthScreening(const guards::StatementInfo& st) {
   if (st.kind != guards::StatementKind::kSelect || !st.returns_rows) return false;
   if (!st.screen.empty()) return true;
+  if (softDeleteCandidate(st.screen)) return true;
   // UNFILTERED: a read that reaches the client with no predicate at all.
   for (const auto& r : st.relations) {
     if (r.unbounded_read && r.reaches_client) return true;
@@ -108,7 +118,7 @@ bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
   if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
   if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN
   if (!f.join_keys.empty()) return true;                                // FOREIGN_KEY_MISMATCH
-  if (!f.tables.empty() && !f.mentions_soft_delete) return true;        // SOFT_DELETED_ROWS
+  if (softDeleteCandidate(f)) return true;                              // SOFT_DELETED_ROWS
   if (!f.issues.empty()) return true;  // the statement-only screens speak whatever the result
   for (const auto& c : f.comparisons) {
     if (c.location >= 0) return true;  // TIMESTAMP_DATE_BOUND, if the column is a timestamp

@@ -19,31 +19,20 @@ struct SoftDelete {
   double deleted = 0;  // estimated rows marked deleted
 };
 
-bool timeName(std::string_view n) {
-  return n == "deleted_at" || n == "archived_at" || n == "removed_at" || n == "deleted_on" ||
-         n == "archived_on";
-}
-bool flagName(std::string_view n) {
-  return n == "is_deleted" || n == "deleted" || n == "is_archived" || n == "archived" ||
-         n == "is_removed";
-}
-
 SoftDelete softDeleteOf(const guards::TableStats& t) {
   SoftDelete out;
   for (const auto& [name, col] : t.columns) {
-    if (!col.analyzed || col.not_null == timeName(name))
-      continue;  // a deleted_at that is NOT NULL is no soft delete
+    if (!col.analyzed || !guards::softDeleteColumn(name, col)) continue;
     const double rows = static_cast<double>(t.estimated_rows);
-    if (timeName(name) && col.category == 'D') {
+    if (col.category == 'D') {
+      if (col.not_null) continue;  // a deleted_at that is never NULL marks nothing
       out = SoftDelete{&name, false, (1.0 - col.null_frac) * rows};
-    } else if (flagName(name) && col.type == "boolean") {
+    } else {
       double share = 0;
       for (size_t i = 0; i < col.mcv.size() && i < col.mcv_freqs.size(); ++i) {
         if (col.mcv[i] == "t" || col.mcv[i] == "true") share = col.mcv_freqs[i];
       }
       out = SoftDelete{&name, true, share * rows};
-    } else {
-      continue;
     }
     if (out.deleted >= 1) return out;
   }

@@ -229,7 +229,13 @@ TEST(WorthScreening, OnlyShapesThatCanBeFlagged) {
   // pgbench -S: worth a look by shape, but one row that is not a zero cannot make any screen speak.
   const auto pgbench = guards::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
   EXPECT_TRUE(worthScreening(pgbench->statements[0]));
-  // One row that is not a zero: only SOFT_DELETED_ROWS could speak, if its table has deleted rows.
+  // One row that is not a zero: only SOFT_DELETED_ROWS could speak, and only once some table of
+  // the catalog has a soft-delete column (until then, pgbench -S is never screened).
+  EXPECT_EQ(maySpeak(pgbench->statements[0], rows(1)), guards::softDeleteColumnsSeen());
+  ASSERT_TRUE(guards::parseColumnRow({"public", "users", "deleted_at", "timestamp with time zone",
+                                      "D", "", "", "", "", "-0.5", "", "true", "false", "false",
+                                      "false", "0.9", ""}));
+  EXPECT_TRUE(guards::softDeleteColumnsSeen());
   EXPECT_TRUE(maySpeak(pgbench->statements[0], rows(1)));
   EXPECT_FALSE(maySpeak(
       guards::analyzeUncached("SELECT 1 FROM t WHERE deleted_at IS NULL AND id = 3")->statements[0],
