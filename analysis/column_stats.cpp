@@ -4,6 +4,7 @@
 #include "analysis/column_stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -55,7 +56,14 @@ const char* columnStatsQuery() {
          "   ARRAY[(s.histogram_bounds::text::text[])[1],"
          "     (s.histogram_bounds::text::text[])[array_upper(s.histogram_bounds::text::text[], 1)]]::text"
          "   END, ''),"
-         " (s.attname IS NOT NULL)::text, u.is_unique::text, u.leads_btree::text"
+         " (s.attname IS NOT NULL)::text, u.is_unique::text, u.leads_btree::text,"
+         " a.attnotnull::text, coalesce(s.null_frac::text, ''),"
+         // The column a single-column foreign key of this column references, "schema.table.column".
+         " coalesce((SELECT rn.nspname || '.' || rc.relname || '.' || ra.attname"
+         "   FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class rc ON rc.oid = k.confrelid"
+         "   JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace"
+         "   JOIN pg_catalog.pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1]"
+         "   WHERE k.conrelid = c.oid AND k.contype = 'f' AND k.conkey = ARRAY[a.attnum] LIMIT 1), '')"
          " FROM pg_catalog.pg_attribute a"
          " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -79,7 +87,7 @@ const char* columnStatsQuery() {
          " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
          " AND n.nspname !~ '^pg_(toast|temp_)'"
          " AND (t.typtype = 'e' OR s.attname IS NOT NULL OR u.is_unique OR u.leads_btree OR EXISTS (SELECT 1 FROM"
-         "   pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'"
+         "   pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype IN ('c', 'f')"
          "   AND k.conkey = ARRAY[a.attnum]))";
 }
 
@@ -146,6 +154,21 @@ std::vector<std::string> checkInList(std::string_view def) {
   return out;
 }
 
+namespace {
+std::atomic<bool> soft_delete_seen{false};
+}  // namespace
+
+bool softDeleteColumn(std::string_view n, const ColumnStats& c) {
+  if (c.category == 'D') {
+    return n == "deleted_at" || n == "archived_at" || n == "removed_at" || n == "deleted_on" ||
+           n == "archived_on";
+  }
+  return c.type == "boolean" && (n == "is_deleted" || n == "deleted" || n == "is_archived" ||
+                                 n == "archived" || n == "is_removed");
+}
+
+bool softDeleteColumnsSeen() { return soft_delete_seen.load(std::memory_order_relaxed); }
+
 std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   if (row.size() < 12 || row[0].empty() || row[1].empty() || row[2].empty()) return std::nullopt;
   ColumnRow out;
@@ -177,6 +200,10 @@ std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   s.analyzed = row[11] == "true";
   s.unique = row.size() > 12 && row[12] == "true";
   s.leads_btree = row.size() > 13 && row[13] == "true";
+  s.not_null = row.size() > 14 && row[14] == "true";
+  if (row.size() > 15) s.null_frac = toDouble(row[15]).value_or(0);
+  if (row.size() > 16) s.references = row[16];
+  if (softDeleteColumn(out.column, s)) soft_delete_seen.store(true, std::memory_order_relaxed);
   return out;
 }
 

@@ -27,6 +27,9 @@ struct ColumnStats {
   // column pgwarden's connection may read: min/max of it costs two index probes.
   bool leads_btree = false;
   std::string index_low, index_high;       // min/max read through that index (boundsProbeQuery())
+  bool not_null = false;                   // pg_attribute.attnotnull
+  double null_frac = 0;                    // pg_stats.null_frac: the share of rows holding NULL
+  std::string references;  // a single-column foreign key's target, "schema.table.column"
 
   // Every value occurs once: a unique index, or pg_stats' n_distinct of -1.
   bool knownUnique() const { return unique || (analyzed && n_distinct <= -0.999); }
@@ -49,6 +52,14 @@ struct ColumnStats {
   bool statsBounds(std::string* low, std::string* high) const;
 };
 
+// A soft-delete column, by name and type: deleted_at, archived_at, removed_at, deleted_on,
+// archived_on of a date/time type; is_deleted, deleted, is_archived, archived, is_removed of type
+// boolean (SOFT_DELETED_ROWS).
+bool softDeleteColumn(std::string_view name, const ColumnStats& c);
+// Whether any catalog row parsed in this process named such a column: until one does, no read can
+// be flagged for its deleted rows, and results are screened by their shape alone.
+bool softDeleteColumnsSeen();
+
 // Numbers and dates/timestamps: the types whose text compareValues() reads, so the only ones
 // worth reading bounds of (money, oid, time of day and intervals are left out).
 bool boundableType(char category, std::string_view type);
@@ -69,7 +80,8 @@ bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::
 // index (numbers and dates only). Columns: schema, table, column,
 // type, typcategory, enum labels (array text), CHECK definitions ("; "-joined), most_common_vals,
 // most_common_freqs, n_distinct, histogram_bounds (low and high only), analysed, unique,
-// leads_btree.
+// leads_btree, not null, null_frac, the foreign key's target. Columns of a single-column foreign
+// key are included too.
 const char* columnStatsQuery();
 
 struct ColumnRow {

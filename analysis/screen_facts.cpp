@@ -5,12 +5,12 @@
 #include <cctype>
 #include <string_view>
 
-#include "analysis/pg_json.h"
+#include "analysis/screen_facts_detail.h"
 #include "analysis/statement_walker.h"
 
 namespace pgwarden::guards::detail {
 
-namespace {
+namespace facts {
 
 using pgjson::array;
 using pgjson::asNode;
@@ -78,7 +78,93 @@ bool columnOf(element e, const ScreenFacts& f, bool single_item, int& table, std
   return false;  // names something this level does not hold plainly (a subquery alias)
 }
 
+// now(), current_timestamp, localtimestamp, current_date: the base of a relative time.
+bool timeBase(element e, bool& date) {
+  Node n = asNode(e);
+  if (n.type == "FuncCall") {
+    const std::string name = funcName(n.body);
+    date = false;
+    return (name == "now" || name == "transaction_timestamp" || name == "statement_timestamp") &&
+           !pgjson::has(n.body, "args");
+  }
+  if (n.type != "SQLValueFunction") return false;
+  const std::string_view op = pgjson::str(n.body, "op");
+  date = op == "SVFOP_CURRENT_DATE";
+  return date || op.starts_with("SVFOP_CURRENT_TIMESTAMP") ||
+         op.starts_with("SVFOP_LOCALTIMESTAMP");
+}
+
+// '30 days', '1 month', '2 weeks 3 days', '1 year', '12 hours' (whole days only: hours round down).
+bool intervalText(std::string_view s, int sign, ScreenValue& v) {
+  size_t i = 0;
+  bool any = false;
+  while (true) {
+    i = skipSpaces(s, i);
+    if (i >= s.size()) return any;
+    size_t j = i;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+    if (j == i || j - i > 6) return false;
+    const int n = std::stoi(std::string(s.substr(i, j - i))) * sign;
+    j = skipSpaces(s, j);
+    size_t k = j;
+    while (k < s.size() && std::isalpha(static_cast<unsigned char>(s[k]))) ++k;
+    std::string unit(s.substr(j, k - j));
+    for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!unit.empty() && unit.back() == 's') unit.pop_back();
+    if (unit == "day")
+      v.rel_days += n;
+    else if (unit == "week")
+      v.rel_days += 7 * n;
+    else if (unit == "hour")
+      v.rel_days += n / 24;
+    else if (unit == "month" || unit == "mon")
+      v.rel_months += n;
+    else if (unit == "year")
+      v.rel_months += 12 * n;
+    else
+      return false;
+    any = true;
+    i = k;
+  }
+}
+
+// base, base - interval '...', base + interval '...', current_date - 7.
+bool relativeOf(element e, ScreenValue& v) {
+  bool date = false;
+  if (timeBase(e, date)) return v.relative = true;
+  Node n = asNode(e);
+  if (n.type != "A_Expr" || pgjson::str(n.body, "kind") != "AEXPR_OP") return false;
+  const std::string_view op = opName(n.body);
+  element l, r;
+  if ((op != "-" && op != "+") || !pgjson::get(n.body, "lexpr", l) ||
+      !pgjson::get(n.body, "rexpr", r) || !timeBase(l, date)) {
+    return false;
+  }
+  const int sign = op == "-" ? -1 : 1;
+  const ConstArg c = pgjson::constOf(r);
+  if (date && c.type == ConstArg::Type::kInteger && c.number > -100000 && c.number < 100000) {
+    v.rel_days = static_cast<int>(c.number) * sign;
+    return v.relative = true;
+  }
+  Node cast = asNode(r);
+  element arg, type_name;
+  array names;
+  object tn;
+  if (cast.type != "TypeCast" || !pgjson::get(cast.body, "arg", arg) ||
+      !pgjson::getObject(cast.body, "typeName", tn) || !pgjson::getArray(tn, "names", names)) {
+    return false;
+  }
+  std::string_view last;
+  for (element x : names) last = pgjson::stringNode(x);
+  const ConstArg text = pgjson::constOf(arg);
+  if (last != "interval" || text.type != ConstArg::Type::kString || pgjson::has(tn, "typmods"))
+    return false;
+  return v.relative = intervalText(text.text, sign, v);
+}
+
 bool valueOf(element e, ScreenValue& v) {
+  if (relativeOf(e, v)) return true;
+  v = ScreenValue{};
   Node n = asNode(e);
   if (n.type == "ParamRef") {
     v.param = static_cast<int>(pgjson::int64(n.body, "number", 0));
@@ -145,13 +231,6 @@ int stringEnd(std::string_view sql, int pos) {
   }
   return -1;
 }
-
-// Spans are kept relative to the statement's text as the screens see it (leading white space
-// cut, as history's text is).
-struct Text {
-  std::string_view sql;  // the whole text
-  int base = 0;          // where the statement's screened text begins in it
-};
 
 // `col op v` with the column on either side; ranges are flipped when the constant comes first.
 void comparison(object body, const ScreenFacts& f, bool single, const Text& text,
@@ -242,13 +321,15 @@ void comparison(object body, const ScreenFacts& f, bool single, const Text& text
   out.push_back(std::move(c));
 }
 
-void joinKey(object body, const ScreenFacts& f, std::vector<ScreenJoinKey>& out) {
+void joinKey(object body, const ScreenFacts& f, const Text& text, std::vector<ScreenJoinKey>& out) {
   if (pgjson::str(body, "kind") != "AEXPR_OP" || opName(body) != "=") return;
   element l, r;
   if (!pgjson::get(body, "lexpr", l) || !pgjson::get(body, "rexpr", r)) return;
   ScreenJoinKey a, b;
   if (!columnOf(l, f, false, a.table, a.column) || !columnOf(r, f, false, b.table, b.column)) return;
   if (a.table < 0 || b.table < 0 || a.table == b.table) return;
+  a.location = locationOf(l) - text.base;
+  b.location = locationOf(r) - text.base;
   out.push_back(std::move(a));
   out.push_back(std::move(b));
 }
@@ -264,15 +345,16 @@ void conjuncts(element e, std::vector<object>& out) {
   }
 }
 
-void joinQuals(element item, const ScreenFacts& f, std::vector<ScreenJoinKey>& out) {
+void joinQuals(element item, const ScreenFacts& f, const Text& text,
+               std::vector<ScreenJoinKey>& out) {
   Node n = asNode(item);
   if (n.type != "JoinExpr") return;
   element l, r, quals;
-  if (pgjson::get(n.body, "larg", l)) joinQuals(l, f, out);
-  if (pgjson::get(n.body, "rarg", r)) joinQuals(r, f, out);
+  if (pgjson::get(n.body, "larg", l)) joinQuals(l, f, text, out);
+  if (pgjson::get(n.body, "rarg", r)) joinQuals(r, f, text, out);
   std::vector<object> parts;
   if (pgjson::get(n.body, "quals", quals)) conjuncts(quals, parts);
-  for (object p : parts) joinKey(p, f, out);
+  for (object p : parts) joinKey(p, f, text, out);
 }
 
 bool countOrSum(object select, ScreenFacts& f) {
@@ -290,10 +372,12 @@ bool countOrSum(object select, ScreenFacts& f) {
     if (pgjson::getArray(fn.body, "funcname", names)) {
       for (element x : names) name = pgjson::stringNode(x);
     }
-    if ((name != "count" && name != "sum") || pgjson::boolean(fn.body, "agg_distinct")) continue;
+    if ((name != "count" && name != "sum" && name != "avg") ||
+        pgjson::boolean(fn.body, "agg_distinct"))
+      continue;
     found = true;
     array args;
-    if (name == "sum" && pgjson::getArray(fn.body, "args", args)) {
+    if (name != "count" && pgjson::getArray(fn.body, "args", args)) {
       for (element a : args) {
         int table = -1;
         std::string column;
@@ -345,6 +429,12 @@ void conditionIssues(element e, const ScreenFacts& facts, const Text& text, Scre
   if (n.type == "BoolExpr") {
     array args;
     if (!pgjson::getArray(n.body, "args", args)) return;
+    if (pgjson::str(n.body, "boolop") == "NOT_EXPR") {
+      for (element a : args) {
+        Node sub = asNode(a);
+        if (sub.type == "SubLink") notInSubquery(sub.body, text, f);
+      }
+    }
     for (element a : args) conditionIssues(a, facts, text, f, depth + 1);
     return;
   }
@@ -484,7 +574,7 @@ void outerJoinCount(object select, const Text& text, ScreenFacts& f) {
   std::vector<ScreenJoinKey> keys;
   std::vector<object> parts;
   conjuncts(quals, parts);
-  for (object p : parts) joinKey(p, f, keys);
+  for (object p : parts) joinKey(p, f, text, keys);
   std::string key;
   for (const auto& k : keys) {
     if (k.table == 1) {
@@ -509,9 +599,10 @@ void outerJoinCount(object select, const Text& text, ScreenFacts& f) {
   }
 }
 
-}  // namespace
+}  // namespace facts
 
-void walkScreenFacts(element stmt, std::string_view sql, int location, ScreenFacts& f) {
+void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, ScreenFacts& f) {
+  using namespace facts;
   Node n = asNode(stmt);
   if (n.type != "SelectStmt" || pgjson::str(n.body, "op") != "SETOP_NONE") return;
   array from;
@@ -552,10 +643,12 @@ void walkScreenFacts(element stmt, std::string_view sql, int location, ScreenFac
   }
 
   f.count_or_sum = countOrSum(n.body, f);
-  if (f.count_or_sum && f.joined) {
-    for (element item : from) joinQuals(item, f, f.join_keys);
-    for (object p : parts) joinKey(p, f, f.join_keys);
+  if (f.joined) {  // FANOUT_JOIN with count/sum/avg; FOREIGN_KEY_MISMATCH for any join
+    for (element item : from) joinQuals(item, f, text, f.join_keys);
+    for (object p : parts) joinKey(p, f, text, f.join_keys);
   }
+  leftJoinFiltered(n.body, text, f);
+  softDeleteFacts(n.body, text, f);
 }
 
 }  // namespace pgwarden::guards::detail

@@ -21,6 +21,11 @@ struct ScreenValue {
   std::string text;    // the constant as decoded; empty with param > 0
   int param = 0;       // $n whose bound value is the value (0: a constant)
   bool null = false;   // the constant NULL (never a value of a column)
+  // now() / current_timestamp / current_date, plus or minus a constant interval: folded to a day
+  // when the result is screened (the text is then empty).
+  bool relative = false;
+  int rel_days = 0;
+  int rel_months = 0;
   bool operator==(const ScreenValue&) const = default;
 };
 
@@ -45,6 +50,7 @@ struct ScreenComparison {
 struct ScreenJoinKey {
   int table = -1;
   std::string column;
+  int location = -1;  // where the column is written, relative to the screened text
   bool operator==(const ScreenJoinKey&) const = default;
 };
 
@@ -53,11 +59,13 @@ struct ScreenJoinKey {
 // the whole text, as the statement's own) replaced by `replacement`.
 struct ScreenIssue {
   enum class Kind : uint8_t {
-    kNullComparison,   // col = NULL, col <> NULL: never true
-    kNotInNull,        // col NOT IN (..., NULL): never true
-    kIntegerRatio,     // count(...) / count(...): integer division
-    kDistinctMeasure,  // sum(DISTINCT x), avg(DISTINCT x): equal values of different rows collapse
-    kOuterJoinCount,   // count(*) per row of a LEFT JOIN's preserved side: 1 where nothing matched
+    kNullComparison,    // col = NULL, col <> NULL: never true
+    kNotInNull,         // col NOT IN (..., NULL): never true
+    kIntegerRatio,      // count(...) / count(...): integer division
+    kDistinctMeasure,   // sum(DISTINCT x), avg(DISTINCT x): equal values of different rows collapse
+    kOuterJoinCount,    // count(*) per row of a LEFT JOIN's preserved side: 1 where nothing matched
+    kNotInSubquery,     // x NOT IN (SELECT col ...): a NULL in col empties the result
+    kLeftJoinFiltered,  // WHERE on a LEFT JOIN's nullable side: the join acts as an inner join
   };
   Kind kind = Kind::kNullComparison;
   std::string subject;      // the column (or aggregate) as written
@@ -67,6 +75,8 @@ struct ScreenIssue {
   // kIntegerRatio over sum(t.col): integer division only when the column is smallint or integer.
   int sum_table = -1;
   std::string sum_column;
+  // kNotInSubquery: the subquery's table and column, whose NULLs the screen looks up.
+  std::string ref_schema, ref_table, ref_column;
   bool operator==(const ScreenIssue&) const = default;
 };
 
@@ -79,10 +89,16 @@ struct ScreenFacts {
   std::vector<ScreenJoinKey> join_keys;     // pairs (2i, 2i+1): columns equated across two tables
   std::vector<int> summed_tables;           // tables whose column a sum(t.col) adds up
   std::vector<ScreenIssue> issues;          // statement-only mistakes (bounded)
+  // The text names something deleted or archived (a soft-delete column, filtered or read): the
+  // soft-delete screen stays silent. Else where a filter on one would go: the start of the WHERE's
+  // condition (`filter_in_where`), or where a WHERE would be added; -1 when neither is plain.
+  bool mentions_soft_delete = false;
+  bool filter_in_where = false;
+  int filter_at = -1;
   // Nothing here could make a screen speak (UNFILTERED and PARTIAL_RESULT need no facts).
   bool empty() const {
     return comparisons.empty() && !limit_without_order && !(count_or_sum && joined) &&
-           issues.empty();
+           join_keys.empty() && issues.empty();
   }
   bool operator==(const ScreenFacts&) const = default;
 };

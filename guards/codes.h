@@ -52,10 +52,14 @@ inline constexpr std::string_view kIntegerDivision = "INTEGER_DIVISION";
 inline constexpr std::string_view kDistinctMeasure = "DISTINCT_MEASURE";
 inline constexpr std::string_view kOuterJoinCount = "OUTER_JOIN_COUNT";
 inline constexpr std::string_view kTimestampDateBound = "TIMESTAMP_DATE_BOUND";
+inline constexpr std::string_view kLeftJoinFiltered = "LEFT_JOIN_FILTERED";
+// Screens of the statement read against the catalog's keys and soft-delete columns.
+inline constexpr std::string_view kForeignKeyMismatch = "FOREIGN_KEY_MISMATCH";
+inline constexpr std::string_view kSoftDeletedRows = "SOFT_DELETED_ROWS";
 inline constexpr std::string_view kResultScreens[] = {
-    kUnknownValue,     kOutOfRange,      kUnfiltered,      kArbitraryRows,
-    kPartialResult,    kFanoutJoin,      kNullComparison,  kNotInNull,
-    kIntegerDivision,  kDistinctMeasure, kOuterJoinCount,  kTimestampDateBound};
+    kUnknownValue,   kOutOfRange,         kUnfiltered,       kArbitraryRows,      kPartialResult,
+    kFanoutJoin,     kNullComparison,     kNotInNull,        kIntegerDivision,    kDistinctMeasure,
+    kOuterJoinCount, kTimestampDateBound, kLeftJoinFiltered, kForeignKeyMismatch, kSoftDeletedRows};
 
 // Guarded writes (docs/writes.md). Denials: a write before the table was read (55000
 // object_not_in_prerequisite_state), a write or DDL outside BEGIN (25P01 no_active_sql_transaction),
@@ -97,16 +101,54 @@ inline constexpr std::string_view kSqlstateNotSupported = "0A000";
 std::string_view sqlstateFor(std::string_view code);
 
 // Every built-in code, in documentation order.
-inline constexpr std::string_view kAll[] = {
-    kReadOnly,       kProtectedSetting, kMultiStatement,      kFunctionDenied, kTableDenied,
-    kMissingPredicate, kLimitTooLarge,  kLimitRequired,       kFunctionLimit,  kRecursionUnbounded,
-    kSeqScan,        kCostTooHigh,      kJoinExplosion,       kInvalidArguments, kRangeTooWide,
-    kRangeReversed,  kRangeRequired,    kSyntaxError,         kInvalidEncoding, kPlanUnavailable,
-    kRowsCapped,     kRowsTruncated,    kUnknownValue,        kOutOfRange,     kUnfiltered,
-    kArbitraryRows,  kPartialResult,    kFanoutJoin,          kNullComparison, kNotInNull,
-    kIntegerDivision, kDistinctMeasure, kOuterJoinCount,      kTimestampDateBound,
-    kLookFirst,      kTransactionRequired, kTooManyRows,   kDdlNotAllowed,  kWriteHidden,
-    kWriteEscape,    kWriteNotAlone,    kTransactionRolledBack,
-    kTransactionOpen, kTransactionCommitted, kTransactionDiscarded, kSessionState};
+inline constexpr std::string_view kAll[] = {kReadOnly,
+                                            kProtectedSetting,
+                                            kMultiStatement,
+                                            kFunctionDenied,
+                                            kTableDenied,
+                                            kMissingPredicate,
+                                            kLimitTooLarge,
+                                            kLimitRequired,
+                                            kFunctionLimit,
+                                            kRecursionUnbounded,
+                                            kSeqScan,
+                                            kCostTooHigh,
+                                            kJoinExplosion,
+                                            kInvalidArguments,
+                                            kRangeTooWide,
+                                            kRangeReversed,
+                                            kRangeRequired,
+                                            kSyntaxError,
+                                            kInvalidEncoding,
+                                            kPlanUnavailable,
+                                            kRowsCapped,
+                                            kRowsTruncated,
+                                            kUnknownValue,
+                                            kOutOfRange,
+                                            kUnfiltered,
+                                            kArbitraryRows,
+                                            kPartialResult,
+                                            kFanoutJoin,
+                                            kNullComparison,
+                                            kNotInNull,
+                                            kIntegerDivision,
+                                            kDistinctMeasure,
+                                            kOuterJoinCount,
+                                            kTimestampDateBound,
+                                            kLeftJoinFiltered,
+                                            kForeignKeyMismatch,
+                                            kSoftDeletedRows,
+                                            kLookFirst,
+                                            kTransactionRequired,
+                                            kTooManyRows,
+                                            kDdlNotAllowed,
+                                            kWriteHidden,
+                                            kWriteEscape,
+                                            kWriteNotAlone,
+                                            kTransactionRolledBack,
+                                            kTransactionOpen,
+                                            kTransactionCommitted,
+                                            kTransactionDiscarded,
+                                            kSessionState};
 
 }  // namespace pgwarden::guards::codes

@@ -34,10 +34,11 @@ void fanoutJoin(const ScreenInput& in, Findings& out) {
     guards::GuardResult r;
     r.code = std::string(guards::codes::kFanoutJoin);
     r.subject = repeating_name;
-    r.message = "The join on " + a.column + " = " + b.column + " repeats rows: " + key +
-                " is not unique in " + repeating_name +
-                ", so count(*) and sum() count some rows more than once. Count distinct keys, or "
-                "aggregate the many side before joining.";
+    r.message =
+        "The join on " + a.column + " = " + b.column + " repeats rows: " + key +
+        " is not unique in " + repeating_name +
+        ", so count(*), sum() and avg() count some rows more than once. Count distinct keys, or "
+        "aggregate the many side before joining.";
     r.hint = "count(DISTINCT " + (&repeating == &ca ? b.column : a.column) +
              ") or JOIN (SELECT " + key + ", sum(...) FROM ... GROUP BY " + key + ")";
     r.facts.add("left", ca.tableName() + "." + a.column)

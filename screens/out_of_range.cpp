@@ -11,13 +11,18 @@ void outOfRange(const ScreenInput& in, Findings& out) {
   using Op = guards::ScreenComparison::Op;
   for (const auto& c : in.statement->screen.comparisons) {
     if (c.op == Op::kEq || c.values.size() != 1) continue;
-    const std::string* v = valueText(in, c.values.front());
+    // A relative time is folded to its day with a day of slack towards the data.
+    std::string folded;
+    const guards::ScreenValue& value = c.values.front();
+    if (value.relative) folded = foldedDay(value, c.op == Op::kLower ? -1 : 1);
+    const std::string* v = value.relative ? &folded : valueText(in, value);
     if (!v) continue;
     const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
     std::string low, high;
     const char* source = "";
     if (!rc.column || !rc.column->bounds(&low, &high, &source)) continue;
     const char cat = rc.column->category;
+    if (value.relative && cat != 'D') continue;
     // Strictly outside: a bound the sample saw is not the column's true edge.
     const bool starts_after = c.op == Op::kLower && guards::compareValues(cat, *v, high).value_or(0) > 0;
     const bool ends_before = c.op == Op::kUpper && guards::compareValues(cat, *v, low).value_or(0) < 0;
@@ -37,6 +42,7 @@ void outOfRange(const ScreenInput& in, Findings& out) {
         .add("high", high)
         .add(starts_after ? "range_starts" : "range_ends", *v)
         .add("bounds_from", source);
+    if (value.relative) r.facts.add("relative", true);
     out.push_back(std::move(r));
   }
 }

@@ -2,6 +2,9 @@
 // action per code (off, warn, deny), and rendering a finding with the group's reason overrides.
 #include "screens/screen.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "guards/codes.h"
 #include "guards/guard_util.h"
 #include "screens/screen_util.h"
@@ -36,8 +39,37 @@ ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string
   return out;
 }
 
+ResolvedColumn resolveTable(const ScreenInput& in, const std::string& schema,
+                            const std::string& name, const std::string& column) {
+  static const guards::GroupSettings kNoGroup{};
+  if (!in.stats) return {};
+  std::string_view found;
+  const guards::TableStats* ts = guards::util::findStats(
+      in.stats, schema, name, in.group ? in.group->settings() : kNoGroup, &found);
+  if (!ts) return {};
+  auto it = ts->columns.find(column);
+  if (it == ts->columns.end()) return {};
+  return ResolvedColumn{ts, &it->second, found, name};
+}
+
+std::string foldedDay(const guards::ScreenValue& v, int slack_days) {
+  using namespace std::chrono;
+  const sys_days today = floor<days>(system_clock::now());
+  year_month_day d{today};
+  if (v.rel_months != 0) {
+    const year_month ym = year_month{d.year(), d.month()} + months{v.rel_months};
+    const year_month_day moved{ym / d.day()};
+    d = moved.ok() ? moved : year_month_day{ym / last};
+  }
+  const year_month_day out{sys_days{d} + days{v.rel_days + slack_days}};
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", static_cast<int>(out.year()),
+                static_cast<unsigned>(out.month()), static_cast<unsigned>(out.day()));
+  return buf;
+}
+
 const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v) {
-  if (v.null) return nullptr;
+  if (v.null || v.relative) return nullptr;
   if (v.param == 0) return &v.text;
   if (!in.params || static_cast<size_t>(v.param) > in.params->size()) return nullptr;
   const auto& p = (*in.params)[static_cast<size_t>(v.param) - 1];
@@ -58,9 +90,19 @@ std::string listValues(const std::vector<std::string>& values, bool quote, size_
 
 }  // namespace detail
 
+namespace {
+
+// A read of a table that names no soft-delete column, once some table in the catalog has one.
+bool softDeleteCandidate(const guards::ScreenFacts& f) {
+  return !f.tables.empty() && !f.mentions_soft_delete && guards::softDeleteColumnsSeen();
+}
+
+}  // namespace
+
 bool worthScreening(const guards::StatementInfo& st) {
   if (st.kind != guards::StatementKind::kSelect || !st.returns_rows) return false;
   if (!st.screen.empty()) return true;
+  if (softDeleteCandidate(st.screen)) return true;
   // UNFILTERED: a read that reaches the client with no predicate at all.
   for (const auto& r : st.relations) {
     if (r.unbounded_read && r.reaches_client) return true;
@@ -75,6 +117,8 @@ bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
   if (detail::nothingMatched(r) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
   if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
   if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN
+  if (!f.join_keys.empty()) return true;                                // FOREIGN_KEY_MISMATCH
+  if (softDeleteCandidate(f)) return true;                              // SOFT_DELETED_ROWS
   if (!f.issues.empty()) return true;  // the statement-only screens speak whatever the result
   for (const auto& c : f.comparisons) {
     if (c.location >= 0) return true;  // TIMESTAMP_DATE_BOUND, if the column is a timestamp
@@ -94,6 +138,8 @@ std::vector<guards::Verdict> screenResult(const ScreenInput& in) {
   detail::fanoutJoin(in, found);
   detail::statementIssues(in, found);
   detail::timestampBound(in, found);
+  detail::foreignKeyMismatch(in, found);
+  detail::softDeletes(in, found);
   if (found.empty()) return out;
   static const guards::PolicyGroup kDefaultGroup("", {}, {});
   const guards::PolicyGroup& group = in.group ? *in.group : kDefaultGroup;

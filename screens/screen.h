@@ -21,6 +21,8 @@ struct ResultSummary {
   bool single_zero = false;  // exactly one row of one column whose value is zero
   bool truncated = false;    // the row cap cut it
   int64_t row_cap = -1;      // the cap in force, -1 none
+  bool single_null =
+      false;  // exactly one row of one column that is NULL (sum, avg, max over nothing)
 };
 
 struct ScreenInput {

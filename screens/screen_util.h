@@ -26,14 +26,27 @@ struct ResolvedColumn {
 // The statistics of `column` of FROM item `table` (-1: whichever single table has that column).
 ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string& column);
 
-// The text a comparison value stands for: the constant, or the bound parameter; null when unknown.
+// The text a comparison value stands for: the constant, or the bound parameter; null when unknown
+// (and for a relative time: foldedDay()).
 const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v);
+
+// A relative time (now() - interval '30 days') folded to the day it names today, "2026-11-06",
+// moved `slack_days` further (a day either way keeps the server's time zone from mattering).
+std::string foldedDay(const guards::ScreenValue& v, int slack_days);
+
+// The statistics of `column` of the table `schema`.`name` (as written) wherever the group's
+// search_path finds it.
+ResolvedColumn resolveTable(const ScreenInput& in, const std::string& schema,
+                            const std::string& name, const std::string& column);
 
 // "'a', 'b', 'c'" or "a, b, c" (quoted when `quote`), at most `max` items and "(N in all)".
 std::string listValues(const std::vector<std::string>& values, bool quote, size_t max = 20);
 
 // An empty result, or a single zero (count(*) = 0, sum = 0): the shape of "nothing matched".
-inline bool nothingMatched(const ResultSummary& r) { return r.rows == 0 || r.single_zero; }
+// A single NULL (sum, avg or max over no rows) is the same shape.
+inline bool nothingMatched(const ResultSummary& r) {
+  return r.rows == 0 || r.single_zero || r.single_null;
+}
 
 // UNFILTERED speaks about tables of at least this many estimated rows.
 inline constexpr int64_t kBigTableRows = 10000;
@@ -48,6 +61,8 @@ void partialResult(const ScreenInput& in, Findings& out);
 void fanoutJoin(const ScreenInput& in, Findings& out);
 void statementIssues(const ScreenInput& in, Findings& out);
 void timestampBound(const ScreenInput& in, Findings& out);
+void foreignKeyMismatch(const ScreenInput& in, Findings& out);
+void softDeletes(const ScreenInput& in, Findings& out);
 
 // The statement's screened text with [location, location + length) replaced: the corrected
 // statement a hint shows; empty when the text is not at hand (cut for history).

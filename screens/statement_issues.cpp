@@ -2,6 +2,9 @@
 // NULL, integer division of counts, sum/avg of DISTINCT values, count(*) over a LEFT JOIN's
 // unmatched rows. Each is a property of the statement itself (analysis/screen_facts.cpp found it),
 // so it speaks whatever the result; the hint is the statement corrected.
+#include <cmath>
+#include <optional>
+
 #include "guards/codes.h"
 #include "screens/screen_util.h"
 
@@ -28,6 +31,14 @@ namespace {
 bool sumIsInteger(const ScreenInput& in, const guards::ScreenIssue& issue) {
   const ResolvedColumn c = resolveColumn(in, issue.sum_table, issue.sum_column);
   return c.column && (c.column->type == "integer" || c.column->type == "smallint");
+}
+
+// NOT IN (SELECT col FROM t): only when col may be NULL and the statistics saw NULLs in it.
+std::optional<double> subqueryNulls(const ScreenInput& in, const guards::ScreenIssue& issue) {
+  const ResolvedColumn c = resolveTable(in, issue.ref_schema, issue.ref_table, issue.ref_column);
+  if (!c.column || c.column->not_null || !c.column->analyzed || c.column->null_frac <= 0)
+    return std::nullopt;
+  return c.column->null_frac * static_cast<double>(c.table->estimated_rows);
 }
 
 }  // namespace
@@ -75,6 +86,33 @@ void statementIssues(const ScreenInput& in, Findings& out) {
                     "without matches show 1 instead of 0. Count the joined side's key: count(" +
                     what + ").";
         r.facts.add("count", "count(" + what + ")").add("fix", "count the joined table's key");
+        break;
+      case Kind::kNotInSubquery: {
+        const std::optional<double> nulls = subqueryNulls(in, issue);
+        if (!nulls) continue;
+        const std::string table =
+            issue.ref_schema.empty() ? issue.ref_table : issue.ref_schema + "." + issue.ref_table;
+        r.code = std::string(guards::codes::kNotInNull);
+        r.message = "NOT IN (SELECT " + what + " ...) is never true while " + what +
+                    " holds a NULL, and " + table + "." + issue.ref_column +
+                    " does: the result is empty (or NULL) whatever the other values. Add " + what +
+                    " IS NOT NULL to the subquery, or use NOT EXISTS.";
+        r.facts.add("column", what)
+            .add("table", table)
+            .add("null_rows", static_cast<int64_t>(std::llround(std::max(*nulls, 1.0))))
+            .add("fix", "exclude NULLs in the subquery");
+        break;
+      }
+      case Kind::kLeftJoinFiltered:
+        r.code = std::string(guards::codes::kLeftJoinFiltered);
+        r.message =
+            "The WHERE condition on " + what +
+            " is never true for rows the LEFT JOIN found no match for in " + issue.ref_table +
+            ", so it drops them: the LEFT JOIN acts as an inner join. Move the condition into the "
+            "join's ON to keep the unmatched rows (or write JOIN if only matches are meant).";
+        r.facts.add("column", what)
+            .add("table", issue.ref_table)
+            .add("fix", "move the condition into ON");
         break;
     }
     r.subject = what;

@@ -29,6 +29,7 @@ screens::ResultSummary summaryOf(const StatementRun& run) {
   screens::ResultSummary r;
   r.rows = run.rows_sent;
   r.single_zero = run.single_zero && run.rows_sent == 1;
+  r.single_null = run.single_null && run.rows_sent == 1;
   r.truncated = run.truncated;
   r.row_cap = run.max_rows;
   return r;

@@ -20,6 +20,7 @@ bool countDataRow(StatementRun& run, const protocol::Frame& f, int64_t cap) {
     std::optional<std::string_view> first;
     auto row = protocol::parseDataRowFirst(f.body, &first);
     run.single_zero = row && row->columns == 1 && first && isZeroCell(*first);
+    run.single_null = row && row->columns == 1 && !first;
   }
   return true;
 }

@@ -39,6 +39,7 @@ struct StatementRun {
   bool notice_sent = false;
   bool finished = false;
   bool single_zero = false;
+  bool single_null = false;      // the first row is one NULL column (result screens)
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
   // The Bind's parameter values, kept only when a result screen may need them.
   std::shared_ptr<const ScreenParams> params;

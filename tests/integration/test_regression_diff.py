@@ -150,7 +150,8 @@ def daemon(pgwarden_bin, regress_db):
     """pgwarden with one permissive group: the read_only guard alone, the result screens off."""
     screens = ["UNKNOWN_VALUE", "OUT_OF_RANGE", "UNFILTERED", "ARBITRARY_ROWS", "PARTIAL_RESULT",
                "FANOUT_JOIN", "NULL_COMPARISON", "NOT_IN_NULL", "INTEGER_DIVISION",
-               "DISTINCT_MEASURE", "OUTER_JOIN_COUNT", "TIMESTAMP_DATE_BOUND"]
+               "DISTINCT_MEASURE", "OUTER_JOIN_COUNT", "TIMESTAMP_DATE_BOUND",
+               "LEFT_JOIN_FILTERED", "FOREIGN_KEY_MISMATCH", "SOFT_DELETED_ROWS"]
     overrides = {"groups": {"permissive": {"guards": [{"kind": "read_only"}],
                                            "result_screens": {c: "off" for c in screens}}}}
     users = [{"name": USER, "password": pgwtest.scram_verifier(PASSWORD), "group": "permissive"}]

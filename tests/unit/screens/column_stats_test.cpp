@@ -76,6 +76,22 @@ std::vector<std::string> indexedDate(std::string table, std::string column, std:
   return {"public", table, column, "date", "D", "", "", "", "", "", "", "false", "false", leads};
 }
 
+TEST(ColumnRow, NullabilityNullShareAndForeignKey) {
+  auto r =
+      parseColumnRow({"public", "orders", "customer_id", "integer", "N", "", "", "", "", "-0.1", "",
+                      "true", "false", "false", "false", "0.04", "public.customers.id"});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->stats.not_null);
+  EXPECT_DOUBLE_EQ(r->stats.null_frac, 0.04);
+  EXPECT_EQ(r->stats.references, "public.customers.id");
+  // A row of the older shape (no such columns): nothing known, nothing assumed.
+  r = parseColumnRow(row("", "", "-1"));
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->stats.not_null);
+  EXPECT_EQ(r->stats.null_frac, 0);
+  EXPECT_EQ(r->stats.references, "");
+}
+
 TEST(IndexBounds, OnlyForIndexedNumbersAndDatesWithoutStats) {
   auto c = parseColumnRow(indexedDate("t", "ship_date"));
   ASSERT_TRUE(c);

@@ -1,0 +1,88 @@
+// SOFT_DELETED_ROWS: a read of a table with a soft-delete column (deleted_at, archived_at,
+// is_deleted...: found by name and type) that does not name it, while the statistics say some
+// rows are marked deleted: the answer includes them. The count is the estimate pg_stats gives
+// (null_frac of a timestamp, the frequency of true of a boolean); no probe, no round trip. The
+// hint is the statement with the filter added.
+#include <cmath>
+
+#include "guards/codes.h"
+#include "guards/guard_util.h"
+#include "screens/screen_util.h"
+
+namespace pgwarden::screens::detail {
+
+namespace {
+
+struct SoftDelete {
+  const std::string* column = nullptr;
+  bool flag = false;   // a boolean (is_deleted) rather than a time (deleted_at)
+  double deleted = 0;  // estimated rows marked deleted
+};
+
+SoftDelete softDeleteOf(const guards::TableStats& t) {
+  SoftDelete out;
+  for (const auto& [name, col] : t.columns) {
+    if (!col.analyzed || !guards::softDeleteColumn(name, col)) continue;
+    const double rows = static_cast<double>(t.estimated_rows);
+    if (col.category == 'D') {
+      if (col.not_null) continue;  // a deleted_at that is never NULL marks nothing
+      out = SoftDelete{&name, false, (1.0 - col.null_frac) * rows};
+    } else {
+      double share = 0;
+      for (size_t i = 0; i < col.mcv.size() && i < col.mcv_freqs.size(); ++i) {
+        if (col.mcv[i] == "t" || col.mcv[i] == "true") share = col.mcv_freqs[i];
+      }
+      out = SoftDelete{&name, true, share * rows};
+    }
+    if (out.deleted >= 1) return out;
+  }
+  return {};
+}
+
+}  // namespace
+
+void softDeletes(const ScreenInput& in, Findings& out) {
+  const guards::ScreenFacts& f = in.statement->screen;
+  if (f.mentions_soft_delete || !in.stats) return;
+  static const guards::GroupSettings kNoGroup{};
+  const guards::GroupSettings& settings = in.group ? in.group->settings() : kNoGroup;
+  for (const guards::ScreenTable& t : f.tables) {
+    std::string_view schema;
+    const guards::TableStats* ts =
+        guards::util::findStats(in.stats, t.schema, t.name, settings, &schema);
+    if (!ts) continue;
+    const SoftDelete sd = softDeleteOf(*ts);
+    if (!sd.column) continue;
+    const std::string table = std::string(schema) + "." + t.name;
+    const std::string written =
+        f.tables.size() == 1 ? *sd.column : (t.alias.empty() ? t.name : t.alias) + "." + *sd.column;
+    const std::string filter = sd.flag ? "NOT " + written : written + " IS NULL";
+    const auto deleted = static_cast<int64_t>(std::llround(sd.deleted));
+    guards::GuardResult r;
+    r.code = std::string(guards::codes::kSoftDeletedRows);
+    r.subject = table;
+    r.message =
+        table + " marks deleted rows in " + *sd.column + " (about " + std::to_string(deleted) +
+        " of " + std::to_string(ts->estimated_rows) +
+        "), and this statement does not filter on it: the answer includes rows that are deleted. "
+        "Add " +
+        filter + " unless deleted rows are meant.";
+    r.facts.add("table", table)
+        .add("column", *sd.column)
+        .add("deleted_rows", deleted)
+        .add("estimated_rows", ts->estimated_rows)
+        .add("filter", filter);
+    if (f.filter_at >= 0) {
+      // Before GROUP BY or ORDER BY, or at the end of the text.
+      const bool at_end = static_cast<size_t>(f.filter_at) >= in.sql.size();
+      r.hint = correctedStatement(in, f.filter_at, 0,
+                                  f.filter_in_where
+                                      ? filter + " AND "
+                                      : (at_end ? " WHERE " + filter : "WHERE " + filter + " "));
+    }
+    out.push_back(std::move(r));
+    return;
+  }
+}
+
+}  // namespace pgwarden::screens::detail
