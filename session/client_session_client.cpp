@@ -762,11 +762,8 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
       if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
       p.run.reset();
       Pending::Query& q = p.query();
-      while (q.plan && q.next_statement < q.plan->statements.size()) {
-        auto run = startRun(q.plan, q.next_statement++, false);
-        run->overrides = q.overridesOrNone();
-        finishRun(*run, outcome, sqlstate, message);
-      }
+      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(),
+                        [&](StatementRun& run) { finishRun(run, outcome, sqlstate, message); });
     }
   }
   pending_.clear();

@@ -1,7 +1,8 @@
 // ClientSession driven frame by frame, both ends played by the test (session_harness.h): a
 // pipeline with a denial in the middle, a server error mid-pipeline, a suspended portal, a cancel,
-// the client vanishing mid-result and the server vanishing mid-result. Each checks what the
-// client reads, what reaches the server, and that every statement is recorded once.
+// the client vanishing mid-result and mid-Query (every statement of the text recorded), and the
+// server vanishing mid-result. Each checks what the client reads, what reaches the server, and
+// that every statement is recorded once.
 #include "session_harness.h"
 
 namespace pgwarden::daemon::test {
@@ -170,6 +171,30 @@ TEST_F(ClientSessionTest, ClientVanishingMidResultCancelsAndRecordsTheStatement)
   ASSERT_TRUE(runUntil([&] { return !host_->records.empty(); }));
   EXPECT_EQ(host_->records.size(), 1u);
   EXPECT_EQ(host_->records[0].outcome, history::Outcome::kClientGone);
+}
+
+TEST_F(ClientSessionTest, ClientVanishingMidQueryRecordsEveryStatementOfItsTextOnce) {
+  start(kGroups);
+  login();
+  std::string q;
+  protocol::writeQuery(q, "SELECT 1; SELECT 2; SELECT 3");
+  client_->send(q);
+  EXPECT_EQ(types(serverReadsUntil('Q')), "Q");
+  std::string o;
+  protocol::writeRowDescription(o, {protocol::ColumnDesc{"n", 23, 4, -1}});
+  protocol::writeDataRow(o, {std::string_view("1")});
+  protocol::writeCommandComplete(o, "SELECT 1");
+  server_.send(o);  // the first statement's answer, then nothing more
+  ASSERT_TRUE(runUntil([&] { return !host_->records.empty(); }));
+  client_->hangUp();
+  ASSERT_TRUE(runUntil([&] { return host_->closed > 0; }));
+  // The first statement ran; the one the server was at and the one after it end with the client.
+  ASSERT_TRUE(runUntil([&] { return host_->records.size() >= 3; }));
+  ASSERT_EQ(host_->records.size(), 3u);
+  EXPECT_EQ(host_->records[0].outcome, history::Outcome::kOk);
+  EXPECT_EQ(host_->records[1].outcome, history::Outcome::kClientGone);
+  EXPECT_EQ(host_->records[2].outcome, history::Outcome::kClientGone);
+  EXPECT_NE(host_->records[1].sql_text, host_->records[2].sql_text);
 }
 
 TEST_F(ClientSessionTest, ServerVanishingMidResultTellsTheClientAndRecordsTheStatement) {
