@@ -25,6 +25,10 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
     auto cfg = loadConfig(path);
     for (const auto& w : cfg->warnings) err << "warning: " << w << "\n";
     if (const std::string w = checkSaltKey(cfg->auth); !w.empty()) err << "warning: " << w << "\n";
+    if (const std::string p = giveMaskKey(*cfg, false); !p.empty()) {
+      err << path << ": " << p << "\n";
+      return 1;
+    }
     if (cfg->history.chain && cfg->history.store != "off") {
       // The daemon refuses to start without the chain's key: so does the check.
       if (const std::string p = history::chainKeyProblem(cfg->history.chain_key_file); !p.empty()) {

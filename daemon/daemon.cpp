@@ -88,6 +88,10 @@ bool Daemon::start() {
   const auto& cfg = *config_;
   salt_key_ = loadSaltKey(cfg.auth);
   if (!salt_key_.warning.empty()) spdlog::warn("{}", salt_key_.warning);
+  if (const std::string e = giveMaskKey(cfg, true); !e.empty()) {
+    spdlog::error("{}", e);
+    return false;
+  }
   for (auto& w : workers_) w->applyConfig(config_, salt_key_.key);
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
@@ -617,6 +621,11 @@ bool Daemon::reload() {
     next = loadConfig(config_->path);
   } catch (const std::exception& e) {
     spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
+    if (notifier_) (void)notifier_->ready();
+    return false;
+  }
+  if (const std::string e = giveMaskKey(*next, true); !e.empty()) {
+    spdlog::error("reload rejected, keeping the running configuration: {}", e);
     if (notifier_) (void)notifier_->ready();
     return false;
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/key_file.h"
+#include "guards/masking.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -101,6 +102,35 @@ SaltKey loadSaltKey(const AuthConfig& auth) {
   out.persistent = false;
   out.warning = revealedWarning(error);
   return out;
+}
+
+std::string giveMaskKey(const Config& config, bool create) {
+  bool needed = false;
+  for (const auto& [name, group] : config.groups) {
+    needed = needed || (group->masking() && !group->masking()->asNull());
+  }
+  if (!needed) return {};
+  const std::string path = config.daemon.state_dir + "/mask.key";
+  const std::string why = "masked_columns: the masking key " + path + ": ";
+  if (!create) {
+    if (std::string problem = keyFileProblem(path); !problem.empty()) return why + problem;
+    return {};
+  }
+  std::string key;
+  std::string error;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!readSaltKeyFile(path, key, error)) return why + error;
+  } else if (errno == ENOENT) {
+    key = createKeyFile(path, error);
+    if (key.empty()) return why + error;
+  } else {
+    return why + "cannot read " + path + ": " + errnoText(errno);
+  }
+  for (const auto& [name, group] : config.groups) {
+    if (group->masking()) group->masking()->setKey(key);
+  }
+  return {};
 }
 
 std::string checkSaltKey(const AuthConfig& auth) {

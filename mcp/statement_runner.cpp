@@ -435,8 +435,15 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
 
 void StatementRunner::onRowDescription(const protocol::Frame& f) {
   ResultSet set;
+  // Masked columns (docs/masking.md): their cells become tokens (text) or NULL below.
+  const guards::Masking* masking = spec_.who.policy ? spec_.who.policy->masking() : nullptr;
+  row_mask_ = masking ? masking->rowMask(f.body, host_.tableStats(spec_.who.server_database).get())
+                      : guards::RowMask{};
   if (auto fields = protocol::parseRowDescriptionFields(f.body)) {
-    for (const auto& rf : *fields) set.columns.push_back({std::string(rf.name), rf.type_oid});
+    for (size_t i = 0; i < fields->size(); ++i) {
+      const bool masked = row_mask_.any && row_mask_.masked[i];
+      set.columns.push_back({std::string((*fields)[i].name), masked ? 25u : (*fields)[i].type_oid});
+    }
   }
   int64_t cap = spec_.max_rows;
   if (run_ && run_->max_rows >= 0 && run_->max_rows < cap) cap = run_->max_rows;
@@ -461,6 +468,9 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   std::vector<std::optional<std::string>> row;
   row.reserve(cells->size());
   for (const auto& c : *cells) row.push_back(c ? std::optional<std::string>(std::string(*c)) : std::nullopt);
+  if (row_mask_.any && spec_.who.policy && spec_.who.policy->masking()) {
+    guards::maskCells(row, row_mask_, *spec_.who.policy->masking());
+  }
   set.rows.push_back(std::move(row));
   result_bytes_ += f.body.size();
   if (run_) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "guards/agent_context.h"
+#include "guards/masking.h"
 #include "mcp/mcp_host.h"
 #include "pool/server_conn.h"
 #include "session/statement_gate.h"
@@ -212,6 +213,7 @@ class StatementRunner final : public daemon::GateCaller,
   bool explain_reply_ = false;  // the server's answers belong to the cost gate's EXPLAIN
   std::string explain_error_;
   uint64_t result_bytes_ = 0;
+  guards::RowMask row_mask_;  // the masked columns of the current result set
   int64_t started_us_ = 0;
   bool cancelled_ = false;
   bool done_called_ = false;

@@ -325,7 +325,7 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   if (f.type == 'T' && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-    out.append(f.raw.data(), f.raw.size());
+    relayRowDescription(f, true, true);
     return true;
   }
   if (f.type == 't' && head.kind == Expect::kDescribeStatement &&
@@ -338,11 +338,38 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   const bool describe =
       head.kind == Expect::kDescribeStatement || head.kind == Expect::kDescribePortal;
   if (describe && (f.type == 'T' || f.type == 'n')) {
-    out.append(f.raw.data(), f.raw.size());
+    const bool portal = head.kind == Expect::kDescribePortal;
+    const bool ours = portal && head.describePortal().ours;  // not the client's: not relayed
+    if (f.type == 'T') {
+      relayRowDescription(f, portal, !ours);
+    } else {
+      if (portal) row_mask_ = {};
+      if (!ours) out.append(f.raw.data(), f.raw.size());
+    }
     popPending();
     return true;
   }
   return serverOutOfOrder(f, head);
+}
+
+void ClientSession::relayRowDescription(const protocol::Frame& f, bool rows, bool relay) {
+  const guards::Masking* masking = policy_ ? policy_->masking() : nullptr;
+  guards::RowMask mask;
+  if (masking) mask = masking->rowMask(f.body, host_.tableStats(server_database_).get());
+  if (relay && mask.any) {
+    guards::appendMaskedRowDescription(client_.out(), f.body, mask);
+  } else if (relay) {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
+  if (rows) row_mask_ = std::move(mask);
+}
+
+void ClientSession::describeForMasking(std::string_view portal) {
+  if (!policy_ || !policy_->masking() || !server_) return;
+  Pending d(Expect::kDescribePortal);
+  d.describePortal().ours = true;
+  pushPending(std::move(d));
+  protocol::writeDescribe(server_->out(), 'P', portal);
 }
 
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
@@ -352,7 +379,11 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
     run->truncated = true;  // held back: the client gets max_rows rows
     return true;
   }
-  client_.out().append(f.raw.data(), f.raw.size());
+  if (row_mask_.any && policy_ && policy_->masking()) {
+    guards::appendMaskedDataRow(client_.out(), f.body, row_mask_, *policy_->masking());
+  } else {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
   ++head.rows_this_execute;
   ++host_.counters().rows_returned;
   if (run) {
