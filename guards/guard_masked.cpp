@@ -13,6 +13,13 @@ namespace pgwarden::guards {
 
 namespace {
 
+// The catalog's column statistics: their most common values and histograms are the values.
+bool statisticsView(const RelationRef& rel) {
+  if (!rel.schema.empty() && rel.schema != "pg_catalog") return false;
+  return rel.name == "pg_stats" || rel.name == "pg_stats_ext" || rel.name == "pg_stats_ext_exprs" ||
+         rel.name.rfind("pg_statistic", 0) == 0;
+}
+
 bool listed(const std::vector<std::string>& names, std::string_view name) {
   for (const auto& n : names) {
     if (n == name || n == "*") return true;
@@ -34,6 +41,11 @@ class MaskedColumnsGuard final : public Guard {
     std::string table;
     for (const auto& st : in.analysis.statements) {
       for (const auto& rel : st.relations) {
+        if (statisticsView(rel)) {
+          return denied(rel.name, "",
+                        "its statistics (most common values, histograms) are "
+                        "values of the masked columns");
+        }
         auto names = masking_->maskedNames(rel.schema, rel.name, in.stats);
         if (names.empty()) continue;
         if (table.empty()) table = rel.schema.empty() ? rel.name : rel.schema + "." + rel.name;
@@ -80,14 +92,15 @@ class MaskedColumnsGuard final : public Guard {
            k == StatementKind::kDelete || k == StatementKind::kMerge;
   }
 
-  static GuardResult denied(const std::string& table, std::string_view column, std::string why) {
+  GuardResult denied(const std::string& table, std::string_view column, std::string why) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kMaskedColumn);
     r.subject = table;
     r.message = (column.empty() ? table + " has masked columns"
                                 : "column " + std::string(column) + " of " + table + " is masked") +
-                " for this group: " + why;
+                " for this group" + (masking_->schemaOnly() ? " (it sees the schema only)" : "") +
+                ": " + why;
     r.hint =
         "select a masked column as it is (each value comes back as a token, equal for equal "
         "values), or count, group, join, sort and filter on it; not inside an expression, a "

@@ -57,14 +57,17 @@ struct RowMask {
 // A group's masking: its patterns, how values are replaced, the instance's key.
 class Masking {
  public:
-  // Reads `masked_columns` (a list of patterns) and `masked_as` (token or null) of a group;
-  // nullptr when the group masks nothing.
+  // Reads `masked_columns` (a list of patterns), `masked_as` (token or null) and `schema_only`
+  // of a group; nullptr when the group masks nothing.
   static std::shared_ptr<Masking> parse(const YAML::Node& group, const std::string& path);
-  Masking(std::vector<MaskPattern> patterns, bool as_null)
-      : patterns_(std::move(patterns)), as_null_(as_null) {}
+  Masking(std::vector<MaskPattern> patterns, bool as_null, bool schema_only = false)
+      : patterns_(std::move(patterns)), as_null_(as_null), schema_only_(schema_only) {}
 
   const std::vector<MaskPattern>& patterns() const { return patterns_; }
   bool asNull() const { return as_null_; }
+  // `schema_only: true` (docs/schema-only.md): every column of every user table masked as NULL,
+  // no statistics values, no samples; the callers see the schema and counts.
+  bool schemaOnly() const { return schema_only_; }
   // The per-instance key tokens are made with (daemon.state_dir/mask.key); set once by the
   // daemon before the configuration is published.
   void setKey(std::string key) { key_ = std::move(key); }
@@ -85,6 +88,7 @@ class Masking {
  private:
   std::vector<MaskPattern> patterns_;
   bool as_null_ = false;
+  bool schema_only_ = false;
   std::string key_;
   mutable std::mutex mutex_;
   mutable std::vector<std::shared_ptr<const MaskSet>> resolved_;  // the last few snapshots

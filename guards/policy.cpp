@@ -643,7 +643,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
                                    "max_rows_affected", "transaction_idle_timeout",
                                    "transaction_max_age", "allow_ddl", "pool_mode",
-                                   "masked_columns", "masked_as"});
+                                   "masked_columns", "masked_as", "schema_only"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 

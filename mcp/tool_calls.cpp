@@ -447,7 +447,10 @@ void ToolCall::describeGotCatalog(RunResult&& r) {
   if (const guards::Masking* m = ctx_.who.policy ? ctx_.who.policy->masking() : nullptr) {
     markMasked(describe_, *m, host_.tableStats(ctx_.who.server_database).get());
   }
-  const int64_t n = argInt(args_, "sample_rows", 3);
+  const bool schema_only =
+      ctx_.who.policy && ctx_.who.policy->masking() && ctx_.who.policy->masking()->schemaOnly();
+  const int64_t n = schema_only ? 0 : argInt(args_, "sample_rows", 3);
+  if (schema_only) describe_["sample_withheld"] = "schema_only";
   if (n <= 0) {
     describe_["sample"] = nullptr;
     finish(std::move(describe_), false, "ok", "The table:");

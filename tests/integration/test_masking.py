@@ -4,31 +4,16 @@ joins and comparisons on the column answer as they do on the real values."""
 
 import json
 import struct
-from collections import Counter
 
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, start_mcp_daemon
+from mcpsupport import McpHttp, recorded_tool, start_mcp_daemon
 
 TABLE = "mask_people"
 SECRET = b"-SECRET"  # every ssn value holds it; no byte sent to a caller may
 SSNS = [f"S{n:03d}-SECRET" for n in range(5)]
 
-
-class Recording:
-    """A socket that keeps every byte it receives."""
-
-    def __init__(self, sock):
-        self.sock, self.received = sock, bytearray()
-
-    def recv(self, n):
-        data = self.sock.recv(n)
-        self.received += data
-        return data
-
-    def __getattr__(self, name):
-        return getattr(self.sock, name)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +46,7 @@ def maskd(pgwarden_bin, pg):
 
 def raw_client(daemon):
     c = daemon.raw()
-    c.sock = Recording(c.sock)
+    c.sock = pgwtest.RecordingSocket(c.sock)
     c.login("core", daemon.passwords["core"])
     return c
 
@@ -142,17 +127,10 @@ def test_mcp_results_and_describe_table_never_hold_a_value(maskd, pg):
     daemon, tokens = maskd
     c = McpHttp(daemon.mcp_port, tokens["core"])
     c.initialize()
-    seen = b""
+    seen = bytearray()
 
     def call(name, args):
-        nonlocal seen
-        c.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call",
-               "params": {"name": name, "arguments": args}}
-        status, _, data = c.raw(body=json.dumps(msg).encode())
-        assert status == 200
-        seen += data
-        return json.loads(data)["result"]
+        return recorded_tool(c, name, args, seen)
 
     r = call("query", {"sql": f"SELECT id, ssn FROM {TABLE} ORDER BY id"})
     rows = r["structuredContent"]["rows"]

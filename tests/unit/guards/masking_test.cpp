@@ -142,7 +142,7 @@ agents:
   for (const char* bad :
        {"SELECT ssn::int FROM people", "SELECT min(ssn) FROM people",
         "SELECT row_to_json(p) FROM people p", "COPY (SELECT ssn FROM people) TO STDOUT",
-        "DECLARE c CURSOR FOR SELECT ssn FROM people"}) {
+        "DECLARE c CURSOR FOR SELECT ssn FROM people", "SELECT most_common_vals FROM pg_stats"}) {
     const Decision d = test::evaluate(g, bad, stats.get());
     ASSERT_TRUE(d.denied) << bad;
     EXPECT_EQ(d.deny.code, "MASKED_COLUMN") << bad;
