@@ -423,6 +423,15 @@ void Daemon::refreshSummaries(std::function<void()> done) {
   }
 }
 
+int64_t Daemon::statsAgeSeconds(const std::string& server_db) {
+  if (t_loop != &loop_) return -1;  // the refresher's clock is loop 0's (the MCP endpoint's)
+  int64_t age = -1;
+  catalog_->forEachAge([&](const std::string& db, uint64_t age_ms) {
+    if (db == server_db) age = static_cast<int64_t>(age_ms / 1000);
+  });
+  return age;
+}
+
 std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(const std::string& server_db) {
   if (t_loop == &loop_) return catalog_->get(server_db);
   std::lock_guard lock(stats_mu_);

@@ -194,6 +194,7 @@ void StatementRunner::act(GateVerdict v) {
     work_sql_ = "EXPLAIN (FORMAT JSON) " + spec_.sql;
   } else {
     work_sql_ = d.rewritten_sql ? *d.rewritten_sql : spec_.sql;
+    result_.executed_sql = work_sql_;
     const bool empty_text = plan_->analysis && plan_->analysis->ok && plan_->analysis->statements.empty();
     if (!empty_text) {
       run_ = daemon::startRun(plan_, 0, spec_.bind);
@@ -725,6 +726,7 @@ void StatementRunner::complete() {
   done_called_ = true;
   step_ = Step::kDone;
   result_.elapsed_us = history::wallClockMicros() - started_us_;
+  result_.stats_age_s = host_.statsAgeSeconds(spec_.who.server_database);
   Done done = std::move(done_);
   if (done) done(std::move(result_));
 }

@@ -111,6 +111,10 @@ struct RunResult {
   std::string last_tag;
   int64_t elapsed_us = 0;
   bool cancelled = false;
+  // Provenance (docs/provenance.md): the text sent to the server after pgwarden's rewrites, and
+  // how old the catalog statistics the guards and screens read were (-1: none yet).
+  std::string executed_sql;
+  int64_t stats_age_s = -1;
 };
 
 class StatementRunner final : public daemon::GateCaller,
