@@ -616,7 +616,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
   std::unordered_map<std::string, AgentPortal> agent_portals_;
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
-  std::optional<std::array<std::string, 3>> agent_defaults_;
+  std::optional<std::array<std::string, 4>> agent_defaults_;
+  std::string provenance_ = "off";  // pgwarden.provenance (docs/provenance.md)
   // The Bind being handled, decoded into storage kept from one Bind to the next.
   protocol::BindMsg bind_;
   // An entry of portals_ kept when a transaction's portals ended, for the next Bind (empty: none).

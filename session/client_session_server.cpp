@@ -2,6 +2,7 @@
 // what it still owes, screened, capped and passed on (or dropped) to the client.
 
 #include "session/client_session.h"
+#include "session/provenance.h"
 
 #include <spdlog/spdlog.h>
 
@@ -401,6 +402,10 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
 bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
+  if (head.run && provenanceOn(provenance_)) {
+    protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
+                          provenanceDetail(*head.run));
+  }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     head.run.reset();

@@ -2,6 +2,8 @@
 rewrites, the verdicts and warnings, the planner's estimate against the rows returned, and the
 age of the catalog statistics."""
 
+import json
+
 import pytest
 
 import pgwtest
@@ -65,3 +67,24 @@ def test_a_read_no_guard_changed_runs_as_written(provd):
     p = r["structuredContent"]["provenance"]
     assert p["executed_sql"] == "SELECT count(*) FROM prov_b"
     assert p["rewritten"] is False and p["verdicts"] == [] and p["rows_returned"] == 1
+
+
+def test_the_wire_notice_comes_when_the_client_asks_for_it(provd):
+    daemon, _ = provd
+    with daemon.raw() as c:
+        c.login("agent", daemon.passwords["agent"])
+        _, _, notices = c.query("SELECT id FROM prov_a WHERE id > 10")
+        assert not [n for n in notices if n.get("M") == "pgwarden provenance"]
+        c.query("SET pgwarden.provenance = on")
+        assert c.query("SHOW pgwarden.provenance")[0] == [("on",)]
+        _, tags, notices = c.query("SELECT id FROM prov_a WHERE id > 10")
+        assert tags == ["SELECT 40"]
+        found = [json.loads(n["D"]) for n in notices if n.get("M") == "pgwarden provenance"]
+        assert len(found) == 1, notices
+        p = found[0]
+        assert p["code"] == "PROVENANCE" and p["rewritten"] is True
+        assert "LIMIT" in p["executed_sql"] and "ROWS_CAPPED" in p["verdicts"]
+        assert p["rows_returned"] == 40
+        c.query("RESET pgwarden.provenance")
+        _, _, notices = c.query("SELECT 1")
+        assert not [n for n in notices if n.get("M") == "pgwarden provenance"]
