@@ -5,6 +5,8 @@
 #include <charconv>
 #include <string>
 
+#include <simdjson.h>
+
 #include "analysis/table_stats.h"
 
 namespace pgwarden::guards {
@@ -21,7 +23,12 @@ const char* TableStatsSnapshot::catalogQuery() {
          "     greatest(sz.pages, c.relpages)"
          "   WHEN c.reltuples > 0 THEN c.reltuples"
          "   ELSE sz.pages * 60 END, 0)::bigint::text,"
-         " coalesce(ix.cols, ''), coalesce(ix.types, '')"
+         " coalesce(ix.cols, ''), coalesce(ix.types, ''),"
+         // The table's OID and its columns' numbers, which the masked columns are resolved to
+         // (a RowDescription names a column by these).
+         " c.oid::text, coalesce((SELECT pg_catalog.json_object_agg(a.attname, a.attnum)"
+         "   FROM pg_catalog.pg_attribute a"
+         "   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)::text, '{}')"
          " FROM pg_catalog.pg_class c"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
          " CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind IN ('r', 'm')"
@@ -43,6 +50,26 @@ const char* TableStatsSnapshot::catalogQuery() {
 }
 
 namespace {
+
+// The 6th and 7th columns of catalogQuery(): the OID and {"column": attnum, ...}.
+void readAttributes(const std::string& oid, const std::string& json, TableStats& stats) {
+  uint32_t n = 0;
+  const auto [ptr, ec] = std::from_chars(oid.data(), oid.data() + oid.size(), n);
+  if (ec != std::errc() || ptr != oid.data() + oid.size()) return;
+  simdjson::dom::parser parser;
+  simdjson::dom::object o;
+  if (parser.parse(json).get_object().get(o) != simdjson::SUCCESS) return;
+  stats.oid = n;
+  for (auto field : o) {
+    int64_t attnum = 0;
+    if (field.value.get_int64().get(attnum) != simdjson::SUCCESS || attnum <= 0 ||
+        attnum > 1600) {
+      continue;
+    }
+    if (stats.attributes.size() < static_cast<size_t>(attnum)) stats.attributes.resize(attnum);
+    stats.attributes[attnum - 1] = std::string(field.key);
+  }
+}
 
 std::vector<std::string> splitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -85,6 +112,7 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
       stats.indexed_columns.push_back(cols[i]);
       stats.indexed_column_types.push_back(i < types.size() ? types[i] : "");
     }
+    if (row.size() >= 7) readAttributes(row[5], row[6], stats);
     snap->tables_[row[0] + "." + row[1]] = std::move(stats);
   }
   for (const auto& row : column_rows) {

@@ -32,6 +32,10 @@ struct TableStats {
   std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
   // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.
   std::map<std::string, ColumnStats, std::less<>> columns;
+  // The table's OID and its columns' names by attribute number (attributes[attnum - 1]; "" for
+  // a dropped one): what a RowDescription names a column by. 0 and empty when unknown.
+  uint32_t oid = 0;
+  std::vector<std::string> attributes;
 };
 class TableStatsSnapshot {
  public:
@@ -60,6 +64,19 @@ class TableStatsSnapshot {
   // had for it.
   std::shared_ptr<const TableStatsSnapshot> withIndexBounds(const std::vector<IndexBounds>& probed,
                                                             const TableStatsSnapshot* previous) const;
+  // A copy without the statistics of the columns `drop` names ("schema.table" key, column): a
+  // group's masked columns, whose statistics hold their values.
+  template <typename Drop>
+  std::shared_ptr<const TableStatsSnapshot> withoutColumns(Drop&& drop) const {
+    auto snap = std::make_shared<TableStatsSnapshot>(*this);
+    snap->generation_ = nextGeneration();
+    for (auto& [key, table] : snap->tables_) {
+      for (auto it = table.columns.begin(); it != table.columns.end();) {
+        it = drop(key, it->first) ? table.columns.erase(it) : std::next(it);
+      }
+    }
+    return snap;
+  }
   // Unique per snapshot for the process's life, copies included (never reused, unlike an
   // address): a cache of decisions made over a snapshot is keyed by it.
   uint64_t generation() const { return generation_; }

@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 #include "daemon/salt_key.h"
 #include "daemon/systemd_notify.h"
+#include "history/chain.h"
 #include "history/verify.h"
 #include "mcp/token_auth.h"
 #include "pgwarden_version.h"
@@ -24,6 +25,17 @@ int checkConfigCommand(const std::string& path, std::ostream& out, std::ostream&
     auto cfg = loadConfig(path);
     for (const auto& w : cfg->warnings) err << "warning: " << w << "\n";
     if (const std::string w = checkSaltKey(cfg->auth); !w.empty()) err << "warning: " << w << "\n";
+    if (const std::string p = giveMaskKey(*cfg, false); !p.empty()) {
+      err << path << ": " << p << "\n";
+      return 1;
+    }
+    if (cfg->history.chain && cfg->history.store != "off") {
+      // The daemon refuses to start without the chain's key: so does the check.
+      if (const std::string p = history::chainKeyProblem(cfg->history.chain_key_file); !p.empty()) {
+        err << path << ": history.chain_key_file: " << p << "\n";
+        return 1;
+      }
+    }
     out << path << ": ok (" << cfg->users.size() << " user" << (cfg->users.size() == 1 ? "" : "s")
         << ", " << cfg->groups.size() << " group" << (cfg->groups.size() == 1 ? "" : "s") << ")\n";
     return 0;

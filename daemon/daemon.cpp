@@ -88,6 +88,10 @@ bool Daemon::start() {
   const auto& cfg = *config_;
   salt_key_ = loadSaltKey(cfg.auth);
   if (!salt_key_.warning.empty()) spdlog::warn("{}", salt_key_.warning);
+  if (const std::string e = giveMaskKey(cfg, true); !e.empty()) {
+    spdlog::error("{}", e);
+    return false;
+  }
   for (auto& w : workers_) w->applyConfig(config_, salt_key_.key);
   try {
     if (cfg.history.store != "off") recorder_ = history::makeRecorder(cfg.history);
@@ -419,6 +423,15 @@ void Daemon::refreshSummaries(std::function<void()> done) {
   }
 }
 
+int64_t Daemon::statsAgeSeconds(const std::string& server_db) {
+  if (t_loop != &loop_) return -1;  // the refresher's clock is loop 0's (the MCP endpoint's)
+  int64_t age = -1;
+  catalog_->forEachAge([&](const std::string& db, uint64_t age_ms) {
+    if (db == server_db) age = static_cast<int64_t>(age_ms / 1000);
+  });
+  return age;
+}
+
 std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(const std::string& server_db) {
   if (t_loop == &loop_) return catalog_->get(server_db);
   std::lock_guard lock(stats_mu_);
@@ -625,6 +638,11 @@ bool Daemon::reload() {
   } catch (const std::exception& e) {
     spdlog::error("reload rejected, keeping the running configuration: {}", e.what());
     metrics_->metrics().config_last_reload_successful.set(0);
+    if (notifier_) (void)notifier_->ready();
+    return false;
+  }
+  if (const std::string e = giveMaskKey(*next, true); !e.empty()) {
+    spdlog::error("reload rejected, keeping the running configuration: {}", e);
     if (notifier_) (void)notifier_->ready();
     return false;
   }

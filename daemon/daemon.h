@@ -97,6 +97,7 @@ class Daemon final : public mcp::McpHost {
   uint64_t nextSessionId() override { return next_session_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // Catalog statistics for a server database (null until the first refresh succeeds).
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
+  int64_t statsAgeSeconds(const std::string& server_db) override;
   const CatalogRefresher& catalog() const { return *catalog_; }
   void watchDatabase(const std::string& server_db) override;
   // The first statistics load for `server_db` is under way; the session `session_id` of `w` is

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/key_file.h"
+#include "guards/masking.h"
 #include "protocol/auth.h"
 
 namespace pgwarden::daemon {
@@ -19,43 +21,17 @@ constexpr size_t kKeyBytes = 32;
 constexpr size_t kMinKeyChars = 16;
 constexpr size_t kMaxFileBytes = 4096;
 
-std::string dirOf(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string toHex(const std::string& raw) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(raw.size() * 2);
-  for (char c : raw) {
-    out.push_back(kHex[static_cast<unsigned char>(c) >> 4]);
-    out.push_back(kHex[static_cast<unsigned char>(c) & 0xf]);
-  }
-  return out;
-}
-
 std::string errnoText(int err) { return std::strerror(err); }
 
 // The key in an existing file: its first line without surrounding blanks. `error` says why
 // there is none.
-bool readKeyFile(const std::string& path, std::string& key, std::string& error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot read " + path + ": " + errnoText(errno);
+bool readSaltKeyFile(const std::string& path, std::string& key, std::string& error) {
+  auto read = readKeyFile(path, kMaxFileBytes);
+  if (!read.ok()) {
+    error = read.error();
     return false;
   }
-  std::string text(kMaxFileBytes, '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  text.resize(got);
+  std::string text = std::move(*read);
   text = text.substr(0, text.find('\n'));
   while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) {
     text.pop_back();
@@ -69,40 +45,17 @@ bool readKeyFile(const std::string& path, std::string& key, std::string& error) 
   return true;
 }
 
-// Writes a new key under a temporary name, then links it to `path`, which fails if another
-// process got there first (its key is then read instead). Returns the key, or "" with `error`.
+// Writes a new key (see common/key_file.h); when another process got there first, its key is
+// read instead. Returns the key, or "" with `error`.
 std::string createKeyFile(const std::string& path, std::string& error) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());  // left by a process of the same pid that crashed mid-way
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = "cannot create " + path + ": " + errnoText(errno);
-    return {};
-  }
   const std::string key = toHex(protocol::randomBytes(kKeyBytes));
-  const std::string text = key + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  const int write_errno = errno;
-  ::close(fd);
-  if (!written) {
-    ::unlink(tmp.c_str());
-    error = "cannot write " + path + ": " + errnoText(write_errno);
+  if (Status s = writeKeyFile(path, key + "\n", false); !s.ok()) {
+    error = s.error();
     return {};
   }
-  const int linked = ::link(tmp.c_str(), path.c_str());
-  const int link_errno = errno;
-  ::unlink(tmp.c_str());
-  if (linked != 0) {
-    if (link_errno == EEXIST) {
-      std::string existing;
-      if (readKeyFile(path, existing, error)) return existing;
-      return {};
-    }
-    error = "cannot create " + path + ": " + errnoText(link_errno);
-    return {};
-  }
-  return key;
+  std::string stored;
+  if (readSaltKeyFile(path, stored, error)) return stored;
+  return {};
 }
 
 std::string revealedWarning(const std::string& why) {
@@ -125,7 +78,7 @@ SaltKey loadSaltKey(const AuthConfig& auth) {
   std::string error;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (readKeyFile(path, out.key, error)) {
+    if (readSaltKeyFile(path, out.key, error)) {
       out.persistent = true;
       if ((st.st_mode & 077) != 0) {
         char mode[8];
@@ -151,20 +104,45 @@ SaltKey loadSaltKey(const AuthConfig& auth) {
   return out;
 }
 
+std::string giveMaskKey(const Config& config, bool create) {
+  bool needed = false;
+  for (const auto& [name, group] : config.groups) {
+    needed = needed || (group->masking() && !group->masking()->asNull());
+  }
+  if (!needed) return {};
+  const std::string path = config.daemon.state_dir + "/mask.key";
+  const std::string why = "masked_columns: the masking key " + path + ": ";
+  if (!create) {
+    if (std::string problem = keyFileProblem(path); !problem.empty()) return why + problem;
+    return {};
+  }
+  std::string key;
+  std::string error;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!readSaltKeyFile(path, key, error)) return why + error;
+  } else if (errno == ENOENT) {
+    key = createKeyFile(path, error);
+    if (key.empty()) return why + error;
+  } else {
+    return why + "cannot read " + path + ": " + errnoText(errno);
+  }
+  for (const auto& [name, group] : config.groups) {
+    if (group->masking()) group->masking()->setKey(key);
+  }
+  return {};
+}
+
 std::string checkSaltKey(const AuthConfig& auth) {
   if (!auth.salt_key.empty()) return {};
   const std::string& path = auth.salt_key_file;
-  if (::access(path.c_str(), F_OK) == 0) {
-    std::string key;
-    std::string error;
-    return readKeyFile(path, key, error) ? std::string() : revealedWarning(error);
+  if (const std::string problem = keyFileProblem(path); !problem.empty()) {
+    return revealedWarning(problem);
   }
-  const std::string dir = dirOf(path);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return revealedWarning(path + " does not exist and cannot be created (" + dir + ": " +
-                           errnoText(errno) + ")");
-  }
-  return {};
+  if (::access(path.c_str(), F_OK) != 0) return {};
+  std::string key;
+  std::string error;
+  return readSaltKeyFile(path, key, error) ? std::string() : revealedWarning(error);
 }
 
 }  // namespace pgwarden::daemon

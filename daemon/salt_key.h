@@ -24,6 +24,12 @@ struct SaltKey {
 // Start-up and reload only: it reads and may write a small file.
 SaltKey loadSaltKey(const AuthConfig& auth);
 
+// The masked columns' key (docs/masking.md): <daemon.state_dir>/mask.key, read or created once
+// like the salt key, given to every group that masks with tokens. "" when done (or when no group
+// needs it), else why not: no group can mask without it, so start-up fails and a reload keeps
+// the running configuration. `create` false (--check-config): creates nothing, only checks.
+std::string giveMaskKey(const Config& config, bool create);
+
 // For --check-config: "" when loadSaltKey would find or create the key file, else the warning
 // start-up would log. Creates nothing.
 std::string checkSaltKey(const AuthConfig& auth);

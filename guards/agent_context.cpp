@@ -210,6 +210,7 @@ bool parsePairs(std::string_view body, AgentOverrides& out) {
         case AgentKey::kAgentId: found.agent_id = *value; break;
         case AgentKey::kConversationId: found.conversation_id = *value; break;
         case AgentKey::kQueryIntent: found.query_intent = *value; break;
+        case AgentKey::kProvenance: break;
       }
     }
     skipSpace();
@@ -239,6 +240,7 @@ const char* agentKeyName(AgentKey key) {
     case AgentKey::kAgentId: return "agent_id";
     case AgentKey::kConversationId: return "conversation_id";
     case AgentKey::kQueryIntent: return "query_intent";
+    case AgentKey::kProvenance: return "provenance";
   }
   return "agent_id";
 }
@@ -248,6 +250,7 @@ std::optional<AgentKey> agentKeyFromName(std::string_view name) {
   if (n == "agent_id") return AgentKey::kAgentId;
   if (n == "conversation_id") return AgentKey::kConversationId;
   if (n == "query_intent") return AgentKey::kQueryIntent;
+  if (n == "provenance") return AgentKey::kProvenance;
   return std::nullopt;
 }
 

@@ -16,7 +16,8 @@
 namespace pgwarden::guards {
 
 // The keys an agent may set. They steer a cooperative agent; they are not identity.
-enum class AgentKey { kAgentId, kConversationId, kQueryIntent };
+// kProvenance: `SET pgwarden.provenance = on` (docs/provenance.md); not a comment override.
+enum class AgentKey { kAgentId, kConversationId, kQueryIntent, kProvenance };
 const char* agentKeyName(AgentKey key);  // "agent_id", "conversation_id", "query_intent"
 std::optional<AgentKey> agentKeyFromName(std::string_view name);  // case-insensitive
 

@@ -10,6 +10,9 @@
 
 namespace pgwarden::guards {
 
+class Masking;
+// The implicit first guard of a group with masked_columns (guard_masked.cpp).
+std::unique_ptr<Guard> makeMaskedColumnsGuard(std::shared_ptr<const Masking> masking);
 std::unique_ptr<Guard> makeReadOnlyGuard(const YAML::Node& node, const std::string& path,
                                          const GroupSettings& group);
 std::unique_ptr<Guard> makeFunctionsGuard(const YAML::Node& node, const std::string& path,

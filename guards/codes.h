@@ -12,6 +12,8 @@ inline constexpr std::string_view kProtectedSetting = "PROTECTED_SETTING";
 inline constexpr std::string_view kMultiStatement = "MULTI_STATEMENT";
 inline constexpr std::string_view kFunctionDenied = "FUNCTION_DENIED";
 inline constexpr std::string_view kTableDenied = "TABLE_DENIED";
+// A statement that would show a masked column's values other than as the column itself.
+inline constexpr std::string_view kMaskedColumn = "MASKED_COLUMN";
 // Limits: the statement would read or return too much (54000 program_limit_exceeded).
 inline constexpr std::string_view kMissingPredicate = "MISSING_PREDICATE";
 inline constexpr std::string_view kLimitTooLarge = "LIMIT_TOO_LARGE";
@@ -149,6 +151,7 @@ inline constexpr std::string_view kAll[] = {kReadOnly,
                                             kTransactionOpen,
                                             kTransactionCommitted,
                                             kTransactionDiscarded,
-                                            kSessionState};
+                                            kSessionState,
+                                            kMaskedColumn};
 
 }  // namespace pgwarden::guards::codes

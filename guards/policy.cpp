@@ -12,6 +12,7 @@
 #include "common/config_util.h"
 #include "guards/builtin_guards.h"
 #include "guards/codes.h"
+#include "guards/masking.h"
 #include "guards/fixed_settings.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
@@ -180,6 +181,9 @@ struct ChainState {
 
 Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                                const TableStatsSnapshot* stats) const {
+  // A group's masked columns: their statistics are their values, kept from every guard's text.
+  const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
+  if (visible) stats = visible.get();
   Decision d;
   if (!analysis.ok) {
     applyDenial(d, syntaxErrorVerdict(analysis, sql));
@@ -319,6 +323,8 @@ std::string truncationDetail(int64_t max_rows) {
 Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcome& outcome,
                                     const Analysis& analysis, std::string_view sql,
                                     const RequestContext& ctx, const TableStatsSnapshot* stats) const {
+  const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
+  if (visible) stats = visible.get();
   if (!pending.webhook || !pending.webhook->state || pending.webhook->guard >= guards_.size()) return pending;
   Decision d = pending;
   const size_t i = d.webhook->guard;
@@ -386,6 +392,8 @@ Verdict PolicyGroup::render(size_t index, GuardResult r) const {
 
 Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view plan_json,
                                    const TableStatsSnapshot* stats) const {
+  const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
+  if (visible) stats = visible.get();
   auto plan = parsePlanJson(plan_json);
   if (!plan.ok()) return planUnavailable(pending);
   Decision d = pending;
@@ -651,7 +659,8 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const YAML::Node node = kv.second;
     config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
                                    "max_rows_affected", "transaction_idle_timeout",
-                                   "transaction_max_age", "allow_ddl", "pool_mode"});
+                                   "transaction_max_age", "allow_ddl", "pool_mode",
+                                   "masked_columns", "masked_as", "schema_only"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -680,12 +689,15 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
         chain.push_back(std::move(guard));
       }
     }
+    std::shared_ptr<Masking> masking = Masking::parse(node, path);
+    if (masking) chain.insert(chain.begin(), makeMaskedColumnsGuard(masking));
     ReasonOverrides reasons = parseReasons(node["reasons"], path + ".reasons", chain);
     auto screens = parseResultScreens(node["result_screens"], path + ".result_screens");
     WriteMode writes = parseWriteMode(node, path, settings, chain);
     auto group = std::make_shared<PolicyGroup>(name, std::move(chain), std::move(search_path),
                                                std::move(reasons), std::move(screens));
     group->setWriteMode(std::move(writes));
+    group->setMasking(std::move(masking));
     if (const auto pool_mode = config::getOptionalString(node, path, "pool_mode")) {
       if (*pool_mode != "session" && *pool_mode != "transaction") {
         config::fail(node["pool_mode"], path + ".pool_mode",

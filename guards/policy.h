@@ -25,6 +25,7 @@ namespace pgwarden::guards {
 struct GuardResult;
 struct ChainState;     // where a paused chain stopped (policy.cpp)
 class BudgetView;      // per-conversation budget state as the chain reads it (below)
+class Masking;         // masked columns (masking.h)
 
 enum class Action { kAllow, kWarn, kDeny, kRewrite };
 const char* actionName(Action a);
@@ -211,6 +212,10 @@ class PolicyGroup {
   // The group's `pool_mode` (session or transaction): how long its sessions hold a server
   // connection; "" when the group leaves it to pool.mode.
   const std::string& poolMode() const { return pool_mode_; }
+  // The group's masked columns (guards/masking.h); null when it masks nothing. Not const: the
+  // daemon gives it the instance's key before the configuration is published.
+  Masking* masking() const { return masking_.get(); }
+  void setMasking(std::shared_ptr<Masking> m) { masking_ = std::move(m); }
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
@@ -256,6 +261,7 @@ class PolicyGroup {
   ReasonOverrides reasons_;
   std::unique_ptr<GroupSettings> settings_;
   WriteMode writes_;
+  std::shared_ptr<Masking> masking_;
   std::string pool_mode_;
   uint64_t id_ = 0;
   bool deterministic_ = true;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/key_file.h"
 #include "history/text.h"
 
 namespace pgwarden::history {
@@ -74,45 +75,11 @@ std::string keyFileText(const ChainKeyring& ring) {
   return text;
 }
 
-// Writes `text` under a temporary name (0600, synced) and moves it to `path`: with `replace`
-// false, link() fails when another process created the file first.
-Status writeKeyFile(const std::string& path, const std::string& text, bool replace) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::fail("cannot create " + path + ": " + std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  const int write_errno = errno;
-  ::close(fd);
-  if (!written) {
-    ::unlink(tmp.c_str());
-    return Status::fail("cannot write " + path + ": " + std::strerror(write_errno));
-  }
-  const int moved =
-      replace ? ::rename(tmp.c_str(), path.c_str()) : ::link(tmp.c_str(), path.c_str());
-  const int move_errno = errno;
-  if (!replace || moved != 0) ::unlink(tmp.c_str());
-  if (moved != 0 && !(move_errno == EEXIST && !replace)) {
-    return Status::fail("cannot create " + path + ": " + std::strerror(move_errno));
-  }
-  return {};
-}
-
-Result<ChainKeyring> readKeyFile(const std::string& path) {
+Result<ChainKeyring> parseKeyFile(const std::string& path) {
   using R = Result<ChainKeyring>;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return R::fail("cannot read " + path + ": " + std::strerror(errno));
-  std::string text(kMaxKeyFileBytes, '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  text.resize(got);
+  auto read = readKeyFile(path, kMaxKeyFileBytes);
+  if (!read.ok()) return R::fail(read.error());
+  const std::string& text = *read;
   ChainKeyring ring;
   size_t line_no = 0;
   for (size_t at = 0; at < text.size();) {
@@ -164,7 +131,13 @@ Result<ChainKeyring> loadChainKeys(const std::string& path, bool create) {
         "rewrite the history undetected: chmod 600 it",
         path);
   }
-  return readKeyFile(path);
+  return parseKeyFile(path);
+}
+
+std::string chainKeyProblem(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0) return keyFileProblem(path);
+  auto ring = parseKeyFile(path);
+  return ring.ok() ? std::string() : ring.error();
 }
 
 Result<std::string> rotateChainKey(const std::string& path) {

@@ -41,6 +41,9 @@ struct ChainKeyring {
 // file that does not exist is made (mode 0600, one new key; written under a temporary name and
 // linked into place, so a crash or a second process never leaves half a key).
 Result<ChainKeyring> loadChainKeys(const std::string& path, bool create);
+// For --check-config: "" when loadChainKeys(path, true) would succeed (the file holds keys, or
+// does not exist and can be created), else why not. Creates nothing.
+std::string chainKeyProblem(const std::string& path);
 // Appends a new key to the file (created when missing); returns its id. Records written after the
 // daemon's next start use it; their chain goes on from the last record made with the old one.
 Result<std::string> rotateChainKey(const std::string& path);

@@ -54,6 +54,11 @@ class McpHost {
   // `fence` keeps it from being lent to anybody else until PostgreSQL has the request.
   virtual void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<daemon::CancelFence> fence) = 0;
   virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;
+  // How old that snapshot is, in seconds (-1: none, or unknown): provenance (docs/provenance.md).
+  virtual int64_t statsAgeSeconds(const std::string& server_database) {
+    (void)server_database;
+    return -1;
+  }
   virtual uv_loop_t* loop() = 0;
   // The first catalog statistics load for the database is still running: statements wait for it
   // (bounded), so a size guard never judges a big table as unknown.

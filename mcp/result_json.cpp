@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "analysis/plan.h"
+
 namespace pgwarden::mcp {
 
 namespace {
@@ -151,6 +153,35 @@ Json noticesJson(const RunResult& r) {
   return out;
 }
 
+// Where the answer came from (docs/provenance.md): the text the server ran after pgwarden's
+// rewrites, every verdict and warning, the planner's estimate against the rows returned (when
+// the cost gate planned the statement), and the age of the catalog statistics.
+Json provenanceJson(const RunResult& r, const ResultSet* main) {
+  Json verdicts = Json::array();
+  Json warnings = Json::array();
+  if (r.plan) {
+    for (const auto& v : r.plan->decision.actions) {
+      verdicts.push_back({{"code", v.code}, {"action", std::string(guards::actionName(v.action))}});
+    }
+  }
+  for (const auto& n : r.notices) {
+    if (n.severity == "WARNING") warnings.push_back(n.code);
+  }
+  Json out{{"executed_sql", r.executed_sql.empty() ? Json(nullptr) : Json(r.executed_sql)},
+           {"rewritten", r.plan && r.plan->decision.rewritten_sql.has_value()},
+           {"verdicts", std::move(verdicts)},
+           {"warnings", std::move(warnings)},
+           {"estimated_rows", nullptr},
+           {"rows_returned", main ? Json(main->rows.size()) : Json(nullptr)},
+           {"stats_age_seconds", r.stats_age_s >= 0 ? Json(r.stats_age_s) : Json(nullptr)}};
+  if (!r.explain_json.empty()) {
+    if (auto plan = guards::parsePlanJson(r.explain_json)) {
+      out["estimated_rows"] = static_cast<int64_t>(plan->plan_rows);
+    }
+  }
+  return out;
+}
+
 Json queryResultJson(const RunResult& r) {
   // The result a client shows: the last statement that returned rows (or the last one).
   const ResultSet* main = nullptr;
@@ -172,6 +203,7 @@ Json queryResultJson(const RunResult& r) {
   }
   out["warnings"] = std::move(warnings);
   out["elapsed_ms"] = static_cast<double>(r.elapsed_us) / 1000.0;
+  out["provenance"] = provenanceJson(r, main);
   if (r.sets.size() > 1) {
     Json sets = Json::array();
     for (const auto& s : r.sets) sets.push_back(resultSetJson(s));

@@ -219,6 +219,7 @@ void StatementRunner::act(GateVerdict v) {
       if (auto capped = guards::doorRowCap(d, *plan.analysis, spec_.sql, spec_.max_rows))
         work_sql_ = std::move(*capped);
     }
+    result_.executed_sql = work_sql_;
     // The screens compare the bound values, as they do for a wire client's Bind.
     std::shared_ptr<const daemon::ScreenParams> params;
     if (spec_.bind && !spec_.params.empty())
@@ -460,8 +461,15 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
 
 void StatementRunner::onRowDescription(const protocol::Frame& f) {
   ResultSet set;
+  // Masked columns (docs/masking.md): their cells become tokens (text) or NULL below.
+  const guards::Masking* masking = spec_.who.policy ? spec_.who.policy->masking() : nullptr;
+  row_mask_ = masking ? masking->rowMask(f.body, host_.tableStats(spec_.who.server_database).get())
+                      : guards::RowMask{};
   if (auto fields = protocol::parseRowDescriptionFields(f.body)) {
-    for (const auto& rf : *fields) set.columns.push_back({std::string(rf.name), rf.type_oid});
+    for (size_t i = 0; i < fields->size(); ++i) {
+      const bool masked = row_mask_.any && row_mask_.masked[i];
+      set.columns.push_back({std::string((*fields)[i].name), masked ? 25u : (*fields)[i].type_oid});
+    }
   }
   daemon::StatementRun* run = exec_.run();
   int64_t cap = spec_.max_rows;
@@ -491,6 +499,9 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   std::vector<std::optional<std::string>> row;
   row.reserve(cells->size());
   for (const auto& c : *cells) row.push_back(c ? std::optional<std::string>(std::string(*c)) : std::nullopt);
+  if (row_mask_.any && spec_.who.policy && spec_.who.policy->masking()) {
+    guards::maskCells(row, row_mask_, *spec_.who.policy->masking());
+  }
   set.rows.push_back(std::move(row));
   result_bytes_ += f.body.size();
 }
@@ -731,6 +742,7 @@ void StatementRunner::complete() {
   done_called_ = true;
   step_ = Step::kDone;
   result_.elapsed_us = history::wallClockMicros() - started_us_;
+  result_.stats_age_s = host_.statsAgeSeconds(spec_.who.server_database);
   if (in_start_) {
     // Never inside start() (a denial known at once): the answer comes on the next loop turn,
     // as the gate's verdict does.

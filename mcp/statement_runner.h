@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "guards/agent_context.h"
+#include "guards/masking.h"
 #include "mcp/mcp_host.h"
 #include "pool/server_conn.h"
 #include "session/statement_execution.h"
@@ -117,6 +118,10 @@ struct RunResult {
   std::string last_tag;
   int64_t elapsed_us = 0;
   bool cancelled = false;
+  // Provenance (docs/provenance.md): the text sent to the server after pgwarden's rewrites, and
+  // how old the catalog statistics the guards and screens read were (-1: none yet).
+  std::string executed_sql;
+  int64_t stats_age_s = -1;
 };
 
 class StatementRunner final : public daemon::GateCaller,
@@ -227,6 +232,7 @@ class StatementRunner final : public daemon::GateCaller,
   bool parse_check_ = false;    // ... or to the gate's parse check (explain_sql_ is its text)
   std::string explain_error_;
   uint64_t result_bytes_ = 0;
+  guards::RowMask row_mask_;  // the masked columns of the current result set
   int64_t started_us_ = 0;
   bool cancelled_ = false;
   bool done_called_ = false;

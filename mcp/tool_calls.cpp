@@ -6,6 +6,7 @@
 #include "budgets/budget.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
+#include "guards/masking.h"
 #include "mcp/result_json.h"
 #include "mcp/write_tools.h"
 
@@ -172,6 +173,22 @@ const char* kCatalogSql =
     "'checks', (SELECT json_agg(pg_get_constraintdef(k.oid)) FROM pg_constraint k"
     "  WHERE k.conrelid = c.oid AND k.contype = 'c'))"
     " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(";
+
+// Masked columns (docs/masking.md): a column's known values are its values; it says it is masked.
+void markMasked(Json& info, const guards::Masking& m, const guards::TableStatsSnapshot* stats) {
+  const std::string q = info["table"].get<std::string>();
+  const size_t dot = q.find('.');
+  if (dot == std::string::npos || !info["columns"].is_array()) return;
+  const auto names = m.maskedNames(q.substr(0, dot), q.substr(dot + 1), stats);
+  for (auto& c : info["columns"]) {
+    const std::string name = c.is_object() ? c.value("name", std::string()) : std::string();
+    for (const auto& n : names) {
+      if (n != name && n != "*") continue;
+      c["known_values"] = nullptr;
+      c["masked"] = true;
+    }
+  }
+}
 
 }  // namespace
 
@@ -464,7 +481,13 @@ void ToolCall::describeGotCatalog(RunResult&& r) {
   }
   if (ctx_.writes) ctx_.writes->noteLooked(qualified);  // its columns were looked at
   describe_ = std::move(info);
-  const int64_t n = argInt(args_, "sample_rows", 3);
+  if (const guards::Masking* m = ctx_.who.policy ? ctx_.who.policy->masking() : nullptr) {
+    markMasked(describe_, *m, host_.tableStats(ctx_.who.server_database).get());
+  }
+  const bool schema_only =
+      ctx_.who.policy && ctx_.who.policy->masking() && ctx_.who.policy->masking()->schemaOnly();
+  const int64_t n = schema_only ? 0 : argInt(args_, "sample_rows", 3);
+  if (schema_only) describe_["sample_withheld"] = "schema_only";
   if (n <= 0) {
     describe_["sample"] = nullptr;
     finish(std::move(describe_), false, "ok", "The table:");

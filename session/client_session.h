@@ -37,6 +37,7 @@
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
 #include "session/write_txn.h"
+#include "guards/masking.h"
 
 namespace pgwarden::daemon {
 
@@ -168,6 +169,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     struct DescribeStatement {
       bool described = false;  // ParameterDescription seen
     };
+    struct DescribePortal {
+      bool ours = false;  // pgwarden's own before an Execute: masked columns (docs/masking.md)
+    };
     struct Execute {
       Write write;
     };
@@ -203,9 +207,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
                                 // transaction block as the denied statement would have
       bool sync = false;        // a Sync of pgwarden's own (it ends an extended batch)
     };
-    // kSync, kDescribePortal, kClose and kInternalClose carry nothing (std::monostate).
-    using Data = std::variant<std::monostate, Statement, Bind, DescribeStatement, Execute, Query,
-                              Local, Explain, Internal>;
+    // kSync, kClose and kInternalClose carry nothing (std::monostate).
+    using Data = std::variant<std::monostate, Statement, Bind, DescribeStatement, DescribePortal,
+                              Execute, Query, Local, Explain, Internal>;
 
     explicit Pending(Expect k);
     Expect kind;
@@ -217,6 +221,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     const Statement& statement() const { return as<Statement>(); }
     Bind& bind() { return as<Bind>(); }
     DescribeStatement& describeStatement() { return as<DescribeStatement>(); }
+    DescribePortal& describePortal() { return as<DescribePortal>(); }
     Execute& execute() { return as<Execute>(); }
     Query& query() { return as<Query>(); }
     const Query& query() const { return as<Query>(); }
@@ -323,6 +328,11 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool handleParse(const protocol::Frame& f);
   bool handleBind(const protocol::Frame& f);
   bool handleExecute(const protocol::Frame& f);
+  // Masked columns (docs/masking.md): a RowDescription relayed (rewritten when the group masks;
+  // `rows` when the DataRows that follow are described by it), and the Describe of the portal
+  // pgwarden sends before an Execute so that it knows what the rows hold.
+  void relayRowDescription(const protocol::Frame& f, bool rows, bool relay);
+  void describeForMasking(std::string_view portal);
   bool handleClose(const protocol::Frame& f);
   void forward(const protocol::Frame& f);
   void pushPending(Pending p);
@@ -518,6 +528,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::string query_intent_;
   const UserConfig* user_config_ = nullptr;  // points into config_
   const guards::PolicyGroup* policy_ = nullptr;
+  guards::RowMask row_mask_;  // the masked columns of the rows being relayed
   ParamList client_params_;
   std::optional<std::string> search_path_;
   int32_t key_pid_ = 0;
@@ -626,7 +637,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
   std::unordered_map<std::string, AgentPortal> agent_portals_;
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
-  std::optional<std::array<std::string, 3>> agent_defaults_;
+  std::optional<std::array<std::string, 4>> agent_defaults_;
+  std::string provenance_ = "off";  // pgwarden.provenance (docs/provenance.md)
   // The Bind being handled, decoded into storage kept from one Bind to the next.
   protocol::BindMsg bind_;
   // An entry of portals_ kept when a transaction's portals ended, for the next Bind (empty: none).

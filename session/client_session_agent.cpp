@@ -112,9 +112,10 @@ bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
 void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format,
                                       std::string& out) {
   using Kind = guards::AgentCommand::Kind;
-  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 3>{agent_id_, conversation_id_, query_intent_};
-  const size_t idx = cmd.key == guards::AgentKey::kAgentId ? 0 : cmd.key == guards::AgentKey::kConversationId ? 1 : 2;
-  std::string* target = idx == 0 ? &agent_id_ : idx == 1 ? &conversation_id_ : &query_intent_;
+  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 4>{agent_id_, conversation_id_, query_intent_, provenance_};
+  const size_t idx = static_cast<size_t>(cmd.key);
+  std::string* targets[] = {&agent_id_, &conversation_id_, &query_intent_, &provenance_};
+  std::string* target = targets[idx];
   const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
   const int64_t started_us = wallClockMicros();
   switch (cmd.kind) {

@@ -143,6 +143,9 @@ ClientSession::Pending::Pending(Expect k) : kind(k) {
     case Expect::kDescribeStatement:
       data.emplace<DescribeStatement>();
       break;
+    case Expect::kDescribePortal:
+      data.emplace<DescribePortal>();
+      break;
     case Expect::kExecute:
       data.emplace<Execute>();
       break;
@@ -158,7 +161,6 @@ ClientSession::Pending::Pending(Expect k) : kind(k) {
     case Expect::kInternal:
       data.emplace<Internal>();
       break;
-    case Expect::kDescribePortal:
     case Expect::kClose:
     case Expect::kSync:
     case Expect::kInternalClose:
@@ -582,6 +584,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
                           {"SAVEPOINT " + std::string(kWriteSavepoint), writes_->countersQuery()});
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
+    describeForMasking(e->portal);
     pushPending(std::move(p));
     protocol::writeExecute(server_->out(), e->portal, 0);
     protocol::writeFlush(server_->out());
@@ -589,6 +592,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     write_hold_ = true;
     return true;
   }
+  describeForMasking(e->portal);
   pushPending(std::move(p));
   forward(f);
   return true;

@@ -6,6 +6,7 @@
 #include "common/log_text.h"
 #include "guards/codes.h"
 #include "session/client_session.h"
+#include "session/provenance.h"
 #include "session/result_screen.h"
 #include "session/statement_execution.h"
 
@@ -315,7 +316,7 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   if (f.type == 'T' && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-    out.append(f.raw.data(), f.raw.size());
+    relayRowDescription(f, true, true);
     return true;
   }
   if (f.type == 't' && head.kind == Expect::kDescribeStatement &&
@@ -328,11 +329,38 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   const bool describe =
       head.kind == Expect::kDescribeStatement || head.kind == Expect::kDescribePortal;
   if (describe && (f.type == 'T' || f.type == 'n')) {
-    out.append(f.raw.data(), f.raw.size());
+    const bool portal = head.kind == Expect::kDescribePortal;
+    const bool ours = portal && head.describePortal().ours;  // not the client's: not relayed
+    if (f.type == 'T') {
+      relayRowDescription(f, portal, !ours);
+    } else {
+      if (portal) row_mask_ = {};
+      if (!ours) out.append(f.raw.data(), f.raw.size());
+    }
     popPending();
     return true;
   }
   return serverOutOfOrder(f, head);
+}
+
+void ClientSession::relayRowDescription(const protocol::Frame& f, bool rows, bool relay) {
+  const guards::Masking* masking = policy_ ? policy_->masking() : nullptr;
+  guards::RowMask mask;
+  if (masking) mask = masking->rowMask(f.body, host_.tableStats(server_database_).get());
+  if (relay && mask.any) {
+    guards::appendMaskedRowDescription(client_.out(), f.body, mask);
+  } else if (relay) {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
+  if (rows) row_mask_ = std::move(mask);
+}
+
+void ClientSession::describeForMasking(std::string_view portal) {
+  if (!policy_ || !policy_->masking() || !server_) return;
+  Pending d(Expect::kDescribePortal);
+  d.describePortal().ours = true;
+  pushPending(std::move(d));
+  protocol::writeDescribe(server_->out(), 'P', portal);
 }
 
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
@@ -340,7 +368,11 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
   StatementRun* run = head.run.get();
   // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
   if (run && !countDataRow(*run, f, run->max_rows)) return true;
-  client_.out().append(f.raw.data(), f.raw.size());
+  if (row_mask_.any && policy_ && policy_->masking()) {
+    guards::appendMaskedDataRow(client_.out(), f.body, row_mask_, *policy_->masking());
+  } else {
+    client_.out().append(f.raw.data(), f.raw.size());
+  }
   ++head.rows_this_execute;
   ++host_.counters().rows_returned;
   return true;
@@ -349,6 +381,10 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
 bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
+  if (head.run && provenanceOn(provenance_)) {
+    protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
+                          provenanceDetail(*head.run));
+  }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     head.run.reset();

@@ -1,5 +1,6 @@
 #include "session/result_screen.h"
 
+#include "guards/masking.h"
 #include "screens/screen.h"
 
 namespace pgwarden::daemon {
@@ -96,7 +97,10 @@ const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::P
     in.sql = run.plan->statements[run.index].sql;
   }
   in.result = summaryOf(run);
-  in.stats = stats;
+  // A group's masked columns: their statistics (known values, bounds) are their values.
+  const auto visible =
+      policy && policy->masking() ? policy->masking()->visibleStats(stats) : nullptr;
+  in.stats = visible ? visible.get() : stats;
   in.group = policy;
   in.params = run.params.get();
   run.screens = screens::screenResult(in);

@@ -129,6 +129,17 @@ class McpHttp:
         return body["result"]
 
 
+def recorded_tool(c, name, arguments, seen):
+    """A tools/call whose raw HTTP answer is appended to `seen` (a bytearray); returns the result."""
+    c.next_id += 1
+    msg = {"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call",
+           "params": {"name": name, "arguments": arguments}}
+    status, _, data = c.raw(body=json.dumps(msg).encode())
+    assert status == 200
+    seen += data
+    return json.loads(data)["result"]
+
+
 def cancelled_call(c, other, sql="SELECT pg_sleep(20)"):
     """Runs `sql` with the query tool through `c`, cancels it from `other` (a second connection in
     the same session) with notifications/cancelled after a second, and returns the tool result."""

@@ -523,6 +523,21 @@ class ServerError(Exception):
         return self.fields.get("M", "")
 
 
+class RecordingSocket:
+    """A socket that keeps every byte it receives: what a test checks no secret reaches."""
+
+    def __init__(self, sock):
+        self.sock, self.received = sock, bytearray()
+
+    def recv(self, n):
+        data = self.sock.recv(n)
+        self.received += data
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
 class RawClient:
     def __init__(self, sock, timeout):
         self.sock = sock

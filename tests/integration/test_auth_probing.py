@@ -166,3 +166,21 @@ def test_check_config_names_revealed_users_and_an_unusable_salt_key(pgwarden_fac
     with d.raw() as c:
         c.login("core", d.passwords["core"])
     assert "cannot create /nonexistent/pgwarden-state/salt.key" in d.log()
+
+
+def test_check_config_fails_where_the_history_chain_key_cannot_be_made(pgwarden_factory, pg):
+    d = pgwarden_factory.start(pg, start=False)
+    d.config["history"]["path"] = str(d.dir / "history.db")
+    d.config["history"]["chain_key_file"] = "/nonexistent/pgwarden-state/history_chain.key"
+    d.write_config()
+    r = subprocess.run([d.binary, "--check-config", str(d.config_path)], capture_output=True,
+                       text=True, timeout=30)
+    # The daemon would not start without the chain's key: the check says so instead of "ok".
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("history.chain_key_file: /nonexistent/pgwarden-state/history_chain.key does not "
+            "exist and cannot be created") in r.stderr
+    assert ": ok" not in r.stdout
+    r = subprocess.run([d.binary, "--config", str(d.config_path)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0
+    assert "history_chain.key" in r.stderr + r.stdout

@@ -1,0 +1,145 @@
+"""Masked columns (docs/masking.md) over both doors: a masked column's values never appear in any
+byte pgwarden sends (rows, notices, errors, MCP JSON), while count, count(DISTINCT), GROUP BY,
+joins and comparisons on the column answer as they do on the real values."""
+
+import json
+import struct
+
+import pytest
+
+import pgwtest
+from mcpsupport import McpHttp, recorded_tool, start_mcp_daemon
+
+TABLE = "mask_people"
+SECRET = b"-SECRET"  # every ssn value holds it; no byte sent to a caller may
+SSNS = [f"S{n:03d}-SECRET" for n in range(5)]
+
+
+
+@pytest.fixture(scope="module")
+def maskd(pgwarden_bin, pg):
+    pg.execute(f"""
+        DROP TABLE IF EXISTS {TABLE};
+        CREATE TABLE {TABLE} (id int PRIMARY KEY, ssn text NOT NULL, name text NOT NULL,
+                              ssn_num int NOT NULL);
+        INSERT INTO {TABLE} SELECT i, 'S' || lpad((i % 5)::text, 3, '0') || '-SECRET',
+                                  'name' || i, 9000 + i % 5
+          FROM generate_series(1, 40) AS i;
+        GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
+        ANALYZE {TABLE};
+    """)
+    from conftest import DaemonSet
+    daemons = DaemonSet(pgwarden_bin)
+
+    def configure(cfg):
+        cfg["groups"]["passthrough"] = {
+            "guards": [],
+            "masked_columns": [f"public.{TABLE}.ssn*"],
+        }
+
+    try:
+        daemon, tokens = start_mcp_daemon(daemons, pg, configure=configure)
+        yield daemon, tokens
+    finally:
+        daemons.teardown()
+
+
+def raw_client(daemon):
+    c = daemon.raw()
+    c.sock = pgwtest.RecordingSocket(c.sock)
+    c.login("core", daemon.passwords["core"])
+    return c
+
+
+def real(pg, sql):
+    with pg.connect() as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def test_rows_carry_tokens_and_counts_answer_as_on_the_real_values(maskd, pg):
+    daemon, _ = maskd
+    with raw_client(daemon) as c:
+        rows, _, notices = c.query(f"SELECT id, ssn, name, ssn_num FROM {TABLE} ORDER BY id")
+        assert len(rows) == 40
+        # Equal values, equal tokens: the token partition is the value partition.
+        by_id = {int(r[0]): r[1] for r in rows}
+        assert len(set(by_id.values())) == 5
+        for i, token in by_id.items():
+            assert token.startswith("m_")
+            assert all((token == by_id[j]) == (i % 5 == j % 5) for j in by_id)
+        assert all(r[3].startswith("m_") for r in rows)  # an int column: a token too
+        assert all(r[2].startswith("name") for r in rows)  # the rest as it is
+        (n,), = c.query(f"SELECT count(DISTINCT ssn) FROM {TABLE}")[0]
+        assert int(n) == 5
+        grouped, _, _ = c.query(f"SELECT ssn, count(*) FROM {TABLE} GROUP BY ssn")
+        expect = real(pg, f"SELECT count(*) FROM {TABLE} GROUP BY ssn")
+        assert sorted(int(r[1]) for r in grouped) == sorted(r[0] for r in expect)
+        assert {r[0] for r in grouped} == set(by_id.values())
+        (n,), = c.query(f"SELECT count(*) FROM {TABLE} WHERE ssn = '{SSNS[2]}'")[0]
+        assert int(n) == 8
+        joined, _, _ = c.query(f"SELECT count(*) FROM {TABLE} a JOIN {TABLE} b ON a.ssn = b.ssn")
+        assert int(joined[0][0]) == 5 * 8 * 8
+        # A screen about the comparison speaks without the column's values.
+        _, _, notices = c.query(f"SELECT count(*) FROM {TABLE} WHERE ssn = 'S999-nothing'")
+        received = bytes(c.sock.received)
+    assert SECRET not in received
+    assert b"9002" not in received and b"9004" not in received
+
+
+def test_extended_protocol_and_a_reused_prepared_statement_are_masked(maskd):
+    daemon, _ = maskd
+    with raw_client(daemon) as c:
+        c.send_extended(f"SELECT ssn FROM {TABLE} WHERE id < $1", params=(6,))
+        rows, _, _, errors, _ = c.sync()
+        assert not errors and len(rows) == 5
+        # A named statement described once, then executed without a Describe.
+        c.send_msg(b"P", b"s1\0" + f"SELECT id, ssn FROM {TABLE} ORDER BY id".encode() + b"\0\0\0")
+        c.send_msg(b"D", b"Ss1\0")
+        c.sync()
+        for _ in range(2):
+            c.send_msg(b"B", b"\0s1\0" + struct.pack("!HHH", 0, 0, 1) + struct.pack("!h", 1))
+            c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+            rows, tags, _, errors, seen = c.sync()
+            assert not errors and tags == ["SELECT 40"] and len(rows) == 40
+            assert b"T" not in seen  # pgwarden's own Describe is not relayed
+        received = bytes(c.sock.received)
+    assert SECRET not in received
+
+
+def test_expressions_that_would_show_a_value_are_refused_with_a_reason(maskd):
+    daemon, _ = maskd
+    with raw_client(daemon) as c:
+        for sql in (f"SELECT ssn || '' FROM {TABLE}", f"SELECT min(ssn) FROM {TABLE}",
+                    f"SELECT substring(ssn, 1, 4) FROM {TABLE}",
+                    f"SELECT row_to_json(p) FROM {TABLE} p", f"SELECT ssn::bytea FROM {TABLE}",
+                    f"SELECT ssn FROM {TABLE} UNION SELECT 'x'",
+                    f"COPY (SELECT ssn FROM {TABLE}) TO STDOUT"):
+            with pytest.raises(pgwtest.ServerError) as e:
+                c.query(sql)
+            assert "masked" in e.value.message, sql
+            assert "MASKED_COLUMN" in str(e.value.fields), sql
+        received = bytes(c.sock.received)
+    assert SECRET not in received
+
+
+def test_mcp_results_and_describe_table_never_hold_a_value(maskd, pg):
+    daemon, tokens = maskd
+    c = McpHttp(daemon.mcp_port, tokens["core"])
+    c.initialize()
+    seen = bytearray()
+
+    def call(name, args):
+        return recorded_tool(c, name, args, seen)
+
+    r = call("query", {"sql": f"SELECT id, ssn FROM {TABLE} ORDER BY id"})
+    rows = r["structuredContent"]["rows"]
+    assert len(rows) == 40 and len({row[1] if isinstance(row, list) else row["ssn"] for row in rows}) == 5
+    r = call("query", {"sql": f"SELECT count(DISTINCT ssn) AS n FROM {TABLE}"})
+    assert "5" in json.dumps(r["structuredContent"])
+    r = call("query", {"sql": f"SELECT ssn || 'x' FROM {TABLE}"})
+    assert r.get("isError")
+    r = call("describe_table", {"table": f"public.{TABLE}", "sample_rows": 3})
+    cols = {col["name"]: col for col in r["structuredContent"]["columns"]}
+    assert cols["ssn"]["masked"] is True and cols["ssn"]["known_values"] is None
+    assert SECRET not in seen

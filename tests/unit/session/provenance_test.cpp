@@ -1,0 +1,40 @@
+#include "session/provenance.h"
+
+#include <gtest/gtest.h>
+
+#include "session/statement_policy.h"
+
+namespace pgwarden::daemon {
+namespace {
+
+TEST(Provenance, SaysWhatRanAfterTheRewriteAndWhy) {
+  auto plan = std::make_shared<StatementPlan>();
+  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false});
+  plan->decision.rewritten_sql = "SELECT id FROM t\nLIMIT 1001";
+  guards::Verdict capped;
+  capped.code = "ROWS_CAPPED";
+  plan->decision.actions.push_back(capped);
+  StatementRun run;
+  run.plan = plan;
+  run.rows_sent = 40;
+  guards::Verdict screen;
+  screen.code = "UNKNOWN_VALUE";
+  run.screens.push_back(screen);
+  EXPECT_EQ(provenanceDetail(run),
+            R"({"code":"PROVENANCE","executed_sql":"SELECT id FROM t\nLIMIT 1001","rewritten":true,)"
+            R"("verdicts":["ROWS_CAPPED"],"warnings":["UNKNOWN_VALUE"],"rows_returned":40,)"
+            R"("truncated":false})");
+  plan->decision.rewritten_sql.reset();
+  EXPECT_NE(provenanceDetail(run).find(R"("executed_sql":"SELECT id FROM t","rewritten":false)"),
+            std::string::npos);
+}
+
+TEST(Provenance, OnlyTheWordsForOnTurnItOn) {
+  EXPECT_TRUE(provenanceOn("on"));
+  EXPECT_TRUE(provenanceOn("TRUE"));
+  EXPECT_FALSE(provenanceOn("off"));
+  EXPECT_FALSE(provenanceOn(""));
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon
