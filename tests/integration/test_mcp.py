@@ -208,6 +208,20 @@ def test_query_denied_is_tool_error_with_next_step(mcpd):
     assert all(x["protocol"] == "mcp" for x in rows)
 
 
+def test_missing_predicate_hint_finds_rows(mcpd):
+    """The example a denial gives lies inside the data (which ends in 2024), so following it
+    returns rows: never `current_date - 7` on old data."""
+    c = client(mcpd)
+    c.initialize()
+    r = c.tool("query", {"sql": "SELECT * FROM fct_shipments"})
+    s = r["structuredContent"]
+    assert s["code"] == "MISSING_PREDICATE"
+    assert "current_date" not in s["hint"] and "2024-12-30" in s["hint"], s["hint"]
+    followed = c.tool("query", {"sql": s["hint"]})
+    assert followed["isError"] is False, followed
+    assert followed["structuredContent"]["row_count"] > 0
+
+
 def test_query_server_error(mcpd):
     c = client(mcpd)
     c.initialize()
