@@ -5,6 +5,7 @@
 
 #include "common/log_text.h"
 #include "mcp/modern_era.h"
+#include "mcp/result_json.h"
 #include "mcp/token_auth.h"
 #include "mcp/tools.h"
 
@@ -580,7 +581,12 @@ bool McpServer::startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMe
   Json args = m.params.contains("arguments") ? m.params["arguments"] : Json(nullptr);
   if (tool) {
     if (auto why = checkArguments(*tool, args, config_.max_rows)) {
-      response = rpcError(m.id, kInvalidParams, "Invalid arguments for tool " + std::string(toolName(*tool)) + ": " + *why);
+      // From 2025-11-25 on a model reads and fixes these: a tool error, not a protocol error.
+      response = s.protocol_version >= "2025-11-25"
+                     ? rpcResult(m.id, invalidArgumentsResult(toolName(*tool), *why))
+                     : rpcError(m.id, kInvalidParams,
+                                "Invalid arguments for tool " + std::string(toolName(*tool)) +
+                                    ": " + *why);
       return true;
     }
   } else if (!args.is_object() && !args.is_null()) {
