@@ -294,10 +294,15 @@ def test_policy_list_and_describe(mcpd):
 
 
 def test_explain(mcpd):
+    daemon, _ = mcpd
     c = client(mcpd)
-    c.initialize()
+    c.initialize(client="explain-agent")
     r = c.tool("explain", {"sql": "SELECT count(*) FROM fct_shipments WHERE id = 5"})
     assert r["isError"] is False, r
+    # Recorded once, as the explain tool's, like any statement an agent sends.
+    rows = history(daemon, "agent_id = 'explain-agent'")
+    assert len(rows) == 1 and rows[0]["application_name"] == "mcp:explain" and rows[0]["outcome"] == "ok", rows
+    assert "WHERE id = 5" in rows[0]["sql_text"]
     s = r["structuredContent"]
     assert s["scans"] and s["scans"][0]["table"].endswith("fct_shipments")
     assert s["allowed"] is True
