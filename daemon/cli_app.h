@@ -26,6 +26,7 @@ struct CliParser {
 
  private:
   CLI::Option* choose(CLI::Option* option, std::vector<std::string> values);
+  void addMcpStdio();
   void finish();
 
   std::string check_path_;
@@ -39,6 +40,7 @@ struct CliParser {
   CLI::App* report_ = nullptr;
   CLI::App* completion_ = nullptr;
   CLI::App* history_ = nullptr;
+  CLI::App* mcp_stdio_ = nullptr;
   std::string history_since_;
 };
 
