@@ -21,7 +21,7 @@ const char* TableStatsSnapshot::catalogQuery() {
          "     greatest(sz.pages, c.relpages)"
          "   WHEN c.reltuples > 0 THEN c.reltuples"
          "   ELSE sz.pages * 60 END, 0)::bigint::text,"
-         " coalesce(ix.cols, ''), coalesce(ix.types, '')"
+         " coalesce(ix.cols, ''), coalesce(ix.types, ''), c.relkind::text"
          " FROM pg_catalog.pg_class c"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
          " CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind IN ('r', 'm')"
@@ -30,14 +30,15 @@ const char* TableStatsSnapshot::catalogQuery() {
          " LEFT JOIN LATERAL ("
          "   SELECT string_agg(a.attname::text, ',' ORDER BY am.amname <> 'btree',"
          "       i.indisunique, a.attnum) AS cols,"
-         "     string_agg(pg_catalog.format_type(a.atttypid, NULL), ',' ORDER BY am.amname <> 'btree',"
+         "     string_agg(pg_catalog.format_type(a.atttypid, NULL), ',' ORDER BY am.amname <> "
+         "'btree',"
          "       i.indisunique, a.attnum) AS types"
          "   FROM pg_catalog.pg_index i"
          "   JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid"
          "   JOIN pg_catalog.pg_am am ON am.oid = ic.relam"
          "   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
          "   WHERE i.indrelid = c.oid AND i.indkey[0] <> 0 AND i.indisvalid) ix ON true"
-         " WHERE c.relkind IN ('r', 'p', 'm', 'f')"
+         " WHERE c.relkind IN ('r', 'p', 'm', 'f', 'v')"
          " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
          " AND n.nspname !~ '^pg_(toast|temp_)'";
 }
@@ -76,6 +77,7 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
     if (ec != std::errc() || ptr != t.data() + t.size() || n < 0) continue;
     TableStats stats;
     stats.estimated_rows = n;
+    if (row.size() >= 6 && row[5].size() == 1) stats.kind = row[5][0];
     const std::vector<std::string> cols = splitCommas(row[3]);
     const std::vector<std::string> types = row.size() >= 5 ? splitCommas(row[4]) : std::vector<std::string>{};
     for (size_t i = 0; i < cols.size(); ++i) {

@@ -293,6 +293,42 @@ def test_policy_list_and_describe(mcpd):
     assert denied["isError"] is True
 
 
+def test_views_listed_and_foreign_keys_described(pgwarden_factory, pg):
+    """Views and materialized views are listed with their kind and described with their
+    definition; describe_table names a table's foreign keys and the keys that point at it."""
+    pg.execute("""
+        DROP TABLE IF EXISTS disc_orders, disc_carriers CASCADE;
+        CREATE TABLE disc_carriers (code text PRIMARY KEY);
+        CREATE TABLE disc_orders (id int PRIMARY KEY, carrier text REFERENCES disc_carriers (code));
+        CREATE VIEW disc_late AS SELECT id FROM disc_orders WHERE id > 10;
+        CREATE MATERIALIZED VIEW disc_counts AS SELECT carrier, count(*) FROM disc_orders GROUP BY carrier;
+        GRANT SELECT ON disc_orders, disc_carriers, disc_late, disc_counts TO reader;
+    """.replace("reader", pgwtest.READER_ROLE), dbname=pgwtest.DATABASE)
+    try:
+        daemon, tokens = start_mcp_daemon(pgwarden_factory, pg)
+        c = McpHttp(daemon.mcp_port, tokens["agent"])
+        c.initialize()
+        deadline = time.monotonic() + 10  # the first catalog snapshot loads after start-up
+        while True:
+            answer = c.tool("list_tables", {"name_like": "disc_%"})["structuredContent"]
+            if "note" not in answer or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        listed = {t["table"]: t for t in answer["tables"]}
+        assert listed["disc_late"]["kind"] == "view"
+        assert listed["disc_counts"]["kind"] == "materialized view"
+        assert listed["disc_orders"]["kind"] == "table"
+        orders = c.tool("describe_table", {"table": "disc_orders", "sample_rows": 0})["structuredContent"]
+        fk = orders["foreign_keys"][0]
+        assert fk["references"] == "disc_carriers" and "REFERENCES disc_carriers(code)" in fk["definition"]
+        carriers = c.tool("describe_table", {"table": "disc_carriers", "sample_rows": 0})["structuredContent"]
+        assert carriers["referenced_by"][0]["table"] == "disc_orders"
+        view = c.tool("describe_table", {"table": "disc_late", "sample_rows": 0})["structuredContent"]
+        assert view["kind"] == "view" and "id > 10" in view["definition"]
+    finally:
+        pg.execute("DROP TABLE IF EXISTS disc_orders, disc_carriers CASCADE", dbname=pgwtest.DATABASE)
+
+
 def test_explain(mcpd):
     daemon, _ = mcpd
     c = client(mcpd)
