@@ -3,6 +3,7 @@ malformed JSON, wrong JSON-RPC shapes, unknown methods and tools, bad arguments,
 and the tools against the real database, with every statement in history once as protocol mcp."""
 
 import json
+import signal
 import socket
 import time
 
@@ -327,6 +328,34 @@ def test_views_listed_and_foreign_keys_described(pgwarden_factory, pg):
         assert view["kind"] == "view" and "id > 10" in view["definition"]
     finally:
         pg.execute("DROP TABLE IF EXISTS disc_orders, disc_carriers CASCADE", dbname=pgwtest.DATABASE)
+
+
+def test_sighup_refreshes_the_catalog_snapshot(pgwarden_factory, pg):
+    """A table made after start-up is listed after SIGHUP, with the periodic refresh an hour off."""
+    pg.execute("DROP TABLE IF EXISTS disc_fresh", dbname=pgwtest.DATABASE)
+    daemon, tokens = start_mcp_daemon(pgwarden_factory, pg,
+                                      configure=lambda cfg: cfg["upstream"].update({"stats_refresh": "1h"}))
+    c = McpHttp(daemon.mcp_port, tokens["agent"])
+    c.initialize()
+
+    def names():
+        deadline = time.monotonic() + 10
+        while True:
+            answer = c.tool("list_tables", {"name_like": "disc_%"})["structuredContent"]
+            if "note" not in answer or time.monotonic() > deadline:
+                return {t["table"] for t in answer["tables"]}
+            time.sleep(0.2)
+    try:
+        assert "disc_fresh" not in names()
+        pg.execute(f"CREATE TABLE disc_fresh (id int); GRANT SELECT ON disc_fresh TO {pgwtest.READER_ROLE}",
+                   dbname=pgwtest.DATABASE)
+        daemon.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "disc_fresh" not in names() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "disc_fresh" in names()
+    finally:
+        pg.execute("DROP TABLE IF EXISTS disc_fresh", dbname=pgwtest.DATABASE)
 
 
 def test_explain(mcpd):
