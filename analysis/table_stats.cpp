@@ -28,7 +28,8 @@ const char* TableStatsSnapshot::catalogQuery() {
          // (a RowDescription names a column by these).
          " c.oid::text, coalesce((SELECT pg_catalog.json_object_agg(a.attname, a.attnum)"
          "   FROM pg_catalog.pg_attribute a"
-         "   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)::text, '{}')"
+         "   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)::text, '{}'),"
+         " c.relkind::text"
          " FROM pg_catalog.pg_class c"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
          " CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind IN ('r', 'm')"
@@ -37,14 +38,15 @@ const char* TableStatsSnapshot::catalogQuery() {
          " LEFT JOIN LATERAL ("
          "   SELECT string_agg(a.attname::text, ',' ORDER BY am.amname <> 'btree',"
          "       i.indisunique, a.attnum) AS cols,"
-         "     string_agg(pg_catalog.format_type(a.atttypid, NULL), ',' ORDER BY am.amname <> 'btree',"
+         "     string_agg(pg_catalog.format_type(a.atttypid, NULL), ',' ORDER BY am.amname <> "
+         "'btree',"
          "       i.indisunique, a.attnum) AS types"
          "   FROM pg_catalog.pg_index i"
          "   JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid"
          "   JOIN pg_catalog.pg_am am ON am.oid = ic.relam"
          "   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
          "   WHERE i.indrelid = c.oid AND i.indkey[0] <> 0 AND i.indisvalid) ix ON true"
-         " WHERE c.relkind IN ('r', 'p', 'm', 'f')"
+         " WHERE c.relkind IN ('r', 'p', 'm', 'f', 'v')"
          " AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
          " AND n.nspname !~ '^pg_(toast|temp_)'";
 }
@@ -103,6 +105,7 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
     if (ec != std::errc() || ptr != t.data() + t.size() || n < 0) continue;
     TableStats stats;
     stats.estimated_rows = n;
+    if (row.size() >= 8 && row[7].size() == 1) stats.kind = row[7][0];
     const std::vector<std::string> cols = splitCommas(row[3]);
     const std::vector<std::string> types = row.size() >= 5 ? splitCommas(row[4]) : std::vector<std::string>{};
     for (size_t i = 0; i < cols.size(); ++i) {

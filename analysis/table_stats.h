@@ -28,6 +28,9 @@ inline bool operator<(const QualifiedName& name, const std::string& key) { retur
 // What the catalog says about tables, refreshed by the daemon on its own server connection.
 struct TableStats {
   int64_t estimated_rows = 0;
+  // pg_class.relkind: 'r' table, 'p' partitioned table, 'v' view, 'm' materialized view, 'f'
+  // foreign table.
+  char kind = 'r';
   std::vector<std::string> indexed_columns;  // leading column of each index, best first
   std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
   // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.
@@ -40,9 +43,10 @@ struct TableStats {
 class TableStatsSnapshot {
  public:
   // The query the daemon runs (read-only, catalog only); each row: schema, table, reltuples,
-  // comma-separated leading index columns (btree first), comma-separated types of those columns.
+  // comma-separated leading index columns (btree first), comma-separated types of those columns,
+  // relkind (views are listed too, with no rows estimated).
   static const char* catalogQuery();
-  // Builds a snapshot from that query's text-format rows (4 or 5 columns; bad rows are skipped).
+  // Builds a snapshot from that query's text-format rows (4 to 6 columns; bad rows are skipped).
   // `column_rows` are columnStatsQuery()'s rows (malformed ones and unknown tables skipped).
   static std::shared_ptr<const TableStatsSnapshot> fromRows(
       const std::vector<std::vector<std::string>>& rows,

@@ -35,9 +35,19 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     tick(now_ms);
   }
 
+  // An operator asked for fresh statistics (SIGHUP): the next tick reads the catalog, even with
+  // the periodic refresh off. A refresh under way already reads it.
+  void refreshNow(uint64_t now_ms) {
+    if (gone_ || running_ || waiting_) return;
+    next_due_ms_ = 0;
+    forced_ = true;
+    tick(now_ms);
+  }
+
   void tick(uint64_t now_ms) {
     if (gone_ || running_ || waiting_ || now_ms < next_due_ms_) return;
-    if (done_once_ && daemon_.config()->upstream.stats_refresh.count() == 0) return;
+    if (done_once_ && daemon_.config()->upstream.stats_refresh.count() == 0 && !forced_) return;
+    forced_ = false;
     waiting_ = true;
     pool_ = &daemon_.pools().pool(db_, true);
     pool_->acquire(this);
@@ -318,6 +328,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   uint64_t loaded_at_ms_ = 0;
   std::string error_;
   uint64_t next_due_ms_ = 0;
+  bool forced_ = false;
   bool waiting_ = false;
   bool running_ = false;
   bool failed_ = false;
@@ -373,6 +384,11 @@ bool CatalogRefresher::loading(const std::string& server_db) const {
 void CatalogRefresher::notifyWhenLoaded(const std::string& server_db, uint64_t session_id) {
   auto it = jobs_.find(server_db);
   if (it != jobs_.end()) it->second->addWaiter(session_id);
+}
+
+void CatalogRefresher::refreshNow() {
+  if (stopped_) return;
+  for (auto& [db, job] : jobs_) job->refreshNow(daemon_.nowMs());
 }
 
 void CatalogRefresher::tick(uint64_t now_ms) {

@@ -42,6 +42,8 @@ class CatalogRefresher {
   void notifyWhenLoaded(const std::string& server_db, uint64_t session_id);
   // Starts the refreshes that are due.
   void tick(uint64_t now_ms);
+  // Refreshes every database's statistics now (SIGHUP), not at its next periodic turn.
+  void refreshNow();
   // Lets go of server connections (shutdown).
   void stop();
 

@@ -120,9 +120,11 @@ CliParser::CliParser()
     sub->footer(kExitStatus);
   }
 
+  addMcpStdio();
+
   // Options belong to the command they are given after: the daemon's options never reach a
   // subcommand, so `pgwarden --config x token agent` is an error, not a token.
-  for (CLI::App* sub : {passwd_, token_, report_, completion_, history_}) {
+  for (CLI::App* sub : {passwd_, token_, report_, completion_, history_, mcp_stdio_}) {
     sub->excludes(config_)->excludes(check_)->excludes(level)->excludes(version);
     sub->footer(kExitStatus);
   }
@@ -174,6 +176,21 @@ void CliParser::defineReport() {
       ->check(CLI::Range(int64_t{1}, int64_t{999999999}));
 }
 
+void CliParser::addMcpStdio() {
+  mcp_stdio_ = app.add_subcommand(
+      "mcp-stdio",
+      "serve MCP on stdin/stdout, forwarding each message to pgwarden's MCP endpoint (for "
+      "clients that start local commands, such as Claude Desktop)");
+  mcp_stdio_->add_option("--url", result.mcp_url, "the endpoint, e.g. http://127.0.0.1:6433/mcp")
+      ->type_name("URL")
+      ->required();
+  mcp_stdio_
+      ->add_option("--token-file", result.token_file,
+                   "the file whose first line is the bearer token")
+      ->type_name("FILE")
+      ->required();
+}
+
 CLI::Option* CliParser::choose(CLI::Option* option, std::vector<std::string> values) {
   option->check(CLI::IsMember(values));
   choices[option] = std::move(values);
@@ -210,6 +227,9 @@ void CliParser::finish() {
     result.command = Command::kToken;
   } else if (completion_->parsed()) {
     result.command = Command::kCompletion;
+  } else if (mcp_stdio_->parsed()) {
+    result.command = Command::kMcpStdio;
+    return;
   } else if (history_->parsed()) {
     result.command = Command::kHistory;
     for (const CLI::App* sub : history_->get_subcommands()) result.history_action = sub->get_name();

@@ -1,5 +1,6 @@
 // The command line, defined once with CLI11 (cli.cpp): the daemon (`--config FILE`),
 // `--check-config FILE`, `passwd USER`, `token USER`, `report KIND`, `completion bash|zsh`,
+// `mcp-stdio --url URL --token-file FILE`,
 // `--version`, `--help` on each. Parsing is pure so it can be tested; the commands are in
 // cli_commands.cpp.
 #pragma once
@@ -21,6 +22,7 @@ enum class Command {
   kReport,
   kCompletion,
   kHistory,
+  kMcpStdio,
   kVersion,
   kHelp,
   kUsageError
@@ -40,6 +42,8 @@ struct CommandLine {
   history::ReportRequest report;  // kReport
   std::string history_action;     // kHistory: verify, export or rotate-key
   history::HistoryCommandOptions history;  // kHistory (config_path: the config to read)
+  std::string mcp_url;                     // kMcpStdio: the endpoint to forward to
+  std::string token_file;                  // kMcpStdio: the file holding the bearer token
   std::string help;               // kHelp: the help of the command asked about
   std::string error;              // kUsageError
 };
@@ -66,6 +70,10 @@ int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err);
 // `history verify|export|rotate-key --config FILE ...`: the chain over the query history
 // (history/verify.h): 0 when it holds, 1 naming the first bad record, 2 on a config error.
 int historyCommand(const CommandLine& cl, std::ostream& out, std::ostream& err);
+// `mcp-stdio --url URL --token-file FILE`: an MCP stdio server (stdin/stdout) forwarding every
+// message to the endpoint at URL with the token in FILE (daemon/mcp_stdio.cpp); 0 at end of input.
+int mcpStdioCommand(const std::string& url, const std::string& token_file, std::istream& in,
+                    std::ostream& out, std::ostream& err);
 // `--config FILE`: runs the daemon in the foreground until SIGTERM/SIGINT. `log_level`, when not
 // empty, replaces logging.level at start and on every reload.
 int runCommand(const std::string& path, const std::string& log_level);

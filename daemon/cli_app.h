@@ -27,6 +27,7 @@ struct CliParser {
  private:
   CLI::Option* choose(CLI::Option* option, std::vector<std::string> values);
   void defineReport();
+  void addMcpStdio();
   void finish();
 
   std::string check_path_;
@@ -42,6 +43,7 @@ struct CliParser {
   CLI::App* report_ = nullptr;
   CLI::App* completion_ = nullptr;
   CLI::App* history_ = nullptr;
+  CLI::App* mcp_stdio_ = nullptr;
   std::string history_since_;
 };
 

@@ -754,7 +754,10 @@ void Daemon::onSignal(uv_signal_t* s, int signum) {
   switch (signum) {
     case SIGTERM: self->requestShutdown(false); break;
     case SIGINT: self->requestShutdown(true); break;
-    case SIGHUP: (void)self->reload(); break;
+    case SIGHUP:
+      (void)self->reload();
+      self->catalog_->refreshNow();  // a new table or view is known without waiting for the timer
+      break;
     default: break;
   }
 }

@@ -1,5 +1,6 @@
 // pgwarden's entry point: parses the command line (daemon/cli.cpp) and runs the command it names:
-// the daemon, the config checker, the password and token tools, the history report or completion.
+// the daemon, the config checker, the password and token tools, the history report, completion or
+// the MCP stdio bridge.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
       return pgwarden::history::runReportCommand(cl.report, std::cout, std::cerr);
     case Command::kHistory:
       return historyCommand(cl, std::cout, std::cerr);
+    case Command::kMcpStdio:
+      return mcpStdioCommand(cl.mcp_url, cl.token_file, std::cin, std::cout, std::cerr);
     case Command::kCompletion:
       std::cout << completionScript(cl.shell);
       return kExitOk;

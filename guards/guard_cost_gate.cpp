@@ -198,8 +198,7 @@ class CostGateGuard final : public Guard {
 
   static std::string columnAdvice(const TableStats* stats, std::string* predicate) {
     if (!stats || stats->indexed_columns.empty()) return "";
-    const std::string type = stats->indexed_column_types.empty() ? "" : stats->indexed_column_types.front();
-    *predicate = util::examplePredicate(stats->indexed_columns.front(), type);
+    *predicate = util::examplePredicate(*stats);
     return stats->indexed_columns.front();
   }
 

@@ -58,8 +58,7 @@ class RequirePredicateGuard final : public Guard {
     std::string column, predicate;
     if (stats && !stats->indexed_columns.empty()) {
       column = stats->indexed_columns.front();
-      const std::string type = stats->indexed_column_types.empty() ? "" : stats->indexed_column_types.front();
-      predicate = util::examplePredicate(column, type);
+      predicate = util::examplePredicate(*stats);
     }
     const std::string size = stats ? table + " has " + util::approxCount(stats->estimated_rows) + " rows"
                                    : table + " is a large table";

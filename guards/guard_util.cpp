@@ -340,9 +340,19 @@ const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view sc
   return l.found;
 }
 
-std::string examplePredicate(std::string_view column, std::string_view type) {
+std::string examplePredicate(std::string_view column, std::string_view type,
+                             const ColumnStats* stats) {
   const std::string col = quoteIdent(column);
   const std::string t = lower(type);
+  std::string low, high;
+  // The newest week the data holds, or its highest value: a condition that finds rows, never an
+  // example dated by the clock on data that stopped years ago.
+  if (stats && stats->bounds(&low, &high) && high.find('\'') == std::string::npos) {
+    if (t == "date") return col + " >= DATE '" + high + "' - 7";
+    if (t.rfind("timestamp", 0) == 0)
+      return col + " >= '" + high + "'::" + t + " - interval '7 days'";
+    if (stats->category == 'N') return col + " = " + high;
+  }
   if (t == "date") return col + " >= current_date - 7";
   if (t.rfind("timestamp", 0) == 0) return col + " >= now() - interval '7 days'";
   if (t == "smallint" || t == "integer" || t == "bigint" || t.rfind("numeric", 0) == 0 ||
@@ -352,6 +362,15 @@ std::string examplePredicate(std::string_view column, std::string_view type) {
   if (t == "boolean") return col + " = true";
   if (t == "uuid") return col + " = '00000000-0000-0000-0000-000000000000'";
   return col + " = 'value'";
+}
+
+std::string examplePredicate(const TableStats& table) {
+  if (table.indexed_columns.empty()) return {};
+  const std::string& column = table.indexed_columns.front();
+  const std::string type =
+      table.indexed_column_types.empty() ? "" : table.indexed_column_types.front();
+  const auto it = table.columns.find(column);
+  return examplePredicate(column, type, it == table.columns.end() ? nullptr : &it->second);
 }
 
 std::string excerpt(std::string_view s, size_t max) {

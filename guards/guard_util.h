@@ -68,8 +68,14 @@ const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view sc
                             std::string_view name, const GroupSettings& group,
                             std::string_view* found_schema);
 
-// An example condition on an indexed column of the given type, e.g. "ship_date >= current_date - 7".
-std::string examplePredicate(std::string_view column, std::string_view type);
+// An example condition on an indexed column of the given type. With the column's statistics
+// and known bounds it lies inside the data (`ship_date >= DATE '2024-12-30' - 7`, `id = 199999`);
+// without them it is a generic form (`ship_date >= current_date - 7`).
+std::string examplePredicate(std::string_view column, std::string_view type,
+                             const ColumnStats* stats = nullptr);
+// The example on a table's first indexed column (its statistics used when the catalog has them);
+// empty when the table has no indexed column.
+std::string examplePredicate(const TableStats& table);
 
 // The first `max` bytes of `s` on a UTF-8 boundary, with "..." when cut; whitespace collapsed.
 std::string excerpt(std::string_view s, size_t max);

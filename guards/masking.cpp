@@ -62,7 +62,9 @@ MaskSet::MaskSet(const std::vector<MaskPattern>& patterns, const TableStatsSnaps
   have_stats_ = true;
   generation_ = stats->generation();
   for (const auto& [key, t] : stats->tables()) {
-    if (t.oid == 0) continue;
+    // A view or a materialized view passes its base tables' values on under its own OID: it
+    // stays unknown, so its every column is masked.
+    if (t.oid == 0 || (t.kind != 'r' && t.kind != 'p' && t.kind != 'f')) continue;
     known_tables_.insert(t.oid);
     const size_t dot = key.find('.');
     const std::string_view schema(key.data(), dot);

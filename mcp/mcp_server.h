@@ -131,6 +131,7 @@ class McpServer final : public HttpHandler {
     int outstanding = 0;
     std::string session_id;  // set on an initialize answer (the Mcp-Session-Id header)
     int status = 200;        // 429 or 503 when an initialize was refused for the session caps
+    bool modern = false;     // a 2026-07-28 request: results get resultType and serverInfo
   };
   struct Call {
     std::unique_ptr<RunningCall> call;
@@ -140,9 +141,14 @@ class McpServer final : public HttpHandler {
     size_t slot = 0;         // index in the exchange's responses
     std::string session_id;
     std::string rpc_id;      // the request id as JSON text (notifications/cancelled names it)
+    std::string principal;   // a sessionless (2026-07-28) call: whose in-flight count it holds
   };
 
   void handlePost(uint64_t exchange, const HttpRequest& req, const Caller& caller);
+  // A 2026-07-28 request (mcp_server_modern.cpp): served without a session.
+  void handleModern(uint64_t exchange, const HttpRequest& req, const Caller& caller, bool sse);
+  void startModernCall(uint64_t exchange, const HttpRequest& req, const Caller& caller, bool sse,
+                       const RpcMessage& m, McpIdentity who, const std::string& client_name);
   void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user);
   // Answers 400 when the request names a protocol version not served.
@@ -158,7 +164,8 @@ class McpServer final : public HttpHandler {
   // refusal to answer with (ex.status set to 429 or 503).
   std::optional<Json> admit(Exchange& ex, const Json& id, const std::string& principal);
   bool startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMessage& m, Json& response);
-  Json toolsFor(const Session& s);
+  Json toolsFor(const Session& s) { return toolsFor(s.who, s.writes != nullptr); }
+  Json toolsFor(const McpIdentity& who, bool writes);
   const std::vector<ResultColumn>* columnsOf(const OperatorTool& tool) const;
   void onToolDone(uint64_t call_key, Json result, const char* outcome);
   void sendExchange(Exchange& ex);
@@ -189,6 +196,7 @@ class McpServer final : public HttpHandler {
   bool draining_ = false;
   std::unordered_map<uint64_t, Exchange> exchanges_;  // by HTTP exchange id
   std::map<uint64_t, Call> calls_;                    // by call key
+  std::unordered_map<std::string, int> modern_in_flight_;  // sessionless calls by principal
   std::vector<std::unique_ptr<RunningCall>> graveyard_;  // ended calls, freed on the next turn
   // Operator tools' result columns as their first call saw them (their outputSchema), by name
   // and statement text, so a reload that changes the text forgets them.

@@ -32,9 +32,13 @@ Json runErrorJson(const RunResult& r, std::string_view next_step);
 // A run's rows as the query tool answers them: the main result set (the last that returned rows),
 // notices, warnings, elapsed_ms, and every set when there were several.
 Json queryResultJson(const RunResult& r);
-// The text a model reads next to the structured result, with row data fenced as data.
+// The text a model reads next to the structured result: pgwarden's own words (codes, counts, its
+// denials and next steps) first, then what the database returned fenced as data.
 std::string renderText(const Json& structured, std::string_view heading);
 // A tools/call result: {content: [the text rendering], structuredContent, isError}.
 Json toolResult(Json structured, bool is_error, std::string_view heading);
+// The tool result of a call whose arguments break the tool's input schema (`why`): an error the
+// model reads and fixes (2025-11-25 and later), {code INVALID_ARGUMENTS, message, next_step}.
+Json invalidArgumentsResult(std::string_view tool, std::string_view why);
 
 }  // namespace pgwarden::mcp

@@ -205,8 +205,13 @@ void StatementRunner::act(GateVerdict v) {
       fail("42601", "explain takes exactly one statement");
       return;
     }
+    // The EXPLAIN is the statement's one history record (tool explain), as for any statement.
+    run_ = daemon::startRun(plan_, 0, false);
+    run_->overrides = overrides_;
     if (!result_.explain_json.empty()) {
       // The cost gate already ran this EXPLAIN.
+      finishRun(*run_, Outcome::kOk);
+      run_.reset();
       releaseServer(0);
       complete();
       return;

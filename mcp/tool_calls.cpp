@@ -152,26 +152,55 @@ void walkPlan(const Json& node, int depth, Json& scans) {
   }
 }
 
+const char* relationKind(char relkind) {
+  switch (relkind) {
+    case 'p':
+      return "partitioned table";
+    case 'v':
+      return "view";
+    case 'm':
+      return "materialized view";
+    case 'f':
+      return "foreign table";
+    default:
+      return "table";
+  }
+}
+
 const char* kCatalogSql =
     "SELECT json_build_object("
     "'table', n.nspname || '.' || c.relname,"
-    "'kind', CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN 'view'"
+    "'kind', CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN "
+    "'view'"
     " WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table' ELSE c.relkind::text END,"
     "'estimated_rows', greatest(c.reltuples, 0)::bigint,"
     "'comment', obj_description(c.oid, 'pg_class'),"
     "'columns', (SELECT json_agg(json_build_object("
-    "  'name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'nullable', NOT a.attnotnull,"
+    "  'name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'nullable', NOT "
+    "a.attnotnull,"
     "  'comment', col_description(c.oid, a.attnum),"
     "  'known_values', COALESCE("
-    "    (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = a.atttypid),"
+    "    (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = "
+    "a.atttypid),"
     "    (SELECT array_to_json(s.most_common_vals::text::text[]) FROM pg_stats s"
     "      WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname"
     "        AND cardinality(s.most_common_freqs) <= 30"
     "        AND (SELECT sum(f) FROM unnest(s.most_common_freqs) f) + s.null_frac >= 0.95)))"
-    "  ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),"
-    "'indexes', (SELECT json_agg(pg_get_indexdef(i.indexrelid)) FROM pg_index i WHERE i.indrelid = c.oid),"
+    "  ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT "
+    "a.attisdropped),"
+    "'indexes', (SELECT json_agg(pg_get_indexdef(i.indexrelid)) FROM pg_index i WHERE i.indrelid = "
+    "c.oid),"
     "'checks', (SELECT json_agg(pg_get_constraintdef(k.oid)) FROM pg_constraint k"
-    "  WHERE k.conrelid = c.oid AND k.contype = 'c'))"
+    "  WHERE k.conrelid = c.oid AND k.contype = 'c'),"
+    "'foreign_keys', (SELECT json_agg(json_build_object('name', k.conname, 'references', "
+    "k.confrelid::regclass::text,"
+    "  'definition', pg_get_constraintdef(k.oid)) ORDER BY k.conname) FROM pg_constraint k"
+    "  WHERE k.conrelid = c.oid AND k.contype = 'f'),"
+    "'referenced_by', (SELECT json_agg(json_build_object('name', k.conname, 'table', "
+    "k.conrelid::regclass::text,"
+    "  'definition', pg_get_constraintdef(k.oid)) ORDER BY k.conname) FROM pg_constraint k"
+    "  WHERE k.confrelid = c.oid AND k.contype = 'f'),"
+    "'definition', CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END)"
     " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(";
 
 // Masked columns (docs/masking.md): a column's known values are its values; it says it is masked.
@@ -432,7 +461,10 @@ void ToolCall::answerListTables() {
       bool listed = false;
       for (const auto& t : rule.tables) listed = listed || t == name || t == tab;
       const bool required = rule.present && (listed || (rule.min_rows > 0 && st.estimated_rows >= rule.min_rows));
-      Json t{{"schema", sch}, {"table", tab}, {"estimated_rows", st.estimated_rows},
+      Json t{{"schema", sch},
+             {"table", tab},
+             {"kind", relationKind(st.kind)},
+             {"estimated_rows", st.estimated_rows},
              {"predicate_required", required}};
       if (!st.indexed_columns.empty()) t["indexed_columns"] = st.indexed_columns;
       tables.push_back(std::move(t));

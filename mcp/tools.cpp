@@ -255,20 +255,27 @@ Json toolList(const ToolCaps& caps) {
       outputObject({{"schemas", {{"type", "array"}}}})));
   tools.push_back(tool(
       "list_tables", "List tables",
-      "Lists tables and views your group may read with estimated row counts and, for big tables, "
+      "Lists tables, views and materialized views your group may read (each with its kind) with "
+      "estimated row counts and, for big tables, "
       "whether a WHERE condition is required and on which indexed columns (from pgwarden's "
       "catalog snapshot; no query runs). At most 500 entries.",
       object({{"schema", {{"type", "string"}, {"maxLength", 256}}},
-              {"name_like", {{"type", "string"}, {"maxLength", 256},
-                             {"description", "SQL LIKE pattern on the table name (% and _)"}}}}),
+              {"name_like",
+               {{"type", "string"},
+                {"maxLength", 256},
+                {"description", "SQL LIKE pattern on the table name (% and _)"}}}}),
       outputObject({{"tables", {{"type", "array"}}}, {"truncated", {{"type", "boolean"}}}})));
   tools.push_back(tool(
       "describe_table", "Describe a table",
-      "Describes one table: columns with types, nullability and comments, indexes, estimated rows, "
+      "Describes one table or view: columns with types, nullability and comments, indexes, "
+      "foreign keys (both ways), a view's definition, estimated rows, "
       "the known values of low-cardinality columns (enum labels, CHECK IN-lists, dominant "
       "values), and a small sample read under your policy (default 3 rows, at most 20).",
-      object({{"table", {{"type", "string"}, {"minLength", 1}, {"maxLength", 256},
-                         {"description", "table name, optionally schema-qualified"}}},
+      object({{"table",
+               {{"type", "string"},
+                {"minLength", 1},
+                {"maxLength", 256},
+                {"description", "table name, optionally schema-qualified"}}},
               {"sample_rows", {{"type", "integer"}, {"minimum", 0}, {"maximum", kMaxSampleRows}}},
               {"conversation_id", conversationProperty()}},
              {"table"}),

@@ -76,6 +76,15 @@ const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v
   return p ? &*p : nullptr;
 }
 
+std::string quoteLiteral(std::string_view v) {
+  std::string out = "'";
+  for (char c : v) {
+    out += c;
+    if (c == '\'') out += '\'';
+  }
+  return out + "'";
+}
+
 std::string listValues(const std::vector<std::string>& values, bool quote, size_t max) {
   std::string out;
   for (size_t i = 0; i < values.size() && i < max; ++i) {

@@ -41,6 +41,8 @@ ResolvedColumn resolveTable(const ScreenInput& in, const std::string& schema,
 
 // "'a', 'b', 'c'" or "a, b, c" (quoted when `quote`), at most `max` items and "(N in all)".
 std::string listValues(const std::vector<std::string>& values, bool quote, size_t max = 20);
+// `v` as an SQL string literal ('...', quotes doubled) for the hints' statements.
+std::string quoteLiteral(std::string_view v);
 
 // An empty result, or a single zero (count(*) = 0, sum = 0): the shape of "nothing matched".
 // A single NULL (sum, avg or max over no rows) is the same shape.

@@ -31,15 +31,6 @@ std::string nextDay(std::string_view s) {
   return buf;
 }
 
-std::string quoted(std::string_view v) {
-  std::string out = "'";
-  for (char c : v) {
-    out += c;
-    if (c == '\'') out += '\'';
-  }
-  return out + "'";
-}
-
 // The column as the statement wrote it at `location` (a plain or qualified, maybe quoted, name).
 std::string_view writtenColumn(std::string_view sql, int location) {
   size_t i = static_cast<size_t>(location);
@@ -79,9 +70,10 @@ void timestampBound(const ScreenInput& in, Findings& out) {
       const std::string w(written);
       if (c.between && i > 0 && cmps[i - 1].op == guards::ScreenComparison::Op::kLower &&
           cmps[i - 1].values.size() == 1 && cmps[i - 1].values[0].param == 0) {
-        fix = w + " >= " + quoted(cmps[i - 1].values[0].text) + " AND " + w + " < " + quoted(next);
+        fix = w + " >= " + quoteLiteral(cmps[i - 1].values[0].text) + " AND " + w + " < " +
+              quoteLiteral(next);
       } else if (!c.between) {
-        fix = w + " < " + quoted(next);
+        fix = w + " < " + quoteLiteral(next);
       }
     }
     guards::GuardResult r;

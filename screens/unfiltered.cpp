@@ -33,10 +33,8 @@ void unfiltered(const ScreenInput& in, Findings& out) {
   r.message = "This is all of " + name + " (about " + guards::util::approxCount(ts->estimated_rows) +
               " rows), not a filtered subset: no WHERE condition limits it. Add the condition your "
               "question implies, or aggregate on the server.";
-  r.hint = ts->indexed_columns.empty()
-               ? "WHERE <condition>"
-               : "WHERE " + guards::util::examplePredicate(ts->indexed_columns.front(),
-                                                          ts->indexed_column_types.front());
+  r.hint = ts->indexed_columns.empty() ? "WHERE <condition>"
+                                       : "WHERE " + guards::util::examplePredicate(*ts);
   r.facts.add("table", name).add("estimated_rows", ts->estimated_rows).add("rows", in.result.rows);
   out.push_back(std::move(r));
 }

@@ -133,6 +133,21 @@ def test_a_good_call_returns_rows_window_and_truncated(toolsd, pg):
     assert dates == sorted(dates, reverse=True) and dates[0] == "2024-03-31"
 
 
+def test_partial_result_hint_runs_and_counts_every_row(toolsd, pg):
+    """The PARTIAL_RESULT hint of a capped operator tool is a statement that runs as it stands:
+    the arguments written in, pgwarden's LIMIT 501 left out, so its count is the whole answer."""
+    c = client(toolsd)
+    r = c.tool("late_shipments", {"from": "2024-01-01", "to": "2024-04-01", "status": "DELIVERED"})
+    partial = [w for w in r["structuredContent"]["warnings"] if w["code"] == "PARTIAL_RESULT"]
+    assert partial, r["structuredContent"]["warnings"]
+    hint = partial[0]["hint"]
+    assert "$" not in hint and "LIMIT 501" not in hint, hint
+    counted = c.tool("query", {"sql": hint})
+    assert counted["isError"] is False, counted
+    want = expected_rows(pg, "2024-01-01", "2024-04-01", "DELIVERED")
+    assert want > 501 and counted["structuredContent"]["rows"] == [[want]]
+
+
 def test_scalar_and_single_row_results(toolsd, pg):
     c = client(toolsd)
     r = c.tool("count_status", {"status": "RETURNED"})

@@ -512,6 +512,32 @@ TEST(Chain, EmptyTextIsAllowedWithNothingToRecord) {
   EXPECT_FALSE(d.rewritten_sql.has_value());
 }
 
+TEST(RequirePredicate, ExampleLiesInsideTheDataWhenBoundsAreKnown) {
+  // Data that stopped in 2024: the example is the newest week the table holds, not the clock's.
+  const auto stats = TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
+       {"public", "events", "900000", "id", "bigint"}},
+      {{"public", "fct_shipments", "ship_date", "date", "D", "", "", "", "", "-0.01",
+        "{2023-01-01,2024-12-30}", "true", "false", "true"},
+       {"public", "events", "id", "bigint", "N", "", "", "", "", "-1", "{1,900000}", "true", "true",
+        "true"}});
+  const auto g =
+      group("    - kind: require_predicate\n      min_rows: 100000\n", "  search_path: [public]\n");
+  Decision d = evaluate(*g, "SELECT * FROM fct_shipments", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(
+      d.deny.hint,
+      "SELECT * FROM public.fct_shipments WHERE ship_date >= DATE '2024-12-30' - 7 LIMIT 100");
+  EXPECT_TRUE(
+      contains(d.deny.detail, "\"example_predicate\":\"ship_date >= DATE '2024-12-30' - 7\""))
+      << d.deny.detail;
+  EXPECT_FALSE(evaluate(*g, d.deny.hint, stats.get()).denied);
+  d = evaluate(*g, "SELECT * FROM events", stats.get());
+  ASSERT_TRUE(d.denied);
+  EXPECT_EQ(d.deny.hint, "SELECT * FROM public.events WHERE id = 900000 LIMIT 100");
+  EXPECT_FALSE(evaluate(*g, d.deny.hint, stats.get()).denied);
+}
+
 // ---- operator-written reasons ----
 
 TEST(Reasons, OverrideTheMessageWithFacts) {

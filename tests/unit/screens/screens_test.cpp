@@ -173,13 +173,37 @@ TEST(PartialResult, CutByTheRowCapSuggestsTheServerAggregate) {
   EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM (SELECT status FROM fct_shipments WHERE ship_date > '2024-01-01') AS q");
 }
 
+TEST(PartialResult, HintIsRunnableForABoundToolStatement) {
+  // An operator tool's text: $n bound, pgwarden's LIMIT (its cap + 1) appended.
+  Screening r;
+  r.result = {500, false, true, 500};
+  r.params = {std::string("UPS"), std::string("2024-01-01"), std::nullopt};
+  auto vs = r.screen(
+      "SELECT status FROM fct_shipments WHERE carrier = $1 AND ship_date > $2::date "
+      "AND note IS DISTINCT FROM $3 AND tag <> '$1' -- $2\nLIMIT 501");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"PARTIAL_RESULT"});
+  EXPECT_EQ(vs[0].hint,
+            "SELECT count(*) FROM (SELECT status FROM fct_shipments WHERE carrier = 'UPS' AND "
+            "ship_date > "
+            "'2024-01-01'::date AND note IS DISTINCT FROM NULL AND tag <> '$1' -- $2\n) AS q");
+  // A quote in a value is doubled; a $n without a value gives the generic hint.
+  r.params = {std::string("O'Hare")};
+  vs = r.screen("SELECT status FROM fct_shipments WHERE carrier = $1 LIMIT 501");
+  EXPECT_EQ(
+      vs[0].hint,
+      "SELECT count(*) FROM (SELECT status FROM fct_shipments WHERE carrier = 'O''Hare') AS q");
+  r.params.clear();
+  vs = r.screen("SELECT status FROM fct_shipments WHERE carrier = $1 LIMIT 501");
+  EXPECT_EQ(vs[0].hint.rfind("SELECT count(*), count(DISTINCT <column>)", 0), 0u) << vs[0].hint;
+}
+
 TEST(Unfiltered, TheWholeBigTable) {
   Screening r;
   r.result = rows(49000);
   auto vs = r.screen("SELECT * FROM fct_shipments");
   ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNFILTERED"});
   EXPECT_NE(vs[0].message.find("not a filtered subset"), std::string::npos);
-  EXPECT_EQ(vs[0].hint, "WHERE ship_date >= current_date - 7");
+  EXPECT_EQ(vs[0].hint, "WHERE ship_date >= DATE '2026-06-30' - 7");
   // A filtered read, a small table, a small part of the table: silent.
   EXPECT_TRUE(r.screen("SELECT * FROM fct_shipments WHERE carrier = 'x'").empty());
   r.result = rows(12);
