@@ -206,12 +206,10 @@ void StatementRunner::act(GateVerdict v) {
       return;
     }
     // The EXPLAIN is the statement's one history record (tool explain), as for any statement.
-    run_ = daemon::startRun(plan_, 0, false);
-    run_->overrides = overrides_;
+    exec_.begin(result_.plan, v.overrides, nullptr, false, nullptr);
     if (!result_.explain_json.empty()) {
       // The cost gate already ran this EXPLAIN.
-      finishRun(*run_, Outcome::kOk);
-      run_.reset();
+      exec_.finish(Outcome::kOk);
       releaseServer(0);
       complete();
       return;
