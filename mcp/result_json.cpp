@@ -168,7 +168,7 @@ Json provenanceJson(const RunResult& r, const ResultSet* main) {
     if (n.severity == "WARNING") warnings.push_back(n.code);
   }
   Json out{{"executed_sql", r.executed_sql.empty() ? Json(nullptr) : Json(r.executed_sql)},
-           {"rewritten", r.plan && r.plan->decision.rewritten_sql.has_value()},
+           {"rewritten", r.rewritten},
            {"verdicts", std::move(verdicts)},
            {"warnings", std::move(warnings)},
            {"estimated_rows", nullptr},

@@ -223,6 +223,7 @@ void StatementRunner::act(GateVerdict v) {
         work_sql_ = std::move(*capped);
     }
     result_.executed_sql = work_sql_;
+    result_.rewritten = work_sql_ != spec_.sql;
     // The screens compare the bound values, as they do for a wire client's Bind.
     std::shared_ptr<const daemon::ScreenParams> params;
     if (spec_.bind && !spec_.params.empty())

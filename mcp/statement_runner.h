@@ -121,6 +121,7 @@ struct RunResult {
   // Provenance (docs/provenance.md): the text sent to the server after pgwarden's rewrites, and
   // how old the catalog statistics the guards and screens read were (-1: none yet).
   std::string executed_sql;
+  bool rewritten = false;  // executed_sql differs from the text the caller sent
   int64_t stats_age_s = -1;
 };
 

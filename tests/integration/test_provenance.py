@@ -59,14 +59,16 @@ def test_a_planned_join_carries_the_estimate_against_the_rows(provd):
     assert isinstance(p["estimated_rows"], int) and p["estimated_rows"] > 0, p
 
 
-def test_a_read_no_guard_changed_runs_as_written(provd):
+def test_the_executed_sql_is_what_the_server_ran(provd):
+    # No guard changes the text; the call's row cap (max_rows, default 1000) reaches the SQL as
+    # LIMIT max_rows + 1, and provenance says so.
     daemon, tokens = provd
     c = McpHttp(daemon.mcp_port, tokens["core"])
     c.initialize()
     r = c.tool("query", {"sql": "SELECT count(*) FROM prov_b"})
     p = r["structuredContent"]["provenance"]
-    assert p["executed_sql"] == "SELECT count(*) FROM prov_b"
-    assert p["rewritten"] is False and p["verdicts"] == [] and p["rows_returned"] == 1
+    assert p["executed_sql"] == "SELECT count(*) FROM prov_b\nLIMIT 1001"
+    assert p["rewritten"] is True and p["verdicts"] == [] and p["rows_returned"] == 1
 
 
 def test_the_wire_notice_comes_when_the_client_asks_for_it(provd):
