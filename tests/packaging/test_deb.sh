@@ -100,6 +100,7 @@ fi
   echo /etc/pgwarden/pgwarden.yaml
   echo /lib/systemd/system/pgwarden.service
   echo /lib/systemd/system/pgwarden.socket
+  echo /lib/systemd/system/pgwarden@.service
   echo /usr/share/man/man8/pgwarden.8.gz
   echo /usr/share/man/man5/pgwarden.yaml.5.gz
   echo /usr/share/doc/pgwarden/copyright
@@ -113,6 +114,9 @@ fi
   done
   for j in "$src"/packaging/grafana/*.json; do
     [[ -f "$j" ]] && echo "/usr/share/doc/pgwarden/grafana/$(basename "$j")"
+  done
+  for r in "$src"/packaging/prometheus/*.yaml; do
+    [[ -f "$r" ]] && echo "/usr/share/doc/pgwarden/prometheus/$(basename "$r")"
   done
   [[ -f "$src/packaging/debian/lintian-overrides" ]] && echo /usr/share/lintian/overrides/pgwarden
   true
