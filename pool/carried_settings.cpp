@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <vector>
 
 #include "guards/session_state.h"
 #include "pool/server_conn.h"
@@ -34,6 +35,67 @@ std::string quoteSqlLiteral(std::string_view v) {
   }
   out.push_back('\'');
   return out;
+}
+
+namespace {
+
+// The words of a DateStyle (check_datestyle's list), lowercased and trimmed; nullopt for an
+// empty word.
+std::optional<std::vector<std::string>> dateStyleWords(std::string_view v) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    size_t comma = v.find(',', at);
+    if (comma == std::string_view::npos) comma = v.size();
+    std::string w;
+    for (char c : v.substr(at, comma - at)) {
+      if (!std::isspace(static_cast<unsigned char>(c)))
+        w.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+    if (w.empty()) return std::nullopt;
+    out.push_back(std::move(w));
+    at = comma + 1;
+  }
+  return out;
+}
+
+bool isDateStyleWord(std::string_view w) {
+  return w == "iso" || w == "sql" || w == "postgres" || w == "german";
+}
+bool isDateOrderWord(std::string_view w) {
+  return w == "ymd" || w == "dmy" || w == "euro" || w == "european" || w == "mdy" || w == "us" ||
+         w == "noneuro" || w == "noneuropean";
+}
+
+}  // namespace
+
+std::string completeDateStyle(std::string_view wanted, std::string_view login) {
+  const auto words = dateStyleWords(wanted);
+  const auto base = dateStyleWords(login);
+  if (!words || !base || base->size() != 2) return std::string(wanted);
+  bool style = false, order = false, german = false;
+  for (const auto& w : *words) {
+    if (w == "default") return std::string(wanted);
+    style = style || isDateStyleWord(w);
+    order = order || isDateOrderWord(w);
+    german = german || w == "german";
+  }
+  // The server reports its own value as "Style, Order".
+  const size_t comma = login.find(',');
+  std::string_view base_style = login.substr(0, comma);
+  std::string_view base_order = login.substr(comma + 1);
+  while (!base_order.empty() && base_order.front() == ' ') base_order.remove_prefix(1);
+  std::string out;
+  if (!style) out.append(base_style).append(", ");
+  out.append(wanted);
+  if (!order && !german) out.append(", ").append(base_order);
+  return out;
+}
+
+void completeDateStyle(ParamList& params, std::string_view login) {
+  for (auto& [name, value] : params) {
+    if (name == "DateStyle") value = completeDateStyle(value, login);
+  }
 }
 
 std::optional<std::string> startupValue(std::string_view name, const ParamList& startup) {

@@ -37,6 +37,15 @@ std::optional<std::string> resetsToStartup(std::string_view sql,
                                            const std::vector<guards::StatementInfo>& statements,
                                            const ParamList& startup);
 
+// A DateStyle as PostgreSQL resolves it at login: a part the client left out (the output style,
+// or the field order) comes from the server's own value `login` ("ISO, MDY"), as a backend's
+// startup does, never from whatever the pooled connection's last client set (German without an
+// order means DMY, as in PostgreSQL). Any value it cannot read is returned unchanged.
+std::string completeDateStyle(std::string_view wanted, std::string_view login);
+
+// `params`' DateStyle completed against `login` (completeDateStyle), where it has one.
+void completeDateStyle(ParamList& params, std::string_view login);
+
 // `v` as a SQL string literal (E'' when it holds a backslash).
 std::string quoteSqlLiteral(std::string_view v);
 

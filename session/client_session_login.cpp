@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "pool/carried_settings.h"
 #include "session/auth_limiter.h"
 
 namespace pgwarden::daemon {
@@ -157,6 +158,10 @@ void ClientSession::onServerReady(ServerConnection& c) {
   server_ = &c;
   c.attach(this, id_);
   tx_status_ = c.txStatus();
+  // A startup DateStyle that names only a style (pgjdbc's "ISO") or only an order keeps the
+  // server's own other part, as on a direct login, not the pooled connection's last client's.
+  completeDateStyle(startup_params_, c.loginParameter("DateStyle"));
+  completeDateStyle(client_params_, c.loginParameter("DateStyle"));
   setState(ClientState::kAttaching);
   startAttach();
 }

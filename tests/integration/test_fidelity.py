@@ -334,3 +334,23 @@ def test_reset_returns_to_the_clients_startup_value(daemon, pg, sql, user):
         assert _reset_answers(client, sql) == expected
         # and the next statement on a (possibly different) pooled connection still agrees
         assert client.query("select date '2020-01-02'")[0] == [("01-02-2020",)]
+
+
+def test_a_startup_datestyle_without_an_order_keeps_the_servers_order(daemon, pg):
+    """pgjdbc sends DateStyle=ISO, a style without a field order: on a direct login the order
+    stays the server's (MDY), and so it must through a pooled connection whose last client set
+    DMY (before, that client's order leaked: '12.27.2001' was out of range)."""
+    sql = "select date '12.27.2001'"
+    reset = "set datestyle='sql, dmy'; reset datestyle; " + sql
+    with pgwtest.RawClient.tcp("127.0.0.1", pg.port) as direct:
+        direct.login("postgres", pgwtest.SUPERUSER_PASSWORD, extra={"DateStyle": "ISO"})
+        expected = (direct.query(sql)[0], direct.params.get("DateStyle"))
+        expected_reset = direct.query(reset)[0]
+    assert expected == ([("2001-12-27",)], "ISO, MDY")
+    with pgwtest.RawClient.tcp("127.0.0.1", daemon.port) as first:
+        first.login("rotx", daemon.passwords["rotx"], extra={"DateStyle": "Postgres, DMY"})
+        assert first.query("select 1")[0] == [("1",)]  # its connection goes back with DMY set
+        with pgwtest.RawClient.tcp("127.0.0.1", daemon.port) as client:
+            client.login("rotx", daemon.passwords["rotx"], extra={"DateStyle": "ISO"})
+            assert (client.query(sql)[0], client.params.get("DateStyle")) == expected
+            assert client.query(reset)[0] == expected_reset

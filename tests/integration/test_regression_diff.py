@@ -90,11 +90,7 @@ KNOWN_DIFFERENCES = {
 }
 # The drivers' answers to a statement listed above may differ for the same reason; differences
 # of their own are listed here as "node:file:index" and "jdbc:file:index".
-KNOWN_DRIVER_DIFFERENCES = {
-    # 1: RESET of a startup setting (the driver's own startup values)
-    "jdbc:horology:32": 1, "jdbc:horology:33": 1, "jdbc:timestamptz:104": 1, "jdbc:timestamptz:105": 1, "jdbc:timestamptz:106": 1, "jdbc:timestamptz:107": 1,
-    "jdbc:timestamptz:108": 1,
-}
+KNOWN_DRIVER_DIFFERENCES = {}
 
 ITEMS = {1: "RESET of a startup setting", 2: "refusal inside a transaction",
          3: "parse error answered by pgwarden", 4: "deep statement refused",

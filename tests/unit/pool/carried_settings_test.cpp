@@ -53,5 +53,22 @@ TEST(CarriedSettings, NothingToChange) {
   EXPECT_EQ(rewrite("SELECT 'RESET datestyle'", kStartup), std::nullopt);
 }
 
+TEST(CarriedSettings, DateStyleKeepsTheServersOtherPart) {
+  // pgjdbc sends DateStyle=ISO: on a direct login the order stays the server's (MDY here), not
+  // the DMY a pooled connection's last client set.
+  EXPECT_EQ(completeDateStyle("ISO", "ISO, MDY"), "ISO, MDY");
+  EXPECT_EQ(completeDateStyle("DMY", "ISO, MDY"), "ISO, DMY");
+  EXPECT_EQ(completeDateStyle("Postgres, DMY", "ISO, MDY"), "Postgres, DMY");
+  EXPECT_EQ(completeDateStyle("German", "ISO, MDY"), "German");  // German means DMY
+  EXPECT_EQ(completeDateStyle("sql,european", "ISO, MDY"), "sql,european");
+  EXPECT_EQ(completeDateStyle("iso", "Postgres, YMD"), "iso, YMD");
+  EXPECT_EQ(completeDateStyle("default", "ISO, MDY"), "default");
+  EXPECT_EQ(completeDateStyle("ISO,", "ISO, MDY"), "ISO,");  // not readable: left to the server
+  ParamList p = {{"TimeZone", "UTC"}, {"DateStyle", "ISO"}};
+  completeDateStyle(p, "ISO, MDY");
+  EXPECT_EQ(p[1].second, "ISO, MDY");
+  EXPECT_EQ(p[0].second, "UTC");
+}
+
 }  // namespace
 }  // namespace pgwarden::daemon
