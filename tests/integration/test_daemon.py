@@ -54,8 +54,10 @@ def line_of(text, start):
 
 
 def test_check_config_accepts_the_example(pgwarden_bin, tmp_path):
+    # The state directory too is the package's (postinst makes it): here, a directory of the test's.
     config = tmp_path / "pgwarden.yaml"
-    config.write_text(example_with_history(tmp_path / "history.db"))
+    config.write_text(example_with_history(tmp_path / "history.db").replace(
+        "  state_dir: /var/lib/pgwarden", f"  state_dir: {tmp_path}"))
     r = run(pgwarden_bin, "--check-config", str(config))
     assert r.returncode == 0, r.stdout + r.stderr
 
