@@ -27,6 +27,11 @@ def maskd(pgwarden_bin, pg):
           FROM generate_series(1, 40) AS i;
         GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
         ANALYZE {TABLE};
+        DROP VIEW IF EXISTS {TABLE}_v;
+        DROP MATERIALIZED VIEW IF EXISTS {TABLE}_mv;
+        CREATE VIEW {TABLE}_v AS SELECT id, ssn AS number, name FROM {TABLE};
+        CREATE MATERIALIZED VIEW {TABLE}_mv AS SELECT id, ssn AS number FROM {TABLE};
+        GRANT SELECT ON {TABLE}_v, {TABLE}_mv TO {pgwtest.READER_ROLE};
     """)
     from conftest import DaemonSet
     daemons = DaemonSet(pgwarden_bin)
@@ -143,3 +148,20 @@ def test_mcp_results_and_describe_table_never_hold_a_value(maskd, pg):
     cols = {col["name"]: col for col in r["structuredContent"]["columns"]}
     assert cols["ssn"]["masked"] is True and cols["ssn"]["known_values"] is None
     assert SECRET not in seen
+
+
+def test_a_view_passes_no_masked_value_on(maskd):
+    """A view or a materialized view over a masked column names it by its own OID and column
+    name, which no masked_columns pattern matches: the catalog lists views, so each is masked
+    whole rather than trusted."""
+    daemon, tokens = maskd
+    with raw_client(daemon) as c:
+        for rel in (f"{TABLE}_v", f"{TABLE}_mv"):
+            rows, _, _ = c.query(f"SELECT id, number FROM {rel} ORDER BY id")
+            assert len(rows) == 40 and all(r[1].startswith("m_") for r in rows), rows[:2]
+        received = bytes(c.sock.received)
+    assert SECRET not in received
+    mcp = McpHttp(daemon.mcp_port, tokens["core"])
+    mcp.initialize()
+    body = json.dumps(mcp.tool("query", {"sql": f"SELECT number FROM {TABLE}_v"}))
+    assert "SECRET" not in body
