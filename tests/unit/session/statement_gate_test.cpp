@@ -304,7 +304,8 @@ TEST_F(GateTest, WhatTheServerCannotAnswerBetterIsNotAsked) {
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
   ASSERT_TRUE(gate_.decide(query("SELECT '\xff'"), v));
   EXPECT_EQ(v.plan->decision.deny.sqlstate, "22021");
-  GateRequest refused = query("SELEC 1");
+  const std::string selec = "SELEC 1";  // the request only views its text
+  GateRequest refused = query(selec);
   guards::GuardResult r;
   r.action = guards::Action::kDeny;
   r.code = "INVALID_ARGUMENTS";
