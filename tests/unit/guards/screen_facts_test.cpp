@@ -78,3 +78,21 @@ TEST(ScreenFacts, LimitWithoutOrderAndJoinAggregates) {
 
 }  // namespace
 }  // namespace pgwarden::guards
+
+namespace pgwarden::guards {
+namespace {
+
+// A soft-delete column is named by the text, never by its constants: the shape cache swaps a
+// constant for another, so a fact read from one would be copied to texts that lack it.
+TEST(ScreenFacts, SoftDeleteMentionsAreNamesNotConstants) {
+  EXPECT_FALSE(factsOf("SELECT id FROM t WHERE status = 'DELETE'").mentions_soft_delete);
+  EXPECT_FALSE(factsOf("SELECT id FROM t WHERE s = E'it\\'s deleted'").mentions_soft_delete);
+  EXPECT_FALSE(factsOf("SELECT id FROM t WHERE s = $x$archived$x$ -- removed\n").mentions_soft_delete);
+  EXPECT_FALSE(factsOf("SELECT id /* deleted */ FROM t WHERE a = $1").mentions_soft_delete);
+  EXPECT_TRUE(factsOf("SELECT id FROM t WHERE deleted_at IS NULL").mentions_soft_delete);
+  EXPECT_TRUE(factsOf("SELECT id FROM t WHERE \"is_archived\" = 'x'").mentions_soft_delete);
+  EXPECT_TRUE(factsOf("SELECT id FROM t WHERE 'a' = 'b' AND removed").mentions_soft_delete);
+}
+
+}  // namespace
+}  // namespace pgwarden::guards
