@@ -33,6 +33,21 @@ def start_mcp_daemon(factory, pg, extra=None, configure=None):
     return daemon, tokens
 
 
+def mcp_daemon_with_group(pgwarden_bin, pg, group):
+    """A module fixture's daemon (MCP on) whose `passthrough` group is `group`: yields
+    (daemon, tokens), torn down after."""
+    from conftest import DaemonSet
+    daemons = DaemonSet(pgwarden_bin)
+
+    def configure(cfg):
+        cfg["groups"]["passthrough"] = group
+
+    try:
+        yield start_mcp_daemon(daemons, pg, configure=configure)
+    finally:
+        daemons.teardown()
+
+
 def wait_mcp_listener(mcp):
     """The port of the `mcp` config section's listener once it accepts: the SQL port accepting
     does not mean the MCP listener is bound yet."""

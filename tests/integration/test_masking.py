@@ -8,7 +8,7 @@ import struct
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, recorded_tool, start_mcp_daemon
+from mcpsupport import McpHttp, recorded_tool, mcp_daemon_with_group
 
 TABLE = "mask_people"
 SECRET = b"-SECRET"  # every ssn value holds it; no byte sent to a caller may
@@ -33,20 +33,8 @@ def maskd(pgwarden_bin, pg):
         CREATE MATERIALIZED VIEW {TABLE}_mv AS SELECT id, ssn AS number FROM {TABLE};
         GRANT SELECT ON {TABLE}_v, {TABLE}_mv TO {pgwtest.READER_ROLE};
     """)
-    from conftest import DaemonSet
-    daemons = DaemonSet(pgwarden_bin)
-
-    def configure(cfg):
-        cfg["groups"]["passthrough"] = {
-            "guards": [],
-            "masked_columns": [f"public.{TABLE}.ssn*"],
-        }
-
-    try:
-        daemon, tokens = start_mcp_daemon(daemons, pg, configure=configure)
-        yield daemon, tokens
-    finally:
-        daemons.teardown()
+    yield from mcp_daemon_with_group(
+        pgwarden_bin, pg, {"guards": [], "masked_columns": [f"public.{TABLE}.ssn*"]})
 
 
 def raw_client(daemon):

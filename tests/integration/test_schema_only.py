@@ -7,7 +7,7 @@ import json
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, recorded_tool, start_mcp_daemon
+from mcpsupport import McpHttp, recorded_tool, mcp_daemon_with_group
 
 TABLE = "schema_only_orders"
 SECRET = b"QX-VALUE"  # in every status value; no byte sent to a caller may hold it
@@ -24,16 +24,7 @@ def schemad(pgwarden_bin, pg):
         GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
         ANALYZE {TABLE};
     """)
-    from conftest import DaemonSet
-    daemons = DaemonSet(pgwarden_bin)
-
-    def configure(cfg):
-        cfg["groups"]["passthrough"] = {"guards": [], "schema_only": True}
-
-    try:
-        yield start_mcp_daemon(daemons, pg, configure=configure)
-    finally:
-        daemons.teardown()
+    yield from mcp_daemon_with_group(pgwarden_bin, pg, {"guards": [], "schema_only": True})
 
 
 def test_wire_rows_carry_no_values_and_counts_answer(schemad):
