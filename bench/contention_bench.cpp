@@ -1,0 +1,158 @@
+// What the worker loops share per statement, and what sharing it costs as loops are added: the
+// three critical sections every statement enters on a lock the loops share (the history
+// recorder's submit, the per-statement metrics series, the budget ledger's admit and release),
+// each timed with 1 to 16 threads entering it in a tight loop. One thread gives the time the lock
+// is held; more threads than cores show the lock handed between threads that are not running,
+// the worst case a loaded host meets. docs/performance.md ("Past one core") turns these into
+// the expected wait per statement for N loops. Figures are measured and reported, never asserted.
+#include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "budgets/budget.h"
+#include "history/recorder.h"
+#include "metrics/metrics.h"
+
+namespace {
+
+using pgwarden::history::Durability;
+using pgwarden::history::HistoryConfig;
+using pgwarden::history::Record;
+namespace metrics = pgwarden::daemon::metrics;
+namespace guards = pgwarden::guards;
+
+Record statementRecord(uint64_t i) {
+  Record r;
+  r.started_at_us = 1714564800000000 + static_cast<int64_t>(i);
+  r.finished_at_us = r.started_at_us + 120;
+  r.duration_us = 120;
+  r.session_id = i % 64;
+  r.user = "agent";
+  r.database = "analytics";
+  r.policy_group = "agents";
+  r.agent_id = "agent-17";
+  r.conversation_id = "conv-" + std::to_string(i % 1000);
+  r.statement_kind = "select";
+  r.tables = {"public.pgbench_accounts"};
+  r.sql_text = "SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(i % 100000);
+  r.fingerprint = "a1b2c3d4e5f60718";
+  r.outcome = pgwarden::history::Outcome::kOk;
+  r.rows_returned = 1;
+  r.protocol = "simple";
+  return r;
+}
+
+// Building the record happens on the loop before the lock; timed alone so the section's own
+// share of BM_RecorderSubmit can be told apart.
+void BM_RecordBuild(benchmark::State& state) {
+  uint64_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(statementRecord(i++));
+}
+BENCHMARK(BM_RecordBuild);
+
+// Room for every record the bench submits (16 threads x kSubmits), so none is dropped: a drop is
+// cheaper than a submit and would flatter the figure.
+constexpr int64_t kSubmits = 100000;
+constexpr size_t kQueueRoom = 16 * kSubmits + 1024;
+
+// The recorder as the daemon shares it: one queue, one producer at a time (Daemon::submitRecord).
+// Durability off: the bench times the section, not the spool.
+struct SharedRecorder {
+  std::string dir;
+  std::unique_ptr<pgwarden::history::Recorder> recorder;
+  std::mutex mu;
+  SharedRecorder() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pgw-contention-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    dir = tmpl;
+    HistoryConfig c;
+    c.store = "jsonl";
+    c.path = dir + "/history.jsonl";
+    c.durability = Durability::kOff;
+    c.queue_size = kQueueRoom;
+    c.chain = false;
+    recorder = pgwarden::history::makeRecorder(c);
+  }
+  ~SharedRecorder() {
+    recorder->shutdown(std::chrono::seconds(30));
+    std::filesystem::remove_all(dir);
+  }
+};
+
+void BM_RecorderSubmit(benchmark::State& state) {
+  static SharedRecorder* shared = nullptr;
+  if (state.thread_index() == 0) shared = new SharedRecorder();
+  uint64_t i = static_cast<uint64_t>(state.thread_index()) << 32;
+  for (auto _ : state) {
+    Record r = statementRecord(i++);
+    std::lock_guard lock(shared->mu);
+    benchmark::DoNotOptimize(shared->recorder->submit(std::move(r)));
+  }
+  if (state.thread_index() == 0) {
+    delete shared;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_RecorderSubmit)->ThreadRange(1, 16)->Iterations(kSubmits)->UseRealTime();
+
+// DaemonMetrics::onStatement's updates, under the lock it takes when several loops record.
+struct SharedMetrics {
+  metrics::Metrics m{metrics::BuildInfo{"bench", "0"}};
+  metrics::GroupSeries agents{m, "agents"};
+  std::mutex mu;
+};
+
+void BM_MetricsStatement(benchmark::State& state) {
+  static SharedMetrics* shared = nullptr;
+  if (state.thread_index() == 0) shared = new SharedMetrics();
+  for (auto _ : state) {
+    std::lock_guard lock(shared->mu);
+    shared->agents.statements(pgwarden::history::Outcome::kOk, metrics::StatementIntent::kLookup).inc();
+    shared->agents.duration(pgwarden::history::Outcome::kOk).observe(std::chrono::microseconds(120));
+    shared->agents.rowsReturned().inc(1);
+  }
+  if (state.thread_index() == 0) {
+    delete shared;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_MetricsStatement)->ThreadRange(1, 16)->UseRealTime();
+
+// The budget ledger every loop admits through (exact budgets across loops): admit, the rows,
+// release, one conversation per thread as sessions on different loops have.
+struct SharedLedger {
+  guards::BudgetGuard guard{guards::BudgetLimits{}, guards::BudgetStoreConfig{}};
+  guards::BudgetLedger ledger;
+};
+
+void BM_LedgerStatement(benchmark::State& state) {
+  static SharedLedger* shared = nullptr;
+  if (state.thread_index() == 0) shared = new SharedLedger();
+  const guards::BudgetKey key{"agent", "conv-" + std::to_string(state.thread_index())};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(shared->ledger.admit(shared->guard, key));
+    shared->ledger.addRows(shared->guard, key, 1);
+    shared->ledger.release(key);
+  }
+  if (state.thread_index() == 0) {
+    delete shared;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_LedgerStatement)->ThreadRange(1, 16)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::off);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
