@@ -24,7 +24,7 @@ namespace {
 using pgwarden::history::Durability;
 using pgwarden::history::HistoryConfig;
 using pgwarden::history::Record;
-namespace metrics = pgwarden::daemon::metrics;
+namespace metrics = pgwarden::metrics;
 namespace guards = pgwarden::guards;
 
 Record statementRecord(uint64_t i) {

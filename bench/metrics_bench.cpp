@@ -9,7 +9,7 @@
 
 namespace {
 
-using namespace pgwarden::daemon::metrics;
+using namespace pgwarden::metrics;
 using pgwarden::Outcome;
 
 void BM_CounterInc(benchmark::State& state) {

@@ -119,7 +119,7 @@ struct Config {
   std::vector<std::string> stats_users;
   LoggingConfig logging;
   TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
-  metrics::MetricsEndpointOptions metrics;  // `metrics:`, parsed by the metrics module
+  net::MetricsEndpointOptions metrics;  // `metrics:`, parsed by the metrics module
   mcp::McpConfig mcp;                  // `mcp:`, parsed by the mcp module (off by default)
   history::HistoryConfig history;
   guards::PolicyMap groups;

@@ -357,7 +357,7 @@ AdminConsole::Table AdminConsole::showPools() const {
 
 AdminConsole::Table AdminConsole::showTotals() const {
   Table t{{"name", "value"}, {}};
-  Counters c;
+  metrics::Counters c;
   size_t clients = 0;
   for (const auto& l : view()) {
     c += l.counters;
@@ -367,16 +367,16 @@ AdminConsole::Table AdminConsole::showTotals() const {
     t.rows.push_back({std::move(name), std::to_string(v)});
   };
   add("clients_accepted", c.clients_accepted);
-  for (size_t i = 0; i < kRejectReasons; ++i) {
-    add(std::string("clients_rejected_") + rejectReasonName(static_cast<RejectReason>(i)),
+  for (size_t i = 0; i < metrics::kRejectReasons; ++i) {
+    add(std::string("clients_rejected_") + metrics::rejectReasonName(static_cast<metrics::RejectReason>(i)),
         c.clients_rejected[i]);
   }
   add("clients_current", clients);
   add("auth_failures", c.auth_failures);
   add("server_connects", c.server_connects);
   add("server_connect_errors", c.server_connect_errors);
-  for (size_t i = 0; i < kConnectFailures; ++i) {
-    add(std::string("server_connect_errors_") + connectFailureName(static_cast<ConnectFailure>(i)),
+  for (size_t i = 0; i < metrics::kConnectFailures; ++i) {
+    add(std::string("server_connect_errors_") + metrics::connectFailureName(static_cast<metrics::ConnectFailure>(i)),
         c.server_connect_errors_by_reason[i]);
   }
   add("server_lost", c.server_lost);

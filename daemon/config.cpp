@@ -531,7 +531,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   config->admin_users = cfg::getStringList(root, "", "admin_users");
   config->stats_users = cfg::getStringList(root, "", "stats_users");
   parseLogging(root["logging"], config->logging);
-  config->metrics = metrics::parseMetricsConfig(root["metrics"]);
+  config->metrics = net::parseMetricsConfig(root["metrics"]);
   config->mcp = mcp::parseMcpConfig(root["mcp"]);
   config->history =
       history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");

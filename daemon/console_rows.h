@@ -68,7 +68,7 @@ struct LoopRows {
   std::vector<ClientRow> clients;
   std::vector<std::vector<std::string>> servers;  // SHOW SERVERS' columns
   std::vector<PoolStats> pools;
-  Counters counters;
+  metrics::Counters counters;
   std::map<std::string, DatabaseStats> databases;
   std::vector<McpSessionRow> mcp_sessions;  // loop 0 only
   uint64_t uptime_ms = 0;

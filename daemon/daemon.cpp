@@ -303,7 +303,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
   bool log_evict = false;
   std::string evict_note;
   std::string refusal;
-  RejectReason reason = RejectReason::kStartupLimit;
+  metrics::RejectReason reason = metrics::RejectReason::kStartupLimit;
   StartupLimiter::Decision d;
   {
     std::lock_guard lock(startup_mu_);
@@ -343,7 +343,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
                        s.peer(), limits.max_client_connections, more());
         }
         refusal = "sorry, too many clients already";
-        reason = RejectReason::kMaxConnections;
+        reason = metrics::RejectReason::kMaxConnections;
         break;
     }
   }
@@ -358,7 +358,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
                      old.peer(), now > since ? now - since : 0, max_total, note);
       }
       old.reject("53300", "too many connections still starting up; this one did not log in in "
-                 "time", RejectReason::kStartupLimit);
+                 "time", metrics::RejectReason::kStartupLimit);
     });
   }
   if (!refusal.empty()) s.rejectAfterStartup("53300", refusal, reason);
@@ -543,7 +543,7 @@ void Daemon::routeCancel(Worker& from, int32_t pid, int32_t key) {
   if (!owner.worker->post(cancel)) spdlog::debug("cancel request for a loop that has finished ignored");
 }
 
-void Daemon::submitRecord(history::Record&& record, Counters& counters) {
+void Daemon::submitRecord(history::Record&& record, metrics::Counters& counters) {
   if (!recorder_) return;
   ++counters.history_submitted;
   bool queued = false;

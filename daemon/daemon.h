@@ -78,7 +78,7 @@ class Daemon final : public mcp::McpHost {
   Worker& primary() { return *workers_.front(); }
   const Worker& primary() const { return *workers_.front(); }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
-  Counters& counters() { return primary().counters(); }
+  metrics::Counters& counters() { return primary().counters(); }
   PoolManager& pools() { return primary().pools(); }
   // Every loop's summary: loop 0's live, the others' as last published (at most 100 ms old).
   std::vector<WorkerSummary> summaries() const;
@@ -112,7 +112,7 @@ class Daemon final : public mcp::McpHost {
   void admitStartup(Worker& w, ClientSession& s);
   void leftStartup(uint64_t id);
   // History: never blocks; a record refused by a full queue is counted in `counters`.
-  void submitRecord(history::Record&& record, Counters& counters);
+  void submitRecord(history::Record&& record, metrics::Counters& counters);
   // The thread of worker `w` starts; the loops' budget stores are told apart by it.
   void enterWorkerThread(Worker& w);
   void releaseBudgetStores(Worker& w);

@@ -41,7 +41,7 @@ void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
 }
 
 void Daemon::writeTransactionEnded(TxnEnd how) {
-  Counters& c = counters();
+  metrics::Counters& c = counters();
   if (how == TxnEnd::kCommitted) {
     ++c.write_txn_committed;
   } else {
@@ -50,7 +50,7 @@ void Daemon::writeTransactionEnded(TxnEnd how) {
 }
 
 void Daemon::writeCounted(int64_t rows_written, bool undone) {
-  Counters& c = counters();
+  metrics::Counters& c = counters();
   if (undone) {
     ++c.writes_undone;
   } else {

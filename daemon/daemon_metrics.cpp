@@ -76,13 +76,13 @@ std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all) {
 
 DaemonMetrics::DaemonMetrics(Daemon& daemon)
     : daemon_(daemon), metrics_(metrics::BuildInfo{kVersion, kGitSha}) {
-  for (size_t i = 0; i < kRejectReasons; ++i) {
+  for (size_t i = 0; i < metrics::kRejectReasons; ++i) {
     rejected_series_[i] = &metrics_.client_connections_rejected.with(
-        {rejectReasonName(static_cast<RejectReason>(i))});
+        {metrics::rejectReasonName(static_cast<metrics::RejectReason>(i))});
   }
-  for (size_t i = 0; i < kConnectFailures; ++i) {
+  for (size_t i = 0; i < metrics::kConnectFailures; ++i) {
     connect_error_series_[i] = &metrics_.upstream_connect_errors.with(
-        {connectFailureName(static_cast<ConnectFailure>(i))});
+        {metrics::connectFailureName(static_cast<metrics::ConnectFailure>(i))});
   }
   plan_hits_series_ = &metrics_.plan_cache_lookups.with({"hit"});
   plan_misses_series_ = &metrics_.plan_cache_lookups.with({"miss"});
@@ -108,7 +108,7 @@ bool DaemonMetrics::start() {
   });
   // Guarded writes, read from the loop's counters (index: session/write_txn.h TxnEnd).
   metrics_.write_transactions.setCollector([this](metrics::SampleSink& sink) {
-    const Counters& c = totals_;
+    const metrics::Counters& c = totals_;
     sink.add({"committed"}, static_cast<double>(c.write_txn_committed));
     for (size_t i = 1; i < c.write_txn_rolled_back.size(); ++i) {
       sink.add({txnEndName(static_cast<TxnEnd>(i))}, static_cast<double>(c.write_txn_rolled_back[i]));
@@ -179,7 +179,7 @@ bool DaemonMetrics::start() {
 
   const auto& options = daemon_.config()->metrics;
   if (options.listen.empty()) return true;
-  http_ = std::make_unique<metrics::MetricsEndpoint>(daemon_.loop(), metrics_, options,
+  http_ = std::make_unique<net::MetricsEndpoint>(daemon_.loop(), metrics_, options,
                                                      [this] { return readiness(); });
   // With several loops each publishes its figures before a scrape reads them.
   http_->setRefresh([this](std::function<void()> done) { daemon_.refreshSummaries(std::move(done)); });
@@ -325,19 +325,19 @@ void DaemonMetrics::externalCall(External kind, CallResult result, std::chrono::
 void DaemonMetrics::syncCounters() {
   // One reading of every loop per scrape: loop 0's live, the others' last published.
   summaries_ = daemon_.summaries();
-  totals_ = Counters{};
+  totals_ = metrics::Counters{};
   for (const auto& w : summaries_) totals_ += w.counters;
   std::vector<PoolStats> all;
   for (const auto& w : summaries_) all.insert(all.end(), w.pools.begin(), w.pools.end());
   pool_stats_ = mergePoolStats(all);
-  const Counters& c = totals_;
+  const metrics::Counters& c = totals_;
   metrics_.client_connections_accepted.inc(c.clients_accepted - synced_accepted_);
   synced_accepted_ = c.clients_accepted;
-  for (size_t i = 0; i < kRejectReasons; ++i) {
+  for (size_t i = 0; i < metrics::kRejectReasons; ++i) {
     rejected_series_[i]->inc(c.clients_rejected[i] - synced_rejected_[i]);
     synced_rejected_[i] = c.clients_rejected[i];
   }
-  for (size_t i = 0; i < kConnectFailures; ++i) {
+  for (size_t i = 0; i < metrics::kConnectFailures; ++i) {
     connect_error_series_[i]->inc(c.server_connect_errors_by_reason[i] - synced_connect_errors_[i]);
     synced_connect_errors_[i] = c.server_connect_errors_by_reason[i];
   }
@@ -351,7 +351,7 @@ void DaemonMetrics::syncCounters() {
     const uint64_t now = c.server_errors_by_class[i];
     if (now == synced_server_errors_[i]) continue;
     char cls[3];
-    sqlstateClassName(static_cast<int>(i), cls);
+    metrics::sqlstateClassName(static_cast<int>(i), cls);
     metrics_.upstream_server_errors.with({std::string_view(cls, 2)}).inc(now -
                                                                           synced_server_errors_[i]);
     synced_server_errors_[i] = now;
@@ -381,7 +381,7 @@ void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
   }
 }
 
-metrics::Readiness DaemonMetrics::readiness() const {
+net::Readiness DaemonMetrics::readiness() const {
   if (daemon_.shuttingDown()) return {false, "shutting down"};
   const auto loops = daemon_.summaries();
   // PostgreSQL turns new backends away: new clients would be turned away too, pooled ones aside.
@@ -389,7 +389,7 @@ metrics::Readiness DaemonMetrics::readiness() const {
     if (!w.pool_refusal.empty()) return {false, "upstream refuses connections: " + w.pool_refusal};
   }
   // The listeners are bound before the endpoint starts and closed only at shutdown.
-  Counters logins;
+  metrics::Counters logins;
   for (const auto& w : loops) {
     for (const PoolStats& p : w.pools) {
       if (p.idle + p.active + p.resetting > 0) return {true, ""};

@@ -80,7 +80,7 @@ class DaemonMetrics final : public guards::GuardObserver {
   void collectServers(metrics::SampleSink& sink);
   // Brings the counters the loop keeps in Counters up to date (runs at the start of a scrape).
   void syncCounters();
-  metrics::Readiness readiness() const;
+  net::Readiness readiness() const;
   void startStudio();  // metrics.studio: the history studio on the endpoint
 
   std::unique_lock<std::mutex> hotLock() {
@@ -93,10 +93,10 @@ class DaemonMetrics final : public guards::GuardObserver {
   std::mutex hot_mu_;  // the caches below, when several loops record
   // What the scrape in progress read of the loops (syncCounters, the first collector).
   std::vector<WorkerSummary> summaries_;
-  Counters totals_;
+  metrics::Counters totals_;
   std::vector<PoolStats> pool_stats_;
   metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
-  std::unique_ptr<metrics::MetricsEndpoint> http_;
+  std::unique_ptr<net::MetricsEndpoint> http_;
   std::unique_ptr<studio::Studio> studio_;  // declared after http_: destroyed before it
   std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
@@ -124,10 +124,10 @@ class DaemonMetrics final : public guards::GuardObserver {
 
   // What was last copied from Counters (the catalogue counters only go up by the difference).
   uint64_t synced_accepted_ = 0;
-  std::array<uint64_t, kRejectReasons> synced_rejected_{};
-  std::array<metrics::Counter*, kRejectReasons> rejected_series_{};
-  std::array<uint64_t, kConnectFailures> synced_connect_errors_{};
-  std::array<metrics::Counter*, kConnectFailures> connect_error_series_{};
+  std::array<uint64_t, metrics::kRejectReasons> synced_rejected_{};
+  std::array<metrics::Counter*, metrics::kRejectReasons> rejected_series_{};
+  std::array<uint64_t, metrics::kConnectFailures> synced_connect_errors_{};
+  std::array<metrics::Counter*, metrics::kConnectFailures> connect_error_series_{};
   uint64_t synced_cancels_ = 0;
   uint64_t synced_plan_hits_ = 0;
   uint64_t synced_plan_misses_ = 0;

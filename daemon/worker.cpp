@@ -156,7 +156,7 @@ void Worker::started(ClientSession& s, int rc, int fd, const std::string& listen
           s.id(), logsafe(s.peer()), fd, static_cast<uint64_t>(lim.rlim_cur),
           static_cast<uint64_t>(reserve));
       s.rejectAfterStartup("53300", "sorry, too many clients already: pgwarden is out of file "
-                           "descriptors", RejectReason::kMaxConnections);
+                           "descriptors", metrics::RejectReason::kMaxConnections);
       return;
     }
   }
@@ -356,8 +356,8 @@ void Worker::tick() {
   if (index_ != 0) publish();
 }
 
-Counters Worker::countersNow() const {
-  Counters c = counters_;
+metrics::Counters Worker::countersNow() const {
+  metrics::Counters c = counters_;
   c.plan_cache_hits = policy_->planCacheHits();
   c.plan_cache_misses = policy_->planCacheMisses();
   return c;

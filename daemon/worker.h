@@ -43,7 +43,7 @@ class Listener;
 // What a loop shows the others: refreshed by its janitor (every 100 ms) and read under a lock by
 // the metrics endpoint and the admin console, which live on loop 0.
 struct WorkerSummary {
-  Counters counters;
+  metrics::Counters counters;
   std::vector<PoolStats> pools;
   std::string pool_refusal;
   // Client sessions by state, indexed as kClientStateLabels (daemon/daemon_metrics.h).
@@ -87,10 +87,10 @@ class Worker final : public StatementSink, public SessionHost {
   ClientSession* findSession(uint64_t id);
   void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
   size_t sessionCount() const { return sessions_.size(); }
-  const Counters& counters() const { return counters_; }
+  const metrics::Counters& counters() const { return counters_; }
   // The counters with the figures other parts of the loop keep themselves (the policy engine's
   // kept plans): what the loop publishes and the console shows.
-  Counters countersNow() const;
+  metrics::Counters countersNow() const;
   // Whether the loop has let go of everything (its sessions ended and its pools closed).
   bool finished() const { return finished_; }
   // On this loop: publishes its summary now (a scrape is about to read it).
@@ -107,7 +107,7 @@ class Worker final : public StatementSink, public SessionHost {
   // accepted just before the listeners closed still logs in.
   bool shuttingDown() const override { return shutting_down_ && !wait_for_clients_; }
   const std::shared_ptr<const Config>& config() const override { return config_; }
-  Counters& counters() override { return counters_; }
+  metrics::Counters& counters() override { return counters_; }
   PoolManager& pools() override { return pools_; }
   PolicyEngine& policy() override { return *policy_; }
   StatementRecorder& statementRecorder() override { return *statements_; }
@@ -171,7 +171,7 @@ class Worker final : public StatementSink, public SessionHost {
   std::thread thread_;
   std::shared_ptr<const Config> config_;
   std::string salt_key_;
-  Counters counters_;
+  metrics::Counters counters_;
   PoolManager pools_;
   std::unique_ptr<PolicyEngine> policy_;
   guards::BudgetLedger* budgets_;

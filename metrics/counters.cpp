@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace pgwarden::daemon {
+namespace pgwarden::metrics {
 
 namespace {
 
@@ -109,4 +109,4 @@ void sqlstateClassName(int index, char out[3]) {
   out[2] = 0;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::metrics

@@ -10,7 +10,7 @@
 
 #include "common/outcome.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::metrics {
 
 // Why a client connection was refused or ended before it was ready.
 enum class RejectReason { kMaxConnections, kAuthFailure, kStartupTimeout, kBadProtocol,
@@ -99,4 +99,4 @@ int sqlstateClass(const char* sqlstate, size_t len);
 // The two-character class name for an index ("57").
 void sqlstateClassName(int index, char out[3]);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::metrics

@@ -7,7 +7,7 @@
 
 #include "metrics/process_metrics.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 const std::vector<double> kStatementDurationBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -289,4 +289,4 @@ Histogram& GroupSeries::duration(Outcome outcome) {
   return *h;
 }
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -14,7 +14,7 @@
 #include "common/outcome.h"
 #include "metrics/registry.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 // Bucket upper bounds in seconds (the +Inf bucket is implicit).
 extern const std::vector<double> kStatementDurationBuckets;  // 100 us .. 30 s
@@ -157,4 +157,4 @@ class GroupSeries {
   Counter& budget_exhausted_;
 };
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

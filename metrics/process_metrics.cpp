@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 namespace {
 
@@ -140,4 +140,4 @@ void registerProcessMetrics(Registry& registry, const BuildInfo& build) {
       .set(1);
 }
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

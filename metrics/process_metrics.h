@@ -7,7 +7,7 @@
 
 #include "metrics/metrics.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 struct ProcessStats {
   std::optional<double> resident_memory_bytes;
@@ -27,4 +27,4 @@ std::optional<double> readProcessStartTime();
 // cpu_seconds_total, start_time_seconds} and pgwarden_build_info{version,git_sha} 1.
 void registerProcessMetrics(Registry& registry, const BuildInfo& build);
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

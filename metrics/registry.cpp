@@ -13,7 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 namespace {
 
@@ -521,4 +521,4 @@ std::string Registry::render() const {
   return out;
 }
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

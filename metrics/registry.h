@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 
 // The Content-Type of a rendered exposition.
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
@@ -253,4 +253,4 @@ class Registry {
 // Replaces bytes that are not valid UTF-8 with '?'.
 std::string sanitizeUtf8(std::string_view value);
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -19,7 +19,7 @@
 #include "net/http_auth.h"
 #include "net/http_transport.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::net {
 
 struct MetricsEndpointOptions {
   std::string listen = "127.0.0.1:9930";  // host:port, [v6]:port; port 0 = any
@@ -32,7 +32,7 @@ struct MetricsEndpointOptions {
   std::chrono::milliseconds write_timeout{10000};      // response taken by the client
   std::chrono::milliseconds keepalive_timeout{60000};  // between a scraper's requests
   std::chrono::milliseconds linger_timeout{2000};      // after the last response, wait for the FIN
-  HttpAuth auth;  // guards /metrics (and /studio/); /healthz and /readyz stay open for probes
+  daemon::HttpAuth auth;  // guards /metrics (and /studio/); /healthz and /readyz stay open for probes
   // `studio: true`: the read-only history studio at /studio/ (studio/studio.h), behind `auth`.
   bool studio = false;
 };
@@ -58,15 +58,15 @@ class HttpPages {
  public:
   virtual ~HttpPages() = default;
   virtual std::string_view prefix() const = 0;  // e.g. "/studio/"; its path without the slash too
-  virtual void serve(const HttpRequest& request, std::function<void(HttpResponse)> answer) = 0;
+  virtual void serve(const daemon::HttpRequest& request, std::function<void(daemon::HttpResponse)> answer) = 0;
 };
 
 // Owns its transport, which keeps itself alive until its handles are closed: the endpoint may be
 // destroyed right after close(). All methods run on the loop thread.
-class MetricsEndpoint final : public HttpHandler {
+class MetricsEndpoint final : public daemon::HttpHandler {
  public:
   // `metrics` must outlive the endpoint; `readiness` runs on the loop for each GET /readyz.
-  MetricsEndpoint(uv_loop_t* loop, Metrics& metrics, const MetricsEndpointOptions& options,
+  MetricsEndpoint(uv_loop_t* loop, metrics::Metrics& metrics, const MetricsEndpointOptions& options,
                   ReadinessCheck readiness);
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
@@ -84,25 +84,25 @@ class MetricsEndpoint final : public HttpHandler {
   size_t clientCount() const { return transport_ ? transport_->connectionCount() : 0; }
 
   // HttpHandler
-  void onHttpRequest(uint64_t exchange, HttpRequest&& request) override;
+  void onHttpRequest(uint64_t exchange, daemon::HttpRequest&& request) override;
   void onHttpAbandoned(uint64_t) override {}  // a late answer to a gone client is dropped
-  void onHttpRefused(HttpRefusal why, int status) override;
+  void onHttpRefused(daemon::HttpRefusal why, int status) override;
 
  private:
-  void respond(uint64_t exchange, std::string_view handler, HttpResponse response);
+  void respond(uint64_t exchange, std::string_view handler, daemon::HttpResponse response);
   // Runs `answer` once the figures are current (at once without a refresh hook).
   void whenCurrent(std::function<void()> answer);
-  HttpResponse scrape();
-  HttpResponse ready();
+  daemon::HttpResponse scrape();
+  daemon::HttpResponse ready();
 
-  Metrics& metrics_;
-  HttpAuth auth_;
+  metrics::Metrics& metrics_;
+  daemon::HttpAuth auth_;
   ReadinessCheck readiness_;
   Refresh refresh_;
   HttpPages* pages_ = nullptr;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  std::shared_ptr<HttpTransport> transport_;
+  std::shared_ptr<daemon::HttpTransport> transport_;
   size_t last_scrape_bytes_ = 16384;
 };
 
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::net

@@ -352,7 +352,7 @@ PoolStats Pool::stats() const {
   return s;
 }
 
-PoolManager::PoolManager(uv_loop_t* loop, Counters& counters,
+PoolManager::PoolManager(uv_loop_t* loop, metrics::Counters& counters,
                          std::unique_ptr<ConnectionFactory> factory, Clock clock)
     : loop_(loop),
       counters_(counters),

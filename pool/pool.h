@@ -175,12 +175,12 @@ class PoolManager {
 
   // `factory` makes every pool's connections; `clock` defaults to the loop's uv_now (tests drive
   // a clock of their own).
-  PoolManager(uv_loop_t* loop, Counters& counters, std::unique_ptr<ConnectionFactory> factory,
+  PoolManager(uv_loop_t* loop, metrics::Counters& counters, std::unique_ptr<ConnectionFactory> factory,
               Clock clock = {});
   ~PoolManager();
 
   uv_loop_t* loop() const { return loop_; }
-  Counters& counters() { return counters_; }
+  metrics::Counters& counters() { return counters_; }
   ConnectionFactory& factory() { return *factory_; }
   uint64_t nowMs() const { return clock_ ? clock_() : uv_now(loop_); }
   const std::shared_ptr<const PoolSettings>& config() const { return config_; }
@@ -236,7 +236,7 @@ class PoolManager {
 
  private:
   uv_loop_t* loop_;
-  Counters& counters_;
+  metrics::Counters& counters_;
   std::unique_ptr<ConnectionFactory> factory_;
   Clock clock_;
   std::shared_ptr<const PoolSettings> config_;

@@ -133,7 +133,7 @@ void ServerConnection::start() {
   if (rc != 0) {
     state_ = ServerState::kClosing;
     last_error_ = std::string("socket: ") + uv_strerror(rc);
-    c.connectError(ConnectFailure::kOther);
+    c.connectError(metrics::ConnectFailure::kOther);
     c.serverLogin(false, pool_.manager().nowMs());
     pool_.onLoginFailed(*this, last_error_);
     pool_.onClosed(*this);
@@ -150,8 +150,8 @@ void ServerConnection::start() {
     fail(std::string("cannot resolve the upstream host: ") + uv_strerror(status));
   });
   if (rc != 0) {
-    failLogin(rc == UV_ECONNREFUSED || rc == UV_ENOENT ? ConnectFailure::kRefused
-                                                       : ConnectFailure::kOther,
+    failLogin(rc == UV_ECONNREFUSED || rc == UV_ENOENT ? metrics::ConnectFailure::kRefused
+                                                       : metrics::ConnectFailure::kOther,
               std::string("connect: ") + uv_strerror(rc));
   }
 }
@@ -159,8 +159,8 @@ void ServerConnection::start() {
 void ServerConnection::onStreamConnected(Stream&, int status) {
   if (status != 0) {
     // Nothing listens there (a TCP port, or a socket file that is not there): refused.
-    failLogin(status == UV_ECONNREFUSED || status == UV_ENOENT ? ConnectFailure::kRefused
-                                                               : ConnectFailure::kOther,
+    failLogin(status == UV_ECONNREFUSED || status == UV_ENOENT ? metrics::ConnectFailure::kRefused
+                                                               : metrics::ConnectFailure::kOther,
               std::string("connect: ") + uv_strerror(status));
     return;
   }
@@ -299,7 +299,7 @@ void ServerConnection::close(const std::string& why) {
   if (stream_.closed()) onStreamClosed(stream_);
 }
 
-void ServerConnection::failLogin(ConnectFailure kind, const std::string& why) {
+void ServerConnection::failLogin(metrics::ConnectFailure kind, const std::string& why) {
   failure_ = kind;
   fail(why);
 }
@@ -322,7 +322,7 @@ void ServerConnection::tick(uint64_t now_ms) {
     case ServerState::kResolving:
     case ServerState::kConnecting:
     case ServerState::kLogin:
-      if (now_ms >= deadline_ms_) failLogin(ConnectFailure::kTimeout, "connect timeout");
+      if (now_ms >= deadline_ms_) failLogin(metrics::ConnectFailure::kTimeout, "connect timeout");
       break;
     case ServerState::kResetting:
     case ServerState::kDraining:

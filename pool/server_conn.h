@@ -152,7 +152,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   void setState(ServerState to);
   void fail(const std::string& why);
   // A failure while connecting or logging in, counted under `kind`.
-  void failLogin(ConnectFailure kind, const std::string& why);
+  void failLogin(metrics::ConnectFailure kind, const std::string& why);
   void sendStartup();
   // Handles one whole message outside kActive. Returns false when the connection was closed.
   bool handleLoginMessage(const protocol::Frame& f);
@@ -220,7 +220,7 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   RoleCheck role_check_ = RoleCheck::kNone;
   bool role_refused_ = false;
   bool role_answered_ = false;
-  ConnectFailure failure_ = ConnectFailure::kOther;  // why connecting or logging in failed
+  metrics::ConnectFailure failure_ = metrics::ConnectFailure::kOther;  // why connecting or logging in failed
 };
 
 // The daemon's factory: every pool connection is a ServerConnection.

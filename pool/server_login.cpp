@@ -77,7 +77,7 @@ bool ServerConnection::handleAuthRequest(const protocol::Frame& f) {
   }
   const bool needs_password = r->code == 3 || r->code == 5 || r->code == 10;
   if (needs_password && password.empty()) {
-    failLogin(ConnectFailure::kAuthFailed, password_file.empty()
+    failLogin(metrics::ConnectFailure::kAuthFailed, password_file.empty()
              ? "the server asks for a password and none is configured (upstream.password "
                "or upstream.password_file, upstream.write_password[_file] for the write pool)"
              : "the server asks for a password and " + password_file +
@@ -107,7 +107,7 @@ bool ServerConnection::handleAuthRequest(const protocol::Frame& f) {
       if (!answerSasl(*r, password)) return false;
       break;
     default:
-      failLogin(ConnectFailure::kAuthFailed,
+      failLogin(metrics::ConnectFailure::kAuthFailed,
                 "the server asks for authentication method " + std::to_string(r->code) +
            ", which pgwarden does not support (use scram-sha-256, md5, password or trust)");
       return false;
@@ -138,7 +138,7 @@ bool ServerConnection::answerSasl(const protocol::AuthRequest& r, const std::str
     }
     auto final_msg = scram_->handleServerFirst(r.data);
     if (!final_msg) {
-      failLogin(ConnectFailure::kAuthFailed,
+      failLogin(metrics::ConnectFailure::kAuthFailed,
                 "SCRAM exchange with the server failed: " + final_msg.error());
       return false;
     }
@@ -153,7 +153,7 @@ bool ServerConnection::answerSasl(const protocol::AuthRequest& r, const std::str
   auto st = scram_->verifyServerFinal(r.data);
   scram_.reset();
   if (!st) {
-    failLogin(ConnectFailure::kAuthFailed, "the server's SCRAM signature does not verify");
+    failLogin(metrics::ConnectFailure::kAuthFailed, "the server's SCRAM signature does not verify");
     return false;
   }
   return true;
@@ -186,10 +186,10 @@ bool ServerConnection::handleLoginError(const protocol::Frame& f) {
     login_sqlstate_ = std::string(e->sqlstate());
     // The server's own words, for the clients waiting on this login; bounded.
     login_message_ = std::string(e->message().substr(0, kMaxLoginMessage));
-    ConnectFailure kind = ConnectFailure::kOther;
-    if (login_sqlstate_ == "53300") kind = ConnectFailure::kTooManyConnections;
+    metrics::ConnectFailure kind = metrics::ConnectFailure::kOther;
+    if (login_sqlstate_ == "53300") kind = metrics::ConnectFailure::kTooManyConnections;
     if (login_sqlstate_ == "28P01" || login_sqlstate_ == "28000") {
-      kind = ConnectFailure::kAuthFailed;
+      kind = metrics::ConnectFailure::kAuthFailed;
     }
     failLogin(kind, "the server refused the login: " + login_sqlstate_ + " " +
                         login_message_);
@@ -277,7 +277,7 @@ bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
                          "the check could not run); configure upstream.write_user as a plain role "
                          "with only the grants the agents need";
         spdlog::critical("write pool db={}: {}", logsafe(pool_.database()), login_message_);
-        failLogin(ConnectFailure::kAuthFailed, login_message_);
+        failLogin(metrics::ConnectFailure::kAuthFailed, login_message_);
         return false;
       }
       loginDone();

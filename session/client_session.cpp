@@ -121,7 +121,7 @@ void ClientSession::setState(ClientState to) {
 }
 
 void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
-                                       RejectReason reason) {
+                                       metrics::RejectReason reason) {
   startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
   deadline_ms_ = std::min(deadline_ms_, host_.nowMs() + kRejectWaitMs);
 }
@@ -364,7 +364,7 @@ bool ClientSession::handleStartupPacket() {
   if (config_->tls.mode == TlsMode::kRequire && !client_.tlsActive() && !client_.isUnix()) {
     spdlog::warn("{}: startup refused: TLS is required (tls.mode require)", logPrefix());
     fatal("28000", "pgwarden requires TLS: connect with sslmode=require",
-          RejectReason::kNotAllowed);
+          metrics::RejectReason::kNotAllowed);
     return false;
   }
   if (!filtered.startup) {
@@ -374,7 +374,7 @@ bool ClientSession::handleStartupPacket() {
     }
     spdlog::warn("{}: startup refused: {}", logPrefix(),
                  logsafe(filtered.refusal.message, kLogMessageMaxBytes));
-    fatal(filtered.refusal.sqlstate, filtered.refusal.message, RejectReason::kNotAllowed);
+    fatal(filtered.refusal.sqlstate, filtered.refusal.message, metrics::RejectReason::kNotAllowed);
     return false;
   }
   ClientStartup& s = *filtered.startup;
@@ -388,7 +388,7 @@ bool ClientSession::handleStartupPacket() {
     protocol::writeNegotiateProtocolVersion(client_.out(), 0, s.unrecognized_protocol_options);
   }
   if (host_.shuttingDown()) {
-    fatal("57P03", "the database system is shutting down", RejectReason::kShutdown);
+    fatal("57P03", "the database system is shutting down", metrics::RejectReason::kShutdown);
     return false;
   }
   const AuthLimiter::Block block = host_.authLimiter().blocked(
@@ -404,7 +404,7 @@ bool ClientSession::handleStartupPacket() {
     fatal("28000",
           std::string("too many failed login attempts ") + whose +
               "; wait a minute before trying again",
-          RejectReason::kAuthFailure);
+          metrics::RejectReason::kAuthFailure);
     return false;
   }
   beginAuth();
@@ -575,7 +575,7 @@ void ClientSession::closeSession(const std::string& reason) {
 }
 
 void ClientSession::fatal(const std::string& sqlstate, const std::string& message,
-                          RejectReason reason) {
+                          metrics::RejectReason reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (state_ != ClientState::kReady) host_.counters().reject(reason);
   protocol::writeError(client_.out(), "FATAL", sqlstate, message);
@@ -585,13 +585,13 @@ void ClientSession::fatal(const std::string& sqlstate, const std::string& messag
 }
 
 void ClientSession::terminate(const std::string& sqlstate, const std::string& message) {
-  fatal(sqlstate, message, RejectReason::kShutdown);
+  fatal(sqlstate, message, metrics::RejectReason::kShutdown);
 }
 
 void ClientSession::protocolViolation(const std::string& message) {
   ++host_.counters().protocol_errors;
   spdlog::warn("{}: protocol violation: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
-  fatal("08P01", message, RejectReason::kBadProtocol);
+  fatal("08P01", message, metrics::RejectReason::kBadProtocol);
 }
 
 void ClientSession::onStreamEnd(Stream&, int status) {
@@ -671,7 +671,7 @@ void ClientSession::tick(uint64_t now_ms) {
         fatal(r.sqlstate, r.message, r.reason);
       } else if (now_ms >= deadline_ms_) {
         spdlog::info("{}: startup timeout", logPrefix());
-        fatal("57014", "canceling authentication due to timeout", RejectReason::kStartupTimeout);
+        fatal("57014", "canceling authentication due to timeout", metrics::RejectReason::kStartupTimeout);
       }
       break;
     case ClientState::kReady:

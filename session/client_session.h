@@ -90,13 +90,13 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Ends the session now with a FATAL error.
   void terminate(const std::string& sqlstate, const std::string& message);
   // Refuses the connection (counted as a rejection for `reason`).
-  void reject(const std::string& sqlstate, const std::string& message, RejectReason reason) {
+  void reject(const std::string& sqlstate, const std::string& message, metrics::RejectReason reason) {
     fatal(sqlstate, message, reason);
   }
   // The same once the client's StartupMessage is in (as PostgreSQL does): an SSLRequest gets
   // its 'N' first, so the client reads the reason rather than a failed SSL exchange. A client
   // that sends no StartupMessage within a second gets the reason then, and is closed.
-  void rejectAfterStartup(std::string sqlstate, std::string message, RejectReason reason);
+  void rejectAfterStartup(std::string sqlstate, std::string message, metrics::RejectReason reason);
   // The first catalog statistics load for our database ended: finish attaching.
   void onStatsReady();
   // Janitor: startup/idle deadlines.
@@ -279,7 +279,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void setState(ClientState to);
   void trimIdle();
   void closeSession(const std::string& reason);
-  void fatal(const std::string& sqlstate, const std::string& message, RejectReason reason);
+  void fatal(const std::string& sqlstate, const std::string& message, metrics::RejectReason reason);
   void protocolViolation(const std::string& message);
   void flushClient();
   void flushServer();
@@ -567,7 +567,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   struct StartupReject {
     std::string sqlstate;
     std::string message;
-    RejectReason reason;
+    metrics::RejectReason reason;
   };
   std::optional<StartupReject> startup_reject_;
   // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),

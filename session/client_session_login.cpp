@@ -79,7 +79,7 @@ void ClientSession::authFailed(const std::string& log_reason) {
       logPrefix(), log_reason, n, n == 1 ? "" : "s");
   // Exactly PostgreSQL's words, and the same whether the user exists or not.
   fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
-        RejectReason::kAuthFailure);
+        metrics::RejectReason::kAuthFailure);
 }
 
 void ClientSession::authenticated() {
@@ -87,7 +87,7 @@ void ClientSession::authenticated() {
   if (database_ == ConsoleSession::kDatabase) {
     if (!config_->isAdmin(user_) && !config_->isStatsUser(user_)) {
       fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users, stats_users)",
-            RejectReason::kNotAllowed);
+            metrics::RejectReason::kNotAllowed);
       return;
     }
     admin_ = host_.openConsole(id_, user_, peer_host_, application_name_);
@@ -99,12 +99,12 @@ void ClientSession::authenticated() {
   }
   const auto mapped = config_->upstream.mapDatabase(database_);
   if (!mapped) {
-    fatal("3D000", "database \"" + database_ + "\" does not exist", RejectReason::kNotAllowed);
+    fatal("3D000", "database \"" + database_ + "\" does not exist", metrics::RejectReason::kNotAllowed);
     return;
   }
   if (host_.consoleHolds(database_).disabled) {
     fatal("55000", "database \"" + database_ + "\" is not currently accepting connections",
-          RejectReason::kNotAllowed);
+          metrics::RejectReason::kNotAllowed);
     return;
   }
   server_database_ = *mapped;
@@ -115,7 +115,7 @@ void ClientSession::authenticated() {
       fatal("42501",
             "parameter \"search_path\" is not allowed for users of group \"" + group_ +
                 "\": pgwarden resolves table names against the group's own search_path",
-            RejectReason::kNotAllowed);
+            metrics::RejectReason::kNotAllowed);
       return;
     }
     client_params_.emplace_back("search_path", *search_path_);
@@ -170,7 +170,7 @@ void ClientSession::onServerFailed(const std::string& sqlstate, const std::strin
   waiting_pool_ = nullptr;
   spdlog::warn("{}: no server connection: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal(sqlstate, message,
-        sqlstate == "53300" ? RejectReason::kAcquireTimeout : RejectReason::kUnreachable);
+        sqlstate == "53300" ? metrics::RejectReason::kAcquireTimeout : metrics::RejectReason::kUnreachable);
 }
 
 void ClientSession::startAttach() {

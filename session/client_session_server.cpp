@@ -217,7 +217,7 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
   auto e = protocol::parseErrorFields(f.body);
   const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
   const std::string message = e ? std::string(e->message()) : std::string();
-  const int cls = sqlstateClass(sqlstate.data(), sqlstate.size());
+  const int cls = metrics::sqlstateClass(sqlstate.data(), sqlstate.size());
   if (cls >= 0) ++host_.counters().server_errors_by_class[static_cast<size_t>(cls)];
   switch (head.kind) {
     case Expect::kInternal:
@@ -289,7 +289,7 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
         sqlstate = attach_error_.substr(0, sep);
         message = attach_error_.substr(sep + 1);
       }
-      fatal(sqlstate, message, RejectReason::kNotAllowed);
+      fatal(sqlstate, message, metrics::RejectReason::kNotAllowed);
       return false;
     }
     finishAttach();
@@ -649,7 +649,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
     fatal("25006",
           "terminating connection: the server reported default_transaction_read_only=off, and "
           "pgwarden only runs read-only sessions; reconnect and leave that setting alone",
-          RejectReason::kNotAllowed);
+          metrics::RejectReason::kNotAllowed);
     return;
   }
   if (!s.lexicalLost().empty()) {
@@ -660,7 +660,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
           "terminating connection: the server reported " + s.lexicalLost() +
               ", and pgwarden reads statements only with standard_conforming_strings=on and "
               "client_encoding=UTF8; reconnect and leave those settings as they are",
-          RejectReason::kNotAllowed);
+          metrics::RejectReason::kNotAllowed);
     return;
   }
   finishAllPending(history::Outcome::kAborted,
@@ -668,7 +668,7 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
   spdlog::warn("{}: server connection lost: {}", logPrefix(), logsafe(why, kLogMessageMaxBytes));
   fatal("08006",
         "the connection to the database was lost; reconnect and try again",
-        RejectReason::kUnreachable);
+        metrics::RejectReason::kUnreachable);
 }
 
 }  // namespace pgwarden::daemon

@@ -63,7 +63,7 @@ class SessionHost {
   virtual bool shuttingDown() const = 0;
   // The configuration a new session starts with (a reload swaps it; sessions keep theirs).
   virtual const std::shared_ptr<const Config>& config() const = 0;
-  virtual Counters& counters() = 0;
+  virtual metrics::Counters& counters() = 0;
   virtual PoolManager& pools() = 0;
   virtual PolicyEngine& policy() = 0;
   virtual StatementRecorder& statementRecorder() = 0;

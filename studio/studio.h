@@ -30,7 +30,7 @@ struct LiveFigures {
 // Runs on the loop; calls `done` (now or on a later turn) with the current figures.
 using LiveSource = std::function<void(std::function<void(LiveFigures)> done)>;
 
-class Studio final : public daemon::metrics::HttpPages {
+class Studio final : public net::HttpPages {
  public:
   Studio(uv_loop_t* loop, StudioOptions options, LiveSource live);
   ~Studio() override;

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-using pgwarden::daemon::Counters;
+using pgwarden::metrics::Counters;
 using pgwarden::Outcome;
-using pgwarden::daemon::RejectReason;
+using pgwarden::metrics::RejectReason;
 
 TEST(Counters, LoopsAddUp) {
   Counters a;

@@ -13,7 +13,7 @@
 
 #include "test_util.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
 
 using nlohmann::json;
@@ -281,4 +281,4 @@ TEST(Dashboard, TheCheckCatchesAnUnknownName) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

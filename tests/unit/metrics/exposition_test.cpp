@@ -8,7 +8,7 @@
 
 #include "metrics/metrics.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
 
 // A registry with one family of each kind and values that exercise every formatting rule.
@@ -199,4 +199,4 @@ TEST(Exposition, FullCatalogueHasHelpAndTypeForEveryFamilyOnce) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -8,8 +8,11 @@
 #include "common/config_util.h"
 #include "net/metrics_endpoint.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
+
+using daemon::authorized;
+using daemon::HttpAuth;
 
 TEST(HttpAuth, BearerTokenComparedExactly) {
   HttpAuth auth{HttpAuth::Kind::kBearer, "s3cret-token"};
@@ -49,7 +52,7 @@ class TempFile {
 };
 
 TEST(MetricsConfig, DefaultsWhenAbsent) {
-  MetricsEndpointOptions o = parseMetricsConfig(YAML::Node());
+  net::MetricsEndpointOptions o = net::parseMetricsConfig(YAML::Node());
   EXPECT_EQ(o.listen, "127.0.0.1:9930");
   EXPECT_EQ(o.max_clients, 64u);
   EXPECT_EQ(o.read_timeout, std::chrono::seconds(10));
@@ -62,23 +65,23 @@ TEST(MetricsConfig, ReadsEveryKey) {
       "listen: '[::1]:9999'\nmax_clients: 8\nread_timeout: 2s\n"
       "bearer_token_file: " +
       token.path() + "\n");
-  MetricsEndpointOptions o = parseMetricsConfig(n);
+  net::MetricsEndpointOptions o = net::parseMetricsConfig(n);
   EXPECT_EQ(o.listen, "[::1]:9999");
   EXPECT_EQ(o.max_clients, 8u);
   EXPECT_EQ(o.read_timeout, std::chrono::seconds(2));
   EXPECT_EQ(o.auth.kind, HttpAuth::Kind::kBearer);
   EXPECT_EQ(o.auth.secret, "tok-123");
   TempFile basic("prom:secret\n");
-  MetricsEndpointOptions b = parseMetricsConfig(YAML::Load("basic_auth_file: " + basic.path() + "\n"));
+  net::MetricsEndpointOptions b = net::parseMetricsConfig(YAML::Load("basic_auth_file: " + basic.path() + "\n"));
   EXPECT_EQ(b.auth.kind, HttpAuth::Kind::kBasic);
   EXPECT_EQ(b.auth.secret, "prom:secret");
-  EXPECT_EQ(parseMetricsConfig(YAML::Load("listen: ''")).listen, "");
+  EXPECT_EQ(net::parseMetricsConfig(YAML::Load("listen: ''")).listen, "");
 }
 
 TEST(MetricsConfig, ErrorsNameTheKeyAndLine) {
   auto keyOf = [](const std::string& yaml) -> std::string {
     try {
-      (void)parseMetricsConfig(YAML::Load(yaml));
+      (void)net::parseMetricsConfig(YAML::Load(yaml));
     } catch (const config::ConfigError& e) {
       EXPECT_GT(e.line(), 0) << yaml;
       return e.key();
@@ -98,4 +101,4 @@ TEST(MetricsConfig, ErrorsNameTheKeyAndLine) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -11,14 +11,16 @@
 
 #include "test_util.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
+
+using daemon::HttpAuth;
 
 using namespace std::chrono_literals;
 using testing::LoopServer;
 
-MetricsEndpointOptions testOptions() {
-  MetricsEndpointOptions o;
+net::MetricsEndpointOptions testOptions() {
+  net::MetricsEndpointOptions o;
   o.listen = "127.0.0.1:0";
   return o;
 }
@@ -73,7 +75,7 @@ TEST(MetricsEndpoint, HealthzIsOk) {
 TEST(MetricsEndpoint, ReadyzFollowsTheReadinessCallback) {
   std::atomic<bool> ready{false};
   LoopServer s(testOptions(), [&] {
-    return ready.load() ? Readiness{true, ""} : Readiness{false, "upstream unreachable"};
+    return ready.load() ? net::Readiness{true, ""} : net::Readiness{false, "upstream unreachable"};
   });
   ASSERT_TRUE(s.started());
   auto down = testing::get(s.port(), "/readyz");
@@ -90,7 +92,7 @@ TEST(MetricsEndpoint, ReadyzFollowsTheReadinessCallback) {
 }
 
 TEST(MetricsEndpoint, ThrowingCallbacksBecomeErrorResponsesNotCrashes) {
-  LoopServer s(testOptions(), []() -> Readiness { throw std::runtime_error("boom"); });
+  LoopServer s(testOptions(), []() -> net::Readiness { throw std::runtime_error("boom"); });
   ASSERT_TRUE(s.started());
   s.metrics().client_connections.setCollector(
       [](SampleSink&) { throw std::runtime_error("collector failed"); });
@@ -273,7 +275,7 @@ TEST(MetricsEndpoint, RequestSentByteByByteIsServed) {
 }
 
 TEST(MetricsEndpoint, SlowlorisIsClosedAfterTheReadTimeout) {
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.read_timeout = 400ms;
   LoopServer s(o);
   ASSERT_TRUE(s.started());
@@ -312,7 +314,7 @@ TEST(MetricsEndpoint, SlowlorisIsClosedAfterTheReadTimeout) {
 }
 
 TEST(MetricsEndpoint, SilentClientIsClosedAfterTheReadTimeout) {
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.read_timeout = 200ms;
   LoopServer s(o);
   ASSERT_TRUE(s.started());
@@ -329,7 +331,7 @@ TEST(MetricsEndpoint, SilentClientIsClosedAfterTheReadTimeout) {
 }
 
 TEST(MetricsEndpoint, ConcurrentClientsAreCappedAndHalfOpenOnesGiveWayOldestFirst) {
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.max_clients = 4;
   o.read_timeout = 10s;
   LoopServer s(o);
@@ -410,7 +412,7 @@ TEST(MetricsEndpoint, AThousandRequestsInARowDoNotGrowFdsOrMemory) {
 }
 
 TEST(MetricsEndpoint, BearerTokenProtectsMetricsOnly) {
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.auth = HttpAuth{HttpAuth::Kind::kBearer, "tok-42"};
   LoopServer s(o);
   ASSERT_TRUE(s.started());
@@ -431,7 +433,7 @@ TEST(MetricsEndpoint, BearerTokenProtectsMetricsOnly) {
 }
 
 TEST(MetricsEndpoint, BasicAuthProtectsMetrics) {
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.auth = HttpAuth{HttpAuth::Kind::kBasic, "prom:pw"};
   LoopServer s(o);
   ASSERT_TRUE(s.started());
@@ -447,7 +449,7 @@ TEST(MetricsEndpoint, BasicAuthProtectsMetrics) {
 TEST(MetricsEndpoint, StartFailsWithTheAddressWhenThePortIsTaken) {
   LoopServer first(testOptions());
   ASSERT_TRUE(first.started());
-  MetricsEndpointOptions o = testOptions();
+  net::MetricsEndpointOptions o = testOptions();
   o.listen = "127.0.0.1:" + std::to_string(first.port());
   LoopServer second(o);
   EXPECT_FALSE(second.started());
@@ -475,11 +477,11 @@ TEST(MetricsEndpoint, CloseIsSafeTwiceAndLeavesNoHandle) {
   uv_loop_init(&loop);
   Metrics m(BuildInfo{"v", "s"});
   {
-    MetricsEndpoint never(&loop, m, testOptions(), {});
+    net::MetricsEndpoint never(&loop, m, testOptions(), {});
     never.close();  // before start: nothing to close
     never.close();
   }
-  auto endpoint = std::make_unique<MetricsEndpoint>(&loop, m, testOptions(), ReadinessCheck{});
+  auto endpoint = std::make_unique<net::MetricsEndpoint>(&loop, m, testOptions(), net::ReadinessCheck{});
   ASSERT_TRUE(endpoint->start().ok());
   ASSERT_GT(endpoint->port(), 0);
   endpoint->close();
@@ -490,4 +492,4 @@ TEST(MetricsEndpoint, CloseIsSafeTwiceAndLeavesNoHandle) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

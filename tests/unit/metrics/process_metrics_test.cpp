@@ -9,7 +9,7 @@
 #include <chrono>
 #include <vector>
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
 
 TEST(ProcessMetrics, OpenFdsFollowsOpenAndClose) {
@@ -90,4 +90,4 @@ TEST(ProcessMetrics, RegisteredFamiliesRenderNumbers) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -17,7 +17,7 @@
 #include "test_util.h"
 #include "require_tool.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
 
 using namespace std::chrono_literals;
@@ -177,7 +177,7 @@ class PrometheusProcess {
 TEST(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
   auto binary = testing::findExecutable("prometheus");
   if (!binary) PGW_MISSING_TOOL("prometheus not installed (Debian package prometheus)");
-  MetricsEndpointOptions o;
+  net::MetricsEndpointOptions o;
   o.listen = "127.0.0.1:0";
   testing::LoopServer s(o);
   ASSERT_TRUE(s.started()) << s.startError();
@@ -224,4 +224,4 @@ TEST(PrometheusScrape, RealServerScrapesAndQueriesTheEndpoint) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

@@ -8,7 +8,7 @@
 
 #include "metrics/metrics.h"
 
-namespace pgwarden::daemon::metrics {
+namespace pgwarden::metrics {
 namespace {
 
 TEST(Counter, IncrementsAndReads) {
@@ -319,4 +319,4 @@ TEST(Catalogue, BuildInfoCarriesVersionAndSha) {
 }
 
 }  // namespace
-}  // namespace pgwarden::daemon::metrics
+}  // namespace pgwarden::metrics

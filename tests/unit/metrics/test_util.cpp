@@ -16,12 +16,12 @@
 
 #include "metrics/process_metrics.h"
 
-namespace pgwarden::daemon::metrics::testing {
+namespace pgwarden::metrics::testing {
 
-LoopServer::LoopServer(MetricsEndpointOptions options, ReadinessCheck readiness) {
+LoopServer::LoopServer(net::MetricsEndpointOptions options, net::ReadinessCheck readiness) {
   uv_loop_init(&loop_);
   metrics_ = std::make_unique<Metrics>(BuildInfo{"0.0.0-test", "0123456789ab"});
-  server_ = std::make_unique<MetricsEndpoint>(&loop_, *metrics_, options, std::move(readiness));
+  server_ = std::make_unique<net::MetricsEndpoint>(&loop_, *metrics_, options, std::move(readiness));
   start_status_ = server_->start();
   port_ = server_->port();
   async_.data = this;
@@ -284,4 +284,4 @@ void populate(Metrics& m) {
   m.result_warnings.with({"agents", "UNKNOWN_VALUE"}).inc();
 }
 
-}  // namespace pgwarden::daemon::metrics::testing
+}  // namespace pgwarden::metrics::testing

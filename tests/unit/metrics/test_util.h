@@ -18,13 +18,13 @@
 #include "net/metrics_endpoint.h"
 #include "metrics/metrics.h"
 
-namespace pgwarden::daemon::metrics::testing {
+namespace pgwarden::metrics::testing {
 
 // Runs a MetricsEndpoint on a private loop in a thread. Everything that touches the server goes
 // through onLoop(), which runs a function on the loop thread and waits for it.
 class LoopServer {
  public:
-  explicit LoopServer(MetricsEndpointOptions options, ReadinessCheck readiness = {});
+  explicit LoopServer(net::MetricsEndpointOptions options, net::ReadinessCheck readiness = {});
   ~LoopServer();
   LoopServer(const LoopServer&) = delete;
   LoopServer& operator=(const LoopServer&) = delete;
@@ -44,7 +44,7 @@ class LoopServer {
   uv_loop_t loop_{};
   uv_async_t async_{};
   std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<MetricsEndpoint> server_;
+  std::unique_ptr<net::MetricsEndpoint> server_;
   Status start_status_;
   int port_ = 0;
   std::thread thread_;
@@ -86,4 +86,4 @@ int freePort();
 // dashboard queries has samples.
 void populate(Metrics& m);
 
-}  // namespace pgwarden::daemon::metrics::testing
+}  // namespace pgwarden::metrics::testing

@@ -80,7 +80,7 @@ class PoolSlotsTest : public ::testing::Test {
   }
 
   uv_loop_t loop_{};
-  Counters counters_;
+  pgwarden::metrics::Counters counters_;
   uint64_t now_ = 1000000;
   std::shared_ptr<PoolSettings> config_;
   ConnectionSlots slots_;

@@ -51,7 +51,7 @@ class PoolTest : public ::testing::Test {
   void closesComplete() { factory_->closesComplete(); }
 
   uv_loop_t loop_{};
-  Counters counters_;
+  pgwarden::metrics::Counters counters_;
   uint64_t now_ = 1000000;
   FakeFactory* factory_ = nullptr;
   std::shared_ptr<PoolSettings> config_;

@@ -149,7 +149,7 @@ class ServerConnTest : public ::testing::Test {
 
   FakeServer server_;
   uv_loop_t loop_{};
-  Counters counters_;
+  pgwarden::metrics::Counters counters_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::unique_ptr<PoolManager> manager_;
   protocol::StartupPacket startup_;

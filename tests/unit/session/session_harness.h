@@ -40,7 +40,7 @@ class FakeHost final : public SessionHost, public StatementSink {
   uint64_t nowMs() const override { return uv_now(loop_); }
   bool shuttingDown() const override { return false; }
   const std::shared_ptr<const Config>& config() const override { return config_; }
-  Counters& counters() override { return counters_; }
+  metrics::Counters& counters() override { return counters_; }
   PoolManager& pools() override { return pools_; }
   PolicyEngine& policy() override { return policy_; }
   StatementRecorder& statementRecorder() override { return recorder_; }
@@ -84,7 +84,7 @@ class FakeHost final : public SessionHost, public StatementSink {
  private:
   uv_loop_t* loop_;
   std::shared_ptr<const Config> config_;
-  Counters counters_;
+  metrics::Counters counters_;
   PoolManager pools_;
   PolicyEngine policy_;
   StatementRecorder recorder_;
