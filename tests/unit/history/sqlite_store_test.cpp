@@ -48,9 +48,9 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
                                "tbl_name = 'pgwarden_history' ORDER BY name");
   std::vector<std::string> names;
   for (const auto& r : idx) names.push_back(r[0]);
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "pgwarden_history_conversation_id_idx", "pgwarden_history_fingerprint_idx",
-                       "pgwarden_history_started_at_idx"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"pgwarden_history_conversation_id_idx",
+                                             "pgwarden_history_fingerprint_idx",
+                                             "pgwarden_history_started_at_idx"}));
   // record_uid is kept unique by the spool marks, not an index (schema version 5).
   EXPECT_EQ(sqliteQuery(path, "SELECT count(*) FROM pgwarden_history_spool")[0][0], "0");
   rec.reset();  // one recorder per spool at a time
@@ -66,17 +66,18 @@ TEST(SqliteStore, ReportConditionsReadTheTimeRangeEvenInAnOlderFile) {
   TempDir dir;
   const std::string path = dir.file("history.db");
   makeRecorder(sqliteConfig(dir))->shutdown(std::chrono::seconds(5));
-  sqliteQuery(path, "CREATE INDEX IF NOT EXISTS pgwarden_history_outcome_idx ON pgwarden_history "
-                    "(outcome)");
+  sqliteQuery(path,
+              "CREATE INDEX IF NOT EXISTS pgwarden_history_outcome_idx ON pgwarden_history "
+              "(outcome)");
   makeRecorder(sqliteConfig(dir))->shutdown(std::chrono::seconds(5));
   for (const char* condition :
        {"outcome IN ('denied', 'budget')",
         "outcome = 'ok' AND (single_zero = 1 OR (rows_returned = 0 AND statement_kind = "
         "'select'))"}) {
-    const auto plan = sqliteQuery(path,
-                                  std::string("EXPLAIN QUERY PLAN SELECT count(*) FROM "
-                                              "pgwarden_history WHERE started_at >= ?1 AND ") +
-                                      condition);
+    const auto plan =
+        sqliteQuery(path, std::string("EXPLAIN QUERY PLAN SELECT count(*) FROM "
+                                      "pgwarden_history WHERE started_at >= ?1 AND ") +
+                              condition);
     ASSERT_FALSE(plan.empty());
     EXPECT_NE(plan.back().back().find("pgwarden_history_started_at_idx"), std::string::npos)
         << condition << ": " << plan.back().back();
