@@ -169,14 +169,16 @@ std::string reportSql(ReportKind kind, Dialect d, bool with_since, bool session_
              "ORDER BY g.variants DESC, g.attempts DESC, g.last_seen DESC, g.conv";
       break;
     case ReportKind::kRepeats:
+      // Grouped by an expression, not the column: grouping by the column, SQLite read the whole
+      // store in the fingerprint index's order (to skip a sort) instead of the time range.
       sql += ",\ng AS (\n"
-             "  SELECT fingerprint, COUNT(DISTINCT conv) AS conversations,\n"
+             "  SELECT fingerprint || '' AS fingerprint, COUNT(DISTINCT conv) AS conversations,\n"
              "         COUNT(DISTINCT instance_id || ':' || CAST(session_id AS TEXT)) AS sessions,\n"
              "         COUNT(*) AS runs, COUNT(DISTINCT sql_text) AS texts,\n"
              "         SUM(CASE WHEN " + std::string(kDenied) + " THEN 1 ELSE 0 END) AS denials,\n"
              "         MAX(started_at) AS last_seen\n"
              "  FROM h WHERE fingerprint <> ''\n"
-             "  GROUP BY fingerprint\n"
+             "  GROUP BY fingerprint || ''\n"
              "  HAVING COUNT(DISTINCT conv) > 1\n"
              "  ORDER BY conversations DESC, runs DESC, last_seen DESC, fingerprint\n"
              "  LIMIT ?\n"
