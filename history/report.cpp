@@ -29,6 +29,14 @@ std::string tsOut(Dialect d, const std::string& expr) {
   return "to_char(" + expr + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
 }
 
+// The conversation a record belongs to: its conversation_id, or its session for a client that
+// sends none. `p`: the table's alias and a dot, or "".
+std::string conversationKey(const std::string& p) {
+  return "CASE WHEN " + p + "conversation_id <> '' THEN " + p +
+         "conversation_id ELSE 'session:' || " + p + "instance_id || ':' || CAST(" + p +
+         "session_id AS TEXT) END";
+}
+
 // The records in scope, with the conversation key: conversation_id, or the session for clients
 // that send none (psql, a script), so their retries are still seen.
 std::string baseCte(bool with_since) {
@@ -37,11 +45,9 @@ std::string baseCte(bool with_since) {
              "  SELECT id, started_at, instance_id, session_id, agent_id, policy_group,\n"
              "         statement_kind, tables, sql_text, fingerprint, outcome, deny_code,\n"
              "         error_message, rows_returned, single_zero,\n"
-             "         CASE WHEN conversation_id <> '' THEN conversation_id\n"
-             "              ELSE 'session:' || instance_id || ':' || CAST(session_id AS TEXT)\n"
-             "         END AS conv\n"
-             "  FROM ") +
-         kHistoryTable + (with_since ? "\n  WHERE started_at >= ?" : "") + "\n)";
+             "         ") +
+         conversationKey("") + " AS conv\n  FROM " + kHistoryTable +
+         (with_since ? "\n  WHERE started_at >= ?" : "") + "\n)";
 }
 
 constexpr const char* kDenied = "outcome IN ('denied', 'budget')";
@@ -119,6 +125,17 @@ std::string conversationSql(Dialect d, bool with_since, bool session_key) {
          "\nORDER BY started_at, id\nLIMIT ?";
 }
 
+// The id of a group's newest record (the newest started_at, then the highest id: the order the
+// reports' examples follow), found through the started_at index among the few records that
+// started at the group's last_seen, rather than by ranking every record in the range.
+// `only`: a condition on the record (its columns unqualified) the group's records all meet.
+std::string newestOf(bool by_conversation, const char* only = nullptr) {
+  return std::string("(SELECT MAX(y.id) FROM ") + kHistoryTable +
+         " y WHERE y.started_at = g.last_seen AND y.fingerprint = g.fingerprint" +
+         (by_conversation ? " AND " + conversationKey("y.") + " = g.conv" : "") +
+         (only != nullptr ? std::string(" AND ") + only : std::string()) + ")";
+}
+
 }  // namespace
 
 std::string reportSql(ReportKind kind, Dialect d, bool with_since, bool session_key) {
@@ -132,43 +149,45 @@ std::string reportSql(ReportKind kind, Dialect d, bool with_since, bool session_
   std::string sql = baseCte(with_since);
   switch (kind) {
     case ReportKind::kRetries:
-      sql += ranked("h s WHERE fingerprint <> ''", "conv, fingerprint") +
-             ",\ng AS (\n"
+      sql += ",\ng AS (\n"
              "  SELECT conv, fingerprint, MAX(agent_id) AS agent_id, COUNT(*) AS attempts,\n"
              "         COUNT(DISTINCT sql_text) AS variants,\n"
              "         SUM(CASE WHEN " + std::string(kDenied) + " THEN 1 ELSE 0 END) AS denials,\n"
              "         SUM(CASE WHEN outcome = 'error' THEN 1 ELSE 0 END) AS errors,\n"
              "         SUM(CASE WHEN " + kZero + " THEN 1 ELSE 0 END) AS zeros,\n"
              "         MAX(started_at) AS last_seen\n"
-             "  FROM r\n"
+             "  FROM h WHERE fingerprint <> ''\n"
              "  GROUP BY conv, fingerprint\n"
              "  HAVING COUNT(DISTINCT sql_text) >= ?\n"
+             "  ORDER BY variants DESC, attempts DESC, last_seen DESC, conv\n"
+             "  LIMIT ?\n"
              ")\n"
              "SELECT g.conv AS conversation, g.agent_id, g.fingerprint, g.attempts, g.variants,\n"
              "       g.denials, g.errors, g.zeros, " + tsOut(d, "g.last_seen") + " AS last_seen,\n"
              "       x.sql_text AS example\n"
-             "FROM g JOIN r x ON x.conv = g.conv AND x.fingerprint = g.fingerprint AND x.rn = 1\n"
-             "ORDER BY g.variants DESC, g.attempts DESC, g.last_seen DESC, g.conv\n"
-             "LIMIT ?";
+             "FROM g JOIN " + kHistoryTable + " x ON x.id = " + newestOf(true) + "\n"
+             "ORDER BY g.variants DESC, g.attempts DESC, g.last_seen DESC, g.conv";
       break;
     case ReportKind::kRepeats:
-      sql += ranked("h s WHERE fingerprint <> ''", "fingerprint") +
-             ",\ng AS (\n"
-             "  SELECT fingerprint, COUNT(DISTINCT conv) AS conversations,\n"
+      // Grouped by an expression, not the column: grouping by the column, SQLite read the whole
+      // store in the fingerprint index's order (to skip a sort) instead of the time range.
+      sql += ",\ng AS (\n"
+             "  SELECT fingerprint || '' AS fingerprint, COUNT(DISTINCT conv) AS conversations,\n"
              "         COUNT(DISTINCT instance_id || ':' || CAST(session_id AS TEXT)) AS sessions,\n"
              "         COUNT(*) AS runs, COUNT(DISTINCT sql_text) AS texts,\n"
              "         SUM(CASE WHEN " + std::string(kDenied) + " THEN 1 ELSE 0 END) AS denials,\n"
              "         MAX(started_at) AS last_seen\n"
-             "  FROM r\n"
-             "  GROUP BY fingerprint\n"
+             "  FROM h WHERE fingerprint <> ''\n"
+             "  GROUP BY fingerprint || ''\n"
              "  HAVING COUNT(DISTINCT conv) > 1\n"
+             "  ORDER BY conversations DESC, runs DESC, last_seen DESC, fingerprint\n"
+             "  LIMIT ?\n"
              ")\n"
              "SELECT g.fingerprint, g.conversations, g.sessions, g.runs, g.texts, g.denials,\n"
              "       " + tsOut(d, "g.last_seen") + " AS last_seen,\n"
              "       CAST(x.tables AS TEXT) AS tables, x.sql_text AS example\n"
-             "FROM g JOIN r x ON x.fingerprint = g.fingerprint AND x.rn = 1\n"
-             "ORDER BY g.conversations DESC, g.runs DESC, g.last_seen DESC, g.fingerprint\n"
-             "LIMIT ?";
+             "FROM g JOIN " + kHistoryTable + " x ON x.id = " + newestOf(false) + "\n"
+             "ORDER BY g.conversations DESC, g.runs DESC, g.last_seen DESC, g.fingerprint";
       break;
     case ReportKind::kDenials:
       sql += ",\nd AS (\n"
@@ -194,21 +213,21 @@ std::string reportSql(ReportKind kind, Dialect d, bool with_since, bool session_
              "LIMIT ?";
       break;
     case ReportKind::kZeros:
-      sql += ranked("h s WHERE " + std::string(kZero), "conv, fingerprint") +
-             ",\ng AS (\n"
+      sql += ",\ng AS (\n"
              "  SELECT conv, fingerprint, MAX(agent_id) AS agent_id, COUNT(*) AS results,\n"
              "         SUM(CASE WHEN single_zero = TRUE THEN 0 ELSE 1 END) AS empty_results,\n"
              "         SUM(CASE WHEN single_zero = TRUE THEN 1 ELSE 0 END) AS zero_counts,\n"
              "         COUNT(DISTINCT sql_text) AS texts, MAX(started_at) AS last_seen\n"
-             "  FROM r\n"
+             "  FROM h WHERE " + std::string(kZero) + "\n"
              "  GROUP BY conv, fingerprint\n"
+             "  ORDER BY results DESC, last_seen DESC, conv\n"
+             "  LIMIT ?\n"
              ")\n"
              "SELECT g.conv AS conversation, g.agent_id, g.fingerprint, g.results,\n"
              "       g.empty_results, g.zero_counts, g.texts,\n"
              "       " + tsOut(d, "g.last_seen") + " AS last_seen, x.sql_text AS example\n"
-             "FROM g JOIN r x ON x.conv = g.conv AND x.fingerprint = g.fingerprint AND x.rn = 1\n"
-             "ORDER BY g.results DESC, g.last_seen DESC, g.conv\n"
-             "LIMIT ?";
+             "FROM g JOIN " + kHistoryTable + " x ON x.id = " + newestOf(true, kZero) + "\n"
+             "ORDER BY g.results DESC, g.last_seen DESC, g.conv";
       break;
     case ReportKind::kConversation:
       break;  // returned above

@@ -148,8 +148,14 @@ std::vector<std::string> schemaStatements(Dialect d) {
   if (pg) {
     for (const char* column : kAddedColumns) out.push_back(addColumn(d, column));
   }
+  // No index on outcome: without statistics SQLite chose it over started_at for the reports'
+  // outcome conditions and read every 'ok' record of the store, and each index costs the writer
+  // per record (docs/performance.md, "The history writer (2026-12-06)"). A file or table from
+  // before loses it.
+  const std::string no_outcome_index =
+      std::string("DROP INDEX IF EXISTS ") + kHistoryTable + "_outcome_idx";
   for (auto& s : {version, index("started_at"), index("conversation_id"), index("fingerprint"),
-                  index("outcome"), uid_index, record_version}) {
+                  no_outcome_index, uid_index, record_version}) {
     out.push_back(s);
   }
   return out;

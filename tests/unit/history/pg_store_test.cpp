@@ -210,7 +210,7 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
   EXPECT_EQ(db.query("SELECT count(*) FROM pg_indexes WHERE tablename = 'pgwarden_history' AND "
                      "indexname LIKE '%_idx'")[0][0],
-            "5");
+            "4");
   const auto rows = db.query(
       "SET TimeZone = 'UTC'; SELECT to_char(started_at, 'YYYY-MM-DD HH24:MI:SS.US'), "
       "duration_us, instance_id, session_id, tables->>1, guard_actions->0->>'code', outcome, "

@@ -70,6 +70,36 @@ class SqliteReports : public ::testing::Test {
   const int64_t now_us_ = test::nowUs();
 };
 
+// Each report over a time range reads the history table through an index (the started_at range,
+// or a record by its id), never by scanning it whole: on a store pgwarden made (no statistics)
+// and on one whose statistics say what a 10M-record store's ANALYZE says (a store of that size
+// grouped `repeats` by reading every record in the fingerprint index's order).
+TEST_F(SqliteReports, EachReportReadsOnlyItsTimeRange) {
+  for (const bool with_stats : {false, true}) {
+    if (with_stats) {
+      test::sqliteQuery(path_, "ANALYZE");
+      test::sqliteQuery(path_, "DELETE FROM sqlite_stat1");
+      for (const char* stat : {"'pgwarden_history_fingerprint_idx', '10000000 5000'",
+                               "'pgwarden_history_conversation_id_idx', '10000000 10'",
+                               "'pgwarden_history_started_at_idx', '10000000 1'"}) {
+        test::sqliteQuery(path_, std::string("INSERT INTO sqlite_stat1 VALUES "
+                                             "('pgwarden_history', ") +
+                                     stat + ")");
+      }
+    }
+    for (ReportKind kind :
+         {ReportKind::kRetries, ReportKind::kRepeats, ReportKind::kDenials, ReportKind::kZeros}) {
+      const auto plan =
+          test::sqliteQuery(path_, "EXPLAIN QUERY PLAN " + reportSql(kind, Dialect::kSqlite, true));
+      for (const auto& row : plan) {
+        const std::string& step = row.back();
+        EXPECT_EQ(step.find("SCAN pgwarden_history"), std::string::npos)
+            << reportKindName(kind) << (with_stats ? ", with statistics: " : ": ") << step;
+      }
+    }
+  }
+}
+
 TEST_F(SqliteReports, Retries) { test::expectRetries(run(ReportKind::kRetries), now_us_); }
 
 TEST_F(SqliteReports, RetriesMinVariants) {

@@ -48,15 +48,40 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
                                "tbl_name = 'pgwarden_history' ORDER BY name");
   std::vector<std::string> names;
   for (const auto& r : idx) names.push_back(r[0]);
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "pgwarden_history_conversation_id_idx", "pgwarden_history_fingerprint_idx",
-                       "pgwarden_history_outcome_idx", "pgwarden_history_started_at_idx"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"pgwarden_history_conversation_id_idx",
+                                             "pgwarden_history_fingerprint_idx",
+                                             "pgwarden_history_started_at_idx"}));
   // record_uid is kept unique by the spool marks, not an index (schema version 5).
   EXPECT_EQ(sqliteQuery(path, "SELECT count(*) FROM pgwarden_history_spool")[0][0], "0");
   rec.reset();  // one recorder per spool at a time
   // Opening again is idempotent.
   auto again = makeRecorder(sqliteConfig(dir));
   again->shutdown(std::chrono::seconds(5));
+}
+
+// A store pgwarden made has no statistics (it never runs ANALYZE): the reports' outcome
+// conditions must still be read through the started_at range, not through every record of one
+// outcome in the whole store. A file from before, with an outcome index, loses it.
+TEST(SqliteStore, ReportConditionsReadTheTimeRangeEvenInAnOlderFile) {
+  TempDir dir;
+  const std::string path = dir.file("history.db");
+  makeRecorder(sqliteConfig(dir))->shutdown(std::chrono::seconds(5));
+  sqliteQuery(path,
+              "CREATE INDEX IF NOT EXISTS pgwarden_history_outcome_idx ON pgwarden_history "
+              "(outcome)");
+  makeRecorder(sqliteConfig(dir))->shutdown(std::chrono::seconds(5));
+  for (const char* condition :
+       {"outcome IN ('denied', 'budget')",
+        "outcome = 'ok' AND (single_zero = 1 OR (rows_returned = 0 AND statement_kind = "
+        "'select'))"}) {
+    const auto plan =
+        sqliteQuery(path, std::string("EXPLAIN QUERY PLAN SELECT count(*) FROM "
+                                      "pgwarden_history WHERE started_at >= ?1 AND ") +
+                              condition);
+    ASSERT_FALSE(plan.empty());
+    EXPECT_NE(plan.back().back().find("pgwarden_history_started_at_idx"), std::string::npos)
+        << condition << ": " << plan.back().back();
+  }
 }
 
 TEST(SqliteStore, RoundTripsEveryField) {
