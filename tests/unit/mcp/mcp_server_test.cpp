@@ -30,6 +30,7 @@ TEST_F(McpServerTest, ToolsCallDispatchesByName) {
   const Json policy = call(id, "policy", Json::object());
   ASSERT_TRUE(policy.contains("result")) << policy.dump();
   EXPECT_FALSE(policy["result"]["isError"].get<bool>());
+  ASSERT_TRUE(policy["result"].contains("structuredContent")) << policy.dump();
   const Json& p = policy["result"]["structuredContent"];
   EXPECT_EQ(p["user"], "agent");
   EXPECT_EQ(p["group"], "agents");
@@ -68,7 +69,9 @@ TEST_F(McpServerTest, ArgumentsThatBreakTheSchemaAreAToolResult) {
     ASSERT_TRUE(r.contains("result")) << c.tool << " " << c.args.dump() << ": " << r.dump();
     const Json& res = r["result"];
     EXPECT_TRUE(res["isError"].get<bool>());
+    ASSERT_TRUE(res.contains("structuredContent")) << res.dump();
     const Json& s = res["structuredContent"];
+    ASSERT_TRUE(s.contains("code") && s.contains("message") && s.contains("next_step")) << s.dump();
     EXPECT_EQ(s["code"], "INVALID_ARGUMENTS");
     const std::string message = s["message"].get<std::string>();
     EXPECT_EQ(message.rfind(std::string("Invalid arguments for tool ") + c.tool + ": ", 0), 0u)
@@ -99,7 +102,11 @@ TEST_F(McpServerTest, ADenialIsRenderedAsPgwardensOwnWords) {
   ASSERT_TRUE(r.contains("result")) << r.dump();
   const Json& res = r["result"];
   EXPECT_TRUE(res["isError"].get<bool>());
+  ASSERT_TRUE(res.contains("structuredContent")) << res.dump();
   const Json& d = res["structuredContent"];
+  for (const char* key : {"denied", "code", "sqlstate", "message", "next_step"}) {
+    ASSERT_TRUE(d.contains(key)) << key << " missing: " << d.dump();
+  }
   EXPECT_EQ(d["denied"], true);
   EXPECT_EQ(d["code"], "READ_ONLY");
   EXPECT_EQ(d["sqlstate"], "42501");
