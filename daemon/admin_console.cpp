@@ -103,7 +103,7 @@ AdminConsole::AdminConsole(Daemon& daemon, Worker& home, uint64_t session_id, st
     : daemon_(daemon), home_(home), session_id_(session_id), user_(std::move(user)) {}
 
 bool AdminConsole::gather(const protocol::Frame& f, std::function<void()> ready) {
-  if (gathered_ || waited_answer_ || f.type != 'Q') return false;
+  if (gathered_ || waited_answer_ || f.type != protocol::fe::kQuery) return false;
   std::string_view text = f.body;
   if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
   if (startWait(text, ready)) return true;
@@ -142,7 +142,7 @@ void AdminConsole::welcome(std::string& out) {
 
 bool AdminConsole::onMessage(const protocol::Frame& f, std::string& out) {
   switch (f.type) {
-    case 'Q': {
+    case protocol::fe::kQuery: {
       std::string_view text = f.body;
       if (!text.empty() && text.back() == '\0') text.remove_suffix(1);
       execute(text, out);
@@ -151,13 +151,13 @@ bool AdminConsole::onMessage(const protocol::Frame& f, std::string& out) {
       protocol::writeReadyForQuery(out, 'I');
       return true;
     }
-    case 'X':
+    case protocol::fe::kTerminate:
       return false;
-    case 'S':
+    case protocol::fe::kSync:
       skipping_ = false;
       protocol::writeReadyForQuery(out, 'I');
       return true;
-    case 'H':
+    case protocol::fe::kFlush:
       return true;
     default:
       // Parse/Bind/Describe/Execute/Close and anything else: one error, then silence until Sync,

@@ -99,10 +99,10 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
       return;
     }
     switch (f.type) {
-      case 'T':
+      case protocol::be::kRowDescription:
         ++result_sets_;
         return;
-      case 'D': {
+      case protocol::be::kDataRow: {
         auto& into = result_sets_ <= 1 ? rows_ : column_rows_;
         if (into.size() >= kMaxRows) return;
         auto cells = protocol::parseDataRowValues(f.body);
@@ -117,10 +117,10 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         into.push_back(std::move(row));
         return;
       }
-      case 'C':
+      case protocol::be::kCommandComplete:
         ++completed_;
         return;
-      case 'E': {
+      case protocol::be::kErrorResponse: {
         auto e = protocol::parseErrorFields(f.body);
         std::string why = e ? std::string(e->sqlstate()) + " " + std::string(e->message()) : "error";
         // The column statistics are extra: without them the result screens stay silent, and
@@ -134,7 +134,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         error_ = std::move(why);
         return;
       }
-      case 'Z': {
+      case protocol::be::kReadyForQuery: {
         if (failed_) {
           finish(s);
           fail("catalog query failed: " + error_);
@@ -224,7 +224,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   void onProbeMessage(ServerConnection& s, const protocol::Frame& f) {
     auto& p = probes_[next_probe_];
     switch (f.type) {
-      case 'D': {
+      case protocol::be::kDataRow: {
         auto cells = protocol::parseDataRowValues(f.body);
         std::vector<std::string> row;
         if (cells) {
@@ -236,7 +236,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         }
         return;
       }
-      case 'E': {
+      case protocol::be::kErrorResponse: {
         auto e = protocol::parseErrorFields(f.body);
         spdlog::debug("index bounds of {}.{}.{} for db={} not read: {}", logsafe(p.schema),
                       logsafe(p.table), logsafe(p.column), logsafe(db_),
@@ -246,7 +246,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         p.high.clear();
         return;
       }
-      case 'Z':
+      case protocol::be::kReadyForQuery:
         if (probe_failed_) {
           p.low.clear();
           p.high.clear();

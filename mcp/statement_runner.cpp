@@ -392,14 +392,14 @@ void StatementRunner::onServerChunk(daemon::ServerConnection&, char, std::string
 
 void StatementRunner::handleMessage(const protocol::Frame& f) {
   if (txn_step_ != TxnStep::kNone) {
-    if (f.type == 'E') {
+    if (f.type == protocol::be::kErrorResponse) {
       auto e = protocol::parseErrorFields(f.body);
       spdlog::warn("mcp session {}: pgwarden's {} step failed: {}", spec_.session_id,
                    txn_step_ == TxnStep::kParamSync ? "settings" : "savepoint",
                    logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
-    } else if (f.type == 'D' && spec_.txn) {
+    } else if (f.type == protocol::be::kDataRow && spec_.txn) {
       spec_.txn->transaction().noteCounterRow(f.body);  // with the savepoint, or after the write
-    } else if (f.type == 'Z') {
+    } else if (f.type == protocol::be::kReadyForQuery) {
       auto z = protocol::parseReadyForQuery(f.body);
       onTxnStepDone(z ? z->status : 'E');
     }
@@ -407,16 +407,16 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
   }
   if (explain_reply_) {
     switch (f.type) {
-      case 'D':
+      case protocol::be::kDataRow:
         if (result_.explain_json.empty()) {
           auto cells = protocol::parseDataRowValues(f.body);
           if (cells && !cells->empty() && (*cells)[0]) result_.explain_json.assign(*(*cells)[0]);
         }
         return;
-      case 'E':
+      case protocol::be::kErrorResponse:
         explain_error_.assign(f.raw.data(), f.raw.size());
         return;
-      case 'Z': {
+      case protocol::be::kReadyForQuery: {
         explain_reply_ = false;
         step_ = Step::kJudging;
         std::string error = std::move(explain_error_);
@@ -437,14 +437,22 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
     }
   }
   switch (f.type) {
-    case 'T': onRowDescription(f); return;
-    case 'D': onDataRow(f); return;
-    case 'C': onCommandComplete(f); return;
-    case 'I':
+    case protocol::be::kRowDescription:
+      onRowDescription(f);
+      return;
+    case protocol::be::kDataRow:
+      onDataRow(f);
+      return;
+    case protocol::be::kCommandComplete:
+      onCommandComplete(f);
+      return;
+    case protocol::be::kEmptyQueryResponse:
       exec_.finish(Outcome::kOk);
       return;
-    case 'E': onError(f); return;
-    case 'N':
+    case protocol::be::kErrorResponse:
+      onError(f);
+      return;
+    case protocol::be::kNoticeResponse:
       if (result_.notices.size() < kMaxNotices) {
         if (auto e = protocol::parseErrorFields(f.body)) {
           result_.notices.push_back({std::string(e->severity()), std::string(e->sqlstate()),
@@ -453,11 +461,13 @@ void StatementRunner::handleMessage(const protocol::Frame& f) {
         }
       }
       return;
-    case 'G':
+    case protocol::be::kCopyInResponse:
       protocol::writeCopyFail(server_->out(), "COPY FROM STDIN is not allowed through pgwarden");
       if (server_->flush() != 0) server_->close("write to the server failed");
       return;
-    case 'Z': onReady(f); return;
+    case protocol::be::kReadyForQuery:
+      onReady(f);
+      return;
     default:
       return;  // ParameterStatus, NotificationResponse, COPY OUT data: nothing for the tool
   }

@@ -189,7 +189,7 @@ void WriteConversation::dropConnection(const char* why) {
 
 void WriteConversation::onServerMessage(daemon::ServerConnection&, const protocol::Frame& f) {
   // Nothing runs: the server speaks only to end the connection (a FATAL before it closes).
-  if (f.type == 'E') {
+  if (f.type == protocol::be::kErrorResponse) {
     auto e = protocol::parseErrorFields(f.body);
     spdlog::warn("mcp session {}: the write transaction's server said: {}", session_id_,
                  logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));

@@ -403,8 +403,8 @@ void ServerConnection::processInput() {
     if (in_.size() >= 5 && state_ == ServerState::kActive) {
       const char type = in_.data()[0];
       const size_t total = size_t(protocol::readU32(in_.data() + 1)) + 1;
-      if ((type == 'D' || type == 'd') && total > kStreamThreshold && in_.size() < total &&
-          total <= size_t(limits_.max_backend) + 1) {
+      if (protocol::backendMessage(type).streams && total > kStreamThreshold &&
+          in_.size() < total && total <= size_t(limits_.max_backend) + 1) {
         const size_t n = in_.size();
         chunk_type_ = type;
         chunk_left_ = total - n;
@@ -425,7 +425,7 @@ void ServerConnection::processInput() {
     switch (state_) {
       case ServerState::kLogin: ok = handleLoginMessage(f); break;
       case ServerState::kActive:
-        if (f.type == 'S') ok = watchParameter(f);
+        if (f.type == protocol::be::kParameterStatus) ok = watchParameter(f);
         if (ok && link_) {
           link_->onServerMessage(*this, f);
           delivered = true;
@@ -474,13 +474,14 @@ bool ServerConnection::watchParameter(const protocol::Frame& f) {
 
 bool ServerConnection::handleResetMessage(const protocol::Frame& f) {
   switch (f.type) {
-    case 'S': return watchParameter(f);
-    case 'E': {
+    case protocol::be::kParameterStatus:
+      return watchParameter(f);
+    case protocol::be::kErrorResponse: {
       auto e = protocol::parseErrorFields(f.body);
       fail("reset failed: " + (e ? std::string(e->message()) : std::string("?")));
       return false;
     }
-    case 'Z': {
+    case protocol::be::kReadyForQuery: {
       auto z = protocol::parseReadyForQuery(f.body);
       if (!z) {
         fail("malformed ReadyForQuery from the server");
@@ -505,8 +506,9 @@ bool ServerConnection::handleResetMessage(const protocol::Frame& f) {
 
 bool ServerConnection::handleDrainMessage(const protocol::Frame& f) {
   switch (f.type) {
-    case 'S': return watchParameter(f);
-    case 'G':
+    case protocol::be::kParameterStatus:
+      return watchParameter(f);
+    case protocol::be::kCopyInResponse:
       // A COPY FROM STDIN the client will never feed: end it.
       protocol::writeCopyFail(stream_.out(), "client disconnected");
       if (stream_.flush() != 0) {
@@ -514,7 +516,7 @@ bool ServerConnection::handleDrainMessage(const protocol::Frame& f) {
         return false;
       }
       return true;
-    case 'Z': {
+    case protocol::be::kReadyForQuery: {
       auto z = protocol::parseReadyForQuery(f.body);
       if (!z) {
         fail("malformed ReadyForQuery from the server");
@@ -531,11 +533,12 @@ bool ServerConnection::handleDrainMessage(const protocol::Frame& f) {
 
 bool ServerConnection::handleIdleMessage(const protocol::Frame& f) {
   switch (f.type) {
-    case 'S': return watchParameter(f);
-    case 'N':
-    case 'A':
+    case protocol::be::kParameterStatus:
+      return watchParameter(f);
+    case protocol::be::kNoticeResponse:
+    case protocol::be::kNotificationResponse:
       return true;
-    case 'E': {
+    case protocol::be::kErrorResponse: {
       auto e = protocol::parseErrorFields(f.body);
       fail("the server ended the idle connection: " +
            (e ? std::string(e->message()) : std::string("?")));

@@ -47,18 +47,18 @@ void ServerConnection::sendStartup() {
 bool ServerConnection::handleLoginMessage(const protocol::Frame& f) {
   if (role_check_ == RoleCheck::kAsked) return handleRoleCheck(f);
   switch (f.type) {
-    case 'R':
+    case protocol::be::kAuthentication:
       return handleAuthRequest(f);
-    case 'S':
+    case protocol::be::kParameterStatus:
       return handleLoginParameter(f);
-    case 'K':
+    case protocol::be::kBackendKeyData:
       return handleBackendKeyData(f);
-    case 'N':
-    case 'v':  // NegotiateProtocolVersion: we asked for 3.0 with no options; nothing to adapt.
+    case protocol::be::kNoticeResponse:
+    case protocol::be::kNegotiateProtocolVersion:  // we asked for 3.0 with no options
       return true;
-    case 'E':
+    case protocol::be::kErrorResponse:
       return handleLoginError(f);
-    case 'Z':
+    case protocol::be::kReadyForQuery:
       return handleLoginReady(f);
     default:
       fail(std::string("unexpected message '") + f.type + "' from the server during login");
@@ -254,21 +254,21 @@ bool ServerConnection::askRoleCheck() {
 
 bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
   switch (f.type) {
-    case 'D': {
+    case protocol::be::kDataRow: {
       auto cells = protocol::parseDataRowValues(f.body);
       role_refused_ = !cells || cells->size() != 1 || !(*cells)[0] || *(*cells)[0] != "f";
       role_answered_ = true;
       return true;
     }
-    case 'T':
-    case 'C':
-    case 'N':
-    case 'S':
+    case protocol::be::kRowDescription:
+    case protocol::be::kCommandComplete:
+    case protocol::be::kNoticeResponse:
+    case protocol::be::kParameterStatus:
       return true;
-    case 'E':
+    case protocol::be::kErrorResponse:
       role_refused_ = true;
       return true;
-    case 'Z': {
+    case protocol::be::kReadyForQuery: {
       role_check_ = RoleCheck::kDone;
       if (role_refused_ || !role_answered_) {
         login_sqlstate_ = "42501";

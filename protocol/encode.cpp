@@ -3,6 +3,7 @@
 // Layouts: https://www.postgresql.org/docs/15/protocol-message-formats.html
 #include <span>
 
+#include "protocol/message_types.h"
 #include "protocol/messages.h"
 #include "protocol/wire.h"
 
@@ -40,7 +41,7 @@ void writeEmpty(std::string& out, char type) {
 
 // Authentication* 'R': Int32 length, Int32 code, payload.
 size_t beginAuth(std::string& out, int32_t code) {
-  const size_t at = beginMessage(out, 'R');
+  const size_t at = beginMessage(out, be::kAuthentication);
   putI32(out, code);
   return at;
 }
@@ -52,18 +53,18 @@ size_t beginAuth(std::string& out, int32_t code) {
 // ---------------------------------------------------------------------------------------------
 
 void writeErrorResponse(std::string& out, const std::vector<Field>& fields) {
-  writeFields(out, 'E', fields.data(), fields.size());
+  writeFields(out, be::kErrorResponse, fields.data(), fields.size());
 }
 void writeNoticeResponse(std::string& out, const std::vector<Field>& fields) {
-  writeFields(out, 'N', fields.data(), fields.size());
+  writeFields(out, be::kNoticeResponse, fields.data(), fields.size());
 }
 void writeError(std::string& out, std::string_view severity, std::string_view sqlstate,
                 std::string_view message, std::string_view detail, std::string_view hint) {
-  writeSimple(out, 'E', severity, sqlstate, message, detail, hint);
+  writeSimple(out, be::kErrorResponse, severity, sqlstate, message, detail, hint);
 }
 void writeNotice(std::string& out, std::string_view severity, std::string_view sqlstate,
                  std::string_view message, std::string_view detail, std::string_view hint) {
-  writeSimple(out, 'N', severity, sqlstate, message, detail, hint);
+  writeSimple(out, be::kNoticeResponse, severity, sqlstate, message, detail, hint);
 }
 
 void writeAuthOk(std::string& out) { endMessage(out, beginAuth(out, 0)); }
@@ -93,37 +94,37 @@ void writeAuthSaslFinal(std::string& out, std::string_view data) {
 }
 
 void writeParameterStatus(std::string& out, std::string_view name, std::string_view value) {
-  const size_t at = beginMessage(out, 'S');
+  const size_t at = beginMessage(out, be::kParameterStatus);
   putCString(out, name);
   putCString(out, value);
   endMessage(out, at);
 }
 void writeBackendKeyData(std::string& out, int32_t pid, int32_t key) {
-  const size_t at = beginMessage(out, 'K');
+  const size_t at = beginMessage(out, be::kBackendKeyData);
   putI32(out, pid);
   putI32(out, key);
   endMessage(out, at);
 }
 void writeReadyForQuery(std::string& out, char status) {
-  const size_t at = beginMessage(out, 'Z');
+  const size_t at = beginMessage(out, be::kReadyForQuery);
   putU8(out, uint8_t(status));
   endMessage(out, at);
 }
 void writeCommandComplete(std::string& out, std::string_view tag) {
-  const size_t at = beginMessage(out, 'C');
+  const size_t at = beginMessage(out, be::kCommandComplete);
   putCString(out, tag);
   endMessage(out, at);
 }
-void writeEmptyQueryResponse(std::string& out) { writeEmpty(out, 'I'); }
-void writeParseComplete(std::string& out) { writeEmpty(out, '1'); }
-void writeBindComplete(std::string& out) { writeEmpty(out, '2'); }
-void writeCloseComplete(std::string& out) { writeEmpty(out, '3'); }
-void writeNoData(std::string& out) { writeEmpty(out, 'n'); }
-void writePortalSuspended(std::string& out) { writeEmpty(out, 's'); }
+void writeEmptyQueryResponse(std::string& out) { writeEmpty(out, be::kEmptyQueryResponse); }
+void writeParseComplete(std::string& out) { writeEmpty(out, be::kParseComplete); }
+void writeBindComplete(std::string& out) { writeEmpty(out, be::kBindComplete); }
+void writeCloseComplete(std::string& out) { writeEmpty(out, be::kCloseComplete); }
+void writeNoData(std::string& out) { writeEmpty(out, be::kNoData); }
+void writePortalSuspended(std::string& out) { writeEmpty(out, be::kPortalSuspended); }
 
 // ParameterDescription 't': Int16 n, n x Int32 type OID.
 void writeParameterDescription(std::string& out, const std::vector<uint32_t>& types) {
-  const size_t at = beginMessage(out, 't');
+  const size_t at = beginMessage(out, be::kParameterDescription);
   putU16(out, uint16_t(types.size()));
   for (uint32_t t : types) putU32(out, t);
   endMessage(out, at);
@@ -132,7 +133,7 @@ void writeParameterDescription(std::string& out, const std::vector<uint32_t>& ty
 // NegotiateProtocolVersion 'v': Int32 newest version, Int32 n, n x String option name.
 void writeNegotiateProtocolVersion(std::string& out, uint32_t newest_minor,
                                    const std::vector<std::string>& unrecognized) {
-  const size_t at = beginMessage(out, 'v');
+  const size_t at = beginMessage(out, be::kNegotiateProtocolVersion);
   putU32(out, newest_minor > 0xffff ? newest_minor : (kProtocolV3 | newest_minor));
   putU32(out, uint32_t(unrecognized.size()));
   for (const auto& name : unrecognized) putCString(out, name);
@@ -142,7 +143,7 @@ void writeNegotiateProtocolVersion(std::string& out, uint32_t newest_minor,
 // RowDescription 'T': Int16 n, then per column String name, Int32 table OID, Int16 column
 // number, Int32 type OID, Int16 type size, Int32 type modifier, Int16 format (0 = text).
 void writeRowDescription(std::string& out, const std::vector<ColumnDesc>& columns) {
-  const size_t at = beginMessage(out, 'T');
+  const size_t at = beginMessage(out, be::kRowDescription);
   putI16(out, int16_t(columns.size()));
   for (const ColumnDesc& c : columns) {
     putCString(out, c.name);
@@ -158,7 +159,7 @@ void writeRowDescription(std::string& out, const std::vector<ColumnDesc>& column
 
 // DataRow 'D': Int16 n, then per value Int32 length (-1 = NULL) and the bytes.
 void writeDataRow(std::string& out, const std::vector<std::optional<std::string_view>>& values) {
-  const size_t at = beginMessage(out, 'D');
+  const size_t at = beginMessage(out, be::kDataRow);
   putI16(out, int16_t(values.size()));
   for (const auto& v : values) {
     if (!v) {
@@ -204,13 +205,13 @@ void writeCancelRequest(std::string& out, int32_t pid, int32_t key) {
 }
 
 void writeQuery(std::string& out, std::string_view sql) {
-  const size_t at = beginMessage(out, 'Q');
+  const size_t at = beginMessage(out, fe::kQuery);
   putCString(out, sql);
   endMessage(out, at);
 }
 void writeParse(std::string& out, std::string_view statement, std::string_view sql,
                 const std::vector<uint32_t>& param_types) {
-  const size_t at = beginMessage(out, 'P');
+  const size_t at = beginMessage(out, fe::kParse);
   putCString(out, statement);
   putCString(out, sql);
   putU16(out, uint16_t(param_types.size()));
@@ -218,7 +219,7 @@ void writeParse(std::string& out, std::string_view statement, std::string_view s
   endMessage(out, at);
 }
 void writeBind(std::string& out, const BindMsg& bind) {
-  const size_t at = beginMessage(out, 'B');
+  const size_t at = beginMessage(out, fe::kBind);
   putCString(out, bind.portal);
   putCString(out, bind.statement);
   putU16(out, uint16_t(bind.param_formats.size()));
@@ -237,53 +238,53 @@ void writeBind(std::string& out, const BindMsg& bind) {
   endMessage(out, at);
 }
 void writeDescribe(std::string& out, char kind, std::string_view name) {
-  const size_t at = beginMessage(out, 'D');
+  const size_t at = beginMessage(out, fe::kDescribe);
   putU8(out, uint8_t(kind));
   putCString(out, name);
   endMessage(out, at);
 }
 void writeExecute(std::string& out, std::string_view portal, int32_t max_rows) {
-  const size_t at = beginMessage(out, 'E');
+  const size_t at = beginMessage(out, fe::kExecute);
   putCString(out, portal);
   putI32(out, max_rows);
   endMessage(out, at);
 }
 void writeClose(std::string& out, char kind, std::string_view name) {
-  const size_t at = beginMessage(out, 'C');
+  const size_t at = beginMessage(out, fe::kClose);
   putU8(out, uint8_t(kind));
   putCString(out, name);
   endMessage(out, at);
 }
-void writeSync(std::string& out) { writeEmpty(out, 'S'); }
-void writeFlush(std::string& out) { writeEmpty(out, 'H'); }
-void writeTerminate(std::string& out) { writeEmpty(out, 'X'); }
+void writeSync(std::string& out) { writeEmpty(out, fe::kSync); }
+void writeFlush(std::string& out) { writeEmpty(out, fe::kFlush); }
+void writeTerminate(std::string& out) { writeEmpty(out, fe::kTerminate); }
 void writePassword(std::string& out, std::string_view password) {
-  const size_t at = beginMessage(out, 'p');
+  const size_t at = beginMessage(out, fe::kPassword);
   putCString(out, password);
   endMessage(out, at);
 }
 // SASLInitialResponse 'p': String mechanism, Int32 length, Byte[length].
 void writeSaslInitial(std::string& out, std::string_view mechanism, std::string_view data) {
-  const size_t at = beginMessage(out, 'p');
+  const size_t at = beginMessage(out, fe::kPassword);
   putCString(out, mechanism);
   putI32(out, int32_t(data.size()));
   out.append(data);
   endMessage(out, at);
 }
 void writeSaslResponse(std::string& out, std::string_view data) {
-  const size_t at = beginMessage(out, 'p');
+  const size_t at = beginMessage(out, fe::kPassword);
   out.append(data);
   endMessage(out, at);
 }
 
 void writeCopyData(std::string& out, std::string_view data) {
-  const size_t at = beginMessage(out, 'd');
+  const size_t at = beginMessage(out, fe::kCopyData);
   out.append(data);
   endMessage(out, at);
 }
-void writeCopyDone(std::string& out) { writeEmpty(out, 'c'); }
+void writeCopyDone(std::string& out) { writeEmpty(out, fe::kCopyDone); }
 void writeCopyFail(std::string& out, std::string_view message) {
-  const size_t at = beginMessage(out, 'f');
+  const size_t at = beginMessage(out, fe::kCopyFail);
   putCString(out, message);
   endMessage(out, at);
 }

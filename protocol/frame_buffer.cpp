@@ -10,18 +10,6 @@ namespace {
 constexpr size_t kHeader = 5;  // type byte + Int32 length
 }  // namespace
 
-uint32_t frameCap(char type, const FrameLimits& limits, bool from_backend) {
-  if (from_backend) return limits.max_backend;
-  switch (type) {
-    case 'B':  // Bind: parameter values can be large
-    case 'd':  // CopyData
-    case 'F':  // FunctionCall: arguments, like Bind's
-      return limits.max_bind;
-    default:
-      return limits.max_message;
-  }
-}
-
 void FrameBuffer::append(const char* data, size_t len) {
   if (len == 0) return;
   if (off_ > 0) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "protocol/message_types.h"
 
 namespace pgwarden::protocol {
 
@@ -41,8 +42,9 @@ struct FrameLimits {
   uint32_t max_backend = 1u << 30;      // any message from the server (DataRow can be large)
 };
 
-// The cap that applies to a message of `type`: max_backend for anything from the server;
-// max_bind for the client's Bind ('B'), CopyData ('d') and FunctionCall ('F'); max_message else.
+// The cap that applies to a message of `type`: the one its entry in the frontend or backend
+// table names (message_types.h): max_backend for anything from the server; max_bind for the
+// client's Bind, CopyData and FunctionCall; max_message else.
 uint32_t frameCap(char type, const FrameLimits& limits, bool from_backend);
 
 // Accumulates bytes from a stream and hands out whole messages. Peeks at the header first and

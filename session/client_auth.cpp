@@ -58,7 +58,7 @@ ClientAuth::Outcome ClientAuth::handle(char type, std::string_view body, std::st
     step_ = Step::kDone;
     return Outcome{Verdict::kProtocolViolation, std::move(message)};
   };
-  if (type != 'p') {
+  if (type != protocol::fe::kPassword) {
     // As PostgreSQL words it: the type as a number, so no byte of the client's reaches the text.
     return violation("expected a password message, got message type " +
                      std::to_string(static_cast<unsigned char>(type)));

@@ -183,9 +183,8 @@ void ClientSession::processInput() {
         const auto st = in_.next(f, limits_, false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
         if (st == protocol::FrameStatus::kTooLarge) {
-          protocolViolation("message of type " +
-                            std::to_string(static_cast<unsigned char>(in_.data()[0])) +
-                            " is larger than the limit (limits.max_message_bytes / "
+          protocolViolation(protocol::messageName(in_.data()[0], false) +
+                            " message is larger than the limit (limits.max_message_bytes / "
                             "limits.max_bind_bytes)");
           goto done;
         }
@@ -202,7 +201,7 @@ void ClientSession::processInput() {
         }
         // Guarded writes: a transaction past its age (or idle time) is rolled back before the
         // next statement is judged, not only when the janitor finds the session idle.
-        if (writes_ && f.type != 'X') writesTick(host_.nowMs());
+        if (writes_ && f.type != protocol::fe::kTerminate) writesTick(host_.nowMs());
         if (writes_ && waitForTxnState(f)) goto done;
         if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
             needsServer(f.type) && !takeServer()) {
@@ -625,7 +624,7 @@ void ClientSession::cancelFromClient() {
 }
 
 bool ClientSession::consoleHolds(const protocol::Frame& f) const {
-  if (admin_ || f.type == 'X') return false;
+  if (admin_ || f.type == protocol::fe::kTerminate) return false;
   const ConsoleHolds h = host_.consoleHolds(database_);
   if (h.suspended) return true;
   return h.paused && pending_.empty() && tx_status_ == 'I' && !unsynced_;

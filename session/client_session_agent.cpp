@@ -198,7 +198,7 @@ bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::
 bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
   std::string out;
   switch (f.type) {
-    case 'B': {
+    case protocol::fe::kBind: {
       auto b = protocol::parseBind(f.body);
       if (!b) return false;  // the usual path reports the malformed message
       const std::string portal(b->portal);
@@ -234,7 +234,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       protocol::writeBindComplete(out);
       break;
     }
-    case 'D': {
+    case protocol::fe::kDescribe: {
       auto d = protocol::parseDescribe(f.body);
       if (!d) return false;
       const std::string name(d->name);
@@ -258,7 +258,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       }
       break;
     }
-    case 'E': {
+    case protocol::fe::kExecute: {
       auto e = protocol::parseExecute(f.body);
       if (!e) return false;
       const auto it = agent_portals_.find(std::string(e->portal));
@@ -266,7 +266,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       applyAgentCommand(it->second.cmd, false, it->second.format, out);
       break;
     }
-    case 'C': {
+    case protocol::fe::kClose: {
       auto c = protocol::parseClose(f.body);
       if (!c) return false;
       const std::string name(c->name);
@@ -299,10 +299,14 @@ bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
 bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
   overrides_ = v.overrides;
   switch (f.type) {
-    case 'Q': return actQuery(f, std::move(v));
-    case 'P': return actParse(f, std::move(v));
-    case 'B': return actBind(f, std::move(v));
-    case 'E': return actExecute(f, std::move(v));
+    case protocol::fe::kQuery:
+      return actQuery(f, std::move(v));
+    case protocol::fe::kParse:
+      return actParse(f, std::move(v));
+    case protocol::fe::kBind:
+      return actBind(f, std::move(v));
+    case protocol::fe::kExecute:
+      return actExecute(f, std::move(v));
     default: break;
   }
   gate_->discard(v);
@@ -520,13 +524,13 @@ void ClientSession::sendExplain(const std::string& text, bool extended, const Ex
 bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head) {
   Pending::Explain& x = head.explain();
   switch (f.type) {
-    case 'D':
+    case protocol::be::kDataRow:
       if (x.json.empty()) {
         auto cells = protocol::parseDataRowValues(f.body);
         if (cells && !cells->empty() && (*cells)[0]) x.json.assign(*(*cells)[0]);
       }
       return true;
-    case 'E':
+    case protocol::be::kErrorResponse:
       x.error.assign(f.raw.data(), f.raw.size());
       if (!x.simple) {
         std::string error = std::move(x.error);
@@ -535,7 +539,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
         answerGate(parse_check, std::move(error), {});
       }
       return true;
-    case '3':
+    case protocol::be::kCloseComplete:
       if (!x.simple && --x.closes == 0) {
         std::string json = std::move(x.json);
         const bool parse_check = x.parse_check;
@@ -543,7 +547,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
         answerGate(parse_check, {}, std::move(json));
       }
       return true;
-    case 'Z':
+    case protocol::be::kReadyForQuery:
       if (x.simple) {
         auto z = protocol::parseReadyForQuery(f.body);
         if (z) {
@@ -558,10 +562,10 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
         return true;
       }
       break;
-    case 'T':
-    case 'C':
-    case '1':
-    case '2':
+    case protocol::be::kRowDescription:
+    case protocol::be::kCommandComplete:
+    case protocol::be::kParseComplete:
+    case protocol::be::kBindComplete:
       return true;
     default:
       break;

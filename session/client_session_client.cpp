@@ -24,7 +24,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
   if (deny_skipping_ || server_skipping_) {
     // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
     // the next Sync is ignored.
-    if (f.type == 'S') {
+    if (f.type == protocol::fe::kSync) {
       deny_skipping_ = false;
       server_skipping_ = false;
       skipped_.end();
@@ -37,27 +37,33 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       sendSync(f);
       return true;
     }
-    if (f.type == 'X') {
+    if (f.type == protocol::fe::kTerminate) {
       closeSession("client sent Terminate");
       return false;
     }
     noteSkipped(f);
     return true;
   }
-  if ((f.type == 'S' || f.type == 'H' || f.type == 'X') && !f.body.empty()) {
-    protocolViolation(std::string("invalid message format: ") +
-                      (f.type == 'S' ? "Sync" : f.type == 'H' ? "Flush" : "Terminate") +
+  if ((f.type == protocol::fe::kSync || f.type == protocol::fe::kFlush ||
+       f.type == protocol::fe::kTerminate) &&
+      !f.body.empty()) {
+    protocolViolation("invalid message format: " + protocol::messageName(f.type, false) +
                       " carries no body");
     return false;
   }
   if ((!agent_statements_.empty() || !agent_portals_.empty()) && handleAgentMessage(f)) return true;
   switch (f.type) {
-    case 'Q': return handleQuery(f);
-    case 'P': return handleParse(f);
-    case 'B': return handleBind(f);
-    case 'E': return handleExecute(f);
-    case 'C': return handleClose(f);
-    case 'D': {
+    case protocol::fe::kQuery:
+      return handleQuery(f);
+    case protocol::fe::kParse:
+      return handleParse(f);
+    case protocol::fe::kBind:
+      return handleBind(f);
+    case protocol::fe::kExecute:
+      return handleExecute(f);
+    case protocol::fe::kClose:
+      return handleClose(f);
+    case protocol::fe::kDescribe: {
       auto d = protocol::parseDescribe(f.body);
       if (!d) {
         protocolViolation("malformed Describe message: " + d.error());
@@ -67,16 +73,16 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       forward(f);
       return true;
     }
-    case 'S':
+    case protocol::fe::kSync:
       sendSync(f);
       return true;
-    case 'H':
+    case protocol::fe::kFlush:
       forward(f);
       return true;
-    case 'X':
+    case protocol::fe::kTerminate:
       closeSession("client sent Terminate");
       return false;
-    case 'F': {
+    case protocol::fe::kFunctionCall: {
       std::string out;
       protocol::writeError(out, "ERROR", "0A000",
                            "the fast-path function call interface is not supported through "
@@ -84,13 +90,13 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
       queueLocal(std::move(out), true);
       return true;
     }
-    case 'd':
-    case 'c':
-    case 'f':
+    case protocol::fe::kCopyData:
+    case protocol::fe::kCopyDone:
+    case protocol::fe::kCopyFail:
       // CopyData/CopyDone/CopyFail outside COPY FROM STDIN (which pgwarden never starts):
       // ignored, as PostgreSQL ignores them.
       return true;
-    case 'p':
+    case protocol::fe::kPassword:
       protocolViolation("unexpected password message after authentication");
       return false;
     default:
@@ -114,19 +120,20 @@ void ClientSession::sendSync(const protocol::Frame& f) {
 
 void ClientSession::forward(const protocol::Frame& f) {
   if (!server_) return;
-  if (txn_pooling_ && (f.type == 'B' || f.type == 'D' || f.type == 'C')) {
+  if (txn_pooling_ && (f.type == protocol::fe::kBind || f.type == protocol::fe::kDescribe ||
+                       f.type == protocol::fe::kClose)) {
     forwardPooled(f);
   } else {
     server_->out().append(f.raw.data(), f.raw.size());
   }
-  switch (f.type) {
-    case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+  switch (protocol::frontendMessage(f.type).batch) {
+    case protocol::Batch::kOpens:
       unsynced_ = true;
       break;
-    case 'S':
+    case protocol::Batch::kCloses:
       unsynced_ = false;
       break;
-    default:
+    case protocol::Batch::kNone:
       break;
   }
 }
@@ -695,12 +702,12 @@ void ClientSession::recordSkipped(const std::shared_ptr<const StatementPlan>& pl
 
 void ClientSession::noteSkipped(const protocol::Frame& f) {
   switch (f.type) {
-    case 'P': {
+    case protocol::fe::kParse: {
       auto m = protocol::parseParse(f.body);
       if (m) skipped_.statement(m->statement, {host_.policy().unjudgedPlan(m->sql), false});
       return;
     }
-    case 'B': {
+    case protocol::fe::kBind: {
       auto b = protocol::parseBind(f.body);
       if (!b) return;
       auto target = skipped_.findStatement(b->statement);
@@ -711,7 +718,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
       skipped_.portal(b->portal, std::move(*target));
       return;
     }
-    case 'E': {
+    case protocol::fe::kExecute: {
       auto e = protocol::parseExecute(f.body);
       if (!e) return;
       auto found = skipped_.execute(e->portal);
@@ -723,7 +730,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
       if (found.target.plan && !found.target.recorded) recordSkipped(found.target.plan, 0, true);
       return;
     }
-    case 'Q': {
+    case protocol::fe::kQuery: {
       // The server ignores a Query in a skipped batch too; each of its statements is accounted for.
       auto body = f.body;
       if (!body.empty() && body.back() == '\0') body.remove_suffix(1);

@@ -113,15 +113,8 @@ void ClientSession::returnServerIfIdle() {
 }
 
 bool ClientSession::needsServer(char type) const {
-  switch (type) {
-    case 'Q': case 'P': case 'B': case 'D': case 'E': case 'C':
-      return true;
-    case 'S': case 'H':
-      // With nothing on the server, pgwarden answers a Sync itself and a Flush has nothing to do.
-      return false;
-    default:
-      return false;
-  }
+  // With nothing on the server, pgwarden answers a Sync itself and a Flush has nothing to do.
+  return protocol::frontendMessage(type).needs_server;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,7 +172,7 @@ void ClientSession::sendParse(std::string_view name, std::string_view sql,
   }
   prepared_texts_[std::string(name)] = text;
   if (server_->statements().find(*text)) {
-    answerLastHere('1');  // ParseComplete: the connection holds it already
+    answerLastHere(protocol::be::kParseComplete);  // the connection holds it already
     return;
   }
   prepareOnServer(std::move(text), false);
@@ -205,7 +198,7 @@ const std::string* ClientSession::serverStatement(std::string_view name) {
 void ClientSession::forwardPooled(const protocol::Frame& f) {
   std::string& out = server_->out();
   switch (f.type) {
-    case 'B': {
+    case protocol::fe::kBind: {
       auto b = protocol::parseBind(f.body);
       const std::string* mapped = b ? serverStatement(b->statement) : nullptr;
       if (!mapped || *mapped == b->statement) break;
@@ -214,7 +207,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
       protocol::writeBind(out, renamed);
       return;
     }
-    case 'D': {
+    case protocol::fe::kDescribe: {
       auto d = protocol::parseDescribe(f.body);
       if (!d || d->kind != 'S') break;
       const std::string* mapped = serverStatement(d->name);
@@ -222,7 +215,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
       protocol::writeDescribe(out, 'S', *mapped);
       return;
     }
-    case 'C': {
+    case protocol::fe::kClose: {
       auto c = protocol::parseClose(f.body);
       if (!c || c->kind != 'S') break;
       // The client's name goes; the connection keeps the statement for whoever sends the text
@@ -232,7 +225,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
       } else {
         prepared_texts_.erase(std::string(c->name));
       }
-      answerLastHere('3');  // CloseComplete
+      answerLastHere(protocol::be::kCloseComplete);
       return;
     }
     default:

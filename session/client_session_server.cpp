@@ -112,24 +112,22 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head)
 }
 
 bool ClientSession::handleServerMessage(const protocol::Frame& f) {
+  const protocol::Reply reply = protocol::backendMessage(f.type).reply;
   // Messages that may come at any time.
-  switch (f.type) {
-    case 'N':
+  if (reply == protocol::Reply::kAnyTime) {
+    if (f.type == protocol::be::kNoticeResponse) {
       handleServerNotice(f);
-      return true;
-    case 'A':
-      client_.out().append(f.raw.data(), f.raw.size());
-      return true;
-    case 'S':
+    } else if (f.type == protocol::be::kParameterStatus) {
       handleServerParameterStatus(f);
-      return true;
-    default:
-      break;
+    } else {
+      client_.out().append(f.raw.data(), f.raw.size());  // NotificationResponse
+    }
+    return true;
   }
   emitLocalHeads();
   if (pending_.empty()) return handleServerUnsolicited(f);
   Pending& head = pending_.front();
-  if (f.type == 'E') return handleServerError(f, head);
+  if (reply == protocol::Reply::kError) return handleServerError(f, head);
 
   // pgwarden's own statements and answers take whatever comes for them.
   switch (head.kind) {
@@ -152,34 +150,31 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
       break;
   }
   // The rest answer the client's messages: each type answers some kinds of entry.
-  switch (f.type) {
-    case '1':  // ParseComplete
-    case '2':  // BindComplete
-    case '3':  // CloseComplete
+  switch (reply) {
+    case protocol::Reply::kStepDone:
       return handleServerParseBindCloseComplete(f, head);
-    case 't':  // ParameterDescription
-    case 'n':  // NoData
-    case 'T':  // RowDescription
+    case protocol::Reply::kDescription:
       return handleServerDescription(f, head);
-    case 'D':
+    case protocol::Reply::kRow:
       return handleServerDataRow(f, head);
-    case 'C':
+    case protocol::Reply::kCommandDone:
       return handleServerCommandComplete(f, head);
-    case 'I':
+    case protocol::Reply::kEmptyQuery:
       return handleServerEmptyQuery(f, head);
-    case 's':
+    case protocol::Reply::kSuspended:
       return handleServerPortalSuspended(f, head);
-    case 'H':  // CopyOutResponse
-    case 'd':  // CopyData
-    case 'c':  // CopyDone
-    case 'G':  // CopyInResponse
-    case 'W':  // CopyBothResponse
+    case protocol::Reply::kCopy:
       return handleServerCopy(f, head);
-    case 'Z':
+    case protocol::Reply::kReady:
       return handleServerReadyForQuery(f, head);
-    default:
-      return serverOutOfOrder(f, head);
+    case protocol::Reply::kAnyTime:  // handled above
+    case protocol::Reply::kError:
+    case protocol::Reply::kUnknown:
+    case protocol::Reply::kLogin:
+    case protocol::Reply::kFunctionResult:
+      break;
   }
+  return serverOutOfOrder(f, head);
 }
 
 void ClientSession::handleServerNotice(const protocol::Frame& f) {
@@ -201,7 +196,7 @@ void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
 }
 
 bool ClientSession::handleServerUnsolicited(const protocol::Frame& f) {
-  if (f.type == 'E') {
+  if (f.type == protocol::be::kErrorResponse) {
     // A FATAL the server sends before it goes (administrator command, idle timeout).
     client_.out().append(f.raw.data(), f.raw.size());
     return true;
@@ -266,7 +261,7 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
 
 bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head) {
   if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
-  if (f.type == 'Z') {
+  if (f.type == protocol::be::kReadyForQuery) {
     auto z = protocol::parseReadyForQuery(f.body);
     if (z) {
       tx_status_ = z->status;
@@ -300,11 +295,12 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
 
 bool ClientSession::handleServerParseBindCloseComplete(const protocol::Frame& f, Pending& head) {
   // Each answers its own kind of entry; pgwarden's own Parse and Close are not passed on.
-  const bool clients = (f.type == '1' && head.kind == Expect::kParse) ||
-                       (f.type == '2' && head.kind == Expect::kBind) ||
-                       (f.type == '3' && head.kind == Expect::kClose);
-  const bool ours = (f.type == '1' && head.kind == Expect::kInternalParse) ||
-                    (f.type == '3' && head.kind == Expect::kInternalClose);
+  const bool clients = (f.type == protocol::be::kParseComplete && head.kind == Expect::kParse) ||
+                       (f.type == protocol::be::kBindComplete && head.kind == Expect::kBind) ||
+                       (f.type == protocol::be::kCloseComplete && head.kind == Expect::kClose);
+  const bool ours =
+      (f.type == protocol::be::kParseComplete && head.kind == Expect::kInternalParse) ||
+      (f.type == protocol::be::kCloseComplete && head.kind == Expect::kInternalClose);
   if (!clients && !ours) return serverOutOfOrder(f, head);
   if (clients) client_.out().append(f.raw.data(), f.raw.size());
   popPending();
@@ -313,13 +309,13 @@ bool ClientSession::handleServerParseBindCloseComplete(const protocol::Frame& f,
 
 bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& head) {
   std::string& out = client_.out();
-  if (f.type == 'T' && head.kind == Expect::kQuery) {
+  if (f.type == protocol::be::kRowDescription && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
     relayRowDescription(f, true, true);
     return true;
   }
-  if (f.type == 't' && head.kind == Expect::kDescribeStatement &&
+  if (f.type == protocol::be::kParameterDescription && head.kind == Expect::kDescribeStatement &&
       !head.describeStatement().described) {
     head.describeStatement().described = true;
     out.append(f.raw.data(), f.raw.size());
@@ -328,10 +324,10 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   // A Describe ends with its RowDescription or NoData.
   const bool describe =
       head.kind == Expect::kDescribeStatement || head.kind == Expect::kDescribePortal;
-  if (describe && (f.type == 'T' || f.type == 'n')) {
+  if (describe && (f.type == protocol::be::kRowDescription || f.type == protocol::be::kNoData)) {
     const bool portal = head.kind == Expect::kDescribePortal;
     const bool ours = portal && head.describePortal().ours;  // not the client's: not relayed
-    if (f.type == 'T') {
+    if (f.type == protocol::be::kRowDescription) {
       relayRowDescription(f, portal, !ours);
     } else {
       if (portal) row_mask_ = {};
@@ -435,7 +431,7 @@ bool ClientSession::handleServerPortalSuspended(const protocol::Frame& f, Pendin
 
 bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  if (f.type == 'G') {
+  if (f.type == protocol::be::kCopyInResponse) {
     // COPY FROM STDIN writes; the read-only session refuses it too, this is the clean way
     // out if the server ever gets that far. The server answers with an ErrorResponse.
     protocol::writeCopyFail(server_->out(),
@@ -443,7 +439,7 @@ bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
     flushServer();
     return true;
   }
-  if (f.type == 'W') {
+  if (f.type == protocol::be::kCopyBothResponse) {
     terminate("08P01", "COPY BOTH (replication) is not supported through pgwarden");
     return false;
   }
@@ -594,7 +590,7 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
     chunk_forward_ = true;
     chunk_run_.reset();
     emitLocalHeads();
-    if (type == 'D' && !pending_.empty() &&
+    if (type == protocol::be::kDataRow && !pending_.empty() &&
         (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
       Pending& head = pending_.front();
       chunk_run_ = head.run.shared();

@@ -72,7 +72,7 @@ bool ClientSession::writesBeforeExecute(const std::shared_ptr<const StatementPla
 }
 
 bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& head) {
-  if (f.type == 'E') {
+  if (f.type == protocol::be::kErrorResponse) {
     // The server refused pgwarden's own step (the transaction had failed, say): it now skips
     // everything up to the client's Sync, the client's write too, which hears this error.
     auto e = protocol::parseErrorFields(f.body);
@@ -90,11 +90,11 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     return true;
   }
   // ParseComplete, BindComplete, ... until the last CloseComplete.
-  if (f.type == 'D') {
+  if (f.type == protocol::be::kDataRow) {
     writes_->noteCounterRow(f.body);  // the counters read with the savepoint or after the write
     return true;
   }
-  if (f.type != '3' || --head.internal().step_closes > 0) return true;
+  if (f.type != protocol::be::kCloseComplete || --head.internal().step_closes > 0) return true;
   const WriteStep step = head.writeStep();
   pending_.pop_front();
   if (step == WriteStep::kCount) writesCounted(true, true);
@@ -123,14 +123,14 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::str
 
 bool ClientSession::waitForTxnState(const protocol::Frame& f) {
   if (pending_.empty() || !server_) return false;
-  if (f.type == 'E') {
+  if (f.type == protocol::fe::kExecute) {
     // Only an Execute of a write is judged by the transaction's state (and what it looked at).
     auto e = protocol::parseExecute(f.body);
     if (!e) return false;  // refused as malformed when it is handled
     const auto it = portals_.find(std::string(e->portal));
     if (it == portals_.end() || !(it->second.write.at_execute || it->second.write.wrap))
       return false;
-  } else if (f.type != 'Q') {
+  } else if (f.type != protocol::fe::kQuery) {
     return false;
   }
   if (unsynced_ && !state_flush_sent_) {
@@ -275,7 +275,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
 bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
   if (head.internal().step_closes > 0) return handleExtendedWriteStep(f, head);
   const WriteStep step = head.writeStep();
-  if (f.type == 'E') {
+  if (f.type == protocol::be::kErrorResponse) {
     auto e = protocol::parseErrorFields(f.body);
     spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(), static_cast<int>(step),
                  logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
@@ -292,11 +292,12 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
     }
     return true;
   }
-  if (f.type == 'D') {
+  if (f.type == protocol::be::kDataRow) {
     writes_->noteCounterRow(f.body);  // the counters read with the savepoint or after the write
     return true;
   }
-  if (f.type != 'Z') return true;  // CommandComplete of pgwarden's own statement
+  if (f.type != protocol::be::kReadyForQuery)
+    return true;  // CommandComplete of pgwarden's own statement
   const auto z = takeReadyForQuery(f);
   if (!z) return false;
   const bool failed = head.internal().failed;

@@ -21,28 +21,28 @@ bool inside(std::string_view part, std::string_view whole) {
 void roundTripClient(const pgw::Frame& f) {
   std::string out;
   switch (f.type) {
-    case 'Q':
+    case pgw::fe::kQuery:
       if (auto m = pgw::parseQuery(f.body)) {
         PGW_FUZZ_CHECK(inside(m->sql, f.body));
         pgw::writeQuery(out, m->sql);
       }
       break;
-    case 'P':
+    case pgw::fe::kParse:
       if (auto m = pgw::parseParse(f.body)) pgw::writeParse(out, m->statement, m->sql, m->param_types);
       break;
-    case 'B':
+    case pgw::fe::kBind:
       if (auto m = pgw::parseBind(f.body)) {
         for (const auto& v : m->params) PGW_FUZZ_CHECK(!v || inside(*v, f.body));
         pgw::writeBind(out, *m);
       }
       break;
-    case 'D':
+    case pgw::fe::kDescribe:
       if (auto m = pgw::parseDescribe(f.body)) pgw::writeDescribe(out, m->kind, m->name);
       break;
-    case 'E':
+    case pgw::fe::kExecute:
       if (auto m = pgw::parseExecute(f.body)) pgw::writeExecute(out, m->portal, m->max_rows);
       break;
-    case 'C':
+    case pgw::fe::kClose:
       if (auto m = pgw::parseClose(f.body)) pgw::writeClose(out, m->kind, m->name);
       break;
     default:
@@ -81,7 +81,7 @@ void decodeServer(const pgw::Frame& f) {
   if (auto m = pgw::parseParameterStatus(f.body)) {
     std::string out;
     pgw::writeParameterStatus(out, m->name, m->value);
-    PGW_FUZZ_CHECK(f.type != 'S' || out == f.raw);
+    PGW_FUZZ_CHECK(f.type != pgw::fe::kSync || out == f.raw);
   }
   (void)pgw::parseBackendKeyData(f.body);
   (void)pgw::parseReadyForQuery(f.body);

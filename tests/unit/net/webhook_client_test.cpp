@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "agent_test_util.h"
+#include "tests/unit/guards/agent_test_util.h"
 #include "net/webhook_client.h"
 #include "guards/webhook_guard.h"
 

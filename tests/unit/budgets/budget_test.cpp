@@ -3,7 +3,7 @@
 // per-user token bucket and running count, max_denied/max_rows, the LRU bound, config errors.
 #include <gtest/gtest.h>
 
-#include "agent_test_util.h"
+#include "tests/unit/guards/agent_test_util.h"
 #include "common/config_util.h"
 #include "budgets/budget.h"
 

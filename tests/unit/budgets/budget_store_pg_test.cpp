@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "agent_test_util.h"
+#include "tests/unit/guards/agent_test_util.h"
 #include "pg_wire_proxy.h"
 #include "budgets/budget_store_pg.h"
 #include "budgets/budget.h"
