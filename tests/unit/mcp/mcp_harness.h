@@ -94,7 +94,7 @@ class FakeMcpHost final : public McpHost, public daemon::StatementSink {
  private:
   uv_loop_t* loop_;
   std::shared_ptr<const daemon::Config> config_;
-  daemon::Counters counters_;
+  metrics::Counters counters_;
   daemon::PoolManager pools_;
   daemon::PolicyEngine policy_;
   daemon::StatementRecorder recorder_;
