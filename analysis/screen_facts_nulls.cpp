@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "analysis/screen_facts_detail.h"
+#include "analysis/sql_scan.h"
 
 namespace pgwarden::guards::detail::facts {
 
@@ -363,46 +364,14 @@ int keywordsBefore(std::string_view sql, int at, std::string_view first, std::st
 bool containsWord(std::string_view sql, std::string_view word) {
   size_t i = 0;
   while (i < sql.size()) {
-    const char c = sql[i];
-    if (c == '\'') {  // '...' ('' inside); an E'' string's backslash escapes too
-      const bool e = i > 0 && (sql[i - 1] | 0x20) == 'e';
-      for (++i; i < sql.size(); ++i) {
-        if (e && sql[i] == '\\') {
-          ++i;
-        } else if (sql[i] == '\'') {
-          if (i + 1 < sql.size() && sql[i + 1] == '\'') {
-            ++i;
-          } else {
-            break;
-          }
-        }
-      }
-      ++i;
-    } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
-      const size_t nl = sql.find('\n', i);
-      i = nl == std::string_view::npos ? sql.size() : nl + 1;
-    } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {
-      const size_t end = sql.find("*/", i + 2);
-      i = end == std::string_view::npos ? sql.size() : end + 2;
-    } else if (c == '$') {
-      // $tag$...$tag$ (a $n parameter has no closing $)
-      size_t k = i + 1;
-      while (k < sql.size() && (std::isalnum(static_cast<unsigned char>(sql[k])) || sql[k] == '_'))
-        ++k;
-      if (k < sql.size() && sql[k] == '$' &&
-          (k == i + 1 || !std::isdigit(static_cast<unsigned char>(sql[i + 1])))) {
-        const std::string_view tag = sql.substr(i, k - i + 1);
-        const size_t end = sql.find(tag, k + 1);
-        i = end == std::string_view::npos ? sql.size() : end + tag.size();
-      } else {
-        i = k;
-      }
-    } else {
-      size_t k = 0;
-      while (k < word.size() && i + k < sql.size() && (sql[i + k] | 0x20) == word[k]) ++k;
-      if (k == word.size()) return true;
-      ++i;
+    if (const size_t next = skipConstantOrComment(sql, i); next != i) {
+      i = next;
+      continue;
     }
+    size_t k = 0;
+    while (k < word.size() && i + k < sql.size() && (sql[i + k] | 0x20) == word[k]) ++k;
+    if (k == word.size()) return true;
+    ++i;
   }
   return false;
 }

@@ -4,6 +4,7 @@
 // immutable snapshot.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,11 +87,18 @@ class TableStatsSnapshot {
   uint64_t generation() const { return generation_; }
   // Every table, keyed "schema.table", in name order.
   const std::map<std::string, TableStats, std::less<>>& tables() const { return tables_; }
+  // Seconds since the catalog was read (copies keep the time of the read they came from).
+  int64_t ageSeconds() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                            read_at_)
+        .count();
+  }
 
  private:
   static uint64_t nextGeneration();
   std::map<std::string, TableStats, std::less<>> tables_;  // key "schema.table"
   uint64_t generation_ = nextGeneration();
+  std::chrono::steady_clock::time_point read_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace pgwarden::guards

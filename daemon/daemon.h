@@ -33,6 +33,7 @@
 #include "net/webhook_client.h"
 #include "budgets/budget.h"
 #include "guards/policy.h"
+#include "guards/untrusted.h"
 #include "history/recorder.h"
 #include "mcp/mcp_host.h"
 
@@ -92,6 +93,7 @@ class Daemon final : public mcp::McpHost {
   // pool.max_size over every loop's pools (null with one loop, whose pools cap themselves).
   ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
   guards::BudgetLedger* budgets() override { return budgets_.get(); }
+  guards::ConversationMarks& conversationMarks() { return conversation_marks_; }
   guards::GuardObserver* guardObserver() override;
   DaemonMetrics& metrics() { return *metrics_; }
   uint64_t nextSessionId() override { return next_session_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
@@ -205,6 +207,8 @@ class Daemon final : public mcp::McpHost {
   StatsBoard stats_board_;
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<guards::BudgetLedger> budgets_;
+  // The conversations that have read untrusted content: the process's, so a reload keeps them.
+  guards::ConversationMarks conversation_marks_;
   std::unique_ptr<mcp::McpServer> mcp_;
   ConnectionSlots slots_;  // outlives the workers' pools
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -196,6 +196,7 @@ GateServices Worker::gateServices(const std::string& server_database) {
   services.webhooks = webhooks_.get();
   services.budgets = budgets_;
   services.stats = [this, server_database] { return tableStats(server_database); };
+  services.marks = &daemon_.conversationMarks();
   return services;
 }
 

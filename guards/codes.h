@@ -14,6 +14,10 @@ inline constexpr std::string_view kFunctionDenied = "FUNCTION_DENIED";
 inline constexpr std::string_view kTableDenied = "TABLE_DENIED";
 // A statement that would show a masked column's values other than as the column itself.
 inline constexpr std::string_view kMaskedColumn = "MASKED_COLUMN";
+// The data-flow rule (docs/untrusted.md): a conversation that read untrusted content may not act
+// (42501); the warning that comes with such a read (01000).
+inline constexpr std::string_view kUntrustedFlow = "UNTRUSTED_FLOW";
+inline constexpr std::string_view kUntrustedRead = "UNTRUSTED_READ";
 // Limits: the statement would read or return too much (54000 program_limit_exceeded).
 inline constexpr std::string_view kMissingPredicate = "MISSING_PREDICATE";
 inline constexpr std::string_view kLimitTooLarge = "LIMIT_TOO_LARGE";
@@ -152,6 +156,8 @@ inline constexpr std::string_view kAll[] = {kReadOnly,
                                             kTransactionCommitted,
                                             kTransactionDiscarded,
                                             kSessionState,
-                                            kMaskedColumn};
+                                            kMaskedColumn,
+                                            kUntrustedFlow,
+                                            kUntrustedRead};
 
 }  // namespace pgwarden::guards::codes

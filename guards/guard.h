@@ -51,6 +51,7 @@ class Facts {
   Facts& add(std::string key, double n);
   Facts& add(std::string key, bool b);
   Facts& add(std::string key, const std::vector<std::string>& list);
+  Facts& addNull(std::string key);  // JSON null: a fact that is not known
   // {"code":CODE, ...facts...} as one line of JSON.
   std::string json(std::string_view code) const;
   // The plain-text value of a fact (numbers as digits, lists comma-separated); nullptr if absent.

@@ -26,7 +26,8 @@ std::string_view sqlstateFor(std::string_view code) {
   if (code == kSyntaxError) return kSqlstateSyntax;
   if (code == kInvalidEncoding) return kSqlstateCharacterNotInRepertoire;
   if (code == kPlanUnavailable) return kSqlstateUnavailable;
-  if (code == kRowsCapped || code == kRowsTruncated) return kSqlstateWarning;
+  if (code == kRowsCapped || code == kRowsTruncated || code == kUntrustedRead)
+    return kSqlstateWarning;
   if (code == kTooManyRows) return kSqlstateLimit;
   if (code == kLookFirst) return kSqlstatePrerequisite;
   if (code == kTransactionRequired) return kSqlstateNoTransaction;
@@ -73,6 +74,11 @@ Facts& Facts::add(std::string key, double n) {
 
 Facts& Facts::add(std::string key, bool b) {
   push(std::move(key), Encoding::kRaw).text.assign(b ? "true" : "false");
+  return *this;
+}
+
+Facts& Facts::addNull(std::string key) {
+  push(std::move(key), Encoding::kRaw).text.assign("null");
   return *this;
 }
 

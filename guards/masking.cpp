@@ -86,17 +86,9 @@ bool MaskSet::masked(uint32_t table_oid, int16_t attnum) const {
   return table_oid >= kFirstNormalObjectId && (!have_stats_ || known_tables_.count(table_oid) == 0);
 }
 
-std::shared_ptr<Masking> Masking::parse(const YAML::Node& group, const std::string& path) {
-  const std::vector<std::string> listed = config::getStringList(group, path, "masked_columns");
-  const std::string as = config::getString(group, path, "masked_as", "token");
-  if (as != "token" && as != "null") {
-    config::fail(group["masked_as"], path + ".masked_as",
-                 "expected token or null, got '" + as + "'");
-  }
-  if (config::getBool(group, path, "schema_only", false)) {
-    return std::make_shared<Masking>(std::vector<MaskPattern>{{"*", "*", "*"}}, true, true);
-  }
-  if (listed.empty()) return nullptr;
+std::vector<MaskPattern> parseColumnPatterns(const YAML::Node& node, const std::string& path,
+                                             const char* key) {
+  const std::vector<std::string> listed = config::getStringList(node, path, key);
   std::vector<MaskPattern> patterns;
   for (size_t i = 0; i < listed.size(); ++i) {
     const std::string& p = listed[i];
@@ -105,11 +97,25 @@ std::shared_ptr<Masking> Masking::parse(const YAML::Node& group, const std::stri
     if (b == std::string::npos || p.find('.', b + 1) != std::string::npos || a == 0 || b == a + 1 ||
         b + 1 == p.size()) {
       config::fail(
-          group["masked_columns"][i], path + ".masked_columns[" + std::to_string(i) + "]",
+          node[key][i], path + "." + key + "[" + std::to_string(i) + "]",
           "expected schema.table.column (each part a name or a pattern with *), got '" + p + "'");
     }
     patterns.push_back({p.substr(0, a), p.substr(a + 1, b - a - 1), p.substr(b + 1)});
   }
+  return patterns;
+}
+
+std::shared_ptr<Masking> Masking::parse(const YAML::Node& group, const std::string& path) {
+  const std::string as = config::getString(group, path, "masked_as", "token");
+  if (as != "token" && as != "null") {
+    config::fail(group["masked_as"], path + ".masked_as",
+                 "expected token or null, got '" + as + "'");
+  }
+  if (config::getBool(group, path, "schema_only", false)) {
+    return std::make_shared<Masking>(std::vector<MaskPattern>{{"*", "*", "*"}}, true, true);
+  }
+  std::vector<MaskPattern> patterns = parseColumnPatterns(group, path, "masked_columns");
+  if (patterns.empty()) return nullptr;
   return std::make_shared<Masking>(std::move(patterns), as == "null");
 }
 
@@ -145,8 +151,10 @@ RowMask Masking::rowMask(std::string_view row_description, const TableStatsSnaps
   if (!fields) return mask;
   const auto set = resolve(stats);
   mask.masked.resize(fields->size());
+  mask.binary_type.resize(fields->size());
   for (size_t i = 0; i < fields->size(); ++i) {
     mask.masked[i] = set->masked((*fields)[i].table_oid, (*fields)[i].column);
+    mask.binary_type[i] = (*fields)[i].format == 1 ? (*fields)[i].type_oid : 0;
     mask.any = mask.any || mask.masked[i];
   }
   return mask;
@@ -181,6 +189,131 @@ std::vector<std::string> Masking::maskedNames(std::string_view schema, std::stri
     }
   }
   return out;
+}
+
+bool Masking::constantsMayBeValues(const std::vector<RelationRef>& relations,
+                                   const TableStatsSnapshot* stats) const {
+  if (relations.empty()) return false;
+  if (schema_only_ || !stats) return true;
+  for (const auto& rel : relations) {
+    if (!maskedNames(rel.schema, rel.name, stats).empty()) return true;
+    bool known = false;
+    for (const auto& [key, t] : stats->tables()) {
+      const std::string_view k(key);
+      const size_t dot = k.find('.');
+      if (k.substr(dot + 1) != rel.name || (!rel.schema.empty() && k.substr(0, dot) != rel.schema))
+        continue;
+      known = known || t.kind == 'r' || t.kind == 'p' || t.kind == 'f';
+    }
+    if (!known) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// https://www.postgresql.org/docs/15/datatype.html, the types' send functions (varlena.c,
+// int.c, int8.c, numeric.c numeric_send, uuid.c, jsonb.c).
+constexpr uint32_t kBoolOid = 16, kCharOid = 18, kNameOid = 19, kInt8Oid = 20, kInt2Oid = 21,
+                   kInt4Oid = 23, kOidOid = 26, kJsonOid = 114, kUnknownOid = 705,
+                   kBpcharOid = 1042, kVarcharOid = 1043, kNumericOid = 1700, kUuidOid = 2950,
+                   kJsonbOid = 3802;
+
+uint64_t bigEndian(std::string_view v) {
+  uint64_t u = 0;
+  for (char c : v) u = u << 8 | static_cast<uint8_t>(c);
+  return u;
+}
+
+// numeric_send: ndigits, weight, sign, dscale (int16 each), then ndigits base-10000 digits, the
+// first of weight `weight`; printed as numeric_out prints it (get_str_from_var).
+std::optional<std::string> numericText(std::string_view v) {
+  if (v.size() < 8) return std::nullopt;
+  const auto i16 = [&v](size_t at) { return static_cast<int16_t>(bigEndian(v.substr(at, 2))); };
+  const int ndigits = i16(0), weight = i16(2), dscale = i16(6);
+  const auto sign = static_cast<uint16_t>(i16(4));
+  if (ndigits < 0 || dscale < 0 || v.size() != 8 + 2 * static_cast<size_t>(ndigits))
+    return std::nullopt;
+  if (sign == 0xC000) return "NaN";
+  if (sign == 0xD000) return "Infinity";
+  if (sign == 0xF000) return "-Infinity";
+  if (sign != 0 && sign != 0x4000) return std::nullopt;
+  const auto digit = [&](int k) {
+    return k >= 0 && k < ndigits ? i16(8 + 2 * static_cast<size_t>(k)) : 0;
+  };
+  std::string out = sign == 0x4000 ? "-" : "";
+  if (weight < 0) {
+    out.push_back('0');
+  } else {
+    for (int w = weight; w >= 0; --w) {
+      const std::string d = std::to_string(digit(weight - w));
+      out.append(w == weight ? "" : std::string(4 - d.size(), '0')).append(d);
+    }
+  }
+  if (dscale > 0) {
+    std::string frac;
+    for (int j = 1; static_cast<int>(frac.size()) < dscale; ++j) {
+      const std::string d = std::to_string(digit(weight + j));
+      frac.append(4 - d.size(), '0').append(d);
+    }
+    out.push_back('.');
+    out.append(frac, 0, static_cast<size_t>(dscale));
+  }
+  return out;
+}
+
+std::string uuidText(std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHex[static_cast<uint8_t>(v[i]) >> 4]);
+    out.push_back(kHex[static_cast<uint8_t>(v[i]) & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> binaryAsText(uint32_t type_oid, std::string_view value) {
+  switch (type_oid) {
+    case kNameOid:
+    case kTextOid:
+    case kBpcharOid:
+    case kVarcharOid:
+    case kJsonOid:
+    case kUnknownOid:
+      return std::string(value);  // their binary form is the text itself
+    case kJsonbOid:
+      if (value.empty() || value[0] != 1) return std::nullopt;  // version 1, then the text
+      return std::string(value.substr(1));
+    case kCharOid:  // "char": one byte, printed as it is unless it needs an escape
+      if (value.size() != 1 || (static_cast<uint8_t>(value[0]) & 0x80) != 0 || value[0] == 0)
+        return std::nullopt;
+      return std::string(value);
+    case kBoolOid:
+      if (value.size() != 1) return std::nullopt;
+      return std::string(value[0] ? "t" : "f");
+    case kInt2Oid:
+      if (value.size() != 2) return std::nullopt;
+      return std::to_string(static_cast<int16_t>(bigEndian(value)));
+    case kInt4Oid:
+      if (value.size() != 4) return std::nullopt;
+      return std::to_string(static_cast<int32_t>(bigEndian(value)));
+    case kOidOid:
+      if (value.size() != 4) return std::nullopt;
+      return std::to_string(static_cast<uint32_t>(bigEndian(value)));
+    case kInt8Oid:
+      if (value.size() != 8) return std::nullopt;
+      return std::to_string(static_cast<int64_t>(bigEndian(value)));
+    case kUuidOid:
+      if (value.size() != 16) return std::nullopt;
+      return uuidText(value);
+    case kNumericOid:
+      return numericText(value);
+    default:
+      return std::nullopt;
+  }
 }
 
 std::string maskToken(std::string_view key, std::string_view value) {
@@ -255,7 +388,12 @@ void appendMaskedDataRow(std::string& out, std::string_view body, const RowMask&
     } else if (masking.asNull()) {
       put32(out, -1);
     } else {
-      const std::string token = maskToken(masking.key(), value);
+      // A binary value is tokenised over its text form where that is known (binaryAsText), so
+      // a binary-format client gets the token a text-format one gets.
+      const uint32_t type =
+          static_cast<size_t>(i) < mask.binary_type.size() ? mask.binary_type[i] : 0;
+      const auto text = type != 0 ? binaryAsText(type, value) : std::nullopt;
+      const std::string token = maskToken(masking.key(), text ? std::string_view(*text) : value);
       put32(out, static_cast<int32_t>(token.size()));
       out.append(token);
     }

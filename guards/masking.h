@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/analysis.h"
 #include "analysis/table_stats.h"
 #include "protocol/messages.h"
 
@@ -30,6 +31,10 @@ struct MaskPattern {
   bool matches(std::string_view s, std::string_view t, std::string_view c) const;
   bool matchesTable(std::string_view s, std::string_view t) const;
 };
+
+// The `schema.table.column` patterns listed under `key` of `node` (config errors name the entry).
+std::vector<MaskPattern> parseColumnPatterns(const YAML::Node& node, const std::string& path,
+                                             const char* key);
 
 // The patterns resolved against one snapshot.
 class MaskSet {
@@ -52,7 +57,15 @@ class MaskSet {
 struct RowMask {
   std::vector<bool> masked;  // by column
   bool any = false;
+  // By column: the type OID of a column the server sends in binary format, 0 for text format.
+  std::vector<uint32_t> binary_type;
 };
+
+// The text form the server would have sent for a binary-format value of type `type_oid`, for the
+// types whose text form does not depend on session settings (the string types, json and jsonb,
+// bool, the integers, oid, numeric, uuid); nullopt for the others or a malformed value. A token
+// is made over the text form, so both formats give one token for one value.
+std::optional<std::string> binaryAsText(uint32_t type_oid, std::string_view value);
 
 // A group's masking: its patterns, how values are replaced, the instance's key.
 class Masking {
@@ -84,6 +97,12 @@ class Masking {
   // With no snapshot, the patterns' own column parts ("*" when a part has a wildcard).
   std::vector<std::string> maskedNames(std::string_view schema, std::string_view table,
                                        const TableStatsSnapshot* stats) const;
+  // Whether a statement over `relations` may hold a masked column's value among its constants
+  // (`WHERE ssn = '...'`), so that history keeps it with its constants taken out: it names a
+  // table with masked columns, or one that is not a table the snapshot knows (a view, a table
+  // created since, a CTE: fails closed), or the group sees the schema only.
+  bool constantsMayBeValues(const std::vector<RelationRef>& relations,
+                            const TableStatsSnapshot* stats) const;
 
  private:
   std::vector<MaskPattern> patterns_;

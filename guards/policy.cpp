@@ -13,6 +13,7 @@
 #include "guards/builtin_guards.h"
 #include "guards/codes.h"
 #include "guards/masking.h"
+#include "guards/untrusted.h"
 #include "guards/fixed_settings.h"
 #include "guards/guard.h"
 #include "guards/guard_util.h"
@@ -399,6 +400,7 @@ Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view pla
   Decision d = pending;
   d.explain_sql.reset();
   d.explain_needs_params = false;
+  d.estimated_rows = plan->plan_rows;
   const PlanInput in{*plan, stats, *settings_};
   for (size_t i : pending.plan_guards) {
     if (i >= guards_.size()) continue;
@@ -660,7 +662,8 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
                                    "max_rows_affected", "transaction_idle_timeout",
                                    "transaction_max_age", "allow_ddl", "pool_mode",
-                                   "masked_columns", "masked_as", "schema_only"});
+                                   "masked_columns", "masked_as", "schema_only",
+                                   "untrusted_content"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -698,6 +701,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
                                                std::move(reasons), std::move(screens));
     group->setWriteMode(std::move(writes));
     group->setMasking(std::move(masking));
+    group->setUntrusted(UntrustedContent::parse(node, path));
     if (const auto pool_mode = config::getOptionalString(node, path, "pool_mode")) {
       if (*pool_mode != "session" && *pool_mode != "transaction") {
         config::fail(node["pool_mode"], path + ".pool_mode",

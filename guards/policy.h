@@ -26,6 +26,7 @@ struct GuardResult;
 struct ChainState;     // where a paused chain stopped (policy.cpp)
 class BudgetView;      // per-conversation budget state as the chain reads it (below)
 class Masking;         // masked columns (masking.h)
+class UntrustedContent;  // the data-flow rule (untrusted.h)
 
 enum class Action { kAllow, kWarn, kDeny, kRewrite };
 const char* actionName(Action a);
@@ -81,6 +82,8 @@ struct Decision {
   bool explain_needs_params = false;
   // Chain positions of the guards waiting for the plan (read by evaluatePlan).
   std::vector<size_t> plan_guards;
+  // The planner's estimate of the rows, from the plan evaluatePlan read; -1 when not planned.
+  double estimated_rows = -1;
 
   // http_webhook: when set, the chain is paused at guard `guard` (a guards/webhook_guard.h
   // WebhookGuard). The daemon POSTs `body` to that guard's service without blocking and calls
@@ -216,6 +219,10 @@ class PolicyGroup {
   // daemon gives it the instance's key before the configuration is published.
   Masking* masking() const { return masking_.get(); }
   void setMasking(std::shared_ptr<Masking> m) { masking_ = std::move(m); }
+  // The group's untrusted content and what a conversation that read it may not do
+  // (guards/untrusted.h); null when it declares none.
+  const UntrustedContent* untrusted() const { return untrusted_.get(); }
+  void setUntrusted(std::shared_ptr<const UntrustedContent> u) { untrusted_ = std::move(u); }
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
@@ -262,6 +269,7 @@ class PolicyGroup {
   std::unique_ptr<GroupSettings> settings_;
   WriteMode writes_;
   std::shared_ptr<Masking> masking_;
+  std::shared_ptr<const UntrustedContent> untrusted_;
   std::string pool_mode_;
   uint64_t id_ = 0;
   bool deterministic_ = true;

@@ -379,7 +379,7 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
   if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
   if (head.run && provenanceOn(provenance_)) {
     protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
-                          provenanceDetail(*head.run));
+                          provenanceDetail(*head.run, host_.tableStats(server_database_).get()));
   }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;

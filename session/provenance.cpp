@@ -6,13 +6,15 @@
 
 namespace pgwarden::daemon {
 
-std::string provenanceDetail(const StatementRun& run) {
+std::string provenanceDetail(const StatementRun& run, const guards::TableStatsSnapshot* stats) {
   guards::Facts f;
   std::vector<std::string> verdicts;
   std::vector<std::string> warnings;
   std::string sql;
   bool rewritten = false;
+  double estimated = -1;
   if (run.plan) {
+    estimated = run.plan->decision.estimated_rows;
     const auto& d = run.plan->decision;
     rewritten = d.rewritten_sql.has_value();
     if (rewritten) {
@@ -28,8 +30,19 @@ std::string provenanceDetail(const StatementRun& run) {
   f.add("rewritten", rewritten);
   f.add("verdicts", verdicts);
   f.add("warnings", warnings);
+  // The planner's estimate when the cost gate planned the statement, as on the MCP door.
+  if (estimated >= 0) {
+    f.add("estimated_rows", static_cast<int64_t>(estimated));
+  } else {
+    f.addNull("estimated_rows");
+  }
   f.add("rows_returned", run.rows_sent);
   f.add("truncated", run.truncated);
+  if (stats) {
+    f.add("stats_age_seconds", stats->ageSeconds());
+  } else {
+    f.addNull("stats_age_seconds");
+  }
   return f.json("PROVENANCE");
 }
 

@@ -5,6 +5,7 @@
 #include "analysis/plan.h"
 #include "guards/codes.h"
 #include "guards/session_state.h"
+#include "guards/untrusted.h"
 #include "guards/webhook_guard.h"
 #include "net/webhook_client.h"
 #include "protocol/messages.h"
@@ -90,6 +91,7 @@ bool StatementGate::advance() {
           plan_ = services_.policy->plan(caller_.policyGroup(), request_.sql, ctx, stats.get());
           if (caller_.transactionPooled()) judgeSessionState();
         }
+        judgeUntrusted();
         stage_ = Stage::kParse;
         continue;
       case Stage::kParse:
@@ -283,6 +285,49 @@ void StatementGate::judgeSessionState() {
     plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
     return;
   }
+}
+
+void StatementGate::judgeUntrusted() {
+  const guards::PolicyGroup* group = caller_.policyGroup();
+  const guards::UntrustedContent* rule = group ? group->untrusted() : nullptr;
+  if (!rule || !services_.marks || !plan_ || plan_->decision.denied || !plan_->analysis ||
+      !plan_->analysis->ok) {
+    return;
+  }
+  const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+  const std::string key =
+      guards::ConversationMarks::key(group->name(), ctx.user, ctx.conversation_id, ctx.session_id);
+  if (auto mark = services_.marks->find(key)) {
+    if (auto what =
+            rule->refused(*plan_->analysis, plan_->decision.webhook.has_value(), ctx.tool)) {
+      guards::Decision d = plan_->decision;
+      guards::applyDenial(
+          d, renderOutside("untrusted_content", guards::untrustedFlowDenial(*mark, *what)));
+      plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
+      write_ = {};
+      return;
+    }
+  }
+  // A prepared statement judged again at its Bind or Execute brings its plan, not its text.
+  const auto& statements = plan_->analysis->statements;
+  std::optional<std::string> read;
+  for (size_t i = 0; i < statements.size() && !read; ++i) {
+    const bool own = sql_.empty() && i < plan_->statements.size();
+    read = rule->reads(statements[i],
+                       own ? std::string_view(plan_->statements[i].sql) : std::string_view(sql_));
+  }
+  if (!read) return;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  services_.marks->mark(key, *read, std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  // A prepared statement judged again at its Execute was told at its Parse.
+  for (const auto& v : plan_->decision.actions) {
+    if (v.code == guards::codes::kUntrustedRead) return;
+  }
+  guards::Decision d = plan_->decision;
+  guards::Verdict v = renderOutside("untrusted_content", guards::untrustedReadWarning(*read));
+  d.actions.push_back(v);
+  d.warnings.push_back(std::move(v));
+  plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
 }
 
 guards::Verdict StatementGate::renderOutside(std::string_view kind, guards::GuardResult r) const {

@@ -26,6 +26,10 @@
 #include "session/statement_policy.h"
 #include "session/write_txn.h"
 
+namespace pgwarden::guards {
+class ConversationMarks;
+}  // namespace pgwarden::guards
+
 namespace pgwarden::daemon {
 
 class WebhookClient;
@@ -123,6 +127,8 @@ struct GateServices {
   WebhookClient* webhooks = nullptr;
   guards::BudgetLedger* budgets = nullptr;
   std::function<std::shared_ptr<const guards::TableStatsSnapshot>()> stats;
+  // The conversations that have read untrusted content (the data-flow rule, docs/untrusted.md).
+  guards::ConversationMarks* marks = nullptr;
 };
 
 class StatementGate {
@@ -178,6 +184,9 @@ class StatementGate {
   // Transaction pooling: the chain's verdict turned into SESSION_STATE for a statement whose
   // effect would outlive its transaction.
   void judgeSessionState();
+  // The data-flow rule: a conversation that has read the group's untrusted content may not act
+  // (UNTRUSTED_FLOW); a statement that reads it marks its conversation (UNTRUSTED_READ).
+  void judgeUntrusted();
   guards::Verdict renderOutside(std::string_view kind, guards::GuardResult r) const;
   // The plan_check's verdict on the plan EXPLAIN returned ("" when it could not run).
   void runPlanCheck(guards::Decision& d, std::string_view plan_json);

@@ -6,6 +6,8 @@
 
 #include "common/lru_map.h"
 #include "common/shared_spares.h"
+#include "guards/masking.h"
+#include "history/text.h"
 
 namespace pgwarden::daemon {
 
@@ -50,6 +52,16 @@ void cutSql(std::string_view text, size_t max_bytes, PlannedStatement& st) {
     st.sql.assign(text);
     st.sql_truncated = false;
   }
+}
+
+// A statement's text with its constants replaced by $n (pg_query_normalize), cut to the history
+// limit; the note history keeps for a text that does not parse.
+std::string historySqlWithoutConstants(std::string_view text, size_t max_bytes) {
+  auto normalized = history::normalizeSql(std::string(text));
+  if (!normalized.ok()) return std::string(history::kRedactedUnparsable);
+  PlannedStatement cut;
+  cutSql(*normalized, max_bytes, cut);
+  return std::move(cut.sql);
 }
 
 }  // namespace
@@ -199,6 +211,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
   plan->budget = plan->decision.denied && plan->decision.deny.guard == "budget";
   assignActionsJson(plan->guard_actions_json, plan->decision.actions);
 
+  const guards::Masking* masking = group ? group->masking() : nullptr;
+  plan->history_sql.clear();
   if (!a.ok || a.statements.empty()) {
     plan->statements.resize(1);
     PlannedStatement& ps = plan->statements.front();
@@ -206,6 +220,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     ps.intent.clear();
     ps.tables.clear();
     cutSql(sql, max_sql_bytes, ps);
+    // Constants pgwarden cannot tell from the rest may be masked values: none of it is kept.
+    if (masking && !a.ok) plan->history_sql.emplace_back(history::kRedactedUnparsable);
     return plan;
   }
   plan->statements.resize(a.statements.size());
@@ -226,6 +242,10 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
                                     : sql.size() - loc;
     cutSql(sql.substr(loc, len), max_sql_bytes, ps);
+    if (masking && masking->constantsMayBeValues(s.relations, stats)) {
+      plan->history_sql.resize(a.statements.size());
+      plan->history_sql[i] = historySqlWithoutConstants(sql.substr(loc, len), max_sql_bytes);
+    }
   }
   return plan;
 }

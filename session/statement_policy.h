@@ -30,6 +30,10 @@ struct StatementPlan {
   std::string fingerprint;                   // hex, "" when unknown
   std::string guard_actions_json;            // [{"guard":..,"action":..,"code":..,"reason":..}]
   bool budget = false;                       // denied because a budget ran out
+  // In a group with masked columns: what history records instead of statements[i].sql, for a
+  // statement whose constants may be masked values (its constants replaced by $n, or a note
+  // when it does not parse); "" or past the end: statements[i].sql (docs/masking.md).
+  std::vector<std::string> history_sql;
 };
 
 // The policy engine keeps the plans of deterministic groups (guards::PolicyGroup::deterministic)

@@ -61,6 +61,11 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
     r.tables = st.tables;
     r.sql_text = st.sql;
     r.sql_truncated = st.sql_truncated;
+    if (run.index < run.plan->history_sql.size() && !run.plan->history_sql[run.index].empty()) {
+      // Over masked columns: the constants the caller typed may be their values.
+      r.sql_text = run.plan->history_sql[run.index];
+      r.sql_truncated = false;
+    }
     // The text's fingerprint is this statement's only when the text holds one statement; the
     // writer thread fingerprints a statement of a longer text from its own text.
     if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
@@ -83,6 +88,10 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.single_zero = run.single_zero && run.rows_sent == 1;
   r.tool_name = who.tool;
   r.tool_args = who.tool_args;
+  if (!r.tool_args.empty() && run.plan && run.index < run.plan->history_sql.size() &&
+      !run.plan->history_sql[run.index].empty()) {
+    r.tool_args = R"({"redacted":"the arguments of a call over masked columns"})";
+  }
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.
     const std::string screens = actionsJson(run.screens);

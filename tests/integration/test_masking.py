@@ -3,12 +3,14 @@ byte pgwarden sends (rows, notices, errors, MCP JSON), while count, count(DISTIN
 joins and comparisons on the column answer as they do on the real values."""
 
 import json
+import re
 import struct
+import subprocess
 
 import pytest
 
 import pgwtest
-from mcpsupport import McpHttp, recorded_tool, mcp_daemon_with_group
+from mcpsupport import McpHttp, history, recorded_tool, mcp_daemon_with_group
 
 TABLE = "mask_people"
 SECRET = b"-SECRET"  # every ssn value holds it; no byte sent to a caller may
@@ -21,9 +23,11 @@ def maskd(pgwarden_bin, pg):
     pg.execute(f"""
         DROP TABLE IF EXISTS {TABLE};
         CREATE TABLE {TABLE} (id int PRIMARY KEY, ssn text NOT NULL, name text NOT NULL,
-                              ssn_num int NOT NULL);
+                              ssn_num int NOT NULL, ssn_amount numeric(10, 2) NOT NULL,
+                              ssn_big bigint NOT NULL, ssn_id uuid NOT NULL);
         INSERT INTO {TABLE} SELECT i, 'S' || lpad((i % 5)::text, 3, '0') || '-SECRET',
-                                  'name' || i, 9000 + i % 5
+                                  'name' || i, 9000 + i % 5, -1234.5 + 1000.25 * (i % 5),
+                                  (i % 5) * 10000000000, md5((i % 5)::text)::uuid
           FROM generate_series(1, 40) AS i;
         GRANT SELECT ON {TABLE} TO {pgwtest.READER_ROLE};
         ANALYZE {TABLE};
@@ -153,3 +157,62 @@ def test_a_view_passes_no_masked_value_on(maskd):
     mcp.initialize()
     body = json.dumps(mcp.tool("query", {"sql": f"SELECT number FROM {TABLE}_v"}))
     assert "SECRET" not in body
+
+
+MASKED = "ssn, ssn_num, ssn_amount, ssn_big, ssn_id"
+
+
+def test_text_and_binary_results_give_one_token_per_value(maskd):
+    """A token is made over the value's text form: a binary-format result (what JDBC and other
+    binary drivers ask for) carries the tokens a text-format client (psycopg2) gets."""
+    daemon, _ = maskd
+    sql = f"SELECT {MASKED} FROM {TABLE} ORDER BY id"
+    with daemon.connect(user="core") as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        text_rows = cur.fetchall()
+    assert len(text_rows) == 40 and all(v.startswith("m_") for r in text_rows for v in r)
+    with raw_client(daemon) as c:
+        c.send_msg(b"P", b"\0" + sql.encode() + b"\0" + struct.pack("!H", 0))
+        c.send_msg(b"B", b"\0\0" + struct.pack("!HHHh", 0, 0, 1, 1))  # every column binary
+        c.send_msg(b"D", b"P\0")
+        c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+        rows, tags, _, errors, _ = c.sync()
+        received = bytes(c.sock.received)
+    assert not errors and tags == ["SELECT 40"]
+    binary_rows = []
+    for body in rows:
+        (n,), pos, row = struct.unpack("!H", body[:2]), 2, []
+        for _ in range(n):
+            (ln,) = struct.unpack("!i", body[pos:pos + 4])
+            row.append(body[pos + 4:pos + 4 + ln].decode())
+            pos += 4 + ln
+        binary_rows.append(tuple(row))
+    assert binary_rows == text_rows
+    assert SECRET not in received
+
+
+def test_history_keeps_no_constant_typed_against_a_masked_column(maskd):
+    """The constants of a statement over a table with masked columns are taken out of history's
+    SQL (replaced by $n) on both doors, and the chain verifies over what was stored."""
+    daemon, tokens = maskd
+    with raw_client(daemon) as c:
+        c.query(f"SELECT count(*) FROM {TABLE} WHERE ssn = '{SSNS[3]}' AND name <> 'hist-1'")
+        c.send_extended(f"SELECT count(*) FROM {TABLE} WHERE ssn IN ('{SSNS[1]}') AND id > $1",
+                        params=(0,))
+        assert not c.sync()[3]
+        c.query("SELECT 'hist-kept-2'")  # over no table: its constants stay
+    mcp = McpHttp(daemon.mcp_port, tokens["core"])
+    mcp.initialize()
+    r = mcp.tool("query", {"sql": f"SELECT count(*) AS n FROM {TABLE} WHERE ssn = '{SSNS[4]}'"})
+    assert "8" in json.dumps(r["structuredContent"]["rows"])
+    rows = history(daemon, f"sql_text LIKE '%{TABLE} WHERE ssn%' OR sql_text LIKE '%hist-kept-2%'",
+                   count=4)
+    texts = [r["sql_text"] for r in rows]
+    assert not any("SECRET" in t or "hist-1" in t for t in texts), texts
+    assert f"SELECT count(*) FROM {TABLE} WHERE ssn = $1 AND name <> $2" in texts, texts
+    assert any(re.fullmatch(rf"SELECT count\(\*\) FROM {TABLE} WHERE ssn IN \(\$\d\) AND id > \$\d", t)
+               for t in texts), texts
+    assert any(t == "SELECT 'hist-kept-2'" for t in texts), texts
+    p = subprocess.run([daemon.binary, "history", "verify", "--config", str(daemon.config_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -90,3 +90,27 @@ def test_the_wire_notice_comes_when_the_client_asks_for_it(provd):
         c.query("RESET pgwarden.provenance")
         _, _, notices = c.query("SELECT 1")
         assert not [n for n in notices if n.get("M") == "pgwarden provenance"]
+
+
+def test_the_wire_notice_carries_the_estimate_and_the_statistics_age(provd):
+    """The wire's account has the fields the MCP one has: the planner's estimate when the cost
+    gate planned the statement (the core user's group plans every read) and the age of the
+    catalog statistics the statement was judged by."""
+    daemon, _ = provd
+    with daemon.raw() as c:
+        c.login("core", daemon.passwords["core"])
+        c.query("SET pgwarden.provenance = on")
+        _, tags, notices = c.query("SELECT a.id, b.name FROM prov_a a JOIN prov_b b ON b.id = a.b_id "
+                                   "WHERE a.id <= 20")
+        assert tags == ["SELECT 20"]
+        (p,) = [json.loads(n["D"]) for n in notices if n.get("M") == "pgwarden provenance"]
+        assert isinstance(p["estimated_rows"], int) and p["estimated_rows"] > 0, p
+        assert p["rows_returned"] == 20
+        assert isinstance(p["stats_age_seconds"], int) and 0 <= p["stats_age_seconds"] < 3600, p
+    with daemon.raw() as c:
+        # The agent's group plans nothing: no estimate, and it says so.
+        c.login("agent", daemon.passwords["agent"])
+        c.query("SET pgwarden.provenance = on")
+        _, _, notices = c.query("SELECT id FROM prov_a WHERE id > 10")
+        (p,) = [json.loads(n["D"]) for n in notices if n.get("M") == "pgwarden provenance"]
+        assert p["estimated_rows"] is None and isinstance(p["stats_age_seconds"], int), p

@@ -170,6 +170,7 @@ groups:
         url: "http://127.0.0.1:9/check"
       - kind: budget
         max_statements: 10
+    untrusted_content: {columns: [public.reviews.body], refuse: [writes], refuse_tools: [x]}
   writers:
     mode: guarded_writes
     max_rows_affected: {statement: 10, transaction: 100}

@@ -113,7 +113,7 @@ TEST(MaskRows, DataRowCarriesTokensAndRowDescriptionSaysText) {
 TEST(MaskRows, NullModeAndMalformedRowsNeverPassTheValue) {
   const auto mp = makeMasking(true);
   const Masking& m = *mp;
-  RowMask mask{{false, true}, true};
+  RowMask mask{{false, true}, true, {}};
   std::string out;
   appendMaskedDataRow(out, dataRow({"a", "secret"}), mask, m);
   EXPECT_EQ(out.find("secret"), std::string::npos);
@@ -122,6 +122,42 @@ TEST(MaskRows, NullModeAndMalformedRowsNeverPassTheValue) {
   out.clear();
   appendMaskedDataRow(out, row, mask, *makeMasking());
   EXPECT_EQ(out.find("secr"), std::string::npos);
+}
+
+TEST(MaskRows, ABinaryValueGetsTheTokenOfItsTextForm) {
+  const auto mp = makeMasking();
+  const Masking& m = *mp;
+  // int4, numeric, uuid and text columns, all masked, all sent in binary format.
+  RowMask mask{{true, true, true, true}, true, {23, 1700, 2950, 25}};
+  const std::string int4("\x00\x00\x23\x2a", 4);  // 9002
+  // numeric -1234.50 as numeric_send writes it: 2 base-10000 digits (1234, 5000), weight 0,
+  // sign negative, dscale 2
+  const std::string numeric("\x00\x02\x00\x00\x40\x00\x00\x02\x04\xd2\x13\x88", 12);
+  const std::string uuid("\xc4\xca\x42\x38\xa0\xb9\x23\x82\x0d\xcc\x50\x9a\x6f\x75\x84\x9b", 16);
+  std::string out;
+  appendMaskedDataRow(out, dataRow({int4, numeric, uuid, "S002-SECRET"}), mask, m);
+  std::string text;
+  appendMaskedDataRow(
+      text, dataRow({"9002", "-1234.50", "c4ca4238-a0b9-2382-0dcc-509a6f75849b", "S002-SECRET"}),
+      RowMask{{true, true, true, true}, true, {}}, m);
+  EXPECT_EQ(out, text);
+}
+
+TEST(MaskRows, BinaryFormsPrintAsTheServerPrintsThem) {
+  EXPECT_EQ(binaryAsText(1700, std::string("\x00\x00\x00\x00\x00\x00\x00\x02", 8)), "0.00");
+  // 0.0001: one digit (1) of weight -1, dscale 4
+  EXPECT_EQ(binaryAsText(1700, std::string("\x00\x01\xff\xff\x00\x00\x00\x04\x00\x01", 10)),
+            "0.0001");
+  // 100000000: two digits (1, 0) of weight 2: 1 0000 0000
+  EXPECT_EQ(binaryAsText(1700, std::string("\x00\x01\x00\x02\x00\x00\x00\x00\x00\x01", 10)),
+            "100000000");
+  EXPECT_EQ(binaryAsText(1700, std::string("\x00\x00\x00\x00\xc0\x00\x00\x00", 8)), "NaN");
+  EXPECT_EQ(binaryAsText(20, std::string("\xff\xff\xff\xff\xff\xff\xff\xfe", 8)), "-2");
+  EXPECT_EQ(binaryAsText(16, std::string("\x01", 1)), "t");
+  EXPECT_EQ(binaryAsText(3802, std::string("\x01{\"a\": 1}")), "{\"a\": 1}");
+  EXPECT_FALSE(binaryAsText(23, "abc"));  // malformed
+  EXPECT_FALSE(
+      binaryAsText(1082, std::string("\x00\x00\x00\x01", 4)));  // date: depends on DateStyle
 }
 
 TEST(MaskedColumnsGuard, RefusesWhatWouldShowAValueAndAllowsCountsAndGroups) {

@@ -20,13 +20,29 @@ TEST(Provenance, SaysWhatRanAfterTheRewriteAndWhy) {
   guards::Verdict screen;
   screen.code = "UNKNOWN_VALUE";
   run.screens.push_back(screen);
-  EXPECT_EQ(provenanceDetail(run),
-            R"({"code":"PROVENANCE","executed_sql":"SELECT id FROM t\nLIMIT 1001","rewritten":true,)"
-            R"("verdicts":["ROWS_CAPPED"],"warnings":["UNKNOWN_VALUE"],"rows_returned":40,)"
-            R"("truncated":false})");
+  EXPECT_EQ(
+      provenanceDetail(run, nullptr),
+      R"({"code":"PROVENANCE","executed_sql":"SELECT id FROM t\nLIMIT 1001","rewritten":true,)"
+      R"("verdicts":["ROWS_CAPPED"],"warnings":["UNKNOWN_VALUE"],"estimated_rows":null,)"
+      R"("rows_returned":40,"truncated":false,"stats_age_seconds":null})");
   plan->decision.rewritten_sql.reset();
-  EXPECT_NE(provenanceDetail(run).find(R"("executed_sql":"SELECT id FROM t","rewritten":false)"),
-            std::string::npos);
+  EXPECT_NE(
+      provenanceDetail(run, nullptr).find(R"("executed_sql":"SELECT id FROM t","rewritten":false)"),
+      std::string::npos);
+}
+
+TEST(Provenance, CarriesThePlannersEstimateAndTheStatisticsAge) {
+  auto plan = std::make_shared<StatementPlan>();
+  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false});
+  plan->decision.estimated_rows = 41.6;
+  StatementRun run;
+  run.plan = plan;
+  run.rows_sent = 40;
+  const auto stats = guards::TableStatsSnapshot::fromRows({{"public", "t", "40", "", ""}});
+  const std::string p = provenanceDetail(run, stats.get());
+  EXPECT_NE(p.find(R"("estimated_rows":41,"rows_returned":40)"), std::string::npos) << p;
+  EXPECT_NE(p.find(R"("stats_age_seconds":)"), std::string::npos) << p;
+  EXPECT_EQ(p.find(R"("stats_age_seconds":null)"), std::string::npos) << p;
 }
 
 TEST(Provenance, OnlyTheWordsForOnTurnItOn) {

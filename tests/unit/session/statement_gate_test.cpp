@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "guards/untrusted.h"
 #include "protocol/messages.h"
 #include "tests/unit/session/session_test_util.h"
 
@@ -329,6 +330,54 @@ TEST_F(GateTest, AParseCheckDroppedWhileItWaitsGivesNoVerdict) {
   EXPECT_FALSE(gate_.waiting());
   gate_.parseChecked("");
   EXPECT_EQ(verdicts_, 0);
+}
+
+// The data-flow rule: after a read of untrusted content, the conversation's writes are refused
+// (UNTRUSTED_FLOW), a prepared write too when it is judged again at its Execute; the read itself
+// comes with UNTRUSTED_READ; another conversation is not touched.
+TEST(GateUntrusted, AConversationThatReadUntrustedContentMayNotWrite) {
+  const auto groups =
+      test::groupsFromYaml("flow:\n  untrusted_content: {columns: [public.reviews.body]}\n");
+  PolicyEngine engine(64, 4096);
+  guards::ConversationMarks marks;
+  FakeCaller caller(groups.at("flow").get());
+  GateServices services;
+  services.policy = &engine;
+  services.marks = &marks;
+  StatementGate gate(services, caller, [](GateVerdict) {});
+  const auto decide = [&gate](const std::string& sql,
+                              std::shared_ptr<const StatementPlan> plan = nullptr) {
+    GateRequest r;
+    r.sql = sql;
+    r.plan = std::move(plan);
+    GateVerdict v;
+    EXPECT_TRUE(gate.decide(std::move(r), v));
+    return v.plan;
+  };
+  const std::string write = "UPDATE orders SET status = 'refunded' WHERE id = 42";
+  const auto prepared = decide(write);
+  EXPECT_FALSE(prepared->decision.denied);
+  EXPECT_FALSE(decide("SELECT id, stars FROM reviews")->decision.denied);
+  EXPECT_EQ(marks.size(), 0u);
+  const auto read = decide("SELECT body FROM reviews WHERE id = 2");
+  ASSERT_FALSE(read->decision.denied);
+  ASSERT_EQ(read->decision.warnings.size(), 1u);
+  EXPECT_EQ(read->decision.warnings[0].code, "UNTRUSTED_READ");
+  EXPECT_NE(read->guard_actions_json.find("UNTRUSTED_READ"), std::string::npos);
+  const auto denied = decide(write);
+  ASSERT_TRUE(denied->decision.denied);
+  EXPECT_EQ(denied->decision.deny.code, "UNTRUSTED_FLOW");
+  EXPECT_EQ(denied->decision.deny.sqlstate, "42501");
+  EXPECT_NE(denied->decision.deny.message.find("reviews.body"), std::string::npos);
+  EXPECT_NE(denied->decision.deny.detail.find("next_step"), std::string::npos);
+  EXPECT_TRUE(decide("", prepared)->decision.denied);  // the prepared write, at its Execute
+  EXPECT_FALSE(decide("SELECT count(*) FROM reviews")->decision.denied);  // reads go on
+  GateRequest other;
+  other.sql = write;
+  other.overrides.conversation_id = "c-2";
+  GateVerdict v;
+  ASSERT_TRUE(gate.decide(std::move(other), v));
+  EXPECT_FALSE(v.plan->decision.denied);
 }
 
 }  // namespace
