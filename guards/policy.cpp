@@ -130,6 +130,13 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
 
 PolicyGroup::~PolicyGroup() = default;
 
+void PolicyGroup::setDeclarations(std::vector<DeclaredColumn> soft_delete,
+                                  std::vector<ResultAssertion> assertions) {
+  if (!soft_delete.empty()) noteSoftDeleteDeclared();
+  settings_->soft_delete_columns = std::move(soft_delete);
+  settings_->result_assertions = std::move(assertions);
+}
+
 WriteMode::WriteMode() = default;
 WriteMode::~WriteMode() = default;
 WriteMode::WriteMode(WriteMode&&) noexcept = default;
@@ -657,10 +664,11 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const std::string name = kv.first.as<std::string>();
     const std::string path = "groups." + name;
     const YAML::Node node = kv.second;
-    config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
-                                   "max_rows_affected", "transaction_idle_timeout",
-                                   "transaction_max_age", "allow_ddl", "pool_mode",
-                                   "masked_columns", "masked_as", "schema_only"});
+    config::checkKeys(
+        node, path,
+        {"search_path", "reasons", "guards", "result_screens", "mode", "max_rows_affected",
+         "transaction_idle_timeout", "transaction_max_age", "allow_ddl", "pool_mode",
+         "masked_columns", "masked_as", "schema_only", "soft_delete_columns", "result_assertions"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -698,6 +706,9 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
                                                std::move(reasons), std::move(screens));
     group->setWriteMode(std::move(writes));
     group->setMasking(std::move(masking));
+    group->setDeclarations(
+        parseSoftDeleteColumns(node, path),
+        parseResultAssertions(node["result_assertions"], path + ".result_assertions"));
     if (const auto pool_mode = config::getOptionalString(node, path, "pool_mode")) {
       if (*pool_mode != "session" && *pool_mode != "transaction") {
         config::fail(node["pool_mode"], path + ".pool_mode",

@@ -19,6 +19,7 @@
 #include "analysis/column_stats.h"
 #include "analysis/table_stats.h"
 #include "common/recycling_allocator.h"
+#include "guards/result_assertions.h"
 
 namespace pgwarden::guards {
 
@@ -216,6 +217,9 @@ class PolicyGroup {
   // daemon gives it the instance's key before the configuration is published.
   Masking* masking() const { return masking_.get(); }
   void setMasking(std::shared_ptr<Masking> m) { masking_ = std::move(m); }
+  // soft_delete_columns and result_assertions (guards/result_assertions.h), set once at parse.
+  void setDeclarations(std::vector<DeclaredColumn> soft_delete,
+                       std::vector<ResultAssertion> assertions);
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each

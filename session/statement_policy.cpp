@@ -155,8 +155,11 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
   // A deterministic group decides a text the same way every time over the same snapshot (no
   // guard reads the clock, a script, a service, a budget or the caller), so its plan is kept.
   // Without a group nothing is judged, and the snapshot does not matter.
-  const bool cacheable = (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
-                         c.plans.capacity() > 0;
+  // A tool's own result_assertions make its plan differ from the same text's elsewhere.
+  const bool cacheable =
+      (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
+      c.plans.capacity() > 0 &&
+      !(group && !ctx.tool.empty() && guards::hasToolAssertions(group->settings()));
   if (!cacheable) return c.build(group, sql, ctx, stats);
   const uint64_t ids[2] = {group ? group->id() : 0, group && stats ? stats->generation() : 0};
   c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
@@ -205,6 +208,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     ps.kind.clear();
     ps.intent.clear();
     ps.tables.clear();
+    ps.checks.clear();
     cutSql(sql, max_sql_bytes, ps);
     return plan;
   }
@@ -226,6 +230,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     const size_t len = s.length > 0 ? std::min(static_cast<size_t>(s.length), sql.size() - loc)
                                     : sql.size() - loc;
     cutSql(sql.substr(loc, len), max_sql_bytes, ps);
+    ps.checks.clear();
+    if (group) guards::assertionChecks(group->settings(), s, ctx.tool, ps.checks);
   }
   return plan;
 }
