@@ -55,7 +55,14 @@ const char* columnStatsQuery() {
          " coalesce(CASE WHEN t.typcategory IN ('N', 'D') THEN"
          "   ARRAY[(s.histogram_bounds::text::text[])[1],"
          "     (s.histogram_bounds::text::text[])[array_upper(s.histogram_bounds::text::text[], 1)]]::text"
-         "   END, ''),"
+         // A string column's whole histogram when, with the MCVs, it lists as many values as the
+         // column has (ColumnStats::all_values), up to kMaxListedValues.
+         "   WHEN t.typcategory = 'S' AND s.n_distinct <> 0 AND"
+         "     coalesce(array_length(s.most_common_vals::text::text[], 1), 0) +"
+         "     array_length(s.histogram_bounds::text::text[], 1) >= CASE WHEN s.n_distinct > 0"
+         "     THEN s.n_distinct ELSE -s.n_distinct * c.reltuples END AND"
+         "     array_length(s.histogram_bounds::text::text[], 1) <= 256"
+         "   THEN s.histogram_bounds::text END, ''),"
          " (s.attname IS NOT NULL)::text, u.is_unique::text, u.leads_btree::text,"
          " a.attnotnull::text, coalesce(s.null_frac::text, ''),"
          // The column a single-column foreign key of this column references, "schema.table.column".
@@ -156,7 +163,23 @@ std::vector<std::string> checkInList(std::string_view def) {
 
 namespace {
 std::atomic<bool> soft_delete_seen{false};
+
+// A string column whose MCVs and histogram bounds, all distinct, are as many as its distinct
+// values (ANALYZE read every row: its n_distinct is then a count): they are every value it held.
+void listAllValues(ColumnStats& s) {
+  if (!s.analyzed || s.histogram.empty() || s.n_distinct == 0) return;
+  std::vector<std::string> all = s.histogram;
+  all.insert(all.end(), s.mcv.begin(), s.mcv.end());
+  std::sort(all.begin(), all.end());
+  if (std::adjacent_find(all.begin(), all.end()) != all.end()) return;  // a bound repeats
+  if (s.n_distinct > 0 && static_cast<double>(all.size()) < s.n_distinct) return;
+  s.all_values = std::move(all);
+  s.histogram.clear();  // only N and D columns' bounds are read from it
+}
+
 }  // namespace
+
+void noteSoftDeleteDeclared() { soft_delete_seen.store(true, std::memory_order_relaxed); }
 
 bool softDeleteColumn(std::string_view n, const ColumnStats& c) {
   if (c.category == 'D') {
@@ -204,6 +227,7 @@ std::optional<ColumnRow> parseColumnRow(const std::vector<std::string>& row) {
   if (row.size() > 15) s.null_frac = toDouble(row[15]).value_or(0);
   if (row.size() > 16) s.references = row[16];
   if (softDeleteColumn(out.column, s)) soft_delete_seen.store(true, std::memory_order_relaxed);
+  if (s.category == 'S') listAllValues(s);
   return out;
 }
 

@@ -30,6 +30,9 @@ struct ColumnStats {
   bool not_null = false;                   // pg_attribute.attnotnull
   double null_frac = 0;                    // pg_stats.null_frac: the share of rows holding NULL
   std::string references;  // a single-column foreign key's target, "schema.table.column"
+  // A string column with more values than the MCVs name, whose histogram and MCVs together list
+  // every value it held at the last ANALYZE (sorted); empty otherwise.
+  std::vector<std::string> all_values;
 
   // Every value occurs once: a unique index, or pg_stats' n_distinct of -1.
   bool knownUnique() const { return unique || (analyzed && n_distinct <= -0.999); }
@@ -59,6 +62,9 @@ bool softDeleteColumn(std::string_view name, const ColumnStats& c);
 // Whether any catalog row parsed in this process named such a column: until one does, no read can
 // be flagged for its deleted rows, and results are screened by their shape alone.
 bool softDeleteColumnsSeen();
+// A group declares soft-delete columns in its config (`soft_delete_columns`): reads are screened
+// for them from now on, as if the catalog had named one.
+void noteSoftDeleteDeclared();
 
 // Numbers and dates/timestamps: the types whose text compareValues() reads, so the only ones
 // worth reading bounds of (money, oid, time of day and intervals are left out).

@@ -20,6 +20,7 @@ using pgjson::object;
 
 constexpr size_t kMaxComparisons = 32;
 constexpr size_t kMaxInValues = 256;
+constexpr size_t kMaxOutputs = 64;
 
 std::string_view opName(object body) {
   array names;
@@ -296,9 +297,8 @@ void comparison(object body, const ScreenFacts& f, bool single, const Text& text
     return;
   }
   if (like) {
-    if (v.param == 0 && hasWildcard(v.text)) return;
-    if (v.param > 0) return;  // a bound pattern may hold wildcards
-    c.op = Op::kEq;
+    if (v.param > 0 || v.relative) return;  // a bound pattern may or may not hold wildcards
+    c.op = hasWildcard(v.text) ? Op::kLike : Op::kEq;
     c.icase = kind == "AEXPR_ILIKE";
   } else if (op == "=") {
     c.op = Op::kEq;
@@ -343,6 +343,26 @@ void conjuncts(element e, std::vector<object>& out) {
   } else if (n.type == "A_Expr" && out.size() < kMaxComparisons) {
     out.push_back(n.body);
   }
+}
+
+// The outermost WHERE's conjuncts counted (whatever they are), and its `col IS [NOT] NULL` ones
+// added to the comparisons.
+void whereConditions(element e, ScreenFacts& f, bool single) {
+  Node n = asNode(e);
+  if (n.type == "BoolExpr" && pgjson::str(n.body, "boolop") == "AND_EXPR") {
+    array args;
+    if (!pgjson::getArray(n.body, "args", args)) return;
+    for (element a : args) whereConditions(a, f, single);
+    return;
+  }
+  if (f.where_conditions >= static_cast<int>(kMaxComparisons)) return;
+  ++f.where_conditions;
+  element arg;
+  if (n.type != "NullTest" || !pgjson::get(n.body, "arg", arg)) return;
+  ScreenComparison c;
+  if (!columnOf(arg, f, single, c.table, c.column)) return;
+  c.op = pgjson::str(n.body, "nulltesttype") == "IS_NULL" ? Op::kIsNull : Op::kNotNull;
+  f.comparisons.push_back(std::move(c));
 }
 
 void joinQuals(element item, const ScreenFacts& f, const Text& text,
@@ -599,6 +619,50 @@ void outerJoinCount(object select, const Text& text, ScreenFacts& f) {
   }
 }
 
+// The name PostgreSQL gives a target list entry's column: its alias, a column's name, a
+// function's name (through casts); "" for a `*` (its columns are not known here).
+std::string outputName(object target) {
+  if (const std::string_view alias = pgjson::str(target, "name"); !alias.empty())
+    return std::string(alias);
+  element val;
+  if (!pgjson::get(target, "val", val)) return "?column?";
+  Node n = asNode(val);
+  while (n.type == "TypeCast") {
+    element arg;
+    if (!pgjson::get(n.body, "arg", arg)) break;
+    Node inner = asNode(arg);
+    if (inner.type != "ColumnRef" && inner.type != "FuncCall" && inner.type != "TypeCast") break;
+    n = inner;
+  }
+  if (n.type == "ColumnRef") {
+    array fields;
+    std::string_view last;
+    if (pgjson::getArray(n.body, "fields", fields)) {
+      for (element x : fields) {
+        if (asNode(x).type == "A_Star") return "";
+        last = pgjson::stringNode(x);
+      }
+    }
+    return std::string(last);
+  }
+  if (n.type == "FuncCall") return funcName(n.body);
+  return "?column?";
+}
+
+void outputNames(object select, ScreenFacts& f) {
+  array targets;
+  if (!pgjson::getArray(select, "targetList", targets)) return;
+  for (element t : targets) {
+    Node rt = asNode(t);
+    std::string name = rt.type == "ResTarget" ? outputName(rt.body) : std::string();
+    if (name.empty() || f.outputs.size() >= kMaxOutputs) {
+      f.outputs.clear();  // a `*`: which column is where is not known
+      return;
+    }
+    f.outputs.push_back(std::move(name));
+  }
+}
+
 }  // namespace facts
 
 void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, ScreenFacts& f) {
@@ -625,6 +689,8 @@ void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, S
   std::vector<object> parts;
   if (pgjson::get(n.body, "whereClause", where)) conjuncts(where, parts);
   for (object p : parts) comparison(p, f, single, text, f.comparisons);
+  if (pgjson::has(n.body, "whereClause")) whereConditions(where, f, single);
+  f.grouped_filter = pgjson::has(n.body, "havingClause");
 
   // Statement-only issues: the conditions (WHERE, HAVING, each JOIN's ON) and the target list.
   element having;
@@ -649,6 +715,7 @@ void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, S
   }
   leftJoinFiltered(n.body, text, f);
   softDeleteFacts(n.body, text, f);
+  outputNames(n.body, f);
 }
 
 }  // namespace pgwarden::guards::detail

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pgwarden::guards {
@@ -31,8 +32,9 @@ struct ScreenValue {
 
 struct ScreenComparison {
   // kEq: col = v, col IN (...), col LIKE v without wildcards; kLower: col > / >= v (a range that
-  // starts at v); kUpper: col < / <= v (one that ends at v).
-  enum class Op { kEq, kLower, kUpper };
+  // starts at v); kUpper: col < / <= v (one that ends at v); kLike: col LIKE / ILIKE a constant
+  // pattern with wildcards; kIsNull, kNotNull: col IS [NOT] NULL (no value).
+  enum class Op { kEq, kLower, kUpper, kLike, kIsNull, kNotNull };
   Op op = Op::kEq;
   bool icase = false;     // ILIKE: matches regardless of case
   bool inclusive = true;  // >=, <= (and BETWEEN) rather than >, <
@@ -83,6 +85,13 @@ struct ScreenIssue {
 struct ScreenFacts {
   std::vector<ScreenTable> tables;          // the outermost FROM's plain tables, in order
   std::vector<ScreenComparison> comparisons;  // conjuncts of the outermost WHERE
+  // How many conjuncts the outermost WHERE has, understood or not (bounded): when it equals the
+  // comparisons' count, they are the whole condition.
+  int where_conditions = 0;
+  bool grouped_filter = false;  // HAVING (a condition on groups, not rows)
+  // The result's column names in order, as PostgreSQL names them (alias, column, function);
+  // empty when the target list holds a `*` (result_assertions match these names).
+  std::vector<std::string> outputs;
   bool limit_without_order = false;         // LIMIT n at the top with no ORDER BY
   bool count_or_sum = false;                // count(...) or sum(...) in the outermost target list
   bool joined = false;                      // the outermost FROM joins two or more items
@@ -102,5 +111,9 @@ struct ScreenFacts {
   }
   bool operator==(const ScreenFacts&) const = default;
 };
+
+// Whether `word` (lowercase) occurs in `sql` outside its string constants and comments, where a
+// name would be written (a constant is data the shape cache may swap for another).
+bool namesWord(std::string_view sql, std::string_view word);
 
 }  // namespace pgwarden::guards

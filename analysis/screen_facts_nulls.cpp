@@ -369,7 +369,9 @@ bool containsWord(std::string_view sql, std::string_view word) {
       continue;
     }
     size_t k = 0;
-    while (k < word.size() && i + k < sql.size() && (sql[i + k] | 0x20) == word[k]) ++k;
+    // ASCII letters compare case-blind; '_' and digits as they are.
+    auto folded = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch | 0x20) : ch; };
+    while (k < word.size() && i + k < sql.size() && folded(sql[i + k]) == word[k]) ++k;
     if (k == word.size()) return true;
     ++i;
   }
@@ -428,3 +430,11 @@ void softDeleteFacts(object select, const Text& text, ScreenFacts& f) {
 }
 
 }  // namespace pgwarden::guards::detail::facts
+
+namespace pgwarden::guards {
+
+bool namesWord(std::string_view sql, std::string_view word) {
+  return detail::facts::containsWord(sql, word);
+}
+
+}  // namespace pgwarden::guards

@@ -62,10 +62,16 @@ inline constexpr std::string_view kLeftJoinFiltered = "LEFT_JOIN_FILTERED";
 // Screens of the statement read against the catalog's keys and soft-delete columns.
 inline constexpr std::string_view kForeignKeyMismatch = "FOREIGN_KEY_MISMATCH";
 inline constexpr std::string_view kSoftDeletedRows = "SOFT_DELETED_ROWS";
+// An empty result whose conditions each match rows by the statistics, but not together.
+inline constexpr std::string_view kConditionsExclude = "CONDITIONS_EXCLUDE";
+// A result value outside what the group's result_assertions declare.
+inline constexpr std::string_view kAssertionFailed = "ASSERTION_FAILED";
 inline constexpr std::string_view kResultScreens[] = {
-    kUnknownValue,   kOutOfRange,         kUnfiltered,       kArbitraryRows,      kPartialResult,
-    kFanoutJoin,     kNullComparison,     kNotInNull,        kIntegerDivision,    kDistinctMeasure,
-    kOuterJoinCount, kTimestampDateBound, kLeftJoinFiltered, kForeignKeyMismatch, kSoftDeletedRows};
+    kUnknownValue,     kOutOfRange,         kUnfiltered,      kArbitraryRows,
+    kPartialResult,    kFanoutJoin,         kNullComparison,  kNotInNull,
+    kIntegerDivision,  kDistinctMeasure,    kOuterJoinCount,  kTimestampDateBound,
+    kLeftJoinFiltered, kForeignKeyMismatch, kSoftDeletedRows, kConditionsExclude,
+    kAssertionFailed};
 
 // Guarded writes (docs/writes.md). Denials: a write before the table was read (55000
 // object_not_in_prerequisite_state), a write or DDL outside BEGIN (25P01 no_active_sql_transaction),

@@ -35,6 +35,9 @@ struct GroupSettings {
     auto it = result_screens.find(code);
     return it == result_screens.end() ? Action::kWarn : it->second;
   }
+  // Declared in the group's config (guards/result_assertions.h).
+  std::vector<DeclaredColumn> soft_delete_columns = {};
+  std::vector<ResultAssertion> result_assertions = {};
   // The group's operator-written reasons (null: none), so that a guard can leave out facts no
   // one will read: a rewrite's detail is never sent, so its facts serve only such a reason.
   const ReasonOverrides* reasons = nullptr;

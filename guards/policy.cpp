@@ -131,6 +131,13 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
 
 PolicyGroup::~PolicyGroup() = default;
 
+void PolicyGroup::setDeclarations(std::vector<DeclaredColumn> soft_delete,
+                                  std::vector<ResultAssertion> assertions) {
+  if (!soft_delete.empty()) noteSoftDeleteDeclared();
+  settings_->soft_delete_columns = std::move(soft_delete);
+  settings_->result_assertions = std::move(assertions);
+}
+
 WriteMode::WriteMode() = default;
 WriteMode::~WriteMode() = default;
 WriteMode::WriteMode(WriteMode&&) noexcept = default;
@@ -663,7 +670,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
                                    "max_rows_affected", "transaction_idle_timeout",
                                    "transaction_max_age", "allow_ddl", "pool_mode",
                                    "masked_columns", "masked_as", "schema_only",
-                                   "untrusted_content"});
+                                   "untrusted_content", "soft_delete_columns", "result_assertions"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -702,6 +709,9 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     group->setWriteMode(std::move(writes));
     group->setMasking(std::move(masking));
     group->setUntrusted(UntrustedContent::parse(node, path));
+    group->setDeclarations(
+        parseSoftDeleteColumns(node, path),
+        parseResultAssertions(node["result_assertions"], path + ".result_assertions"));
     if (const auto pool_mode = config::getOptionalString(node, path, "pool_mode")) {
       if (*pool_mode != "session" && *pool_mode != "transaction") {
         config::fail(node["pool_mode"], path + ".pool_mode",

@@ -19,6 +19,7 @@
 #include "analysis/column_stats.h"
 #include "analysis/table_stats.h"
 #include "common/recycling_allocator.h"
+#include "guards/result_assertions.h"
 
 namespace pgwarden::guards {
 
@@ -223,6 +224,9 @@ class PolicyGroup {
   // (guards/untrusted.h); null when it declares none.
   const UntrustedContent* untrusted() const { return untrusted_.get(); }
   void setUntrusted(std::shared_ptr<const UntrustedContent> u) { untrusted_ = std::move(u); }
+  // soft_delete_columns and result_assertions (guards/result_assertions.h), set once at parse.
+  void setDeclarations(std::vector<DeclaredColumn> soft_delete,
+                       std::vector<ResultAssertion> assertions);
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each

@@ -10,7 +10,7 @@ void outOfRange(const ScreenInput& in, Findings& out) {
   if (!nothingMatched(in.result)) return;
   using Op = guards::ScreenComparison::Op;
   for (const auto& c : in.statement->screen.comparisons) {
-    if (c.op == Op::kEq || c.values.size() != 1) continue;
+    if ((c.op != Op::kLower && c.op != Op::kUpper) || c.values.size() != 1) continue;
     // A relative time is folded to its day with a day of slack towards the data.
     std::string folded;
     const guards::ScreenValue& value = c.values.front();

@@ -121,6 +121,7 @@ bool worthScreening(const guards::StatementInfo& st) {
 
 bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
   if (r.truncated) return true;  // PARTIAL_RESULT
+  if (r.checks && detail::assertionsBroken(r)) return true;  // ASSERTION_FAILED
   if (!worthScreening(st)) return false;
   const guards::ScreenFacts& f = st.screen;
   if (detail::nothingMatched(r) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
@@ -149,6 +150,8 @@ std::vector<guards::Verdict> screenResult(const ScreenInput& in) {
   detail::timestampBound(in, found);
   detail::foreignKeyMismatch(in, found);
   detail::softDeletes(in, found);
+  detail::conditionsExclude(in, found);
+  detail::assertionFailed(in, found);
   if (found.empty()) return out;
   static const guards::PolicyGroup kDefaultGroup("", {}, {});
   const guards::PolicyGroup& group = in.group ? *in.group : kDefaultGroup;

@@ -1,7 +1,8 @@
 // Result screens: after a statement succeeded, is its result probably not the answer? Given the
 // statement's analysis, a summary of what the server returned and the catalog snapshot, each
 // screen may find one thing (UNKNOWN_VALUE, OUT_OF_RANGE, UNFILTERED, ARBITRARY_ROWS,
-// PARTIAL_RESULT, FANOUT_JOIN) and say what to do next. Pure and loop-safe; never touches rows.
+// PARTIAL_RESULT, FANOUT_JOIN, ...) and say what to do next. Pure and loop-safe; never touches
+// rows (ASSERTION_FAILED reads what the front end's row count noted of them).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,9 @@ struct ResultSummary {
   int64_t row_cap = -1;      // the cap in force, -1 none
   bool single_null =
       false;  // exactly one row of one column that is NULL (sum, avg, max over nothing)
+  // The group's result_assertions for this statement and what the rows broke (null: none).
+  const std::vector<guards::AssertionCheck>* checks = nullptr;
+  const guards::AssertionFailures* failures = nullptr;
 };
 
 struct ScreenInput {

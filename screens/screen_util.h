@@ -65,6 +65,10 @@ void statementIssues(const ScreenInput& in, Findings& out);
 void timestampBound(const ScreenInput& in, Findings& out);
 void foreignKeyMismatch(const ScreenInput& in, Findings& out);
 void softDeletes(const ScreenInput& in, Findings& out);
+void conditionsExclude(const ScreenInput& in, Findings& out);
+void assertionFailed(const ScreenInput& in, Findings& out);
+// Whether the group's result_assertions were broken (values out of bounds, a row count).
+bool assertionsBroken(const ResultSummary& r);
 
 // The statement's screened text with [location, location + length) replaced: the corrected
 // statement a hint shows; empty when the text is not at hand (cut for history).

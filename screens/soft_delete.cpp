@@ -1,5 +1,6 @@
 // SOFT_DELETED_ROWS: a read of a table with a soft-delete column (deleted_at, archived_at,
-// is_deleted...: found by name and type) that does not name it, while the statistics say some
+// is_deleted...: found by name and type, or declared in the group's soft_delete_columns) that
+// does not name it, while the statistics say some
 // rows are marked deleted: the answer includes them. The count is the estimate pg_stats gives
 // (null_frac of a timestamp, the frequency of true of a boolean); no probe, no round trip. The
 // hint is the statement with the filter added.
@@ -19,22 +20,43 @@ struct SoftDelete {
   double deleted = 0;  // estimated rows marked deleted
 };
 
-SoftDelete softDeleteOf(const guards::TableStats& t) {
-  SoftDelete out;
-  for (const auto& [name, col] : t.columns) {
-    if (!col.analyzed || !guards::softDeleteColumn(name, col)) continue;
-    const double rows = static_cast<double>(t.estimated_rows);
-    if (col.category == 'D') {
-      if (col.not_null) continue;  // a deleted_at that is never NULL marks nothing
-      out = SoftDelete{&name, false, (1.0 - col.null_frac) * rows};
-    } else {
-      double share = 0;
-      for (size_t i = 0; i < col.mcv.size() && i < col.mcv_freqs.size(); ++i) {
-        if (col.mcv[i] == "t" || col.mcv[i] == "true") share = col.mcv_freqs[i];
+// The rows `col` marks deleted: a time that is not NULL, or a boolean that is true.
+SoftDelete marked(const std::string& name, const guards::ColumnStats& col, int64_t estimated_rows) {
+  const double rows = static_cast<double>(estimated_rows);
+  if (!col.analyzed) return {};
+  if (col.category == 'D') {
+    if (col.not_null) return {};  // a deleted_at that is never NULL marks nothing
+    return SoftDelete{&name, false, (1.0 - col.null_frac) * rows};
+  }
+  if (col.type != "boolean") return {};
+  double share = 0;
+  for (size_t i = 0; i < col.mcv.size() && i < col.mcv_freqs.size(); ++i) {
+    if (col.mcv[i] == "t" || col.mcv[i] == "true") share = col.mcv_freqs[i];
+  }
+  return SoftDelete{&name, true, share * rows};
+}
+
+// The table's soft-delete column that marks rows: one the group declares for it (unless the
+// statement names it), else one found by name and type.
+SoftDelete softDeleteOf(const ScreenInput& in, const guards::TableStats& t, std::string_view schema,
+                        std::string_view table) {
+  if (in.group) {
+    for (const auto& d : in.group->settings().soft_delete_columns) {
+      if (d.schema != schema || d.table != table) continue;
+      auto it = t.columns.find(d.column);
+      // The screened text must be at hand to tell whether it names the column.
+      if (it == t.columns.end() || in.sql.empty() ||
+          guards::namesWord(in.sql, guards::util::lower(d.column))) {
+        continue;
       }
-      out = SoftDelete{&name, true, share * rows};
+      SoftDelete out = marked(it->first, it->second, t.estimated_rows);
+      if (out.column && out.deleted >= 1) return out;
     }
-    if (out.deleted >= 1) return out;
+  }
+  for (const auto& [name, col] : t.columns) {
+    if (!guards::softDeleteColumn(name, col)) continue;
+    SoftDelete out = marked(name, col, t.estimated_rows);
+    if (out.column && out.deleted >= 1) return out;
   }
   return {};
 }
@@ -51,7 +73,7 @@ void softDeletes(const ScreenInput& in, Findings& out) {
     const guards::TableStats* ts =
         guards::util::findStats(in.stats, t.schema, t.name, settings, &schema);
     if (!ts) continue;
-    const SoftDelete sd = softDeleteOf(*ts);
+    const SoftDelete sd = softDeleteOf(in, *ts, schema, t.name);
     if (!sd.column) continue;
     const std::string table = std::string(schema) + "." + t.name;
     const std::string written =

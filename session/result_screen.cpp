@@ -33,6 +33,11 @@ screens::ResultSummary summaryOf(const StatementRun& run) {
   r.single_null = run.single_null && run.rows_sent == 1;
   r.truncated = run.truncated;
   r.row_cap = run.max_rows;
+  if (run.plan && run.index < run.plan->statements.size() &&
+      !run.plan->statements[run.index].checks.empty()) {
+    r.checks = &run.plan->statements[run.index].checks;
+    r.failures = &run.assertion_failures;
+  }
   return r;
 }
 

@@ -22,6 +22,14 @@ bool countDataRow(StatementRun& run, const protocol::Frame& f, int64_t cap) {
     run.single_zero = row && row->columns == 1 && first && isZeroCell(*first);
     run.single_null = row && row->columns == 1 && !first;
   }
+  if (run.plan && run.index < run.plan->statements.size()) {
+    const auto& checks = run.plan->statements[run.index].checks;
+    if (!checks.empty()) {
+      if (auto values = protocol::parseDataRowValues(f.body)) {
+        guards::checkRow(checks, *values, run.rows_sent, run.assertion_failures);
+      }
+    }
+  }
   return true;
 }
 

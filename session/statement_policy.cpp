@@ -167,8 +167,11 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
   // A deterministic group decides a text the same way every time over the same snapshot (no
   // guard reads the clock, a script, a service, a budget or the caller), so its plan is kept.
   // Without a group nothing is judged, and the snapshot does not matter.
-  const bool cacheable = (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
-                         c.plans.capacity() > 0;
+  // A tool's own result_assertions make its plan differ from the same text's elsewhere.
+  const bool cacheable =
+      (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
+      c.plans.capacity() > 0 &&
+      !(group && !ctx.tool.empty() && guards::hasToolAssertions(group->settings()));
   if (!cacheable) return c.build(group, sql, ctx, stats);
   const uint64_t ids[2] = {group ? group->id() : 0, group && stats ? stats->generation() : 0};
   c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
@@ -219,6 +222,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     ps.kind.clear();
     ps.intent.clear();
     ps.tables.clear();
+    ps.checks.clear();
     cutSql(sql, max_sql_bytes, ps);
     // Constants pgwarden cannot tell from the rest may be masked values: none of it is kept.
     if (masking && !a.ok) plan->history_sql.emplace_back(history::kRedactedUnparsable);
@@ -246,6 +250,10 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
       plan->history_sql.resize(a.statements.size());
       plan->history_sql[i] = historySqlWithoutConstants(sql.substr(loc, len), max_sql_bytes);
     }
+    ps.checks.clear();
+    // A masking group's rows are checked before their masked values are replaced, and a
+    // breach names the value: its result_assertions are not checked.
+    if (group && !group->masking()) guards::assertionChecks(group->settings(), s, ctx.tool, ps.checks);
   }
   return plan;
 }

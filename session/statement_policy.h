@@ -21,6 +21,8 @@ struct PlannedStatement {
   std::vector<std::string> tables;
   std::string sql;             // this statement's text, cut to the history limit
   bool sql_truncated = false;
+  // The group's result_assertions that apply to this statement's result (nearly always none).
+  std::vector<guards::AssertionCheck> checks;
 };
 
 struct StatementPlan {

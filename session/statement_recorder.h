@@ -43,6 +43,8 @@ struct StatementRun {
   int64_t first_value_rows = 0;  // rows seen while checking single_zero
   // The Bind's parameter values, kept only when a result screen may need them.
   std::shared_ptr<const ScreenParams> params;
+  // Result values that broke the group's result_assertions (ASSERTION_FAILED).
+  guards::AssertionFailures assertion_failures;
   // What the result screens said about the result (history's guard_actions, metrics).
   std::vector<guards::Verdict> screens;
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.

@@ -17,9 +17,18 @@ from conftest import DaemonSet
 SCREEN_CODES = {"UNKNOWN_VALUE", "OUT_OF_RANGE", "UNFILTERED", "ARBITRARY_ROWS", "PARTIAL_RESULT",
                 "FANOUT_JOIN", "NULL_COMPARISON", "NOT_IN_NULL", "INTEGER_DIVISION",
                 "DISTINCT_MEASURE", "OUTER_JOIN_COUNT", "TIMESTAMP_DATE_BOUND", "LEFT_JOIN_FILTERED",
-                "FOREIGN_KEY_MISMATCH", "SOFT_DELETED_ROWS"}
+                "FOREIGN_KEY_MISMATCH", "SOFT_DELETED_ROWS", "CONDITIONS_EXCLUDE", "ASSERTION_FAILED"}
 
-TABLES = "sq_payments, sq_items, sq_orders, sq_users, sq_products, sq_customers, sq_tenants"
+TABLES = "sq_payments, sq_items, sq_orders, sq_users, sq_products, sq_customers, sq_tenants, sq_coupons"
+
+# What the corpus's group declares (docs/answers.md): result assertions (class 8) and a soft-delete
+# column no name gives away (retired_at).
+DECLARATIONS = {
+    "result_assertions": [{"columns": "*_pct", "min": 0, "max": 100},
+                          {"columns": "*_rate", "min": 0, "max": 1},
+                          {"columns": "amount*", "min": 0}],
+    "soft_delete_columns": ["public.sq_coupons.retired_at"],
+}
 
 SCHEMA = f"""
     DROP TABLE IF EXISTS {TABLES};
@@ -38,6 +47,8 @@ SCHEMA = f"""
                            sku text NOT NULL, qty int NOT NULL, price numeric NOT NULL);
     CREATE TABLE sq_payments (id int PRIMARY KEY, order_id int REFERENCES sq_orders(id),
                               amount numeric NOT NULL, paid_at timestamptz NOT NULL);
+    CREATE TABLE sq_coupons (id int PRIMARY KEY, code text NOT NULL, pct int NOT NULL,
+                             retired_at timestamptz);
     INSERT INTO sq_tenants SELECT i, 't' || i, (ARRAY['free', 'pro'])[1 + i % 2] FROM generate_series(1, 20) i;
     INSERT INTO sq_customers
       SELECT i, 1 + i % 20, 'c' || i, (ARRAY['DE', 'FR', NULL, 'US'])[1 + i % 4],
@@ -64,6 +75,9 @@ SCHEMA = f"""
       SELECT i, CASE WHEN i % 25 = 0 THEN NULL ELSE 1 + (i * 3) % 3000 END, (i % 70) + 0.5,
              now() - i * interval '3 hours'
       FROM generate_series(1, 2500) i;
+    INSERT INTO sq_coupons
+      SELECT i, 'C' || i, i % 50, CASE WHEN i % 5 = 0 THEN now() - i * interval '1 day' END
+      FROM generate_series(1, 200) i;
     GRANT SELECT ON {TABLES} TO {pgwtest.READER_ROLE};
     ANALYZE {TABLES};
 """
@@ -168,6 +182,11 @@ SILENT = [
     S("unknown_value", "SELECT count(*) FROM sq_orders WHERE status IN ('CANCELLED', 'REFUNDED')", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_users WHERE email = 'nobody@example.com' AND deleted_at IS NULL",
       "UNKNOWN_VALUE", False),
+    S("unknown_value", "SELECT plan FROM sq_tenants WHERE name = 'T7'", "UNKNOWN_VALUE"),
+    S("unknown_value", "SELECT count(*) FROM sq_items WHERE sku = 'sku-7'", "UNKNOWN_VALUE"),
+    S("unknown_pattern", "SELECT count(*) FROM sq_orders WHERE status LIKE 'ship%'", "UNKNOWN_VALUE"),
+    S("unknown_pattern", "SELECT count(*) FROM sq_tenants WHERE name LIKE 'tenant%'", "UNKNOWN_VALUE"),
+    S("unknown_pattern", "SELECT sum(qty) FROM sq_items WHERE sku LIKE 'SKU%'", "UNKNOWN_VALUE"),
     # 6. Soft deletes
     S("soft_delete", "SELECT count(*) FROM sq_users WHERE tenant_id = 3", "SOFT_DELETED_ROWS"),
     S("soft_delete", "SELECT sku, price FROM sq_products WHERE tenant_id = 4 ORDER BY sku LIMIT 10",
@@ -175,11 +194,21 @@ SILENT = [
     S("soft_delete", "SELECT t.name, count(*) FROM sq_tenants t JOIN sq_users u ON u.tenant_id = t.id "
       "GROUP BY t.name ORDER BY t.name", "SOFT_DELETED_ROWS"),
     # 7. Empty results explained
-    S("empty_explained", "SELECT count(*) FROM sq_orders WHERE status = 'SHIPPED' AND shipped_at IS NOT NULL "
-      "AND amount_cents > 999", "EMPTY_EXPLAINED", False),
-    # 8. Operator assertions
+    S("conditions_exclude", "SELECT count(*) FROM sq_orders WHERE status = 'NEW' AND shipped_at IS NOT NULL",
+      "CONDITIONS_EXCLUDE"),
+    S("conditions_exclude", "SELECT id FROM sq_orders WHERE shipped_at IS NULL AND status = 'SHIPPED'",
+      "CONDITIONS_EXCLUDE"),
+    S("conditions_exclude", "SELECT count(*) FROM sq_orders WHERE status IN ('NEW', 'PAID') "
+      "AND shipped_at IS NOT NULL", "CONDITIONS_EXCLUDE"),
+    # 8. Operator assertions (DECLARATIONS)
     S("assertion", "SELECT id, discount_pct * 100 AS discount_pct FROM sq_orders ORDER BY id LIMIT 5",
-      "ASSERTION_FAILED", False),
+      "ASSERTION_FAILED"),
+    S("assertion", "SELECT status, count(*) FILTER (WHERE shipped_at IS NOT NULL) * 100.0 / count(*) AS "
+      "shipped_rate FROM sq_orders GROUP BY status ORDER BY status", "ASSERTION_FAILED"),
+    S("assertion", "SELECT id, amount - 40 AS amount FROM sq_payments ORDER BY id LIMIT 3", "ASSERTION_FAILED"),
+    # 6. Soft deletes declared in config (retired_at)
+    S("declared_soft_delete", "SELECT count(*) FROM sq_coupons WHERE pct >= 20", "SOFT_DELETED_ROWS"),
+    S("declared_soft_delete", "SELECT code FROM sq_coupons ORDER BY pct DESC, id LIMIT 3", "SOFT_DELETED_ROWS"),
     # Older shapes
     S("arbitrary_rows", "SELECT id FROM sq_orders WHERE status = 'PAID' LIMIT 5", "ARBITRARY_ROWS"),
 ]
@@ -260,7 +289,20 @@ CORRECT = [
     C("soft_delete", "SELECT count(*) FROM sq_users WHERE deleted_at IS NOT NULL"),
     C("soft_delete", "SELECT t.name, count(*) FROM sq_tenants t JOIN sq_users u ON u.tenant_id = t.id "
       "WHERE u.deleted_at IS NULL GROUP BY t.name ORDER BY t.name"),
+    C("unknown_value", "SELECT plan FROM sq_tenants WHERE name = 't7'"),
+    C("unknown_value", "SELECT count(*) FROM sq_customers WHERE name = 'c9999'"),
+    C("unknown_pattern", "SELECT count(*) FROM sq_orders WHERE status ILIKE 'ship%'"),
+    C("unknown_pattern", "SELECT sum(qty) FROM sq_items WHERE sku LIKE 'sku1%'"),
+    C("unknown_pattern", "SELECT count(*) FROM sq_customers WHERE name LIKE 'zz%'"),
+    C("conditions_exclude", "SELECT count(*) FROM sq_orders WHERE status = 'SHIPPED' AND shipped_at IS NOT NULL"),
+    C("conditions_exclude", "SELECT count(*) FROM sq_customers WHERE country = 'DE' AND churned_at IS NOT NULL"),
+    C("conditions_exclude", "SELECT count(*) FROM sq_orders WHERE status = 'NEW' AND customer_id = 7"),
     C("assertion", "SELECT id, discount_pct FROM sq_orders ORDER BY id LIMIT 5"),
+    C("assertion", "SELECT status, count(*) FILTER (WHERE shipped_at IS NOT NULL) * 1.0 / count(*) AS "
+      "shipped_rate FROM sq_orders GROUP BY status ORDER BY status"),
+    C("assertion", "SELECT id, amount FROM sq_payments ORDER BY id LIMIT 3"),
+    C("declared_soft_delete", "SELECT count(*) FROM sq_coupons WHERE pct >= 20 AND retired_at IS NULL"),
+    C("declared_soft_delete", "SELECT code FROM sq_coupons WHERE retired_at IS NULL ORDER BY pct DESC, id LIMIT 3"),
     C("arbitrary_rows", "SELECT id FROM sq_orders WHERE status = 'PAID' ORDER BY id LIMIT 5"),
 ]
 
@@ -270,7 +312,7 @@ def shop(pgwarden_bin, pg):
     pg.execute(SCHEMA)
     daemons = DaemonSet(pgwarden_bin)
     try:
-        yield daemons.start(pg)
+        yield daemons.start(pg, overrides={"groups": {"passthrough": DECLARATIONS}})
     finally:
         daemons.teardown()
         pg.execute(f"DROP TABLE IF EXISTS {TABLES}")

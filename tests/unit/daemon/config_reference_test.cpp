@@ -151,6 +151,10 @@ tools:
     plan_check: {deny_seq_scan_on: [public.t]}
 groups:
   agents:
+    result_assertions:
+      - {columns: "*_pct", min: 0, max: 100, tables: [public.t], tools: [t]}
+      - {rows: 1}
+    soft_delete_columns: [public.t.deleted_on]
     guards:
       - kind: read_only
       - kind: multi_statement

@@ -52,11 +52,84 @@ TEST(UnknownValue, InListAndLikeWithoutWildcards) {
             std::vector<std::string>{"UNKNOWN_VALUE"});
   EXPECT_EQ(codesOf(r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late'")),
             std::vector<std::string>{"UNKNOWN_VALUE"});
-  // A wildcard pattern is not a value; ILIKE of a known value in another case matches.
-  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late%'").empty());
+  // ILIKE of a known value in another case matches.
   EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status ILIKE 'delayed'").empty());
   // One known value in the list: the emptiness has another cause.
   EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IN ('late', 'DELAYED')").empty());
+}
+
+TEST(UnknownValue, PatternsThatMatchNoKnownValue) {
+  Screening r;
+  auto vs = r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late%'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(
+      vs[0].message.rfind(
+          "No value of status matches LIKE 'late%'; its values are DELAYED, DELIVERED, RETURNED",
+          0),
+      0u)
+      << vs[0].message;
+  EXPECT_NE(vs[0].detail.find("\"pattern\":\"late%\""), std::string::npos) << vs[0].detail;
+  // Only ILIKE would match: named, and the hint is the ILIKE.
+  vs = r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'del%'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_NE(vs[0].message.find("(ILIKE would match 'DELAYED')"), std::string::npos)
+      << vs[0].message;
+  EXPECT_EQ(vs[0].hint, "status ILIKE 'del%'");
+  // A pattern some value matches, with _, %, ILIKE or an escaped wildcard: silent.
+  for (const char* sql : {"SELECT id FROM fct_shipments WHERE status LIKE 'DEL%'",
+                          "SELECT id FROM fct_shipments WHERE status LIKE '%TURN%'",
+                          "SELECT id FROM fct_shipments WHERE status LIKE 'D_LAYED'",
+                          "SELECT id FROM fct_shipments WHERE status ILIKE 'del%'",
+                          "SELECT id FROM fct_shipments WHERE status LIKE '%'"}) {
+    EXPECT_TRUE(r.screen(sql).empty()) << sql;
+  }
+  // A column whose values are not all known (tracking_no): no claim.
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE tracking_no LIKE 'ZZ%'").empty());
+  // Not empty: nothing to explain.
+  r.result = rows(3);
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status LIKE 'late%'").empty());
+}
+
+TEST(UnknownValue, OneTypedCharacterIsANearMatch) {
+  Screening r;
+  auto vs = r.screen("SELECT id FROM fct_shipments WHERE status = 'DELIVRED'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_NE(vs[0].message.find("did you mean 'DELIVERED'?"), std::string::npos) << vs[0].message;
+  vs = r.screen("SELECT id FROM fct_shipments WHERE status = 'DELAYDE'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_NE(vs[0].message.find("did you mean 'DELAYED'?"), std::string::npos) << vs[0].message;
+  vs = r.screen("SELECT id FROM fct_shipments WHERE status = 'LOST'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(vs[0].message.find("did you mean"), std::string::npos) << vs[0].message;
+}
+
+TEST(UnknownValue, AHistogramThatListsEveryValue) {
+  // 80 SKUs, each on a few rows: too many for the MCVs, but ANALYZE's histogram holds them all.
+  std::string hist = "{";
+  for (int i = 0; i < 80; ++i)
+    hist += (i ? "," : "") + std::string("sku-") + std::to_string(100 + i);
+  hist += "}";
+  Screening r;
+  r.stats = TableStatsSnapshot::fromRows({{"public", "items", "400", "id", "integer"}},
+                                         {column("items", "sku", "S", "", "", "80", hist),
+                                          column("items", "note", "S", "", "", "200", "{a,b,c}")});
+  r.result = singleZero();
+  auto vs = r.screen("SELECT count(*) FROM items WHERE sku = 'sku-1O5'");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"UNKNOWN_VALUE"});
+  EXPECT_EQ(
+      vs[0].message.rfind(
+          "sku has no value 'sku-1O5'; its 80 values do not include it (did you mean 'sku-105'?)",
+          0),
+      0u)
+      << vs[0].message;
+  EXPECT_NE(vs[0].detail.find("\"value_count\":80"), std::string::npos) << vs[0].detail;
+  EXPECT_NE(vs[0].detail.find("\"source\":\"pg_stats_histogram\""), std::string::npos)
+      << vs[0].detail;
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM items WHERE sku = 'sku-105'").empty());
+  EXPECT_EQ(codesOf(r.screen("SELECT count(*) FROM items WHERE sku LIKE 'SKU-%'")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+  // A histogram with fewer bounds than the column has values is a sample: no claim.
+  EXPECT_TRUE(r.screen("SELECT count(*) FROM items WHERE note = 'zzz'").empty());
 }
 
 TEST(UnknownValue, BoundParameterIsScreenedWithItsValue) {
