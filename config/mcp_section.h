@@ -47,6 +47,8 @@ struct McpConfig {
   uint64_t max_result_bytes = 1u << 20;     // row data kept for one result
   // The `tools:` section (operator-defined tools), filled by the config loader; null: none.
   std::shared_ptr<const OperatorToolSet> tools;
+  // The daemon's instance_id (filled by the config loader): write-transaction handles name it.
+  std::string instance_id;
   bool enabled() const { return !listen.empty(); }
 };
 

@@ -285,12 +285,13 @@ void AdminConsole::runCommand(std::string_view command, std::string& out) {
   } else if (control(w, rawWords(command), out)) {
     return;
   }
-  writeError(out, "42601", "unknown admin console command",
-             "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|DATABASES|USERS|STATS|"
-             "STATS_TOTALS|STATS_AVERAGES|TOTALS|MEM|STATE|LISTS|SOCKETS|SESSIONS|GROUPS|GUARDS|"
-             "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, KILL CLIENT <id>, PAUSE [db], "
-             "RESUME [db], SUSPEND, RECONNECT [db], WAIT_CLOSE [db], DISABLE db, ENABLE db, "
-             "KILL db, SHUTDOWN [WAIT_FOR_CLIENTS].");
+  writeError(
+      out, "42601", "unknown admin console command",
+      "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|DATABASES|USERS|STATS|"
+      "STATS_TOTALS|STATS_AVERAGES|TOTALS|MEM|STATE|LISTS|SOCKETS|SESSIONS|GROUPS|GUARDS|"
+      "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, REFRESH CATALOG, KILL CLIENT <id>, PAUSE [db], "
+      "RESUME [db], SUSPEND, RECONNECT [db], WAIT_CLOSE [db], DISABLE db, ENABLE db, "
+      "KILL db, SHUTDOWN [WAIT_FOR_CLIENTS].");
 }
 
 void AdminConsole::writeTable(const Table& t, std::string& out) {
@@ -579,6 +580,7 @@ AdminConsole::Table AdminConsole::showHelp() const {
                 {"SHOW VERSION", "pgwarden's version and build"},
                 {"SHOW HELP", "this list"},
                 {"RELOAD", "re-read the config file; new sessions use it"},
+                {"REFRESH CATALOG", "read the catalog snapshot again now (tables, views, columns)"},
                 {"KILL CLIENT <id>", "end a client connection (ids from SHOW CLIENTS)"},
                 {"PAUSE [db]", "hold new statements; answers once running ones finished"},
                 {"RESUME [db]", "end PAUSE, SUSPEND or KILL db: held statements go on"},

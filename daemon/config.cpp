@@ -533,6 +533,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   parseLogging(root["logging"], config->logging);
   config->metrics = net::parseMetricsConfig(root["metrics"]);
   config->mcp = mcp::parseMcpConfig(root["mcp"]);
+  config->mcp.instance_id = config->instance_id;  // named in write-transaction handles
   config->history =
       history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");
   if (config->metrics.studio && config->history.store != "sqlite" &&

@@ -248,6 +248,14 @@ bool AdminConsole::control(const std::vector<std::string>& w, const std::vector<
     done("KILL");
     return true;
   }
+  if (verb == "REFRESH" && w.size() == 2 && w[1] == "CATALOG") {
+    // The catalog snapshot (tables, views, columns, statistics) read again now, as on SIGHUP.
+    spdlog::info("s{} user={}: admin refreshed the catalog snapshot", session_id_, logsafe(user_));
+    Daemon& d = daemon_;
+    (void)d.postToLoop0([&d] { d.refreshCatalog(); });
+    done("REFRESH");
+    return true;
+  }
   if (verb == "SHUTDOWN" && (w.size() == 1 || (w.size() == 2 && w[1] == "WAIT_FOR_CLIENTS"))) {
     const bool wait = w.size() == 2;
     spdlog::info("s{} user={}: admin SHUTDOWN{}", session_id_, logsafe(user_),

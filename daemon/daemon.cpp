@@ -749,6 +749,10 @@ void Daemon::onCheck(uv_check_t* c) {
   self->sweep();
 }
 
+void Daemon::refreshCatalog() {
+  if (catalog_) catalog_->refreshNow();
+}
+
 void Daemon::onSignal(uv_signal_t* s, int signum) {
   auto* self = static_cast<Daemon*>(s->data);
   switch (signum) {
@@ -756,7 +760,7 @@ void Daemon::onSignal(uv_signal_t* s, int signum) {
     case SIGINT: self->requestShutdown(true); break;
     case SIGHUP:
       (void)self->reload();
-      self->catalog_->refreshNow();  // a new table or view is known without waiting for the timer
+      self->refreshCatalog();  // a new table or view is known without waiting for the timer
       break;
     default: break;
   }

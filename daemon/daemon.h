@@ -155,6 +155,8 @@ class Daemon final : public mcp::McpHost {
   bool reload();
   // Any thread: runs `task` on loop 0 (false once loop 0 has finished).
   bool postToLoop0(LoopMailbox::Task task) { return mailbox_.post(std::move(task)); }
+  // Loop 0: the catalog snapshots read again now (SIGHUP, the console's REFRESH CATALOG).
+  void refreshCatalog();
 
  private:
   // Adopts sockets inherited from systemd and binds the configured addresses they leave out.

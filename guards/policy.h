@@ -136,6 +136,11 @@ struct RequestContext {
   // The MCP tool the statement runs for, and an operator tool's validated arguments (JSON).
   std::string_view tool;
   std::string_view tool_args;
+  // The request the statement runs for (history's request_id and traceparent), and where to note
+  // the record_uid of each record it makes (null: nowhere).
+  std::string_view request_id;
+  std::string_view traceparent;
+  std::vector<std::string>* record_uids = nullptr;
   // Budgets: the session (the conversation when no conversation_id is known) and the loop's
   // ledger; a null ledger means no budget state is available and budget guards pass.
   uint64_t session_id = 0;

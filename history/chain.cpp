@@ -197,6 +197,7 @@ void chainMessage(const ChainHash& prev, const ChainFields& fields, std::string&
   scratch.assign(reinterpret_cast<const char*>(prev.data()), prev.size());
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i == kChainHashField) continue;
+    if (i >= kFirstPostChainField && i < kRecordUidField && fields[i].empty()) continue;
     const auto n = static_cast<uint32_t>(fields[i].size());
     const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
                          static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};

@@ -67,10 +67,15 @@ struct Record {
   // its validated arguments as one JSON object (the values bound to the statement's $n).
   std::string tool_name;
   std::string tool_args;
+  // The request the statement ran for: an MCP call's JSON-RPC id as JSON text (`7`, `"a"`), and
+  // its W3C traceparent when the caller sent one. "" for SQL clients.
+  std::string request_id;
+  std::string traceparent;
   // Set by the spool (history.durability: process) when the writer takes the record: the spool
   // file's random epoch and the record's sequence number in it. Together they are the record's
   // unique id in the store (record_uid), which makes writing it twice after a crash harmless.
-  // Both 0 without a spool.
+  // Both 0 without a spool. Spool::push sets them on the record it was handed too, so the
+  // caller that keeps the record (StatementRecorder) can name it before the store has it.
   uint64_t spool_epoch = 0;
   uint64_t spool_seq = 0;
 };

@@ -89,6 +89,8 @@ void RowValues::assign(const Record& r) {
       num(0),
       txt(""),  // chain fields: "" rather than a null view, which SQLite would bind as NULL
       txt(""),
+      txt(r.request_id),
+      txt(r.traceparent),
       Value{ColumnType::kUid, 0, uid},
   }};
 }

@@ -20,8 +20,9 @@ inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // index on record_uid gives way to kSpoolTable, the highest sequence number stored per spool epoch,
 // written in each batch's transaction; the index cost the writer more than any other but
 // conversation_id's. PostgreSQL keeps its index. 6: chain_seq, chain_key and chain_hash (the
-// tamper-evident chain, history/chain.h), added in place; 0 and '' in rows written before.
-inline constexpr int kSchemaVersion = 6;
+// tamper-evident chain, history/chain.h), added in place; 0 and '' in rows written before. 7:
+// request_id and traceparent (the MCP request a statement ran for), added in place.
+inline constexpr int kSchemaVersion = 7;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
 inline constexpr const char* kSpoolTable = "pgwarden_history_spool";
@@ -31,13 +32,18 @@ inline constexpr const char* kToolArgsColumn = "tool_args";
 inline constexpr const char* kChainSeqColumn = "chain_seq";
 inline constexpr const char* kChainKeyColumn = "chain_key";
 inline constexpr const char* kChainHashColumn = "chain_hash";
+inline constexpr const char* kRequestIdColumn = "request_id";
+inline constexpr const char* kTraceparentColumn = "traceparent";
 // Positions in kColumns that code reaches by name.
 inline constexpr size_t kInstanceIdField = 3;
 inline constexpr size_t kStartedAtField = 0;
 inline constexpr size_t kChainSeqField = 33;
 inline constexpr size_t kChainKeyField = 34;
 inline constexpr size_t kChainHashField = 35;
-inline constexpr size_t kRecordUidField = 36;
+// Columns from here on (before record_uid) came after the chain: they enter a row's chain hash
+// only when set, so the rows hashed before they existed still verify.
+inline constexpr size_t kFirstPostChainField = 36;
+inline constexpr size_t kRecordUidField = 38;
 
 // kUid: text, NULL when empty (records without a spool id), unique when set.
 enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
@@ -48,7 +54,7 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 37> kColumns{{
+inline constexpr std::array<Column, 39> kColumns{{
     {"started_at", ColumnType::kTimestamp},   {"finished_at", ColumnType::kTimestamp},
     {"duration_us", ColumnType::kInt},        {"instance_id", ColumnType::kText},
     {"session_id", ColumnType::kInt},         {"user_name", ColumnType::kText},
@@ -65,11 +71,13 @@ inline constexpr std::array<Column, 37> kColumns{{
     {"rows_affected", ColumnType::kInt},      {"bytes_sent", ColumnType::kInt},
     {"protocol", ColumnType::kText},          {"single_zero", ColumnType::kBool},
     {"warnings", ColumnType::kInt},           {"tool_name", ColumnType::kText},
-    {"tool_args", ColumnType::kText},   // JSON text; "" when none
-    {"chain_seq", ColumnType::kInt},    // the record's place in its instance's chain (0: none)
-    {"chain_key", ColumnType::kText},   // id of the key its chain_hash was made with
-    {"chain_hash", ColumnType::kText},  // HMAC-SHA256 over the previous hash and the fields
-    {"record_uid", ColumnType::kUid},   // last: the jsonl store finds it at the end of a line
+    {"tool_args", ColumnType::kText},    // JSON text; "" when none
+    {"chain_seq", ColumnType::kInt},     // the record's place in its instance's chain (0: none)
+    {"chain_key", ColumnType::kText},    // id of the key its chain_hash was made with
+    {"chain_hash", ColumnType::kText},   // HMAC-SHA256 over the previous hash and the fields
+    {"request_id", ColumnType::kText},   // an MCP call's JSON-RPC id as JSON text
+    {"traceparent", ColumnType::kText},  // its W3C traceparent, when sent
+    {"record_uid", ColumnType::kUid},    // last: the jsonl store finds it at the end of a line
 }};
 
 // One column's value for a record. Text and JSON point into the record or into `json_tables`
@@ -109,9 +117,9 @@ enum class Dialect { kSqlite, kPostgres };
 // the table lacks it, and then (schema version 5) moves a table's record_uid index to kSpoolTable.
 std::vector<std::string> schemaStatements(Dialect dialect);
 // Columns later schema versions added to an existing table, in order.
-inline constexpr const char* kAddedColumns[] = {kUidColumn,      kWarningsColumn, kToolNameColumn,
-                                                kToolArgsColumn, kChainSeqColumn, kChainKeyColumn,
-                                                kChainHashColumn};
+inline constexpr const char* kAddedColumns[] = {
+    kUidColumn,      kWarningsColumn,  kToolNameColumn,  kToolArgsColumn,   kChainSeqColumn,
+    kChainKeyColumn, kChainHashColumn, kRequestIdColumn, kTraceparentColumn};
 std::string addColumn(Dialect dialect, std::string_view name);
 
 // "started_at, finished_at, ..." in kColumns order.

@@ -349,6 +349,8 @@ bool Spool::push(Record&& r) {
 
   head_ = next;
   ++next_seq_;
+  r.spool_epoch = epoch_;  // the caller may name the record now (record_uid)
+  r.spool_seq = seq;
   used_.fetch_add(pad + total, std::memory_order_release);
   published_seq_.store(seq, std::memory_order_release);
   return true;

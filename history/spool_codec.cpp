@@ -30,6 +30,7 @@ constexpr uint8_t kSqlTruncated = 1;
 constexpr uint8_t kResultTruncated = 2;
 constexpr uint8_t kSingleZero = 4;
 constexpr uint8_t kToolFields = 8;  // tool_name and tool_args follow the tables
+constexpr uint8_t kRequestFields = 16;  // request_id and traceparent follow those
 constexpr uint8_t kOutcomeCount = static_cast<uint8_t>(Outcome::kAborted) + 1;
 
 class Writer {
@@ -77,6 +78,7 @@ class Reader {
 // The tool fields ride after the tables, flagged, only when set, so a record without them is
 // encoded as older pgwarden versions encoded it and their spools still decode.
 bool hasTrailer(const Record& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
+bool hasRequest(const Record& r) { return !r.request_id.empty() || !r.traceparent.empty(); }
 
 }  // namespace
 
@@ -85,6 +87,7 @@ size_t encodedSize(const Record& r) {
   for (auto field : kStrings) n += 4 + (r.*field).size();
   for (const auto& t : r.tables) n += 4 + t.size();
   if (hasTrailer(r)) n += 8 + r.tool_name.size() + r.tool_args.size();
+  if (hasRequest(r)) n += 8 + r.request_id.size() + r.traceparent.size();
   return n;
 }
 
@@ -100,13 +103,18 @@ void encodeRecord(const Record& r, uint8_t* out) {
   w.put(static_cast<uint8_t>(r.outcome));
   w.put(static_cast<uint8_t>((r.sql_truncated ? kSqlTruncated : 0) |
                              (r.truncated ? kResultTruncated : 0) |
-                             (r.single_zero ? kSingleZero : 0) | (hasTrailer(r) ? kToolFields : 0)));
+                             (r.single_zero ? kSingleZero : 0) | (hasTrailer(r) ? kToolFields : 0) |
+                             (hasRequest(r) ? kRequestFields : 0)));
   w.put(static_cast<uint32_t>(r.tables.size()));
   for (auto field : kStrings) w.text(r.*field);
   for (const auto& t : r.tables) w.text(t);
   if (hasTrailer(r)) {
     w.text(r.tool_name);
     w.text(r.tool_args);
+  }
+  if (hasRequest(r)) {
+    w.text(r.request_id);
+    w.text(r.traceparent);
   }
 }
 
@@ -143,6 +151,12 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
   } else {
     out->tool_name.clear();
     out->tool_args.clear();
+  }
+  if ((flags & kRequestFields) != 0) {
+    if (!in.text(&out->request_id) || !in.text(&out->traceparent)) return false;
+  } else {
+    out->request_id.clear();
+    out->traceparent.clear();
   }
   out->result_warnings.clear();  // not in the spool: the `warnings` count comes from guard_actions
   return in.done();

@@ -1,6 +1,5 @@
 #include "mcp/mcp_server.h"
 
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
@@ -21,17 +20,7 @@ constexpr uint64_t kExpiryWarningMs = 60000;
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-std::string newSessionId() {
-  unsigned char raw[16];
-  if (RAND_bytes(raw, sizeof(raw)) != 1) return {};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
-}
+std::string newSessionId() { return randomHexId(); }
 
 bool contains(std::string_view haystack, std::string_view needle) {
   if (needle.size() > haystack.size()) return false;
@@ -287,7 +276,8 @@ void McpServer::onHttpAbandoned(uint64_t exchange) {
 void McpServer::handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user) {
   const std::string id(req.header("mcp-session-id"));
   auto it = sessions_.find(id);
-  if (id.empty() || it == sessions_.end() || it->second.who.user != user) {
+  if (id.empty() || it == sessions_.end() || it->second.who.user != user ||
+      !it->second.handle.empty()) {
     respondPlain(exchange, 404, "no such session");
     return;
   }
@@ -315,7 +305,7 @@ void McpServer::handleGet(uint64_t exchange, const HttpRequest& req, const std::
     return;
   }
   auto it = sessions_.find(sid);
-  if (it == sessions_.end() || it->second.who.user != user) {
+  if (it == sessions_.end() || it->second.who.user != user || !it->second.handle.empty()) {
     respondJson(exchange, 404, sessionNotFound(ended_, sid, user), false);
     return;
   }
@@ -355,7 +345,7 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const Call
   const std::string sid(req.header("mcp-session-id"));
   if (!sid.empty()) {
     auto it = sessions_.find(sid);
-    if (it == sessions_.end() || it->second.who.user != user) {
+    if (it == sessions_.end() || it->second.who.user != user || !it->second.handle.empty()) {
       respondJson(exchange, 404, sessionNotFound(ended_, sid, user), sse);
       return;
     }
@@ -389,6 +379,7 @@ void McpServer::handlePost(uint64_t exchange, const HttpRequest& req, const Call
   ex.http = exchange;
   ex.batch = parsed.batch;
   ex.sse = sse;
+  ex.traceparent = req.header("traceparent");
   for (auto& e : parsed.errors) ex.responses.push_back(std::move(e));
   bool any_request = !ex.responses.empty();
   for (const auto& m : parsed.messages) {
@@ -617,6 +608,9 @@ bool McpServer::startToolCall(Exchange& ex, size_t slot, Session& s, const RpcMe
   ctx.max_rows = config_.max_rows;
   ctx.max_result_bytes = config_.max_result_bytes;
   ctx.writes = s.writes;
+  ctx.request_id = historyRequestId(m.id.dump());
+  ctx.traceparent = requestTraceparent(m.params, ex.traceparent);
+  ctx.transaction_handle = s.handle;
   const uint64_t key = ++next_call_;
   Call& c = calls_[key];
   c.exchange = ex.http;

@@ -28,6 +28,7 @@
 #include "mcp/session_admission.h"
 #include "mcp/session_streams.h"
 #include "mcp/tool_calls.h"
+#include "mcp/txn_handle.h"
 #include "mcp/write_tools.h"
 #include "net/http_transport.h"
 #include "pool/next_turn.h"
@@ -43,7 +44,7 @@ using daemon::HttpTransportOptions;
 
 // How tool calls end, for metrics.
 inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
-inline constexpr size_t kToolCount = 10;
+inline constexpr size_t kToolCount = 11;
 
 struct McpCounters {
   uint64_t http_requests = 0;
@@ -121,6 +122,9 @@ class McpServer final : public HttpHandler {
     LogLevel log_level = LogLevel::kInfo;  // logging/setLevel; notifications below it are not sent
     uint64_t expiry_warned_at = 0;         // the last_used_ms the expiry warning was sent for
     std::shared_ptr<WriteConversation> writes;  // a guarded_writes group's transaction
+    // A sessionless caller's write transaction (begin made the session): its handle. Such a
+    // session is reached by its handle only, never by Mcp-Session-Id.
+    std::string handle;
   };
   // One POST waiting for its tool calls: the answers in order, sent when the last is in.
   struct Exchange {
@@ -132,6 +136,7 @@ class McpServer final : public HttpHandler {
     std::string session_id;  // set on an initialize answer (the Mcp-Session-Id header)
     int status = 200;        // 429 or 503 when an initialize was refused for the session caps
     bool modern = false;     // a 2026-07-28 request: results get resultType and serverInfo
+    std::string traceparent;  // the request's traceparent header (its calls' history)
   };
   struct Call {
     std::unique_ptr<RunningCall> call;
@@ -149,6 +154,12 @@ class McpServer final : public HttpHandler {
   void handleModern(uint64_t exchange, const HttpRequest& req, const Caller& caller, bool sse);
   void startModernCall(uint64_t exchange, const HttpRequest& req, const Caller& caller, bool sse,
                        const RpcMessage& m, McpIdentity who, const std::string& client_name);
+  // The write transaction a 2026-07-28 call belongs to (its transaction_handle argument, taken
+  // out of `m`; begin makes one): the session it runs in, null for a one-call session, or the
+  // tool result refusing the call.
+  std::optional<Json> modernTransaction(RpcMessage& m, const Caller& caller, const McpIdentity& who,
+                                        const std::string& client_name, const HttpRequest& req,
+                                        Session** held);
   void handleDelete(uint64_t exchange, const HttpRequest& req, const std::string& user);
   void handleGet(uint64_t exchange, const HttpRequest& req, const std::string& user);
   // Answers 400 when the request names a protocol version not served.
@@ -205,6 +216,7 @@ class McpServer final : public HttpHandler {
   uint64_t next_call_ = 0;
   uv_timer_t* timer_ = nullptr;
   McpCounters counters_;
+  HandleKey handle_key_;  // made at the first 2026-07-28 write call
 };
 
 }  // namespace pgwarden::mcp

@@ -241,6 +241,7 @@ void OperatorToolCall::onResult(RunResult&& r) {
 void OperatorToolCall::finish(Json structured, bool is_error, const char* outcome, std::string_view heading) {
   if (finished_) return;
   finished_ = true;
+  addCallFacts(structured, ctx_);
   Json result = toolResult(std::move(structured), is_error, heading);
   Done done = std::move(done_);
   if (done) done(std::move(result), outcome);

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mcp/jsonrpc.h"
+
 namespace pgwarden::mcp {
 
 // The protocol versions served, oldest first; the last is offered to a client asking for another.
@@ -18,6 +20,13 @@ bool originAllowed(std::string_view origin, const std::vector<std::string>& allo
 // Whether a Host header names the loopback listener by a loopback name (127.0.0.1, [::1],
 // localhost, with or without a port), or an allowed origin's host.
 bool hostAllowed(std::string_view host, const std::vector<std::string>& allowed_origins);
+
+// The W3C trace context of a request (https://www.w3.org/TR/trace-context/#traceparent-header):
+// a request's params._meta.traceparent, else the traceparent header, when well formed
+// (version-traceid-parentid-flags, lower-case hex, ids not all zero); "" otherwise.
+std::string requestTraceparent(const Json& params, std::string_view header);
+// A JSON-RPC id as history keeps it: its JSON text, cut to 256 bytes.
+std::string historyRequestId(std::string id_json);
 
 // Whether a listen address ("host:port") is a loopback one, where the Host check applies.
 bool isLoopbackListen(std::string_view listen);

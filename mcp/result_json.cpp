@@ -218,13 +218,33 @@ namespace {
 // next steps, the policy (the operator's config), a transaction's state. Everything else (rows,
 // columns, catalog contents, the server's messages and notices) came from the database.
 bool ownKey(std::string_view key) {
-  static constexpr std::string_view kOwn[] = {
-      "code",        "sqlstate",       "denied",          "next_step",   "row_count",
-      "truncated",   "max_rows",       "elapsed_ms",      "allowed",     "cost_gate",
-      "total_cost",  "estimated_rows", "state",           "next_moves",  "notice",
-      "transaction", "user",           "group",           "database",    "guards",
-      "limits",      "budget",         "conversation_id", "search_path", "history_ids",
-      "window"};
+  static constexpr std::string_view kOwn[] = {"code",
+                                              "sqlstate",
+                                              "denied",
+                                              "next_step",
+                                              "row_count",
+                                              "truncated",
+                                              "max_rows",
+                                              "elapsed_ms",
+                                              "allowed",
+                                              "cost_gate",
+                                              "total_cost",
+                                              "estimated_rows",
+                                              "state",
+                                              "next_moves",
+                                              "notice",
+                                              "transaction",
+                                              "user",
+                                              "group",
+                                              "database",
+                                              "guards",
+                                              "limits",
+                                              "budget",
+                                              "conversation_id",
+                                              "search_path",
+                                              "history_ids",
+                                              "window",
+                                              "transaction_handle"};
   for (std::string_view k : kOwn) {
     if (k == key) return true;
   }

@@ -123,6 +123,9 @@ guards::RequestContext StatementRunner::requestContext(bool extended, const guar
   ctx.application_name = spec_.application_name;
   ctx.tool = spec_.tool;
   ctx.tool_args = spec_.tool_args;
+  ctx.request_id = spec_.request_id;
+  ctx.traceparent = spec_.traceparent;
+  ctx.record_uids = spec_.history_ids.get();
   ctx.client_addr = spec_.client_addr;
   ctx.extended = extended;
   ctx.protocol = "mcp";

@@ -52,6 +52,10 @@ struct RunSpec {
   std::string application_name;  // history's application_name: "mcp:<tool>"
   std::string tool;               // history's tool_name
   std::string tool_args;          // history's tool_args (an operator tool's arguments, JSON)
+  std::string request_id;         // history's request_id and traceparent
+  std::string traceparent;
+  // Where the records' record_uids go (the tool result's history_ids); may be null.
+  std::shared_ptr<std::vector<std::string>> history_ids;
   std::string client_addr;
   uint64_t session_id = 0;
   int64_t max_rows = 1000;          // the tool's cap (the group's own cap applies too)

@@ -8,6 +8,7 @@
 #include "guards/guard_util.h"
 #include "guards/masking.h"
 #include "mcp/result_json.h"
+#include "mcp/search_tool.h"
 #include "mcp/write_tools.h"
 
 namespace pgwarden::mcp {
@@ -125,16 +126,6 @@ bool validTableName(const std::string& s) {
   return i == s.size();
 }
 
-std::string quoteLiteral(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  out += '\'';
-  return out;
-}
-
 void walkPlan(const Json& node, int depth, Json& scans) {
   if (!node.is_object() || depth > kMaxPlanDepth || scans.size() >= 200) return;
   const std::string type = node.value("Node Type", std::string());
@@ -233,7 +224,16 @@ RunSpec runSpec(const CallContext& ctx, std::string_view tool, std::string sql, 
   spec.session_id = ctx.session_id;
   spec.max_rows = max_rows;
   spec.max_result_bytes = ctx.max_result_bytes;
+  spec.request_id = ctx.request_id;
+  spec.traceparent = ctx.traceparent;
+  spec.history_ids = ctx.history_ids;
   return spec;
+}
+
+void addCallFacts(Json& structured, const CallContext& ctx) {
+  if (!structured.is_object()) return;
+  if (ctx.history_ids && !ctx.history_ids->empty()) structured["history_ids"] = *ctx.history_ids;
+  if (!ctx.transaction_handle.empty()) structured["transaction_handle"] = ctx.transaction_handle;
 }
 
 ToolCall::ToolCall(McpHost& host, CallContext ctx, Tool tool, Json args, Done done)
@@ -262,6 +262,9 @@ void ToolCall::start() {
     case Tool::kListSchemas: answerListSchemas(); return;
     case Tool::kListTables: answerListTables(); return;
     case Tool::kDescribeTable: startDescribe(); return;
+    case Tool::kSearch:
+      startSearch();
+      return;
     case Tool::kBegin:
     case Tool::kExecute:
     case Tool::kCommit:
@@ -317,6 +320,7 @@ void ToolCall::finish(Json structured, bool is_error, const char* outcome, std::
     txn_claimed_ = false;
     ctx_.writes->release();
   }
+  addCallFacts(structured, ctx_);
   Json result = toolResult(std::move(structured), is_error, heading);
   Done done = std::move(done_);
   if (done) done(std::move(result), outcome);
@@ -485,6 +489,29 @@ void ToolCall::startDescribe() {
   }
   runStatement(std::string(kCatalogSql) + quoteLiteral(table) + ")", 1, false, true,
                [this](RunResult&& r) { describeGotCatalog(std::move(r)); });
+}
+
+void ToolCall::startSearch() {
+  const std::string text = argString(args_, "text");
+  const auto detail = parseSearchDetail(argString(args_, "detail"));
+  const int64_t limit = argInt(args_, "limit", kSearchDefaultLimit);
+  runStatement(searchSql(text, argString(args_, "schema")), kSearchMaxRows + 1, false, true,
+               [this, detail, limit](RunResult&& r) {
+                 if (cancelled_ || r.kind != RunResult::Kind::kOk || r.sets.empty()) {
+                   finish({{"code", cancelled_ ? "CANCELLED" : "SERVER_ERROR"},
+                           {"sqlstate", r.sqlstate},
+                           {"message", r.message}},
+                          true, cancelled_ ? "cancelled" : "error", "The search failed:");
+                   return;
+                 }
+                 const auto* policy = ctx_.who.policy;
+                 Json out = searchAnswer(
+                     r.sets[0].rows, detail.value_or(SearchDetail::kNames), limit,
+                     [policy](const std::string& t) { return tableAllowed(policy, t); });
+                 const size_t n = out["matches"].size();
+                 finish(std::move(out), false, "ok",
+                        n == 0 ? "Nothing matched:" : "Matching tables and columns, best first:");
+               });
 }
 
 void ToolCall::describeGotCatalog(RunResult&& r) {

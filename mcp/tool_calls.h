@@ -28,7 +28,19 @@ struct CallContext {
   uint64_t max_result_bytes = 1u << 20;
   // A guarded_writes group's MCP session: its transaction (mcp/write_tools.h); null otherwise.
   std::shared_ptr<WriteConversation> writes;
+  // The request (history's request_id and traceparent), and the record_uid of each history record
+  // the call's statements made, filled as they are recorded (the result's history_ids).
+  std::string request_id;
+  std::string traceparent;
+  std::shared_ptr<std::vector<std::string>> history_ids =
+      std::make_shared<std::vector<std::string>>();
+  // A sessionless caller's write transaction (mcp/txn_handle.h): its handle, named in each result.
+  std::string transaction_handle;
 };
+
+// `structured` (a tool result's object) with what the call's caller links it by: history_ids
+// (the records its statements made) and its transaction_handle.
+void addCallFacts(Json& structured, const CallContext& ctx);
 
 // The RunSpec of a statement the tool `tool` runs for `ctx` (history's mcp:<tool>).
 RunSpec runSpec(const CallContext& ctx, std::string_view tool, std::string sql, int64_t max_rows);
@@ -68,6 +80,7 @@ class ToolCall final : public RunningCall {
   void answerListSchemas();
   void answerListTables();
   void startDescribe();
+  void startSearch();
   void describeGotCatalog(RunResult&& r);
   void describeGotSample(RunResult&& r);
   void finish(Json structured, bool is_error, const char* outcome, std::string_view heading);

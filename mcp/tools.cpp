@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "mcp/search_tool.h"
+
 namespace pgwarden::mcp {
 
 namespace {
@@ -10,12 +12,13 @@ struct Def {
   Tool tool;
   const char* name;
 };
-constexpr std::array<Def, 10> kTools = {{{Tool::kQuery, "query"},
+constexpr std::array<Def, 11> kTools = {{{Tool::kQuery, "query"},
                                          {Tool::kExplain, "explain"},
                                          {Tool::kPolicy, "policy"},
                                          {Tool::kListSchemas, "list_schemas"},
                                          {Tool::kListTables, "list_tables"},
                                          {Tool::kDescribeTable, "describe_table"},
+                                         {Tool::kSearch, "search"},
                                          {Tool::kBegin, "begin"},
                                          {Tool::kExecute, "execute"},
                                          {Tool::kCommit, "commit"},
@@ -284,8 +287,46 @@ Json toolList(const ToolCaps& caps) {
                     {"indexes", {{"type", "array"}}},
                     {"estimated_rows", {{"type", "number"}}},
                     {"sample", {{"type", {"object", "null"}}}}})));
+  tools.push_back(tool(
+      "search", "Search tables and columns",
+      "Finds tables, views and columns whose names or comments contain a text (case-insensitive), "
+      "best first: an exact name, then a name starting with it, a name containing it, a comment "
+      "containing it. detail: names (default), summary (adds column types and the start of "
+      "comments), full (whole comments). Only what your group may read; at most " +
+          std::to_string(kSearchMaxLimit) + " matches.",
+      object({{"text", {{"type", "string"}, {"minLength", 1}, {"maxLength", 256}}},
+              {"schema", {{"type", "string"}, {"maxLength", 256}}},
+              {"detail", {{"type", "string"}, {"enum", {"names", "summary", "full"}}}},
+              {"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", kSearchMaxLimit}}}},
+             {"text"}),
+      outputObject({{"matches", {{"type", "array"}}}, {"truncated", {{"type", "boolean"}}}})));
   if (caps.writes) addWriteTools(tools, caps);
   return tools;
+}
+
+void addHandleArgument(Json& tools) {
+  const Json handle{{"type", "string"},
+                    {"maxLength", 512},
+                    {"description", "the transaction_handle begin returned"}};
+  for (auto& t : tools) {
+    const std::string name = t.value("name", std::string());
+    const auto tool = toolByName(name);
+    if (!tool || *tool == Tool::kBegin) {
+      if (tool) {
+        t["description"] = t["description"].get<std::string>() +
+                           " Returns `transaction_handle`: pass it as `transaction_handle` to "
+                           "every later call of this transaction.";
+        t["outputSchema"]["properties"]["transaction_handle"] = {{"type", "string"}};
+      }
+      continue;
+    }
+    if (*tool != Tool::kQuery && *tool != Tool::kExplain && *tool != Tool::kDescribeTable &&
+        !isWriteTool(*tool)) {
+      continue;
+    }
+    t["inputSchema"]["properties"]["transaction_handle"] = handle;
+    if (isWriteTool(*tool)) t["inputSchema"]["required"].push_back("transaction_handle");
+  }
 }
 
 std::optional<std::string> checkArguments(Tool t, const Json& args, int64_t max_rows) {
@@ -325,6 +366,15 @@ std::optional<std::string> checkArguments(Tool t, const Json& args, int64_t max_
       if ((e = checkString(a, "table", true, kMaxNameBytes))) return e;
       if ((e = checkInteger(a, "sample_rows", 0, kMaxSampleRows))) return e;
       return checkString(a, "conversation_id", false, kMaxNameBytes);
+    case Tool::kSearch:
+      if ((e = allowOnly({"text", "schema", "detail", "limit"}))) return e;
+      if ((e = checkString(a, "text", true, kMaxNameBytes))) return e;
+      if ((e = checkString(a, "schema", false, kMaxNameBytes))) return e;
+      if ((e = checkString(a, "detail", false, kMaxNameBytes))) return e;
+      if (!parseSearchDetail(a.value("detail", std::string()))) {
+        return std::string("argument \"detail\" must be names, summary or full");
+      }
+      return checkInteger(a, "limit", 1, kSearchMaxLimit);
     case Tool::kExecute:
       if ((e = allowOnly({"sql", "max_rows"}))) return e;
       if ((e = checkString(a, "sql", true, kMaxSqlBytes))) return e;

@@ -21,6 +21,7 @@ enum class Tool : uint8_t {
   kListSchemas,
   kListTables,
   kDescribeTable,
+  kSearch,
   kBegin,
   kExecute,
   kCommit,
@@ -48,6 +49,10 @@ inline constexpr const char* kServerInstructions =
 
 // tools/list's `tools` array.
 Json toolList(const ToolCaps& caps);
+// For the sessionless (2026-07-28) callers of a guarded_writes group: begin returns a
+// `transaction_handle`, which execute, commit and rollback require and the read tools take to
+// run inside the transaction (mcp/txn_handle.h).
+void addHandleArgument(Json& tools);
 
 // Checks `args` (an object or null) against the tool's input schema; the reason when it fails.
 // `max_rows` is the largest row count a call may ask for.

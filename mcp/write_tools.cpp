@@ -306,6 +306,7 @@ void WriteToolCall::start() {
     case Tool::kListSchemas:
     case Tool::kListTables:
     case Tool::kDescribeTable:
+    case Tool::kSearch:
       refuse("INVALID_STATE", "not a transaction tool");
       return;
   }
@@ -396,6 +397,7 @@ void WriteToolCall::finish(Json out, bool is_error, const char* outcome,
     claimed_ = false;
     conv_->release();
   }
+  addCallFacts(out, ctx_);
   Json result = toolResult(std::move(out), is_error, heading);
   Done done = std::move(done_);
   if (done) done(std::move(result), outcome);

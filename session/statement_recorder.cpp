@@ -92,6 +92,8 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
       !run.plan->history_sql[run.index].empty()) {
     r.tool_args = R"({"redacted":"the arguments of a call over masked columns"})";
   }
+  r.request_id = who.request_id;
+  r.traceparent = who.traceparent;
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.
     const std::string screens = actionsJson(run.screens);
@@ -102,6 +104,9 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
     for (const auto& v : run.screens) r.result_warnings.push_back(v.code);
   }
   sink_.onStatement(std::move(r), run.plan.get());
+  // A spool names the record as it takes it (Spool::push); the in-memory queue does not.
+  if (who.record_uids != nullptr && r.spool_seq != 0)
+    who.record_uids->push_back(history::recordUid(r));
   // A long text or message is not held on to for the statements after it.
   if (history::heldBytes(record_) > kKeepRecordBytes) record_ = history::Record{};
 }

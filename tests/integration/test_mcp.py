@@ -180,7 +180,7 @@ def test_tools_list(mcpd):
     c = client(mcpd)
     c.initialize()
     tools = {t["name"]: t for t in c.call("tools/list")["result"]["tools"]}
-    assert set(tools) == {"query", "explain", "policy", "list_schemas", "list_tables", "describe_table"}
+    assert set(tools) == {"query", "explain", "policy", "list_schemas", "list_tables", "describe_table", "search"}
     for t in tools.values():
         assert t["inputSchema"]["additionalProperties"] is False
         assert t["annotations"]["readOnlyHint"] is True

@@ -41,7 +41,7 @@ def test_inspector_cli(pgwarden_factory, pg):
 
     listed = result_of(inspector(node, url, tokens["agent"], "--method", "tools/list"), daemon)
     assert sorted(t["name"] for t in listed["tools"]) == [
-        "describe_table", "explain", "list_schemas", "list_tables", "policy", "query"]
+        "describe_table", "explain", "list_schemas", "list_tables", "policy", "query", "search"]
     assert all(t["annotations"]["readOnlyHint"] is True for t in listed["tools"])
 
     ok = result_of(inspector(node, url, tokens["agent"], "--method", "tools/call", "--tool-name", "query",

@@ -27,7 +27,7 @@ check(!transport.sessionId, "no session id", transport.sessionId);
 
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-check(JSON.stringify(names) === JSON.stringify(["describe_table", "explain", "list_schemas", "list_tables", "policy", "query"]),
+check(JSON.stringify(names) === JSON.stringify(["describe_table", "explain", "list_schemas", "list_tables", "policy", "query", "search"]),
       "tools/list names", names);
 
 const ok = await client.callTool({ name: "query", arguments: { sql: "SELECT 41 + 1 AS answer" } });

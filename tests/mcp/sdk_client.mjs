@@ -16,7 +16,7 @@ check(typeof transport.sessionId === "string" && transport.sessionId.length > 0,
 
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-check(JSON.stringify(names) === JSON.stringify(["describe_table", "explain", "list_schemas", "list_tables", "policy", "query"]),
+check(JSON.stringify(names) === JSON.stringify(["describe_table", "explain", "list_schemas", "list_tables", "policy", "query", "search"]),
       "tools/list names", names);
 check(tools.every((t) => t.annotations?.readOnlyHint === true), "every tool is readOnlyHint");
 

@@ -4,6 +4,7 @@
 #include "history/chain.h"
 
 #include <gtest/gtest.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -82,6 +83,41 @@ TEST(ChainFieldsCanonical, EveryTypeAsText) {
   EXPECT_EQ(f[15], "[\"public.orders\"]");  // tables
   EXPECT_EQ(f[25], "1");                    // result_truncated
   EXPECT_EQ(f[kRecordUidField], "");
+}
+
+// The message as schema version 6 made it: the previous hash, then each field but chain_hash
+// as a 4-byte little-endian length and its bytes, up to chain_hash and record_uid.
+ChainHash version6Hash(std::string_view secret, const ChainHash& prev, const ChainFields& f) {
+  std::string m(reinterpret_cast<const char*>(prev.data()), prev.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (i == kChainHashField || (i >= kFirstPostChainField && i < kRecordUidField)) continue;
+    const auto n = static_cast<uint32_t>(f[i].size());
+    const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                         static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
+    m.append(len, 4);
+    m += f[i];
+  }
+  ChainHash out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(m.data()), m.size(), out.data(), &len);
+  return out;
+}
+
+TEST(ChainFieldsCanonical, ARowWithoutRequestFieldsHashesAsBeforeTheyExisted) {
+  const std::string secret(32, 'k');
+  ChainHash prev{};
+  prev[0] = 9;
+  std::string scratch;
+  Record r = makeRecord(7, "SELECT 1");
+  ChainFields f;
+  canonicalFields(RowValues(r), f);
+  EXPECT_EQ(chainHash(secret, prev, f, scratch), version6Hash(secret, prev, f));
+  r.request_id = "7";
+  r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  canonicalFields(RowValues(r), f);
+  EXPECT_EQ(f[kFirstPostChainField], "7");
+  EXPECT_NE(chainHash(secret, prev, f, scratch), version6Hash(secret, prev, f));
 }
 
 TEST(Chainer, EachRecordChainsFromThePreviousAndARestartGoesOn) {

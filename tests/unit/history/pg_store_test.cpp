@@ -192,6 +192,8 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   r.protocol = "extended";
   r.tool_name = "late_shipments";
   r.tool_args = R"({"from":"2024-07-01"})";
+  r.request_id = R"("turn-7")";
+  r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   ASSERT_TRUE(rec->submit(std::move(r)));
   // What PostgreSQL would refuse as is: invalid UTF-8, NUL, a \u0000 escape, broken JSON.
   Record bad = makeRecord(43, std::string("SELECT '\xFF\xFE'") + '\0');
@@ -207,7 +209,8 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
 
   Client db(server_.dsn());
   ASSERT_TRUE(db.ok());
-  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
+  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0],
+            std::to_string(kSchemaVersion));
   EXPECT_EQ(db.query("SELECT count(*) FROM pg_indexes WHERE tablename = 'pgwarden_history' AND "
                      "indexname LIKE '%_idx'")[0][0],
             "4");
@@ -233,6 +236,9 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
             "{not json");
   EXPECT_EQ(db.query("SELECT tool_name, tool_args FROM pgwarden_history WHERE session_id = 42")[0],
             (std::vector<std::string>{"late_shipments", R"({"from":"2024-07-01"})"}));
+  EXPECT_EQ(db.query("SELECT request_id, traceparent FROM pgwarden_history WHERE session_id = 42")[0],
+            (std::vector<std::string>{R"("turn-7")",
+                                      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}));
   // A second recorder (another instance, or a restart) finds the schema in place.
   auto again = makeRecorder(config());
   again->shutdown(std::chrono::seconds(5));

@@ -218,7 +218,8 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   auto rec = makeRecorder(c);
   submitRange(*rec, 0, 3);
   rec->shutdown(std::chrono::seconds(10));
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0],
+            std::to_string(kSchemaVersion));
   const auto rows = sqliteQuery(c.path,
                                 "SELECT sql_text, record_uid FROM pgwarden_history "
                                 "ORDER BY id");
@@ -246,7 +247,8 @@ TEST(Durability, AVersionFourFileGetsSpoolMarksAndStaysIdempotent) {
   restartAndSubmitMore(c, 300, 20);
   EXPECT_EQ(sqliteCount(c.path), 321);
   EXPECT_EQ(sqliteCount(c.path, "count(DISTINCT record_uid)"), 320);
-  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0],
+            std::to_string(kSchemaVersion));
   EXPECT_EQ(sqliteQuery(c.path,
                         "SELECT count(*) FROM sqlite_master WHERE name = "
                         "'pgwarden_history_record_uid_idx'")[0][0],

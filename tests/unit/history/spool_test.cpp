@@ -59,6 +59,8 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   r.bytes_sent = int64_t{1} << 40;
   r.tool_name = "late_shipments";
   r.tool_args = R"({"to":"2024-10-01"})";
+  r.request_id = R"("turn-7")";
+  r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   std::vector<uint8_t> body(encodedSize(r));
   encodeRecord(r, body.data());
   Record back;
@@ -74,6 +76,8 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   EXPECT_EQ(back.conversation_id, r.conversation_id);
   EXPECT_EQ(back.tool_name, r.tool_name);
   EXPECT_EQ(back.tool_args, r.tool_args);
+  EXPECT_EQ(back.request_id, r.request_id);
+  EXPECT_EQ(back.traceparent, r.traceparent);
   for (size_t n = 0; n < body.size(); ++n) {
     Record cut;
     EXPECT_FALSE(decodeRecord(body.data(), n, &cut)) << n;
@@ -87,6 +91,34 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   Record plain_back;
   ASSERT_TRUE(decodeRecord(old.data(), old.size(), &plain_back));
   EXPECT_TRUE(plain_back.tool_name.empty() && plain_back.tool_args.empty());
+  EXPECT_TRUE(plain_back.request_id.empty() && plain_back.traceparent.empty());
+  // Request fields without tool fields.
+  Record req = makeRecord(9, "SELECT 2");
+  req.traceparent = r.traceparent;
+  std::vector<uint8_t> req_body(encodedSize(req));
+  encodeRecord(req, req_body.data());
+  Record req_back;
+  ASSERT_TRUE(decodeRecord(req_body.data(), req_body.size(), &req_back));
+  EXPECT_EQ(req_back.traceparent, r.traceparent);
+  EXPECT_TRUE(req_back.request_id.empty() && req_back.tool_name.empty());
+}
+
+TEST(Spool, PushNamesTheRecordItTook) {
+  TempDir dir;
+  auto s = openSpool(dir.file("h.spool"));
+  ASSERT_TRUE(s);
+  Record first = makeRecord(1, "SELECT 1");
+  Record second = makeRecord(2, "SELECT 2");
+  ASSERT_TRUE(s->push(std::move(first)));
+  ASSERT_TRUE(s->push(std::move(second)));
+  // Copied, not moved from: the caller's record keeps its text and learns its record_uid.
+  EXPECT_EQ(first.sql_text, "SELECT 1");
+  EXPECT_EQ(first.spool_epoch, s->epoch());
+  EXPECT_EQ(first.spool_seq, 1u);
+  EXPECT_EQ(second.spool_seq, 2u);
+  auto taken = takeAll(*s);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(recordUid(taken[1]), recordUid(second));
 }
 
 TEST(Spool, TakesRecordsBackInOrderAndReleaseFreesTheirSpace) {

@@ -42,7 +42,8 @@ TEST(SqliteStore, CreatesSchemaInWalModeWithIndexes) {
   auto rec = makeRecorder(sqliteConfig(dir));
   const std::string path = dir.file("history.db");
   EXPECT_EQ(sqliteQuery(path, "PRAGMA journal_mode")[0][0], "wal");
-  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "6");
+  EXPECT_EQ(sqliteQuery(path, "SELECT max(version) FROM pgwarden_history_schema")[0][0],
+            std::to_string(kSchemaVersion));
   const auto idx = sqliteQuery(path,
                                "SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                "tbl_name = 'pgwarden_history' ORDER BY name");

@@ -182,7 +182,7 @@ TEST(ResultJson, ToolResultCarriesTextStructuredAndErrorFlag) {
 
 TEST(Tools, ListHasSchemasAndHints) {
   const Json tools = toolList({});
-  ASSERT_EQ(tools.size(), 6u);
+  ASSERT_EQ(tools.size(), 7u);
   for (const auto& t : tools) {
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_EQ(t["inputSchema"]["additionalProperties"], false);
