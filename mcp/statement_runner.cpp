@@ -46,9 +46,9 @@ StatementRunner::~StatementRunner() {
 }
 
 void StatementRunner::start() {
-  in_start_ = true;
+  in_call_ = true;
   startWork();
-  in_start_ = false;
+  in_call_ = false;
 }
 
 void StatementRunner::startWork() {
@@ -692,6 +692,13 @@ void StatementRunner::cancel() {
   if (done_called_ || cancelled_) return;
   cancelled_ = true;
   result_.cancelled = true;
+  // The caller may be iterating over its calls: the answer comes on the next loop turn.
+  in_call_ = true;
+  cancelStep();
+  in_call_ = false;
+}
+
+void StatementRunner::cancelStep() {
   switch (step_) {
     case Step::kStats:
       stopStatsTimer();
@@ -747,9 +754,9 @@ void StatementRunner::complete() {
   step_ = Step::kDone;
   result_.elapsed_us = history::wallClockMicros() - started_us_;
   result_.stats_age_s = host_.statsAgeSeconds(spec_.who.server_database);
-  if (in_start_) {
-    // Never inside start() (a denial known at once): the answer comes on the next loop turn,
-    // as the gate's verdict does.
+  if (in_call_) {
+    // Never inside start() or cancel() (a denial known at once, a call cancelled before it ran):
+    // the answer comes on the next loop turn, as the gate's verdict does.
     answer_timer_ = new uv_timer_t;
     uv_timer_init(host_.loop(), answer_timer_);
     answer_timer_->data = this;
