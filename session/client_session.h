@@ -28,6 +28,7 @@
 #include "protocol/auth.h"
 #include "protocol/messages.h"
 #include "session/client_auth.h"
+#include "session/paused_message.h"
 #include "session/session_host.h"
 #include "session/session_state.h"
 #include "session/skipped_batch.h"
@@ -75,7 +76,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Inside a transaction block (what PAUSE waits for besides running statements).
   bool inTransaction() const { return tx_status_ != 'I'; }
   // A message of the client's waits for the admin console's RESUME (PAUSE, SUSPEND).
-  bool heldByConsole() const { return console_held_; }
+  bool heldByConsole() const { return pause_.reason() == PauseReason::kConsoleHold; }
   bool isConsole() const { return admin_ != nullptr; }
   // Bytes read from the client and not handled yet, and bytes for it not yet written.
   size_t clientInputBytes() const { return in_.size(); }
@@ -423,7 +424,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool handleAgentMessage(const protocol::Frame& f);
 
   // The statement gate (session/statement_gate.h): a Query, Parse, Bind or Execute is judged
-  // there, then acted on here with its verdict. A message whose verdict waits is kept in paused_
+  // there, then acted on here with its verdict. A message whose verdict waits is kept in pause_
   // and goes on from act() when the verdict comes.
   bool judge(const protocol::Frame& f, GateRequest request);
   bool act(const protocol::Frame& f, GateVerdict v);
@@ -548,9 +549,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, std::shared_ptr<const PreparedText>> prepared_texts_;
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
-  Pool* waiting_pool_ = nullptr;
-  bool console_held_ = false;     // the admin console holds the next message (PAUSE, SUSPEND)
-  bool console_waiting_ = false;  // the admin console gathers other loops' rows (ConsoleSession::gather)
   RingQueue<Pending> pending_;
   std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
   std::unordered_map<std::string, Portal> portals_;
@@ -600,12 +598,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // that has not been answered yet.
   std::unordered_map<std::string, GateVerdict::Write> statement_writes_;
   bool begin_sent_ = false;
-  bool write_hold_ = false;
-  bool state_hold_ = false;         // waitForTxnState holds the next message
-  bool state_flush_sent_ = false;   // ... and has asked the server to answer its batch
   std::string held_query_;          // a write's Query, sent once its savepoint succeeded
   std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
-  bool write_resume_ = false;
   std::string last_tag_;
   // A write within its cap by the command tag, waiting for the count of every table it changed
   // (cascades, triggers): its entry as it stood at CommandComplete, and that CommandComplete.
@@ -616,19 +610,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unique_ptr<HeldWrite> held_write_;
 
   // The gate that judges this session's statements (made for the first one, and dropped again
-  // by trimIdle()), and the message waiting for its verdict (empty: none).
+  // by trimIdle()).
   std::unique_ptr<StatementGate> gate_;
   StatementGate& gate();
-  std::string paused_;
-  // Transaction pooling: what waits for the connection retakeServer() asked for, once the
-  // verdict (or the cost gate's EXPLAIN) came with none held.
-  std::optional<GateVerdict> held_verdict_;
-  struct DeferredExplain {
-    std::string sql;
-    bool extended = false;
-    ExplainArgs args;
-  };
-  std::optional<DeferredExplain> deferred_explain_;
+  // Why no further client message is read now, and what waits meanwhile (the message waiting for
+  // its verdict; that verdict or the cost gate's EXPLAIN waiting for a server connection).
+  PausedMessage pause_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
   // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
   std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;

@@ -290,7 +290,7 @@ bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
   if (!gate().decide(std::move(request), v)) {
     // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
     // (and nothing after it is read) until the verdict comes; then it goes on from here.
-    paused_.assign(f.raw.data(), f.raw.size());
+    pause_.keep(f.raw);
     return true;
   }
   return act(f, std::move(v));
@@ -314,7 +314,7 @@ void ClientSession::onGateVerdict(GateVerdict v) {
   // error is answered here without one.
   const bool runs = v.plan && !v.plan->decision.denied && v.explain_error.empty();
   if (runs && !deny_skipping_ && !server_skipping_ && !retakeServer()) {
-    held_verdict_ = std::move(v);  // onServerReady goes on with it
+    pause_.holdVerdict(std::move(v));  // onServerReady goes on with it
     return;
   }
   actOnVerdict(std::move(v));
@@ -326,8 +326,7 @@ bool ClientSession::retakeServer() {
 }
 
 void ClientSession::actOnVerdict(GateVerdict v) {
-  std::string raw = std::move(paused_);
-  paused_.clear();
+  const std::string raw = pause_.takeMessage();
   if (state_ != ClientState::kReady || raw.size() < 5) {
     gate_->discard(v);
     return;
@@ -382,13 +381,11 @@ void ClientSession::resumeInput() {
 }
 
 void ClientSession::cancelWaits() {
+  std::optional<GateVerdict> held = pause_.dropMessage();
   if (gate_) {
-    if (held_verdict_) gate_->discard(*held_verdict_);
+    if (held) gate_->discard(*held);
     gate_->cancel();
   }
-  held_verdict_.reset();
-  deferred_explain_.reset();
-  paused_.clear();
 }
 
 void ClientSession::recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
@@ -432,11 +429,11 @@ constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
 bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
-  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && !paused_.empty()) {
+  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && pause_.holdsMessage()) {
     // The connection went back to the pool while a webhook answered: the EXPLAIN runs on the
     // next one the pool lends (onServerReady), and the gate waits for it as for any EXPLAIN.
     if (!retakeServer()) {
-      deferred_explain_ = DeferredExplain{text, extended, args};
+      pause_.deferExplain({text, extended, args});
       return true;
     }
   }

@@ -589,7 +589,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     protocol::writeExecute(server_->out(), e->portal, 0);
     protocol::writeFlush(server_->out());
     unsynced_ = true;
-    write_hold_ = true;
+    pause_.move(PauseReason::kWriteStep);
     return true;
   }
   describeForMasking(e->portal);

@@ -30,15 +30,13 @@ std::string retag(std::string_view tag, int64_t count) {
 void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
-  if (state_hold_ && pending_.empty()) {
+  if (pause_.reason() == PauseReason::kTxnState && pending_.empty()) {
     // The server has answered everything before the held message: judge it now.
-    state_hold_ = false;
-    state_flush_sent_ = false;
-    write_resume_ = true;
+    pause_.endTxnStateWait();
   }
-  if (write_resume_) {
-    // A write's savepoint is settled: read what the client sent meanwhile.
-    write_resume_ = false;
+  if (pause_.takeResume()) {
+    // A write's savepoint is settled (or the held message may be judged): read what the client
+    // sent meanwhile.
     resumeInput();
   }
   // A session shutting down ends once the statement it was running has finished.
@@ -573,7 +571,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // The server skips our EXPLAIN (or parse check) with the rest of the batch; the paused
       // message goes the same way (everything up to Sync is ignored), noted as skipped like the
       // client's messages after it, so a later Execute of its statement is recorded as its own.
-      const std::string paused = paused_;
+      const std::string paused = pause_.message();
       cancelWaits();
       skipRest();
       if (paused.size() >= 5 && skipped_.active()) {

@@ -84,8 +84,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     pending_.pop_front();
     if (held_write_) writesCounted(true, false);  // the count failed: the write fails with it
     client_.out().append(f.raw.data(), f.raw.size());
-    write_hold_ = false;
-    write_resume_ = true;
+    pause_.endWriteStep();
     afterServerError(sqlstate, message);
     return true;
   }
@@ -99,8 +98,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
   pending_.pop_front();
   if (step == WriteStep::kCount) writesCounted(true, true);
   if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
-    write_hold_ = false;
-    write_resume_ = true;
+    pause_.endWriteStep();
   }
   emitLocalHeads();
   return true;
@@ -118,7 +116,7 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::str
       Pending::WriteTarget{v.write.table, v.write.command});
   held_query_ = std::move(query);
   savepoint_error_.clear();
-  write_hold_ = true;
+  pause_.move(PauseReason::kWriteStep);
 }
 
 bool ClientSession::waitForTxnState(const protocol::Frame& f) {
@@ -133,12 +131,12 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
   } else if (f.type != 'Q') {
     return false;
   }
-  if (unsynced_ && !state_flush_sent_) {
+  pause_.move(PauseReason::kTxnState);
+  if (unsynced_ && !pause_.flushSent()) {
     // The server keeps its answers to an unsynced batch until a Flush or Sync.
     protocol::writeFlush(server_->out());
-    state_flush_sent_ = true;
+    pause_.setFlushSent();
   }
-  state_hold_ = true;
   return true;
 }
 
@@ -164,8 +162,7 @@ void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, boo
   savepoint_error_.clear();
   spdlog::warn("{}: a guarded write was not sent: {}", logPrefix(),
                logsafe(detail, kLogMessageMaxBytes));
-  write_hold_ = false;
-  write_resume_ = true;
+  pause_.endWriteStep();
   if (pending_.empty() || pending_.front().kind != Expect::kQuery) {
     writesAfterStatement(z.status);
     protocol::writeReadyForQuery(client_.out(), z.status);
@@ -247,8 +244,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
 bool ClientSession::writesReadyForQuery(char status, Pending& head) {
   const Pending::Write* write = head.kind == Expect::kQuery ? &head.query().write : nullptr;
   if (write && write->target) {
-    write_resume_ = true;
-    write_hold_ = false;
+    pause_.endWriteStep();
     if (!write->failed && status == 'T' && server_) {
       // Settle the savepoint before the client hears ReadyForQuery (it comes with the step's).
       const std::string name(kWriteSavepoint);
@@ -261,8 +257,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       } else {
         sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + name);
       }
-      write_hold_ = true;
-      write_resume_ = false;
+      pause_.move(PauseReason::kWriteStep);
       flushServer();
       return true;
     }
@@ -313,16 +308,14 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
       }
       writesAfterStatement(z->status);
       protocol::writeReadyForQuery(client_.out(), z->status);
-      write_hold_ = false;
-      write_resume_ = true;
+      pause_.endWriteStep();
       break;
     case WriteStep::kRelease:
     case WriteStep::kUndo:
       // The client's write is settled: the notice and its ReadyForQuery now.
       writesAfterStatement(z->status);
       protocol::writeReadyForQuery(client_.out(), z->status);
-      write_hold_ = false;
-      write_resume_ = true;
+      pause_.endWriteStep();
       break;
     case WriteStep::kExpire:
       (void)writes_->move(TxnEvent::kServerIdle, host_.nowMs());
@@ -401,7 +394,9 @@ void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
 }
 
 void ClientSession::writesTick(uint64_t now_ms) {
-  if (!server_ || !pending_.empty() || !paused_.empty() || write_hold_) return;
+  if (!server_ || !pending_.empty() || pause_.holdsMessage() ||
+      pause_.reason() == PauseReason::kWriteStep)
+    return;
   const auto why = writes_->due(now_ms);
   if (!why) return;
   const WriteTransaction::Totals lost = writes_->totals();
