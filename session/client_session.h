@@ -30,7 +30,7 @@
 #include "session/client_auth.h"
 #include "session/paused_message.h"
 #include "session/session_host.h"
-#include "session/session_state.h"
+#include "session/client_state.h"
 #include "session/skipped_batch.h"
 #include "session/startup_params.h"
 #include "session/statement_execution.h"

@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "common/log_text.h"
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 #include "pool/carried_settings.h"
 
 namespace pgwarden::daemon {
