@@ -308,8 +308,8 @@ void StatementRunner::sendWork() {
   } else if (spec_.txn && write_.wrap && !savepoint_set_) {
     // With the savepoint, the counters the write's count starts from.
     spec_.txn->transaction().beginWrite(write_.table);
-    sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint) + "; " +
-                                         spec_.txn->transaction().countersQuery());
+    sendTxnStep(TxnStep::kSavepoint,
+                spec_.txn->transaction().savepointQuery(daemon::WriteTransaction::Savepoint::kSet));
     return;
   } else {
     step_ = Step::kRunning;
@@ -601,10 +601,9 @@ void StatementRunner::txnCounted(char status) {
 
 void StatementRunner::sendSettle() {
   // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap).
-  const std::string name(daemon::kWriteSavepoint);
+  using Savepoint = daemon::WriteTransaction::Savepoint;
   sendTxnStep(TxnStep::kSettle,
-              result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
-                             : "RELEASE SAVEPOINT " + name);
+              spec_.txn->transaction().savepointQuery(result_.undone ? Savepoint::kUndo : Savepoint::kRelease));
 }
 
 void StatementRunner::onError(const protocol::Frame& f) {

@@ -44,7 +44,10 @@ namespace pgwarden::daemon {
 
 class AdminConsole;
 
-class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller {
+// One line: the size check reads a class head from the line of its brace.
+// clang-format off
+class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller, public RunSink {
+// clang-format on
  public:
   ClientSession(SessionHost& host, uint64_t id, bool via_unix);
   ~ClientSession();
@@ -177,15 +180,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
       Write write;
     };
     struct Query {
-      std::shared_ptr<const StatementPlan> plan;
-      size_t next_statement = 0;  // statements started so far
-      // The text's comment overrides; null when it has none (most texts: nothing to allocate).
-      std::unique_ptr<const guards::AgentOverrides> overrides;
+      // The text's statements as the server answers them (shared with the MCP door).
+      std::unique_ptr<TextExecution> exec;
       Write write;
-      const guards::AgentOverrides& overridesOrNone() const {
-        static const guards::AgentOverrides kNone;
-        return overrides ? *overrides : kNone;
-      }
     };
     struct Local {
       std::string bytes;
@@ -214,7 +211,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
     explicit Pending(Expect k);
     Expect kind;
-    QueuedRun run;                  // kExecute, kQuery (current statement)
+    QueuedRun run;                  // kExecute (a Query's runs are its TextExecution's)
     int64_t rows_this_execute = 0;  // kExecute/kQuery: rows sent for this message
     Data data;
 
@@ -233,6 +230,17 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     const Internal& internal() const { return as<Internal>(); }
     // The guarded-write state of a kQuery or kExecute; null for the other kinds.
     Write* write();
+    // The run the server's next answers belong to: an Execute's, or the Query statement's.
+    StatementRun* current() const {
+      const auto* q = std::get_if<Query>(&data);
+      if (q) return q->exec ? q->exec->run() : nullptr;
+      return run.get();
+    }
+    std::shared_ptr<StatementRun> currentShared() const {
+      const auto* q = std::get_if<Query>(&data);
+      if (q) return q->exec ? q->exec->shared() : nullptr;
+      return run.shared();
+    }
     // kNone unless this is pgwarden's own write step (kInternal).
     WriteStep writeStep() const {
       const auto* i = std::get_if<Internal>(&data);
@@ -367,19 +375,24 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // A ReadyForQuery: the transaction status noted here and on the connection; a malformed one
   // ends the session (nullopt).
   std::optional<protocol::ReadyForQueryMsg> takeReadyForQuery(const protocol::Frame& f);
-  // The client's CommandComplete (recounted under a row cap, or a screen's denial instead) and
-  // the run's record.
-  void sendCommandComplete(const protocol::Frame& f, Pending& head);
+  // The client's CommandComplete of `run` (recounted to `rows` under a row cap, or a screen's
+  // denial instead, `last`: the last statement of a simple Query) and the run's record.
+  void sendCommandComplete(const protocol::Frame& f, StatementRun* run, int64_t rows, bool last);
+  // The entry is a simple Query at its text's last statement.
+  static bool lastOfText(const Pending& head) {
+    const auto* q = std::get_if<Pending::Query>(&head.data);
+    return q && q->exec && q->exec->atLast();
+  }
   void sendTruncationNotice(StatementRun& run);
   // Runs the result screens on a run that completes now and sends their warnings; returns the
   // denial to answer with instead of CommandComplete (only a simple Query's last statement).
-  const guards::Verdict* sendScreenNotices(StatementRun& run, const Pending& head);
+  const guards::Verdict* sendScreenNotices(StatementRun& run, bool last);
   void writeDeny(std::string& out, const StatementPlan& plan);
   void writeDeny(std::string& out, const guards::Verdict& v);
   void writeWarnings(std::string& out, const StatementPlan& plan);
   void writeWarnings(std::string& out, const std::vector<guards::Verdict>& warnings);
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
-                 std::string_view message = {});
+                 std::string_view message = {}) override;
   void recordDenied(const StatementPlan& plan, bool extended);
   // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
   void denyExtended(const StatementPlan& plan);
@@ -491,7 +504,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void sendWriteStep(WriteStep step, std::string_view sql);
   // The same step inside an extended-protocol batch (a Query there would drop the client's
   // unnamed statement): Parse/Bind/Execute/Close of each text, then Flush.
-  void sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls);
+  void sendExtendedWriteStep(WriteStep step, const std::vector<std::string>& sqls);
+  // One of the savepoint steps (WriteTransaction::savepointStatements) in either form.
+  void sendWriteStep(WriteStep step, WriteTransaction::Savepoint sp, bool extended);
   bool handleExtendedWriteStep(const protocol::Frame& f, Pending& head);
   // An Execute of a write prepared over the extended protocol: false when the write mode denies
   // it now (answered here; the batch is skipped to Sync).
@@ -602,9 +617,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
   std::string last_tag_;
   // A write within its cap by the command tag, waiting for the count of every table it changed
-  // (cascades, triggers): its entry as it stood at CommandComplete, and that CommandComplete.
+  // (cascades, triggers): its run, the rows sent for it, whether it ends its simple Query's text,
+  // and its CommandComplete.
   struct HeldWrite {
-    Pending head;
+    QueuedRun run;
+    int64_t rows = 0;
+    bool last = false;
     std::string command_complete;
   };
   std::unique_ptr<HeldWrite> held_write_;

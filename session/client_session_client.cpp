@@ -252,17 +252,8 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   }
   Pending p(Expect::kQuery);
   Pending::Query& q = p.query();
-  const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
-  if (overrides_.any()) q.overrides = std::make_unique<const guards::AgentOverrides>(overrides_);
-  if (!empty_text) {
-    p.run = startRun(plan, 0, false);
-    p.run->budget_key = std::move(v.budget_key);
-    p.run->overrides = overrides_;
-    q.next_statement = 1;
-  } else {
-    q.next_statement = plan->statements.size();
-  }
-  q.plan = plan;
+  q.exec = std::make_unique<TextExecution>(*this);
+  q.exec->begin(plan, overrides_, std::move(v.budget_key), false, nullptr);
   if (writes_ && v.write.wrap && server_) {
     std::string query;
     if (d.rewritten_sql) {
@@ -580,8 +571,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
     writes_->beginWrite(it->second.write.table);
-    sendExtendedWriteStep(WriteStep::kSavepoint,
-                          {"SAVEPOINT " + std::string(kWriteSavepoint), writes_->countersQuery()});
+    sendWriteStep(WriteStep::kSavepoint, WriteTransaction::Savepoint::kSet, true);
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{it->second.write.table, it->second.write.command});
     describeForMasking(e->portal);
@@ -763,16 +753,12 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
       finishRun(*p.run, outcome, sqlstate, message);
     } else if (p.kind == Expect::kQuery) {
-      if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
-      p.run.reset();
-      Pending::Query& q = p.query();
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(),
-                        [&](StatementRun& run) { finishRun(run, outcome, sqlstate, message); });
+      if (TextExecution* exec = p.query().exec.get()) exec->finishRest(outcome, sqlstate, message);
     }
   }
   pending_.clear();
-  if (held_write_ && held_write_->head.run && !held_write_->head.run->finished) {
-    finishRun(*held_write_->head.run, outcome, sqlstate, message);
+  if (held_write_ && held_write_->run && !held_write_->run->finished) {
+    finishRun(*held_write_->run, outcome, sqlstate, message);
   }
   held_write_.reset();
   // Suspended portals belong to the statement the client was reading.

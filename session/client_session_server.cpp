@@ -66,11 +66,9 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
   protocol::writeNotice(client_.out(), "WARNING", "01000", text);
 }
 
-const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
+const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, bool last) {
   // A denial replaces CommandComplete only where the client expects nothing after it but
-  // ReadyForQuery; elsewhere it is sent as a warning.
-  const auto* q = head.kind == Expect::kQuery ? &head.query() : nullptr;
-  const bool last = q && q->plan && q->next_statement >= q->plan->statements.size();
+  // ReadyForQuery (`last`); elsewhere it is sent as a warning.
   const ScreenFindings found = screenFindings(
       run, policy_, [this] { return host_.tableStats(server_database_); }, last);
   for (const guards::Verdict* v : found.warnings) {
@@ -81,19 +79,19 @@ const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const
   return found.denial;
 }
 
-void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head) {
-  StatementRun* run = head.run.get();
+void ClientSession::sendCommandComplete(const protocol::Frame& f, StatementRun* run, int64_t rows,
+                                        bool last) {
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
   if (run && run->truncated) sendTruncationNotice(*run);
-  const guards::Verdict* denial = run ? sendScreenNotices(*run, head) : nullptr;
+  const guards::Verdict* denial = run ? sendScreenNotices(*run, last) : nullptr;
   if (denial) {
     writeDeny(client_.out(), *denial);
     finishRun(*run, history::Outcome::kError, denial->sqlstate, denial->message);
     return;
   }
   if (run && run->truncated) {
-    protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+    protocol::writeCommandComplete(client_.out(), retag(tag, rows));
   } else if (tag == "SET" && run && run->plan && run->plan->analysis &&
              run->index < run->plan->analysis->statements.size() &&
              run->plan->analysis->statements[run->index].kind == guards::StatementKind::kReset) {
@@ -228,15 +226,8 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
     case Expect::kQuery: {
       Pending::Query& q = head.query();
       q.write.failed = true;
-      if (head.run && !head.run->finished) {
-        head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-        finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
-      }
-      head.run.reset();
-      // The statements after a failed one in the same Query never run.
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
-        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInQuery);
-      });
+      // The statement ends with the error; the ones after it in the same Query never run.
+      if (q.exec) q.exec->error(sqlstate, message, f.raw.size());
       out.append(f.raw.data(), f.raw.size());
       return true;
     }
@@ -313,7 +304,7 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   std::string& out = client_.out();
   if (f.type == 'T' && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
-    if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
     relayRowDescription(f, true, true);
     return true;
   }
@@ -363,7 +354,7 @@ void ClientSession::describeForMasking(std::string_view portal) {
 
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  StatementRun* run = head.run.get();
+  StatementRun* run = head.current();
   // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
   if (run && !countDataRow(*run, f, run->max_rows)) return true;
   if (row_mask_.any && policy_ && policy_->masking()) {
@@ -378,19 +369,18 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
 
 bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
-  if (head.run && provenanceOn(provenance_)) {
+  StatementRun* run = head.current();
+  if (!writes_ || !writesCommandComplete(f, head)) {
+    sendCommandComplete(f, run, head.rows_this_execute, lastOfText(head));
+  }
+  if (run && provenanceOn(provenance_)) {
     protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
-                          provenanceDetail(*head.run));
+                          provenanceDetail(*run));
   }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
-    head.run.reset();
-    Pending::Query& q = head.query();
-    if (q.plan && q.next_statement < q.plan->statements.size()) {
-      head.run = startRun(q.plan, q.next_statement++, false);
-      head.run->overrides = q.overridesOrNone();
-    }
+    // Recorded by now, or held for its count (held_write_): the next statement's run starts.
+    if (TextExecution* exec = head.query().exec.get()) (void)exec->detach();
     return true;
   }
   popPending();
@@ -400,11 +390,11 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
 bool ClientSession::handleServerEmptyQuery(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   client_.out().append(f.raw.data(), f.raw.size());
-  if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
   if (head.kind == Expect::kQuery) {
-    head.run.reset();
+    if (TextExecution* exec = head.query().exec.get()) exec->finish(history::Outcome::kOk);
     return true;
   }
+  if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
   popPending();
   return true;
 }
@@ -416,7 +406,7 @@ bool ClientSession::handleServerPortalSuspended(const protocol::Frame& f, Pendin
   if (run && run->truncated) {
     // The cap is reached: end the portal for the client here.
     sendTruncationNotice(*run);
-    sendScreenNotices(*run, head);
+    sendScreenNotices(*run, false);  // an Execute: a finding warns
     protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
     finishRun(*run, history::Outcome::kOk);
   } else {
@@ -446,7 +436,7 @@ bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
     return false;
   }
   // CopyOutResponse, CopyData, CopyDone: COPY ... TO STDOUT streams through.
-  if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+  if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
   client_.out().append(f.raw.data(), f.raw.size());
   return true;
 }
@@ -455,8 +445,8 @@ bool ClientSession::handleServerReadyForQuery(const protocol::Frame& f, Pending&
   if (head.kind != Expect::kSync && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   const auto z = takeReadyForQuery(f);
   if (!z) return false;
-  if (head.kind == Expect::kQuery) {
-    if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+  if (StatementRun* run = head.current(); run && !run->finished && head.kind == Expect::kQuery) {
+    finishRun(*run, history::Outcome::kOk);
   }
   // Portals end with their transaction.
   if (z->status != 'T') finishPortals();
@@ -520,12 +510,8 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
       // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
       // its record.
-      if (p.run && !p.run->finished)
-        finishRun(*p.run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
-      Pending::Query& q = p.query();
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
-        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
-      });
+      if (TextExecution* exec = p.query().exec.get())
+        exec->finishRest(history::Outcome::kError, sqlstate, kNotExecutedInBatch);
       first = false;
       pending_.pop_front();
       continue;
@@ -595,14 +581,14 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
     if (type == 'D' && !pending_.empty() &&
         (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
       Pending& head = pending_.front();
-      chunk_run_ = head.run.shared();
-      if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
-        head.run->truncated = true;
+      chunk_run_ = head.currentShared();
+      if (chunk_run_ && chunk_run_->max_rows >= 0 && chunk_run_->rows_sent >= chunk_run_->max_rows) {
+        chunk_run_->truncated = true;
         chunk_forward_ = false;
       } else {
         ++head.rows_this_execute;
         ++host_.counters().rows_returned;
-        if (head.run) ++head.run->rows_sent;
+        if (chunk_run_) ++chunk_run_->rows_sent;
       }
     }
   }
