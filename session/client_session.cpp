@@ -40,6 +40,7 @@ ClientSession::ClientSession(SessionHost& host, uint64_t id, bool via_unix)
       config_(host.config()),
       client_(host.loop(), this),
       via_unix_(via_unix),
+      prepared_(static_cast<size_t>(config_->limits.max_prepared_statements)),
       pause_(id) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
@@ -529,7 +530,7 @@ void ClientSession::releaseServer(bool client_gone) {
     // The client will never read this result: stop the server working on it.
     host_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
-  if (!pending_.empty() || !portals_.empty()) {
+  if (!pending_.empty() || prepared_.anyPortal()) {
     if (client_gone && !ended_message_.empty()) {
       // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
       // FATAL the client was sent, which says why.

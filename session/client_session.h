@@ -29,6 +29,7 @@
 #include "protocol/messages.h"
 #include "session/client_auth.h"
 #include "session/paused_message.h"
+#include "session/prepared_registry.h"
 #include "session/session_host.h"
 #include "session/client_state.h"
 #include "session/skipped_batch.h"
@@ -270,20 +271,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Measured with GCC 12 / libstdc++ on x86-64 (the entry was 440 bytes as one struct): a
   // growing alternative shows here rather than as memory under a deep pipeline.
   static_assert(sizeof(Pending) <= 112, "a pending entry grew");
-  struct Portal {
-    std::shared_ptr<const StatementPlan> plan;
-    std::shared_ptr<StatementRun> run;
-    guards::AgentOverrides overrides;  // of the prepared statement it was bound from
-    // The Bind's values, when a result screen may need them (session/result_screen.h).
-    std::shared_ptr<ScreenParams> params;
-    GateVerdict::Write write;  // guarded writes: a write prepared over the extended protocol
-  };
-  // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
-  // Execute itself; `format` is the result column's format code from the Bind.
-  struct AgentPortal {
-    guards::AgentCommand cmd;
-    int16_t format = 0;
-  };
 
   void setState(ClientState to);
   void trimIdle();
@@ -565,10 +552,8 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
   RingQueue<Pending> pending_;
-  std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
-  std::unordered_map<std::string, Portal> portals_;
-  // Parameter types of statements whose cost gate waits for Bind (their EXPLAIN needs them).
-  std::unordered_map<std::string, std::vector<uint32_t>> statement_types_;
+  // The client's prepared statements and portals, pgwarden's own among them.
+  PreparedRegistry prepared_;
   char tx_status_ = 'I';
   bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
   bool abort_at_sync_ = false;    // ... inside a transaction block: fail it at that Sync
@@ -609,9 +594,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Guarded writes: the transaction state machine (null: a read-only group); input held while a
   // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.
   std::unique_ptr<WriteTransaction> writes_;
-  // Writes prepared over the extended protocol, by statement name; a BEGIN sent in the batch
-  // that has not been answered yet.
-  std::unordered_map<std::string, GateVerdict::Write> statement_writes_;
+  // A BEGIN sent in the batch that has not been answered yet.
   bool begin_sent_ = false;
   std::string held_query_;          // a write's Query, sent once its savepoint succeeded
   std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
@@ -635,19 +618,11 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // its verdict; that verdict or the cost gate's EXPLAIN waiting for a server connection).
   PausedMessage pause_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
-  // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
-  std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
-  // Prepared statements and portals that are SET/RESET/SHOW pgwarden.* (bounded together with
-  // statements_ and portals_ by limits.max_prepared_statements).
-  std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
-  std::unordered_map<std::string, AgentPortal> agent_portals_;
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
   std::optional<std::array<std::string, 4>> agent_defaults_;
   std::string provenance_ = "off";  // pgwarden.provenance (docs/provenance.md)
   // The Bind being handled, decoded into storage kept from one Bind to the next.
   protocol::BindMsg bind_;
-  // An entry of portals_ kept when a transaction's portals ended, for the next Bind (empty: none).
-  std::unordered_map<std::string, Portal>::node_type spare_portal_;
 };
 
 }  // namespace pgwarden::daemon

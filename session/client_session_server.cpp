@@ -520,10 +520,9 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       if (p.kind == Expect::kParse) {
         const std::string& name = p.statement().name;
         failed_statement = name;
-        auto it = statements_.find(name);
-        if (it != statements_.end()) failed_plan = it->second;
-        if (auto ov = statement_overrides_.find(name); ov != statement_overrides_.end()) {
-          failed_overrides = ov->second;
+        failed_plan = prepared_.plan(name);
+        if (const guards::AgentOverrides* ov = prepared_.overrides(name)) {
+          failed_overrides = *ov;
         }
       } else if (p.kind == Expect::kBind) {
         failed_plan = p.bind().plan;
@@ -544,11 +543,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     forgetFailedPrepare(p);
     if (p.kind == Expect::kParse) {
       const Pending::Statement& st = p.statement();
-      if (st.had_previous) {
-        statements_[st.name] = st.previous;
-      } else {
-        statements_.erase(st.name);
-      }
+      prepared_.restore(st.name, {st.previous, st.had_previous});
     }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();

@@ -132,9 +132,8 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
     // Only an Execute of a write is judged by the transaction's state (and what it looked at).
     auto e = protocol::parseExecute(f.body);
     if (!e) return false;  // refused as malformed when it is handled
-    const auto it = portals_.find(std::string(e->portal));
-    if (it == portals_.end() || !(it->second.write.at_execute || it->second.write.wrap))
-      return false;
+    const Portal* portal = prepared_.portal(std::string(e->portal));
+    if (!portal || !(portal->write.at_execute || portal->write.wrap)) return false;
   } else if (f.type != 'Q') {
     return false;
   }
