@@ -8,14 +8,22 @@ namespace pgwarden::daemon {
 
 const char* pauseReasonName(PauseReason r) {
   switch (r) {
-    case PauseReason::kNone: return "none";
-    case PauseReason::kVerdict: return "verdict";
-    case PauseReason::kVerdictServer: return "verdict-server";
-    case PauseReason::kServer: return "server";
-    case PauseReason::kWriteStep: return "write-step";
-    case PauseReason::kTxnState: return "txn-state";
-    case PauseReason::kConsoleGather: return "console-gather";
-    case PauseReason::kConsoleHold: return "console-hold";
+    case PauseReason::kNone:
+      return "none";
+    case PauseReason::kVerdict:
+      return "verdict";
+    case PauseReason::kVerdictServer:
+      return "verdict-server";
+    case PauseReason::kServer:
+      return "server";
+    case PauseReason::kWriteStep:
+      return "write-step";
+    case PauseReason::kTxnState:
+      return "txn-state";
+    case PauseReason::kConsoleGather:
+      return "console-gather";
+    case PauseReason::kConsoleHold:
+      return "console-hold";
   }
   return "?";
 }
@@ -45,8 +53,8 @@ bool legalPause(PauseReason from, PauseReason to) {
 bool PausedMessage::move(PauseReason to) {
   if (to == reason_) return true;
   if (!legalPause(reason_, to)) {
-    spdlog::error("session {}: illegal pause change {} -> {}", session_id_, pauseReasonName(reason_),
-                  pauseReasonName(to));
+    spdlog::error("session {}: illegal pause change {} -> {}", session_id_,
+                  pauseReasonName(reason_), pauseReasonName(to));
     return false;
   }
   reason_ = to;
@@ -75,7 +83,8 @@ std::string PausedMessage::takeMessage() {
 }
 
 bool PausedMessage::waitForServer(Pool& pool) {
-  const PauseReason to = reason_ == PauseReason::kVerdict ? PauseReason::kVerdictServer : PauseReason::kServer;
+  const PauseReason to =
+      reason_ == PauseReason::kVerdict ? PauseReason::kVerdictServer : PauseReason::kServer;
   if (!move(to)) return false;
   pool_ = &pool;
   return true;

@@ -31,7 +31,8 @@ const std::vector<uint32_t>* PreparedRegistry::types(const std::string& name) co
   return it == types_.end() ? nullptr : &it->second;
 }
 
-void PreparedRegistry::setOverrides(const std::string& name, const guards::AgentOverrides& overrides) {
+void PreparedRegistry::setOverrides(const std::string& name,
+                                    const guards::AgentOverrides& overrides) {
   if (overrides.any()) {
     overrides_[name] = overrides;
   } else if (!overrides_.empty()) {

@@ -61,7 +61,9 @@ class PreparedRegistry {
   void restore(const std::string& name, Previous previous);
   void forgetPlan(const std::string& name) { statements_.erase(name); }
   // The parameter types of a statement whose cost gate waits for its Bind (its EXPLAIN needs them).
-  void setTypes(const std::string& name, std::vector<uint32_t> types) { types_[name] = std::move(types); }
+  void setTypes(const std::string& name, std::vector<uint32_t> types) {
+    types_[name] = std::move(types);
+  }
   const std::vector<uint32_t>* types(const std::string& name) const;
   // The statement's comment overrides (none: nothing kept), which Bind hands to its portal.
   void setOverrides(const std::string& name, const guards::AgentOverrides& overrides);
@@ -105,7 +107,9 @@ class PreparedRegistry {
   AgentPortal* agentPortal(const std::string& name);
   bool hasAgentPortal(const std::string& name) const { return agent_portals_.count(name) > 0; }
   bool agentPortalsFull() const { return agent_portals_.size() >= limit_; }
-  void addAgentPortal(const std::string& name, AgentPortal portal) { agent_portals_[name] = std::move(portal); }
+  void addAgentPortal(const std::string& name, AgentPortal portal) {
+    agent_portals_[name] = std::move(portal);
+  }
   bool eraseAgentPortal(const std::string& name) { return agent_portals_.erase(name) > 0; }
 
  private:

@@ -17,7 +17,8 @@ namespace {
 
 class FakeMcpHost final : public McpHost, public daemon::StatementSink {
  public:
-  explicit FakeMcpHost(uv_loop_t* loop) : loop_(loop), policy_(64, 4096), recorder_(*this, nullptr, "test") {}
+  explicit FakeMcpHost(uv_loop_t* loop)
+      : loop_(loop), policy_(64, 4096), recorder_(*this, nullptr, "test") {}
 
   std::optional<McpIdentity> identify(const std::string&) override { return std::nullopt; }
   daemon::GateServices gateServices(const std::string&) override {
@@ -32,13 +33,17 @@ class FakeMcpHost final : public McpHost, public daemon::StatementSink {
   void writeTransactionEnded(daemon::TxnEnd) override {}
   void writeCounted(int64_t, bool) override {}
   void cancelServerQuery(int32_t, int32_t, std::shared_ptr<daemon::CancelFence>) override {}
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override { return nullptr; }
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override {
+    return nullptr;
+  }
   uv_loop_t* loop() override { return loop_; }
   bool statsLoading(const std::string&) override { return stats_loading; }
   void watchDatabase(const std::string&) override {}
   guards::BudgetLedger* budgets() override { return nullptr; }
   guards::GuardObserver* guardObserver() override { return nullptr; }
-  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override { return {}; }
+  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
+    return {};
+  }
   void loginFailed(const std::string&, const std::string&) override {}
   uint64_t nextSessionId() override { return 1; }
   void onStatement(history::Record&& record, const daemon::StatementPlan*) override {

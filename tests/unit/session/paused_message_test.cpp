@@ -26,12 +26,12 @@ TEST(PausedMessage, EveryPauseMayEndAndNoneStartsFromAnotherExceptTheServerWaitO
     EXPECT_TRUE(legalPause(from, PauseReason::kNone)) << pauseReasonName(from);
     for (PauseReason to : kAll) {
       if (to == PauseReason::kNone || to == from) continue;
-      const bool expected =
-          (from == PauseReason::kNone && to != PauseReason::kVerdictServer) ||
-          (from == PauseReason::kVerdict && to == PauseReason::kVerdictServer) ||
-          (from == PauseReason::kVerdictServer &&
-           (to == PauseReason::kVerdict || to == PauseReason::kServer));
-      EXPECT_EQ(legalPause(from, to), expected) << pauseReasonName(from) << " -> " << pauseReasonName(to);
+      const bool expected = (from == PauseReason::kNone && to != PauseReason::kVerdictServer) ||
+                            (from == PauseReason::kVerdict && to == PauseReason::kVerdictServer) ||
+                            (from == PauseReason::kVerdictServer &&
+                             (to == PauseReason::kVerdict || to == PauseReason::kServer));
+      EXPECT_EQ(legalPause(from, to), expected)
+          << pauseReasonName(from) << " -> " << pauseReasonName(to);
     }
   }
 }
