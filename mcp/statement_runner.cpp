@@ -46,9 +46,9 @@ StatementRunner::~StatementRunner() {
 }
 
 void StatementRunner::start() {
-  in_start_ = true;
+  in_call_ = true;
   startWork();
-  in_start_ = false;
+  in_call_ = false;
 }
 
 void StatementRunner::startWork() {
@@ -311,8 +311,8 @@ void StatementRunner::sendWork() {
   } else if (spec_.txn && write_.wrap && !savepoint_set_) {
     // With the savepoint, the counters the write's count starts from.
     spec_.txn->transaction().beginWrite(write_.table);
-    sendTxnStep(TxnStep::kSavepoint, "SAVEPOINT " + std::string(daemon::kWriteSavepoint) + "; " +
-                                         spec_.txn->transaction().countersQuery());
+    sendTxnStep(TxnStep::kSavepoint,
+                spec_.txn->transaction().savepointQuery(daemon::WriteTransaction::Savepoint::kSet));
     return;
   } else {
     step_ = Step::kRunning;
@@ -614,10 +614,9 @@ void StatementRunner::txnCounted(char status) {
 
 void StatementRunner::sendSettle() {
   // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap).
-  const std::string name(daemon::kWriteSavepoint);
+  using Savepoint = daemon::WriteTransaction::Savepoint;
   sendTxnStep(TxnStep::kSettle,
-              result_.undone ? "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
-                             : "RELEASE SAVEPOINT " + name);
+              spec_.txn->transaction().savepointQuery(result_.undone ? Savepoint::kUndo : Savepoint::kRelease));
 }
 
 void StatementRunner::onError(const protocol::Frame& f) {
@@ -705,6 +704,13 @@ void StatementRunner::cancel() {
   if (done_called_ || cancelled_) return;
   cancelled_ = true;
   result_.cancelled = true;
+  // The caller may be iterating over its calls: the answer comes on the next loop turn.
+  in_call_ = true;
+  cancelStep();
+  in_call_ = false;
+}
+
+void StatementRunner::cancelStep() {
   switch (step_) {
     case Step::kStats:
       stopStatsTimer();
@@ -760,9 +766,9 @@ void StatementRunner::complete() {
   step_ = Step::kDone;
   result_.elapsed_us = history::wallClockMicros() - started_us_;
   result_.stats_age_s = host_.statsAgeSeconds(spec_.who.server_database);
-  if (in_start_) {
-    // Never inside start() (a denial known at once): the answer comes on the next loop turn,
-    // as the gate's verdict does.
+  if (in_call_) {
+    // Never inside start() or cancel() (a denial known at once, a call cancelled before it ran):
+    // the answer comes on the next loop turn, as the gate's verdict does.
     answer_timer_ = new uv_timer_t;
     uv_timer_init(host_.loop(), answer_timer_);
     answer_timer_->data = this;

@@ -146,7 +146,7 @@ class StatementRunner final : public daemon::GateCaller,
   void start();
   // The caller no longer wants the answer (notifications/cancelled, the session or its HTTP
   // client went away): the server query is cancelled; bookkeeping still ends cleanly and `done`
-  // still runs (with cancelled set).
+  // still runs (with cancelled set), as after start(), never inside this call.
   void cancel();
   bool finished() const { return done_called_; }
 
@@ -173,6 +173,7 @@ class StatementRunner final : public daemon::GateCaller,
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
   void startWork();
+  void cancelStep();
   void judge();
   static void onStatsTimer(uv_timer_t* t);
   static void closeTimer(uv_timer_t*& t);
@@ -221,8 +222,8 @@ class StatementRunner final : public daemon::GateCaller,
   McpHost& host_;
   RunSpec spec_;
   uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
-  uv_timer_t* answer_timer_ = nullptr;  // an answer reached inside start(), delivered next turn
-  bool in_start_ = false;
+  uv_timer_t* answer_timer_ = nullptr;  // an answer reached inside a call, delivered next turn
+  bool in_call_ = false;                // inside start() or cancel()
   daemon::StatsWait stats_wait_;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <vector>
 
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 #include "pool/server_conn.h"
 
 namespace pgwarden::daemon {

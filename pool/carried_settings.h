@@ -1,4 +1,4 @@
-// The settings a pooled connection carries from one client to the next (guards/session_state.h
+// The settings a pooled connection carries from one client to the next (guards/pooled_state_check.h
 // names them), and the statement that brings a connection's values to what its next user wants.
 #pragma once
 

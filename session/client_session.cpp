@@ -39,7 +39,9 @@ ClientSession::ClientSession(SessionHost& host, uint64_t id, bool via_unix)
       id_(id),
       config_(host.config()),
       client_(host.loop(), this),
-      via_unix_(via_unix) {
+      via_unix_(via_unix),
+      prepared_(static_cast<size_t>(config_->limits.max_prepared_statements)),
+      pause_(id) {
   limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
   limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
 }
@@ -173,9 +175,9 @@ void ClientSession::processInput() {
         goto done;
       case ClientState::kReady: {
         if (client_paused_) goto done;
-        if (!paused_.empty() || write_hold_ || state_hold_ || waiting_pool_ || console_waiting_) {
-          // A statement waits for its verdict (a webhook, the cost gate, the budget store);
-          // keep what piles up behind it bounded.
+        if (pause_.paused()) {
+          // A statement waits for its verdict (a webhook, the cost gate, the budget store), a
+          // server connection, a write's savepoint, ...: keep what piles up behind it bounded.
           if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
           goto done;
         }
@@ -195,7 +197,7 @@ void ClientSession::processInput() {
         if (consoleHolds(f)) {
           // Held until RESUME: reading stops, so what the client sends meanwhile stays in the
           // socket (bounded by the kernel), not in our memory.
-          console_held_ = true;
+          pause_.move(PauseReason::kConsoleHold);
           client_.stopRead();
           goto done;
         }
@@ -209,16 +211,16 @@ void ClientSession::processInput() {
           continue;
         }
         if (admin_ && admin_->gather(f, [this] {
-              console_waiting_ = false;
+              pause_.move(PauseReason::kNone);
               processInput();
             })) {
           // The console asks the other loops first; the message waits in the buffer.
-          console_waiting_ = true;
+          pause_.move(PauseReason::kConsoleGather);
           goto done;
         }
         const bool go_on = handleClientMessage(f);
         in_.consume(f.raw.size());  // a paused message keeps a copy of its own
-        if (!go_on || !paused_.empty() || write_hold_) goto done;
+        if (!go_on || pause_.paused()) goto done;
         if (pending_.size() > kMaxPendingEntries ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
           updateBackpressure();
@@ -527,7 +529,7 @@ void ClientSession::releaseServer(bool client_gone) {
     // The client will never read this result: stop the server working on it.
     host_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
-  if (!pending_.empty() || !portals_.empty()) {
+  if (!pending_.empty() || prepared_.anyPortal()) {
     if (client_gone && !ended_message_.empty()) {
       // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
       // FATAL the client was sent, which says why.
@@ -546,9 +548,9 @@ void ClientSession::closeSession(const std::string& reason) {
   cancelWaits();
   close_reason_ = reason;
   const ClientState before = state_;
-  if (waiting_pool_) {
-    waiting_pool_->cancelWait(this);
-    waiting_pool_ = nullptr;
+  if (Pool* pool = pause_.pool()) {
+    pool->cancelWait(this);
+    pause_.serverWaitOver();
   }
   const bool mid_statement = !pending_.empty();
   if (server_) releaseServer(mid_statement);
@@ -631,8 +633,8 @@ bool ClientSession::consoleHolds(const protocol::Frame& f) const {
 }
 
 void ClientSession::consoleResumed() {
-  if (!console_held_) return;
-  console_held_ = false;
+  if (pause_.reason() != PauseReason::kConsoleHold) return;
+  pause_.move(PauseReason::kNone);
   resumeInput();
 }
 
@@ -653,8 +655,7 @@ void ClientSession::beginShutdown() {
 // keeps. Each is made again by the next message that needs it.
 void ClientSession::trimIdle() {
   trimmed_at_ms_ = last_active_ms_;
-  if (gate_ && !gate_->waiting() && paused_.empty()) gate_.reset();
-  if (paused_.empty()) std::string().swap(paused_);
+  if (gate_ && !gate_->waiting() && !pause_.holdsMessage()) gate_.reset();
   pending_.release();
   in_.release();
   client_.releaseIdleBuffers();

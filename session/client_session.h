@@ -28,8 +28,10 @@
 #include "protocol/auth.h"
 #include "protocol/messages.h"
 #include "session/client_auth.h"
+#include "session/paused_message.h"
+#include "session/prepared_registry.h"
 #include "session/session_host.h"
-#include "session/session_state.h"
+#include "session/client_state.h"
 #include "session/skipped_batch.h"
 #include "session/startup_params.h"
 #include "session/statement_execution.h"
@@ -43,7 +45,10 @@ namespace pgwarden::daemon {
 
 class AdminConsole;
 
-class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller {
+// One line: the size check reads a class head from the line of its brace.
+// clang-format off
+class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller, public RunSink {
+// clang-format on
  public:
   ClientSession(SessionHost& host, uint64_t id, bool via_unix);
   ~ClientSession();
@@ -75,7 +80,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Inside a transaction block (what PAUSE waits for besides running statements).
   bool inTransaction() const { return tx_status_ != 'I'; }
   // A message of the client's waits for the admin console's RESUME (PAUSE, SUSPEND).
-  bool heldByConsole() const { return console_held_; }
+  bool heldByConsole() const { return pause_.reason() == PauseReason::kConsoleHold; }
   bool isConsole() const { return admin_ != nullptr; }
   // Bytes read from the client and not handled yet, and bytes for it not yet written.
   size_t clientInputBytes() const { return in_.size(); }
@@ -176,15 +181,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
       Write write;
     };
     struct Query {
-      std::shared_ptr<const StatementPlan> plan;
-      size_t next_statement = 0;  // statements started so far
-      // The text's comment overrides; null when it has none (most texts: nothing to allocate).
-      std::unique_ptr<const guards::AgentOverrides> overrides;
+      // The text's statements as the server answers them (shared with the MCP door).
+      std::unique_ptr<TextExecution> exec;
       Write write;
-      const guards::AgentOverrides& overridesOrNone() const {
-        static const guards::AgentOverrides kNone;
-        return overrides ? *overrides : kNone;
-      }
     };
     struct Local {
       std::string bytes;
@@ -213,7 +212,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
     explicit Pending(Expect k);
     Expect kind;
-    QueuedRun run;                  // kExecute, kQuery (current statement)
+    QueuedRun run;                  // kExecute (a Query's runs are its TextExecution's)
     int64_t rows_this_execute = 0;  // kExecute/kQuery: rows sent for this message
     Data data;
 
@@ -232,6 +231,17 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
     const Internal& internal() const { return as<Internal>(); }
     // The guarded-write state of a kQuery or kExecute; null for the other kinds.
     Write* write();
+    // The run the server's next answers belong to: an Execute's, or the Query statement's.
+    StatementRun* current() const {
+      const auto* q = std::get_if<Query>(&data);
+      if (q) return q->exec ? q->exec->run() : nullptr;
+      return run.get();
+    }
+    std::shared_ptr<StatementRun> currentShared() const {
+      const auto* q = std::get_if<Query>(&data);
+      if (q) return q->exec ? q->exec->shared() : nullptr;
+      return run.shared();
+    }
     // kNone unless this is pgwarden's own write step (kInternal).
     WriteStep writeStep() const {
       const auto* i = std::get_if<Internal>(&data);
@@ -261,20 +271,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Measured with GCC 12 / libstdc++ on x86-64 (the entry was 440 bytes as one struct): a
   // growing alternative shows here rather than as memory under a deep pipeline.
   static_assert(sizeof(Pending) <= 112, "a pending entry grew");
-  struct Portal {
-    std::shared_ptr<const StatementPlan> plan;
-    std::shared_ptr<StatementRun> run;
-    guards::AgentOverrides overrides;  // of the prepared statement it was bound from
-    // The Bind's values, when a result screen may need them (session/result_screen.h).
-    std::shared_ptr<ScreenParams> params;
-    GateVerdict::Write write;  // guarded writes: a write prepared over the extended protocol
-  };
-  // An extended-protocol SET/RESET/SHOW pgwarden.* portal: pgwarden answers its Describe and
-  // Execute itself; `format` is the result column's format code from the Bind.
-  struct AgentPortal {
-    guards::AgentCommand cmd;
-    int16_t format = 0;
-  };
 
   void setState(ClientState to);
   void trimIdle();
@@ -366,19 +362,24 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // A ReadyForQuery: the transaction status noted here and on the connection; a malformed one
   // ends the session (nullopt).
   std::optional<protocol::ReadyForQueryMsg> takeReadyForQuery(const protocol::Frame& f);
-  // The client's CommandComplete (recounted under a row cap, or a screen's denial instead) and
-  // the run's record.
-  void sendCommandComplete(const protocol::Frame& f, Pending& head);
+  // The client's CommandComplete of `run` (recounted to `rows` under a row cap, or a screen's
+  // denial instead, `last`: the last statement of a simple Query) and the run's record.
+  void sendCommandComplete(const protocol::Frame& f, StatementRun* run, int64_t rows, bool last);
+  // The entry is a simple Query at its text's last statement.
+  static bool lastOfText(const Pending& head) {
+    const auto* q = std::get_if<Pending::Query>(&head.data);
+    return q && q->exec && q->exec->atLast();
+  }
   void sendTruncationNotice(StatementRun& run);
   // Runs the result screens on a run that completes now and sends their warnings; returns the
   // denial to answer with instead of CommandComplete (only a simple Query's last statement).
-  const guards::Verdict* sendScreenNotices(StatementRun& run, const Pending& head);
+  const guards::Verdict* sendScreenNotices(StatementRun& run, bool last);
   void writeDeny(std::string& out, const StatementPlan& plan);
   void writeDeny(std::string& out, const guards::Verdict& v);
   void writeWarnings(std::string& out, const StatementPlan& plan);
   void writeWarnings(std::string& out, const std::vector<guards::Verdict>& warnings);
   void finishRun(StatementRun& run, history::Outcome outcome, std::string_view sqlstate = {},
-                 std::string_view message = {});
+                 std::string_view message = {}) override;
   void recordDenied(const StatementPlan& plan, bool extended);
   // Records a denied Parse/Bind/Execute, queues its ErrorResponse and skips to Sync.
   void denyExtended(const StatementPlan& plan);
@@ -423,7 +424,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   bool handleAgentMessage(const protocol::Frame& f);
 
   // The statement gate (session/statement_gate.h): a Query, Parse, Bind or Execute is judged
-  // there, then acted on here with its verdict. A message whose verdict waits is kept in paused_
+  // there, then acted on here with its verdict. A message whose verdict waits is kept in pause_
   // and goes on from act() when the verdict comes.
   bool judge(const protocol::Frame& f, GateRequest request);
   bool act(const protocol::Frame& f, GateVerdict v);
@@ -490,7 +491,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void sendWriteStep(WriteStep step, std::string_view sql);
   // The same step inside an extended-protocol batch (a Query there would drop the client's
   // unnamed statement): Parse/Bind/Execute/Close of each text, then Flush.
-  void sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls);
+  void sendExtendedWriteStep(WriteStep step, const std::vector<std::string>& sqls);
+  // One of the savepoint steps (WriteTransaction::savepointStatements) in either form.
+  void sendWriteStep(WriteStep step, WriteTransaction::Savepoint sp, bool extended);
   bool handleExtendedWriteStep(const protocol::Frame& f, Pending& head);
   // An Execute of a write prepared over the extended protocol: false when the write mode denies
   // it now (answered here; the batch is skipped to Sync).
@@ -548,14 +551,9 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, std::shared_ptr<const PreparedText>> prepared_texts_;
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
-  Pool* waiting_pool_ = nullptr;
-  bool console_held_ = false;     // the admin console holds the next message (PAUSE, SUSPEND)
-  bool console_waiting_ = false;  // the admin console gathers other loops' rows (ConsoleSession::gather)
   RingQueue<Pending> pending_;
-  std::unordered_map<std::string, std::shared_ptr<const StatementPlan>> statements_;
-  std::unordered_map<std::string, Portal> portals_;
-  // Parameter types of statements whose cost gate waits for Bind (their EXPLAIN needs them).
-  std::unordered_map<std::string, std::vector<uint32_t>> statement_types_;
+  // The client's prepared statements and portals, pgwarden's own among them.
+  PreparedRegistry prepared_;
   char tx_status_ = 'I';
   bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
   bool abort_at_sync_ = false;    // ... inside a transaction block: fail it at that Sync
@@ -596,53 +594,35 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // Guarded writes: the transaction state machine (null: a read-only group); input held while a
   // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.
   std::unique_ptr<WriteTransaction> writes_;
-  // Writes prepared over the extended protocol, by statement name; a BEGIN sent in the batch
-  // that has not been answered yet.
-  std::unordered_map<std::string, GateVerdict::Write> statement_writes_;
+  // A BEGIN sent in the batch that has not been answered yet.
   bool begin_sent_ = false;
-  bool write_hold_ = false;
-  bool state_hold_ = false;         // waitForTxnState holds the next message
-  bool state_flush_sent_ = false;   // ... and has asked the server to answer its batch
   std::string held_query_;          // a write's Query, sent once its savepoint succeeded
   std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
-  bool write_resume_ = false;
   std::string last_tag_;
   // A write within its cap by the command tag, waiting for the count of every table it changed
-  // (cascades, triggers): its entry as it stood at CommandComplete, and that CommandComplete.
+  // (cascades, triggers): its run, the rows sent for it, whether it ends its simple Query's text,
+  // and its CommandComplete.
   struct HeldWrite {
-    Pending head;
+    QueuedRun run;
+    int64_t rows = 0;
+    bool last = false;
     std::string command_complete;
   };
   std::unique_ptr<HeldWrite> held_write_;
 
   // The gate that judges this session's statements (made for the first one, and dropped again
-  // by trimIdle()), and the message waiting for its verdict (empty: none).
+  // by trimIdle()).
   std::unique_ptr<StatementGate> gate_;
   StatementGate& gate();
-  std::string paused_;
-  // Transaction pooling: what waits for the connection retakeServer() asked for, once the
-  // verdict (or the cost gate's EXPLAIN) came with none held.
-  std::optional<GateVerdict> held_verdict_;
-  struct DeferredExplain {
-    std::string sql;
-    bool extended = false;
-    ExplainArgs args;
-  };
-  std::optional<DeferredExplain> deferred_explain_;
+  // Why no further client message is read now, and what waits meanwhile (the message waiting for
+  // its verdict; that verdict or the cost gate's EXPLAIN waiting for a server connection).
+  PausedMessage pause_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
-  // Comment overrides of prepared statements that carry one (Bind hands them to the portal).
-  std::unordered_map<std::string, guards::AgentOverrides> statement_overrides_;
-  // Prepared statements and portals that are SET/RESET/SHOW pgwarden.* (bounded together with
-  // statements_ and portals_ by limits.max_prepared_statements).
-  std::unordered_map<std::string, guards::AgentCommand> agent_statements_;
-  std::unordered_map<std::string, AgentPortal> agent_portals_;
   // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
   std::optional<std::array<std::string, 4>> agent_defaults_;
   std::string provenance_ = "off";  // pgwarden.provenance (docs/provenance.md)
   // The Bind being handled, decoded into storage kept from one Bind to the next.
   protocol::BindMsg bind_;
-  // An entry of portals_ kept when a transaction's portals ended, for the next Bind (empty: none).
-  std::unordered_map<std::string, Portal>::node_type spare_portal_;
 };
 
 }  // namespace pgwarden::daemon

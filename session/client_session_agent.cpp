@@ -166,11 +166,10 @@ bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::
   if (cmd.kind == guards::AgentCommand::Kind::kError) {
     sqlstate = cmd.sqlstate;
     error = cmd.error;
-  } else if (!name.empty() && (statements_.count(name) || agent_statements_.count(name))) {
+  } else if (!name.empty() && (prepared_.hasStatement(name) || prepared_.agentStatement(name))) {
     sqlstate = "42P05";
     error = "prepared statement \"" + name + "\" already exists";
-  } else if (!name.empty() &&
-             agent_statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+  } else if (prepared_.agentStatementsFull(name)) {
     sqlstate = "54000";
     error = "too many prepared statements in this session; close the ones you no longer need";
   }
@@ -183,13 +182,8 @@ bool ClientSession::handleAgentParse(const protocol::ParseMsg& m, const guards::
     skipBatch(sqlstate, false);
     return true;
   }
-  if (name.empty()) {
-    // The unnamed statement is ours now; Bind "" must not find the server's old one here.
-    statements_.erase(name);
-    statement_types_.erase(name);
-    statement_overrides_.erase(name);
-  }
-  agent_statements_[name] = cmd;
+  // The unnamed statement is ours now; Bind "" must not find the server's old one here.
+  prepared_.addAgentStatement(name, cmd);
   protocol::writeParseComplete(out);
   queueLocal(std::move(out), false);
   return true;
@@ -202,20 +196,20 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       auto b = protocol::parseBind(f.body);
       if (!b) return false;  // the usual path reports the malformed message
       const std::string portal(b->portal);
-      const auto st = agent_statements_.find(std::string(b->statement));
-      if (st == agent_statements_.end()) {
-        agent_portals_.erase(portal);  // a server statement bound to this name replaces ours
+      const guards::AgentCommand* st = prepared_.agentStatement(std::string(b->statement));
+      if (!st) {
+        prepared_.eraseAgentPortal(portal);  // a server statement bound to this name replaces ours
         return false;
       }
       const int16_t format = b->result_formats.empty() ? 0 : b->result_formats[0];
       std::string_view code;
-      if (!portal.empty() && (portals_.count(portal) || agent_portals_.count(portal))) {
+      if (!portal.empty() && (prepared_.hasPortal(portal) || prepared_.hasAgentPortal(portal))) {
         code = "42P03";
         protocol::writeError(out, "ERROR", code, "portal \"" + portal + "\" already exists");
       } else if (format != 0 && format != 1) {
         code = "22023";
         protocol::writeError(out, "ERROR", code, "unsupported format code: " + std::to_string(format));
-      } else if (agent_portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+      } else if (prepared_.agentPortalsFull()) {
         code = "54000";
         protocol::writeError(out, "ERROR", code, "too many open portals in this session; close the ones you no longer need");
       }
@@ -224,13 +218,13 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
         skipBatch(code, false);
         return true;
       }
-      if (const auto old = portals_.find(portal); old != portals_.end()) {
+      if (Portal* old = prepared_.portal(portal)) {
         // Binding the unnamed portal again replaces the server's one.
-        auto& run = old->second.run;
+        auto& run = old->run;
         if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
-        portals_.erase(old);
+        prepared_.erasePortal(portal);
       }
-      agent_portals_[portal] = AgentPortal{st->second, format};
+      prepared_.addAgentPortal(portal, AgentPortal{*st, format});
       protocol::writeBindComplete(out);
       break;
     }
@@ -241,15 +235,14 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
       const guards::AgentCommand* cmd = nullptr;
       int16_t format = 0;
       if (d->kind == 'S') {
-        const auto it = agent_statements_.find(name);
-        if (it == agent_statements_.end()) return false;
-        cmd = &it->second;
+        cmd = prepared_.agentStatement(name);
+        if (!cmd) return false;
         protocol::writeParameterDescription(out, {});
       } else {
-        const auto it = agent_portals_.find(name);
-        if (it == agent_portals_.end()) return false;
-        cmd = &it->second.cmd;
-        format = it->second.format;
+        const AgentPortal* p = prepared_.agentPortal(name);
+        if (!p) return false;
+        cmd = &p->cmd;
+        format = p->format;
       }
       if (cmd->kind == guards::AgentCommand::Kind::kShow) {
         writeTextColumn(out, std::string("pgwarden.") + guards::agentKeyName(cmd->key), format);
@@ -261,16 +254,16 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
     case protocol::fe::kExecute: {
       auto e = protocol::parseExecute(f.body);
       if (!e) return false;
-      const auto it = agent_portals_.find(std::string(e->portal));
-      if (it == agent_portals_.end()) return false;
-      applyAgentCommand(it->second.cmd, false, it->second.format, out);
+      const AgentPortal* p = prepared_.agentPortal(std::string(e->portal));
+      if (!p) return false;
+      applyAgentCommand(p->cmd, false, p->format, out);
       break;
     }
     case protocol::fe::kClose: {
       auto c = protocol::parseClose(f.body);
       if (!c) return false;
       const std::string name(c->name);
-      if (c->kind == 'S' ? agent_statements_.erase(name) == 0 : agent_portals_.erase(name) == 0) return false;
+      if (!(c->kind == 'S' ? prepared_.eraseAgentStatement(name) : prepared_.eraseAgentPortal(name))) return false;
       protocol::writeCloseComplete(out);
       break;
     }
@@ -290,7 +283,7 @@ bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
   if (!gate().decide(std::move(request), v)) {
     // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
     // (and nothing after it is read) until the verdict comes; then it goes on from here.
-    paused_.assign(f.raw.data(), f.raw.size());
+    pause_.keep(f.raw);
     return true;
   }
   return act(f, std::move(v));
@@ -318,7 +311,7 @@ void ClientSession::onGateVerdict(GateVerdict v) {
   // error is answered here without one.
   const bool runs = v.plan && !v.plan->decision.denied && v.explain_error.empty();
   if (runs && !deny_skipping_ && !server_skipping_ && !retakeServer()) {
-    held_verdict_ = std::move(v);  // onServerReady goes on with it
+    pause_.holdVerdict(std::move(v));  // onServerReady goes on with it
     return;
   }
   actOnVerdict(std::move(v));
@@ -330,8 +323,7 @@ bool ClientSession::retakeServer() {
 }
 
 void ClientSession::actOnVerdict(GateVerdict v) {
-  std::string raw = std::move(paused_);
-  paused_.clear();
+  const std::string raw = pause_.takeMessage();
   if (state_ != ClientState::kReady || raw.size() < 5) {
     gate_->discard(v);
     return;
@@ -386,13 +378,11 @@ void ClientSession::resumeInput() {
 }
 
 void ClientSession::cancelWaits() {
+  std::optional<GateVerdict> held = pause_.dropMessage();
   if (gate_) {
-    if (held_verdict_) gate_->discard(*held_verdict_);
+    if (held) gate_->discard(*held);
     gate_->cancel();
   }
-  held_verdict_.reset();
-  deferred_explain_.reset();
-  paused_.clear();
 }
 
 void ClientSession::recordExplainFailure(const std::shared_ptr<const StatementPlan>& plan, bool extended,
@@ -436,11 +426,11 @@ constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
 bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
-  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && !paused_.empty()) {
+  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && pause_.holdsMessage()) {
     // The connection went back to the pool while a webhook answered: the EXPLAIN runs on the
     // next one the pool lends (onServerReady), and the gate waits for it as for any EXPLAIN.
     if (!retakeServer()) {
-      deferred_explain_ = DeferredExplain{text, extended, args};
+      pause_.deferExplain({text, extended, args});
       return true;
     }
   }

@@ -51,7 +51,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
                       " carries no body");
     return false;
   }
-  if ((!agent_statements_.empty() || !agent_portals_.empty()) && handleAgentMessage(f)) return true;
+  if (prepared_.anyAgent() && handleAgentMessage(f)) return true;
   switch (f.type) {
     case protocol::fe::kQuery:
       return handleQuery(f);
@@ -259,17 +259,8 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   }
   Pending p(Expect::kQuery);
   Pending::Query& q = p.query();
-  const bool empty_text = plan->analysis && plan->analysis->ok && plan->analysis->statements.empty();
-  if (overrides_.any()) q.overrides = std::make_unique<const guards::AgentOverrides>(overrides_);
-  if (!empty_text) {
-    p.run = startRun(plan, 0, false);
-    p.run->budget_key = std::move(v.budget_key);
-    p.run->overrides = overrides_;
-    q.next_statement = 1;
-  } else {
-    q.next_statement = plan->statements.size();
-  }
-  q.plan = plan;
+  q.exec = std::make_unique<TextExecution>(*this);
+  q.exec->begin(plan, overrides_, std::move(v.budget_key), false, nullptr);
   if (writes_ && v.write.wrap && server_) {
     std::string query;
     if (d.rewritten_sql) {
@@ -302,8 +293,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     return false;
   }
   const std::string name(m->statement);
-  if (!name.empty() && !statements_.count(name) &&
-      statements_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+  if (prepared_.statementsFull(name)) {
     std::string out;
     protocol::writeError(out, "ERROR", "54000",
                          "too many prepared statements in this session (limit " +
@@ -326,7 +316,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     skipBatch("42P05", false);
     return true;
   }
-  if (const auto a = agent_statements_.find(name); a != agent_statements_.end()) {
+  if (prepared_.agentStatement(name)) {
     if (!name.empty()) {
       std::string out;
       protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
@@ -334,7 +324,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
       skipBatch("42P05", false);
       return true;
     }
-    agent_statements_.erase(a);
+    prepared_.eraseAgentStatement(name);
   }
   GateRequest r;
   r.sql = m->sql;
@@ -362,36 +352,26 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
     // the rest of the batch up to Sync is skipped.
     denyExtended(*plan);
     skipped_.statement(name, {plan, true});  // its record is the denial's
-    if (name.empty()) statements_.erase(name);
+    if (name.empty()) prepared_.forgetPlan(name);
     return true;
   }
   if (d.explain_sql && d.explain_needs_params) {
     // The plan depends on the parameters: the cost gate runs when the Bind brings them.
-    statement_types_[name] = m->param_types;
+    prepared_.setTypes(name, m->param_types);
   }
   if (!d.warnings.empty()) {
     std::string out;
     writeWarnings(out, *plan);
     queueLocal(std::move(out), false);
   }
-  if (overrides_.any()) {
-    statement_overrides_[name] = overrides_;
-  } else if (!statement_overrides_.empty()) {
-    statement_overrides_.erase(name);
-  }
+  prepared_.setOverrides(name, overrides_);
   Pending p(Expect::kParse);
   Pending::Statement& st = p.statement();
   st.name = name;
-  if (const auto existing = statements_.find(name); existing != statements_.end()) {
-    st.had_previous = true;
-    st.previous = existing->second;
-  }
-  statements_[name] = plan;
-  if (writes_ && v.write.at_execute) {
-    statement_writes_[name] = std::move(v.write);
-  } else if (!statement_writes_.empty()) {
-    statement_writes_.erase(name);
-  }
+  PreparedRegistry::Previous before = prepared_.prepare(name, plan);
+  st.had_previous = before.had;
+  st.previous = std::move(before.plan);
+  prepared_.setWrite(name, writes_ && v.write.at_execute ? &v.write : nullptr);
   pushPending(std::move(p));
   if (!server_) return true;
   if (d.rewritten_sql) {
@@ -427,12 +407,9 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   }
   const protocol::BindMsg* b = &bind_;
   const std::string statement(b->statement);
-  auto stmt = statements_.find(statement);
   GateVerdict v;
-  v.plan = stmt == statements_.end() ? nullptr : stmt->second;
-  if (const auto ov = statement_overrides_.find(statement); ov != statement_overrides_.end()) {
-    v.overrides = ov->second;
-  }
+  v.plan = prepared_.plan(statement);
+  if (const guards::AgentOverrides* ov = prepared_.overrides(statement)) v.overrides = *ov;
   if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && policy_ && server_) {
     // The cost gate's verdict with these parameters.
     GateRequest r;
@@ -440,8 +417,8 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
     r.overrides = std::move(v.overrides);
     r.extended = true;
     r.explain = GateRequest::Explain::kRun;
-    if (const auto types = statement_types_.find(statement); types != statement_types_.end()) {
-      r.explain_args.param_types = types->second;
+    if (const std::vector<uint32_t>* types = prepared_.types(statement)) {
+      r.explain_args.param_types = *types;
     }
     r.explain_args.param_formats = b->param_formats;
     r.explain_args.params.reserve(b->params.size());
@@ -458,10 +435,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
   // Decoded again: the verdict may have come later, after other Binds used bind_.
   if (!decodeBind(f.body, bind_)) return false;  // checked when it arrived
   const protocol::BindMsg* b = &bind_;
-  const auto writeOf = [this](std::string_view statement) {
-    const auto w = statement_writes_.find(std::string(statement));
-    return w == statement_writes_.end() ? GateVerdict::Write{} : w->second;
-  };
+  const auto writeOf = [this](std::string_view statement) { return prepared_.write(statement); };
   const std::string portal(b->portal);
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
@@ -475,21 +449,20 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
     skipped_.portal(portal, {plan, true});  // its record is the denial's
     return true;
   }
-  auto it = portals_.find(portal);
-  if (it != portals_.end()) {
+  if (Portal* existing = prepared_.portal(portal)) {
     // Binding the unnamed portal again replaces it (a named one is an error the server reports).
     if (portal.empty()) {
-      auto& run = it->second.run;
+      auto& run = existing->run;
       if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
       // The old run is let go first (a pending answer still holding it keeps it): its values'
       // storage can then be refilled for the new one.
       run.reset();
-      std::shared_ptr<ScreenParams> params = std::move(it->second.params);
+      std::shared_ptr<ScreenParams> params = std::move(existing->params);
       screenParams(plan.get(), *b, params);
-      it->second = Portal{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)};
+      *existing = Portal{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)};
     }
   } else {
-    if (portals_.size() >= static_cast<size_t>(config_->limits.max_prepared_statements)) {
+    if (prepared_.portalsFull()) {
       std::string out;
       protocol::writeError(out, "ERROR", "54000",
                            "too many open portals in this session (limit " +
@@ -499,18 +472,9 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
       skipBatch("54000", false);
       return true;
     }
-    std::shared_ptr<ScreenParams> params;
-    if (!spare_portal_.empty()) params = std::move(spare_portal_.mapped().params);
+    std::shared_ptr<ScreenParams> params = prepared_.spareParams();
     screenParams(plan.get(), *b, params);
-    Portal fresh{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)};
-    if (spare_portal_.empty()) {
-      portals_.emplace(portal, std::move(fresh));
-    } else {
-      // The entry kept from an earlier transaction: no map node to allocate.
-      spare_portal_.key() = portal;
-      spare_portal_.mapped() = std::move(fresh);
-      portals_.insert(std::move(spare_portal_));
-    }
+    prepared_.addPortal(portal, Portal{plan, nullptr, overrides_, std::move(params), writeOf(b->statement)});
   }
   Pending bind_entry(Expect::kBind);
   bind_entry.bind().plan = plan;
@@ -527,12 +491,12 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
     return false;
   }
   GateVerdict v;
-  const auto it = portals_.find(std::string(e->portal));
-  if (it != portals_.end() && (!it->second.run || it->second.run->finished)) {
+  const Portal* portal = prepared_.portal(std::string(e->portal));
+  if (portal && (!portal->run || portal->run->finished)) {
     // A new execution: it counts against the budget now, once (a suspended portal's later
     // Executes continue the same run).
-    v.plan = it->second.plan;
-    v.overrides = it->second.overrides;  // the budget key and any denial belong to this statement
+    v.plan = portal->plan;
+    v.overrides = portal->overrides;  // the budget key and any denial belong to this statement
     if (v.plan && !v.plan->decision.denied) {
       GateRequest r;
       r.plan = std::move(v.plan);
@@ -550,32 +514,31 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
   if (!e) return false;  // checked when it arrived
   std::shared_ptr<StatementRun> run;
   bool wrap = false;
-  auto it = portals_.find(std::string(e->portal));
-  if (it != portals_.end()) {
-    if (!it->second.run || it->second.run->finished) {
+  if (Portal* portal = prepared_.portal(std::string(e->portal))) {
+    if (!portal->run || portal->run->finished) {
       if (v.plan && v.plan->decision.denied) {
         denyExtended(*v.plan);
         return true;
       }
-      if (!writes_ && !txnEndCheck(it->second.plan)) return true;
-      if (writes_ && it->second.write.at_execute) {
-        if (!writesBeforeExecute(it->second.plan)) return true;
-        wrap = it->second.write.wrap;
+      if (!writes_ && !txnEndCheck(portal->plan)) return true;
+      if (writes_ && portal->write.at_execute) {
+        if (!writesBeforeExecute(portal->plan)) return true;
+        wrap = portal->write.wrap;
       }
-      if (writes_ && it->second.plan && it->second.plan->analysis &&
-          !it->second.plan->analysis->statements.empty()) {
-        const auto& st = it->second.plan->analysis->statements[0];
+      if (writes_ && portal->plan && portal->plan->analysis &&
+          !portal->plan->analysis->statements.empty()) {
+        const auto& st = portal->plan->analysis->statements[0];
         if (st.kind == guards::StatementKind::kTransaction &&
             (st.command == "BEGIN" || st.command == "START TRANSACTION")) {
           begin_sent_ = true;
         }
       }
-      it->second.run = startRun(it->second.plan, 0, true);
-      it->second.run->budget_key = std::move(v.budget_key);
-      it->second.run->overrides = it->second.overrides;
-      it->second.run->params = it->second.params;
+      portal->run = startRun(portal->plan, 0, true);
+      portal->run->budget_key = std::move(v.budget_key);
+      portal->run->overrides = portal->overrides;
+      portal->run->params = portal->params;
     }
-    run = it->second.run;
+    run = portal->run;
   } else {
     // A portal we never saw bound: the server will refuse it; the record says so.
     run = startRun(nullptr, 0, true);
@@ -586,17 +549,17 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     // Guarded writes: pgwarden's savepoint first, the write fetched whole (no PortalSuspended
     // while the client's input is held), then Flush, and nothing more from the client until
     // the savepoint is settled.
-    writes_->beginWrite(it->second.write.table);
-    sendExtendedWriteStep(WriteStep::kSavepoint,
-                          {"SAVEPOINT " + std::string(kWriteSavepoint), writes_->countersQuery()});
+    const Portal& written = *prepared_.portal(std::string(e->portal));
+    writes_->beginWrite(written.write.table);
+    sendWriteStep(WriteStep::kSavepoint, WriteTransaction::Savepoint::kSet, true);
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
-        Pending::WriteTarget{it->second.write.table, it->second.write.command});
+        Pending::WriteTarget{written.write.table, written.write.command});
     describeForMasking(e->portal);
     pushPending(std::move(p));
     protocol::writeExecute(server_->out(), e->portal, 0);
     protocol::writeFlush(server_->out());
     unsynced_ = true;
-    write_hold_ = true;
+    pause_.move(PauseReason::kWriteStep);
     return true;
   }
   describeForMasking(e->portal);
@@ -613,17 +576,11 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
   }
   const std::string name(c->name);
   if (c->kind == 'S') {
-    statements_.erase(name);
-    statement_writes_.erase(name);
-    statement_types_.erase(name);
-    statement_overrides_.erase(name);
-  } else {
-    auto it = portals_.find(name);
-    if (it != portals_.end()) {
-      auto& run = it->second.run;
-      if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
-      portals_.erase(it);
-    }
+    prepared_.closeStatement(name);
+  } else if (Portal* portal = prepared_.portal(name)) {
+    auto& run = portal->run;
+    if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
+    prepared_.erasePortal(name);
   }
   pushPending(Pending(Expect::kClose));
   forward(f);
@@ -712,8 +669,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
       if (!b) return;
       auto target = skipped_.findStatement(b->statement);
       if (!target) {
-        const auto it = statements_.find(std::string(b->statement));
-        target = SkippedBatch::Target{it == statements_.end() ? nullptr : it->second, false};
+        target = SkippedBatch::Target{prepared_.plan(std::string(b->statement)), false};
       }
       skipped_.portal(b->portal, std::move(*target));
       return;
@@ -723,8 +679,7 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
       if (!e) return;
       auto found = skipped_.execute(e->portal);
       if (!found.found) {
-        const auto it = portals_.find(std::string(e->portal));
-        if (it != portals_.end()) found.target.plan = it->second.plan;
+        if (const Portal* portal = prepared_.portal(std::string(e->portal))) found.target.plan = portal->plan;
       }
       // A portal nobody bound would have failed on the server: nothing ran, nothing to record.
       if (found.target.plan && !found.target.recorded) recordSkipped(found.target.plan, 0, true);
@@ -749,19 +704,10 @@ void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
 }
 
 void ClientSession::finishPortals() {
-  for (auto& [name, p] : portals_) {
+  prepared_.forEachPortal([&](Portal& p) {
     if (p.run && !p.run->finished) finishRun(*p.run, history::Outcome::kOk);
-  }
-  // One entry is kept for the next Bind (most clients bind one portal per transaction) with its
-  // values' storage; what it pointed to is let go.
-  if (spare_portal_.empty() && !portals_.empty()) {
-    spare_portal_ = portals_.extract(portals_.begin());
-    std::shared_ptr<ScreenParams> params = std::move(spare_portal_.mapped().params);
-    trimScreenParams(params);
-    spare_portal_.mapped() = Portal{};
-    spare_portal_.mapped().params = std::move(params);
-  }
-  portals_.clear();
+  });
+  prepared_.endPortals();
 }
 
 void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message,
@@ -770,23 +716,19 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
       finishRun(*p.run, outcome, sqlstate, message);
     } else if (p.kind == Expect::kQuery) {
-      if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
-      p.run.reset();
-      Pending::Query& q = p.query();
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(),
-                        [&](StatementRun& run) { finishRun(run, outcome, sqlstate, message); });
+      if (TextExecution* exec = p.query().exec.get()) exec->finishRest(outcome, sqlstate, message);
     }
   }
   pending_.clear();
-  if (held_write_ && held_write_->head.run && !held_write_->head.run->finished) {
-    finishRun(*held_write_->head.run, outcome, sqlstate, message);
+  if (held_write_ && held_write_->run && !held_write_->run->finished) {
+    finishRun(*held_write_->run, outcome, sqlstate, message);
   }
   held_write_.reset();
   // Suspended portals belong to the statement the client was reading.
-  for (auto& [name, p] : portals_) {
+  prepared_.forEachPortal([&](Portal& p) {
     if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);
-  }
-  portals_.clear();
+  });
+  prepared_.clearPortals();
 }
 
 }  // namespace pgwarden::daemon

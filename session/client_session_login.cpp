@@ -127,27 +127,23 @@ void ClientSession::authenticated() {
   setState(ClientState::kAcquiring);
   writesSetUp();
   Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
-  waiting_pool_ = &pool;
+  pause_.waitForServer(pool);
   wait_started_ns_ = uv_hrtime();
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
 void ClientSession::onServerReady(ServerConnection& c) {
-  waiting_pool_ = nullptr;
+  pause_.serverWaitOver();
   if (state_ == ClientState::kReady) {
     // Transaction pooling: the connection the next message waited for.
     host_.poolWaited(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
     attachForTransaction(c);
-    if (held_verdict_) {
-      GateVerdict v = std::move(*held_verdict_);
-      held_verdict_.reset();
-      actOnVerdict(std::move(v));
+    if (std::optional<GateVerdict> v = pause_.takeVerdict()) {
+      actOnVerdict(std::move(*v));
       return;
     }
-    if (deferred_explain_) {
-      DeferredExplain x = std::move(*deferred_explain_);
-      deferred_explain_.reset();
-      sendExplain(x.sql, x.extended, x.args);
+    if (std::optional<PausedMessage::DeferredExplain> x = pause_.takeExplain()) {
+      sendExplain(x->sql, x->extended, x->args);
       return;
     }
     resumeInput();
@@ -167,7 +163,7 @@ void ClientSession::onServerReady(ServerConnection& c) {
 }
 
 void ClientSession::onServerFailed(const std::string& sqlstate, const std::string& message) {
-  waiting_pool_ = nullptr;
+  pause_.serverWaitOver();
   spdlog::warn("{}: no server connection: {}", logPrefix(), logsafe(message, kLogMessageMaxBytes));
   fatal(sqlstate, message,
         sqlstate == "53300" ? metrics::RejectReason::kAcquireTimeout : metrics::RejectReason::kUnreachable);

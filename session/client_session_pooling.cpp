@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "common/log_text.h"
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 #include "pool/carried_settings.h"
 
 namespace pgwarden::daemon {
@@ -69,7 +69,7 @@ void ClientSession::choosePoolMode() {
 
 bool ClientSession::takeServer() {
   if (server_) return true;
-  if (waiting_pool_) return false;
+  if (pause_.pool()) return false;
   Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
   if (PooledConnection* c = pool.takeIdle()) {
     if (auto* s = dynamic_cast<ServerConnection*>(c)) {
@@ -77,7 +77,7 @@ bool ClientSession::takeServer() {
       return true;
     }
   }
-  waiting_pool_ = &pool;
+  pause_.waitForServer(pool);
   wait_started_ns_ = uv_hrtime();
   pool.acquire(this);  // onServerReady on a later loop turn
   return false;
@@ -100,10 +100,11 @@ void ClientSession::returnServerIfIdle() {
   if (!txn_pooling_ || !server_ || state_ != ClientState::kReady) return;
   // A message whose verdict waits on a webhook or the budget store leaves the connection to
   // others meanwhile; one waiting for the cost gate's EXPLAIN owes the server an answer.
-  const bool paused = !paused_.empty() && !(gate_ && gate_->waitingOutside());
-  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || paused || write_hold_ ||
-      deny_skipping_ || server_skipping_ || chunk_run_ || server_->txStatus() != 'I' ||
-      server_->state() != ServerState::kActive || server_->pendingBytes() > 0) {
+  const bool paused = pause_.holdsMessage() && !(gate_ && gate_->waitingOutside());
+  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || paused ||
+      pause_.reason() == PauseReason::kWriteStep || deny_skipping_ || server_skipping_ ||
+      chunk_run_ || server_->txStatus() != 'I' || server_->state() != ServerState::kActive ||
+      server_->pendingBytes() > 0) {
     return;
   }
   ServerConnection* s = server_;

@@ -30,15 +30,13 @@ std::string retag(std::string_view tag, int64_t count) {
 void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
-  if (state_hold_ && pending_.empty()) {
+  if (pause_.reason() == PauseReason::kTxnState && pending_.empty()) {
     // The server has answered everything before the held message: judge it now.
-    state_hold_ = false;
-    state_flush_sent_ = false;
-    write_resume_ = true;
+    pause_.endTxnStateWait();
   }
-  if (write_resume_) {
-    // A write's savepoint is settled: read what the client sent meanwhile.
-    write_resume_ = false;
+  if (pause_.takeResume()) {
+    // A write's savepoint is settled (or the held message may be judged): read what the client
+    // sent meanwhile.
     resumeInput();
   }
   // A session shutting down ends once the statement it was running has finished.
@@ -68,11 +66,9 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
   protocol::writeNotice(client_.out(), "WARNING", "01000", text);
 }
 
-const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const Pending& head) {
+const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, bool last) {
   // A denial replaces CommandComplete only where the client expects nothing after it but
-  // ReadyForQuery; elsewhere it is sent as a warning.
-  const auto* q = head.kind == Expect::kQuery ? &head.query() : nullptr;
-  const bool last = q && q->plan && q->next_statement >= q->plan->statements.size();
+  // ReadyForQuery (`last`); elsewhere it is sent as a warning.
   const ScreenFindings found = screenFindings(
       run, policy_, [this] { return host_.tableStats(server_database_); }, last);
   for (const guards::Verdict* v : found.warnings) {
@@ -83,19 +79,19 @@ const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, const
   return found.denial;
 }
 
-void ClientSession::sendCommandComplete(const protocol::Frame& f, Pending& head) {
-  StatementRun* run = head.run.get();
+void ClientSession::sendCommandComplete(const protocol::Frame& f, StatementRun* run, int64_t rows,
+                                        bool last) {
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
   if (run && run->truncated) sendTruncationNotice(*run);
-  const guards::Verdict* denial = run ? sendScreenNotices(*run, head) : nullptr;
+  const guards::Verdict* denial = run ? sendScreenNotices(*run, last) : nullptr;
   if (denial) {
     writeDeny(client_.out(), *denial);
     finishRun(*run, history::Outcome::kError, denial->sqlstate, denial->message);
     return;
   }
   if (run && run->truncated) {
-    protocol::writeCommandComplete(client_.out(), retag(tag, head.rows_this_execute));
+    protocol::writeCommandComplete(client_.out(), retag(tag, rows));
   } else if (tag == "SET" && run && run->plan && run->plan->analysis &&
              run->index < run->plan->analysis->statements.size() &&
              run->plan->analysis->statements[run->index].kind == guards::StatementKind::kReset) {
@@ -225,15 +221,8 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
     case Expect::kQuery: {
       Pending::Query& q = head.query();
       q.write.failed = true;
-      if (head.run && !head.run->finished) {
-        head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
-        finishRun(*head.run, outcomeForError(sqlstate), sqlstate, message);
-      }
-      head.run.reset();
-      // The statements after a failed one in the same Query never run.
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
-        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInQuery);
-      });
+      // The statement ends with the error; the ones after it in the same Query never run.
+      if (q.exec) q.exec->error(sqlstate, message, f.raw.size());
       out.append(f.raw.data(), f.raw.size());
       return true;
     }
@@ -311,7 +300,7 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
   std::string& out = client_.out();
   if (f.type == protocol::be::kRowDescription && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
-    if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+    if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
     relayRowDescription(f, true, true);
     return true;
   }
@@ -361,7 +350,7 @@ void ClientSession::describeForMasking(std::string_view portal) {
 
 bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  StatementRun* run = head.run.get();
+  StatementRun* run = head.current();
   // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
   if (run && !countDataRow(*run, f, run->max_rows)) return true;
   if (row_mask_.any && policy_ && policy_->masking()) {
@@ -376,19 +365,18 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
 
 bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  if (!writes_ || !writesCommandComplete(f, head)) sendCommandComplete(f, head);
-  if (head.run && provenanceOn(provenance_)) {
+  StatementRun* run = head.current();
+  if (!writes_ || !writesCommandComplete(f, head)) {
+    sendCommandComplete(f, run, head.rows_this_execute, lastOfText(head));
+  }
+  if (run && provenanceOn(provenance_)) {
     protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
-                          provenanceDetail(*head.run, host_.tableStats(server_database_).get()));
+                          provenanceDetail(*run, host_.tableStats(server_database_).get()));
   }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
-    head.run.reset();
-    Pending::Query& q = head.query();
-    if (q.plan && q.next_statement < q.plan->statements.size()) {
-      head.run = startRun(q.plan, q.next_statement++, false);
-      head.run->overrides = q.overridesOrNone();
-    }
+    // Recorded by now, or held for its count (held_write_): the next statement's run starts.
+    if (TextExecution* exec = head.query().exec.get()) (void)exec->detach();
     return true;
   }
   popPending();
@@ -398,11 +386,11 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
 bool ClientSession::handleServerEmptyQuery(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   client_.out().append(f.raw.data(), f.raw.size());
-  if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
   if (head.kind == Expect::kQuery) {
-    head.run.reset();
+    if (TextExecution* exec = head.query().exec.get()) exec->finish(history::Outcome::kOk);
     return true;
   }
+  if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
   popPending();
   return true;
 }
@@ -414,7 +402,7 @@ bool ClientSession::handleServerPortalSuspended(const protocol::Frame& f, Pendin
   if (run && run->truncated) {
     // The cap is reached: end the portal for the client here.
     sendTruncationNotice(*run);
-    sendScreenNotices(*run, head);
+    sendScreenNotices(*run, false);  // an Execute: a finding warns
     protocol::writeCommandComplete(out, "SELECT " + std::to_string(head.rows_this_execute));
     finishRun(*run, history::Outcome::kOk);
   } else {
@@ -444,7 +432,7 @@ bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
     return false;
   }
   // CopyOutResponse, CopyData, CopyDone: COPY ... TO STDOUT streams through.
-  if (head.run) head.run->bytes_sent += static_cast<int64_t>(f.raw.size());
+  if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
   client_.out().append(f.raw.data(), f.raw.size());
   return true;
 }
@@ -453,8 +441,8 @@ bool ClientSession::handleServerReadyForQuery(const protocol::Frame& f, Pending&
   if (head.kind != Expect::kSync && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   const auto z = takeReadyForQuery(f);
   if (!z) return false;
-  if (head.kind == Expect::kQuery) {
-    if (head.run && !head.run->finished) finishRun(*head.run, history::Outcome::kOk);
+  if (StatementRun* run = head.current(); run && !run->finished && head.kind == Expect::kQuery) {
+    finishRun(*run, history::Outcome::kOk);
   }
   // Portals end with their transaction.
   if (z->status != 'T') finishPortals();
@@ -518,12 +506,8 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
       // every message up to Sync) and owes it no ReadyForQuery. Each of its statements gets
       // its record.
-      if (p.run && !p.run->finished)
-        finishRun(*p.run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
-      Pending::Query& q = p.query();
-      finishNotExecuted(q.plan, q.next_statement, q.overridesOrNone(), [&](StatementRun& run) {
-        finishRun(run, history::Outcome::kError, sqlstate, kNotExecutedInBatch);
-      });
+      if (TextExecution* exec = p.query().exec.get())
+        exec->finishRest(history::Outcome::kError, sqlstate, kNotExecutedInBatch);
       first = false;
       pending_.pop_front();
       continue;
@@ -532,10 +516,9 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       if (p.kind == Expect::kParse) {
         const std::string& name = p.statement().name;
         failed_statement = name;
-        auto it = statements_.find(name);
-        if (it != statements_.end()) failed_plan = it->second;
-        if (auto ov = statement_overrides_.find(name); ov != statement_overrides_.end()) {
-          failed_overrides = ov->second;
+        failed_plan = prepared_.plan(name);
+        if (const guards::AgentOverrides* ov = prepared_.overrides(name)) {
+          failed_overrides = *ov;
         }
       } else if (p.kind == Expect::kBind) {
         failed_plan = p.bind().plan;
@@ -556,11 +539,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
     forgetFailedPrepare(p);
     if (p.kind == Expect::kParse) {
       const Pending::Statement& st = p.statement();
-      if (st.had_previous) {
-        statements_[st.name] = st.previous;
-      } else {
-        statements_.erase(st.name);
-      }
+      prepared_.restore(st.name, {st.previous, st.had_previous});
     }
     const bool explain = p.kind == Expect::kExplain;
     pending_.pop_front();
@@ -569,7 +548,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       // The server skips our EXPLAIN (or parse check) with the rest of the batch; the paused
       // message goes the same way (everything up to Sync is ignored), noted as skipped like the
       // client's messages after it, so a later Execute of its statement is recorded as its own.
-      const std::string paused = paused_;
+      const std::string paused = pause_.message();
       cancelWaits();
       skipRest();
       if (paused.size() >= 5 && skipped_.active()) {
@@ -593,14 +572,14 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
     if (type == protocol::be::kDataRow && !pending_.empty() &&
         (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
       Pending& head = pending_.front();
-      chunk_run_ = head.run.shared();
-      if (head.run && head.run->max_rows >= 0 && head.run->rows_sent >= head.run->max_rows) {
-        head.run->truncated = true;
+      chunk_run_ = head.currentShared();
+      if (chunk_run_ && chunk_run_->max_rows >= 0 && chunk_run_->rows_sent >= chunk_run_->max_rows) {
+        chunk_run_->truncated = true;
         chunk_forward_ = false;
       } else {
         ++head.rows_this_execute;
         ++host_.counters().rows_returned;
-        if (head.run) ++head.run->rows_sent;
+        if (chunk_run_) ++chunk_run_->rows_sent;
       }
     }
   }

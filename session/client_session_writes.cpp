@@ -39,12 +39,20 @@ namespace {
 constexpr std::string_view kWriteStepName = "pgwarden_write_step";
 }  // namespace
 
-void ClientSession::sendExtendedWriteStep(WriteStep step, std::initializer_list<std::string_view> sqls) {
+void ClientSession::sendWriteStep(WriteStep step, WriteTransaction::Savepoint sp, bool extended) {
+  if (extended) {
+    sendExtendedWriteStep(step, writes_->savepointStatements(sp));
+  } else {
+    sendWriteStep(step, writes_->savepointQuery(sp));
+  }
+}
+
+void ClientSession::sendExtendedWriteStep(WriteStep step, const std::vector<std::string>& sqls) {
   Pending p(Expect::kInternal);
   Pending::Internal& internal = p.internal();
   internal.write_step = step;
   std::string& out = server_->out();
-  for (const std::string_view sql : sqls) {
+  for (const std::string& sql : sqls) {
     protocol::writeParse(out, kWriteStepName, sql, {});
     protocol::BindMsg b;
     b.portal = kWriteStepName;
@@ -84,8 +92,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     pending_.pop_front();
     if (held_write_) writesCounted(true, false);  // the count failed: the write fails with it
     client_.out().append(f.raw.data(), f.raw.size());
-    write_hold_ = false;
-    write_resume_ = true;
+    pause_.endWriteStep();
     afterServerError(sqlstate, message);
     return true;
   }
@@ -99,8 +106,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
   pending_.pop_front();
   if (step == WriteStep::kCount) writesCounted(true, true);
   if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
-    write_hold_ = false;
-    write_resume_ = true;
+    pause_.endWriteStep();
   }
   emitLocalHeads();
   return true;
@@ -112,13 +118,12 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::str
   // past the row caps), and nothing else is read from the client until RELEASE or ROLLBACK TO
   // has answered.
   writes_->beginWrite(v.write.table);
-  sendWriteStep(WriteStep::kSavepoint,
-                "SAVEPOINT " + std::string(kWriteSavepoint) + "; " + writes_->countersQuery());
+  sendWriteStep(WriteStep::kSavepoint, WriteTransaction::Savepoint::kSet, false);
   p.query().write.target = std::make_unique<const Pending::WriteTarget>(
       Pending::WriteTarget{v.write.table, v.write.command});
   held_query_ = std::move(query);
   savepoint_error_.clear();
-  write_hold_ = true;
+  pause_.move(PauseReason::kWriteStep);
 }
 
 bool ClientSession::waitForTxnState(const protocol::Frame& f) {
@@ -127,18 +132,17 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
     // Only an Execute of a write is judged by the transaction's state (and what it looked at).
     auto e = protocol::parseExecute(f.body);
     if (!e) return false;  // refused as malformed when it is handled
-    const auto it = portals_.find(std::string(e->portal));
-    if (it == portals_.end() || !(it->second.write.at_execute || it->second.write.wrap))
-      return false;
+    const Portal* portal = prepared_.portal(std::string(e->portal));
+    if (!portal || !(portal->write.at_execute || portal->write.wrap)) return false;
   } else if (f.type != protocol::fe::kQuery) {
     return false;
   }
-  if (unsynced_ && !state_flush_sent_) {
+  pause_.move(PauseReason::kTxnState);
+  if (unsynced_ && !pause_.flushSent()) {
     // The server keeps its answers to an unsynced batch until a Flush or Sync.
     protocol::writeFlush(server_->out());
-    state_flush_sent_ = true;
+    pause_.setFlushSent();
   }
-  state_hold_ = true;
   return true;
 }
 
@@ -164,8 +168,7 @@ void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, boo
   savepoint_error_.clear();
   spdlog::warn("{}: a guarded write was not sent: {}", logPrefix(),
                logsafe(detail, kLogMessageMaxBytes));
-  write_hold_ = false;
-  write_resume_ = true;
+  pause_.endWriteStep();
   if (pending_.empty() || pending_.front().kind != Expect::kQuery) {
     writesAfterStatement(z.status);
     protocol::writeReadyForQuery(client_.out(), z.status);
@@ -174,7 +177,8 @@ void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, boo
   Pending& head = pending_.front();
   const std::string message =
       "pgwarden did not run this write: it runs each write inside its own savepoint, and " + detail;
-  if (head.run) finishRun(*head.run, history::Outcome::kError, sqlstate, message);
+  // The write never ran, nor anything after it in its text.
+  if (head.query().exec) head.query().exec->finishRest(history::Outcome::kError, sqlstate, message);
   std::string out;
   protocol::writeError(
       out, "ERROR", sqlstate, message, "",
@@ -190,7 +194,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   const std::string_view tag = cc ? cc->tag : std::string_view();
   const auto sp = tag.find(' ');
   last_tag_ = std::string(tag.substr(0, sp));
-  StatementRun* run = head.run.get();
+  StatementRun* run = head.current();
   const guards::StatementInfo* st = nullptr;
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
     st = &run->plan->analysis->statements[run->index];
@@ -203,26 +207,18 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
       wrapped ? std::optional<WriteTransaction::Wrapped>({target->table, target->command})
               : std::nullopt);
   if (run && done.txn_rows >= 0) run->txn_rows = done.txn_rows;  // history: what COMMIT kept
-  const std::string savepoint(kWriteSavepoint);
   if (done.measure) {
     // Within the caps by its tag: the client hears CommandComplete once the counters say what
     // else the write changed (writesCounted). A Query's count is read at its ReadyForQuery.
-    held_write_ = std::make_unique<HeldWrite>(HeldWrite{Pending(head.kind), std::string(f.raw)});
-    Pending& held = held_write_->head;
-    held.run = head.run;
-    held.rows_this_execute = head.rows_this_execute;
-    if (head.kind == Expect::kQuery) {
-      held.query().plan = head.query().plan;
-      held.query().next_statement = head.query().next_statement;
-    } else {
-      sendExtendedWriteStep(WriteStep::kCount, {writes_->countersQuery()});
-    }
+    held_write_ = std::make_unique<HeldWrite>(
+        HeldWrite{head.currentShared(), head.rows_this_execute, lastOfText(head), std::string(f.raw)});
+    if (head.kind != Expect::kQuery) sendExtendedWriteStep(WriteStep::kCount, {writes_->countersQuery()});
     return true;
   }
   if (!done.over) {
     if (done.counted) host_.counters().rows_written += static_cast<uint64_t>(done.rows);
     if (wrapped && head.kind == Expect::kExecute) {
-      sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
+      sendWriteStep(WriteStep::kRelease, WriteTransaction::Savepoint::kRelease, true);
     }
     return false;
   }
@@ -237,7 +233,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
   }
   if (head.kind == Expect::kExecute) {
-    sendExtendedWriteStep(WriteStep::kUndo, {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
+    sendWriteStep(WriteStep::kUndo, WriteTransaction::Savepoint::kUndo, true);
     // As after any error in a batch: the client's messages up to its Sync are skipped.
     skipBatch(v.sqlstate, true);
   }
@@ -247,22 +243,19 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
 bool ClientSession::writesReadyForQuery(char status, Pending& head) {
   const Pending::Write* write = head.kind == Expect::kQuery ? &head.query().write : nullptr;
   if (write && write->target) {
-    write_resume_ = true;
-    write_hold_ = false;
+    pause_.endWriteStep();
     if (!write->failed && status == 'T' && server_) {
       // Settle the savepoint before the client hears ReadyForQuery (it comes with the step's).
-      const std::string name(kWriteSavepoint);
       const bool undo = write->undo;
       popPending();
       if (held_write_) {
         sendWriteStep(WriteStep::kCount, writes_->countersQuery());
       } else if (undo) {
-        sendWriteStep(WriteStep::kUndo, "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name);
+        sendWriteStep(WriteStep::kUndo, WriteTransaction::Savepoint::kUndo, false);
       } else {
-        sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + name);
+        sendWriteStep(WriteStep::kRelease, WriteTransaction::Savepoint::kRelease, false);
       }
-      write_hold_ = true;
-      write_resume_ = false;
+      pause_.move(PauseReason::kWriteStep);
       flushServer();
       return true;
     }
@@ -314,16 +307,14 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
       }
       writesAfterStatement(z->status);
       protocol::writeReadyForQuery(client_.out(), z->status);
-      write_hold_ = false;
-      write_resume_ = true;
+      pause_.endWriteStep();
       break;
     case WriteStep::kRelease:
     case WriteStep::kUndo:
       // The client's write is settled: the notice and its ReadyForQuery now.
       writesAfterStatement(z->status);
       protocol::writeReadyForQuery(client_.out(), z->status);
-      write_hold_ = false;
-      write_resume_ = true;
+      pause_.endWriteStep();
       break;
     case WriteStep::kExpire:
       (void)writes_->move(TxnEvent::kServerIdle, host_.nowMs());
@@ -337,8 +328,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
 
 void ClientSession::writesCounted(bool extended, bool counted) {
   const std::unique_ptr<HeldWrite> held = std::move(held_write_);
-  Pending& head = held->head;
-  StatementRun* run = head.run.get();
+  StatementRun* run = held->run.get();
   if (!counted) {
     // The client hears the count's error instead; the statement ends with it.
     if (run)
@@ -347,16 +337,11 @@ void ClientSession::writesCounted(bool extended, bool counted) {
     return;
   }
   const auto done = writes_->onCounted();
-  const std::string savepoint(kWriteSavepoint);
   if (!done.over) {
     host_.counters().rows_written += static_cast<uint64_t>(done.rows);
     const std::string_view raw = held->command_complete;
-    sendCommandComplete(protocol::Frame{'C', raw, raw.substr(5)}, head);
-    if (extended) {
-      sendExtendedWriteStep(WriteStep::kRelease, {"RELEASE SAVEPOINT " + savepoint});
-    } else {
-      sendWriteStep(WriteStep::kRelease, "RELEASE SAVEPOINT " + savepoint);
-    }
+    sendCommandComplete(protocol::Frame{'C', raw, raw.substr(5)}, run, held->rows, held->last);
+    sendWriteStep(WriteStep::kRelease, WriteTransaction::Savepoint::kRelease, extended);
     return;
   }
   const guards::Verdict v = policy_->renderOutside("guarded_writes", *done.over);
@@ -366,14 +351,8 @@ void ClientSession::writesCounted(bool extended, bool counted) {
     run->rows_affected = done.rows;
     finishRun(*run, history::Outcome::kError, v.sqlstate, v.message);
   }
-  if (extended) {
-    sendExtendedWriteStep(WriteStep::kUndo,
-                          {"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint});
-    skipBatch(v.sqlstate, true);
-  } else {
-    sendWriteStep(WriteStep::kUndo,
-                  "ROLLBACK TO SAVEPOINT " + savepoint + "; RELEASE SAVEPOINT " + savepoint);
-  }
+  sendWriteStep(WriteStep::kUndo, WriteTransaction::Savepoint::kUndo, extended);
+  if (extended) skipBatch(v.sqlstate, true);
 }
 
 void ClientSession::writesAfterStatement(char status) {
@@ -402,7 +381,9 @@ void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
 }
 
 void ClientSession::writesTick(uint64_t now_ms) {
-  if (!server_ || !pending_.empty() || !paused_.empty() || write_hold_) return;
+  if (!server_ || !pending_.empty() || pause_.holdsMessage() ||
+      pause_.reason() == PauseReason::kWriteStep)
+    return;
   const auto why = writes_->due(now_ms);
   if (!why) return;
   const WriteTransaction::Totals lost = writes_->totals();

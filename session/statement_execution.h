@@ -118,6 +118,7 @@ class TextExecution {
   const std::shared_ptr<const StatementPlan>& plan() const { return plan_; }
   const guards::AgentOverrides& overrides() const { return overrides_; }
   StatementRun* run() const { return run_.get(); }
+  const std::shared_ptr<StatementRun>& shared() const { return run_; }
   // The run being answered is the text's last statement: its caller expects nothing after it.
   bool atLast() const { return plan_ && next_ >= plan_->statements.size(); }
 

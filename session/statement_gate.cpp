@@ -4,7 +4,7 @@
 
 #include "analysis/plan.h"
 #include "guards/codes.h"
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 #include "guards/untrusted.h"
 #include "guards/webhook_guard.h"
 #include "net/webhook_client.h"

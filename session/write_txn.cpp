@@ -318,6 +318,28 @@ constexpr const char* kCheckingTriggers =
 
 }  // namespace
 
+std::vector<std::string> WriteTransaction::savepointStatements(Savepoint step) const {
+  const std::string name(kWriteSavepoint);
+  switch (step) {
+    case Savepoint::kSet:
+      return {"SAVEPOINT " + name, countersQuery()};
+    case Savepoint::kRelease:
+      return {"RELEASE SAVEPOINT " + name};
+    case Savepoint::kUndo:
+      return {"ROLLBACK TO SAVEPOINT " + name, "RELEASE SAVEPOINT " + name};
+  }
+  return {};
+}
+
+std::string WriteTransaction::savepointQuery(Savepoint step) const {
+  std::string sql;
+  for (const std::string& s : savepointStatements(step)) {
+    if (!sql.empty()) sql += "; ";
+    sql += s;
+  }
+  return sql;
+}
+
 std::string WriteTransaction::countersQuery() const {
   // Whether the target can change other tables: it is not a plain or partitioned table (a view,
   // say), or it or a partition has a trigger other than a checking RI trigger (ON DELETE CASCADE,

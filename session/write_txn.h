@@ -79,6 +79,13 @@ class WriteTransaction {
   // a rule; the query checks the catalog): a plain table's writes are counted by their tag.
   std::string countersQuery() const;
   void beginWrite(std::string_view table);
+  // pgwarden's savepoint steps around a wrapped write, the same on every door: set it with the
+  // counters the write's count starts from (kSet: after beginWrite), keep the write (kRelease),
+  // or undo it (kUndo: ROLLBACK TO, then RELEASE). Each step is a list of statements: a simple
+  // Query sends them joined (savepointQuery), an extended batch one Parse/Bind/Execute each.
+  enum class Savepoint : uint8_t { kSet, kRelease, kUndo };
+  std::vector<std::string> savepointStatements(Savepoint step) const;
+  std::string savepointQuery(Savepoint step) const;
   void noteCounterRow(std::string_view data_row_body);
   // A wrapped write's rows, `tag_rows` from its command tag and the per-table changes from the
   // counters (the larger total counts). The TOO_MANY_ROWS denial when it is over the statement

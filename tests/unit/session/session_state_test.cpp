@@ -1,5 +1,5 @@
 // The state machines' transition tables: the moves a session makes, and none other.
-#include "session/session_state.h"
+#include "session/client_state.h"
 #include "pool/server_state.h"
 
 #include <gtest/gtest.h>

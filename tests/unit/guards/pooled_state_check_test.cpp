@@ -1,7 +1,7 @@
 // Transaction pooling's session-state check: what would outlive its transaction on a shared
 // server connection is refused with SESSION_STATE and what to do instead; what ends with the
 // transaction, or what pgwarden carries itself, passes.
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 
 #include <gtest/gtest.h>
 

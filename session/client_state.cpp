@@ -1,6 +1,6 @@
 // The transition table of the client session's state machine. Written as
 // switches without `default:` so that adding a state makes -Wswitch point here.
-#include "session/session_state.h"
+#include "session/client_state.h"
 
 namespace pgwarden::daemon {
 

@@ -1,6 +1,6 @@
 // What a transaction-pooled client may not leave behind on a server connection, and the denial
 // that says so and what to do instead.
-#include "guards/session_state.h"
+#include "guards/pooled_state_check.h"
 
 #include <array>
 #include <string>
