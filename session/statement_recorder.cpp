@@ -4,6 +4,27 @@
 
 namespace pgwarden::daemon {
 
+namespace {
+
+// `message` with every double-quoted part replaced by "...": what the server quotes is what the
+// caller typed, or a name.
+std::string withoutQuotedParts(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  bool quoted = false;
+  for (const char c : message) {
+    if (c == '"') {
+      if (!quoted) out.append("\"...\"");
+      quoted = !quoted;
+    } else if (!quoted) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 using history::wallClockMicros;
 
 std::shared_ptr<StatementRun> startRun(std::shared_ptr<const StatementPlan> plan, size_t index,
@@ -80,6 +101,12 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   }
   r.sqlstate = sqlstate;
   r.error_message = message;
+  if (!r.error_message.empty() && run.plan && run.index < run.plan->history_sql.size() &&
+      !run.plan->history_sql[run.index].empty()) {
+    // The server quotes what it could not take ("syntax error at or near \"'S001'\"", "invalid
+    // input syntax for type integer: \"...\""): over masked columns that may be a value.
+    r.error_message = withoutQuotedParts(r.error_message);
+  }
   r.rows_returned = run.rows_sent;
   r.truncated = run.truncated;
   r.rows_affected = run.rows_affected;

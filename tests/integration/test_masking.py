@@ -216,3 +216,21 @@ def test_history_keeps_no_constant_typed_against_a_masked_column(maskd):
     p = subprocess.run([daemon.binary, "history", "verify", "--config", str(daemon.config_path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_history_keeps_no_value_the_server_quoted_in_an_error(maskd):
+    """Over a table with masked columns, a server error that quotes what the caller typed (a
+    syntax error at a constant, an input that does not fit the type) is recorded without the
+    quoted part; the caller still gets the server's whole error."""
+    daemon, _ = maskd
+    with raw_client(daemon) as c:
+        with pytest.raises(pgwtest.ServerError) as syntax:
+            c.query(f"SELECT count(*) FROM {TABLE} WHERE ssn = 'x' '{SSNS[2]}'")
+        with pytest.raises(pgwtest.ServerError) as typed:
+            c.query(f"SELECT count(*) FROM {TABLE} WHERE id = '{SSNS[3]}'")
+    assert SSNS[2] in str(syntax.value) and SSNS[3] in str(typed.value)
+    rows = history(daemon, "sqlstate IN ('42601', '22P02')", count=2)
+    messages = [r["error_message"] for r in rows]
+    assert len(messages) >= 2, messages
+    assert not any("SECRET" in m for m in messages), messages
+    assert any(m.startswith("syntax error at or near") for m in messages), messages
