@@ -28,6 +28,7 @@
 #include "metrics/counters.h"
 #include "net/listener.h"
 #include "pool/connection_slots.h"
+#include "pool/host_health.h"
 #include "pool/pool.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
@@ -91,6 +92,8 @@ class Daemon final : public mcp::McpHost {
   AuthLimiter& authLimiter() { return auth_limiter_; }
   // pool.max_size over every loop's pools (null with one loop, whose pools cap themselves).
   ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
+  // The upstream hosts' health (null without upstream.replicas).
+  HostHealth* hostHealth() { return host_health_.get(); }
   guards::BudgetLedger* budgets() override { return budgets_.get(); }
   guards::GuardObserver* guardObserver() override;
   DaemonMetrics& metrics() { return *metrics_; }
@@ -207,6 +210,7 @@ class Daemon final : public mcp::McpHost {
   std::unique_ptr<guards::BudgetLedger> budgets_;
   std::unique_ptr<mcp::McpServer> mcp_;
   ConnectionSlots slots_;  // outlives the workers' pools
+  std::unique_ptr<HostHealth> host_health_;  // with upstream.replicas; outlives the pools
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> next_session_id_{0};

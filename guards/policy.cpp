@@ -657,10 +657,11 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
     const std::string name = kv.first.as<std::string>();
     const std::string path = "groups." + name;
     const YAML::Node node = kv.second;
-    config::checkKeys(node, path, {"search_path", "reasons", "guards", "result_screens", "mode",
-                                   "max_rows_affected", "transaction_idle_timeout",
-                                   "transaction_max_age", "allow_ddl", "pool_mode",
-                                   "masked_columns", "masked_as", "schema_only"});
+    config::checkKeys(
+        node, path,
+        {"search_path", "reasons", "guards", "result_screens", "mode", "max_rows_affected",
+         "transaction_idle_timeout", "transaction_max_age", "allow_ddl", "pool_mode",
+         "masked_columns", "masked_as", "schema_only", "read_replicas"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -705,6 +706,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
       }
       group->setPoolMode(*pool_mode);
     }
+    group->setReadReplicas(config::getBool(node, path, "read_replicas", false));
     out[name] = std::move(group);
   }
   return out;

@@ -217,6 +217,10 @@ class PolicyGroup {
   Masking* masking() const { return masking_.get(); }
   void setMasking(std::shared_ptr<Masking> m) { masking_ = std::move(m); }
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
+  // `read_replicas: true`: the group's read-only sessions may read from a replica
+  // (upstream.replicas) whose replay lag is under upstream.max_replica_lag.
+  bool readReplicas() const { return read_replicas_; }
+  void setReadReplicas(bool on) { read_replicas_ = on; }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
   // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
@@ -263,6 +267,7 @@ class PolicyGroup {
   WriteMode writes_;
   std::shared_ptr<Masking> masking_;
   std::string pool_mode_;
+  bool read_replicas_ = false;
   uint64_t id_ = 0;
   bool deterministic_ = true;
 };

@@ -165,6 +165,7 @@ class StatementRunner final : public daemon::GateCaller,
   // ServerWaiter
   void onServerReady(daemon::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
+  void onWaitMoved(daemon::Pool& to) override { waiting_pool_ = &to; }
 
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
