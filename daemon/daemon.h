@@ -149,6 +149,13 @@ class Daemon final : public mcp::McpHost {
   void requestShutdownWaitForClients();
   // The admin console's holds (PAUSE, SUSPEND, DISABLE), read by every loop.
   ConsoleControl& control() { return control_; }
+  bool consoleHeld(const std::string& database) const override {
+    const ConsoleHolds h = control_.holds(database);
+    return h.paused || h.suspended;
+  }
+  void statementRunning(int delta) override { mcp_running_.fetch_add(delta); }
+  // MCP statements running now (past PAUSE's hold): PAUSE waits for them to finish.
+  int mcpRunning() const { return mcp_running_.load(); }
   // Any thread: runs `fn` on every loop, each on its own thread (loops that finished are skipped).
   void onEveryLoop(const std::function<void(Worker&)>& fn);
   // Re-reads the config file; on success new sessions on every loop use the new config (SIGHUP).
@@ -214,6 +221,7 @@ class Daemon final : public mcp::McpHost {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> next_session_id_{0};
+  std::atomic<int> mcp_running_{0};  // loop 0's MCP statements past the console's hold
   std::atomic<int> workers_running_{0};
   LoopMailbox mailbox_;  // loop 0's, for the workers' news
   uv_timer_t janitor_;

@@ -237,6 +237,7 @@ class StatementRunner final : public daemon::GateCaller,
   guards::RowMask row_mask_;  // the masked columns of the current result set
   int64_t started_us_ = 0;
   bool cancelled_ = false;
+  bool counted_running_ = false;  // past the console's hold: counted in statementRunning
   bool done_called_ = false;
   bool huge_row_ = false;  // a row streamed in pieces: dropped, the result marked truncated
   daemon::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint
