@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "common/log_text.h"
 #include "budgets/budget_store_pg.h"
@@ -38,24 +37,6 @@ uv_loop_t* currentWorkerLoop() { return t_loop; }
 
 uint64_t cancelMapKey(int32_t pid, int32_t key) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(key);
-}
-
-// With SO_REUSEPORT, a connection the kernel queues on this process's listener in the instant
-// between its last accept and its close (SIGTERM) is reset, unless net.ipv4.tcp_migrate_req=1
-// (Linux 5.14) hands it to another listener of the port. Read once at start, before the loop runs.
-void noteMigrateReq() {
-  std::ifstream f("/proc/sys/net/ipv4/tcp_migrate_req");
-  int value = -1;
-  if (!(f >> value)) {
-    spdlog::info("listen.so_reuseport: this kernel has no net.ipv4.tcp_migrate_req (Linux 5.14 "
-                 "and later): a connection arriving just as a process closes its listener may "
-                 "be reset");
-  } else if (value == 0) {
-    spdlog::warn("listen.so_reuseport: net.ipv4.tcp_migrate_req is 0: a connection arriving "
-                 "just as this process closes its listener (SIGTERM) may be reset; "
-                 "`sysctl -w net.ipv4.tcp_migrate_req=1` hands such connections to the other "
-                 "processes on the port (docs/operations.md)");
-  }
 }
 
 }  // namespace
@@ -175,7 +156,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
     spdlog::error("socket activation: {}", inherited.error());
     return false;
   }
-  if (listen.so_reuseport && !listen.addresses.empty()) noteMigrateReq();
+  if (listen.so_reuseport && !listen.addresses.empty()) noteReuseportMigration();
   std::vector<std::string> configured;
   for (const auto& addr : listen.addresses) {
     configured.push_back(socketAddressText(addr.host, addr.port));
