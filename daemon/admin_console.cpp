@@ -256,6 +256,7 @@ void AdminConsole::runCommand(std::string_view command, std::string& out) {
         {"LISTS", &AdminConsole::showLists},
         {"SOCKETS", &AdminConsole::showSockets},
         {"SESSIONS", &AdminConsole::showSessions},
+        {"HOSTS", &AdminConsole::showHosts},
         {"GROUPS", &AdminConsole::showGroups},
         {"GUARDS", &AdminConsole::showGuards},
         {"CONVERSATIONS", &AdminConsole::showConversations},
@@ -288,7 +289,7 @@ void AdminConsole::runCommand(std::string_view command, std::string& out) {
   writeError(
       out, "42601", "unknown admin console command",
       "SHOW HELP lists the commands: SHOW CLIENTS|SERVERS|POOLS|DATABASES|USERS|STATS|"
-      "STATS_TOTALS|STATS_AVERAGES|TOTALS|MEM|STATE|LISTS|SOCKETS|SESSIONS|GROUPS|GUARDS|"
+      "STATS_TOTALS|STATS_AVERAGES|TOTALS|MEM|STATE|LISTS|SOCKETS|SESSIONS|HOSTS|GROUPS|GUARDS|"
       "CONVERSATIONS|CONFIG|VERSION|HELP, RELOAD, REFRESH CATALOG, KILL CLIENT <id>, PAUSE [db], "
       "RESUME [db], SUSPEND, RECONNECT [db], WAIT_CLOSE [db], DISABLE db, ENABLE db, "
       "KILL db, SHUTDOWN [WAIT_FOR_CLIENTS].");
@@ -332,7 +333,7 @@ AdminConsole::Table AdminConsole::showClients() const {
 
 AdminConsole::Table AdminConsole::showServers() const {
   Table t{{"id", "pool", "database", "state", "backend_pid", "idle_seconds", "last_error",
-           "client_id", "assignments", "worker"},
+           "client_id", "assignments", "worker", "host"},
           {}};
   for (const auto& l : view()) {
     for (const auto& row : l.servers) t.rows.push_back(row);
@@ -342,7 +343,7 @@ AdminConsole::Table AdminConsole::showServers() const {
 
 AdminConsole::Table AdminConsole::showPools() const {
   Table t{{"pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
-           "waiting", "default_mode"},
+           "waiting", "default_mode", "host"},
           {}};
   const char* mode = home_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
   std::vector<PoolStats> all;
@@ -351,7 +352,7 @@ AdminConsole::Table AdminConsole::showPools() const {
     t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
                       std::to_string(p.connecting), std::to_string(p.idle),
                       std::to_string(p.active), std::to_string(p.resetting),
-                      std::to_string(p.waiting), mode});
+                      std::to_string(p.waiting), mode, p.host});
   }
   return t;
 }
@@ -573,6 +574,7 @@ AdminConsole::Table AdminConsole::showHelp() const {
                 {"SHOW LISTS", "how many of each: databases, users, pools, clients, servers"},
                 {"SHOW SOCKETS", "each client and server socket and its buffered bytes"},
                 {"SHOW SESSIONS", "the MCP endpoint's sessions"},
+                {"SHOW HOSTS", "the upstream hosts: primary and replicas, in rotation, lag"},
                 {"SHOW GROUPS", "policy groups, their guard count and users"},
                 {"SHOW GUARDS", "each group's guard chain in order, with the codes each can give"},
                 {"SHOW CONVERSATIONS", "conversations: statements, denials, budget left"},

@@ -77,6 +77,7 @@ class AdminConsole final : public ConsoleSession {
   Table showLists() const;
   Table showSockets() const;
   Table showSessions() const;
+  Table showHosts() const;
   Table showStats() const { return showDatabaseStats(StatsView::kAll); }
   Table showStatsTotals() const { return showDatabaseStats(StatsView::kTotals); }
   Table showStatsAverages() const { return showDatabaseStats(StatsView::kAverages); }

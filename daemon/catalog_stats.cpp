@@ -87,6 +87,8 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     protocol::writeQuery(c.out(), sql);
     if (c.flush() != 0) c.close("write failed");
   }
+  // pgwarden's own pool is on the primary: its waiters never move, but the pointer follows.
+  void onWaitMoved(Pool& to) override { pool_ = &to; }
   void onServerFailed(const std::string& sqlstate, const std::string& message) override {
     waiting_ = false;
     fail("no server connection: " + message, sqlstate == "3D000");

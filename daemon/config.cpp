@@ -112,6 +112,39 @@ void parseListen(const YAML::Node& n, ListenConfig& out) {
   }
 }
 
+// upstream.replicas: a list of {host, port} (port defaults to the primary's), and how they are
+// checked and chosen.
+void parseReplicas(const YAML::Node& n, UpstreamConfig& out) {
+  const YAML::Node list = n["replicas"];
+  if (list.IsDefined() && !list.IsNull()) {
+    cfg::requireSequence(list, "upstream.replicas");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = "upstream.replicas[" + std::to_string(i) + "]";
+      cfg::requireMap(list[i], path);
+      cfg::checkKeys(list[i], path, {"host", "port"});
+      UpstreamHost h;
+      h.host = cfg::getString(list[i], path, "host", "");
+      if (h.host.empty()) cfg::fail(list[i], path + ".host", "every replica needs a host");
+      h.port = static_cast<int>(cfg::getInt(list[i], path, "port", out.port, 1, 65535));
+      if ((h.host == out.host && h.port == out.port) ||
+          std::any_of(out.replicas.begin(), out.replicas.end(),
+                      [&h](const UpstreamHost& o) { return o.name() == h.name(); })) {
+        cfg::fail(list[i], path, h.name() + " is listed twice (the primary is upstream.host)");
+      }
+      out.replicas.push_back(std::move(h));
+    }
+  }
+  out.max_replica_lag = cfg::getDuration(n, "upstream", "max_replica_lag", out.max_replica_lag);
+  out.health_check_interval =
+      cfg::getDuration(n, "upstream", "health_check_interval", out.health_check_interval);
+  if (out.health_check_interval.count() < 100) {
+    cfg::fail(n["health_check_interval"], "upstream.health_check_interval",
+              "must be at least 100ms");
+  }
+  out.health_check_database =
+      cfg::getString(n, "upstream", "health_check_database", out.health_check_database);
+}
+
 void parseUpstream(const YAML::Node& n, const std::string& config_path, UpstreamConfig& out,
                    std::vector<std::string>& warnings) {
   if (!n.IsDefined() || n.IsNull()) cfg::fail(n, "upstream", "the upstream section is required");
@@ -119,7 +152,9 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
                  {"host", "port", "user", "password", "password_file", "databases",
                   "connect_timeout", "login_retry", "statement_timeout", "lock_timeout",
                   "idle_in_transaction_session_timeout", "stats_refresh", "sslmode",
-                  "sslrootcert", "write_user", "write_password", "write_password_file"});
+                  "sslrootcert", "write_user", "write_password", "write_password_file",
+                  "replicas", "max_replica_lag", "health_check_interval",
+                  "health_check_database"});
   out.host = cfg::getString(n, "upstream", "host", out.host);
   if (out.host.empty()) cfg::fail(n["host"], "upstream.host", "must not be empty");
   out.port = static_cast<int>(cfg::getInt(n, "upstream", "port", out.port, 1, 65535));
@@ -195,6 +230,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
   if (out.connect_timeout.count() == 0) {
     cfg::fail(n["connect_timeout"], "upstream.connect_timeout", "must be above 0");
   }
+  parseReplicas(n, out);
 }
 
 void parsePool(const YAML::Node& n, PoolConfig& out) {

@@ -134,8 +134,11 @@ bool AdminConsole::startWait(std::string_view text, const std::function<void()>&
     spdlog::info("s{} user={}: admin paused {}", session_id_, logsafe(user_),
                  logsafe(db.empty() ? std::string("every database") : db));
     waited_answer_ = commandComplete("PAUSE");
-    // Running statements and open transactions finish; new statements are held.
-    until = [db](const std::vector<LoopRows>& loops) {
+    // Running statements and open transactions finish; new statements are held. The MCP
+    // endpoint's statements run on mcp.database.
+    const bool mcp_too = db.empty() || db == home_.config()->mcp.database;
+    until = [db, mcp_too, &daemon = daemon_](const std::vector<LoopRows>& loops) {
+      if (mcp_too && daemon.mcpRunning() > 0) return false;
       for (const auto& l : loops) {
         for (const auto& c : l.clients) {
           if (names(db, c) && !c.closing && (c.busy || c.in_transaction)) return false;

@@ -61,15 +61,13 @@ LoopRows collectRows(Worker& w, const std::string& null) {
   w.pools().forEachPool([&](const Pool& p) {
     p.forEachConnection([&](const PooledConnection& c) {
       const bool idle = c.state() == ServerState::kIdle;
-      out.servers.push_back({std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
-                             stateName(c.state()),
-                             c.backendPid() ? std::to_string(c.backendPid()) : null,
-                             idle && now > c.idleSinceMs()
-                                 ? std::to_string((now - c.idleSinceMs()) / 1000)
-                                 : null,
-                             c.lastError().empty() ? null : c.lastError(),
-                             c.holder() ? std::to_string(c.holder()) : null,
-                             std::to_string(c.assignments()), worker});
+      out.servers.push_back(
+          {std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
+           stateName(c.state()), c.backendPid() ? std::to_string(c.backendPid()) : null,
+           idle && now > c.idleSinceMs() ? std::to_string((now - c.idleSinceMs()) / 1000) : null,
+           c.lastError().empty() ? null : c.lastError(),
+           c.holder() ? std::to_string(c.holder()) : null, std::to_string(c.assignments()), worker,
+           p.settings()->upstream.host + ":" + std::to_string(p.settings()->upstream.port)});
     });
   });
   out.pools = w.pools().stats();

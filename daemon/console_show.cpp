@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "daemon/admin_console.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_metrics.h"
@@ -28,7 +30,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 AdminConsole::Table AdminConsole::showDatabases() const {
   Table t{{"name", "host", "port", "database", "pool_size", "min_pool_size", "pool_mode",
-           "current_connections", "clients", "paused", "disabled"},
+           "current_connections", "clients", "paused", "disabled", "replicas"},
           {}};
   const auto& cfg = *home_.config();
   const auto loops = view();
@@ -53,6 +55,8 @@ AdminConsole::Table AdminConsole::showDatabases() const {
   }
   const auto st = daemon_.control().state();
   const char* mode = cfg.pool.mode == PoolMode::kTransaction ? "transaction" : "session";
+  std::string replicas;  // every database is on every replica (they stream the whole cluster)
+  for (const auto& r : cfg.upstream.replicas) replicas += (replicas.empty() ? "" : ",") + r.name();
   for (const auto& name : names) {
     const auto server_db = cfg.upstream.mapDatabase(name);
     const std::string db = server_db ? *server_db : kNull;
@@ -60,7 +64,7 @@ AdminConsole::Table AdminConsole::showDatabases() const {
                       std::to_string(cfg.pool.max_size), std::to_string(cfg.pool.min_size), mode,
                       num(server_db ? connections[*server_db] : 0), num(clients[name]),
                       yesNo(st.all_paused || contains(st.paused, name)),
-                      yesNo(contains(st.disabled, name))});
+                      yesNo(contains(st.disabled, name)), replicas.empty() ? kNull : replicas});
   }
   // The console's own database, as PgBouncer lists "pgbouncer".
   uint64_t consoles = 0;
@@ -68,7 +72,27 @@ AdminConsole::Table AdminConsole::showDatabases() const {
     for (const auto& c : l.clients) consoles += c.console ? 1 : 0;
   }
   t.rows.push_back({std::string(kDatabase), kNull, kNull, kNull, "0", "0", "statement", "0",
-                    num(consoles), "no", "no"});
+                    num(consoles), "no", "no", kNull});
+  return t;
+}
+
+// The upstream hosts as the health checker last saw them (upstream.replicas; the primary alone,
+// unchecked, without them).
+AdminConsole::Table AdminConsole::showHosts() const {
+  Table t{{"host", "role", "up", "lag_seconds", "checks", "failures", "last_error"}, {}};
+  const HostHealth* health = daemon_.hostHealth();
+  if (health == nullptr) {
+    const auto& up = home_.config()->upstream;
+    t.rows.push_back(
+        {up.host + ":" + std::to_string(up.port), "primary", kNull, kNull, "0", "0", kNull});
+    return t;
+  }
+  for (const HostStatus& h : health->snapshot()) {
+    t.rows.push_back({h.name, h.replica ? "replica" : "primary", yesNo(h.up),
+                      h.lag_ms >= 0 ? fmt::format("{:.3f}", static_cast<double>(h.lag_ms) / 1000.0)
+                                    : std::string(kNull),
+                      num(h.checks), num(h.failures), h.last_error.empty() ? kNull : h.last_error});
+  }
   return t;
 }
 

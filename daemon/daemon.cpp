@@ -53,6 +53,9 @@ Daemon::Daemon(std::shared_ptr<const Config> config) : config_(std::move(config)
   });
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
+  if (!config_->upstream.replicas.empty()) {
+    host_health_ = std::make_unique<HostHealth>(config_->upstream);
+  }
   const int n = std::max(1, config_->daemon.workers);
   for (int i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i, config_, ""));
   enterWorkerThread(primary());
@@ -104,6 +107,7 @@ bool Daemon::start() {
   if (!startListeners(cfg.listen, cfg.metrics.listen)) return false;
 
   if (!metrics_->start()) return false;
+  if (host_health_) host_health_->start();
   if (cfg.mcp.enabled()) {
     mcp_ = std::make_unique<mcp::McpServer>(&loop_, *this, cfg.mcp, kVersion,
                                             cfg.mcp.tls ? cfg.tls.context : nullptr);
@@ -152,6 +156,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
     spdlog::error("socket activation: {}", inherited.error());
     return false;
   }
+  if (listen.so_reuseport && !listen.addresses.empty()) noteReuseportMigration();
   std::vector<std::string> configured;
   for (const auto& addr : listen.addresses) {
     configured.push_back(socketAddressText(addr.host, addr.port));
@@ -688,6 +693,17 @@ bool Daemon::reload() {
     if (!key.warning.empty()) spdlog::warn("reload: {}", key.warning);
     // A key of this process's own would change every unknown user's salt for nothing.
     if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
+  }
+  if (host_health_) host_health_->setUpstream(next->upstream);
+  const auto hostNames = [](const UpstreamConfig& u) {
+    std::string names = u.host + ":" + std::to_string(u.port);
+    for (const auto& r : u.replicas) names += "," + r.name();
+    return names;
+  };
+  if (hostNames(next->upstream) != hostNames(config_->upstream)) {
+    spdlog::warn(
+        "reload: upstream.host, port or replicas changed; the hosts stay as they were "
+        "until a restart");
   }
   if (next->daemon.workers != config_->daemon.workers) {
     spdlog::warn("reload: daemon.workers changed; the number of loops stays {} until a restart",

@@ -28,6 +28,7 @@
 #include "metrics/counters.h"
 #include "net/listener.h"
 #include "pool/connection_slots.h"
+#include "pool/host_health.h"
 #include "pool/pool.h"
 #include "net/upstream.h"
 #include "net/webhook_client.h"
@@ -92,6 +93,8 @@ class Daemon final : public mcp::McpHost {
   AuthLimiter& authLimiter() { return auth_limiter_; }
   // pool.max_size over every loop's pools (null with one loop, whose pools cap themselves).
   ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
+  // The upstream hosts' health (null without upstream.replicas).
+  HostHealth* hostHealth() { return host_health_.get(); }
   guards::BudgetLedger* budgets() override { return budgets_.get(); }
   guards::ConversationMarks& conversationMarks() { return conversation_marks_; }
   guards::GuardObserver* guardObserver() override;
@@ -148,6 +151,13 @@ class Daemon final : public mcp::McpHost {
   void requestShutdownWaitForClients();
   // The admin console's holds (PAUSE, SUSPEND, DISABLE), read by every loop.
   ConsoleControl& control() { return control_; }
+  bool consoleHeld(const std::string& database) const override {
+    const ConsoleHolds h = control_.holds(database);
+    return h.paused || h.suspended;
+  }
+  void statementRunning(int delta) override { mcp_running_.fetch_add(delta); }
+  // MCP statements running now (past PAUSE's hold): PAUSE waits for them to finish.
+  int mcpRunning() const { return mcp_running_.load(); }
   // Any thread: runs `fn` on every loop, each on its own thread (loops that finished are skipped).
   void onEveryLoop(const std::function<void(Worker&)>& fn);
   // Re-reads the config file; on success new sessions on every loop use the new config (SIGHUP).
@@ -213,9 +223,11 @@ class Daemon final : public mcp::McpHost {
   guards::ConversationMarks conversation_marks_;
   std::unique_ptr<mcp::McpServer> mcp_;
   ConnectionSlots slots_;  // outlives the workers' pools
+  std::unique_ptr<HostHealth> host_health_;  // with upstream.replicas; outlives the pools
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> next_session_id_{0};
+  std::atomic<int> mcp_running_{0};  // loop 0's MCP statements past the console's hold
   std::atomic<int> workers_running_{0};
   LoopMailbox mailbox_;  // loop 0's, for the workers' news
   uv_timer_t janitor_;

@@ -58,7 +58,7 @@ std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all) {
   for (const PoolStats& p : all) {
     auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
       return q.role == p.role && q.database == p.database && q.internal == p.internal &&
-             q.writes == p.writes;
+             q.writes == p.writes && q.host == p.host;
     });
     if (it == out.end()) {
       out.push_back(p);
@@ -126,8 +126,9 @@ bool DaemonMetrics::start() {
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {
-    for (const PoolStats& p : pool_stats_) sink.add({p.role + "/" + p.database}, p.waiting);
+    for (const PoolStats& p : pool_stats_) sink.add({p.role + "/" + p.database, p.host}, p.waiting);
   });
+  collectHosts();
   metrics_.pool_assignments.setCollector([this](metrics::SampleSink& sink) {
     sink.add({}, static_cast<double>(totals_.pool_assignments));
   });
@@ -371,13 +372,33 @@ void DaemonMetrics::collectClients(metrics::SampleSink& sink) {
   for (size_t i = 0; i < states.size(); ++i) sink.add({kClientStateLabels[i]}, static_cast<double>(states[i]));
 }
 
+void DaemonMetrics::collectHosts() {
+  const auto hosts = [this] {
+    const HostHealth* h = daemon_.hostHealth();
+    return h ? h->snapshot() : std::vector<HostStatus>{};
+  };
+  metrics_.upstream_host_up.setCollector([hosts](metrics::SampleSink& sink) {
+    for (const HostStatus& h : hosts()) {
+      sink.add({h.name, h.replica ? "replica" : "primary"}, h.up ? 1 : 0);
+    }
+  });
+  metrics_.upstream_replica_lag.setCollector([hosts](metrics::SampleSink& sink) {
+    for (const HostStatus& h : hosts()) {
+      if (h.replica && h.lag_ms >= 0) sink.add({h.name}, static_cast<double>(h.lag_ms) / 1000.0);
+    }
+  });
+  metrics_.upstream_host_failures.setCollector([hosts](metrics::SampleSink& sink) {
+    for (const HostStatus& h : hosts()) sink.add({h.name}, static_cast<double>(h.failures));
+  });
+}
+
 void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
   for (const PoolStats& p : pool_stats_) {
     const std::string pool = p.role + "/" + p.database;
-    sink.add({pool, "connecting"}, p.connecting);
-    sink.add({pool, "idle"}, p.idle);
-    sink.add({pool, "active"}, p.active);
-    sink.add({pool, "resetting"}, p.resetting);
+    sink.add({pool, "connecting", p.host}, p.connecting);
+    sink.add({pool, "idle", p.host}, p.idle);
+    sink.add({pool, "active", p.host}, p.active);
+    sink.add({pool, "resetting", p.host}, p.resetting);
   }
 }
 

@@ -78,6 +78,8 @@ class DaemonMetrics final : public guards::GuardObserver {
   metrics::GroupSeries& group(const std::string& name);
   void collectClients(metrics::SampleSink& sink);
   void collectServers(metrics::SampleSink& sink);
+  // The upstream hosts' health (upstream.replicas), read from HostHealth when scraped.
+  void collectHosts();
   // Brings the counters the loop keeps in Counters up to date (runs at the start of a scrape).
   void syncCounters();
   net::Readiness readiness() const;

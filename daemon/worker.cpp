@@ -40,6 +40,7 @@ Worker::Worker(Daemon& daemon, int index, std::shared_ptr<const Config> config, 
       pools_(loop_, counters_, std::make_unique<ServerConnectionFactory>()),
       budgets_(daemon.budgets()) {
   if (own_loop_) uv_loop_init(loop_);
+  pools_.setHealth(daemon.hostHealth());
   pools_.setConfig(poolSettings(*config_));
   // With redact_literals the history writer normalizes a statement before it cuts it, so it gets
   // the whole text (and bounds it itself); otherwise records keep history.max_sql_bytes of it.

@@ -670,7 +670,8 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
                                    "max_rows_affected", "transaction_idle_timeout",
                                    "transaction_max_age", "allow_ddl", "pool_mode",
                                    "masked_columns", "masked_as", "schema_only",
-                                   "untrusted_content", "soft_delete_columns", "result_assertions"});
+                                   "untrusted_content", "soft_delete_columns", "result_assertions",
+                                   "read_replicas"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -719,6 +720,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
       }
       group->setPoolMode(*pool_mode);
     }
+    group->setReadReplicas(config::getBool(node, path, "read_replicas", false));
     out[name] = std::move(group);
   }
   return out;

@@ -233,6 +233,10 @@ class PolicyGroup {
   void setDeclarations(std::vector<DeclaredColumn> soft_delete,
                        std::vector<ResultAssertion> assertions);
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
+  // `read_replicas: true`: the group's read-only sessions may read from a replica
+  // (upstream.replicas) whose replay lag is under upstream.max_replica_lag.
+  bool readReplicas() const { return read_replicas_; }
+  void setReadReplicas(bool on) { read_replicas_ = on; }
 
   // Runs the chain once over all statements of the text: guard by guard in config order, each
   // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
@@ -280,6 +284,7 @@ class PolicyGroup {
   std::shared_ptr<Masking> masking_;
   std::shared_ptr<const UntrustedContent> untrusted_;
   std::string pool_mode_;
+  bool read_replicas_ = false;
   uint64_t id_ = 0;
   bool deterministic_ = true;
 };

@@ -74,6 +74,14 @@ class McpHost {
   virtual void loginFailed(const std::string& peer_host, const std::string& credential) = 0;
   // A process-wide session id (history's session_id), shared with SQL sessions.
   virtual uint64_t nextSessionId() = 0;
+  // The admin console's PAUSE or SUSPEND holds new statements on `database` (a client database
+  // name) until RESUME: they wait, as a SQL client's do, rather than fail.
+  virtual bool consoleHeld(const std::string& database) const {
+    (void)database;
+    return false;
+  }
+  // A statement past that hold started (+1) or ended (-1): PAUSE waits for the running ones.
+  virtual void statementRunning(int delta) { (void)delta; }
 };
 
 }  // namespace pgwarden::mcp

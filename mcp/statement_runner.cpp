@@ -42,6 +42,7 @@ StatementRunner::~StatementRunner() {
   }
   // Destroyed before its answer (shutdown): every statement of the text gets its record.
   if (!done_called_) finishRest(Outcome::kAborted, "57P01", "pgwarden is shutting down");
+  if (counted_running_) host_.statementRunning(-1);
   gate_.reset();
 }
 
@@ -58,8 +59,11 @@ void StatementRunner::startWork() {
     acquire();
     return;
   }
-  if (host_.statsLoading(spec_.who.server_database)) {
+  // A statement of an open transaction goes on through a PAUSE, as on the wire.
+  const bool held = !spec_.txn && host_.consoleHeld(spec_.who.database);
+  if (held || host_.statsLoading(spec_.who.server_database)) {
     // As a SQL session waits at login: the first statements are judged with table sizes known.
+    // Held by the console (PAUSE, SUSPEND): it waits for RESUME, polled as the statistics are.
     step_ = Step::kStats;
     stats_wait_.begin(uv_now(host_.loop()));
     stats_timer_ = new uv_timer_t;
@@ -74,6 +78,11 @@ void StatementRunner::startWork() {
 void StatementRunner::onStatsTimer(uv_timer_t* t) {
   auto* self = static_cast<StatementRunner*>(t->data);
   if (!self) return;
+  if (!self->spec_.txn && self->host_.consoleHeld(self->spec_.who.database)) {
+    // The statistics' bounded wait starts once the hold is over.
+    self->stats_wait_.begin(uv_now(t->loop));
+    return;
+  }
   if (!self->stats_wait_.over(uv_now(t->loop),
                               !self->host_.statsLoading(self->spec_.who.server_database)))
     return;
@@ -93,6 +102,10 @@ void StatementRunner::stopStatsTimer() { closeTimer(stats_timer_); }
 
 void StatementRunner::judge() {
   step_ = Step::kJudging;
+  if (!counted_running_) {
+    counted_running_ = true;
+    host_.statementRunning(1);
+  }
   gate_ = std::make_unique<daemon::StatementGate>(host_.gateServices(spec_.who.server_database), *this,
                                                   [this](GateVerdict v) { onVerdict(std::move(v)); });
   GateRequest r;
@@ -764,6 +777,10 @@ void StatementRunner::complete() {
   if (done_called_) return;
   done_called_ = true;
   step_ = Step::kDone;
+  if (counted_running_) {
+    counted_running_ = false;
+    host_.statementRunning(-1);
+  }
   result_.elapsed_us = history::wallClockMicros() - started_us_;
   result_.stats_age_s = host_.statsAgeSeconds(spec_.who.server_database);
   if (in_call_) {

@@ -169,6 +169,7 @@ class StatementRunner final : public daemon::GateCaller,
   // ServerWaiter
   void onServerReady(daemon::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
+  void onWaitMoved(daemon::Pool& to) override { waiting_pool_ = &to; }
 
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
@@ -241,6 +242,7 @@ class StatementRunner final : public daemon::GateCaller,
   guards::RowMask row_mask_;  // the masked columns of the current result set
   int64_t started_us_ = 0;
   bool cancelled_ = false;
+  bool counted_running_ = false;  // past the console's hold: counted in statementRunning
   bool done_called_ = false;
   bool huge_row_ = false;  // a row streamed in pieces: dropped, the result marked truncated
   daemon::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint

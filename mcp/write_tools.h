@@ -74,6 +74,7 @@ class WriteConversation final : public TxnLink,
   // ServerWaiter
   void onServerReady(daemon::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
+  void onWaitMoved(daemon::Pool& to) override { waiting_pool_ = &to; }
 
  private:
   uint64_t now() const;

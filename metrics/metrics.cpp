@@ -47,11 +47,27 @@ Metrics::Metrics(const BuildInfo& build)
           MetricType::kGauge, {"state"})),
       server_connections(
           registry.callbackFamily("pgwarden_server_connections",
-                                  "Server connections by pool (server role/database) and state.",
-                                  MetricType::kGauge, {"pool", "state"})),
+                                  "Server connections by pool (server role/database), state and "
+                                  "upstream host.",
+                                  MetricType::kGauge, {"pool", "state", "host"})),
       pool_waiting(registry.callbackFamily("pgwarden_pool_waiting_clients",
-                                           "Clients waiting for a server connection, by pool.",
-                                           MetricType::kGauge, {"pool"})),
+                                           "Clients waiting for a server connection, by pool "
+                                           "and upstream host.",
+                                           MetricType::kGauge, {"pool", "host"})),
+      upstream_host_up(registry.callbackFamily(
+          "pgwarden_upstream_host_up",
+          "1 while an upstream host (the primary or a read replica) is in the rotation: it "
+          "answered its last health check and no connection found it unreachable since.",
+          MetricType::kGauge, {"host", "role"})),
+      upstream_replica_lag(registry.callbackFamily(
+          "pgwarden_upstream_replica_lag_seconds",
+          "A read replica's replay lag at its last health check (0 when it has replayed all it "
+          "received).",
+          MetricType::kGauge, {"host"})),
+      upstream_host_failures(registry.callbackFamily(
+          "pgwarden_upstream_host_failures_total",
+          "Times an upstream host was found not answering, by a health check or a login.",
+          MetricType::kCounter, {"host"})),
       pool_assignments(registry.callbackFamily(
           "pgwarden_pool_assignments_total",
           "Server connections lent to clients: once per session in session pool_mode, once per "

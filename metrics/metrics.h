@@ -67,8 +67,11 @@ struct Metrics {
 
   // connections
   CallbackFamily& client_connections;          // gauge {state}
-  CallbackFamily& server_connections;          // gauge {pool,state}
-  CallbackFamily& pool_waiting;                 // gauge {pool}: clients waiting for a server connection
+  CallbackFamily& server_connections;          // gauge {pool,state,host}
+  CallbackFamily& pool_waiting;                 // gauge {pool,host}: clients waiting for a connection
+  CallbackFamily& upstream_host_up;             // gauge {host,role}: in the rotation (HostHealth)
+  CallbackFamily& upstream_replica_lag;         // gauge seconds {host}: replay lag at the last check
+  CallbackFamily& upstream_host_failures;       // counter {host}: found not answering
   CallbackFamily& pool_assignments;             // counter: server connections lent (per session or transaction)
   CallbackFamily& pool_reuse;                   // counter: lent connections that served a client before
   HistogramFamily& pool_wait;                   // seconds {mode}: waits for a server connection

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 namespace pgwarden::daemon {
@@ -209,6 +210,24 @@ void Listener::onConnection(uv_stream_t* server, int status) {
 void Listener::onClose(uv_handle_t* h) {
   auto* self = static_cast<Listener*>(h->data);
   self->closed_ = true;
+}
+
+// With SO_REUSEPORT, a connection the kernel queues on this process's listener in the instant
+// between its last accept and its close (SIGTERM) is reset, unless net.ipv4.tcp_migrate_req=1
+// (Linux 5.14) hands it to another listener of the port.
+void noteReuseportMigration() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_migrate_req");
+  int value = -1;
+  if (!(f >> value)) {
+    spdlog::info("listen.so_reuseport: this kernel has no net.ipv4.tcp_migrate_req (Linux 5.14 "
+                 "and later): a connection arriving just as a process closes its listener may "
+                 "be reset");
+  } else if (value == 0) {
+    spdlog::warn("listen.so_reuseport: net.ipv4.tcp_migrate_req is 0: a connection arriving "
+                 "just as this process closes its listener (SIGTERM) may be reset; "
+                 "`sysctl -w net.ipv4.tcp_migrate_req=1` hands such connections to the other "
+                 "processes on the port (docs/operations.md)");
+  }
 }
 
 }  // namespace pgwarden::daemon

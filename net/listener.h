@@ -67,4 +67,8 @@ class Listener {
   bool closed_ = false;
 };
 
+// listen.so_reuseport: logs whether the kernel hands a connection queued on a closing listener to
+// another process on the port (net.ipv4.tcp_migrate_req). Reads /proc once: call at start.
+void noteReuseportMigration();
+
 }  // namespace pgwarden::daemon

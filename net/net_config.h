@@ -33,6 +33,15 @@ struct ListenConfig {
   bool so_reuseport = false;
 };
 
+// A read replica of the upstream (a streaming standby of the same cluster): it serves every
+// database the primary does.
+struct UpstreamHost {
+  std::string host;  // as upstream.host: hostname, IP or socket directory
+  int port = 5432;
+  // "host:port", as SHOW SERVERS, SHOW DATABASES and the metrics' host label name it.
+  std::string name() const { return host + ":" + std::to_string(port); }
+};
+
 struct UpstreamConfig {
   std::string host = "127.0.0.1";  // hostname, IP, or a directory holding the server's socket
   int port = 5432;
@@ -53,6 +62,12 @@ struct UpstreamConfig {
   Millis idle_in_transaction_session_timeout{15000};
   Millis stats_refresh{300000};    // catalog statistics refresh period (0: at start-up only)
   UpstreamTlsConfig tls;           // `sslmode` and `sslrootcert`, libpq's meanings
+  // Read replicas (docs/operations.md, "Read replicas"): the groups with read_replicas: true
+  // read from one whose replay lag is under max_replica_lag; writes stay on the primary.
+  std::vector<UpstreamHost> replicas;
+  Millis max_replica_lag{10000};
+  Millis health_check_interval{1000};  // how often a thread checks every host
+  std::string health_check_database = "postgres";
 
   bool hostIsSocketDir() const { return !host.empty() && host.front() == '/'; }
   // The server database for a client's database name; nullopt when the map refuses it.

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/log_text.h"
+#include "pool/host_health.h"
 
 namespace pgwarden::daemon {
 
@@ -20,16 +21,24 @@ std::string refusalMessage(std::string_view server_message) {
   return "the database server refuses new connections: " + std::string(server_message);
 }
 
-Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size, bool writes)
+Pool::Pool(PoolManager& manager, std::string role, std::string database, int max_size, bool writes,
+           size_t host)
     : manager_(manager),
       role_(std::move(role)),
       database_(std::move(database)),
       fixed_max_(max_size),
-      writes_(writes) {
+      writes_(writes),
+      host_(host) {
   if (fixed_max_ == 0 && manager_.slots() != nullptr) {
     slots_ = manager_.slots();
-    slot_key_ = ConnectionSlots::key(role_, database_, writes_);
+    // Each host caps its own connections: pool.max_size per host.
+    slot_key_ = ConnectionSlots::key(
+        role_, host_ == 0 ? database_ : database_ + '\0' + std::to_string(host_), writes_);
   }
+}
+
+const std::shared_ptr<const PoolSettings>& Pool::settings() const {
+  return manager_.hostSettings(host_);
 }
 
 int Pool::maxSize() const { return fixed_max_ > 0 ? fixed_max_ : manager_.config()->pool.max_size; }
@@ -201,8 +210,10 @@ void Pool::onLoginDone(PooledConnection& c) {
 void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
   const auto& cfg = *manager_.config();
   retry_after_ms_ = manager_.nowMs() + static_cast<uint64_t>(cfg.upstream.login_retry.count());
-  spdlog::warn("pool db={}: server login failed: {}; next attempt in {} ms", logsafe(database_),
-               logsafe(why, kLogMessageMaxBytes), cfg.upstream.login_retry.count());
+  spdlog::warn("pool db={} host={}: server login failed: {}; next attempt in {} ms",
+               logsafe(database_), settings()->upstream.host, logsafe(why, kLogMessageMaxBytes),
+               cfg.upstream.login_retry.count());
+  if (failOver(c)) return;
   // The clients waiting now would wait for a server that just told us no: answer them at once.
   // Only a missing database is the client's business; every other cause is ours to log.
   std::string sqlstate = "08006";
@@ -235,6 +246,27 @@ void Pool::onLoginFailed(PooledConnection& c, const std::string& why) {
     w->onServerFailed(sqlstate, message);
   }
   if (waiters_.empty()) releaseDemand();
+}
+
+bool Pool::failOver(const PooledConnection& c) {
+  HostHealth* health = manager_.health();
+  // Only a replica that did not answer (no login error of its own, or one saying it is starting
+  // up or shutting down) leaves: a missing database or a refused role is no reason to move.
+  const std::string& code = c.loginSqlstate();
+  if (host_ == 0 || health == nullptr || !(code.empty() || code == "57P03" || code == "57P01")) {
+    return false;
+  }
+  health->markDown(host_, c.lastError());
+  if (waiters_.empty()) return true;
+  Pool& primary = manager_.hostPool(database_, 0);
+  std::deque<Waiter> moving;
+  moving.swap(waiters_);
+  releaseDemand();
+  for (const Waiter& w : moving) {
+    primary.acquire(w.waiter);
+    w.waiter->onWaitMoved(primary);
+  }
+  return true;
 }
 
 void Pool::onIdle(PooledConnection& c) {
@@ -333,6 +365,7 @@ PoolStats Pool::stats() const {
   s.database = database_;
   s.internal = fixed_max_ > 0;
   s.writes = writes_;
+  s.host = settings()->upstream.host + ":" + std::to_string(settings()->upstream.port);
   for (const auto& c : conns_) {
     if (close_needed_.count(c.get())) ++s.close_needed;
     switch (c->state()) {
@@ -367,16 +400,42 @@ PoolManager::PoolManager(uv_loop_t* loop, metrics::Counters& counters,
 
 PoolManager::~PoolManager() = default;
 
-Pool& PoolManager::pool(const std::string& database, bool internal, bool writes) {
+void PoolManager::setConfig(std::shared_ptr<const PoolSettings> config) {
+  config_ = std::move(config);
+  host_settings_.assign(1, config_);
+  // The hosts stay as they were at start (HostHealth's list); everything else follows a reload.
+  for (size_t i = 1; health_ != nullptr && i < health_->size(); ++i) {
+    auto s = std::make_shared<PoolSettings>(*config_);
+    s->upstream.host = health_->host(i).host;
+    s->upstream.port = health_->host(i).port;
+    host_settings_.push_back(std::move(s));
+  }
+}
+
+const std::shared_ptr<const PoolSettings>& PoolManager::hostSettings(size_t i) const {
+  return i < host_settings_.size() ? host_settings_[i] : config_;
+}
+
+Pool& PoolManager::pool(const std::string& database, bool internal, bool writes, bool replica_ok) {
+  const bool replicas =
+      replica_ok && !internal && !writes && health_ != nullptr && health_->hasReplicas();
+  return poolOn(database, internal, writes, replicas ? health_->pickForRead() : 0);
+}
+
+Pool& PoolManager::hostPool(const std::string& database, size_t host) {
+  return poolOn(database, false, false, host);
+}
+
+Pool& PoolManager::poolOn(const std::string& database, bool internal, bool writes, size_t host) {
   const std::string& role = writes ? config_->upstream.write_user : config_->upstream.user;
   std::string key = role + '\0' + database;
   if (internal) key += std::string("\0internal", 9);
   if (writes) key += std::string("\0writes", 7);
+  if (host > 0) key += std::string("\0host", 5) + std::to_string(host);
   auto it = pools_.find(key);
   if (it == pools_.end()) {
-    it = pools_
-             .emplace(key, std::make_unique<Pool>(*this, role, database, internal ? 1 : 0, writes))
-             .first;
+    auto p = std::make_unique<Pool>(*this, role, database, internal ? 1 : 0, writes, host);
+    it = pools_.emplace(key, std::move(p)).first;
   }
   return *it->second;
 }

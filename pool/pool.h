@@ -26,6 +26,7 @@
 
 namespace pgwarden::daemon {
 
+class HostHealth;
 class PoolManager;
 
 // A client session (or pgwarden's own job) waiting for a connection.
@@ -35,6 +36,9 @@ class PoolWaiter {
   virtual void onConnectionReady(PooledConnection& c) = 0;
   // No connection: `sqlstate` and `message` are what the client should see (FATAL).
   virtual void onServerFailed(const std::string& sqlstate, const std::string& message) = 0;
+  // The waiter now waits in `to` (a read replica did not answer: its waiters moved to the
+  // primary's pool); cancelWait goes to `to` from now on. Called on the loop, nothing else done.
+  virtual void onWaitMoved(Pool& to) = 0;
 
  protected:
   ~PoolWaiter() = default;
@@ -60,6 +64,7 @@ struct PoolStats {
   int close_needed = 0;   // to close when next released (RECONNECT)
   bool internal = false;  // pgwarden's own pool (catalog statistics)
   bool writes = false;    // a write pool (guarded_writes)
+  std::string host;       // the upstream host (host:port) its connections go to
 };
 
 class Pool {
@@ -68,8 +73,9 @@ class Pool {
   // no minimum (pgwarden's own connections, e.g. for catalog statistics).
   // `writes`: the write pool of guarded_writes groups (docs/writes.md): its connections log in as
   // upstream.write_user, are not read-only, and check on login that the role is no superuser.
+  // `host`: the upstream host its connections go to (0 the primary, 1.. upstream.replicas).
   Pool(PoolManager& manager, std::string role, std::string database, int max_size = 0,
-       bool writes = false);
+       bool writes = false, size_t host = 0);
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -78,7 +84,11 @@ class Pool {
   const std::string& database() const { return database_; }
   bool writes() const { return writes_; }
   bool internal() const { return fixed_max_ > 0; }
+  size_t host() const { return host_; }
   PoolManager& manager() { return manager_; }
+  // What this pool's new connections are opened with: the manager's settings, with the
+  // replica's address in upstream.host and port for a replica's pool.
+  const std::shared_ptr<const PoolSettings>& settings() const;
 
   // Queues `w`. From the next loop turn on it gets an idle connection, or waits for one while a
   // new one is opened below max_size. Never calls `w` back before returning: the caller may be
@@ -132,6 +142,9 @@ class Pool {
   void spawnAsNeeded();
   // A connection RECONNECT marked, back from its client or its login: closed (true).
   bool closeIfNeeded(PooledConnection& c);
+  // A replica's login failed without an answer from it: the replica leaves the rotation and
+  // this pool's waiters move to the primary's pool (true); false for the primary.
+  bool failOver(const PooledConnection& c);
   // A slot of the shared cap for one more connection (always granted without shared slots);
   // `for_waiter` records this loop's demand when refused.
   bool takeSlot(bool for_waiter);
@@ -159,6 +172,7 @@ class Pool {
   uint64_t retry_after_ms_ = 0;  // no new login before this (after a failed one)
   int fixed_max_ = 0;
   bool writes_ = false;
+  size_t host_ = 0;
   bool serve_due_ = false;  // serve() is scheduled with the manager
   // The cap shared with the other worker loops (null: this pool caps itself alone). Every
   // connection in conns_ holds one slot, given back when it leaves conns_.
@@ -184,7 +198,13 @@ class PoolManager {
   ConnectionFactory& factory() { return *factory_; }
   uint64_t nowMs() const { return clock_ ? clock_() : uv_now(loop_); }
   const std::shared_ptr<const PoolSettings>& config() const { return config_; }
-  void setConfig(std::shared_ptr<const PoolSettings> config) { config_ = std::move(config); }
+  void setConfig(std::shared_ptr<const PoolSettings> config);
+  // Read replicas: `health` (owned by the daemon, outliving this manager, thread-safe) names the
+  // hosts and which are in the rotation. Call before the first pool() and setConfig().
+  void setHealth(HostHealth* health) { health_ = health; }
+  HostHealth* health() const { return health_; }
+  // The settings for host `i`'s connections (Pool::settings).
+  const std::shared_ptr<const PoolSettings>& hostSettings(size_t i) const;
   uint64_t nextServerId() { return ++last_server_id_; }
 
   // Worker loops: pool.max_size becomes a cap over the pools of every loop's manager for the
@@ -205,7 +225,12 @@ class PoolManager {
   // pgwarden's own (one connection), separate from the ones clients use.
   // `writes`: the write pool for the database (role upstream.write_user), never lent to a
   // read-only group's session.
-  Pool& pool(const std::string& database, bool internal = false, bool writes = false);
+  // `replica_ok`: a read-only session of a group with read_replicas: the pool of a replica in
+  // the rotation (HostHealth::pickForRead) when there is one, else the primary's.
+  Pool& pool(const std::string& database, bool internal = false, bool writes = false,
+             bool replica_ok = false);
+  // The pool of `database` on upstream host `host` (0: the primary).
+  Pool& hostPool(const std::string& database, size_t host);
   void tick(uint64_t now_ms);
   void closeAll(const std::string& why);
   // RECONNECT for the pools of `database` (a server database; empty: every pool but
@@ -235,11 +260,16 @@ class PoolManager {
   }
 
  private:
+  Pool& poolOn(const std::string& database, bool internal, bool writes, size_t host);
+
   uv_loop_t* loop_;
   metrics::Counters& counters_;
   std::unique_ptr<ConnectionFactory> factory_;
   Clock clock_;
   std::shared_ptr<const PoolSettings> config_;
+  HostHealth* health_ = nullptr;
+  // config_ with each replica's address (index = host; [0] is config_ itself).
+  std::vector<std::shared_ptr<const PoolSettings>> host_settings_;
   // Before pools_: a pool being destroyed gives its slots back.
   ConnectionSlots* slots_ = nullptr;
   int slot_loop_ = -1;

@@ -30,7 +30,7 @@ void ServerWaiter::onConnectionReady(PooledConnection& c) {
 ServerConnection::ServerConnection(Pool& pool, uint64_t id)
     : pool_(pool),
       id_(id),
-      config_(pool.manager().config()),
+      config_(pool.settings()),
       stream_(pool.manager().loop(), this),
       resolver_(pool.manager().loop()),
       statements_(static_cast<size_t>(config_->pool.max_prepared_statements)),

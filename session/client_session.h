@@ -124,6 +124,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // ServerWaiter
   void onServerReady(ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
+  void onWaitMoved(Pool& to) override { pause_.serverWaitMoved(to); }
 
  private:
   // accept() and adopt() go on here once the socket is open (rc: how opening it went).

@@ -126,7 +126,8 @@ void ClientSession::authenticated() {
   key_registered_ = true;
   setState(ClientState::kAcquiring);
   writesSetUp();
-  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
+  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr,
+                                  policy_ != nullptr && policy_->readReplicas());
   pause_.waitForServer(pool);
   wait_started_ns_ = uv_hrtime();
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn

@@ -70,7 +70,8 @@ void ClientSession::choosePoolMode() {
 bool ClientSession::takeServer() {
   if (server_) return true;
   if (pause_.pool()) return false;
-  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr);
+  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr,
+                                  policy_ != nullptr && policy_->readReplicas());
   if (PooledConnection* c = pool.takeIdle()) {
     if (auto* s = dynamic_cast<ServerConnection*>(c)) {
       attachForTransaction(*s);

@@ -62,6 +62,10 @@ class PausedMessage {
   // The wait for a server connection from `pool` begins: kNone -> kServer, kVerdict ->
   // kVerdictServer.
   bool waitForServer(Pool& pool);
+  // The wait goes on in another pool (a replica's waiters handed to the primary): same state.
+  void serverWaitMoved(Pool& to) {
+    if (pool_) pool_ = &to;
+  }
   // ... and ends (a connection came, none will, or the wait was cancelled): back to kVerdict
   // with what waits for it (takeVerdict, takeExplain), or kNone.
   void serverWaitOver();

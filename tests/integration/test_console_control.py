@@ -224,7 +224,7 @@ def test_kill_database_ends_its_clients_and_holds_new_ones_until_resume(d, pg):
 
 SHOWS = {
     "DATABASES": ["name", "host", "port", "database", "pool_size", "min_pool_size", "pool_mode",
-                  "current_connections", "clients", "paused", "disabled"],
+                  "current_connections", "clients", "paused", "disabled", "replicas"],
     "USERS": ["name", "group", "pool_mode", "console", "clients"],
     "MEM": ["name", "size", "used", "memtotal"],
     "STATE": ["key", "value"],
@@ -240,6 +240,7 @@ SHOWS = {
                      "total_rows", "total_sent", "total_query_time"],
     "STATS_AVERAGES": ["database", "avg_query_count", "avg_rows", "avg_sent", "avg_query_time"],
     "TOTALS": ["name", "value"],
+    "HOSTS": ["host", "role", "up", "lag_seconds", "checks", "failures", "last_error"],
 }
 
 
@@ -350,3 +351,43 @@ def _refused(port):
         return False
     except OSError:
         return True
+
+
+def test_pause_holds_the_mcp_endpoints_statements_until_resume(pgwarden_factory, pg):
+    """PAUSE waits for an MCP statement running now, then holds new ones (they wait, with no
+    error) until RESUME, as it does a SQL client's."""
+    import mcpsupport
+    d, tokens = mcpsupport.start_mcp_daemon(
+        pgwarden_factory, pg, configure=lambda cfg: cfg.update(admin_users=["core"]))
+
+    def mcp_query(sql):
+        c = mcpsupport.McpHttp(d.mcp_port, tokens["core"], timeout=60)
+        try:
+            c.initialize()
+            return c.tool("query", {"sql": sql})
+        finally:
+            c.close()
+
+    running = pgwtest.Background(mcp_query, "SELECT pg_sleep(1.5) AS slept")
+    assert pgwtest.wait_for(
+        lambda: any(r["calls_in_flight"] == "1" for r in table(d, "SHOW SESSIONS")))
+    paused = pgwtest.Background(run, d, "PAUSE")
+    running.join(30)
+    paused.join(30)
+    assert running.error is None and not running.result.get("isError"), running.result
+    assert paused.result.returncode == 0, paused.result.stderr
+    # PAUSE answered only once the running statement had its answer.
+    assert paused.finished_at >= running.finished_at
+
+    held = pgwtest.Background(mcp_query, "SELECT 'after resume' AS said")
+    assert pgwtest.wait_for(
+        lambda: any(r["calls_in_flight"] == "1" for r in table(d, "SHOW SESSIONS")))
+    # Held: no answer while paused, however long the pause (several janitor rounds here).
+    assert pgwtest.wait_for(lambda: not held.is_alive(), timeout=1.0) is False
+    assert state(d)["paused"] == "yes"
+    res = run(d, "RESUME")
+    assert res.returncode == 0, res.stderr
+    held.join(30)
+    assert held.error is None, held.error
+    assert not held.result.get("isError"), held.result
+    assert "after resume" in held.result["content"][0]["text"]

@@ -104,3 +104,22 @@ def test_rolling_restart_under_pgbench_fails_no_transaction(pgwarden_factory, pg
           f"{min(restarts):.2f}-{max(restarts):.2f} s from SIGTERM to accepting again")
     assert int(failed.group(1)) == 0, out
     assert int(processed.group(1)) > 0
+
+
+def test_the_log_says_whether_the_kernel_moves_connections_off_a_closing_listener(
+        pgwarden_factory, pg):
+    """net.ipv4.tcp_migrate_req decides whether a connection queued on a listener that closes
+    (SIGTERM) is reset or handed to the other process: the log says which, as the kernel is."""
+    a, b = start_pair(pgwarden_factory, pg)
+    try:
+        value = int(open("/proc/sys/net/ipv4/tcp_migrate_req").read())
+    except FileNotFoundError:
+        value = None
+    for d in (a, b):
+        log = d.log()
+        if value == 0:
+            assert "net.ipv4.tcp_migrate_req is 0" in log, log[-2000:]
+        elif value is None:
+            assert "this kernel has no net.ipv4.tcp_migrate_req" in log, log[-2000:]
+        else:
+            assert "tcp_migrate_req" not in log, log[-2000:]

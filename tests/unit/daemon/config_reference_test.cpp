@@ -123,6 +123,7 @@ upstream:
   password: pw
   write_user: writer
   write_password: wpw
+  replicas: [{host: 127.0.0.2, port: 5433}]
 pool: {max_size: 4}
 limits: {max_client_connections: 100}
 auth: {failed_attempts_per_minute: 10}

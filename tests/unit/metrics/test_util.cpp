@@ -223,9 +223,15 @@ void populate(Metrics& m) {
     s.add({"startup"}, 1);
   });
   m.server_connections.setCollector([](SampleSink& s) {
-    s.add({"pgwarden_reader/analytics", "idle"}, 4);
-    s.add({"pgwarden_reader/analytics", "active"}, 2);
+    s.add({"pgwarden_reader/analytics", "idle", "10.0.0.1:5432"}, 4);
+    s.add({"pgwarden_reader/analytics", "active", "10.0.0.2:5432"}, 2);
   });
+  m.upstream_host_up.setCollector([](SampleSink& s) {
+    s.add({"10.0.0.1:5432", "primary"}, 1);
+    s.add({"10.0.0.2:5432", "replica"}, 1);
+  });
+  m.upstream_replica_lag.setCollector([](SampleSink& s) { s.add({"10.0.0.2:5432"}, 0.4); });
+  m.upstream_host_failures.setCollector([](SampleSink& s) { s.add({"10.0.0.2:5432"}, 3); });
   m.client_connections_accepted.inc(10);
   m.client_connections_rejected.with({"auth_failure"}).inc(2);
 
@@ -265,7 +271,8 @@ void populate(Metrics& m) {
   m.http_scrapes.with({"text"}).inc();
   m.http_connections_rejected.with({"max_clients"}).inc();
   // The families the daemon fills from loop state at scrape time, as a day of traffic would.
-  m.pool_waiting.setCollector([](SampleSink& s) { s.add({"pgwarden_reader/analytics"}, 1); });
+  m.pool_waiting.setCollector(
+      [](SampleSink& s) { s.add({"pgwarden_reader/analytics", "10.0.0.1:5432"}, 1); });
   m.pool_assignments.setCollector([](SampleSink& s) { s.add({}, 40); });
   m.pool_reuse.setCollector([](SampleSink& s) { s.add({}, 38); });
   m.pool_wait.with({"transaction"}).observe(std::chrono::microseconds(300));

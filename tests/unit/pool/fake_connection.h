@@ -74,6 +74,7 @@ class FakeConnection final : public PooledConnection {
     pool_.onClosed(*this);
   }
   int closes() const { return closes_; }
+  Pool& pool() { return pool_; }
 
  private:
   Pool& pool_;
@@ -104,8 +105,13 @@ class RecordingWaiter final : public PoolWaiter {
     failed_message = message;
     log_.push_back(name_ + " failed " + sqlstate);
   }
+  void onWaitMoved(Pool& to) override {
+    moved_to = &to;
+    log_.push_back(name_ + " moved");
+  }
 
   FakeConnection* conn = nullptr;
+  Pool* moved_to = nullptr;
   std::string failed_sqlstate;
   std::string failed_message;
 

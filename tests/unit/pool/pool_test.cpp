@@ -279,6 +279,7 @@ TEST_F(PoolTest, ALoginRefusedWithNothingElseComingFailsTheWaiterWithTheReason) 
 class ServerOnlyWaiter final : public ServerWaiter {
  public:
   void onServerReady(ServerConnection&) override { ready = true; }
+  void onWaitMoved(Pool&) override {}
   void onServerFailed(const std::string& sqlstate, const std::string&) override {
     failed_sqlstate = sqlstate;
   }

@@ -31,6 +31,7 @@ class Client final : public ServerWaiter, public ServerLink {
     server = &c;
     c.attach(this);
   }
+  void onWaitMoved(Pool&) override {}
   void onServerFailed(const std::string& sqlstate, const std::string& message) override {
     failed_sqlstate = sqlstate;
     failed_message = message;

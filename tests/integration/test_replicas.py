@@ -1,0 +1,207 @@
+"""Read replicas against a real streaming standby made with pg_basebackup -R from the test's own
+primary: reads of a group with read_replicas go to the replica and every other session to the
+primary; a replica whose replay is paused falls behind max_replica_lag and reads go back to the
+primary until it catches up; a replica stopped under load leaves the rotation (its waiting
+clients move to the primary) and comes back when it answers again."""
+
+import re
+import subprocess
+import time
+import urllib.request
+
+import psycopg2
+import pytest
+
+import pgwtest
+
+CLIENTS = 4
+
+
+def make_replica(primary):
+    """A hot standby of `primary` on a port of its own, streaming from it."""
+    replica = pgwtest.PgCluster(prefix="pgw-replica-")
+    replica.sockdir.mkdir()
+    if pgwtest.is_root():
+        import os
+        import pwd
+        pw = pwd.getpwnam("postgres")
+        os.chown(replica.sockdir, pw.pw_uid, pw.pw_gid)
+    subprocess.run(
+        pgwtest.as_pg_user([pgwtest.PG_BIN / "pg_basebackup", "-D", replica.data, "-R",
+                            "-X", "stream", "-c", "fast", "-h", "127.0.0.1",
+                            "-p", str(primary.port), "-U", "postgres"]),
+        check=True, env=pgwtest.pg_env(pgwtest.SUPERUSER_PASSWORD), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, timeout=300)
+    with open(replica.data / "postgresql.conf", "a") as f:
+        f.write(f"\nport = {replica.port}\nunix_socket_directories = '{replica.sockdir}'\n"
+                "hot_standby = on\n")
+    replica.start()
+    return replica
+
+
+@pytest.fixture
+def fleet(pg_factory, pgwarden_factory):
+    primary = pg_factory(rows=1000)
+    replica = make_replica(primary)
+    try:
+        d = pgwarden_factory.start(primary, overrides={
+            "admin_users": ["core"],
+            "upstream": {"replicas": [{"host": "127.0.0.1", "port": replica.port}],
+                         "max_replica_lag": "2s", "health_check_interval": "200ms"},
+            # analysts (md5user) without guards, to see where its reads go: it has no
+            # read_replicas.
+            "groups": {"passthrough": {"guards": [], "read_replicas": True},
+                       "analysts": {"guards": []}},
+        })
+        yield primary, replica, d
+    finally:
+        replica.destroy()
+
+
+def console(d, command):
+    res = pgwtest.psql(d.dsn(user="core", dbname="pgwarden"), "-A", "-c", command)
+    assert res.returncode == 0, res.stderr
+    lines = [l for l in res.stdout.splitlines() if l]
+    header = lines[0].split("|")
+    return [dict(zip(header, l.split("|"))) for l in lines[1:-1]]
+
+
+def host_row(d, port):
+    for r in console(d, "SHOW HOSTS"):
+        if r["host"] == f"127.0.0.1:{port}":
+            return r
+    raise AssertionError(f"no host 127.0.0.1:{port} in SHOW HOSTS")
+
+
+def served_by(d, user):
+    """The port of the server a new session of `user` reads from."""
+    conn = d.connect(user=user)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT inet_server_port()")
+            return cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
+def metric(d, name, **labels):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=5).read()
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.decode().splitlines():
+        m = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
+        if m and m.group(1) == name and ",".join(sorted(m.group(2).split(","))) == want:
+            return float(m.group(3))
+    return None
+
+
+def test_reads_of_a_group_that_allows_it_go_to_the_replica_and_the_rest_to_the_primary(fleet):
+    primary, replica, d = fleet
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "yes", timeout=30)
+    assert {served_by(d, "core") for _ in range(4)} == {replica.port}
+    # A group without read_replicas: the primary.
+    assert {served_by(d, "md5user") for _ in range(2)} == {primary.port}
+    conn = d.connect(user="core")
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_is_in_recovery()")
+        assert cur.fetchone() == (True,)
+        # The replica is read-only all the same: a write is the server's error.
+        with pytest.raises(psycopg2.Error):
+            cur.execute("INSERT INTO scratch VALUES (99, 'x')")
+    servers = console(d, "SHOW SERVERS")
+    assert f"127.0.0.1:{replica.port}" in {s["host"] for s in servers}
+    assert f"127.0.0.1:{primary.port}" in {s["host"] for s in servers}
+    pools = {p["host"] for p in console(d, "SHOW POOLS")}
+    assert f"127.0.0.1:{replica.port}" in pools
+    dbs = {r["name"]: r for r in console(d, "SHOW DATABASES")}
+    assert dbs[pgwtest.DATABASE]["replicas"] == f"127.0.0.1:{replica.port}"
+    conn.close()
+    assert metric(d, "pgwarden_upstream_host_up", host=f"127.0.0.1:{replica.port}",
+                  role="replica") == 1
+    assert metric(d, "pgwarden_upstream_host_up", host=f"127.0.0.1:{primary.port}",
+                  role="primary") == 1
+    assert metric(d, "pgwarden_upstream_replica_lag_seconds",
+                  host=f"127.0.0.1:{replica.port}") == 0
+
+
+def test_a_replica_lagging_past_max_replica_lag_leaves_reads_to_the_primary(fleet):
+    primary, replica, d = fleet
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "yes", timeout=30)
+    primary.execute("INSERT INTO scratch VALUES (2, 'before the pause')")
+    replica.execute("SELECT pg_wal_replay_pause()")
+
+    def lagging():
+        primary.execute("UPDATE scratch SET note = now()::text WHERE id = 1")
+        row = host_row(d, replica.port)
+        return row["lag_seconds"] != "" and float(row["lag_seconds"]) >= 2.0
+    assert pgwtest.wait_for(lagging, timeout=60, interval=0.3), host_row(d, replica.port)
+    assert host_row(d, replica.port)["up"] == "yes"  # it answers; it is only behind
+    assert {served_by(d, "core") for _ in range(3)} == {primary.port}
+    assert metric(d, "pgwarden_upstream_replica_lag_seconds",
+                  host=f"127.0.0.1:{replica.port}") >= 2
+
+    replica.execute("SELECT pg_wal_replay_resume()")
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["lag_seconds"] == "0.000",
+                            timeout=60), host_row(d, replica.port)
+    assert {served_by(d, "core") for _ in range(3)} == {replica.port}
+
+
+def test_a_replica_stopped_under_load_leaves_the_rotation_and_comes_back(fleet):
+    primary, replica, d = fleet
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "yes", timeout=30)
+    stop = [False]
+    out = [False]  # SHOW HOSTS said the replica is out
+    after_out = {"ok": 0, "failed": 0, "ports": set()}  # sessions begun while it is out
+
+    def client():
+        # A new session per read, as pgbench -C: every one chooses a host afresh.
+        done, failed, ports = 0, 0, set()
+        while not stop[0]:
+            begun_out = out[0]
+            try:
+                port = served_by(d, "core")
+                done += 1
+                ports.add(port)
+                if begun_out:
+                    after_out["ok"] += 1
+                    after_out["ports"].add(port)
+            except psycopg2.Error:
+                failed += 1
+                if begun_out:
+                    after_out["failed"] += 1
+        return done, failed, ports
+
+    workers = [pgwtest.Background(client) for _ in range(CLIENTS)]
+    assert pgwtest.wait_for(lambda: all(w.is_alive() for w in workers), timeout=5)
+    time.sleep(1.0)
+    stopped_at = time.monotonic()
+    replica.stop("fast")
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "no", timeout=30)
+    out_after = time.monotonic() - stopped_at
+    out[0] = True
+    assert pgwtest.wait_for(lambda: after_out["ok"] >= 200, timeout=60), after_out
+    out[0] = False
+    while_out = {"failed": after_out["failed"], "ok": after_out["ok"],
+                 "ports": set(after_out["ports"])}
+    replica.start()
+    started_at = time.monotonic()
+    assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "yes", timeout=60)
+    back_after = time.monotonic() - started_at
+    assert pgwtest.wait_for(lambda: served_by(d, "core") == replica.port, timeout=30)
+    stop[0] = True
+    for w in workers:
+        w.join(60)
+        assert w.error is None, w.error
+    done = sum(w.result[0] for w in workers)
+    failed = sum(w.result[1] for w in workers)
+    # Once out of the rotation no read goes near the replica, and none fails.
+    assert while_out["failed"] == 0, while_out
+    assert while_out["ports"] == {primary.port}, while_out
+    # Before that, only sessions on the replica as it stopped fail (its backends are terminated):
+    # at most one per client; one waiting for a replica connection moved to the primary.
+    assert failed <= CLIENTS, (done, failed)
+    assert {replica.port, primary.port} <= set().union(*(w.result[2] for w in workers))
+    assert int(host_row(d, replica.port)["failures"]) >= 1
+    assert d.alive()
+    print(f"replica stopped under {CLIENTS} clients opening a session per read: {done} sessions, "
+          f"{failed} failed (on the replica as it stopped); out of the rotation {out_after:.2f} s "
+          f"after pg_ctl stop began, back {back_after:.2f} s after pg_ctl start returned")
