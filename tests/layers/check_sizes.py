@@ -30,6 +30,7 @@ def functions(lines):
     stack = []  # "container", "function" or "block", with the line a function starts at
     in_comment = False
     found = []
+    since = ""  # the text since the last ';', '{' or '}': a head may span lines (base classes)
     for number, raw in enumerate(lines, 1):
         line = raw
         if in_comment:
@@ -43,9 +44,14 @@ def functions(lines):
         if start >= 0:
             line = line[:start]
             in_comment = True
-        for i, ch in enumerate(line):
+        if line.lstrip().startswith("#"):
+            continue  # a preprocessor line is no part of a declaration's head
+        for ch in line + "\n":
+            if ch not in "{};":
+                since += ch
+                continue
+            head, since = since, ""
             if ch == "{":
-                head = line[:i]
                 if not any(kind != "container" for kind, _ in stack):
                     stack.append(("container" if CONTAINER.search(head) else "function", number))
                 else:

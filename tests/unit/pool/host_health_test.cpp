@@ -121,7 +121,7 @@ class ReplicaPoolTest : public ::testing::Test {
   void turn() { uv_run(&loop_, UV_RUN_NOWAIT); }
 
   uv_loop_t loop_{};
-  Counters counters_;
+  pgwarden::metrics::Counters counters_;
   uint64_t now_ = 1000000;
   Answers answers_;
   HostHealth health_;
