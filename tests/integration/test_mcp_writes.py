@@ -329,7 +329,10 @@ def test_a_session_flood_never_ends_another_callers_sessions(pgwarden_factory, p
     """1,000 token-less initialize calls from loopback (trust_loopback), back to back: the flood
     makes room among its own sessions only. The writer's open transaction commits, another
     token's session still answers, and a flooded-out session says why it is gone."""
-    daemon, tokens = _start(pgwarden_factory, pg, mcp={"trust_loopback": "agent"})
+    # The writer's transaction waits out the flood: an idle timeout longer than 1,000 initialize
+    # calls take on a loaded host, so what ends it can only be the flood.
+    daemon, tokens = _start(pgwarden_factory, pg, mcp={"trust_loopback": "agent"},
+                            group={"transaction_idle_timeout": "1m"})
     w = looked((daemon, tokens), "flood-writer")
     r = w.tool("execute", {"sql": "UPDATE w_items SET qty = 6 WHERE id = 5"})
     assert r["structuredContent"]["command"] == "UPDATE 1"
