@@ -9,7 +9,7 @@ namespace {
 
 TEST(Provenance, SaysWhatRanAfterTheRewriteAndWhy) {
   auto plan = std::make_shared<StatementPlan>();
-  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false});
+  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false, {}});
   plan->decision.rewritten_sql = "SELECT id FROM t\nLIMIT 1001";
   guards::Verdict capped;
   capped.code = "ROWS_CAPPED";
@@ -33,7 +33,7 @@ TEST(Provenance, SaysWhatRanAfterTheRewriteAndWhy) {
 
 TEST(Provenance, CarriesThePlannersEstimateAndTheStatisticsAge) {
   auto plan = std::make_shared<StatementPlan>();
-  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false});
+  plan->statements.push_back({"select", "", {}, "SELECT id FROM t", false, {}});
   plan->decision.estimated_rows = 41.6;
   StatementRun run;
   run.plan = plan;
