@@ -19,12 +19,13 @@ namespace {
 
 // Replay lag: nothing when everything received is replayed (an idle primary writes nothing, so a
 // replica that is caught up would otherwise seem to fall behind), else the age of the last
-// transaction replayed.
+// transaction replayed; NULL, unknown, when it is behind and has replayed no transaction since
+// it started (a fresh replica whose replay is paused is not "0 behind").
 constexpr const char* kCheckSql =
     "SELECT pg_is_in_recovery(), CASE WHEN NOT pg_is_in_recovery() THEN 0 "
     "WHEN pg_last_wal_receive_lsn() IS NOT NULL AND "
     "pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 "
-    "ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000, 0) END";
+    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) * 1000 END";
 
 std::string oneLine(const char* text) {
   std::string s = text ? text : "";
@@ -65,7 +66,8 @@ HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up) {
   if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
     out.answered = true;
     out.in_recovery = std::string_view(PQgetvalue(res, 0, 0)) == "t";
-    out.lag_ms = std::llround(std::strtod(PQgetvalue(res, 0, 1), nullptr));
+    // Unknown lag (-1) never qualifies a replica for reads.
+    out.lag_ms = PQgetisnull(res, 0, 1) ? -1 : std::llround(std::strtod(PQgetvalue(res, 0, 1), nullptr));
   } else {
     out.error = oneLine(PQerrorMessage(conn));
   }

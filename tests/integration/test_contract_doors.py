@@ -29,7 +29,10 @@ ITEMS = 20
 DOOR_FIELDS = {"id", "started_at", "finished_at", "duration_us", "session_id", "protocol",
                "application_name", "tool_name", "tool_args", "client_addr", "agent_id",
                "conversation_id", "bytes_sent", "instance_id", "record_uid", "chain_seq",
-               "chain_key", "chain_hash"}
+               "chain_key", "chain_hash",
+               # the request that carried the statement: a JSON-RPC id and trace context exist
+               # only on the MCP door
+               "request_id", "traceparent"}
 
 # (name, sql) of the read group's cases; the outcome of each must agree between the doors.
 READ_CASES = [

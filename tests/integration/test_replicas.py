@@ -127,6 +127,11 @@ def test_a_replica_lagging_past_max_replica_lag_leaves_reads_to_the_primary(flee
     primary, replica, d = fleet
     assert pgwtest.wait_for(lambda: host_row(d, replica.port)["up"] == "yes", timeout=30)
     primary.execute("INSERT INTO scratch VALUES (2, 'before the pause')")
+    # Replayed before the pause: the lag is then the age of that transaction, which grows. A
+    # replica that has replayed none since it started has an unknown lag (no replay time), and
+    # reads leave it for that alone.
+    assert pgwtest.wait_for(lambda: replica.scalar("SELECT count(*) FROM scratch WHERE id = 2") == 1,
+                            timeout=60)
     replica.execute("SELECT pg_wal_replay_pause()")
 
     def lagging():

@@ -24,7 +24,7 @@ TEST_F(McpServerTest, ToolsCallDispatchesByName) {
   std::vector<std::string> names;
   for (const auto& t : listed["result"]["tools"]) names.push_back(t["name"].get<std::string>());
   EXPECT_EQ(names, (std::vector<std::string>{"query", "explain", "policy", "list_schemas",
-                                             "list_tables", "describe_table"}));
+                                             "list_tables", "describe_table", "search"}));
 
   // policy answers from the group, without a server.
   const Json policy = call(id, "policy", Json::object());
