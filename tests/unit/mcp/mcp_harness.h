@@ -28,13 +28,57 @@
 
 namespace pgwarden::mcp::test {
 
-// The process as the MCP front end sees it. Finished statements land in `records`.
-class FakeMcpHost final : public McpHost, public daemon::StatementSink {
+// What every fake process gives the MCP front end: a real statement gate and recorder, no
+// statistics, budgets or login limits. Finished statements land in `records`; the statistics
+// of every database load while `stats_loading` is set.
+class InertMcpHost : public McpHost, public daemon::StatementSink {
+ public:
+  explicit InertMcpHost(uv_loop_t* loop) : loop_(loop), policy_(1024, 4096), recorder_(*this, nullptr, "test") {}
+
+  daemon::GateServices gateServices(const std::string&) override {
+    daemon::GateServices s;
+    s.policy = &policy_;
+    return s;
+  }
+  daemon::StatementRecorder& recorder() override { return recorder_; }
+  void writeTransactionEnded(daemon::TxnEnd) override {}
+  void writeCounted(int64_t, bool) override {}
+  void cancelServerQuery(int32_t, int32_t, std::shared_ptr<daemon::CancelFence> fence) override {
+    if (fence) fence->done();
+  }
+  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override {
+    return nullptr;
+  }
+  uv_loop_t* loop() override { return loop_; }
+  bool statsLoading(const std::string&) override { return stats_loading; }
+  void watchDatabase(const std::string&) override {}
+  guards::BudgetLedger* budgets() override { return nullptr; }
+  guards::GuardObserver* guardObserver() override { return nullptr; }
+  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
+    return {};
+  }
+  void loginFailed(const std::string&, const std::string&) override {}
+  uint64_t nextSessionId() override { return ++session_ids_; }
+  void onStatement(history::Record&& record, const daemon::StatementPlan*) override {
+    records.push_back(std::move(record));
+  }
+
+  bool stats_loading = false;
+  std::vector<history::Record> records;
+
+ private:
+  uv_loop_t* loop_;
+  daemon::PolicyEngine policy_;
+  daemon::StatementRecorder recorder_;
+  uint64_t session_ids_ = 0;
+};
+
+// The process as the MCP front end sees it: users and groups from a config, and real pools.
+class FakeMcpHost final : public InertMcpHost {
  public:
   FakeMcpHost(uv_loop_t* loop, std::shared_ptr<const daemon::Config> config)
-      : loop_(loop), config_(std::move(config)),
-        pools_(loop, counters_, std::make_unique<daemon::ServerConnectionFactory>()),
-        policy_(1024, 4096), recorder_(*this, nullptr, "test") {
+      : InertMcpHost(loop), config_(std::move(config)),
+        pools_(loop, counters_, std::make_unique<daemon::ServerConnectionFactory>()) {
     pools_.setConfig(daemon::poolSettings(*config_));
   }
 
@@ -50,12 +94,6 @@ class FakeMcpHost final : public McpHost, public daemon::StatementSink {
     who.hold = config_;
     return who;
   }
-  daemon::GateServices gateServices(const std::string&) override {
-    daemon::GateServices s;
-    s.policy = &policy_;
-    return s;
-  }
-  daemon::StatementRecorder& recorder() override { return recorder_; }
   daemon::Pool& pool(const std::string& db) override {
     ++pool_asks;
     return pools_.pool(db);
@@ -64,41 +102,15 @@ class FakeMcpHost final : public McpHost, public daemon::StatementSink {
     ++pool_asks;
     return pools_.pool(db, false, true);
   }
-  void writeTransactionEnded(daemon::TxnEnd) override {}
-  void writeCounted(int64_t, bool) override {}
-  void cancelServerQuery(int32_t, int32_t, std::shared_ptr<daemon::CancelFence> fence) override {
-    if (fence) fence->done();
-  }
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override {
-    return nullptr;
-  }
-  uv_loop_t* loop() override { return loop_; }
-  bool statsLoading(const std::string&) override { return false; }
-  void watchDatabase(const std::string&) override {}
-  guards::BudgetLedger* budgets() override { return nullptr; }
-  guards::GuardObserver* guardObserver() override { return nullptr; }
-  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
-    return {};
-  }
-  void loginFailed(const std::string&, const std::string&) override {}
-  uint64_t nextSessionId() override { return ++session_ids_; }
-  void onStatement(history::Record&& record, const daemon::StatementPlan*) override {
-    records.push_back(std::move(record));
-  }
 
   daemon::PoolManager& pools() { return pools_; }
 
-  std::vector<history::Record> records;
   int pool_asks = 0;  // a tool that reached for a server connection
 
  private:
-  uv_loop_t* loop_;
   std::shared_ptr<const daemon::Config> config_;
   metrics::Counters counters_;
   daemon::PoolManager pools_;
-  daemon::PolicyEngine policy_;
-  daemon::StatementRecorder recorder_;
-  uint64_t session_ids_ = 0;
 };
 
 // One HTTP answer as the client read it.

@@ -11,52 +11,18 @@
 
 #include "pool/pool.h"
 #include "session/statement_policy.h"
+#include "mcp_harness.h"
 
 namespace pgwarden::mcp {
 namespace {
 
-class FakeMcpHost final : public McpHost, public daemon::StatementSink {
+// No user and no pool: every case here ends before a connection is asked for.
+class NoPoolHost final : public test::InertMcpHost {
  public:
-  explicit FakeMcpHost(uv_loop_t* loop)
-      : loop_(loop), policy_(64, 4096), recorder_(*this, nullptr, "test") {}
-
+  using InertMcpHost::InertMcpHost;
   std::optional<McpIdentity> identify(const std::string&) override { return std::nullopt; }
-  daemon::GateServices gateServices(const std::string&) override {
-    daemon::GateServices s;
-    s.policy = &policy_;
-    return s;
-  }
-  daemon::StatementRecorder& recorder() override { return recorder_; }
-  // Not reached: every case here ends before a connection is asked for.
   [[noreturn]] daemon::Pool& pool(const std::string&) override { std::abort(); }
   [[noreturn]] daemon::Pool& writePool(const std::string&) override { std::abort(); }
-  void writeTransactionEnded(daemon::TxnEnd) override {}
-  void writeCounted(int64_t, bool) override {}
-  void cancelServerQuery(int32_t, int32_t, std::shared_ptr<daemon::CancelFence>) override {}
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override {
-    return nullptr;
-  }
-  uv_loop_t* loop() override { return loop_; }
-  bool statsLoading(const std::string&) override { return stats_loading; }
-  void watchDatabase(const std::string&) override {}
-  guards::BudgetLedger* budgets() override { return nullptr; }
-  guards::GuardObserver* guardObserver() override { return nullptr; }
-  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
-    return {};
-  }
-  void loginFailed(const std::string&, const std::string&) override {}
-  uint64_t nextSessionId() override { return 1; }
-  void onStatement(history::Record&& record, const daemon::StatementPlan*) override {
-    records.push_back(std::move(record));
-  }
-
-  bool stats_loading = false;
-  std::vector<history::Record> records;
-
- private:
-  uv_loop_t* loop_;
-  daemon::PolicyEngine policy_;
-  daemon::StatementRecorder recorder_;
 };
 
 class RunnerContract : public ::testing::Test {
@@ -84,7 +50,7 @@ class RunnerContract : public ::testing::Test {
   }
 
   uv_loop_t loop_{};
-  FakeMcpHost host_{&loop_};
+  NoPoolHost host_{&loop_};
   std::unique_ptr<StatementRunner> runner_;
   int answers_ = 0;
   RunResult result_;
