@@ -25,8 +25,6 @@ namespace pgwarden::daemon {
 
 namespace {
 
-// Most queued client messages tolerated before we stop reading the client (pipelining).
-constexpr size_t kMaxPendingEntries = 65536;
 // How long a closing session waits for its last bytes (a FATAL message) to drain.
 constexpr uint64_t kCloseFlushMs = 5000;
 // How long a refused client may take to send its StartupMessage before it hears why anyway.
@@ -120,11 +118,12 @@ void ClientSession::setState(ClientState to) {
   };
   if (starting(state_) && !starting(to)) host_.leftStartup(id_);
   state_ = to;
+  if (to == ClientState::kReady) login_.reset();  // the login is over
 }
 
 void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
                                        metrics::RejectReason reason) {
-  startup_reject_ = StartupReject{std::move(sqlstate), std::move(message), reason};
+  if (login_) login_->rejectAfterStartup({std::move(sqlstate), std::move(message), reason});
   deadline_ms_ = std::min(deadline_ms_, host_.nowMs() + kRejectWaitMs);
 }
 
@@ -205,8 +204,8 @@ void ClientSession::processInput() {
         // next statement is judged, not only when the janitor finds the session idle.
         if (writes_ && f.type != protocol::fe::kTerminate) writesTick(host_.nowMs());
         if (writes_ && waitForTxnState(f)) goto done;
-        if (txn_pooling_ && !server_ && !admin_ && !deny_skipping_ && !server_skipping_ &&
-            needsServer(f.type) && !takeServer()) {
+        if (txn_pooling_ && !server_ && !admin_ && !replies_.skipping() && needsServer(f.type) &&
+            !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.
           continue;
         }
@@ -221,7 +220,7 @@ void ClientSession::processInput() {
         const bool go_on = handleClientMessage(f);
         in_.consume(f.raw.size());  // a paused message keeps a copy of its own
         if (!go_on || pause_.paused()) goto done;
-        if (pending_.size() > kMaxPendingEntries ||
+        if (replies_.full() ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
           updateBackpressure();
         }
@@ -243,8 +242,7 @@ void ClientSession::updateBackpressure() {
   if (state_ != ClientState::kReady) return;
   const uint64_t limit = config_->limits.client_write_buffer;
   // Client -> server: stop reading the client while the server has not taken what we sent.
-  const bool server_full =
-      (server_ && server_->pendingBytes() > limit) || pending_.size() > kMaxPendingEntries;
+  const bool server_full = (server_ && server_->pendingBytes() > limit) || replies_.full();
   if (server_full && !client_paused_) {
     client_paused_ = true;
     client_.stopRead();
@@ -347,12 +345,12 @@ bool ClientSession::handleStartupPacket() {
       break;
   }
 
-  if (startup_reject_) {
+  if (login_ && login_->reject()) {
     for (const auto& [n, v] : pkt.params) {
       if (n == "user") user_ = v;
       if (n == "database") database_ = v;
     }
-    const StartupReject r = *startup_reject_;
+    const Login::Reject r = *login_->reject();
     fatal(r.sqlstate, r.message, r.reason);
     return false;
   }
@@ -417,95 +415,6 @@ bool ClientSession::handleStartupPacket() {
 // Ending
 // ---------------------------------------------------------------------------------------------
 
-int ClientSession::rfqOwed() const {
-  int n = 0;
-  for (const auto& p : pending_) {
-    n += (p.kind == Expect::kSync || p.kind == Expect::kQuery ||
-          (p.kind == Expect::kInternal && p.internal().step_closes == 0) ||
-          (p.kind == Expect::kExplain && p.explain().simple))
-             ? 1
-             : 0;
-  }
-  return n;
-}
-
-bool ClientSession::owedIsUncertain() const {
-  bool batch_open = server_skipping_;
-  for (const auto& p : pending_) {
-    switch (p.kind) {
-      case Expect::kSync:
-        batch_open = false;
-        break;
-      case Expect::kParse:
-      case Expect::kBind:
-      case Expect::kDescribeStatement:
-      case Expect::kDescribePortal:
-      case Expect::kExecute:
-      case Expect::kClose:
-      case Expect::kInternalParse:
-      case Expect::kInternalClose:
-        batch_open = true;
-        break;
-      case Expect::kExplain:
-        if (!p.explain().simple) {
-          batch_open = true;
-          break;
-        }
-        if (batch_open) return true;
-        break;
-      case Expect::kInternal:
-        if (p.internal().sync) {
-          batch_open = false;
-          break;
-        }
-        if (p.internal().step_closes > 0) {
-          batch_open = true;
-          break;
-        }
-        if (batch_open) return true;
-        break;
-      case Expect::kQuery:
-        if (batch_open) return true;
-        break;
-      case Expect::kLocal:
-        break;
-    }
-  }
-  return false;
-}
-
-bool ClientSession::unsyncedTail() const {
-  if (server_skipping_) return true;
-  for (size_t i = pending_.size(); i-- > 0;) {
-    const Pending* it = &pending_[i];
-    switch (it->kind) {
-      case Expect::kInternal:
-        if (it->internal().step_closes > 0) return true;
-        return false;
-      case Expect::kSync:
-      case Expect::kQuery:
-        return false;
-      case Expect::kExplain:
-        if (it->explain().simple) return false;
-        return true;
-      case Expect::kParse:
-      case Expect::kBind:
-      case Expect::kDescribeStatement:
-      case Expect::kDescribePortal:
-      case Expect::kExecute:
-      case Expect::kClose:
-      case Expect::kInternalParse:
-      case Expect::kInternalClose:
-        return true;
-      case Expect::kLocal:
-        break;
-    }
-  }
-  // Extended messages whose responses all came (after a Flush) still leave the server waiting
-  // for a Sync.
-  return unsynced_;
-}
-
 void ClientSession::releaseServer(bool client_gone) {
   ServerConnection* s = server_;
   if (!s) return;
@@ -518,18 +427,13 @@ void ClientSession::releaseServer(bool client_gone) {
   // (after an error the server skips everything up to the Sync): how many ReadyForQuery are
   // still owed is then unknown, and a drain that waits for one too many would hold the
   // connection until its deadline. Such a connection is closed instead.
-  const int owed = owedIsUncertain() ? -1 : rfqOwed();
-  const bool need_sync = unsyncedTail();
-  bool running = false;
-  for (const auto& p : pending_) {
-    running = running || p.kind == Expect::kExecute || p.kind == Expect::kQuery ||
-              p.kind == Expect::kExplain;
-  }
-  if (running) {
+  const int owed = replies_.owedIsUncertain() ? -1 : replies_.rfqOwed();
+  const bool need_sync = replies_.unsyncedTail();
+  if (replies_.running()) {
     // The client will never read this result: stop the server working on it.
     host_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
-  if (!pending_.empty() || prepared_.anyPortal()) {
+  if (!replies_.empty() || prepared_.anyPortal()) {
     if (client_gone && !ended_message_.empty()) {
       // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
       // FATAL the client was sent, which says why.
@@ -552,13 +456,10 @@ void ClientSession::closeSession(const std::string& reason) {
     pool->cancelWait(this);
     pause_.serverWaitOver();
   }
-  const bool mid_statement = !pending_.empty();
+  const bool mid_statement = !replies_.empty();
   if (server_) releaseServer(mid_statement);
   finishPortals();
-  if (key_registered_) {
-    host_.unregisterCancelKey(key_pid_, key_secret_);
-    key_registered_ = false;
-  }
+  cancel_key_.unregister(host_);
   auto& c = host_.counters();
   if (before == ClientState::kReady && c.clients_ready > 0) --c.clients_ready;
   if (before != ClientState::kStartup || !user_.empty()) {
@@ -616,11 +517,11 @@ void ClientSession::onStreamClosed(Stream&) {
 void ClientSession::cancelFromClient() {
   // The client's write already finished while pgwarden settles its savepoint (or rolls back an
   // expired transaction): a cancel then would only break pgwarden's own step.
-  if (!pending_.empty() && pending_.front().writeStep() != WriteStep::kNone &&
-      pending_.front().writeStep() != WriteStep::kSavepoint) {
+  if (!replies_.empty() && replies_.front().writeStep() != WriteStep::kNone &&
+      replies_.front().writeStep() != WriteStep::kSavepoint) {
     return;
   }
-  if (server_ && !pending_.empty()) {
+  if (server_ && !replies_.empty()) {
     host_.cancelServerQuery(server_->backendPid(), server_->backendKey(), server_->cancelFence());
   }
 }
@@ -629,7 +530,7 @@ bool ClientSession::consoleHolds(const protocol::Frame& f) const {
   if (admin_ || f.type == protocol::fe::kTerminate) return false;
   const ConsoleHolds h = host_.consoleHolds(database_);
   if (h.suspended) return true;
-  return h.paused && pending_.empty() && tx_status_ == 'I' && !unsynced_;
+  return h.paused && replies_.empty() && tx_status_ == 'I' && !replies_.unsynced();
 }
 
 void ClientSession::consoleResumed() {
@@ -641,7 +542,7 @@ void ClientSession::consoleResumed() {
 void ClientSession::beginShutdown() {
   shutting_down_ = true;
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
-  if (state_ != ClientState::kReady || pending_.empty()) {
+  if (state_ != ClientState::kReady || replies_.empty()) {
     terminate("57P01", "terminating connection: pgwarden is shutting down");
     return;
   }
@@ -656,7 +557,7 @@ void ClientSession::beginShutdown() {
 void ClientSession::trimIdle() {
   trimmed_at_ms_ = last_active_ms_;
   if (gate_ && !gate_->waiting() && !pause_.holdsMessage()) gate_.reset();
-  pending_.release();
+  replies_.release();
   in_.release();
   client_.releaseIdleBuffers();
   if (server_ != nullptr) server_->trimIdle();
@@ -666,8 +567,8 @@ void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
     case ClientState::kAuth:
-      if (now_ms >= deadline_ms_ && startup_reject_) {
-        const StartupReject r = *startup_reject_;
+      if (now_ms >= deadline_ms_ && login_ && login_->reject()) {
+        const Login::Reject r = *login_->reject();
         fatal(r.sqlstate, r.message, r.reason);
       } else if (now_ms >= deadline_ms_) {
         spdlog::info("{}: startup timeout", logPrefix());
@@ -678,13 +579,14 @@ void ClientSession::tick(uint64_t now_ms) {
       checkStall(now_ms);
       if (state_ != ClientState::kReady) break;
       if (writes_) writesTick(now_ms);
-      if (pending_.empty() && tx_status_ == 'I' && trimmed_at_ms_ != last_active_ms_ &&
+      if (replies_.empty() && tx_status_ == 'I' && trimmed_at_ms_ != last_active_ms_ &&
           now_ms - last_active_ms_ >= kIdleTrimMs) {
         trimIdle();
       }
-      if (config_->limits.client_idle_timeout.count() > 0 && pending_.empty() &&
+      if (config_->limits.client_idle_timeout.count() > 0 && replies_.empty() &&
           tx_status_ == 'I' &&
-          now_ms - last_active_ms_ >= static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {
+          now_ms - last_active_ms_ >=
+              static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {
         terminate("57P05", "terminating connection due to idle-session timeout");
       }
       break;
@@ -692,7 +594,7 @@ void ClientSession::tick(uint64_t now_ms) {
       if (now_ms >= deadline_ms_) client_.close();
       break;
     case ClientState::kAttaching:
-      if (stats_wait_.over(now_ms, false)) {
+      if (login_ && login_->statsWaitOver(now_ms, false)) {
         spdlog::info("{}: catalog statistics still loading; going on without them", logPrefix());
         finishAttach();
       }

@@ -28,8 +28,10 @@
 #include "protocol/auth.h"
 #include "protocol/messages.h"
 #include "session/client_auth.h"
+#include "session/login.h"
 #include "session/paused_message.h"
 #include "session/prepared_registry.h"
+#include "session/reply_queue.h"
 #include "session/session_host.h"
 #include "session/client_state.h"
 #include "session/skipped_batch.h"
@@ -73,7 +75,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   const std::string& group() const { return group_; }
   uint64_t connectedAtMs() const { return connected_ms_; }
   uint64_t statementsRun() const { return statement_count_; }
-  bool busy() const { return !pending_.empty(); }
+  bool busy() const { return !replies_.empty(); }
   // "transaction" or "session" (pool_mode), and the server connection it holds now (0: none).
   const char* poolModeName() const { return txn_pooling_ ? "transaction" : "session"; }
   uint64_t serverId() const { return server_ ? server_->id() : 0; }
@@ -129,149 +131,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
  private:
   // accept() and adopt() go on here once the socket is open (rc: how opening it went).
   [[nodiscard]] int started(int rc);
-  // What the server still owes for a message we forwarded, in order, or an answer of our own
-  // waiting for its turn (kLocal).
-  enum class Expect : uint8_t {
-    kParse, kBind, kDescribeStatement, kDescribePortal, kExecute, kClose, kSync, kQuery,
-    kInternal,  // pgwarden's own Query (SET on attach); its responses are swallowed
-    kLocal,     // bytes of our own to send when this reaches the head
-    kExplain,   // the cost gate's EXPLAIN: its plan is read here, never forwarded
-    // Transaction pooling: pgwarden's own Parse of a client's statement on this connection, and
-    // its Close of the connection's least recently used one; their answers are swallowed.
-    kInternalParse,
-    kInternalClose,
-  };
-  // Guarded writes: pgwarden's own statements around a client's write (kInternal entries).
-  // kCount: the transaction's per-table counters read after the write (WriteTransaction).
-  enum class WriteStep : uint8_t { kNone, kSavepoint, kCount, kRelease, kUndo, kExpire };
-  // One entry of the queue. What every kind needs is in the entry itself; what one kind needs
-  // is in its alternative of `data` (chosen by the constructor from the kind, and only changed
-  // with it), so a deep pipeline costs a small entry per message.
-  struct Pending {
-    // A client's write under guarded writes (kQuery, kExecute). The target is behind a pointer:
-    // most statements are not such writes.
-    struct WriteTarget {
-      std::string table;  // for the tallies
-      std::string command;
-    };
-    struct Write {
-      std::unique_ptr<const WriteTarget> target;  // set: a counted write inside the savepoint
-      bool undo = false;                          // over a cap; roll back to the savepoint
-      bool failed = false;                        // kQuery: the server refused it
-    };
-    // kParse; kInternalParse uses server_text only.
-    struct Statement {
-      std::string name;
-      std::shared_ptr<const StatementPlan> previous;  // what the name meant before
-      bool had_previous = false;
-      // Transaction pooling: the text prepared on the connection, which it forgets again if the
-      // Parse fails.
-      std::shared_ptr<const PreparedText> server_text;
-    };
-    struct Bind {
-      std::shared_ptr<const StatementPlan> plan;
-      std::string name;  // the portal
-    };
-    struct DescribeStatement {
-      bool described = false;  // ParameterDescription seen
-    };
-    struct DescribePortal {
-      bool ours = false;  // pgwarden's own before an Execute: masked columns (docs/masking.md)
-    };
-    struct Execute {
-      Write write;
-    };
-    struct Query {
-      // The text's statements as the server answers them (shared with the MCP door).
-      std::unique_ptr<TextExecution> exec;
-      Write write;
-    };
-    struct Local {
-      std::string bytes;
-      bool rfq = false;  // append ReadyForQuery (simple protocol)
-    };
-    // The strings stay inline: this is no larger than Statement, so they cost the entry nothing.
-    struct Explain {
-      bool simple = false;       // sent as a Query, or ended by a Sync (else Parse/Bind/... Flush)
-      bool parse_check = false;  // the gate's parse check (a Parse and Close), not an EXPLAIN
-      int closes = 0;       // extended: CloseComplete still due
-      std::string json;     // the one value EXPLAIN returned
-      std::string error;    // the server's ErrorResponse, if any
-    };
-    struct Internal {
-      WriteStep write_step = WriteStep::kNone;  // a step of the write mode
-      bool param_sync = false;  // the carried settings brought in line (not attach)
-      bool failed = false;      // the step's statement was refused by the server
-      int step_closes = 0;      // a write step sent as Parse/Bind/Execute: Closes still due
-      bool abort_txn = false;   // after a denial: the Sync or statement that fails the server's
-                                // transaction block as the denied statement would have
-      bool sync = false;        // a Sync of pgwarden's own (it ends an extended batch)
-    };
-    // kSync, kClose and kInternalClose carry nothing (std::monostate).
-    using Data = std::variant<std::monostate, Statement, Bind, DescribeStatement, DescribePortal,
-                              Execute, Query, Local, Explain, Internal>;
-
-    explicit Pending(Expect k);
-    Expect kind;
-    QueuedRun run;                  // kExecute (a Query's runs are its TextExecution's)
-    int64_t rows_this_execute = 0;  // kExecute/kQuery: rows sent for this message
-    Data data;
-
-    Statement& statement() { return as<Statement>(); }
-    const Statement& statement() const { return as<Statement>(); }
-    Bind& bind() { return as<Bind>(); }
-    DescribeStatement& describeStatement() { return as<DescribeStatement>(); }
-    DescribePortal& describePortal() { return as<DescribePortal>(); }
-    Execute& execute() { return as<Execute>(); }
-    Query& query() { return as<Query>(); }
-    const Query& query() const { return as<Query>(); }
-    Local& local() { return as<Local>(); }
-    Explain& explain() { return as<Explain>(); }
-    const Explain& explain() const { return as<Explain>(); }
-    Internal& internal() { return as<Internal>(); }
-    const Internal& internal() const { return as<Internal>(); }
-    // The guarded-write state of a kQuery or kExecute; null for the other kinds.
-    Write* write();
-    // The run the server's next answers belong to: an Execute's, or the Query statement's.
-    StatementRun* current() const {
-      const auto* q = std::get_if<Query>(&data);
-      if (q) return q->exec ? q->exec->run() : nullptr;
-      return run.get();
-    }
-    std::shared_ptr<StatementRun> currentShared() const {
-      const auto* q = std::get_if<Query>(&data);
-      if (q) return q->exec ? q->exec->shared() : nullptr;
-      return run.shared();
-    }
-    // kNone unless this is pgwarden's own write step (kInternal).
-    WriteStep writeStep() const {
-      const auto* i = std::get_if<Internal>(&data);
-      return i ? i->write_step : WriteStep::kNone;
-    }
-    // This entry's answer becomes bytes of pgwarden's own, sent in its turn.
-    void answerHere(std::string bytes) {
-      kind = Expect::kLocal;
-      data = Local{std::move(bytes), false};
-    }
-
-   private:
-    // The kind names the alternative; asking for another is a bug in the caller.
-    template <class T>
-    T& as() {
-      T* t = std::get_if<T>(&data);
-      assert(t);
-      return *t;
-    }
-    template <class T>
-    const T& as() const {
-      const T* t = std::get_if<T>(&data);
-      assert(t);
-      return *t;
-    }
-  };
-  // Measured with GCC 12 / libstdc++ on x86-64 (the entry was 440 bytes as one struct): a
-  // growing alternative shows here rather than as memory under a deep pipeline.
-  static_assert(sizeof(Pending) <= 112, "a pending entry grew");
+  // The reply queue's entries (session/reply_queue.h), by their short names.
+  using Expect = ReplyQueue::Expect;
+  using WriteStep = ReplyQueue::WriteStep;
+  using Pending = ReplyQueue::Pending;
 
   void setState(ClientState to);
   void trimIdle();
@@ -313,7 +176,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // first when needed); null when the client has no such statement.
   const std::string* serverStatement(std::string_view name);
   const std::string& prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal);
-  void insertBeforeLast(Pending p);
   void answerLastHere(char complete_type);
   void forgetFailedPrepare(const Pending& p);
   void noteServerParameter(const protocol::Frame& f);
@@ -332,13 +194,12 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void describeForMasking(std::string_view portal);
   bool handleClose(const protocol::Frame& f);
   void forward(const protocol::Frame& f);
-  void pushPending(Pending p);
   void queueLocal(std::string bytes, bool with_rfq);
   void emitLocalHeads();
   void popPending();
   void afterServerError(const std::string& sqlstate, const std::string& message);
   // A message from the server, handed to the handler of its type below; false when the session
-  // ended. `head` is the entry the message answers (the front of pending_).
+  // ended. `head` is the entry the message answers (the front of replies_).
   bool handleServerMessage(const protocol::Frame& f);
   void handleServerNotice(const protocol::Frame& f);
   void handleServerParameterStatus(const protocol::Frame& f);
@@ -400,11 +261,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
                         std::string_view sqlstate = {});
   void finishPortals();
   void serverIdleCheck();
-  int rfqOwed() const;
-  // A Query waits behind extended-protocol messages not yet synced: whether the server answers
-  // it depends on whether they fail.
-  bool owedIsUncertain() const;
-  bool unsyncedTail() const;
   void releaseServer(bool cancel_first);
   void updateBackpressure();
   // Janitor: a client that takes none of its results for limits.client_stall_timeout while
@@ -535,12 +391,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   guards::RowMask row_mask_;  // the masked columns of the rows being relayed
   ParamList client_params_;
   std::optional<std::string> search_path_;
-  int32_t key_pid_ = 0;
-  int32_t key_secret_ = 0;
-  bool key_registered_ = false;
-
-  // Authentication: the exchange under way, if any.
-  std::unique_ptr<ClientAuth> auth_;
+  // What only the login needs (a refusal waiting for the StartupMessage, the password exchange,
+  // the first statistics wait): dropped when the session becomes ready (setState).
+  std::unique_ptr<Login> login_ = std::make_unique<Login>();
+  CancelKey cancel_key_;
 
   // The server side.
   ServerConnection* server_ = nullptr;
@@ -552,28 +406,11 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::unordered_map<std::string, std::shared_ptr<const PreparedText>> prepared_texts_;
   std::shared_ptr<const PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
-  RingQueue<Pending> pending_;
   // The client's prepared statements and portals, pgwarden's own among them.
   PreparedRegistry prepared_;
+  // What the server owes, in order, and the batch those answers belong to (open, skipped).
+  ReplyQueue replies_;
   char tx_status_ = 'I';
-  bool deny_skipping_ = false;    // we refused a Parse/Bind: drop client messages until Sync
-  bool abort_at_sync_ = false;    // ... inside a transaction block: fail it at that Sync
-  bool server_skipping_ = false;  // the server reported an error: it ignores messages until Sync
-  SkippedBatch skipped_;          // what the skipped messages name, while either flag is set
-  bool unsynced_ = false;         // extended-protocol messages sent since the last Sync
-  bool txn_end_in_batch_ = false; // an Execute of COMMIT or ROLLBACK sent since the last Sync
-  bool attach_failed_ = false;
-  struct StartupReject {
-    std::string sqlstate;
-    std::string message;
-    metrics::RejectReason reason;
-  };
-  std::optional<StartupReject> startup_reject_;
-  // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
-  // so the first statements are judged with table sizes known.
-  bool stats_checked_ = false;
-  StatsWait stats_wait_;
-  std::string attach_error_;
   bool shutting_down_ = false;
   bool client_paused_ = false;    // not reading the client: the server's queue is full
   bool server_paused_ = false;    // not reading the server: the client's queue is full

@@ -37,13 +37,13 @@ void ClientSession::sendTransactionAbort(bool sync_first) {
     Pending sync(Expect::kInternal);
     sync.internal().abort_txn = true;
     sync.internal().sync = true;
-    pushPending(std::move(sync));
+    replies_.push(std::move(sync));
     protocol::writeSync(server_->out());
-    unsynced_ = false;
+    replies_.batchClosed();
   }
   Pending abort(Expect::kInternal);
   abort.internal().abort_txn = true;
-  pushPending(std::move(abort));
+  replies_.push(std::move(abort));
   protocol::writeQuery(server_->out(), kAbortSql);
 }
 
@@ -310,7 +310,7 @@ void ClientSession::onGateVerdict(GateVerdict v) {
   // A verdict that runs the statement needs a server connection; a denial or the EXPLAIN's
   // error is answered here without one.
   const bool runs = v.plan && !v.plan->decision.denied && v.explain_error.empty();
-  if (runs && !deny_skipping_ && !server_skipping_ && !retakeServer()) {
+  if (runs && !replies_.skipping() && !retakeServer()) {
     pause_.holdVerdict(std::move(v));  // onServerReady goes on with it
     return;
   }
@@ -329,7 +329,7 @@ void ClientSession::actOnVerdict(GateVerdict v) {
     return;
   }
   const protocol::Frame f{raw[0], raw, std::string_view(raw).substr(5)};
-  if (deny_skipping_ || server_skipping_) {
+  if (replies_.skipping()) {
     // An earlier message of the batch failed meanwhile: this one is skipped with the rest, up
     // to Sync, as the server skips them.
     gate_->discard(v);
@@ -347,7 +347,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
   const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
                                         ? &plan->analysis->statements[0]
                                         : nullptr;
-  if (txn_end_in_batch_ && st && policy_) {
+  if (replies_.txnEndInBatch() && st && policy_) {
     guards::GuardResult r;
     r.action = guards::Action::kDeny;
     r.code = std::string(guards::codes::kReadOnly);
@@ -363,7 +363,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
   }
   if (st && st->kind == guards::StatementKind::kTransaction &&
       (st->command == "COMMIT" || st->command == "ROLLBACK")) {
-    txn_end_in_batch_ = true;
+    replies_.txnEndSent();
   }
   return true;
 }
@@ -411,9 +411,8 @@ void ClientSession::failExtendedExplain(const std::shared_ptr<const StatementPla
     if (e) sqlstate = std::string(e->sqlstate());
   }
   queueLocal(std::move(error), false);
-  server_skipping_ = true;
-  skipped_.begin(sqlstate, "an earlier message in the same batch failed",
-                 static_cast<size_t>(config_->limits.max_prepared_statements));
+  replies_.skipToSync(ReplyQueue::SkipCause::kServerError, sqlstate,
+                      static_cast<size_t>(config_->limits.max_prepared_statements));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,10 +442,10 @@ bool ClientSession::runParseCheck(const std::string& text, bool extended,
                                   const std::vector<uint32_t>& param_types) {
   if (!server_ || state_ != ClientState::kReady) return false;
   // A Query inside an unfinished extended batch: the check's Sync would end the client's batch.
-  if (!extended && unsyncedTail()) return false;
+  if (!extended && replies_.unsyncedTail()) return false;
   // A guarded_writes transaction keeps its rule that a refused statement leaves it open
   // (docs/writes.md): the server is asked only while no transaction is open.
-  if (writes_ && (tx_status_ != 'I' || !pending_.empty() || unsyncedTail())) return false;
+  if (writes_ && (tx_status_ != 'I' || !replies_.empty() || replies_.unsyncedTail())) return false;
   Pending p(Expect::kExplain);
   Pending::Explain& x = p.explain();
   x.parse_check = true;
@@ -458,13 +457,13 @@ bool ClientSession::runParseCheck(const std::string& text, bool extended,
     // Parse; after a success the client's batch goes on undisturbed.
     protocol::writeFlush(out);
     x.closes = 1;
-    unsynced_ = true;
+    replies_.batchOpened();
   } else {
     // A Sync: the ReadyForQuery after it carries the status the client's Query would have left.
     protocol::writeSync(out);
     x.simple = true;
   }
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
   flushServer();
   return true;
 }
@@ -505,9 +504,9 @@ void ClientSession::sendExplain(const std::string& text, bool extended, const Ex
     protocol::writeClose(out, 'S', kExplainName);
     protocol::writeFlush(out);
     p.explain().closes = 2;
-    unsynced_ = true;
+    replies_.batchOpened();
   }
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
   flushServer();
 }
 
@@ -525,7 +524,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
       if (!x.simple) {
         std::string error = std::move(x.error);
         const bool parse_check = x.parse_check;
-        pending_.pop_front();
+        replies_.pop();
         answerGate(parse_check, std::move(error), {});
       }
       return true;
@@ -533,7 +532,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
       if (!x.simple && --x.closes == 0) {
         std::string json = std::move(x.json);
         const bool parse_check = x.parse_check;
-        pending_.pop_front();
+        replies_.pop();
         answerGate(parse_check, {}, std::move(json));
       }
       return true;
@@ -547,7 +546,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
         std::string json = std::move(x.json);
         std::string error = std::move(x.error);
         const bool parse_check = x.parse_check;
-        pending_.pop_front();
+        replies_.pop();
         answerGate(parse_check, std::move(error), std::move(json));
         return true;
       }

@@ -21,15 +21,11 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
     closeSession("client sent Terminate");
     return false;
   }
-  if (deny_skipping_ || server_skipping_) {
+  if (replies_.skipping()) {
     // As PostgreSQL itself does after an error in an extended-protocol batch: everything up to
     // the next Sync is ignored.
     if (f.type == protocol::fe::kSync) {
-      deny_skipping_ = false;
-      server_skipping_ = false;
-      skipped_.end();
-      if (abort_at_sync_) {
-        abort_at_sync_ = false;
+      if (replies_.endSkip()) {
         sendTransactionAbort(true);
         queueLocal({}, true);  // the Sync's ReadyForQuery, with the status the abort left
         return true;
@@ -69,7 +65,7 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
         protocolViolation("malformed Describe message: " + d.error());
         return false;
       }
-      pushPending(Pending(d->kind == 'S' ? Expect::kDescribeStatement : Expect::kDescribePortal));
+      replies_.push(Pending(d->kind == 'S' ? Expect::kDescribeStatement : Expect::kDescribePortal));
       forward(f);
       return true;
     }
@@ -107,14 +103,14 @@ bool ClientSession::handleClientMessage(const protocol::Frame& f) {
 }
 
 void ClientSession::sendSync(const protocol::Frame& f) {
-  txn_end_in_batch_ = false;
+  replies_.syncReceived();
   if (!server_) {
     // Transaction pooling, nothing on the server: the batch ends here.
-    unsynced_ = false;
+    replies_.batchClosed();
     queueLocal({}, true);
     return;
   }
-  pushPending(Pending(Expect::kSync));
+  replies_.push(Pending(Expect::kSync));
   forward(f);
 }
 
@@ -126,62 +122,8 @@ void ClientSession::forward(const protocol::Frame& f) {
   } else {
     server_->out().append(f.raw.data(), f.raw.size());
   }
-  switch (protocol::frontendMessage(f.type).batch) {
-    case protocol::Batch::kOpens:
-      unsynced_ = true;
-      break;
-    case protocol::Batch::kCloses:
-      unsynced_ = false;
-      break;
-    case protocol::Batch::kNone:
-      break;
-  }
+  replies_.batchMessage(protocol::frontendMessage(f.type).batch);
 }
-
-ClientSession::Pending::Pending(Expect k) : kind(k) {
-  switch (k) {
-    case Expect::kParse:
-    case Expect::kInternalParse:
-      data.emplace<Statement>();
-      break;
-    case Expect::kBind:
-      data.emplace<Bind>();
-      break;
-    case Expect::kDescribeStatement:
-      data.emplace<DescribeStatement>();
-      break;
-    case Expect::kDescribePortal:
-      data.emplace<DescribePortal>();
-      break;
-    case Expect::kExecute:
-      data.emplace<Execute>();
-      break;
-    case Expect::kQuery:
-      data.emplace<Query>();
-      break;
-    case Expect::kLocal:
-      data.emplace<Local>();
-      break;
-    case Expect::kExplain:
-      data.emplace<Explain>();
-      break;
-    case Expect::kInternal:
-      data.emplace<Internal>();
-      break;
-    case Expect::kClose:
-    case Expect::kSync:
-    case Expect::kInternalClose:
-      break;
-  }
-}
-
-ClientSession::Pending::Write* ClientSession::Pending::write() {
-  if (auto* q = std::get_if<Query>(&data)) return &q->write;
-  if (auto* e = std::get_if<Execute>(&data)) return &e->write;
-  return nullptr;
-}
-
-void ClientSession::pushPending(Pending p) { pending_.push_back(std::move(p)); }
 
 void ClientSession::writeDeny(std::string& out, const StatementPlan& plan) {
   writeDeny(out, plan.decision.deny);
@@ -270,7 +212,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
       query.assign(f.raw.data(), f.raw.size());
     }
     writesBeforeQuery(p, v, std::move(query));
-    pushPending(std::move(p));
+    replies_.push(std::move(p));
     return true;
   }
   if (d.rewritten_sql) {
@@ -281,7 +223,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   } else {
     forward(f);
   }
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
   return true;
 }
 
@@ -343,7 +285,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     failExtendedExplain(plan, std::move(v.explain_error));
-    skipped_.statement(name, {plan, true});
+    replies_.skipped().statement(name, {plan, true});
     return true;
   }
   const auto& d = plan->decision;
@@ -351,7 +293,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
     // The denial answers the Parse; the server never sees the text. As after any failed Parse,
     // the rest of the batch up to Sync is skipped.
     denyExtended(*plan);
-    skipped_.statement(name, {plan, true});  // its record is the denial's
+    replies_.skipped().statement(name, {plan, true});  // its record is the denial's
     if (name.empty()) prepared_.forgetPlan(name);
     return true;
   }
@@ -372,7 +314,7 @@ bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
   st.had_previous = before.had;
   st.previous = std::move(before.plan);
   prepared_.setWrite(name, writes_ && v.write.at_execute ? &v.write : nullptr);
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
   if (!server_) return true;
   if (d.rewritten_sql) {
     ++host_.counters().rewrites;
@@ -440,13 +382,13 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     failExtendedExplain(plan, std::move(v.explain_error));
-    skipped_.portal(portal, {plan, true});
+    replies_.skipped().portal(portal, {plan, true});
     return true;
   }
   if (plan && plan->decision.denied) {
     // Denied on its parameters: the denial answers the Bind, the batch is skipped up to Sync.
     denyExtended(*plan);
-    skipped_.portal(portal, {plan, true});  // its record is the denial's
+    replies_.skipped().portal(portal, {plan, true});  // its record is the denial's
     return true;
   }
   if (Portal* existing = prepared_.portal(portal)) {
@@ -479,7 +421,7 @@ bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
   Pending bind_entry(Expect::kBind);
   bind_entry.bind().plan = plan;
   bind_entry.bind().name = portal;
-  pushPending(std::move(bind_entry));
+  replies_.push(std::move(bind_entry));
   forward(f);
   return true;
 }
@@ -555,15 +497,15 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
     p.execute().write.target = std::make_unique<const Pending::WriteTarget>(
         Pending::WriteTarget{written.write.table, written.write.command});
     describeForMasking(e->portal);
-    pushPending(std::move(p));
+    replies_.push(std::move(p));
     protocol::writeExecute(server_->out(), e->portal, 0);
     protocol::writeFlush(server_->out());
-    unsynced_ = true;
+    replies_.batchOpened();
     pause_.move(PauseReason::kWriteStep);
     return true;
   }
   describeForMasking(e->portal);
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
   forward(f);
   return true;
 }
@@ -582,41 +524,23 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
     if (run && !run->finished && !awaitingServer(run)) finishRun(*run, history::Outcome::kOk);
     prepared_.erasePortal(name);
   }
-  pushPending(Pending(Expect::kClose));
+  replies_.push(Pending(Expect::kClose));
   forward(f);
   return true;
 }
 
 void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
-  if (pending_.empty()) {
-    client_.out().append(bytes);
-    if (with_rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
-    return;
-  }
-  Pending p(Expect::kLocal);
-  p.local().bytes = std::move(bytes);
-  p.local().rfq = with_rfq;
-  pending_.push_back(std::move(p));
+  if (!replies_.answerLocal(std::move(bytes), with_rfq, tx_status_, client_.out())) return;
   // The answer waits behind the server's answers to earlier extended-protocol messages, which the
   // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
   // same, or a client that sends Flush after a denial (skipped, as everything up to Sync) waits
   // forever for the ParseComplete and the denial.
-  if (unsynced_ && server_) protocol::writeFlush(server_->out());
+  if (replies_.unsynced() && server_) protocol::writeFlush(server_->out());
 }
 
-void ClientSession::emitLocalHeads() {
-  while (!pending_.empty() && pending_.front().kind == Expect::kLocal) {
-    const Pending::Local& local = pending_.front().local();
-    client_.out().append(local.bytes);
-    if (local.rfq) protocol::writeReadyForQuery(client_.out(), tx_status_);
-    pending_.pop_front();
-  }
-}
+void ClientSession::emitLocalHeads() { replies_.emitLocalHeads(tx_status_, client_.out()); }
 
-void ClientSession::popPending() {
-  if (!pending_.empty()) pending_.pop_front();
-  emitLocalHeads();
-}
+void ClientSession::popPending() { replies_.popAndEmit(tx_status_, client_.out()); }
 
 // ---------------------------------------------------------------------------------------------
 // Statement runs and history
@@ -637,47 +561,49 @@ void ClientSession::denyExtended(const StatementPlan& plan) {
   std::string out;
   writeDeny(out, plan);
   if (writes_) writesDenied(plan, out);
-  if (denialAbortsTransaction()) abort_at_sync_ = true;
+  const bool abort_at_sync = denialAbortsTransaction();
   queueLocal(std::move(out), false);
-  skipBatch(plan.decision.deny.sqlstate.empty() ? std::string_view("42501") : std::string_view(plan.decision.deny.sqlstate),
-            true);
+  replies_.skipToSync(ReplyQueue::SkipCause::kDenied,
+                      plan.decision.deny.sqlstate.empty()
+                          ? std::string_view("42501")
+                          : std::string_view(plan.decision.deny.sqlstate),
+                      static_cast<size_t>(config_->limits.max_prepared_statements), abort_at_sync);
 }
 
 void ClientSession::skipBatch(std::string_view sqlstate, bool denied) {
-  deny_skipping_ = true;
-  skipped_.begin(sqlstate,
-                 denied ? "an earlier statement in the same batch was denied"
-                        : "an earlier message in the same batch failed",
-                 static_cast<size_t>(config_->limits.max_prepared_statements));
+  replies_.skipToSync(denied ? ReplyQueue::SkipCause::kDenied : ReplyQueue::SkipCause::kRefused,
+                      sqlstate, static_cast<size_t>(config_->limits.max_prepared_statements));
 }
 
 void ClientSession::recordSkipped(const std::shared_ptr<const StatementPlan>& plan, size_t index,
                                   bool extended) {
   auto run = startRun(plan, index, extended);
-  finishRun(*run, history::Outcome::kError, skipped_.sqlstate(), skipped_.message());
+  finishRun(*run, history::Outcome::kError, replies_.skipped().sqlstate(),
+            replies_.skipped().message());
 }
 
 void ClientSession::noteSkipped(const protocol::Frame& f) {
   switch (f.type) {
     case protocol::fe::kParse: {
       auto m = protocol::parseParse(f.body);
-      if (m) skipped_.statement(m->statement, {host_.policy().unjudgedPlan(m->sql), false});
+      if (m)
+        replies_.skipped().statement(m->statement, {host_.policy().unjudgedPlan(m->sql), false});
       return;
     }
     case protocol::fe::kBind: {
       auto b = protocol::parseBind(f.body);
       if (!b) return;
-      auto target = skipped_.findStatement(b->statement);
+      auto target = replies_.skipped().findStatement(b->statement);
       if (!target) {
         target = SkippedBatch::Target{prepared_.plan(std::string(b->statement)), false};
       }
-      skipped_.portal(b->portal, std::move(*target));
+      replies_.skipped().portal(b->portal, std::move(*target));
       return;
     }
     case protocol::fe::kExecute: {
       auto e = protocol::parseExecute(f.body);
       if (!e) return;
-      auto found = skipped_.execute(e->portal);
+      auto found = replies_.skipped().execute(e->portal);
       if (!found.found) {
         if (const Portal* portal = prepared_.portal(std::string(e->portal))) found.target.plan = portal->plan;
       }
@@ -712,14 +638,14 @@ void ClientSession::finishPortals() {
 
 void ClientSession::finishAllPending(history::Outcome outcome, std::string_view message,
                                      std::string_view sqlstate) {
-  for (auto& p : pending_) {
+  for (auto& p : replies_) {
     if (p.kind == Expect::kExecute && p.run && !p.run->finished) {
       finishRun(*p.run, outcome, sqlstate, message);
     } else if (p.kind == Expect::kQuery) {
       if (TextExecution* exec = p.query().exec.get()) exec->finishRest(outcome, sqlstate, message);
     }
   }
-  pending_.clear();
+  replies_.clear();
   if (held_write_ && held_write_->run && !held_write_->run->finished) {
     finishRun(*held_write_->run, outcome, sqlstate, message);
   }

@@ -39,30 +39,33 @@ void ClientSession::beginAuth() {
   const AuthConfig& a = config_->auth;
   const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
                                 a.unknown_scram_salt_len, host_.saltKey()};
-  auth_ = std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason));
-  auth_->begin(client_.out());
+  login_
+      ->startAuth(
+          std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason)))
+      .begin(client_.out());
   setState(ClientState::kAuth);
 }
 
 bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
-  if (!auth_) {
+  ClientAuth* auth = login_ ? login_->auth() : nullptr;
+  if (!auth) {
     protocolViolation("unexpected password message");
     return false;
   }
-  ClientAuth::Outcome o = auth_->handle(f.type, f.body, client_.out());
+  ClientAuth::Outcome o = auth->handle(f.type, f.body, client_.out());
   switch (o.verdict) {
     case ClientAuth::Verdict::kContinue:
       return true;
     case ClientAuth::Verdict::kOk:
-      auth_.reset();
+      login_->authOver();
       authenticated();
       return state_ != ClientState::kClosing && state_ != ClientState::kClosed;
     case ClientAuth::Verdict::kFailed:
-      auth_.reset();
+      login_->authOver();
       authFailed(o.reason);
       return false;
     case ClientAuth::Verdict::kProtocolViolation:
-      auth_.reset();
+      login_->authOver();
       protocolViolation(o.reason);
       return false;
   }
@@ -122,8 +125,7 @@ void ClientSession::authenticated() {
   }
   startup_params_ = client_params_;
   choosePoolMode();
-  host_.registerCancelKey(this, key_pid_, key_secret_);
-  key_registered_ = true;
+  cancel_key_.registerWith(host_, this);
   setState(ClientState::kAcquiring);
   writesSetUp();
   Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr,
@@ -179,23 +181,26 @@ void ClientSession::startAttach() {
     return;
   }
   Pending p(Expect::kInternal);
-  pending_.push_back(std::move(p));
+  replies_.push(std::move(p));
   protocol::writeQuery(server_->out(), sql);
   flushServer();
 }
 
 void ClientSession::onStatsReady() {
-  if (state_ != ClientState::kAttaching || !stats_wait_.over(host_.nowMs(), true)) return;
+  if (state_ != ClientState::kAttaching || !login_ || !login_->statsWaitOver(host_.nowMs(), true)) {
+    return;
+  }
   finishAttach();
 }
 
 void ClientSession::finishAttach() {
-  if (!stats_checked_) {
-    stats_checked_ = true;
+  // Holding the first ReadyForQuery until the database's first statistics load ends (bounded),
+  // so the first statements are judged with table sizes known.
+  if (login_ && login_->firstAttachEnd()) {
     // The database answered a login, so it exists: keep catalog statistics for it.
     host_.watchDatabase(server_database_);
     if (host_.waitForStats(server_database_, id_)) {
-      stats_wait_.begin(host_.nowMs());
+      login_->waitForStats(host_.nowMs());
       return;
     }
   }
@@ -203,7 +208,7 @@ void ClientSession::finishAttach() {
   ++host_.counters().clients_ready;
   std::string& out = client_.out();
   for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
-  protocol::writeBackendKeyData(out, key_pid_, key_secret_);
+  cancel_key_.writeBackendKeyData(out);
   protocol::writeReadyForQuery(out, server_->txStatus());
   spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
                group_, logsafe(application_name_), logsafe(server_database_),

@@ -93,7 +93,7 @@ void ClientSession::attachForTransaction(ServerConnection& c) {
   if (sql.empty()) return;
   Pending p(Expect::kInternal);
   p.internal().param_sync = true;
-  pending_.push_front(std::move(p));
+  replies_.pushFront(std::move(p));
   protocol::writeQuery(server_->out(), sql);
 }
 
@@ -102,9 +102,9 @@ void ClientSession::returnServerIfIdle() {
   // A message whose verdict waits on a webhook or the budget store leaves the connection to
   // others meanwhile; one waiting for the cost gate's EXPLAIN owes the server an answer.
   const bool paused = pause_.holdsMessage() && !(gate_ && gate_->waitingOutside());
-  if (!pending_.empty() || tx_status_ != 'I' || unsynced_ || paused ||
-      pause_.reason() == PauseReason::kWriteStep || deny_skipping_ || server_skipping_ ||
-      chunk_run_ || server_->txStatus() != 'I' || server_->state() != ServerState::kActive ||
+  if (!replies_.empty() || tx_status_ != 'I' || replies_.unsynced() || paused ||
+      pause_.reason() == PauseReason::kWriteStep || replies_.skipping() || chunk_run_ ||
+      server_->txStatus() != 'I' || server_->state() != ServerState::kActive ||
       server_->pendingBytes() > 0) {
     return;
   }
@@ -123,15 +123,9 @@ bool ClientSession::needsServer(char type) const {
 // Prepared statements across server connections
 // ---------------------------------------------------------------------------------------------
 
-void ClientSession::insertBeforeLast(Pending p) {
-  pending_.insert(pending_.empty() ? 0 : pending_.size() - 1, std::move(p));
-}
-
 void ClientSession::answerLastHere(char complete_type) {
   // The message's own entry, just queued: its answer is ours, in its turn.
-  Pending& last = pending_.back();
-  last.answerHere(completeMessage(complete_type));
-  if (&pending_.front() == &last) emitLocalHeads();
+  replies_.answerLastHere(completeMessage(complete_type), tx_status_, client_.out());
 }
 
 const std::string& ClientSession::prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal) {
@@ -140,22 +134,22 @@ const std::string& ClientSession::prepareOnServer(std::shared_ptr<const Prepared
   const std::string& name = server_->statements().add(text, &evicted);
   if (!evicted.empty()) {
     protocol::writeClose(out, 'S', evicted);
-    insertBeforeLast(Pending(Expect::kInternalClose));
+    replies_.insertBeforeLast(Pending(Expect::kInternalClose));
   }
   protocol::writeParse(out, name, text->sql, text->types);
   if (internal) {
     Pending p(Expect::kInternalParse);
     p.statement().server_text = std::move(text);
-    insertBeforeLast(std::move(p));
+    replies_.insertBeforeLast(std::move(p));
   } else {
-    pending_.back().statement().server_text = std::move(text);  // the client's own Parse
+    replies_.back().statement().server_text = std::move(text);  // the client's own Parse
   }
   return name;
 }
 
 void ClientSession::sendParse(std::string_view name, std::string_view sql,
                               const std::vector<uint32_t>& types, const protocol::Frame* raw) {
-  unsynced_ = true;
+  replies_.batchOpened();
   if (!txn_pooling_) {
     if (raw) {
       server_->out().append(raw->raw.data(), raw->raw.size());
@@ -186,7 +180,7 @@ const std::string* ClientSession::serverStatement(std::string_view name) {
     if (unnamed_text_ && server_->unnamedOwner() != unnamed_tag_) {
       // The connection's unnamed statement is not this client's (it moved connections since).
       protocol::writeParse(server_->out(), "", unnamed_text_->sql, unnamed_text_->types);
-      insertBeforeLast(Pending(Expect::kInternalParse));
+      replies_.insertBeforeLast(Pending(Expect::kInternalParse));
       server_->setUnnamedOwner(unnamed_tag_);
     }
     return &kUnnamed;

@@ -30,7 +30,7 @@ std::string retag(std::string_view tag, int64_t count) {
 void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
-  if (pause_.reason() == PauseReason::kTxnState && pending_.empty()) {
+  if (pause_.reason() == PauseReason::kTxnState && replies_.empty()) {
     // The server has answered everything before the held message: judge it now.
     pause_.endTxnStateWait();
   }
@@ -40,7 +40,7 @@ void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f)
     resumeInput();
   }
   // A session shutting down ends once the statement it was running has finished.
-  if (shutting_down_ && state_ == ClientState::kReady && pending_.empty()) {
+  if (shutting_down_ && state_ == ClientState::kReady && replies_.empty()) {
     flushClient();
     terminate("57P01", "terminating connection: pgwarden is shutting down");
   }
@@ -121,8 +121,8 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     return true;
   }
   emitLocalHeads();
-  if (pending_.empty()) return handleServerUnsolicited(f);
-  Pending& head = pending_.front();
+  if (replies_.empty()) return handleServerUnsolicited(f);
+  Pending& head = replies_.front();
   if (reply == protocol::Reply::kError) return handleServerError(f, head);
 
   // pgwarden's own statements and answers take whatever comes for them.
@@ -174,7 +174,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
 }
 
 void ClientSession::handleServerNotice(const protocol::Frame& f) {
-  if (!pending_.empty() && pending_.front().kind == Expect::kInternal) return;
+  if (!replies_.empty() && replies_.front().kind == Expect::kInternal) return;
   client_.out().append(f.raw.data(), f.raw.size());
 }
 
@@ -184,8 +184,8 @@ void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
   if (state_ == ClientState::kReady) {
     // The carried settings' sync brings a connection to what this client already has: what the
     // server reports of it is no news to the client.
-    const bool own_sync = !pending_.empty() && pending_.front().kind == Expect::kInternal &&
-                          pending_.front().internal().param_sync;
+    const bool own_sync = !replies_.empty() && replies_.front().kind == Expect::kInternal &&
+                          replies_.front().internal().param_sync;
     if (!own_sync) client_.out().append(f.raw.data(), f.raw.size());
     noteServerParameter(f);
   }
@@ -214,9 +214,10 @@ bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
     case Expect::kInternal:
       if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
       if (head.internal().abort_txn) return true;  // pgwarden's own error that aborts the block
-      attach_failed_ = true;
-      attach_error_ = message;
-      if (!sqlstate.empty()) attach_error_ = sqlstate + "\x1f" + message;
+      // A carried setting the server refused (attach, or the sync on a pooled connection): the
+      // session ends at this statement's ReadyForQuery.
+      head.internal().failed = true;
+      head.internal().error = sqlstate.empty() ? message : sqlstate + "\x1f" + message;
       return true;
     case Expect::kQuery: {
       Pending::Query& q = head.query();
@@ -258,20 +259,22 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
     }
     const bool param_sync = head.internal().param_sync;
     const bool abort_txn = head.internal().abort_txn;
-    pending_.pop_front();
-    if (abort_txn || (param_sync && !attach_failed_)) {
+    const bool failed = head.internal().failed;
+    const std::string error = std::move(head.internal().error);
+    replies_.pop();
+    if (abort_txn || (param_sync && !failed)) {
       emitLocalHeads();
       return true;
     }
-    if (attach_failed_) {
+    if (failed) {
       // A client parameter the server rejected (a bad TimeZone...): PostgreSQL refuses the
       // connection in that case; so do we, with the server's reason.
       std::string sqlstate = "22023";
-      std::string message = attach_error_;
-      const auto sep = attach_error_.find('\x1f');
+      std::string message = error;
+      const auto sep = error.find('\x1f');
       if (sep != std::string::npos) {
-        sqlstate = attach_error_.substr(0, sep);
-        message = attach_error_.substr(sep + 1);
+        sqlstate = error.substr(0, sep);
+        message = error.substr(sep + 1);
       }
       fatal(sqlstate, message, metrics::RejectReason::kNotAllowed);
       return false;
@@ -344,7 +347,7 @@ void ClientSession::describeForMasking(std::string_view portal) {
   if (!policy_ || !policy_->masking() || !server_) return;
   Pending d(Expect::kDescribePortal);
   d.describePortal().ours = true;
-  pushPending(std::move(d));
+  replies_.push(std::move(d));
   protocol::writeDescribe(server_->out(), 'P', portal);
 }
 
@@ -484,12 +487,12 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   std::optional<std::string> failed_statement;
   std::optional<std::string> failed_portal;
   const auto skipRest = [&] {
-    if (!pending_.empty()) return;
-    server_skipping_ = true;
-    skipped_.begin(sqlstate, "an earlier message in the same batch failed",
-                   static_cast<size_t>(config_->limits.max_prepared_statements));
-    if (failed_statement) skipped_.statement(*failed_statement, {failed_plan, true});
-    if (failed_portal) skipped_.portal(*failed_portal, {failed_plan, true});
+    if (!replies_.empty()) return;
+    SkippedBatch& skipped =
+        replies_.skipToSync(ReplyQueue::SkipCause::kServerError, sqlstate,
+                            static_cast<size_t>(config_->limits.max_prepared_statements));
+    if (failed_statement) skipped.statement(*failed_statement, {failed_plan, true});
+    if (failed_portal) skipped.portal(*failed_portal, {failed_plan, true});
   };
   const auto recordFailure = [&] {
     if (failed_plan && !failed_recorded) {
@@ -499,8 +502,8 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       finishRun(*run, outcomeForError(sqlstate), sqlstate, message);
     }
   };
-  while (!pending_.empty()) {
-    Pending& p = pending_.front();
+  while (!replies_.empty()) {
+    Pending& p = replies_.front();
     if (p.kind == Expect::kSync) break;
     if (p.kind == Expect::kQuery) {
       // A simple Query sent inside the unfinished batch: the server skips it too (it ignores
@@ -509,7 +512,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       if (TextExecution* exec = p.query().exec.get())
         exec->finishRest(history::Outcome::kError, sqlstate, kNotExecutedInBatch);
       first = false;
-      pending_.pop_front();
+      replies_.pop();
       continue;
     }
     if (first) {
@@ -542,7 +545,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       prepared_.restore(st.name, {st.previous, st.had_previous});
     }
     const bool explain = p.kind == Expect::kExplain;
-    pending_.pop_front();
+    replies_.pop();
     if (explain && gate_ && gate_->waiting()) {
       recordFailure();
       // The server skips our EXPLAIN (or parse check) with the rest of the batch; the paused
@@ -551,7 +554,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       const std::string paused = pause_.message();
       cancelWaits();
       skipRest();
-      if (paused.size() >= 5 && skipped_.active()) {
+      if (paused.size() >= 5 && replies_.skipped().active()) {
         noteSkipped(protocol::Frame{paused[0], paused, std::string_view(paused).substr(5)});
       }
       resumeInput();
@@ -569,9 +572,9 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
     chunk_forward_ = true;
     chunk_run_.reset();
     emitLocalHeads();
-    if (type == protocol::be::kDataRow && !pending_.empty() &&
-        (pending_.front().kind == Expect::kExecute || pending_.front().kind == Expect::kQuery)) {
-      Pending& head = pending_.front();
+    if (type == protocol::be::kDataRow && !replies_.empty() &&
+        (replies_.front().kind == Expect::kExecute || replies_.front().kind == Expect::kQuery)) {
+      Pending& head = replies_.front();
       chunk_run_ = head.currentShared();
       if (chunk_run_ && chunk_run_->max_rows >= 0 && chunk_run_->rows_sent >= chunk_run_->max_rows) {
         chunk_run_->truncated = true;

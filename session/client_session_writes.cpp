@@ -31,7 +31,7 @@ void ClientSession::sendWriteStep(WriteStep step, std::string_view sql) {
   Pending p(Expect::kInternal);
   p.internal().write_step = step;
   protocol::writeQuery(server_->out(), sql);
-  pushPending(std::move(p));
+  replies_.push(std::move(p));
 }
 
 namespace {
@@ -64,8 +64,8 @@ void ClientSession::sendExtendedWriteStep(WriteStep step, const std::vector<std:
     internal.step_closes += 2;
   }
   protocol::writeFlush(out);
-  unsynced_ = true;
-  pushPending(std::move(p));
+  replies_.batchOpened();
+  replies_.push(std::move(p));
   flushServer();
 }
 
@@ -89,7 +89,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
     spdlog::warn("{}: pgwarden's write step {} failed: {}", logPrefix(),
                  static_cast<int>(head.writeStep()),
                  logsafe(message, kLogMessageMaxBytes));
-    pending_.pop_front();
+    replies_.pop();
     if (held_write_) writesCounted(true, false);  // the count failed: the write fails with it
     client_.out().append(f.raw.data(), f.raw.size());
     pause_.endWriteStep();
@@ -103,7 +103,7 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
   }
   if (f.type != protocol::be::kCloseComplete || --head.internal().step_closes > 0) return true;
   const WriteStep step = head.writeStep();
-  pending_.pop_front();
+  replies_.pop();
   if (step == WriteStep::kCount) writesCounted(true, true);
   if (step == WriteStep::kRelease || step == WriteStep::kUndo) {
     pause_.endWriteStep();
@@ -127,7 +127,7 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::str
 }
 
 bool ClientSession::waitForTxnState(const protocol::Frame& f) {
-  if (pending_.empty() || !server_) return false;
+  if (replies_.empty() || !server_) return false;
   if (f.type == protocol::fe::kExecute) {
     // Only an Execute of a write is judged by the transaction's state (and what it looked at).
     auto e = protocol::parseExecute(f.body);
@@ -138,7 +138,7 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
     return false;
   }
   pause_.move(PauseReason::kTxnState);
-  if (unsynced_ && !pause_.flushSent()) {
+  if (replies_.unsynced() && !pause_.flushSent()) {
     // The server keeps its answers to an unsynced batch until a Flush or Sync.
     protocol::writeFlush(server_->out());
     pause_.setFlushSent();
@@ -149,7 +149,7 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
 void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, bool failed) {
   std::string query = std::move(held_query_);
   held_query_.clear();
-  if (!failed && z.status == 'T' && !pending_.empty() && pending_.front().kind == Expect::kQuery) {
+  if (!failed && z.status == 'T' && !replies_.empty() && replies_.front().kind == Expect::kQuery) {
     server_->out().append(query);
     flushServer();
     return;
@@ -169,12 +169,12 @@ void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, boo
   spdlog::warn("{}: a guarded write was not sent: {}", logPrefix(),
                logsafe(detail, kLogMessageMaxBytes));
   pause_.endWriteStep();
-  if (pending_.empty() || pending_.front().kind != Expect::kQuery) {
+  if (replies_.empty() || replies_.front().kind != Expect::kQuery) {
     writesAfterStatement(z.status);
     protocol::writeReadyForQuery(client_.out(), z.status);
     return;
   }
-  Pending& head = pending_.front();
+  Pending& head = replies_.front();
   const std::string message =
       "pgwarden did not run this write: it runs each write inside its own savepoint, and " + detail;
   // The write never ran, nor anything after it in its text.
@@ -294,7 +294,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
   const auto z = takeReadyForQuery(f);
   if (!z) return false;
   const bool failed = head.internal().failed;
-  pending_.pop_front();
+  replies_.pop();
   switch (step) {
     case WriteStep::kSavepoint:
       writeAfterSavepoint(*z, failed);
@@ -381,7 +381,7 @@ void ClientSession::writesDenied(const StatementPlan& plan, std::string& out) {
 }
 
 void ClientSession::writesTick(uint64_t now_ms) {
-  if (!server_ || !pending_.empty() || pause_.holdsMessage() ||
+  if (!server_ || !replies_.empty() || pause_.holdsMessage() ||
       pause_.reason() == PauseReason::kWriteStep)
     return;
   const auto why = writes_->due(now_ms);
