@@ -30,25 +30,29 @@ constexpr uint64_t kCloseFlushMs = 5000;
 // How long a refused client may take to send its StartupMessage before it hears why anyway.
 constexpr uint64_t kRejectWaitMs = 1000;
 
+// The caps a client's message must fit (the server's are the pool's).
+protocol::FrameLimits clientLimits(const Config& config) {
+  protocol::FrameLimits limits;
+  limits.max_message = static_cast<uint32_t>(config.limits.max_message_bytes);
+  limits.max_bind = static_cast<uint32_t>(config.limits.max_bind_bytes);
+  return limits;
+}
+
 }  // namespace
 
 ClientSession::ClientSession(SessionHost& host, uint64_t id, bool via_unix)
     : host_(host),
       id_(id),
       config_(host.config()),
-      client_(host.loop(), this),
-      via_unix_(via_unix),
+      client_(host.loop(), this, via_unix, clientLimits(*config_)),
       prepared_(static_cast<size_t>(config_->limits.max_prepared_statements)),
-      pause_(id) {
-  limits_.max_message = static_cast<uint32_t>(config_->limits.max_message_bytes);
-  limits_.max_bind = static_cast<uint32_t>(config_->limits.max_bind_bytes);
-}
+      pause_(id) {}
 
 StatementGate& ClientSession::gate() {
   if (!gate_) {
     // The server database is known only after the login: the statistics follow it.
     GateServices services = host_.gateServices({});
-    services.stats = [this] { return host_.tableStats(server_database_); };
+    services.stats = [this] { return host_.tableStats(caller_.server_database); };
     gate_ = std::make_unique<StatementGate>(std::move(services), *this,
                                             [this](GateVerdict v) { onGateVerdict(std::move(v)); });
   }
@@ -58,34 +62,30 @@ StatementGate& ClientSession::gate() {
 ClientSession::~ClientSession() { cancelWaits(); }
 
 int ClientSession::accept(uv_stream_t* listener) {
-  int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
+  int rc = client_.init();
   if (rc != 0) return rc;
   ++host_.counters().clients_current;
-  return started(client_.acceptFrom(listener));
+  return started(client_->acceptFrom(listener));
 }
 
 int ClientSession::adopt(int fd) {
-  int rc = via_unix_ ? client_.initPipe() : client_.initTcp();
+  int rc = client_.init();
   if (rc != 0) {
     ::close(fd);
     return rc;
   }
   ++host_.counters().clients_current;
-  return started(client_.adoptFd(fd));
+  return started(client_->adoptFd(fd));
 }
 
 int ClientSession::started(int rc) {
   if (rc != 0) {
     setState(ClientState::kClosing);
-    client_.close();
+    client_->close();
     return rc;
   }
-  peer_ = client_.peerName();
-  peer_host_ = client_.peerHost();
-  connected_ms_ = host_.nowMs();
-  last_active_ms_ = connected_ms_;
-  deadline_ms_ = connected_ms_ + static_cast<uint64_t>(config_->limits.startup_timeout.count());
-  rc = client_.startRead();
+  client_.opened(host_.nowMs(), static_cast<uint64_t>(config_->limits.startup_timeout.count()));
+  rc = client_->startRead();
   if (rc != 0) closeSession("cannot read from the client");
   return 0;
 }
@@ -98,12 +98,12 @@ std::string ClientSession::logPrefix() const {
     p.append(" ").append(key).append("=");
     appendLogText(p, value);
   };
-  add("user", user_);
-  add("db", database_);
+  add("user", caller_.user);
+  add("db", caller_.database);
   p += " peer=";
-  appendLogText(p, peer_);
-  add("agent_id", agent_id_);
-  add("conversation_id", conversation_id_);
+  appendLogText(p, client_.peer());
+  add("agent_id", caller_.agentId());
+  add("conversation_id", caller_.conversationId());
   return p;
 }
 
@@ -124,11 +124,11 @@ void ClientSession::setState(ClientState to) {
 void ClientSession::rejectAfterStartup(std::string sqlstate, std::string message,
                                        metrics::RejectReason reason) {
   if (login_) login_->rejectAfterStartup({std::move(sqlstate), std::move(message), reason});
-  deadline_ms_ = std::min(deadline_ms_, host_.nowMs() + kRejectWaitMs);
+  client_.deadlineNoLaterThan(host_.nowMs() + kRejectWaitMs);
 }
 
 void ClientSession::flushClient() {
-  if (client_.open() && client_.flush() != 0) closeSession("write to the client failed");
+  if (client_->open() && client_->flush() != 0) closeSession("write to the client failed");
 }
 
 void ClientSession::flushServer() {
@@ -140,8 +140,7 @@ void ClientSession::flushServer() {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::onStreamData(Stream&, const char* data, size_t len) {
-  last_active_ms_ = host_.nowMs();
-  in_.append(data, len);
+  client_.received(data, len, host_.nowMs());
   processInput();
 }
 
@@ -153,7 +152,7 @@ void ClientSession::processInput() {
         continue;
       case ClientState::kAuth: {
         protocol::Frame f;
-        const auto st = in_.next(f, limits_, false);
+        const auto st = client_.in().next(f, client_.limits(), false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
         if (st != protocol::FrameStatus::kFrame) {
           protocolViolation("invalid message length during authentication");
@@ -162,7 +161,7 @@ void ClientSession::processInput() {
         // Taken off the buffer before it is handled, so nothing the handler does to the buffer
         // can pull the frame from under it.
         const std::string raw(f.raw);
-        in_.consume(raw.size());
+        client_.in().consume(raw.size());
         protocol::Frame own{raw[0], raw, std::string_view(raw).substr(5)};
         if (!handleAuthMessage(own)) goto done;
         continue;
@@ -170,21 +169,21 @@ void ClientSession::processInput() {
       case ClientState::kAcquiring:
       case ClientState::kAttaching:
         // Anything the client sends early waits in the buffer; keep that bounded.
-        if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+        client_.boundWaitingInput();
         goto done;
       case ClientState::kReady: {
-        if (client_paused_) goto done;
+        if (client_.clientPaused()) goto done;
         if (pause_.paused()) {
           // A statement waits for its verdict (a webhook, the cost gate, the budget store), a
           // server connection, a write's savepoint, ...: keep what piles up behind it bounded.
-          if (in_.size() > limits_.max_bind + 5u) client_.stopRead();
+          client_.boundWaitingInput();
           goto done;
         }
         protocol::Frame f;
-        const auto st = in_.next(f, limits_, false);
+        const auto st = client_.in().next(f, client_.limits(), false);
         if (st == protocol::FrameStatus::kNeedMore) goto done;
         if (st == protocol::FrameStatus::kTooLarge) {
-          protocolViolation(protocol::messageName(in_.data()[0], false) +
+          protocolViolation(protocol::messageName(client_.in().data()[0], false) +
                             " message is larger than the limit (limits.max_message_bytes / "
                             "limits.max_bind_bytes)");
           goto done;
@@ -197,15 +196,15 @@ void ClientSession::processInput() {
           // Held until RESUME: reading stops, so what the client sends meanwhile stays in the
           // socket (bounded by the kernel), not in our memory.
           pause_.move(PauseReason::kConsoleHold);
-          client_.stopRead();
+          client_->stopRead();
           goto done;
         }
         // Guarded writes: a transaction past its age (or idle time) is rolled back before the
         // next statement is judged, not only when the janitor finds the session idle.
         if (writes_ && f.type != protocol::fe::kTerminate) writesTick(host_.nowMs());
         if (writes_ && waitForTxnState(f)) goto done;
-        if (txn_pooling_ && !server_ && !admin_ && !replies_.skipping() && needsServer(f.type) &&
-            !takeServer()) {
+        if (server_.transactionPooled() && !server_ && !admin_ && !replies_.skipping() &&
+            needsServer(f.type) && !takeServer()) {
           // Waiting for a server connection: the message stays in the buffer until one comes.
           continue;
         }
@@ -218,7 +217,7 @@ void ClientSession::processInput() {
           goto done;
         }
         const bool go_on = handleClientMessage(f);
-        in_.consume(f.raw.size());  // a paused message keeps a copy of its own
+        client_.in().consume(f.raw.size());  // a paused message keeps a copy of its own
         if (!go_on || pause_.paused()) goto done;
         if (replies_.full() ||
             (server_ && server_->pendingBytes() > config_->limits.client_write_buffer)) {
@@ -243,51 +242,34 @@ void ClientSession::updateBackpressure() {
   const uint64_t limit = config_->limits.client_write_buffer;
   // Client -> server: stop reading the client while the server has not taken what we sent.
   const bool server_full = (server_ && server_->pendingBytes() > limit) || replies_.full();
-  if (server_full && !client_paused_) {
-    client_paused_ = true;
-    client_.stopRead();
-  } else if (!server_full && client_paused_ && !shutting_down_ &&
+  if (server_full && !client_.clientPaused()) {
+    client_.pauseClient();
+  } else if (!server_full && client_.clientPaused() && !shutting_down_ &&
              (!server_ || server_->pendingBytes() <= limit / 2)) {
-    client_paused_ = false;
-    if (client_.startRead() != 0) {
+    if (client_.resumeClient() != 0) {
       closeSession("cannot read from the client");
       return;
     }
-    if (in_.size() > 0) processInput();
+    if (client_.in().size() > 0) processInput();
   }
   // Server -> client: stop reading the server while the client is slow to take its results.
   if (!server_) return;
-  if (client_.pendingBytes() > limit) {
-    if (!server_paused_) {
-      server_paused_ = true;
-      server_->pauseReading();
-    }
-  } else if (server_paused_ && client_.pendingBytes() <= limit / 2) {
-    server_paused_ = false;
+  if (client_->pendingBytes() > limit) {
+    if (client_.pauseServer()) server_->pauseReading();
+  } else if (client_->pendingBytes() <= limit / 2 && client_.resumeServer()) {
     server_->resumeReading();
   }
 }
 
 void ClientSession::checkStall(uint64_t now_ms) {
   const auto limit = static_cast<uint64_t>(config_->limits.client_stall_timeout.count());
-  if (limit == 0 || !server_ || !server_paused_) {
-    stall_since_ms_ = 0;
-    return;
-  }
-  // Progress is any byte the kernel took, so a client that reads slowly is left alone.
-  const size_t unsent = client_.unsentBytes();
-  const bool progress = unsent < stall_unsent_;
-  stall_unsent_ = unsent;
-  if (stall_since_ms_ == 0 || progress) {
-    stall_since_ms_ = now_ms;
-    return;
-  }
-  if (now_ms - stall_since_ms_ < limit) return;
+  const uint64_t stalled = client_.stalledMs(now_ms, limit > 0 && server_);
+  if (stalled == 0 || stalled < limit) return;
   ++host_.counters().clients_stalled;
   spdlog::warn(
       "{}: closing: the client took none of its results for {} ms while holding server "
       "connection {} (limits.client_stall_timeout); cancelling its statement",
-      logPrefix(), now_ms - stall_since_ms_, server_->id());
+      logPrefix(), stalled, server_->id());
   // 08006, not 57014: the statement is not what failed, the connection is (the client stopped
   // taking its data), and a driver that sees class 08 treats the connection as gone rather
   // than retrying the statement on it. The statement's record says `aborted` with this text.
@@ -300,41 +282,42 @@ bool ClientSession::handleStartupPacket() {
   protocol::StartupPacket pkt;
   size_t used = 0;
   std::string err;
-  const auto st = protocol::parseStartup(std::string_view(in_.data(), in_.size()), pkt, used, err);
+  const auto st = protocol::parseStartup(std::string_view(client_.in().data(), client_.in().size()),
+                                         pkt, used, err);
   if (st == protocol::StartupStatus::kNeedMore) return false;
   if (st == protocol::StartupStatus::kBad) {
     protocolViolation("invalid startup packet: " + err);
     return false;
   }
-  in_.consume(used);
+  client_.in().consume(used);
   switch (pkt.kind) {
     case protocol::StartupKind::kSslRequest:
       // TLS when configured, over TCP only (libpq never asks on a Unix socket).
-      if (config_->tls.enabled() && !client_.isUnix()) {
-        if (client_.tlsActive()) {
+      if (config_->tls.enabled() && !client_->isUnix()) {
+        if (client_->tlsActive()) {
           protocolViolation("SSLRequest received inside TLS");
           return false;
         }
         // Bytes behind the SSLRequest were sent before the client saw our answer, so they are
         // cleartext that must not pass for TLS-protected input (CVE-2021-23214).
-        if (in_.size() > 0) {
+        if (client_.in().size() > 0) {
           protocolViolation("received unencrypted data after SSL request");
           return false;
         }
-        client_.out().push_back('S');
+        client_->out().push_back('S');
         auto engine = TlsEngine::makeServer(config_->tls.context);
-        if (!engine.ok() || client_.flush() != 0 ||
-            !client_.startTls(std::move(engine.value())).ok()) {
+        if (!engine.ok() || client_->flush() != 0 ||
+            !client_->startTls(std::move(engine.value())).ok()) {
           closeSession(engine.ok() ? "cannot start TLS" : "cannot start TLS: " + engine.error());
           return false;
         }
         return true;
       }
-      client_.out().push_back('N');
+      client_->out().push_back('N');
       return true;
     case protocol::StartupKind::kGssEncRequest:
       // No GSS encryption: 'N', and the client carries on in plaintext or leaves.
-      client_.out().push_back('N');
+      client_->out().push_back('N');
       return true;
     case protocol::StartupKind::kCancel:
       ++host_.counters().cancel_requests_received;
@@ -347,8 +330,8 @@ bool ClientSession::handleStartupPacket() {
 
   if (login_ && login_->reject()) {
     for (const auto& [n, v] : pkt.params) {
-      if (n == "user") user_ = v;
-      if (n == "database") database_ = v;
+      if (n == "user") caller_.user = v;
+      if (n == "database") caller_.database = v;
     }
     const Login::Reject r = *login_->reject();
     fatal(r.sqlstate, r.message, r.reason);
@@ -356,11 +339,11 @@ bool ClientSession::handleStartupPacket() {
   }
   auto filtered = filterStartupParams(pkt.params);
   if (filtered.startup) {
-    user_ = filtered.startup->user;
-    database_ = filtered.startup->database;
+    caller_.user = filtered.startup->user;
+    caller_.database = filtered.startup->database;
   }
   // tls.mode require: a TCP client that did not come through TLS hears what to change.
-  if (config_->tls.mode == TlsMode::kRequire && !client_.tlsActive() && !client_.isUnix()) {
+  if (config_->tls.mode == TlsMode::kRequire && !client_->tlsActive() && !client_->isUnix()) {
     spdlog::warn("{}: startup refused: TLS is required (tls.mode require)", logPrefix());
     fatal("28000", "pgwarden requires TLS: connect with sslmode=require",
           metrics::RejectReason::kNotAllowed);
@@ -368,8 +351,8 @@ bool ClientSession::handleStartupPacket() {
   }
   if (!filtered.startup) {
     for (const auto& [n, v] : pkt.params) {
-      if (n == "user") user_ = v;
-      if (n == "database") database_ = v;
+      if (n == "user") caller_.user = v;
+      if (n == "database") caller_.database = v;
     }
     spdlog::warn("{}: startup refused: {}", logPrefix(),
                  logsafe(filtered.refusal.message, kLogMessageMaxBytes));
@@ -377,21 +360,20 @@ bool ClientSession::handleStartupPacket() {
     return false;
   }
   ClientStartup& s = *filtered.startup;
-  client_params_ = std::move(s.params);
-  search_path_ = std::move(s.search_path);
-  application_name_ = std::move(s.application_name);
-  agent_id_ = std::move(s.agent_id);
-  conversation_id_ = std::move(s.conversation_id);
-  query_intent_ = std::move(s.query_intent);
+  caller_.client_params = std::move(s.params);
+  caller_.search_path = std::move(s.search_path);
+  caller_.application_name = std::move(s.application_name);
+  caller_.startAgent(std::move(s.agent_id), std::move(s.conversation_id),
+                     std::move(s.query_intent));
   if (protocol::protocolMinor(pkt.version) > 0 || !s.unrecognized_protocol_options.empty()) {
-    protocol::writeNegotiateProtocolVersion(client_.out(), 0, s.unrecognized_protocol_options);
+    protocol::writeNegotiateProtocolVersion(client_->out(), 0, s.unrecognized_protocol_options);
   }
   if (host_.shuttingDown()) {
     fatal("57P03", "the database system is shutting down", metrics::RejectReason::kShutdown);
     return false;
   }
   const AuthLimiter::Block block = host_.authLimiter().blocked(
-      peer_host_, AuthLimiter::userCredential(user_), host_.nowMs(),
+      client_.peerHost(), AuthLimiter::userCredential(caller_.user), host_.nowMs(),
       {config_->auth.failed_attempts_per_minute, config_->auth.failed_attempts_per_address});
   if (block != AuthLimiter::Block::kNone) {
     // Refused before any password is checked; other users from this address still log in,
@@ -416,13 +398,9 @@ bool ClientSession::handleStartupPacket() {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::releaseServer(bool client_gone) {
-  ServerConnection* s = server_;
+  ServerConnection* s = server_.detach();
   if (!s) return;
-  server_ = nullptr;
-  if (server_paused_) {
-    server_paused_ = false;
-    s->resumeReading();
-  }
+  if (client_.resumeServer()) s->resumeReading();
   // A Query behind unfinished extended-protocol messages is answered only if none of them fails
   // (after an error the server skips everything up to the Sync): how many ReadyForQuery are
   // still owed is then unknown, and a drain that waits for one too many would hold the
@@ -462,8 +440,8 @@ void ClientSession::closeSession(const std::string& reason) {
   cancel_key_.unregister(host_);
   auto& c = host_.counters();
   if (before == ClientState::kReady && c.clients_ready > 0) --c.clients_ready;
-  if (before != ClientState::kStartup || !user_.empty()) {
-    const uint64_t ms = host_.nowMs() - connected_ms_;
+  if (before != ClientState::kStartup || !caller_.user.empty()) {
+    const uint64_t ms = host_.nowMs() - client_.connectedAtMs();
     spdlog::info("{}: disconnected after {}.{:03}s, {} statement{}: {}", logPrefix(), ms / 1000,
                  ms % 1000, statement_count_, statement_count_ == 1 ? "" : "s",
                  logsafe(reason, kLogMessageMaxBytes));
@@ -472,15 +450,15 @@ void ClientSession::closeSession(const std::string& reason) {
                   logsafe(reason, kLogMessageMaxBytes));
   }
   setState(ClientState::kClosing);
-  deadline_ms_ = host_.nowMs() + kCloseFlushMs;
-  client_.closeWhenFlushed();
+  client_.setDeadline(host_.nowMs() + kCloseFlushMs);
+  client_->closeWhenFlushed();
 }
 
 void ClientSession::fatal(const std::string& sqlstate, const std::string& message,
                           metrics::RejectReason reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (state_ != ClientState::kReady) host_.counters().reject(reason);
-  protocol::writeError(client_.out(), "FATAL", sqlstate, message);
+  protocol::writeError(client_->out(), "FATAL", sqlstate, message);
   ended_sqlstate_ = sqlstate;
   ended_message_ = message;
   closeSession(message);
@@ -497,10 +475,10 @@ void ClientSession::protocolViolation(const std::string& message) {
 }
 
 void ClientSession::onStreamEnd(Stream&, int status) {
-  if (status == UV_EPROTO && !client_.tlsError().empty()) {
+  if (status == UV_EPROTO && !client_->tlsError().empty()) {
     // Certificate and protocol problems are the operator's to fix: say so above debug level.
-    spdlog::warn("{}: TLS: {}", logPrefix(), logsafe(client_.tlsError()));
-    closeSession("TLS: " + client_.tlsError());
+    spdlog::warn("{}: TLS: {}", logPrefix(), logsafe(client_->tlsError()));
+    closeSession("TLS: " + client_->tlsError());
     return;
   }
   closeSession(status == UV_EOF ? "client closed the connection"
@@ -528,9 +506,9 @@ void ClientSession::cancelFromClient() {
 
 bool ClientSession::consoleHolds(const protocol::Frame& f) const {
   if (admin_ || f.type == protocol::fe::kTerminate) return false;
-  const ConsoleHolds h = host_.consoleHolds(database_);
+  const ConsoleHolds h = host_.consoleHolds(caller_.database);
   if (h.suspended) return true;
-  return h.paused && replies_.empty() && tx_status_ == 'I' && !replies_.unsynced();
+  return h.paused && replies_.empty() && server_.txStatus() == 'I' && !replies_.unsynced();
 }
 
 void ClientSession::consoleResumed() {
@@ -547,30 +525,27 @@ void ClientSession::beginShutdown() {
     return;
   }
   // Busy: let the current statement finish, read nothing new.
-  client_.stopRead();
-  client_paused_ = true;
+  client_.pauseClient();
 }
 
 // What a quiet session holds beyond its own object goes back: the gate, the queue's ring, the
 // buffers grown by its login and its last statements, and those of the server connection it
 // keeps. Each is made again by the next message that needs it.
 void ClientSession::trimIdle() {
-  trimmed_at_ms_ = last_active_ms_;
   if (gate_ && !gate_->waiting() && !pause_.holdsMessage()) gate_.reset();
   replies_.release();
-  in_.release();
-  client_.releaseIdleBuffers();
-  if (server_ != nullptr) server_->trimIdle();
+  client_.trim();
+  if (server_.conn() != nullptr) server_->trimIdle();
 }
 
 void ClientSession::tick(uint64_t now_ms) {
   switch (state_) {
     case ClientState::kStartup:
     case ClientState::kAuth:
-      if (now_ms >= deadline_ms_ && login_ && login_->reject()) {
+      if (now_ms >= client_.deadlineMs() && login_ && login_->reject()) {
         const Login::Reject r = *login_->reject();
         fatal(r.sqlstate, r.message, r.reason);
-      } else if (now_ms >= deadline_ms_) {
+      } else if (now_ms >= client_.deadlineMs()) {
         spdlog::info("{}: startup timeout", logPrefix());
         fatal("57014", "canceling authentication due to timeout", metrics::RejectReason::kStartupTimeout);
       }
@@ -579,19 +554,19 @@ void ClientSession::tick(uint64_t now_ms) {
       checkStall(now_ms);
       if (state_ != ClientState::kReady) break;
       if (writes_) writesTick(now_ms);
-      if (replies_.empty() && tx_status_ == 'I' && trimmed_at_ms_ != last_active_ms_ &&
-          now_ms - last_active_ms_ >= kIdleTrimMs) {
+      if (replies_.empty() && server_.txStatus() == 'I' && !client_.trimmed() &&
+          client_.idleMs(now_ms) >= kIdleTrimMs) {
         trimIdle();
       }
       if (config_->limits.client_idle_timeout.count() > 0 && replies_.empty() &&
-          tx_status_ == 'I' &&
-          now_ms - last_active_ms_ >=
+          server_.txStatus() == 'I' &&
+          client_.idleMs(now_ms) >=
               static_cast<uint64_t>(config_->limits.client_idle_timeout.count())) {
         terminate("57P05", "terminating connection due to idle-session timeout");
       }
       break;
     case ClientState::kClosing:
-      if (now_ms >= deadline_ms_) client_.close();
+      if (now_ms >= client_.deadlineMs()) client_->close();
       break;
     case ClientState::kAttaching:
       if (login_ && login_->statsWaitOver(now_ms, false)) {

@@ -27,9 +27,12 @@
 #include "pool/server_statements.h"
 #include "protocol/auth.h"
 #include "protocol/messages.h"
+#include "session/caller.h"
 #include "session/client_auth.h"
+#include "session/client_link.h"
 #include "session/login.h"
 #include "session/paused_message.h"
+#include "session/pooled_server.h"
 #include "session/prepared_registry.h"
 #include "session/reply_queue.h"
 #include "session/session_host.h"
@@ -40,6 +43,7 @@
 #include "session/statement_gate.h"
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
+#include "session/write_hold.h"
 #include "session/write_txn.h"
 #include "guards/masking.h"
 
@@ -64,29 +68,31 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
   uint64_t id() const { return id_; }
   ClientState state() const { return state_; }
-  const std::string& user() const { return user_; }
-  const std::string& database() const { return database_; }
-  const std::string& peer() const { return peer_; }
-  const std::string& peerHost() const { return peer_host_; }
-  bool viaUnix() const { return via_unix_; }
-  const std::string& agentId() const { return agent_id_; }
-  const std::string& conversationId() const { return conversation_id_; }
-  const std::string& applicationName() const { return application_name_; }
-  const std::string& group() const { return group_; }
-  uint64_t connectedAtMs() const { return connected_ms_; }
+  const std::string& user() const { return caller_.user; }
+  const std::string& database() const { return caller_.database; }
+  const std::string& peer() const { return client_.peer(); }
+  const std::string& peerHost() const { return client_.peerHost(); }
+  bool viaUnix() const { return client_.viaUnix(); }
+  const std::string& agentId() const { return caller_.agentId(); }
+  const std::string& conversationId() const { return caller_.conversationId(); }
+  const std::string& applicationName() const { return caller_.application_name; }
+  const std::string& group() const { return caller_.group; }
+  uint64_t connectedAtMs() const { return client_.connectedAtMs(); }
   uint64_t statementsRun() const { return statement_count_; }
   bool busy() const { return !replies_.empty(); }
   // "transaction" or "session" (pool_mode), and the server connection it holds now (0: none).
-  const char* poolModeName() const { return txn_pooling_ ? "transaction" : "session"; }
+  const char* poolModeName() const {
+    return server_.transactionPooled() ? "transaction" : "session";
+  }
   uint64_t serverId() const { return server_ ? server_->id() : 0; }
   // Inside a transaction block (what PAUSE waits for besides running statements).
-  bool inTransaction() const { return tx_status_ != 'I'; }
+  bool inTransaction() const { return !server_.idle(); }
   // A message of the client's waits for the admin console's RESUME (PAUSE, SUSPEND).
   bool heldByConsole() const { return pause_.reason() == PauseReason::kConsoleHold; }
   bool isConsole() const { return admin_ != nullptr; }
   // Bytes read from the client and not handled yet, and bytes for it not yet written.
-  size_t clientInputBytes() const { return in_.size(); }
-  size_t clientOutputBytes() const { return client_.pendingBytes(); }
+  size_t clientInputBytes() const { return client_.inputBytes(); }
+  size_t clientOutputBytes() const { return client_->pendingBytes(); }
   // The admin console's RESUME: a held message goes on.
   void consoleResumed();
 
@@ -156,7 +162,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void finishAttach();
 
   // Transaction pooling and the carried settings (client_session_pooling.cpp).
-  bool transactionPooled() const override { return txn_pooling_; }
+  bool transactionPooled() const override { return server_.transactionPooled(); }
   void choosePoolMode();
   // The SETs (and RESETs) that give the server connection the client's carried settings.
   std::string paramSyncSql();
@@ -172,12 +178,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void sendParse(std::string_view name, std::string_view sql, const std::vector<uint32_t>& types,
                  const protocol::Frame* raw);
   void forwardPooled(const protocol::Frame& f);
-  // The server-side name of the client's statement `name` on this connection (prepared there
-  // first when needed); null when the client has no such statement.
-  const std::string* serverStatement(std::string_view name);
-  const std::string& prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal);
   void answerLastHere(char complete_type);
-  void forgetFailedPrepare(const Pending& p);
   void noteServerParameter(const protocol::Frame& f);
   void noteCarriedSet(const StatementRun& run);
 
@@ -305,7 +306,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void failExtendedExplain(const std::shared_ptr<const StatementPlan>& plan, std::string error);
   // GateCaller
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override;
-  const guards::PolicyGroup* policyGroup() const override { return policy_; }
+  const guards::PolicyGroup* policyGroup() const override { return caller_.policy; }
   // cost_gate: runs the EXPLAIN on this session's server connection (a Query for a Query;
   // Parse/Bind/Execute with the statement's parameters otherwise); its answer goes to the gate.
   bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override;
@@ -322,7 +323,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   const WriteTransaction* writeTransaction() const override { return writes_.get(); }
   void writesSetUp();
   // A write the gate let through: SAVEPOINT first, and no more client input until it is released.
-  // The write's Query (`query`, the bytes to send) is held (held_query_) until the savepoint
+  // The write's Query (`query`, the bytes to send) is held (hold_) until the savepoint
   // succeeded.
   void writesBeforeQuery(Pending& p, const GateVerdict& v, std::string query);
   // Guarded writes judge a statement against the transaction state it will run in: a Query, or
@@ -366,60 +367,26 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   uint64_t id_;
   std::shared_ptr<const Config> config_;
   ClientState state_ = ClientState::kStartup;
-  Stream client_;
-  bool via_unix_;
-  std::string peer_;
-  std::string peer_host_;
-  protocol::FrameBuffer in_;
-  protocol::FrameLimits limits_;
-  uint64_t connected_ms_ = 0;
-  uint64_t deadline_ms_ = 0;       // startup deadline, or the FATAL-flush deadline when closing
-  uint64_t last_active_ms_ = 0;
-  uint64_t trimmed_at_ms_ = 0;  // last_active_ms_ when trimIdle() last ran
+  // The client's socket, input, deadlines and backpressure (session/client_link.h).
+  ClientLink client_;
 
-  // Who is asking.
-  std::string user_;
-  std::string database_;
-  std::string server_database_;
-  std::string group_;
-  std::string application_name_;
-  std::string agent_id_;
-  std::string conversation_id_;
-  std::string query_intent_;
-  const UserConfig* user_config_ = nullptr;  // points into config_
-  const guards::PolicyGroup* policy_ = nullptr;
+  // Who is asking (session/caller.h).
+  Caller caller_;
   guards::RowMask row_mask_;  // the masked columns of the rows being relayed
-  ParamList client_params_;
-  std::optional<std::string> search_path_;
   // What only the login needs (a refusal waiting for the StartupMessage, the password exchange,
   // the first statistics wait): dropped when the session becomes ready (setState).
   std::unique_ptr<Login> login_ = std::make_unique<Login>();
   CancelKey cancel_key_;
 
   // The server side.
-  ServerConnection* server_ = nullptr;
-  bool txn_pooling_ = false;     // pool_mode transaction: server_ held per transaction
-  uint64_t wait_started_ns_ = 0;
-  ParamList startup_params_;     // the carried settings the client started with (RESET)
-  // Transaction pooling: the client's named prepared statements and its unnamed one as texts,
-  // to prepare on whichever connection it holds next.
-  std::unordered_map<std::string, std::shared_ptr<const PreparedText>> prepared_texts_;
-  std::shared_ptr<const PreparedText> unnamed_text_;
-  uint64_t unnamed_tag_ = 0;
+  // The connection held now, the server's transaction status, the carried settings the client
+  // started with and, under transaction pooling, its statements carried between connections.
+  PooledServer server_;
   // The client's prepared statements and portals, pgwarden's own among them.
   PreparedRegistry prepared_;
   // What the server owes, in order, and the batch those answers belong to (open, skipped).
   ReplyQueue replies_;
-  char tx_status_ = 'I';
   bool shutting_down_ = false;
-  bool client_paused_ = false;    // not reading the client: the server's queue is full
-  bool server_paused_ = false;    // not reading the server: the client's queue is full
-  // While server_paused_: since when the client has taken none of its bytes, and how many
-  // were unsent then (0: not measuring).
-  uint64_t stall_since_ms_ = 0;
-  size_t stall_unsent_ = 0;
-  // A huge message streamed in pieces: forward or drop the rest of it.
-  bool chunk_forward_ = true;
   std::shared_ptr<StatementRun> chunk_run_;
   uint64_t statement_count_ = 0;
   std::string close_reason_;
@@ -429,24 +396,10 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   std::string ended_message_;
   std::unique_ptr<ConsoleSession> admin_;  // set: this is an admin console session
 
-  // Guarded writes: the transaction state machine (null: a read-only group); input held while a
-  // write's savepoint is settled; the last command tag (COMMIT or not) of a Query.
+  // Guarded writes: the transaction state machine (null: a read-only group), and what a write
+  // holds back while its savepoint and count are settled (session/write_hold.h).
   std::unique_ptr<WriteTransaction> writes_;
-  // A BEGIN sent in the batch that has not been answered yet.
-  bool begin_sent_ = false;
-  std::string held_query_;          // a write's Query, sent once its savepoint succeeded
-  std::string savepoint_error_;     // the server's refusal of that savepoint (sqlstate \x1f message)
-  std::string last_tag_;
-  // A write within its cap by the command tag, waiting for the count of every table it changed
-  // (cascades, triggers): its run, the rows sent for it, whether it ends its simple Query's text,
-  // and its CommandComplete.
-  struct HeldWrite {
-    QueuedRun run;
-    int64_t rows = 0;
-    bool last = false;
-    std::string command_complete;
-  };
-  std::unique_ptr<HeldWrite> held_write_;
+  WriteHold hold_;
 
   // The gate that judges this session's statements (made for the first one, and dropped again
   // by trimIdle()).
@@ -456,9 +409,6 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // its verdict; that verdict or the cost gate's EXPLAIN waiting for a server connection).
   PausedMessage pause_;
   guards::AgentOverrides overrides_;  // the comment overrides of the statement being handled
-  // The agent_id/conversation_id/query_intent the session started with (RESET goes back to them).
-  std::optional<std::array<std::string, 4>> agent_defaults_;
-  std::string provenance_ = "off";  // pgwarden.provenance (docs/provenance.md)
   // The Bind being handled, decoded into storage kept from one Bind to the next.
   protocol::BindMsg bind_;
 };

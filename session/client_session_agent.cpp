@@ -25,13 +25,13 @@ constexpr std::string_view kAbortSql =
 // guarded_writes keeps its documented rule instead: a denied statement leaves the transaction
 // open, and the TRANSACTION_OPEN notice says so (docs/writes.md).
 bool ClientSession::denialAbortsTransaction() const {
-  return !writes_ && server_ != nullptr && tx_status_ == 'T';
+  return !writes_ && server_ && server_.txStatus() == 'T';
 }
 
 // Sent behind whatever the server still owes: for a simple Query at once; for an extended batch
 // at its Sync, after a Sync of pgwarden's own (the server may be skipping to a Sync after an
 // error of its own, and would skip the statement too). The answers to both are pgwarden's;
-// the ReadyForQuery it takes leaves tx_status_ 'E' for the client's.
+// the ReadyForQuery it takes leaves the transaction status 'E' for the client's.
 void ClientSession::sendTransactionAbort(bool sync_first) {
   if (sync_first) {
     Pending sync(Expect::kInternal);
@@ -85,15 +85,17 @@ void writeTextColumn(std::string& out, std::string_view name, int16_t format) {
 
 guards::RequestContext ClientSession::requestContext(bool extended, const guards::AgentOverrides& ov) const {
   guards::RequestContext ctx;
-  ctx.user = user_;
-  ctx.database = database_;
-  ctx.group = group_;
+  ctx.user = caller_.user;
+  ctx.database = caller_.database;
+  ctx.group = caller_.group;
   // A sqlcommenter comment on the statement wins over SET and the startup values, for it alone.
-  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(agent_id_);
-  ctx.conversation_id = ov.conversation_id ? std::string_view(*ov.conversation_id) : std::string_view(conversation_id_);
-  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent) : std::string_view(query_intent_);
-  ctx.application_name = application_name_;
-  ctx.client_addr = peer_host_;
+  ctx.agent_id = ov.agent_id ? std::string_view(*ov.agent_id) : std::string_view(caller_.agentId());
+  ctx.conversation_id = ov.conversation_id ? std::string_view(*ov.conversation_id)
+                                           : std::string_view(caller_.conversationId());
+  ctx.query_intent = ov.query_intent ? std::string_view(*ov.query_intent)
+                                     : std::string_view(caller_.queryIntent());
+  ctx.application_name = caller_.application_name;
+  ctx.client_addr = client_.peerHost();
   ctx.extended = extended;
   ctx.session_id = id_;
   ctx.budgets = host_.budgets();
@@ -112,26 +114,22 @@ bool ClientSession::answerAgentCommand(const guards::AgentCommand& cmd) {
 void ClientSession::applyAgentCommand(const guards::AgentCommand& cmd, bool describe, int16_t format,
                                       std::string& out) {
   using Kind = guards::AgentCommand::Kind;
-  if (!agent_defaults_) agent_defaults_ = std::array<std::string, 4>{agent_id_, conversation_id_, query_intent_, provenance_};
-  const size_t idx = static_cast<size_t>(cmd.key);
-  std::string* targets[] = {&agent_id_, &conversation_id_, &query_intent_, &provenance_};
-  std::string* target = targets[idx];
   const std::string name = std::string("pgwarden.") + guards::agentKeyName(cmd.key);
   const int64_t started_us = wallClockMicros();
   switch (cmd.kind) {
     case Kind::kSet:
-      *target = cmd.value;
+      caller_.setAgentSetting(cmd.key, cmd.value);
       spdlog::info("{}: {} set by the client", logPrefix(), name);
       protocol::writeCommandComplete(out, "SET");
       break;
     case Kind::kReset:
-      *target = (*agent_defaults_)[idx];
+      caller_.resetAgentSetting(cmd.key);
       protocol::writeCommandComplete(out, "RESET");
       break;
     case Kind::kShow:
       if (describe) writeTextColumn(out, name, format);
       // A text value's binary form is its bytes, so either format code gets the same cells.
-      protocol::writeDataRow(out, {std::optional<std::string_view>(*target)});
+      protocol::writeDataRow(out, {std::optional<std::string_view>(caller_.agentSetting(cmd.key))});
       protocol::writeCommandComplete(out, "SHOW");
       break;
     case Kind::kError:
@@ -318,7 +316,7 @@ void ClientSession::onGateVerdict(GateVerdict v) {
 }
 
 bool ClientSession::retakeServer() {
-  if (server_ || !txn_pooling_ || state_ != ClientState::kReady) return true;
+  if (server_ || !server_.transactionPooled() || state_ != ClientState::kReady) return true;
   return takeServer();
 }
 
@@ -347,7 +345,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
   const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
                                         ? &plan->analysis->statements[0]
                                         : nullptr;
-  if (replies_.txnEndInBatch() && st && policy_) {
+  if (replies_.txnEndInBatch() && st && caller_.policy) {
     guards::GuardResult r;
     r.action = guards::Action::kDeny;
     r.code = std::string(guards::codes::kReadOnly);
@@ -357,7 +355,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
         "end, then this statement.";
     r.facts.add("statement", st->command).add("next_step", "send Sync after COMMIT or ROLLBACK");
     guards::Decision d = plan->decision;
-    guards::applyDenial(d, policy_->renderOutside("read_only", std::move(r)));
+    guards::applyDenial(d, caller_.policy->renderOutside("read_only", std::move(r)));
     denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
     return false;
   }
@@ -370,7 +368,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
 
 void ClientSession::resumeInput() {
   if (state_ != ClientState::kReady) return;
-  if (!client_paused_ && !client_.reading() && client_.startRead() != 0) {
+  if (!client_.clientPaused() && !client_->reading() && client_->startRead() != 0) {
     closeSession("cannot read from the client");
     return;
   }
@@ -425,7 +423,8 @@ constexpr const char* kExplainName = "pgwarden_cost_gate";
 }  // namespace
 
 bool ClientSession::runExplain(const std::string& text, bool extended, const ExplainArgs& args) {
-  if (!server_ && txn_pooling_ && state_ == ClientState::kReady && pause_.holdsMessage()) {
+  if (!server_ && server_.transactionPooled() && state_ == ClientState::kReady &&
+      pause_.holdsMessage()) {
     // The connection went back to the pool while a webhook answered: the EXPLAIN runs on the
     // next one the pool lends (onServerReady), and the gate waits for it as for any EXPLAIN.
     if (!retakeServer()) {
@@ -445,7 +444,8 @@ bool ClientSession::runParseCheck(const std::string& text, bool extended,
   if (!extended && replies_.unsyncedTail()) return false;
   // A guarded_writes transaction keeps its rule that a refused statement leaves it open
   // (docs/writes.md): the server is asked only while no transaction is open.
-  if (writes_ && (tx_status_ != 'I' || !replies_.empty() || replies_.unsyncedTail())) return false;
+  if (writes_ && (server_.txStatus() != 'I' || !replies_.empty() || replies_.unsyncedTail()))
+    return false;
   Pending p(Expect::kExplain);
   Pending::Explain& x = p.explain();
   x.parse_check = true;
@@ -539,10 +539,7 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
     case protocol::be::kReadyForQuery:
       if (x.simple) {
         auto z = protocol::parseReadyForQuery(f.body);
-        if (z) {
-          tx_status_ = z->status;
-          if (server_) server_->setTxStatus(z->status);
-        }
+        if (z) server_.readyForQuery(z->status);
         std::string json = std::move(x.json);
         std::string error = std::move(x.error);
         const bool parse_check = x.parse_check;

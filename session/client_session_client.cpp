@@ -17,7 +17,7 @@ using session_detail::awaitingServer;
 
 bool ClientSession::handleClientMessage(const protocol::Frame& f) {
   if (admin_) {
-    if (admin_->onMessage(f, client_.out())) return true;
+    if (admin_->onMessage(f, client_->out())) return true;
     closeSession("client sent Terminate");
     return false;
   }
@@ -116,8 +116,9 @@ void ClientSession::sendSync(const protocol::Frame& f) {
 
 void ClientSession::forward(const protocol::Frame& f) {
   if (!server_) return;
-  if (txn_pooling_ && (f.type == protocol::fe::kBind || f.type == protocol::fe::kDescribe ||
-                       f.type == protocol::fe::kClose)) {
+  if (server_.transactionPooled() &&
+      (f.type == protocol::fe::kBind || f.type == protocol::fe::kDescribe ||
+       f.type == protocol::fe::kClose)) {
     forwardPooled(f);
   } else {
     server_->out().append(f.raw.data(), f.raw.size());
@@ -250,7 +251,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
     cmd.text = std::string(m->sql);
     return handleAgentParse(*m, cmd);
   }
-  if (txn_pooling_ && !name.empty() && prepared_texts_.count(name)) {
+  if (server_.transactionPooled() && server_.hasStatement(name)) {
     // PostgreSQL's answer, given here: the statement lives on no one server connection.
     std::string out;
     protocol::writeError(out, "ERROR", "42P05", "prepared statement \"" + name + "\" already exists");
@@ -352,7 +353,8 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   GateVerdict v;
   v.plan = prepared_.plan(statement);
   if (const guards::AgentOverrides* ov = prepared_.overrides(statement)) v.overrides = *ov;
-  if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && policy_ && server_) {
+  if (v.plan && !v.plan->decision.denied && v.plan->decision.explain_sql && caller_.policy &&
+      server_) {
     // The cost gate's verdict with these parameters.
     GateRequest r;
     r.plan = std::move(v.plan);
@@ -472,7 +474,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
         const auto& st = portal->plan->analysis->statements[0];
         if (st.kind == guards::StatementKind::kTransaction &&
             (st.command == "BEGIN" || st.command == "START TRANSACTION")) {
-          begin_sent_ = true;
+          hold_.beginSent();
         }
       }
       portal->run = startRun(portal->plan, 0, true);
@@ -530,7 +532,7 @@ bool ClientSession::handleClose(const protocol::Frame& f) {
 }
 
 void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
-  if (!replies_.answerLocal(std::move(bytes), with_rfq, tx_status_, client_.out())) return;
+  if (!replies_.answerLocal(std::move(bytes), with_rfq, server_.txStatus(), client_->out())) return;
   // The answer waits behind the server's answers to earlier extended-protocol messages, which the
   // server holds until a Flush or Sync. PostgreSQL flushes as soon as it reports an error; do the
   // same, or a client that sends Flush after a denial (skipped, as everything up to Sync) waits
@@ -538,9 +540,11 @@ void ClientSession::queueLocal(std::string bytes, bool with_rfq) {
   if (replies_.unsynced() && server_) protocol::writeFlush(server_->out());
 }
 
-void ClientSession::emitLocalHeads() { replies_.emitLocalHeads(tx_status_, client_.out()); }
+void ClientSession::emitLocalHeads() {
+  replies_.emitLocalHeads(server_.txStatus(), client_->out());
+}
 
-void ClientSession::popPending() { replies_.popAndEmit(tx_status_, client_.out()); }
+void ClientSession::popPending() { replies_.popAndEmit(server_.txStatus(), client_->out()); }
 
 // ---------------------------------------------------------------------------------------------
 // Statement runs and history
@@ -550,8 +554,8 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
   ++statement_count_;
-  host_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), policy_, outcome, sqlstate,
-                            message);
+  host_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), caller_.policy,
+                                   outcome, sqlstate, message);
 }
 
 void ClientSession::denyExtended(const StatementPlan& plan) {
@@ -626,7 +630,8 @@ void ClientSession::noteSkipped(const protocol::Frame& f) {
 
 void ClientSession::recordDenied(const StatementPlan& plan, bool extended) {
   statement_count_ += plan.statements.size();
-  host_.statementRecorder().denied(plan, requestContext(extended, overrides_), policy_, overrides_);
+  host_.statementRecorder().denied(plan, requestContext(extended, overrides_), caller_.policy,
+                                   overrides_);
 }
 
 void ClientSession::finishPortals() {
@@ -646,10 +651,8 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
     }
   }
   replies_.clear();
-  if (held_write_ && held_write_->run && !held_write_->run->finished) {
-    finishRun(*held_write_->run, outcome, sqlstate, message);
-  }
-  held_write_.reset();
+  const std::unique_ptr<WriteHold::Counted> held = hold_.takeCounted();
+  if (held && held->run && !held->run->finished) finishRun(*held->run, outcome, sqlstate, message);
   // Suspended portals belong to the statement the client was reading.
   prepared_.forEachPortal([&](Portal& p) {
     if (p.run && !p.run->finished) finishRun(*p.run, outcome, sqlstate, message);

@@ -23,11 +23,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::beginAuth() {
-  user_config_ = config_->findUser(user_);
-  const UserConfig* password_user = user_config_;
+  caller_.user_config = config_->findUser(caller_.user);
+  const UserConfig* password_user = caller_.user_config;
   std::string unknown_reason = "no such user";
-  if (user_config_ && user_config_->method == AuthMethod::kTrust) {
-    if (via_unix_) {
+  if (caller_.user_config && caller_.user_config->method == AuthMethod::kTrust) {
+    if (client_.viaUnix()) {
       authenticated();
       return;
     }
@@ -40,9 +40,9 @@ void ClientSession::beginAuth() {
   const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
                                 a.unknown_scram_salt_len, host_.saltKey()};
   login_
-      ->startAuth(
-          std::make_unique<ClientAuth>(password_user, user_, unknown, std::move(unknown_reason)))
-      .begin(client_.out());
+      ->startAuth(std::make_unique<ClientAuth>(password_user, caller_.user, unknown,
+                                               std::move(unknown_reason)))
+      .begin(client_->out());
   setState(ClientState::kAuth);
 }
 
@@ -52,7 +52,7 @@ bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
     protocolViolation("unexpected password message");
     return false;
   }
-  ClientAuth::Outcome o = auth->handle(f.type, f.body, client_.out());
+  ClientAuth::Outcome o = auth->handle(f.type, f.body, client_->out());
   switch (o.verdict) {
     case ClientAuth::Verdict::kContinue:
       return true;
@@ -75,63 +75,65 @@ bool ClientSession::handleAuthMessage(const protocol::Frame& f) {
 void ClientSession::authFailed(const std::string& log_reason) {
   auto& c = host_.counters();
   ++c.auth_failures;
-  const int n = host_.authLimiter().recordFailure(peer_host_, AuthLimiter::userCredential(user_),
-                                                  host_.nowMs());
+  const int n = host_.authLimiter().recordFailure(
+      client_.peerHost(), AuthLimiter::userCredential(caller_.user), host_.nowMs());
   spdlog::warn(
       "{}: authentication failed: {} ({} failure{} for this user from this address this minute)",
       logPrefix(), log_reason, n, n == 1 ? "" : "s");
   // Exactly PostgreSQL's words, and the same whether the user exists or not.
-  fatal("28P01", "password authentication failed for user \"" + user_ + "\"",
+  fatal("28P01", "password authentication failed for user \"" + caller_.user + "\"",
         metrics::RejectReason::kAuthFailure);
 }
 
 void ClientSession::authenticated() {
-  protocol::writeAuthOk(client_.out());
-  if (database_ == ConsoleSession::kDatabase) {
-    if (!config_->isAdmin(user_) && !config_->isStatsUser(user_)) {
-      fatal("42501", "user \"" + user_ + "\" is not an admin user (admin_users, stats_users)",
+  protocol::writeAuthOk(client_->out());
+  if (caller_.database == ConsoleSession::kDatabase) {
+    if (!config_->isAdmin(caller_.user) && !config_->isStatsUser(caller_.user)) {
+      fatal("42501",
+            "user \"" + caller_.user + "\" is not an admin user (admin_users, stats_users)",
             metrics::RejectReason::kNotAllowed);
       return;
     }
-    admin_ = host_.openConsole(id_, user_, peer_host_, application_name_);
-    admin_->welcome(client_.out());
+    admin_ = host_.openConsole(id_, caller_.user, client_.peerHost(), caller_.application_name);
+    admin_->welcome(client_->out());
     setState(ClientState::kReady);
     ++host_.counters().clients_ready;
     spdlog::info("{}: admin console opened", logPrefix());
     return;
   }
-  const auto mapped = config_->upstream.mapDatabase(database_);
+  const auto mapped = config_->upstream.mapDatabase(caller_.database);
   if (!mapped) {
-    fatal("3D000", "database \"" + database_ + "\" does not exist", metrics::RejectReason::kNotAllowed);
-    return;
-  }
-  if (host_.consoleHolds(database_).disabled) {
-    fatal("55000", "database \"" + database_ + "\" is not currently accepting connections",
+    fatal("3D000", "database \"" + caller_.database + "\" does not exist",
           metrics::RejectReason::kNotAllowed);
     return;
   }
-  server_database_ = *mapped;
-  group_ = user_config_->group;
-  policy_ = config_->findGroup(group_);
-  if (search_path_) {
-    if (!config_->groupAllowsSearchPath(group_)) {
+  if (host_.consoleHolds(caller_.database).disabled) {
+    fatal("55000", "database \"" + caller_.database + "\" is not currently accepting connections",
+          metrics::RejectReason::kNotAllowed);
+    return;
+  }
+  caller_.server_database = *mapped;
+  caller_.group = caller_.user_config->group;
+  caller_.policy = config_->findGroup(caller_.group);
+  if (caller_.search_path) {
+    if (!config_->groupAllowsSearchPath(caller_.group)) {
       fatal("42501",
-            "parameter \"search_path\" is not allowed for users of group \"" + group_ +
+            "parameter \"search_path\" is not allowed for users of group \"" + caller_.group +
                 "\": pgwarden resolves table names against the group's own search_path",
             metrics::RejectReason::kNotAllowed);
       return;
     }
-    client_params_.emplace_back("search_path", *search_path_);
+    caller_.client_params.emplace_back("search_path", *caller_.search_path);
   }
-  startup_params_ = client_params_;
+  server_.setStartupParams(caller_.client_params);
   choosePoolMode();
   cancel_key_.registerWith(host_, this);
   setState(ClientState::kAcquiring);
   writesSetUp();
-  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr,
-                                  policy_ != nullptr && policy_->readReplicas());
+  Pool& pool = host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
+                                  caller_.policy != nullptr && caller_.policy->readReplicas());
   pause_.waitForServer(pool);
-  wait_started_ns_ = uv_hrtime();
+  server_.waitStarted(uv_hrtime());
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
@@ -139,7 +141,7 @@ void ClientSession::onServerReady(ServerConnection& c) {
   pause_.serverWaitOver();
   if (state_ == ClientState::kReady) {
     // Transaction pooling: the connection the next message waited for.
-    host_.poolWaited(true, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+    host_.poolWaited(true, std::chrono::nanoseconds(server_.waitedNs(uv_hrtime())));
     attachForTransaction(c);
     if (std::optional<GateVerdict> v = pause_.takeVerdict()) {
       actOnVerdict(std::move(*v));
@@ -152,15 +154,14 @@ void ClientSession::onServerReady(ServerConnection& c) {
     resumeInput();
     return;
   }
-  host_.poolWaited(false, std::chrono::nanoseconds(uv_hrtime() - wait_started_ns_));
+  host_.poolWaited(false, std::chrono::nanoseconds(server_.waitedNs(uv_hrtime())));
   if (c.assignments() > 0) ++host_.counters().pool_reuse;
-  server_ = &c;
+  server_.attach(c);
   c.attach(this, id_);
-  tx_status_ = c.txStatus();
   // A startup DateStyle that names only a style (pgjdbc's "ISO") or only an order keeps the
   // server's own other part, as on a direct login, not the pooled connection's last client's.
-  completeDateStyle(startup_params_, c.loginParameter("DateStyle"));
-  completeDateStyle(client_params_, c.loginParameter("DateStyle"));
+  completeDateStyle(server_.startupParams(), c.loginParameter("DateStyle"));
+  completeDateStyle(caller_.client_params, c.loginParameter("DateStyle"));
   setState(ClientState::kAttaching);
   startAttach();
 }
@@ -198,23 +199,23 @@ void ClientSession::finishAttach() {
   // so the first statements are judged with table sizes known.
   if (login_ && login_->firstAttachEnd()) {
     // The database answered a login, so it exists: keep catalog statistics for it.
-    host_.watchDatabase(server_database_);
-    if (host_.waitForStats(server_database_, id_)) {
+    host_.watchDatabase(caller_.server_database);
+    if (host_.waitForStats(caller_.server_database, id_)) {
       login_->waitForStats(host_.nowMs());
       return;
     }
   }
   setState(ClientState::kReady);
   ++host_.counters().clients_ready;
-  std::string& out = client_.out();
+  std::string& out = client_->out();
   for (const auto& [n, v] : server_->parameters()) protocol::writeParameterStatus(out, n, v);
   cancel_key_.writeBackendKeyData(out);
   protocol::writeReadyForQuery(out, server_->txStatus());
   spdlog::info("{}: connected group={} application_name={} server_db={} via={}", logPrefix(),
-               group_, logsafe(application_name_), logsafe(server_database_),
-               via_unix_ ? "unix" : "tcp");
-  if (client_.open() && !client_.reading() && !client_paused_) {
-    if (client_.startRead() != 0) {
+               caller_.group, logsafe(caller_.application_name), logsafe(caller_.server_database),
+               client_.viaUnix() ? "unix" : "tcp");
+  if (client_->open() && !client_->reading() && !client_.clientPaused()) {
+    if (client_->startRead() != 0) {
       closeSession("cannot read from the client");
       return;
     }

@@ -6,10 +6,6 @@
 // use); when the server is idle again at ReadyForQuery it gives the connection back, as it is.
 // The parameter sync runs in session mode too, when the connection is first attached.
 
-#include "session/client_session.h"
-
-#include <atomic>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,6 +13,7 @@
 #include "common/log_text.h"
 #include "guards/pooled_state_check.h"
 #include "pool/carried_settings.h"
+#include "session/client_session.h"
 
 namespace pgwarden::daemon {
 
@@ -39,18 +36,13 @@ void setCarried(ParamList& params, std::string_view name, std::string_view value
   params.emplace_back(std::string(name), std::string(value));
 }
 
-// Tags of unnamed statements: which client's text a connection's unnamed statement holds.
-// Unique in the process (every loop's sessions draw from it).
-uint64_t nextUnnamedTag() {
-  static std::atomic<uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
 std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
 
 }  // namespace
 
-std::string ClientSession::paramSyncSql() { return carriedSyncSql(*server_, client_params_); }
+std::string ClientSession::paramSyncSql() {
+  return carriedSyncSql(*server_.conn(), caller_.client_params);
+}
 
 // RESET of a carried setting goes back to what the client started with, as on a direct
 // connection (a pooled connection's reset values are pgwarden's login values). The client sees
@@ -58,20 +50,21 @@ std::string ClientSession::paramSyncSql() { return carriedSyncSql(*server_, clie
 std::optional<std::string> ClientSession::resetSql(const StatementPlan& plan,
                                                    std::string_view sql) const {
   if (!plan.analysis || !plan.analysis->ok) return std::nullopt;
-  return resetsToStartup(sql, plan.analysis->statements, startup_params_);
+  return resetsToStartup(sql, plan.analysis->statements, server_.startupParams());
 }
 
 
 void ClientSession::choosePoolMode() {
-  const std::string& mode = policy_ ? policy_->poolMode() : std::string();
-  txn_pooling_ = mode.empty() ? config_->pool.mode == PoolMode::kTransaction : mode == "transaction";
+  const std::string& mode = caller_.policy ? caller_.policy->poolMode() : std::string();
+  server_.setTransactionPooled(mode.empty() ? config_->pool.mode == PoolMode::kTransaction
+                                            : mode == "transaction");
 }
 
 bool ClientSession::takeServer() {
   if (server_) return true;
   if (pause_.pool()) return false;
-  Pool& pool = host_.pools().pool(server_database_, false, writes_ != nullptr,
-                                  policy_ != nullptr && policy_->readReplicas());
+  Pool& pool = host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
+                                  caller_.policy != nullptr && caller_.policy->readReplicas());
   if (PooledConnection* c = pool.takeIdle()) {
     if (auto* s = dynamic_cast<ServerConnection*>(c)) {
       attachForTransaction(*s);
@@ -79,16 +72,15 @@ bool ClientSession::takeServer() {
     }
   }
   pause_.waitForServer(pool);
-  wait_started_ns_ = uv_hrtime();
+  server_.waitStarted(uv_hrtime());
   pool.acquire(this);  // onServerReady on a later loop turn
   return false;
 }
 
 void ClientSession::attachForTransaction(ServerConnection& c) {
   if (c.assignments() > 0) ++host_.counters().pool_reuse;
-  server_ = &c;
+  server_.attach(c);
   c.attach(this, id_);
-  tx_status_ = c.txStatus();
   std::string sql = paramSyncSql();
   if (sql.empty()) return;
   Pending p(Expect::kInternal);
@@ -98,19 +90,18 @@ void ClientSession::attachForTransaction(ServerConnection& c) {
 }
 
 void ClientSession::returnServerIfIdle() {
-  if (!txn_pooling_ || !server_ || state_ != ClientState::kReady) return;
+  if (!server_.transactionPooled() || !server_ || state_ != ClientState::kReady) return;
   // A message whose verdict waits on a webhook or the budget store leaves the connection to
   // others meanwhile; one waiting for the cost gate's EXPLAIN owes the server an answer.
   const bool paused = pause_.holdsMessage() && !(gate_ && gate_->waitingOutside());
-  if (!replies_.empty() || tx_status_ != 'I' || replies_.unsynced() || paused ||
+  if (!replies_.empty() || server_.txStatus() != 'I' || replies_.unsynced() || paused ||
       pause_.reason() == PauseReason::kWriteStep || replies_.skipping() || chunk_run_ ||
       server_->txStatus() != 'I' || server_->state() != ServerState::kActive ||
       server_->pendingBytes() > 0) {
     return;
   }
-  ServerConnection* s = server_;
-  server_ = nullptr;
-  server_paused_ = false;
+  ServerConnection* s = server_.detach();
+  client_.serverGone();
   s->giveBack();
 }
 
@@ -125,32 +116,13 @@ bool ClientSession::needsServer(char type) const {
 
 void ClientSession::answerLastHere(char complete_type) {
   // The message's own entry, just queued: its answer is ours, in its turn.
-  replies_.answerLastHere(completeMessage(complete_type), tx_status_, client_.out());
-}
-
-const std::string& ClientSession::prepareOnServer(std::shared_ptr<const PreparedText> text, bool internal) {
-  std::string evicted;
-  std::string& out = server_->out();
-  const std::string& name = server_->statements().add(text, &evicted);
-  if (!evicted.empty()) {
-    protocol::writeClose(out, 'S', evicted);
-    replies_.insertBeforeLast(Pending(Expect::kInternalClose));
-  }
-  protocol::writeParse(out, name, text->sql, text->types);
-  if (internal) {
-    Pending p(Expect::kInternalParse);
-    p.statement().server_text = std::move(text);
-    replies_.insertBeforeLast(std::move(p));
-  } else {
-    replies_.back().statement().server_text = std::move(text);  // the client's own Parse
-  }
-  return name;
+  replies_.answerLastHere(completeMessage(complete_type), server_.txStatus(), client_->out());
 }
 
 void ClientSession::sendParse(std::string_view name, std::string_view sql,
                               const std::vector<uint32_t>& types, const protocol::Frame* raw) {
   replies_.batchOpened();
-  if (!txn_pooling_) {
+  if (!server_.transactionPooled()) {
     if (raw) {
       server_->out().append(raw->raw.data(), raw->raw.size());
     } else {
@@ -158,37 +130,9 @@ void ClientSession::sendParse(std::string_view name, std::string_view sql,
     }
     return;
   }
-  auto text = std::make_shared<const PreparedText>(sql, types);
-  if (name.empty()) {
-    unnamed_text_ = std::move(text);
-    unnamed_tag_ = nextUnnamedTag();
-    server_->setUnnamedOwner(unnamed_tag_);
-    protocol::writeParse(server_->out(), "", sql, types);
-    return;
-  }
-  prepared_texts_[std::string(name)] = text;
-  if (server_->statements().find(*text)) {
+  if (!server_.parse(name, sql, types, replies_)) {
     answerLastHere(protocol::be::kParseComplete);  // the connection holds it already
-    return;
   }
-  prepareOnServer(std::move(text), false);
-}
-
-const std::string* ClientSession::serverStatement(std::string_view name) {
-  static const std::string kUnnamed;
-  if (name.empty()) {
-    if (unnamed_text_ && server_->unnamedOwner() != unnamed_tag_) {
-      // The connection's unnamed statement is not this client's (it moved connections since).
-      protocol::writeParse(server_->out(), "", unnamed_text_->sql, unnamed_text_->types);
-      replies_.insertBeforeLast(Pending(Expect::kInternalParse));
-      server_->setUnnamedOwner(unnamed_tag_);
-    }
-    return &kUnnamed;
-  }
-  const auto it = prepared_texts_.find(std::string(name));
-  if (it == prepared_texts_.end()) return nullptr;  // the server says it does not exist
-  if (const std::string* held = server_->statements().find(*it->second)) return held;
-  return &prepareOnServer(it->second, true);
 }
 
 void ClientSession::forwardPooled(const protocol::Frame& f) {
@@ -196,7 +140,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
   switch (f.type) {
     case protocol::fe::kBind: {
       auto b = protocol::parseBind(f.body);
-      const std::string* mapped = b ? serverStatement(b->statement) : nullptr;
+      const std::string* mapped = b ? server_.serverStatement(b->statement, replies_) : nullptr;
       if (!mapped || *mapped == b->statement) break;
       protocol::BindMsg renamed = *b;
       renamed.statement = *mapped;
@@ -206,7 +150,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
     case protocol::fe::kDescribe: {
       auto d = protocol::parseDescribe(f.body);
       if (!d || d->kind != 'S') break;
-      const std::string* mapped = serverStatement(d->name);
+      const std::string* mapped = server_.serverStatement(d->name, replies_);
       if (!mapped || *mapped == d->name) break;
       protocol::writeDescribe(out, 'S', *mapped);
       return;
@@ -216,11 +160,7 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
       if (!c || c->kind != 'S') break;
       // The client's name goes; the connection keeps the statement for whoever sends the text
       // next (or until it is the least recently used).
-      if (c->name.empty()) {
-        unnamed_text_.reset();
-      } else {
-        prepared_texts_.erase(std::string(c->name));
-      }
+      server_.closeStatement(c->name);
       answerLastHere(protocol::be::kCloseComplete);
       return;
     }
@@ -230,37 +170,21 @@ void ClientSession::forwardPooled(const protocol::Frame& f) {
   out.append(f.raw.data(), f.raw.size());
 }
 
-void ClientSession::forgetFailedPrepare(const Pending& p) {
-  if (!txn_pooling_ || !server_) return;
-  if (p.kind != Expect::kInternalParse && p.kind != Expect::kParse) return;
-  const Pending::Statement& st = p.statement();
-  if (st.server_text) server_->statements().erase(*st.server_text);
-  server_->setUnnamedOwner(0);
-  if (p.kind == Expect::kParse) {
-    // The client's Parse failed (or was skipped): as on the server, the name does not exist.
-    if (st.name.empty()) {
-      unnamed_text_.reset();
-    } else {
-      prepared_texts_.erase(st.name);
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Carried settings: the client's SETs, followed so the next connection gets them too
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::noteServerParameter(const protocol::Frame& f) {
-  if (!txn_pooling_) return;
+  if (!server_.transactionPooled()) return;
   auto p = protocol::parseParameterStatus(f.body);
   if (!p) return;
   for (const std::string_view name : guards::carriedSettings()) {
-    if (name == p->name) setCarried(client_params_, name, p->value);
+    if (name == p->name) setCarried(caller_.client_params, name, p->value);
   }
 }
 
 void ClientSession::noteCarriedSet(const StatementRun& run) {
-  if (!txn_pooling_ || !server_ || !run.plan || !run.plan->analysis) return;
+  if (!server_.transactionPooled() || !server_ || !run.plan || !run.plan->analysis) return;
   const auto& statements = run.plan->analysis->statements;
   if (run.index >= statements.size()) return;
   const guards::StatementInfo& st = statements[run.index];
@@ -271,15 +195,16 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
   std::string value;
   if (st.kind == guards::StatementKind::kSet && st.setting_value != "default") {
     value = st.setting_value;
-  } else if (const std::string* initial = carriedValue(startup_params_, name)) {
+  } else if (const std::string* initial = carriedValue(server_.startupParams(), name)) {
     value = *initial;
   }
   if (value.empty()) {
-    client_params_.erase(std::remove_if(client_params_.begin(), client_params_.end(),
-                                        [&](const auto& kv) { return kv.first == name; }),
-                         client_params_.end());
+    caller_.client_params.erase(
+        std::remove_if(caller_.client_params.begin(), caller_.client_params.end(),
+                       [&](const auto& kv) { return kv.first == name; }),
+        caller_.client_params.end());
   } else {
-    setCarried(client_params_, name, value);
+    setCarried(caller_.client_params, name, value);
   }
   server_->noteUnreported(name, value);
 }

@@ -53,7 +53,7 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
     const auto& v = run.plan->decision.truncation;
     // The chain leaves the detail to be written here, when the cut has happened.
     const std::string detail = v.detail.empty() ? guards::truncationDetail(run.plan->decision.max_rows) : v.detail;
-    protocol::writeNotice(client_.out(), "WARNING",
+    protocol::writeNotice(client_->out(), "WARNING",
                           v.sqlstate.empty() ? std::string_view("01000") : v.sqlstate, v.message,
                           detail, v.hint);
     return;
@@ -63,16 +63,16 @@ void ClientSession::sendTruncationNotice(StatementRun& run) {
     text = "The result was truncated at " + std::to_string(run.max_rows) +
            " rows. Add a WHERE clause or an aggregate to narrow it.";
   }
-  protocol::writeNotice(client_.out(), "WARNING", "01000", text);
+  protocol::writeNotice(client_->out(), "WARNING", "01000", text);
 }
 
 const guards::Verdict* ClientSession::sendScreenNotices(StatementRun& run, bool last) {
   // A denial replaces CommandComplete only where the client expects nothing after it but
   // ReadyForQuery (`last`); elsewhere it is sent as a warning.
   const ScreenFindings found = screenFindings(
-      run, policy_, [this] { return host_.tableStats(server_database_); }, last);
+      run, caller_.policy, [this] { return host_.tableStats(caller_.server_database); }, last);
   for (const guards::Verdict* v : found.warnings) {
-    protocol::writeNotice(client_.out(), "WARNING", guards::codes::kSqlstateWarning, v->message,
+    protocol::writeNotice(client_->out(), "WARNING", guards::codes::kSqlstateWarning, v->message,
                           v->detail, v->hint);
     ++host_.counters().warnings_sent;
   }
@@ -86,18 +86,18 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, StatementRun* 
   if (run && run->truncated) sendTruncationNotice(*run);
   const guards::Verdict* denial = run ? sendScreenNotices(*run, last) : nullptr;
   if (denial) {
-    writeDeny(client_.out(), *denial);
+    writeDeny(client_->out(), *denial);
     finishRun(*run, history::Outcome::kError, denial->sqlstate, denial->message);
     return;
   }
   if (run && run->truncated) {
-    protocol::writeCommandComplete(client_.out(), retag(tag, rows));
+    protocol::writeCommandComplete(client_->out(), retag(tag, rows));
   } else if (tag == "SET" && run && run->plan && run->plan->analysis &&
              run->index < run->plan->analysis->statements.size() &&
              run->plan->analysis->statements[run->index].kind == guards::StatementKind::kReset) {
-    protocol::writeCommandComplete(client_.out(), "RESET");  // a RESET sent as SET (resetSql)
+    protocol::writeCommandComplete(client_->out(), "RESET");  // a RESET sent as SET (resetSql)
   } else {
-    client_.out().append(f.raw.data(), f.raw.size());
+    client_->out().append(f.raw.data(), f.raw.size());
   }
   if (run) {
     noteCommandComplete(*run, tag, f.raw.size());
@@ -116,7 +116,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
     } else if (f.type == protocol::be::kParameterStatus) {
       handleServerParameterStatus(f);
     } else {
-      client_.out().append(f.raw.data(), f.raw.size());  // NotificationResponse
+      client_->out().append(f.raw.data(), f.raw.size());  // NotificationResponse
     }
     return true;
   }
@@ -175,7 +175,7 @@ bool ClientSession::handleServerMessage(const protocol::Frame& f) {
 
 void ClientSession::handleServerNotice(const protocol::Frame& f) {
   if (!replies_.empty() && replies_.front().kind == Expect::kInternal) return;
-  client_.out().append(f.raw.data(), f.raw.size());
+  client_->out().append(f.raw.data(), f.raw.size());
 }
 
 void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
@@ -186,7 +186,7 @@ void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
     // server reports of it is no news to the client.
     const bool own_sync = !replies_.empty() && replies_.front().kind == Expect::kInternal &&
                           replies_.front().internal().param_sync;
-    if (!own_sync) client_.out().append(f.raw.data(), f.raw.size());
+    if (!own_sync) client_->out().append(f.raw.data(), f.raw.size());
     noteServerParameter(f);
   }
 }
@@ -194,7 +194,7 @@ void ClientSession::handleServerParameterStatus(const protocol::Frame& f) {
 bool ClientSession::handleServerUnsolicited(const protocol::Frame& f) {
   if (f.type == protocol::be::kErrorResponse) {
     // A FATAL the server sends before it goes (administrator command, idle timeout).
-    client_.out().append(f.raw.data(), f.raw.size());
+    client_->out().append(f.raw.data(), f.raw.size());
     return true;
   }
   spdlog::error("{}: unexpected message '{}' from the server with nothing outstanding",
@@ -204,7 +204,7 @@ bool ClientSession::handleServerUnsolicited(const protocol::Frame& f) {
 }
 
 bool ClientSession::handleServerError(const protocol::Frame& f, Pending& head) {
-  std::string& out = client_.out();
+  std::string& out = client_->out();
   auto e = protocol::parseErrorFields(f.body);
   const std::string sqlstate = e ? std::string(e->sqlstate()) : std::string();
   const std::string message = e ? std::string(e->message()) : std::string();
@@ -253,10 +253,7 @@ bool ClientSession::handleServerInternal(const protocol::Frame& f, Pending& head
   if (head.writeStep() != WriteStep::kNone) return handleWriteStep(f, head);
   if (f.type == protocol::be::kReadyForQuery) {
     auto z = protocol::parseReadyForQuery(f.body);
-    if (z) {
-      tx_status_ = z->status;
-      server_->setTxStatus(z->status);
-    }
+    if (z) server_.readyForQuery(z->status);
     const bool param_sync = head.internal().param_sync;
     const bool abort_txn = head.internal().abort_txn;
     const bool failed = head.internal().failed;
@@ -294,13 +291,13 @@ bool ClientSession::handleServerParseBindCloseComplete(const protocol::Frame& f,
       (f.type == protocol::be::kParseComplete && head.kind == Expect::kInternalParse) ||
       (f.type == protocol::be::kCloseComplete && head.kind == Expect::kInternalClose);
   if (!clients && !ours) return serverOutOfOrder(f, head);
-  if (clients) client_.out().append(f.raw.data(), f.raw.size());
+  if (clients) client_->out().append(f.raw.data(), f.raw.size());
   popPending();
   return true;
 }
 
 bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& head) {
-  std::string& out = client_.out();
+  std::string& out = client_->out();
   if (f.type == protocol::be::kRowDescription && head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
     if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
@@ -332,19 +329,19 @@ bool ClientSession::handleServerDescription(const protocol::Frame& f, Pending& h
 }
 
 void ClientSession::relayRowDescription(const protocol::Frame& f, bool rows, bool relay) {
-  const guards::Masking* masking = policy_ ? policy_->masking() : nullptr;
+  const guards::Masking* masking = caller_.policy ? caller_.policy->masking() : nullptr;
   guards::RowMask mask;
-  if (masking) mask = masking->rowMask(f.body, host_.tableStats(server_database_).get());
+  if (masking) mask = masking->rowMask(f.body, host_.tableStats(caller_.server_database).get());
   if (relay && mask.any) {
-    guards::appendMaskedRowDescription(client_.out(), f.body, mask);
+    guards::appendMaskedRowDescription(client_->out(), f.body, mask);
   } else if (relay) {
-    client_.out().append(f.raw.data(), f.raw.size());
+    client_->out().append(f.raw.data(), f.raw.size());
   }
   if (rows) row_mask_ = std::move(mask);
 }
 
 void ClientSession::describeForMasking(std::string_view portal) {
-  if (!policy_ || !policy_->masking() || !server_) return;
+  if (!caller_.policy || !caller_.policy->masking() || !server_) return;
   Pending d(Expect::kDescribePortal);
   d.describePortal().ours = true;
   replies_.push(std::move(d));
@@ -356,10 +353,10 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
   StatementRun* run = head.current();
   // Beyond the plan's row cap the row is held back: the client gets max_rows rows.
   if (run && !countDataRow(*run, f, run->max_rows)) return true;
-  if (row_mask_.any && policy_ && policy_->masking()) {
-    guards::appendMaskedDataRow(client_.out(), f.body, row_mask_, *policy_->masking());
+  if (row_mask_.any && caller_.policy && caller_.policy->masking()) {
+    guards::appendMaskedDataRow(client_->out(), f.body, row_mask_, *caller_.policy->masking());
   } else {
-    client_.out().append(f.raw.data(), f.raw.size());
+    client_->out().append(f.raw.data(), f.raw.size());
   }
   ++head.rows_this_execute;
   ++host_.counters().rows_returned;
@@ -372,13 +369,13 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
   if (!writes_ || !writesCommandComplete(f, head)) {
     sendCommandComplete(f, run, head.rows_this_execute, lastOfText(head));
   }
-  if (run && provenanceOn(provenance_)) {
-    protocol::writeNotice(client_.out(), "NOTICE", "00000", "pgwarden provenance",
-                          provenanceDetail(*run, host_.tableStats(server_database_).get()));
+  if (run && provenanceOn(caller_.provenance())) {
+    protocol::writeNotice(client_->out(), "NOTICE", "00000", "pgwarden provenance",
+                          provenanceDetail(*run, host_.tableStats(caller_.server_database).get()));
   }
   if (head.kind == Expect::kQuery) {
     head.rows_this_execute = 0;
-    // Recorded by now, or held for its count (held_write_): the next statement's run starts.
+    // Recorded by now, or held for its count (hold_.counted()): the next statement's run starts.
     if (TextExecution* exec = head.query().exec.get()) (void)exec->detach();
     return true;
   }
@@ -388,7 +385,7 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
 
 bool ClientSession::handleServerEmptyQuery(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
-  client_.out().append(f.raw.data(), f.raw.size());
+  client_->out().append(f.raw.data(), f.raw.size());
   if (head.kind == Expect::kQuery) {
     if (TextExecution* exec = head.query().exec.get()) exec->finish(history::Outcome::kOk);
     return true;
@@ -400,7 +397,7 @@ bool ClientSession::handleServerEmptyQuery(const protocol::Frame& f, Pending& he
 
 bool ClientSession::handleServerPortalSuspended(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute) return serverOutOfOrder(f, head);
-  std::string& out = client_.out();
+  std::string& out = client_->out();
   StatementRun* run = head.run.get();
   if (run && run->truncated) {
     // The cap is reached: end the portal for the client here.
@@ -436,7 +433,7 @@ bool ClientSession::handleServerCopy(const protocol::Frame& f, Pending& head) {
   }
   // CopyOutResponse, CopyData, CopyDone: COPY ... TO STDOUT streams through.
   if (StatementRun* run = head.current()) run->bytes_sent += static_cast<int64_t>(f.raw.size());
-  client_.out().append(f.raw.data(), f.raw.size());
+  client_->out().append(f.raw.data(), f.raw.size());
   return true;
 }
 
@@ -450,7 +447,7 @@ bool ClientSession::handleServerReadyForQuery(const protocol::Frame& f, Pending&
   // Portals end with their transaction.
   if (z->status != 'T') finishPortals();
   if (writes_ && writesReadyForQuery(z->status, head)) return true;
-  client_.out().append(f.raw.data(), f.raw.size());
+  client_->out().append(f.raw.data(), f.raw.size());
   popPending();
   return true;
 }
@@ -468,8 +465,7 @@ std::optional<protocol::ReadyForQueryMsg> ClientSession::takeReadyForQuery(const
     terminate("08P01", "protocol error between pgwarden and the database; reconnect");
     return std::nullopt;
   }
-  tx_status_ = z->status;
-  if (server_) server_->setTxStatus(z->status);
+  server_.readyForQuery(z->status);
   return *z;
 }
 
@@ -539,7 +535,7 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
       }
     }
     first = false;
-    forgetFailedPrepare(p);
+    server_.forgetFailedParse(p);
     if (p.kind == Expect::kParse) {
       const Pending::Statement& st = p.statement();
       prepared_.restore(st.name, {st.previous, st.had_previous});
@@ -569,7 +565,7 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
                                   bool last) {
   if (state_ != ClientState::kReady) return;
   if (first) {
-    chunk_forward_ = true;
+    client_.setChunkForward(true);
     chunk_run_.reset();
     emitLocalHeads();
     if (type == protocol::be::kDataRow && !replies_.empty() &&
@@ -578,7 +574,7 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
       chunk_run_ = head.currentShared();
       if (chunk_run_ && chunk_run_->max_rows >= 0 && chunk_run_->rows_sent >= chunk_run_->max_rows) {
         chunk_run_->truncated = true;
-        chunk_forward_ = false;
+        client_.setChunkForward(false);
       } else {
         ++head.rows_this_execute;
         ++host_.counters().rows_returned;
@@ -586,8 +582,8 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
       }
     }
   }
-  if (chunk_forward_) {
-    client_.out().append(bytes.data(), bytes.size());
+  if (client_.chunkForward()) {
+    client_->out().append(bytes.data(), bytes.size());
     if (chunk_run_) chunk_run_->bytes_sent += static_cast<int64_t>(bytes.size());
     flushClient();
     updateBackpressure();
@@ -603,7 +599,7 @@ void ClientSession::onServerReadDone(ServerConnection&) {
 }
 
 void ClientSession::onServerWritten(ServerConnection&) {
-  if (client_paused_) updateBackpressure();
+  if (client_.clientPaused()) updateBackpressure();
 }
 
 void ClientSession::onStreamWritten(Stream&, int status) {
@@ -611,12 +607,12 @@ void ClientSession::onStreamWritten(Stream&, int status) {
     closeSession("write to the client failed");
     return;
   }
-  if (server_paused_) updateBackpressure();
+  if (client_.serverPaused()) updateBackpressure();
 }
 
 void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
-  server_ = nullptr;
-  server_paused_ = false;
+  (void)server_.detach();
+  client_.serverGone();
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   // The statement did not fail on the server: pgwarden lost the connection it ran on.
   if (s.readOnlyLost()) {

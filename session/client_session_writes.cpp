@@ -24,7 +24,8 @@ void writeNoticeVerdict(std::string& out, const guards::Verdict& v) {
 }  // namespace
 
 void ClientSession::writesSetUp() {
-  if (policy_ && policy_->writes().guarded) writes_ = std::make_unique<WriteTransaction>(policy_->writes());
+  if (caller_.policy && caller_.policy->writes().guarded)
+    writes_ = std::make_unique<WriteTransaction>(caller_.policy->writes());
 }
 
 void ClientSession::sendWriteStep(WriteStep step, std::string_view sql) {
@@ -71,10 +72,10 @@ void ClientSession::sendExtendedWriteStep(WriteStep step, const std::vector<std:
 
 bool ClientSession::writesBeforeExecute(const std::shared_ptr<const StatementPlan>& plan) {
   if (!plan || !plan->analysis || plan->analysis->statements.empty()) return true;
-  auto deny = writes_->judgeExecute(plan->analysis->statements[0], begin_sent_);
+  auto deny = writes_->judgeExecute(plan->analysis->statements[0], hold_.beginUnanswered());
   if (!deny) return true;
   guards::Decision d = plan->decision;
-  guards::applyDenial(d, policy_->renderOutside("guarded_writes", std::move(*deny)));
+  guards::applyDenial(d, caller_.policy->renderOutside("guarded_writes", std::move(*deny)));
   denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
   return false;
 }
@@ -90,8 +91,8 @@ bool ClientSession::handleExtendedWriteStep(const protocol::Frame& f, Pending& h
                  static_cast<int>(head.writeStep()),
                  logsafe(message, kLogMessageMaxBytes));
     replies_.pop();
-    if (held_write_) writesCounted(true, false);  // the count failed: the write fails with it
-    client_.out().append(f.raw.data(), f.raw.size());
+    if (hold_.counted()) writesCounted(true, false);  // the count failed: the write fails with it
+    client_->out().append(f.raw.data(), f.raw.size());
     pause_.endWriteStep();
     afterServerError(sqlstate, message);
     return true;
@@ -121,8 +122,7 @@ void ClientSession::writesBeforeQuery(Pending& p, const GateVerdict& v, std::str
   sendWriteStep(WriteStep::kSavepoint, WriteTransaction::Savepoint::kSet, false);
   p.query().write.target = std::make_unique<const Pending::WriteTarget>(
       Pending::WriteTarget{v.write.table, v.write.command});
-  held_query_ = std::move(query);
-  savepoint_error_.clear();
+  hold_.holdQuery(std::move(query));
   pause_.move(PauseReason::kWriteStep);
 }
 
@@ -147,8 +147,7 @@ bool ClientSession::waitForTxnState(const protocol::Frame& f) {
 }
 
 void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, bool failed) {
-  std::string query = std::move(held_query_);
-  held_query_.clear();
+  std::string query = hold_.takeQuery();
   if (!failed && z.status == 'T' && !replies_.empty() && replies_.front().kind == Expect::kQuery) {
     server_->out().append(query);
     flushServer();
@@ -158,20 +157,18 @@ void ClientSession::writeAfterSavepoint(const protocol::ReadyForQueryMsg& z, boo
   // recorded as refused, and the transaction goes on in the state the server reported.
   std::string sqlstate = "25P01";
   std::string detail = "the server refused pgwarden's savepoint";
-  const auto sep = savepoint_error_.find('\x1f');
-  if (sep != std::string::npos) {
-    sqlstate = savepoint_error_.substr(0, sep);
-    detail += ": " + savepoint_error_.substr(sep + 1);
+  if (auto refusal = hold_.takeSavepointRefusal()) {
+    sqlstate = std::move(refusal->first);
+    detail += ": " + refusal->second;
   } else if (z.status != 'T') {
     detail = "no transaction was open when the write was to run";
   }
-  savepoint_error_.clear();
   spdlog::warn("{}: a guarded write was not sent: {}", logPrefix(),
                logsafe(detail, kLogMessageMaxBytes));
   pause_.endWriteStep();
   if (replies_.empty() || replies_.front().kind != Expect::kQuery) {
     writesAfterStatement(z.status);
-    protocol::writeReadyForQuery(client_.out(), z.status);
+    protocol::writeReadyForQuery(client_->out(), z.status);
     return;
   }
   Pending& head = replies_.front();
@@ -193,7 +190,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
   const auto sp = tag.find(' ');
-  last_tag_ = std::string(tag.substr(0, sp));
+  hold_.noteTag(tag.substr(0, sp));
   StatementRun* run = head.current();
   const guards::StatementInfo* st = nullptr;
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
@@ -210,8 +207,8 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   if (done.measure) {
     // Within the caps by its tag: the client hears CommandComplete once the counters say what
     // else the write changed (writesCounted). A Query's count is read at its ReadyForQuery.
-    held_write_ = std::make_unique<HeldWrite>(
-        HeldWrite{head.currentShared(), head.rows_this_execute, lastOfText(head), std::string(f.raw)});
+    hold_.holdCounted(WriteHold::Counted{head.currentShared(), head.rows_this_execute,
+                                         lastOfText(head), std::string(f.raw)});
     if (head.kind != Expect::kQuery) sendExtendedWriteStep(WriteStep::kCount, {writes_->countersQuery()});
     return true;
   }
@@ -225,8 +222,8 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   // Over the cap: the client hears TOO_MANY_ROWS instead of the command tag, and the statement's
   // changes are undone at its ReadyForQuery (ROLLBACK TO the savepoint).
   if (write) write->undo = true;
-  const guards::Verdict v = policy_->renderOutside("guarded_writes", std::move(*done.over));
-  writeDeny(client_.out(), v);
+  const guards::Verdict v = caller_.policy->renderOutside("guarded_writes", std::move(*done.over));
+  writeDeny(client_->out(), v);
   ++host_.counters().writes_undone;
   if (run) {
     run->rows_affected = done.rows;
@@ -248,7 +245,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       // Settle the savepoint before the client hears ReadyForQuery (it comes with the step's).
       const bool undo = write->undo;
       popPending();
-      if (held_write_) {
+      if (hold_.counted()) {
         sendWriteStep(WriteStep::kCount, writes_->countersQuery());
       } else if (undo) {
         sendWriteStep(WriteStep::kUndo, WriteTransaction::Savepoint::kUndo, false);
@@ -260,7 +257,7 @@ bool ClientSession::writesReadyForQuery(char status, Pending& head) {
       return true;
     }
   }
-  if (held_write_) writesCounted(false, false);  // not inside its transaction any more
+  if (hold_.counted()) writesCounted(false, false);  // not inside its transaction any more
   writesAfterStatement(status);
   return false;
 }
@@ -274,14 +271,12 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
                  logsafe(e ? e->message() : std::string_view("?"), kLogMessageMaxBytes));
     head.internal().failed = true;
     if (step == WriteStep::kSavepoint && e) {
-      savepoint_error_.assign(e->sqlstate());
-      savepoint_error_ += '\x1f';
-      savepoint_error_ += e->message();
+      hold_.savepointRefused(e->sqlstate(), e->message());
     }
-    if (step == WriteStep::kCount && held_write_) {
+    if (step == WriteStep::kCount && hold_.counted()) {
       // The count failed (the transaction with it): the write fails with the server's words.
       writesCounted(false, false);
-      client_.out().append(f.raw.data(), f.raw.size());
+      client_->out().append(f.raw.data(), f.raw.size());
     }
     return true;
   }
@@ -300,20 +295,20 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
       writeAfterSavepoint(*z, failed);
       return true;
     case WriteStep::kCount:
-      if (z->status == 'T' && held_write_) {
+      if (z->status == 'T' && hold_.counted()) {
         writesCounted(false, true);  // RELEASE or ROLLBACK TO next; the client waits for it
         flushServer();
         break;
       }
       writesAfterStatement(z->status);
-      protocol::writeReadyForQuery(client_.out(), z->status);
+      protocol::writeReadyForQuery(client_->out(), z->status);
       pause_.endWriteStep();
       break;
     case WriteStep::kRelease:
     case WriteStep::kUndo:
       // The client's write is settled: the notice and its ReadyForQuery now.
       writesAfterStatement(z->status);
-      protocol::writeReadyForQuery(client_.out(), z->status);
+      protocol::writeReadyForQuery(client_->out(), z->status);
       pause_.endWriteStep();
       break;
     case WriteStep::kExpire:
@@ -327,7 +322,7 @@ bool ClientSession::handleWriteStep(const protocol::Frame& f, Pending& head) {
 }
 
 void ClientSession::writesCounted(bool extended, bool counted) {
-  const std::unique_ptr<HeldWrite> held = std::move(held_write_);
+  const std::unique_ptr<WriteHold::Counted> held = hold_.takeCounted();
   StatementRun* run = held->run.get();
   if (!counted) {
     // The client hears the count's error instead; the statement ends with it.
@@ -344,8 +339,8 @@ void ClientSession::writesCounted(bool extended, bool counted) {
     sendWriteStep(WriteStep::kRelease, WriteTransaction::Savepoint::kRelease, extended);
     return;
   }
-  const guards::Verdict v = policy_->renderOutside("guarded_writes", *done.over);
-  writeDeny(client_.out(), v);
+  const guards::Verdict v = caller_.policy->renderOutside("guarded_writes", *done.over);
+  writeDeny(client_->out(), v);
   ++host_.counters().writes_undone;
   if (run) {
     run->rows_affected = done.rows;
@@ -356,15 +351,15 @@ void ClientSession::writesCounted(bool extended, bool counted) {
 }
 
 void ClientSession::writesAfterStatement(char status) {
-  begin_sent_ = false;  // a BEGIN in the batch has been answered by now
+  hold_.statementAnswered();  // a BEGIN in the batch has been answered by now
   const TxnState before = writes_->state();
-  const auto end = writes_->afterStatement(status, last_tag_, host_.nowMs());
+  const auto end = writes_->afterStatement(status, hold_.lastTag(), host_.nowMs());
   if (!end.moved) {
     spdlog::warn("{}: write mode: no move from {} on ReadyForQuery '{}'", logPrefix(),
                  txnStateName(before), logsafe(status));
     return;
   }
-  if (end.notice) writeNoticeVerdict(client_.out(), *end.notice);
+  if (end.notice) writeNoticeVerdict(client_->out(), *end.notice);
   if (end.ended) {
     auto& c = host_.counters();
     ++(*end.ended == TxnEnd::kCommitted
