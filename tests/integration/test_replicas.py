@@ -5,8 +5,10 @@ primary until it catches up; a replica stopped under load leaves the rotation (i
 clients move to the primary) and comes back when it answers again. MCP reads of such a group go
 to the replica too, and every statement's history record and metric name the host it ran on."""
 
+import hashlib
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -16,6 +18,7 @@ import psycopg2
 import pytest
 
 import pgwtest
+import writesupport
 from mcpsupport import McpHttp, history, start_mcp_daemon
 
 CLIENTS = 4
@@ -46,7 +49,10 @@ def make_replica(primary):
 @pytest.fixture
 def fleet(pg_factory, pgwarden_factory):
     primary = pg_factory(rows=1000)
+    writer_password = "w-" + secrets.token_hex(6)
+    writesupport.create_write_role(primary, "pgw_replica_writer", writer_password)
     replica = make_replica(primary)
+    rwriter_token = "pgw_" + secrets.token_urlsafe(32)
 
     def configure(cfg):
         cfg["admin_users"] = ["core"]
@@ -56,9 +62,19 @@ def fleet(pg_factory, pgwarden_factory):
         # read_replicas. core (passthrough) reads from the replica, on the wire and over MCP.
         cfg["groups"]["passthrough"] = {"guards": [], "read_replicas": True}
         cfg["groups"]["analysts"] = {"guards": []}
+        # A guarded-writes group's reads stay on the primary even with read_replicas: a read
+        # after its commit must see the commit.
+        cfg["upstream"].update(write_user="pgw_replica_writer", write_password=writer_password)
+        cfg["groups"]["rwriters"] = {"mode": "guarded_writes", "read_replicas": True,
+                                     "guards": []}
+        cfg["users"].append({"name": "rwriter", "group": "rwriters",
+                             "password": pgwtest.scram_verifier("r-" + writer_password)})
+        cfg["mcp"]["tokens"].append({"user": "rwriter",
+                                     "sha256": hashlib.sha256(rwriter_token.encode()).hexdigest()})
 
     try:
         d, d.tokens = start_mcp_daemon(pgwarden_factory, primary, configure=configure)
+        d.tokens["rwriter"] = rwriter_token
         yield primary, replica, d
     finally:
         replica.destroy()
@@ -146,6 +162,15 @@ def mcp_reads_go_to_the_replica_and_history_names_the_host_of_each_statement(pri
     rows = history(d, "agent_id = 'replica-reader'", count=2)
     assert [(row["tool_name"], row["host"]) for row in rows] == [("query", on_replica),
                                                                    ("explain", on_replica)], rows
+    c = McpHttp(d.mcp_port, d.tokens["rwriter"])
+    try:
+        c.initialize(client="replica-writer")
+        # (its functions guard refuses inet_server_port(): the record's host says where it ran)
+        r = c.tool("query", {"sql": "SELECT id FROM scratch ORDER BY id LIMIT 1"})
+        assert r["isError"] is False, r
+    finally:
+        c.close()
+    assert [row["host"] for row in history(d, "agent_id = 'replica-writer'")] == ["primary"]
     # The wire's: a read of the same group on the replica, one of a group without read_replicas
     # on the primary, and a statement that reached no server (pgwarden answers it).
     served_by(d, "core")
