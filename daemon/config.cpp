@@ -135,6 +135,11 @@ void parseReplicas(const YAML::Node& n, UpstreamConfig& out) {
     }
   }
   out.max_replica_lag = cfg::getDuration(n, "upstream", "max_replica_lag", out.max_replica_lag);
+  if (out.max_replica_lag.count() <= 0) {
+    // A replica qualifies while its lag is under the limit: 0 would read from none, silently.
+    cfg::fail(n["max_replica_lag"], "upstream.max_replica_lag",
+              "must be more than 0 (to read from no replica, leave upstream.replicas out)");
+  }
   out.health_check_interval =
       cfg::getDuration(n, "upstream", "health_check_interval", out.health_check_interval);
   if (out.health_check_interval.count() < 100) {

@@ -133,7 +133,7 @@ class Daemon final : public mcp::McpHost {
   std::optional<mcp::McpIdentity> identify(const std::string& user) override;
   GateServices gateServices(const std::string& server_database) override;
   StatementRecorder& recorder() override;
-  Pool& pool(const std::string& server_database) override;
+  Pool& pool(const std::string& server_database, bool replica_ok) override;
   Pool& writePool(const std::string& server_database) override;
   void writeTransactionEnded(TxnEnd how) override;
   void writeCounted(int64_t rows_written, bool undone) override;

@@ -29,7 +29,9 @@ GateServices Daemon::gateServices(const std::string& server_database) {
 
 StatementRecorder& Daemon::recorder() { return primary().statementRecorder(); }
 
-Pool& Daemon::pool(const std::string& server_database) { return pools().pool(server_database); }
+Pool& Daemon::pool(const std::string& server_database, bool replica_ok) {
+  return pools().pool(server_database, false, false, replica_ok);
+}
 
 Pool& Daemon::writePool(const std::string& server_database) {
   return pools().pool(server_database, false, true);

@@ -253,11 +253,26 @@ metrics::GroupSeries& DaemonMetrics::group(const std::string& name) {
   return *groups_.emplace(name, std::move(series)).first->second;
 }
 
+size_t DaemonMetrics::hostSlot(std::string_view host) {
+  if (host.empty()) return metrics::GroupSeries::kHostNone;
+  if (host == "primary") return metrics::GroupSeries::kHostPrimary;
+  size_t slot = metrics::GroupSeries::kHostPrimary + 1;
+  for (const auto& known : replica_hosts_) {
+    if (known == host) return slot;
+    ++slot;
+  }
+  // Hosts are upstream.host and upstream.replicas, fixed for the process's life: a few.
+  if (slot < metrics::GroupSeries::kHostSlots) replica_hosts_.emplace_back(host);
+  return slot;
+}
+
 void DaemonMetrics::onStatement(const history::Record& record, const StatementPlan* plan) {
   const auto lock = hotLock();
   auto& g = group(record.policy_group);
   const auto outcome = record.outcome;
-  g.statements(outcome, metricIntent(record.query_intent_inferred)).inc();
+  g.statements(outcome, metricIntent(record.query_intent_inferred), hostSlot(record.host),
+               record.host.empty() ? std::string_view("none") : std::string_view(record.host))
+      .inc();
   g.duration(outcome).observe(std::chrono::microseconds(record.duration_us));
   if (record.rows_returned > 0) g.rowsReturned().inc(static_cast<uint64_t>(record.rows_returned));
   if (record.truncated) g.truncated().inc();

@@ -104,6 +104,9 @@ class DaemonMetrics final : public guards::GuardObserver {
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
   std::unordered_map<std::string, metrics::Counter*> decisions_;
   std::string decision_key_;  // scratch, reused so a lookup does not allocate once warm
+  // The replicas' host:port seen in records, in slot order from GroupSeries::kHostPrimary + 1.
+  std::vector<std::string> replica_hosts_;
+  size_t hostSlot(std::string_view host);
 
   // Guard kind -> its duration series. Kinds are a small fixed set; a linear scan comparing the
   // kind's pointer first (kind() returns a literal) costs less than hashing the name.

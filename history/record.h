@@ -71,6 +71,9 @@ struct Record {
   // its W3C traceparent when the caller sent one. "" for SQL clients.
   std::string request_id;
   std::string traceparent;
+  // The upstream host the statement ran on: "primary", or a read replica's host:port as
+  // upstream.replicas names it; "" when it reached no server (denied, or answered by pgwarden).
+  std::string host;
   // Set by the spool (history.durability: process) when the writer takes the record: the spool
   // file's random epoch and the record's sequence number in it. Together they are the record's
   // unique id in the store (record_uid), which makes writing it twice after a crash harmless.

@@ -118,7 +118,7 @@ std::string conversationSql(Dialect d, bool with_since, bool session_key) {
          "       COALESCE(" +
          codes +
          ", '') AS warning_codes, rows_returned,\n"
-         "       round(duration_us / 1000.0, 3) AS duration_ms, tool_name, sql_text, "
+         "       round(duration_us / 1000.0, 3) AS duration_ms, host, tool_name, sql_text, "
          "error_message\n"
          "FROM " +
          kHistoryTable + "\nWHERE " + where + (with_since ? " AND started_at >= ?" : "") +

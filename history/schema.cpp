@@ -91,6 +91,7 @@ void RowValues::assign(const Record& r) {
       txt(""),
       txt(r.request_id),
       txt(r.traceparent),
+      txt(r.host),
       Value{ColumnType::kUid, 0, uid},
   }};
 }

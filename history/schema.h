@@ -21,8 +21,9 @@ inline constexpr const char* kSchemaTable = "pgwarden_history_schema";
 // written in each batch's transaction; the index cost the writer more than any other but
 // conversation_id's. PostgreSQL keeps its index. 6: chain_seq, chain_key and chain_hash (the
 // tamper-evident chain, history/chain.h), added in place; 0 and '' in rows written before. 7:
-// request_id and traceparent (the MCP request a statement ran for), added in place.
-inline constexpr int kSchemaVersion = 7;
+// request_id and traceparent (the MCP request a statement ran for), added in place. 8: host (the
+// upstream host a statement ran on: "primary" or a read replica's host:port), added in place.
+inline constexpr int kSchemaVersion = 8;
 inline constexpr const char* kUidColumn = "record_uid";
 inline constexpr const char* kUidIndex = "pgwarden_history_record_uid_idx";
 inline constexpr const char* kSpoolTable = "pgwarden_history_spool";
@@ -34,6 +35,7 @@ inline constexpr const char* kChainKeyColumn = "chain_key";
 inline constexpr const char* kChainHashColumn = "chain_hash";
 inline constexpr const char* kRequestIdColumn = "request_id";
 inline constexpr const char* kTraceparentColumn = "traceparent";
+inline constexpr const char* kHostColumn = "host";
 // Positions in kColumns that code reaches by name.
 inline constexpr size_t kInstanceIdField = 3;
 inline constexpr size_t kStartedAtField = 0;
@@ -43,7 +45,7 @@ inline constexpr size_t kChainHashField = 35;
 // Columns from here on (before record_uid) came after the chain: they enter a row's chain hash
 // only when set, so the rows hashed before they existed still verify.
 inline constexpr size_t kFirstPostChainField = 36;
-inline constexpr size_t kRecordUidField = 38;
+inline constexpr size_t kRecordUidField = 39;
 
 // kUid: text, NULL when empty (records without a spool id), unique when set.
 enum class ColumnType { kTimestamp, kInt, kText, kBool, kJson, kUid };
@@ -54,7 +56,7 @@ struct Column {
 };
 
 // Every column but `id` (which the store assigns), in insert order.
-inline constexpr std::array<Column, 39> kColumns{{
+inline constexpr std::array<Column, 40> kColumns{{
     {"started_at", ColumnType::kTimestamp},   {"finished_at", ColumnType::kTimestamp},
     {"duration_us", ColumnType::kInt},        {"instance_id", ColumnType::kText},
     {"session_id", ColumnType::kInt},         {"user_name", ColumnType::kText},
@@ -77,6 +79,7 @@ inline constexpr std::array<Column, 39> kColumns{{
     {"chain_hash", ColumnType::kText},   // HMAC-SHA256 over the previous hash and the fields
     {"request_id", ColumnType::kText},   // an MCP call's JSON-RPC id as JSON text
     {"traceparent", ColumnType::kText},  // its W3C traceparent, when sent
+    {"host", ColumnType::kText},         // "primary", a replica's host:port; "" reached none
     {"record_uid", ColumnType::kUid},    // last: the jsonl store finds it at the end of a line
 }};
 
@@ -119,7 +122,7 @@ std::vector<std::string> schemaStatements(Dialect dialect);
 // Columns later schema versions added to an existing table, in order.
 inline constexpr const char* kAddedColumns[] = {
     kUidColumn,      kWarningsColumn,  kToolNameColumn,  kToolArgsColumn,   kChainSeqColumn,
-    kChainKeyColumn, kChainHashColumn, kRequestIdColumn, kTraceparentColumn};
+    kChainKeyColumn, kChainHashColumn, kRequestIdColumn, kTraceparentColumn, kHostColumn};
 std::string addColumn(Dialect dialect, std::string_view name);
 
 // "started_at, finished_at, ..." in kColumns order.

@@ -31,6 +31,7 @@ constexpr uint8_t kResultTruncated = 2;
 constexpr uint8_t kSingleZero = 4;
 constexpr uint8_t kToolFields = 8;  // tool_name and tool_args follow the tables
 constexpr uint8_t kRequestFields = 16;  // request_id and traceparent follow those
+constexpr uint8_t kHostField = 32;      // host follows those
 constexpr uint8_t kOutcomeCount = static_cast<uint8_t>(Outcome::kAborted) + 1;
 
 class Writer {
@@ -79,6 +80,7 @@ class Reader {
 // encoded as older pgwarden versions encoded it and their spools still decode.
 bool hasTrailer(const Record& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
 bool hasRequest(const Record& r) { return !r.request_id.empty() || !r.traceparent.empty(); }
+bool hasHost(const Record& r) { return !r.host.empty(); }
 
 }  // namespace
 
@@ -88,6 +90,7 @@ size_t encodedSize(const Record& r) {
   for (const auto& t : r.tables) n += 4 + t.size();
   if (hasTrailer(r)) n += 8 + r.tool_name.size() + r.tool_args.size();
   if (hasRequest(r)) n += 8 + r.request_id.size() + r.traceparent.size();
+  if (hasHost(r)) n += 4 + r.host.size();
   return n;
 }
 
@@ -104,7 +107,7 @@ void encodeRecord(const Record& r, uint8_t* out) {
   w.put(static_cast<uint8_t>((r.sql_truncated ? kSqlTruncated : 0) |
                              (r.truncated ? kResultTruncated : 0) |
                              (r.single_zero ? kSingleZero : 0) | (hasTrailer(r) ? kToolFields : 0) |
-                             (hasRequest(r) ? kRequestFields : 0)));
+                             (hasRequest(r) ? kRequestFields : 0) | (hasHost(r) ? kHostField : 0)));
   w.put(static_cast<uint32_t>(r.tables.size()));
   for (auto field : kStrings) w.text(r.*field);
   for (const auto& t : r.tables) w.text(t);
@@ -116,6 +119,7 @@ void encodeRecord(const Record& r, uint8_t* out) {
     w.text(r.request_id);
     w.text(r.traceparent);
   }
+  if (hasHost(r)) w.text(r.host);
 }
 
 bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
@@ -157,6 +161,11 @@ bool decodeRecord(const uint8_t* body, size_t size, Record* out) {
   } else {
     out->request_id.clear();
     out->traceparent.clear();
+  }
+  if ((flags & kHostField) != 0) {
+    if (!in.text(&out->host)) return false;
+  } else {
+    out->host.clear();
   }
   out->result_warnings.clear();  // not in the spool: the `warnings` count comes from guard_actions
   return in.done();

@@ -43,7 +43,9 @@ class McpHost {
   // The gate's services for statements on `server_database` (its catalog statistics).
   virtual daemon::GateServices gateServices(const std::string& server_database) = 0;
   virtual daemon::StatementRecorder& recorder() = 0;
-  virtual daemon::Pool& pool(const std::string& server_database) = 0;
+  // `replica_ok`: a read of a group with read_replicas: a replica's pool when one is in the
+  // rotation (PoolManager::pool), else the primary's.
+  virtual daemon::Pool& pool(const std::string& server_database, bool replica_ok) = 0;
   // The write pool of a database (role upstream.write_user): guarded_writes groups' transactions.
   virtual daemon::Pool& writePool(const std::string& server_database) = 0;
   // Guarded writes feed the counters the wire's do (docs/writes.md): a transaction ended `how`;

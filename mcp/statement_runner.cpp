@@ -224,7 +224,8 @@ void StatementRunner::act(GateVerdict v) {
     // The EXPLAIN is the statement's one history record (tool explain), as for any statement.
     exec_.begin(result_.plan, v.overrides, nullptr, false, nullptr);
     if (!result_.explain_json.empty()) {
-      // The cost gate already ran this EXPLAIN.
+      // The cost gate already ran this EXPLAIN, on the connection held.
+      if (server_ != nullptr) exec_.sentTo(server_->pool().hostLabel());
       exec_.finish(Outcome::kOk);
       releaseServer(0);
       complete();
@@ -271,8 +272,14 @@ void StatementRunner::acquire() {
     }
     return;
   }
+  // Reads of a group with read_replicas go where the wire's read-only sessions go: a replica in
+  // the rotation, else the primary; explain too (EXPLAIN without ANALYZE reads the catalog and
+  // the statistics, which a replica replays). A guarded-writes group's stay on the primary, so a
+  // read after its commit sees the commit.
+  const guards::PolicyGroup* policy = spec_.who.policy;
+  const bool replica_ok = policy != nullptr && policy->readReplicas() && !policy->writes().guarded;
   // The answer comes on a later loop turn (onServerReady or onServerFailed), never inside this.
-  waiting_pool_ = &host_.pool(spec_.who.server_database);
+  waiting_pool_ = &host_.pool(spec_.who.server_database, replica_ok);
   waiting_pool_->acquire(this);
 }
 
@@ -329,6 +336,7 @@ void StatementRunner::sendWork() {
     return;
   } else {
     step_ = Step::kRunning;
+    exec_.sentTo(server_->pool().hostLabel());
     if (spec_.bind) {
       writeBound(work_sql_, true);
     } else {

@@ -125,8 +125,9 @@ Metrics::Metrics(const BuildInfo& build)
           "startup_timeout, bad_protocol).",
           {"reason"})),
       statements(registry.counterFamily("pgwarden_statements_total",
-                                        "Statements by policy group, outcome and inferred intent.",
-                                        {"group", "outcome", "intent"})),
+                                        "Statements by policy group, outcome, inferred intent and "
+                                        "the upstream host they ran on.",
+                                        {"group", "outcome", "intent", "host"})),
       statement_duration(registry.histogramFamily(
           "pgwarden_statement_duration_seconds",
           "Statement duration from receipt to the last byte sent to the client.",
@@ -275,12 +276,16 @@ GroupSeries::GroupSeries(Metrics& metrics, std::string group)
       truncated_(metrics.statements_truncated.with({group_})),
       budget_exhausted_(metrics.budget_exhausted.with({group_})) {}
 
-Counter& GroupSeries::statements(Outcome outcome, StatementIntent intent) {
+Counter& GroupSeries::statements(Outcome outcome, StatementIntent intent, size_t host_slot,
+                                 std::string_view host) {
+  if (host_slot >= kHostSlots) {
+    return metrics_.statements.with({group_, outcomeName(outcome), intentLabel(intent), host});
+  }
   size_t i = static_cast<size_t>(outcome) * kStatementIntentCount + static_cast<size_t>(intent);
-  Counter* c = statements_[i].load(std::memory_order_acquire);
+  Counter* c = statements_[host_slot][i].load(std::memory_order_acquire);
   if (c == nullptr) {
-    c = &metrics_.statements.with({group_, outcomeName(outcome), intentLabel(intent)});
-    statements_[i].store(c, std::memory_order_release);
+    c = &metrics_.statements.with({group_, outcomeName(outcome), intentLabel(intent), host});
+    statements_[host_slot][i].store(c, std::memory_order_release);
   }
   return *c;
 }

@@ -87,7 +87,7 @@ struct Metrics {
   Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total
   CounterFamily& client_connections_rejected;  // {reason}
   // statements
-  CounterFamily& statements;            // {group,outcome,intent}
+  CounterFamily& statements;            // {group,outcome,intent,host}
   HistogramFamily& statement_duration;  // seconds {group,outcome}
   HistogramFamily& guard_duration;      // seconds {guard}
   CounterFamily& plan_cache_lookups;    // {result}: hit, miss
@@ -138,7 +138,15 @@ struct Metrics {
 class GroupSeries {
  public:
   GroupSeries(Metrics& metrics, std::string group);
-  Counter& statements(Outcome outcome, StatementIntent intent);
+  // statements_total{group,outcome,intent,host}. `host`: the upstream host the statement ran on
+  // (history's host; "none" when it reached no server); `host_slot` its place among the hosts the
+  // caller has seen (below kHostSlots: hosts are the primary and a few replicas), so each series is
+  // resolved once. Slots 0 and 1 are "none" and "primary".
+  static constexpr size_t kHostSlots = 8;
+  static constexpr size_t kHostNone = 0;
+  static constexpr size_t kHostPrimary = 1;
+  Counter& statements(Outcome outcome, StatementIntent intent, size_t host_slot = kHostPrimary,
+                      std::string_view host = "primary");
   Histogram& duration(Outcome outcome);
   Counter& rowsReturned() { return rows_returned_; }
   Counter& truncated() { return truncated_; }
@@ -152,7 +160,7 @@ class GroupSeries {
  private:
   Metrics& metrics_;
   std::string group_;
-  std::atomic<Counter*> statements_[kOutcomeCount * kStatementIntentCount] = {};
+  std::atomic<Counter*> statements_[kHostSlots][kOutcomeCount * kStatementIntentCount] = {};
   std::atomic<Histogram*> durations_[kOutcomeCount] = {};
   std::atomic<Counter*> result_warnings_[kResultScreenSlots] = {};
   Counter& rows_returned_;

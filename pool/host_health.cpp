@@ -1,11 +1,13 @@
-// The upstream hosts' health checker: a thread of its own (libpq's calls block), a lock around
-// the answers, and the choice of a replica for a read made from them on the loops.
+// The upstream hosts' health checker: a thread per host (libpq's calls block) with the connection
+// it keeps, a lock around the answers, and the choice of a replica for a read made on the loops.
 #include "pool/host_health.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -34,14 +36,24 @@ std::string oneLine(const char* text) {
   return s;
 }
 
+int checkTimeoutMs(const UpstreamConfig& up) {
+  return static_cast<int>(std::max<int64_t>(
+      2000, std::chrono::duration_cast<std::chrono::milliseconds>(up.connect_timeout).count()));
+}
+
 }  // namespace
 
-HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up) {
-  HostProbe out;
+CheckConnection::~CheckConnection() { close(); }
+
+void CheckConnection::close() {
+  if (conn_ != nullptr) PQfinish(conn_);
+  conn_ = nullptr;
+}
+
+bool CheckConnection::open(const UpstreamHost& host, const UpstreamConfig& up, std::string* error) {
+  close();
   const std::string port = std::to_string(host.port);
-  const auto secs = std::max<int64_t>(
-      2, std::chrono::duration_cast<std::chrono::seconds>(up.connect_timeout).count());
-  const std::string timeout = std::to_string(secs);
+  const std::string timeout = std::to_string(checkTimeoutMs(up) / 1000);
   const char* keys[] = {"host",     "port",        "user",
                         "password", "dbname",      "connect_timeout",
                         "sslmode",  "sslrootcert", "application_name",
@@ -56,38 +68,115 @@ HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up) {
                           up.tls.sslrootcert.empty() ? nullptr : up.tls.sslrootcert.c_str(),
                           "pgwarden health check",
                           nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, 0);
-  if (PQstatus(conn) != CONNECTION_OK) {
-    out.error = oneLine(PQerrorMessage(conn));
-    PQfinish(conn);
-    return out;
+  ++connects_;
+  conn_ = PQconnectdbParams(keys, values, 0);
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    *error = oneLine(PQerrorMessage(conn_));
+    close();
+    return false;
   }
-  PGresult* res = PQexec(conn, kCheckSql);
-  if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+  return true;
+}
+
+// The check's query on conn_, waiting at most `timeout_ms` for its answer (a host that took the
+// connection and then stopped answering would otherwise hold the thread until TCP gives up).
+bool CheckConnection::ask(int timeout_ms, HostProbe* out) {
+  timed_out_ = false;
+  if (PQsendQuery(conn_, kCheckSql) != 1) {
+    out->error = oneLine(PQerrorMessage(conn_));
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Until libpq holds the next result (or the end of them) without blocking.
+  const auto ready = [&]() {
+    while (PQisBusy(conn_) != 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      pollfd pfd{PQsocket(conn_), POLLIN, 0};
+      const int n = left > 0 ? ::poll(&pfd, 1, static_cast<int>(left)) : 0;
+      if (n == 0) {
+        timed_out_ = true;
+        out->error = "no answer to the health check within " + std::to_string(timeout_ms) + " ms";
+        return false;
+      }
+      if ((n < 0 && errno != EINTR) || (n > 0 && PQconsumeInput(conn_) != 1)) {
+        out->error = oneLine(PQerrorMessage(conn_));
+        return false;
+      }
+    }
+    return true;
+  };
+  bool ok = false;
+  for (;;) {
+    if (!ready()) return false;
+    PGresult* res = PQgetResult(conn_);
+    if (res == nullptr) break;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+      ok = true;
+      out->in_recovery = std::string_view(PQgetvalue(res, 0, 0)) == "t";
+      // Unknown lag (-1) never qualifies a replica for reads.
+      out->lag_ms =
+          PQgetisnull(res, 0, 1) ? -1 : std::llround(std::strtod(PQgetvalue(res, 0, 1), nullptr));
+    } else if (out->error.empty()) {
+      out->error = oneLine(PQresultErrorMessage(res));
+    }
+    PQclear(res);
+  }
+  if (!ok && out->error.empty()) out->error = oneLine(PQerrorMessage(conn_));
+  return ok;
+}
+
+HostProbe CheckConnection::check(const UpstreamHost& host, const UpstreamConfig& up) {
+  HostProbe out;
+  // A reload may change who logs in and how: the connection kept follows.
+  const std::string with = host.name() + '\0' + up.user + '\0' + up.password + '\0' +
+                           up.health_check_database + '\0' + upstreamSslModeName(up.tls.sslmode) +
+                           '\0' + up.tls.sslrootcert;
+  if (conn_ != nullptr && with != opened_with_) close();
+  const int timeout_ms = checkTimeoutMs(up);
+  if (conn_ != nullptr) {
+    if (ask(timeout_ms, &out)) {
+      out.answered = true;
+      return out;
+    }
+    close();
+    // A host that took the query and hangs is down for this check; one whose connection broke
+    // (it restarted, a network cut) may answer a new one at once: that decides.
+    if (timed_out_) return out;
+    out = HostProbe{};
+  }
+  if (!open(host, up, &out.error)) return out;
+  opened_with_ = with;
+  if (ask(timeout_ms, &out)) {
     out.answered = true;
-    out.in_recovery = std::string_view(PQgetvalue(res, 0, 0)) == "t";
-    // Unknown lag (-1) never qualifies a replica for reads.
-    out.lag_ms = PQgetisnull(res, 0, 1) ? -1 : std::llround(std::strtod(PQgetvalue(res, 0, 1), nullptr));
   } else {
-    out.error = oneLine(PQerrorMessage(conn));
+    close();
   }
-  PQclear(res);
-  PQfinish(conn);
   return out;
 }
 
-HostHealth::HostHealth(const UpstreamConfig& up, Probe probe)
-    : probe_(probe ? std::move(probe) : Probe(probeWithLibpq)), up_(up) {
+HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up) {
+  CheckConnection c;
+  return c.check(host, up);
+}
+
+HostHealth::HostHealth(const UpstreamConfig& up, Probe probe) : probe_(std::move(probe)), up_(up) {
   hosts_.push_back({up.host, up.port});
   for (const auto& r : up.replicas) hosts_.push_back(r);
+  for (const auto& h : hosts_) labels_.push_back(labels_.empty() ? "primary" : h.name());
   states_.resize(hosts_.size());
+  if (!probe_) {
+    for (size_t i = 0; i < hosts_.size(); ++i)
+      conns_.push_back(std::make_unique<CheckConnection>());
+  }
 }
 
 HostHealth::~HostHealth() { stop(); }
 
 void HostHealth::start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  if (!threads_.empty()) return;
+  for (size_t i = 0; i < hosts_.size(); ++i) threads_.emplace_back([this, i] { run(i); });
 }
 
 void HostHealth::stop() {
@@ -96,7 +185,10 @@ void HostHealth::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
 }
 
 void HostHealth::setUpstream(const UpstreamConfig& up) {
@@ -104,11 +196,12 @@ void HostHealth::setUpstream(const UpstreamConfig& up) {
   up_ = up;
 }
 
-void HostHealth::run() {
+void HostHealth::run(size_t i) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    const UpstreamConfig up = up_;
     lock.unlock();
-    checkAll();
+    checkOne(i, up);
     lock.lock();
     wake_.wait_for(lock, up_.health_check_interval, [this] { return stopping_; });
   }
@@ -120,30 +213,32 @@ void HostHealth::checkAll() {
     std::lock_guard<std::mutex> lock(mu_);
     up = up_;
   }
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    const HostProbe p = probe_(hosts_[i], up);
-    std::lock_guard<std::mutex> lock(mu_);
-    State& s = states_[i];
-    const bool was_up = s.answered && !s.marked_down;
-    ++s.checks;
-    s.answered = p.answered;
-    s.in_recovery = p.in_recovery;
-    s.marked_down = false;
+  for (size_t i = 0; i < hosts_.size(); ++i) checkOne(i, up);
+}
+
+void HostHealth::checkOne(size_t i, const UpstreamConfig& up) {
+  const HostProbe p = probe_ ? probe_(hosts_[i], up) : conns_[i]->check(hosts_[i], up);
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = states_[i];
+  const bool was_up = s.answered && !s.marked_down;
+  ++s.checks;
+  s.answered = p.answered;
+  s.in_recovery = p.in_recovery;
+  s.marked_down = false;
+  if (p.answered) {
+    s.lag_ms = i == 0 ? -1 : p.lag_ms;
+    s.last_error.clear();
+  } else {
+    ++s.failures;
+    s.last_error = p.error;
+  }
+  if (was_up != p.answered && s.checks > 1) {
     if (p.answered) {
-      s.lag_ms = i == 0 ? -1 : p.lag_ms;
-      s.last_error.clear();
+      spdlog::warn("upstream {} {} answers again: back in the rotation",
+                   i == 0 ? "primary" : "replica", hosts_[i].name());
     } else {
-      ++s.failures;
-      s.last_error = p.error;
-    }
-    if (was_up != p.answered && s.checks > 1) {
-      if (p.answered) {
-        spdlog::warn("upstream {} {} answers again: back in the rotation",
-                     i == 0 ? "primary" : "replica", hosts_[i].name());
-      } else {
-        spdlog::warn("upstream {} {} does not answer: out of the rotation: {}",
-                     i == 0 ? "primary" : "replica", hosts_[i].name(), logsafe(p.error, 200));
-      }
+      spdlog::warn("upstream {} {} does not answer: out of the rotation: {}",
+                   i == 0 ? "primary" : "replica", hosts_[i].name(), logsafe(p.error, 200));
     }
   }
 }

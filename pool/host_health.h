@@ -1,20 +1,24 @@
-// The upstream hosts' health, checked off the loops: one thread asks every host (the primary and
-// each read replica) once per upstream.health_check_interval whether it answers, whether it is
-// in recovery and how far its replay lags, and the loops read the answers without waiting. A
-// loop that finds a host not answering takes it out at once (markDown); the next check that
-// succeeds puts it back.
+// The upstream hosts' health, checked off the loops: a thread per host (the primary and each read
+// replica) asks it once per upstream.health_check_interval, on a connection kept open between
+// checks, whether it answers, whether it is in recovery and how far its replay lags, and the
+// loops read the answers without waiting. A host that hangs delays only its own checks (each
+// bounded by upstream.connect_timeout). A loop that finds a host not answering takes it out at
+// once (markDown); the next check that succeeds puts it back.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "net/net_config.h"
+
+struct pg_conn;  // libpq's PGconn
 
 namespace pgwarden::daemon {
 
@@ -37,9 +41,38 @@ struct HostStatus {
   std::string last_error;
 };
 
+// One host's check connection, kept open between checks: a check is one query on it, and a new
+// connection is opened only when there is none, the one kept failed (then once, in the same
+// check), or the settings it was opened with changed. Blocking: used from one checker thread.
+class CheckConnection {
+ public:
+  CheckConnection() = default;
+  ~CheckConnection();
+  CheckConnection(const CheckConnection&) = delete;
+  CheckConnection& operator=(const CheckConnection&) = delete;
+
+  // Connects within upstream.connect_timeout (at least 2 s as libpq counts it), and waits as
+  // long for the answer to the query; no answer by then is a failed check (and a closed
+  // connection), so a host that hangs cannot hold its checker for longer.
+  HostProbe check(const UpstreamHost& host, const UpstreamConfig& up);
+  // Connections opened so far (one while the kept one keeps answering).
+  uint64_t connects() const { return connects_; }
+
+ private:
+  bool open(const UpstreamHost& host, const UpstreamConfig& up, std::string* error);
+  bool ask(int timeout_ms, HostProbe* out);
+  void close();
+
+  pg_conn* conn_ = nullptr;
+  std::string opened_with_;  // the settings conn_ was opened with
+  bool timed_out_ = false;   // the last ask() had no answer within its bound
+  uint64_t connects_ = 0;
+};
+
 class HostHealth {
  public:
-  // Checks one host (blocking: runs on the checker thread). The default uses libpq.
+  // Checks one host (blocking: runs on that host's checker thread). The default keeps a
+  // CheckConnection per host.
   using Probe = std::function<HostProbe(const UpstreamHost& host, const UpstreamConfig& up)>;
 
   // Host 0 is the primary (upstream.host), 1.. the replicas, fixed for the process's life.
@@ -48,7 +81,8 @@ class HostHealth {
   HostHealth(const HostHealth&) = delete;
   HostHealth& operator=(const HostHealth&) = delete;
 
-  // Starts the checker thread; stop() ends it (also the destructor's job).
+  // Starts a checker thread per host; stop() ends them (also the destructor's job), within a
+  // check's bound for a thread waiting on its host.
   void start();
   void stop();
   // A reload: new credentials, interval and max_replica_lag (the list of hosts stays).
@@ -56,6 +90,9 @@ class HostHealth {
 
   size_t size() const { return hosts_.size(); }
   const UpstreamHost& host(size_t i) const { return hosts_[i]; }
+  // What history and the statements metric call host `i`: "primary", or a replica's host:port.
+  // Held for the process's life, so a view of it may be kept.
+  const std::string& label(size_t i) const { return labels_[i]; }
   bool hasReplicas() const { return hosts_.size() > 1; }
 
   // The host a read of a group that allows replicas goes to: the next replica in turn that is up,
@@ -63,7 +100,7 @@ class HostHealth {
   size_t pickForRead();
   // A loop could not reach host `i`: out of the rotation until a check finds it answering.
   void markDown(size_t i, const std::string& why);
-  // Runs one round of checks on the calling thread (the checker's body; tests call it).
+  // Runs one round of checks, host after host, on the calling thread (tests; not while started).
   void checkAll();
   std::vector<HostStatus> snapshot() const;
 
@@ -78,21 +115,25 @@ class HostHealth {
     std::string last_error;
   };
   bool eligible(const State& s) const;
-  void run();
+  void run(size_t i);
+  void checkOne(size_t i, const UpstreamConfig& up);
 
   std::vector<UpstreamHost> hosts_;
-  Probe probe_;
+  std::vector<std::string> labels_;
+  Probe probe_;  // empty: conns_
+  // Host i's kept connection, used by host i's checker thread alone (or by checkAll).
+  std::vector<std::unique_ptr<CheckConnection>> conns_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   UpstreamConfig up_;          // under mu_
   std::vector<State> states_;  // under mu_
   size_t next_ = 0;            // round robin over replicas, under mu_
   bool stopping_ = false;      // under mu_
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
-// The libpq check: connects (upstream.connect_timeout, at least 2 s as libpq counts it) to
-// upstream.health_check_database as upstream.user and reads pg_is_in_recovery() and the replay lag.
+// A one-off libpq check on a connection of its own (CheckConnection::check, then closed): connects
+// to upstream.health_check_database as upstream.user and reads pg_is_in_recovery() and the lag.
 HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up);
 
 }  // namespace pgwarden::daemon

@@ -41,6 +41,12 @@ const std::shared_ptr<const PoolSettings>& Pool::settings() const {
   return manager_.hostSettings(host_);
 }
 
+std::string_view Pool::hostLabel() const {
+  HostHealth* health = manager_.health();
+  if (host_ == 0 || health == nullptr || host_ >= health->size()) return "primary";
+  return health->label(host_);
+}
+
 int Pool::maxSize() const { return fixed_max_ > 0 ? fixed_max_ : manager_.config()->pool.max_size; }
 
 // The write pool keeps no idle connections of its own: writable sessions are opened on demand.

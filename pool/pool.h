@@ -85,6 +85,8 @@ class Pool {
   bool writes() const { return writes_; }
   bool internal() const { return fixed_max_ > 0; }
   size_t host() const { return host_; }
+  // History's name for that host: "primary", or the replica's host:port (HostHealth::label).
+  std::string_view hostLabel() const;
   PoolManager& manager() { return manager_; }
   // What this pool's new connections are opened with: the manager's settings, with the
   // replica's address in upstream.host and port for a replica's pool.

@@ -204,6 +204,7 @@ bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
   Pending::Query& q = p.query();
   q.exec = std::make_unique<TextExecution>(*this);
   q.exec->begin(plan, overrides_, std::move(v.budget_key), false, nullptr);
+  if (server_) q.exec->sentTo(server_->pool().hostLabel());
   if (writes_ && v.write.wrap && server_) {
     std::string query;
     if (d.rewritten_sql) {
@@ -554,6 +555,9 @@ void ClientSession::finishRun(StatementRun& run, history::Outcome outcome,
                               std::string_view sqlstate, std::string_view message) {
   if (run.finished) return;
   ++statement_count_;
+  // An extended-protocol message's run, sent to the server this session holds: history names
+  // its host. A simple Query's runs have it from their TextExecution.
+  if (run.host.empty() && run.queued > 0 && server_) run.host = server_->pool().hostLabel();
   host_.statementRecorder().finish(run, requestContext(run.extended, run.overrides), caller_.policy,
                                    outcome, sqlstate, message);
 }

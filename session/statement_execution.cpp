@@ -72,6 +72,7 @@ void TextExecution::next() {
   if (plan_ && next_ < plan_->statements.size()) {
     run_ = startRun(plan_, next_++, false);
     run_->overrides = overrides_;
+    run_->host = host_;
   }
 }
 
@@ -100,8 +101,10 @@ void TextExecution::finishRest(history::Outcome outcome, std::string_view sqlsta
                                std::string_view message) {
   if (run_ && !run_->finished) sink_.finishRun(*run_, outcome, sqlstate, message);
   run_.reset();
-  finishNotExecuted(plan_, next_, overrides_,
-                    [&](StatementRun& run) { sink_.finishRun(run, outcome, sqlstate, message); });
+  finishNotExecuted(plan_, next_, overrides_, [&](StatementRun& run) {
+    run.host = host_;
+    sink_.finishRun(run, outcome, sqlstate, message);
+  });
 }
 
 }  // namespace pgwarden::daemon

@@ -119,6 +119,12 @@ class TextExecution {
   const guards::AgentOverrides& overrides() const { return overrides_; }
   StatementRun* run() const { return run_.get(); }
   const std::shared_ptr<StatementRun>& shared() const { return run_; }
+  // The text was sent to the server on `host` (Pool::hostLabel, held for the process's life):
+  // its statements' records name it, also those the server skipped after an error.
+  void sentTo(std::string_view host) {
+    host_ = host;
+    if (run_) run_->host = host;
+  }
   // The run being answered is the text's last statement: its caller expects nothing after it.
   bool atLast() const { return plan_ && next_ >= plan_->statements.size(); }
 
@@ -142,6 +148,7 @@ class TextExecution {
   guards::AgentOverrides overrides_;
   std::shared_ptr<StatementRun> run_;
   size_t next_ = 0;
+  std::string_view host_;
 };
 
 }  // namespace pgwarden::daemon

@@ -121,6 +121,7 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   }
   r.request_id = who.request_id;
   r.traceparent = who.traceparent;
+  r.host = run.host;
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.
     const std::string screens = actionsJson(run.screens);

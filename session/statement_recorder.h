@@ -51,6 +51,9 @@ struct StatementRun {
   std::shared_ptr<const guards::BudgetKey> budget_key;
   // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
   guards::AgentOverrides overrides;
+  // The upstream host it was sent to (history's host, Pool::hostLabel: held for the process's
+  // life); empty while it reached no server.
+  std::string_view host;
   // Entries of the session's queue of server answers that hold this run (QueuedRun keeps it):
   // whether the server still owes it something, without scanning the queue.
   uint32_t queued = 0;

@@ -215,7 +215,14 @@ void statement(std::string& out, const ReportTable& t, const std::vector<ReportC
   char ms[32] = "";
   std::snprintf(ms, sizeof ms, "%.1f",
                 us.empty() ? 0.0 : std::strtod(us.c_str(), nullptr) / 1000.0);
-  out += "</span><span>" + std::string(ms) + " ms</span><span>";
+  out += "</span><span>" + std::string(ms) + " ms</span>";
+  // Where it ran: a read served by a replica may be behind the primary by its lag.
+  if (const std::string host = cell(t, row, "host"); !host.empty()) {
+    out += "<span class=\"host\">on ";
+    appendHtmlEscaped(out, host);
+    out += "</span>";
+  }
+  out += "<span>";
   appendHtmlEscaped(out, cell(t, row, "agent_id"));
   out += "</span></div>\n<pre class=\"sql\">";
   appendHtmlEscaped(out, cell(t, row, "sql_text"));

@@ -210,7 +210,7 @@ Sql timelineSql(Dialect d, const Filter& f, int64_t now_us) {
       " AS started_at,\n"
       "       agent_id, user_name, policy_group, statement_kind, outcome, deny_code, sqlstate,\n"
       "       error_message, warnings, CAST(guard_actions AS TEXT) AS guard_actions,\n"
-      "       rows_returned, rows_affected, duration_us, tool_name, tool_args, sql_text\n"
+      "       rows_returned, rows_affected, duration_us, host, tool_name, tool_args, sql_text\n"
       "FROM " +
       std::string(history::kHistoryTable) + "\nWHERE " + key +
       " AND started_at >= ?\nORDER BY started_at, id\nLIMIT ?";

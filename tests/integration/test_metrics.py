@@ -104,8 +104,9 @@ def test_denied_statement_moves_exactly_its_series(daemon):
     after = samples(scrape(daemon))
 
     stmts = diff(before, after, "pgwarden_statements_total")
+    # Denied: it reached no server.
     assert stmts == {frozenset({("group", "agents"), ("outcome", "denied"),
-                                ("intent", "write")}): 1.0}, stmts
+                                ("intent", "write"), ("host", "none")}): 1.0}, stmts
     decisions = diff(before, after, "pgwarden_guard_decisions_total")
     assert decisions == {frozenset({("group", "agents"), ("guard", "read_only"),
                                     ("action", "deny"), ("code", "READ_ONLY")}): 1.0}, decisions
@@ -193,6 +194,7 @@ def test_counters_move_as_traffic_flows(daemon):
     ok = diff(before, after, "pgwarden_statements_total")
     assert sum(v for k, v in ok.items() if ("outcome", "ok") in k) == 1.0, ok
     assert all(("group", "passthrough") in k for k in ok), ok
+    assert all(("host", "primary") in k for k in ok), ok  # both ran on the server
     assert sum(v for k, v in ok.items() if ("outcome", "error") in k) == 1.0, ok
     assert total(after, "pgwarden_rows_returned_total", group="passthrough") - \
         total(before, "pgwarden_rows_returned_total", group="passthrough") == 7

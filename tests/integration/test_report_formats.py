@@ -38,6 +38,8 @@ def test_report_conversation_in_every_format(recorded, pgwarden_bin):
             "warning_codes"] == "UNKNOWN_VALUE"
     assert by_text[DENIED]["outcome"] == "denied" and by_text[DENIED]["deny_code"] == "READ_ONLY"
     assert by_text[RIGHT]["warning_codes"] == "" and by_text[RIGHT]["outcome"] == "ok"
+    # Where each ran: the server statements on the primary, the denial nowhere.
+    assert by_text[RIGHT]["host"] == "primary" and by_text[DENIED]["host"] == ""
     assert [r["n"] for r in rows] == list(range(1, len(rows) + 1))
     table = report()
     assert "READ_ONLY" in table and table.rstrip().endswith("rows)")

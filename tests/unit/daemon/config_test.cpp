@@ -410,3 +410,98 @@ TEST(Config, SecretsFromTheEnvironment) {
             std::string::npos)
       << errorOf(policy);
 }
+
+namespace {
+
+// baseConfig() with `replicas` (the lines of the upstream.replicas list, from line 7) and `extra`
+// (more upstream keys, after the list) in its upstream section.
+std::string withReplicas(const std::string& replicas, const std::string& extra = "") {
+  std::string text = baseConfig();
+  text.insert(text.find("users:\n"), "  replicas:\n" + replicas + extra);  // the list from line 7
+  return text;
+}
+
+}  // namespace
+
+TEST(ConfigReplicas, AListOfHostsWithThePrimarysPortByDefaultAndTheirSettings) {
+  auto c = parseConfig(withReplicas("    - host: 10.0.0.2\n"
+                                    "    - host: 10.0.0.3\n"
+                                    "      port: 5434\n",
+                                    "  max_replica_lag: 2500ms\n"
+                                    "  health_check_interval: 250ms\n"
+                                    "  health_check_database: monitor\n"),
+                       "test.yaml");
+  ASSERT_EQ(c->upstream.replicas.size(), 2u);
+  EXPECT_EQ(c->upstream.replicas[0].name(), "10.0.0.2:5433");
+  EXPECT_EQ(c->upstream.replicas[1].name(), "10.0.0.3:5434");
+  EXPECT_EQ(c->upstream.max_replica_lag.count(), 2500);
+  EXPECT_EQ(c->upstream.health_check_interval.count(), 250);
+  EXPECT_EQ(c->upstream.health_check_database, "monitor");
+  auto none = parseConfig(baseConfig(), "test.yaml");
+  EXPECT_TRUE(none->upstream.replicas.empty());
+  EXPECT_EQ(none->upstream.max_replica_lag.count(), 10000);
+  EXPECT_EQ(parseConfig(withReplicas("    - host: r1\n", "  max_replica_lag: 2m\n"), "test.yaml")
+                ->upstream.max_replica_lag.count(),
+            120000);
+}
+
+TEST(ConfigReplicas, ABadHostNamesItsLineAndKey) {
+  std::string err = errorOf(withReplicas("    - port: 5434\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas[0].host: ", 0), 0u) << err;
+  EXPECT_NE(err.find("every replica needs a host"), std::string::npos) << err;
+  err = errorOf(withReplicas("    - host: r1\n    - host: \"\"\n"));
+  EXPECT_EQ(err.rfind("test.yaml:8: upstream.replicas[1].host: ", 0), 0u) << err;
+  err = errorOf(withReplicas("    - host: [r1, r2]\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas[0].host: ", 0), 0u) << err;
+  err = errorOf(withReplicas("    - hots: r1\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas[0].hots: ", 0), 0u) << err;
+  EXPECT_NE(err.find("unknown key"), std::string::npos) << err;
+  err = errorOf(withReplicas("    host: r1\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas: ", 0), 0u) << "a map, not a list: " << err;
+  err = errorOf(withReplicas("    - r1:5434\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas[0]: ", 0), 0u)
+      << "a string, not a map: " << err;
+}
+
+TEST(ConfigReplicas, ABadPortNamesItsLineAndKey) {
+  for (const char* port : {"0", "65536", "-1", "abc", "5432.5"}) {
+    const std::string err =
+        errorOf(withReplicas(std::string("    - host: r1\n      port: ") + port + "\n"));
+    EXPECT_EQ(err.rfind("test.yaml:8: upstream.replicas[0].port: ", 0), 0u) << port << ": " << err;
+  }
+}
+
+TEST(ConfigReplicas, AHostListedTwiceOrThePrimaryAsAReplicaIsRefused) {
+  std::string err =
+      errorOf(withReplicas("    - host: r1\n"
+                           "    - host: r2\n"
+                           "    - host: r1\n"
+                           "      port: 5433\n"));
+  EXPECT_EQ(err.rfind("test.yaml:9: upstream.replicas[2]: ", 0), 0u) << err;
+  EXPECT_NE(err.find("r1:5433 is listed twice"), std::string::npos) << err;
+  err = errorOf(withReplicas("    - host: 127.0.0.1\n"));
+  EXPECT_EQ(err.rfind("test.yaml:7: upstream.replicas[0]: ", 0), 0u) << err;
+  EXPECT_NE(err.find("the primary is upstream.host"), std::string::npos) << err;
+  // The same host on another port is another server.
+  EXPECT_EQ(errorOf(withReplicas("    - host: 127.0.0.1\n      port: 5434\n")), "");
+}
+
+TEST(ConfigReplicas, DurationsNeedAUnitAndTheIntervalAFloor) {
+  for (const char* lag : {"1.5s", "ten seconds", "5 parsecs", "-1s", "[1s]", "10 ms ago"}) {
+    const std::string err =
+        errorOf(withReplicas("    - host: r1\n", std::string("  max_replica_lag: ") + lag + "\n"));
+    EXPECT_EQ(err.rfind("test.yaml:8: upstream.max_replica_lag: ", 0), 0u) << lag << ": " << err;
+    EXPECT_NE(err.find("expected a duration like 500ms, 10s or 5m"), std::string::npos) << err;
+  }
+  // A bare number is seconds, as for every duration; 0 would read from no replica.
+  EXPECT_EQ(parseConfig(withReplicas("    - host: r1\n", "  max_replica_lag: 3\n"), "test.yaml")
+                ->upstream.max_replica_lag.count(),
+            3000);
+  std::string zero = errorOf(withReplicas("    - host: r1\n", "  max_replica_lag: 0ms\n"));
+  EXPECT_EQ(zero.rfind("test.yaml:8: upstream.max_replica_lag: ", 0), 0u) << zero;
+  EXPECT_NE(zero.find("must be more than 0"), std::string::npos) << zero;
+  const std::string err =
+      errorOf(withReplicas("    - host: r1\n", "  health_check_interval: 50ms\n"));
+  EXPECT_EQ(err.rfind("test.yaml:8: upstream.health_check_interval: ", 0), 0u) << err;
+  EXPECT_NE(err.find("at least 100ms"), std::string::npos) << err;
+}

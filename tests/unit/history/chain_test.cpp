@@ -120,6 +120,43 @@ TEST(ChainFieldsCanonical, ARowWithoutRequestFieldsHashesAsBeforeTheyExisted) {
   EXPECT_NE(chainHash(secret, prev, f, scratch), version6Hash(secret, prev, f));
 }
 
+// Schema 7's message: request_id and traceparent when set, no host (kRecordUidField - 1).
+ChainHash version7Hash(std::string_view secret, const ChainHash& prev, const ChainFields& f) {
+  std::string m(reinterpret_cast<const char*>(prev.data()), prev.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (i == kChainHashField || i == kRecordUidField - 1) continue;
+    if (i >= kFirstPostChainField && i < kRecordUidField && f[i].empty()) continue;
+    const auto n = static_cast<uint32_t>(f[i].size());
+    const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                         static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
+    m.append(len, 4);
+    m += f[i];
+  }
+  ChainHash out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(m.data()), m.size(), out.data(), &len);
+  return out;
+}
+
+TEST(ChainFieldsCanonical, ARowWithoutAHostHashesAsBeforeItExisted) {
+  ASSERT_STREQ(kColumns[kRecordUidField - 1].name, "host");
+  const std::string secret(32, 'k');
+  ChainHash prev{};
+  prev[0] = 3;
+  std::string scratch;
+  Record r = makeRecord(8, "SELECT 2");
+  r.request_id = "8";
+  ChainFields f;
+  canonicalFields(RowValues(r), f);
+  EXPECT_EQ(chainHash(secret, prev, f, scratch), version7Hash(secret, prev, f));
+  r.host = "10.0.0.2:5432";
+  canonicalFields(RowValues(r), f);
+  EXPECT_EQ(f[kRecordUidField - 1], "10.0.0.2:5432");
+  EXPECT_NE(chainHash(secret, prev, f, scratch), version7Hash(secret, prev, f))
+      << "a host, once set, is covered by the chain";
+}
+
 TEST(Chainer, EachRecordChainsFromThePreviousAndARestartGoesOn) {
   TempDir dir;
   const HistoryConfig c = test::chainedConfig(dir, "sqlite");

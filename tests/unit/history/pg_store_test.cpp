@@ -194,6 +194,7 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   r.tool_args = R"({"from":"2024-07-01"})";
   r.request_id = R"("turn-7")";
   r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  r.host = "10.0.0.2:5432";
   ASSERT_TRUE(rec->submit(std::move(r)));
   // What PostgreSQL would refuse as is: invalid UTF-8, NUL, a \u0000 escape, broken JSON.
   Record bad = makeRecord(43, std::string("SELECT '\xFF\xFE'") + '\0');
@@ -239,9 +240,34 @@ TEST_F(PostgresStore, CreatesSchemaAndRoundTripsEveryField) {
   EXPECT_EQ(db.query("SELECT request_id, traceparent FROM pgwarden_history WHERE session_id = 42")[0],
             (std::vector<std::string>{R"("turn-7")",
                                       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}));
+  EXPECT_EQ(db.query("SELECT host FROM pgwarden_history WHERE session_id = 42")[0][0],
+            "10.0.0.2:5432");
   // A second recorder (another instance, or a restart) finds the schema in place.
   auto again = makeRecorder(config());
   again->shutdown(std::chrono::seconds(5));
+}
+
+// A table of schema version 7 (no host column) gains it in place, with another instance's
+// writes going on.
+TEST_F(PostgresStore, AVersionSevenTableGainsHostInPlace) {
+  {
+    auto rec = makeRecorder(config());
+    ASSERT_TRUE(rec->submit(makeRecord(1, "SELECT 1")));
+    rec->shutdown(std::chrono::seconds(5));
+  }
+  Client db(server_.dsn());
+  ASSERT_TRUE(db.ok());
+  db.query("ALTER TABLE pgwarden_history DROP COLUMN host");
+  db.query("DELETE FROM pgwarden_history_schema WHERE version = 8");
+  auto rec = makeRecorder(config());
+  Record r = makeRecord(2, "SELECT 2");
+  r.host = "primary";
+  ASSERT_TRUE(rec->submit(std::move(r)));
+  rec->shutdown(std::chrono::seconds(5));
+  EXPECT_EQ(db.query("SELECT max(version) FROM pgwarden_history_schema")[0][0], "8");
+  // Rows from before have '' as every text column added in place: "reached no server" by name.
+  EXPECT_EQ(db.query("SELECT coalesce(host, '<null>') FROM pgwarden_history ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{""}, {"primary"}}));
 }
 
 TEST_F(PostgresStore, ServerStoppedMidRunQueuesThenDeliversAndCountsOverflow) {

@@ -228,6 +228,30 @@ TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
   EXPECT_NE(rows[3][1], "<null>");
 }
 
+// A file of schema version 7 (no host column) gains it in place: its rows keep no host, the new
+// ones name theirs.
+TEST(Durability, AVersionSevenTableGainsHostInPlace) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  {
+    auto rec = makeRecorder(c);
+    submitRange(*rec, 0, 2);
+    rec->shutdown(std::chrono::seconds(10));
+  }
+  sqliteQuery(c.path, "ALTER TABLE pgwarden_history DROP COLUMN host");
+  sqliteQuery(c.path, "DELETE FROM pgwarden_history_schema WHERE version = 8");
+  auto rec = makeRecorder(c);
+  Record r = makeRecord(5, "SELECT 'on a replica'");
+  r.host = "10.0.0.2:5432";
+  ASSERT_TRUE(rec->submit(std::move(r)));
+  rec->shutdown(std::chrono::seconds(10));
+  EXPECT_EQ(sqliteQuery(c.path, "SELECT max(version) FROM pgwarden_history_schema")[0][0], "8");
+  const auto rows = sqliteQuery(c.path, "SELECT host FROM pgwarden_history ORDER BY id");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0][0], "") << "text columns added in place are '' in the rows from before";
+  EXPECT_EQ(rows[2][0], "10.0.0.2:5432");
+}
+
 // A file of schema version 4 kept record_uid unique by an index. Stored by such a pgwarden,
 // killed before the spool's consumed mark: the next start moves the index to spool marks
 // seeded from the stored record_uids, and the batch handed over again is still stored once.

@@ -61,6 +61,7 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   r.tool_args = R"({"to":"2024-10-01"})";
   r.request_id = R"("turn-7")";
   r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  r.host = "10.0.0.2:5432";
   std::vector<uint8_t> body(encodedSize(r));
   encodeRecord(r, body.data());
   Record back;
@@ -78,6 +79,7 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   EXPECT_EQ(back.tool_args, r.tool_args);
   EXPECT_EQ(back.request_id, r.request_id);
   EXPECT_EQ(back.traceparent, r.traceparent);
+  EXPECT_EQ(back.host, r.host);
   for (size_t n = 0; n < body.size(); ++n) {
     Record cut;
     EXPECT_FALSE(decodeRecord(body.data(), n, &cut)) << n;
@@ -92,6 +94,7 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   ASSERT_TRUE(decodeRecord(old.data(), old.size(), &plain_back));
   EXPECT_TRUE(plain_back.tool_name.empty() && plain_back.tool_args.empty());
   EXPECT_TRUE(plain_back.request_id.empty() && plain_back.traceparent.empty());
+  EXPECT_TRUE(plain_back.host.empty());
   // Request fields without tool fields.
   Record req = makeRecord(9, "SELECT 2");
   req.traceparent = r.traceparent;
@@ -101,6 +104,33 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   ASSERT_TRUE(decodeRecord(req_body.data(), req_body.size(), &req_back));
   EXPECT_EQ(req_back.traceparent, r.traceparent);
   EXPECT_TRUE(req_back.request_id.empty() && req_back.tool_name.empty());
+}
+
+// A spool written before the host existed (schema 7) holds records encoded without it: they
+// decode with no host, also into a record reused from one that had one (the writer's batch).
+TEST(SpoolCodec, ARecordWithoutAHostIsEncodedAsBeforeAndDecodesWithNone) {
+  Record v7 = makeRecord(11, "SELECT 3");
+  v7.request_id = "7";
+  v7.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Record with_host = v7;
+  with_host.host = "primary";
+  EXPECT_EQ(encodedSize(with_host), encodedSize(v7) + 4 + 7);
+  std::vector<uint8_t> old(encodedSize(v7));
+  encodeRecord(v7, old.data());
+  std::vector<uint8_t> now(encodedSize(with_host));
+  encodeRecord(with_host, now.data());
+  // Schema 7's layout: the same bytes up to its end, and only the flags byte tells them apart.
+  const size_t flags_at = 7 * 8 + 1;
+  EXPECT_EQ(now[flags_at], old[flags_at] | 32);
+  now[flags_at] = old[flags_at];
+  EXPECT_TRUE(std::equal(old.begin(), old.end(), now.begin()));
+  Record back;
+  encodeRecord(with_host, now.data());
+  ASSERT_TRUE(decodeRecord(now.data(), now.size(), &back));
+  EXPECT_EQ(back.host, "primary");
+  ASSERT_TRUE(decodeRecord(old.data(), old.size(), &back));
+  EXPECT_EQ(back.host, "");
+  EXPECT_EQ(back.traceparent, v7.traceparent);
 }
 
 TEST(Spool, PushNamesTheRecordItTook) {

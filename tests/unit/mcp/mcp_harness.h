@@ -94,9 +94,9 @@ class FakeMcpHost final : public InertMcpHost {
     who.hold = config_;
     return who;
   }
-  daemon::Pool& pool(const std::string& db) override {
+  daemon::Pool& pool(const std::string& db, bool replica_ok) override {
     ++pool_asks;
-    return pools_.pool(db);
+    return pools_.pool(db, false, false, replica_ok);
   }
   daemon::Pool& writePool(const std::string& db) override {
     ++pool_asks;

@@ -277,7 +277,7 @@ TEST(Dashboard, TheCheckCatchesAnUnknownName) {
   EXPECT_EQ(samples.count("pgwarden_statement_duration_seconds"), 0u);  // bare histogram name
   EXPECT_EQ(samples.count("pgwarden_statements_total"), 1u);
   EXPECT_EQ(samples["pgwarden_statements_total"],
-            (std::set<std::string>{"group", "outcome", "intent"}));
+            (std::set<std::string>{"group", "outcome", "intent", "host"}));
 }
 
 }  // namespace

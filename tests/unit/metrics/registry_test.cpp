@@ -269,9 +269,19 @@ TEST(Catalogue, GroupSeriesCachesAndResolvesTheRightSeries) {
   GroupSeries g(m, "agents");
   Counter& ok = g.statements(Outcome::kOk, StatementIntent::kLookup);
   EXPECT_EQ(&ok, &g.statements(Outcome::kOk, StatementIntent::kLookup));
-  EXPECT_EQ(&ok, &m.statements.with({"agents", "ok", "lookup"}));
+  EXPECT_EQ(&ok, &m.statements.with({"agents", "ok", "lookup", "primary"}));
   EXPECT_EQ(&g.statements(Outcome::kDenied, StatementIntent::kOther),
-            &m.statements.with({"agents", "denied", "other"}));
+            &m.statements.with({"agents", "denied", "other", "primary"}));
+  // Each host its own series, cached by its slot; past the slots, resolved each time.
+  Counter& replica = g.statements(Outcome::kOk, StatementIntent::kLookup, 2, "10.0.0.2:5432");
+  EXPECT_NE(&replica, &ok);
+  EXPECT_EQ(&replica, &m.statements.with({"agents", "ok", "lookup", "10.0.0.2:5432"}));
+  EXPECT_EQ(&replica, &g.statements(Outcome::kOk, StatementIntent::kLookup, 2, "10.0.0.2:5432"));
+  EXPECT_EQ(
+      &g.statements(Outcome::kDenied, StatementIntent::kLookup, GroupSeries::kHostNone, "none"),
+      &m.statements.with({"agents", "denied", "lookup", "none"}));
+  EXPECT_EQ(&g.statements(Outcome::kOk, StatementIntent::kLookup, GroupSeries::kHostSlots, "h:1"),
+            &m.statements.with({"agents", "ok", "lookup", "h:1"}));
   EXPECT_EQ(&g.duration(Outcome::kError), &m.statement_duration.with({"agents", "error"}));
   EXPECT_EQ(&g.rowsReturned(), &m.rows_returned.with({"agents"}));
   // A second GroupSeries for the same group (a config reload) shares the series.

@@ -1,17 +1,24 @@
 // Read replicas: which host a read goes to after the health checks (up, in recovery, lag under
 // max_replica_lag, in turn), a host a loop found unreachable leaving until a check finds it back,
 // and a replica's pool handing its waiting clients to the primary's when its login finds nobody.
+// The checks: each host on its own thread (one that hangs holds only its own), on a connection
+// kept between checks (tested with libpq against the fake server playing PostgreSQL).
 #include "pool/host_health.h"
 
 #include <gtest/gtest.h>
 #include <uv.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "fake_connection.h"
+#include "fake_server.h"
 #include "pool/pool.h"
 
 using namespace pgwarden::daemon;
@@ -96,6 +103,142 @@ TEST(HostHealth, APromotedReplicaIsNoLongerReadFrom) {
   a.by_host = {{"10.0.0.1:5432", primary()}, {"10.0.0.2:5432", primary()}};
   health.checkAll();
   EXPECT_EQ(health.pickForRead(), 0u);
+}
+
+TEST(HostHealth, AHostThatHangsHoldsOnlyItsOwnChecks) {
+  UpstreamConfig up = twoReplicas();
+  up.health_check_interval = Millis(10);
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  HostHealth health(up, [&](const UpstreamHost& h, const UpstreamConfig&) {
+    if (h.name() == "10.0.0.2:5432") {  // takes the connection, then never answers
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return release; });
+      return HostProbe{false, false, 0, "no answer"};
+    }
+    return h.name() == "10.0.0.1:5432" ? primary() : replica(0);
+  });
+  health.start();
+  // The deadline only ends a run where the others' checks never come; it is not what is tested.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto s = health.snapshot();
+    if (s[0].checks >= 3 && s[2].checks >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto s = health.snapshot();
+  EXPECT_GE(s[0].checks, 3u);
+  EXPECT_GE(s[2].checks, 3u) << "the replica after the hung one is checked on time";
+  EXPECT_EQ(s[1].checks, 0u) << "the hung one is still in its first check";
+  EXPECT_EQ(health.pickForRead(), 2u);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  health.stop();
+  EXPECT_EQ(health.snapshot()[1].checks, 1u);
+}
+
+// Plays PostgreSQL on the fake server: answers a login, and the check's query as a caught-up
+// replica (unless `mute`), one connection at a time.
+struct PlayedPostgres {
+  test::FakeServer server;
+  bool logged_in = false;
+  bool mute = false;
+  int logins = 0;
+  int queries = 0;
+
+  void step() {
+    if (!server.accept()) return;
+    server.pump();
+    std::string out;
+    if (!logged_in) {
+      pgwarden::protocol::StartupPacket sp;
+      if (!server.takeStartup(sp)) return;
+      logged_in = true;
+      ++logins;
+      pgwarden::protocol::writeAuthOk(out);
+      pgwarden::protocol::writeBackendKeyData(out, 4242, 7);
+      pgwarden::protocol::writeReadyForQuery(out, 'I');
+    }
+    char type = 0;
+    std::string body;
+    while (server.takeMessage(type, body)) {
+      if (type == 'X') {  // Terminate: the client closed this connection; take the next one
+        hangUp();
+        return;
+      }
+      if (type != 'Q') continue;
+      ++queries;
+      if (mute) continue;
+      pgwarden::protocol::writeRowDescription(out, {{"pg_is_in_recovery", 16}, {"lag", 1700}});
+      pgwarden::protocol::writeDataRow(out, {std::string_view("t"), std::string_view("0")});
+      pgwarden::protocol::writeCommandComplete(out, "SELECT 1");
+      pgwarden::protocol::writeReadyForQuery(out, 'I');
+    }
+    if (!out.empty()) server.send(out);
+  }
+  void hangUp() {
+    server.hangUp();
+    logged_in = false;
+  }
+  // One check on `c` from another thread (libpq blocks) while this one plays the server.
+  HostProbe check(CheckConnection& c, const UpstreamConfig& up) {
+    const UpstreamHost host{server.dir(), test::FakeServer::kPort};
+    auto f = std::async(std::launch::async, [&] { return c.check(host, up); });
+    while (f.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) step();
+    return f.get();
+  }
+};
+
+UpstreamConfig checkSettings() {
+  UpstreamConfig up;
+  up.user = "app";
+  up.connect_timeout = Millis(2000);
+  return up;
+}
+
+TEST(CheckConnection, KeepsItsConnectionBetweenChecksAndOpensANewOneWhenItFails) {
+  PlayedPostgres pg;
+  ASSERT_TRUE(pg.server.listening());
+  CheckConnection c;
+  const UpstreamConfig up = checkSettings();
+  for (int i = 0; i < 3; ++i) {
+    const HostProbe p = pg.check(c, up);
+    EXPECT_TRUE(p.answered) << p.error;
+    EXPECT_TRUE(p.in_recovery);
+    EXPECT_EQ(p.lag_ms, 0);
+  }
+  EXPECT_EQ(c.connects(), 1u);
+  EXPECT_EQ(pg.logins, 1);
+  EXPECT_EQ(pg.queries, 3);
+  // The server goes away (a restart): the next check finds the kept connection dead and logs in
+  // again, in the same check.
+  pg.hangUp();
+  const HostProbe p = pg.check(c, up);
+  EXPECT_TRUE(p.answered) << p.error;
+  EXPECT_EQ(c.connects(), 2u);
+  EXPECT_EQ(pg.logins, 2);
+  // A reload that changes the login opens a new one too.
+  UpstreamConfig other = up;
+  other.user = "monitor";
+  EXPECT_TRUE(pg.check(c, other).answered);
+  EXPECT_EQ(c.connects(), 3u);
+}
+
+TEST(CheckConnection, AHostThatTakesTheQueryAndNeverAnswersFailsTheCheckAtItsBound) {
+  PlayedPostgres pg;
+  ASSERT_TRUE(pg.server.listening());
+  CheckConnection c;
+  EXPECT_TRUE(pg.check(c, checkSettings()).answered);
+  pg.mute = true;
+  const HostProbe p = pg.check(c, checkSettings());
+  EXPECT_FALSE(p.answered);
+  EXPECT_EQ(p.error, "no answer to the health check within 2000 ms");
+  EXPECT_EQ(pg.queries, 2);
+  EXPECT_EQ(c.connects(), 1u) << "a host that hangs is not logged in to again in the same check";
 }
 
 class ReplicaPoolTest : public ::testing::Test {

@@ -55,6 +55,20 @@ TEST(StatementRecorder, ARunIsRecordedOnceWithItsCaller) {
   EXPECT_EQ(r.protocol, "simple");
 }
 
+TEST(StatementRecorder, TheRecordNamesTheHostTheRunWasSentTo) {
+  CopyingSink sink;
+  StatementRecorder recorder(sink, nullptr, "host-1");
+  PolicyEngine engine(16, 4096);
+  auto on_replica = startRun(engine.plan(nullptr, "SELECT 1", who(), nullptr), 0, false);
+  on_replica->host = "10.0.0.2:5432";
+  recorder.finish(*on_replica, who(), nullptr, history::Outcome::kOk);
+  auto nowhere = startRun(engine.plan(nullptr, "SELECT 2", who(), nullptr), 0, false);
+  recorder.finish(*nowhere, who(), nullptr, history::Outcome::kOk);
+  ASSERT_EQ(sink.records.size(), 2u);
+  EXPECT_EQ(sink.records[0].host, "10.0.0.2:5432");
+  EXPECT_EQ(sink.records[1].host, "") << "a run that reached no server names none";
+}
+
 TEST(StatementRecorder, ARecordLeftWithTheRecorderCarriesNothingIntoTheNext) {
   CopyingSink sink;
   StatementRecorder recorder(sink, nullptr, "host-1");

@@ -52,6 +52,7 @@ TEST(StudioPages, TimelineEscapesEveryValue) {
                "rows_returned",
                "rows_affected",
                "duration_us",
+               "host",
                "tool_name",
                "tool_args",
                "sql_text"};
@@ -60,13 +61,13 @@ TEST(StudioPages, TimelineEscapesEveryValue) {
        text("select"), text("ok"), text(""), text(""), text(""), number("1"),
        text(R"([{"guard":"result_screen","action":"warn","code":"UNKNOWN_VALUE","reason":")" +
             std::string("<b>no</b> ") + R"(\"><img src=x>"}])"),
-       number("1"), number("0"), number("2500"), text("query"),
+       number("1"), number("0"), number("2500"), text("10.0.0.2:5432"), text("query"),
        text(R"({"sql":")" + std::string("</code><script>alert(1)</script>") + "\"}"),
        text("SELECT '" + kScript + "' -- " + kAttr)});
   t.rows.push_back({number("2"), text("2026-12-06T10:00:01Z"), text(kAttr), text("agent"),
                     text("agents"), text("select"), text("denied"), text(kScript), text(""),
                     text(kScript), number("0"), text("not json <script>"), number("0"), number("0"),
-                    number("100"), text(""), text(""), text(kJsUrl)});
+                    number("100"), text(""), text(""), text(""), text(kJsUrl)});
   Filter f;
   f.id = kScript;
   const std::string html = timelinePage(f, t);
@@ -76,6 +77,8 @@ TEST(StudioPages, TimelineEscapesEveryValue) {
   EXPECT_NE(html.find("&lt;b&gt;no&lt;/b&gt;"), std::string::npos);
   EXPECT_NE(html.find("MCP tool <b>query</b>"), std::string::npos);
   EXPECT_NE(html.find("2.5 ms"), std::string::npos);
+  EXPECT_NE(html.find("<span class=\"host\">on 10.0.0.2:5432</span>"), std::string::npos);
+  EXPECT_EQ(html.find("class=\"host\">on </span>"), std::string::npos) << "no host: no span";
   // In order.
   EXPECT_LT(html.find("id=\"s1\""), html.find("id=\"s2\""));
 }
