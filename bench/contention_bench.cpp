@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "bench/bench_record.h"
 #include "budgets/budget.h"
 #include "history/recorder.h"
 #include "metrics/metrics.h"
@@ -29,21 +30,9 @@ namespace metrics = pgwarden::metrics;
 namespace guards = pgwarden::guards;
 
 Record statementRecord(uint64_t i) {
-  Record r;
-  r.started_at_us = 1714564800000000 + static_cast<int64_t>(i);
-  r.finished_at_us = r.started_at_us + 120;
-  r.duration_us = 120;
-  r.session_id = i % 64;
-  r.user = "agent";
-  r.database = "analytics";
-  r.policy_group = "agents";
-  r.agent_id = "agent-17";
-  r.conversation_id = "conv-" + std::to_string(i % 1000);
-  r.statement_kind = "select";
+  Record r = pgwarden::bench::agentRecord(i, 1, 120);
   r.tables = {"public.pgbench_accounts"};
   r.sql_text = "SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(i % 100000);
-  r.fingerprint = "a1b2c3d4e5f60718";
-  r.outcome = pgwarden::history::Outcome::kOk;
   r.rows_returned = 1;
   r.protocol = "simple";
   return r;

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "bench/bench_record.h"
 #include "history/recorder.h"
 
 namespace {
@@ -27,30 +28,18 @@ using pgwarden::history::Outcome;
 using pgwarden::history::Record;
 
 Record sampleRecord(uint64_t i) {
-  Record r;
-  r.started_at_us = 1714564800000000 + static_cast<int64_t>(i) * 1000;
-  r.finished_at_us = r.started_at_us + 1800;
-  r.duration_us = 1800;
-  r.session_id = i % 64;
-  r.user = "agent";
-  r.database = "analytics";
-  r.policy_group = "agents";
+  Record r = pgwarden::bench::agentRecord(i, 1000, 1800);
   r.client_addr = "10.1.2.3:51234";
   r.application_name = "langchain";
-  r.agent_id = "agent-17";
-  r.conversation_id = "conv-" + std::to_string(i % 1000);
   r.query_intent_sent = "lookup";
   r.query_intent_inferred = "lookup";
-  r.statement_kind = "select";
   r.tables = {"public.shipments", "public.customers"};
   r.sql_text =
       "SELECT s.id, s.status, c.name FROM shipments s JOIN customers c ON c.id = s.customer_id "
       "WHERE s.status = 'late' AND s.shipped_at > now() - interval '7 days' ORDER BY s.id LIMIT " +
       std::to_string(100 + i % 50);
-  r.fingerprint = "a1b2c3d4e5f60718";
   r.guard_actions =
       R"([{"guard":"row_limit","action":"rewrite","code":"limit_added","reason":"LIMIT 1000 added"}])";
-  r.outcome = Outcome::kOk;
   r.rows_returned = 42;
   r.bytes_sent = 4096;
   r.protocol = "extended";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/unit/guards/agent_test_util.h"
+#include "tests/unit/guards/housekeeping_texts.h"
 #include "common/config_util.h"
 #include "budgets/budget.h"
 
@@ -416,6 +417,29 @@ TEST(Budget, ExpiredConversationsAreSweptAsStatementsArrive) {
   clock.ms += 61'000;
   (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", "c-other", &ledger)));
   EXPECT_EQ(ledger.size(), 1u) << "the sweep 61 s later dropped c-new and c-stale";
+}
+
+// ---- one classification of session housekeeping for budgets and the external guards ----
+
+using agent_test::kHousekeeping;
+using agent_test::kJudged;
+
+TEST(SessionHousekeeping, OneClassificationForBudgetsAndExternalGuards) {
+  for (const auto& sql : kHousekeeping) {
+    const auto a = analyzeUncached(sql);
+    ASSERT_TRUE(a->ok) << sql << ": " << a->error;
+    EXPECT_TRUE(isSessionHousekeeping(*a)) << sql;
+    EXPECT_FALSE(countsAgainstBudget(*a)) << sql;
+    EXPECT_EQ(budgetStatements(*a), 0) << sql;
+  }
+  for (const auto& sql : kJudged) {
+    const auto a = analyzeUncached(sql);
+    ASSERT_TRUE(a->ok) << sql << ": " << a->error;
+    EXPECT_FALSE(isSessionHousekeeping(*a)) << sql;
+    EXPECT_TRUE(countsAgainstBudget(*a)) << sql;
+    EXPECT_GE(budgetStatements(*a), 1) << sql;
+  }
+  EXPECT_EQ(budgetStatements(*analyzeUncached("BEGIN; SELECT 1; SELECT 2; COMMIT")), 2);
 }
 
 }  // namespace

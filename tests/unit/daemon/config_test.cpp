@@ -1,5 +1,5 @@
-// Config parsing and validation: defaults, every error naming file, line and dotted key, and
-// the cross-references between users, groups and admin users.
+// Config parsing and validation: defaults, every error naming file, line and dotted key, the
+// cross-references between users, groups and admin users, and the auth section.
 #include "daemon/config.h"
 
 #include <gtest/gtest.h>
@@ -505,3 +505,121 @@ TEST(ConfigReplicas, DurationsNeedAUnitAndTheIntervalAFloor) {
   EXPECT_EQ(err.rfind("test.yaml:8: upstream.health_check_interval: ", 0), 0u) << err;
   EXPECT_NE(err.find("at least 100ms"), std::string::npos) << err;
 }
+
+// ---- the auth settings that keep unknown users indistinguishable: unknown_user_method, the salt
+// key's settings, the shape of the made-up SCRAM challenge, and the warning when some users' method
+// gives them away ----
+
+namespace pgwarden::daemon {
+namespace {
+
+std::string scram(int iterations, const std::string& salt = "0123456789abcdef") {
+  return protocol::makeScramVerifierWithSalt("pw", salt, iterations);
+}
+
+// A config with the given `auth:` body (may be empty) and users.
+std::string configWith(const std::string& auth, const std::string& users,
+                       const std::string& extra = "") {
+  return "upstream:\n  host: 127.0.0.1\n  user: reader\n  password: pw\n" + extra +
+         (auth.empty() ? "" : "auth:\n" + auth) + "users:\n" + users +
+         "groups:\n  agents:\n    guards:\n      - kind: read_only\n";
+}
+
+std::string scramUser(const std::string& name, int iterations) {
+  return "  - name: " + name + "\n    password: \"" + scram(iterations) + "\"\n    group: agents\n";
+}
+
+std::string md5User(const std::string& name) {
+  return "  - name: " + name + "\n    password: " + protocol::md5Verifier(name, "pw") +
+         "\n    group: agents\n";
+}
+
+std::string errorOf(const std::string& text) {
+  try {
+    parseConfig(text, "/etc/pgwarden/pgwarden.yaml");
+    return "";
+  } catch (const ConfigFileError& e) {
+    return e.what();
+  }
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s + "\n";
+  return out;
+}
+
+TEST(AuthConfig, Defaults) {
+  auto c = parseConfig(configWith("", scramUser("a", 4096)), "/etc/pgwarden/pgwarden.yaml");
+  EXPECT_EQ(c->auth.unknown_user_method, AuthMethod::kScramSha256);
+  EXPECT_EQ(c->daemon.state_dir, "/var/lib/pgwarden");
+  EXPECT_EQ(c->auth.salt_key_file, "/var/lib/pgwarden/salt.key");
+  EXPECT_TRUE(c->auth.salt_key.empty());
+  EXPECT_EQ(c->history.path, "/var/lib/pgwarden/history.db");
+  EXPECT_TRUE(c->warnings.empty()) << joined(c->warnings);
+}
+
+TEST(AuthConfig, StateDirIsRelativeToTheConfigAndCarriesTheDefaults) {
+  auto c = parseConfig(configWith("", scramUser("a", 4096), "daemon:\n  state_dir: state/\n"),
+                       "/etc/pgwarden/pgwarden.yaml");
+  EXPECT_EQ(c->daemon.state_dir, "/etc/pgwarden/state");
+  EXPECT_EQ(c->auth.salt_key_file, "/etc/pgwarden/state/salt.key");
+  EXPECT_EQ(c->history.path, "/etc/pgwarden/state/history.db");
+  EXPECT_NE(errorOf(configWith("", scramUser("a", 4096), "daemon:\n  state_dir: \"\"\n"))
+                .find("daemon.state_dir"),
+            std::string::npos);
+}
+
+TEST(AuthConfig, UnknownUserMethodValues) {
+  auto c = parseConfig(configWith("  unknown_user_method: md5\n", md5User("m")), "t.yaml");
+  EXPECT_EQ(c->auth.unknown_user_method, AuthMethod::kMd5);
+  const std::string e = errorOf(configWith("  unknown_user_method: trust\n", md5User("m")));
+  EXPECT_NE(e.find(":6: auth.unknown_user_method: unknown method 'trust'"), std::string::npos) << e;
+}
+
+TEST(AuthConfig, SaltKeyIsCheckedAndExclusiveWithTheFile) {
+  auto c =
+      parseConfig(configWith("  salt_key: a-long-enough-secret\n", scramUser("a", 4096)), "t.yaml");
+  EXPECT_EQ(c->auth.salt_key, "a-long-enough-secret");
+  EXPECT_TRUE(c->auth.salt_key_file.empty());
+  EXPECT_NE(errorOf(configWith("  salt_key: short\n", scramUser("a", 4096))).find("auth.salt_key"),
+            std::string::npos);
+  EXPECT_NE(errorOf(configWith("  salt_key: a-long-enough-secret\n  salt_key_file: k\n",
+                               scramUser("a", 4096)))
+                .find("auth.salt_key_file: set either"),
+            std::string::npos);
+  auto f = parseConfig(configWith("  salt_key_file: keys/salt\n", scramUser("a", 4096)),
+                       "/etc/pgwarden/pgwarden.yaml");
+  EXPECT_EQ(f->auth.salt_key_file, "/etc/pgwarden/keys/salt");
+}
+
+TEST(AuthConfig, MadeUpScramChallengeTakesTheCommonestShape) {
+  auto c = parseConfig(configWith("", scramUser("a", 10000) + scramUser("b", 10000) +
+                                          scramUser("c", 4096) + md5User("m")),
+                       "t.yaml");
+  EXPECT_EQ(c->auth.unknown_scram_iterations, 10000);
+  EXPECT_EQ(c->auth.unknown_scram_salt_len, 16u);
+  auto none = parseConfig(configWith("  unknown_user_method: md5\n", md5User("m")), "t.yaml");
+  EXPECT_EQ(none->auth.unknown_scram_iterations, 4096);  // PostgreSQL's default
+}
+
+TEST(AuthConfig, Md5UsersUnderScramAreNamedInAWarning) {
+  auto c = parseConfig(configWith("", scramUser("a", 4096) + md5User("legacy")), "t.yaml");
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("md5 reveals which users exist: \"legacy\" uses md5"),
+            std::string::npos)
+      << c->warnings[0];
+  // All md5 and unknown users answered with md5: nothing to tell apart.
+  auto m = parseConfig(configWith("  unknown_user_method: md5\n", md5User("legacy")), "t.yaml");
+  EXPECT_TRUE(m->warnings.empty()) << joined(m->warnings);
+  // The other way round: SCRAM users stand out when unknown users get md5.
+  auto s = parseConfig(
+      configWith("  unknown_user_method: md5\n", scramUser("a", 4096) + md5User("legacy")),
+      "t.yaml");
+  ASSERT_EQ(s->warnings.size(), 1u);
+  EXPECT_NE(s->warnings[0].find("\"a\" gets the SCRAM-SHA-256 challenge"), std::string::npos)
+      << s->warnings[0];
+}
+
+}  // namespace
+}  // namespace pgwarden::daemon

@@ -27,6 +27,7 @@
 #include "guards/policy.h"
 #include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
+#include "local_server.h"
 
 namespace pgwarden::agent_test {
 
@@ -71,20 +72,7 @@ inline void drainLoop(uv_loop_t* loop) {
   EXPECT_EQ(uv_loop_close(loop), 0) << "handles left open on the loop";
 }
 
-inline int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
+using ::pgwarden::test::freePort;
 
 // webhook_server.py as a child; stopped (stdin closed, then killed) on destruction.
 class PolicyService {
@@ -146,16 +134,7 @@ struct TempDir {
   fs::path path_;
 };
 
-inline fs::path findPgBin() {
-  if (const char* env = std::getenv("PGW_PGBIN"); env != nullptr && *env != '\0') return env;
-  fs::path best;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/usr/lib/postgresql", ec)) {
-    const fs::path bin = e.path() / "bin";
-    if (fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl") && bin > best) best = bin;
-  }
-  return best;
-}
+using ::pgwarden::test::findPgBin;
 
 // A throwaway cluster owned by the `postgres` OS user when running as root, on 127.0.0.1.
 class PostgresServer {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent_test_util.h"
+#include "housekeeping_texts.h"
 #include "common/config_util.h"
 #include "budgets/budget.h"
 #include "guards/lua_guard.h"
@@ -380,6 +381,46 @@ end)", "      instruction_limit: 10000000\n      memory_limit: 1048576\n");
   }
   EXPECT_EQ(log.results, (std::vector<R>{R::kOk, R::kOk, R::kTimeout, R::kFailure, R::kFailure, R::kFailure}));
   EXPECT_EQ(log.lua_guard_timings, 6);
+}
+
+// ---- session housekeeping (drivers' own SET/SHOW/BEGIN/ROLLBACK/DISCARD/... and empty texts) ----
+
+using agent_test::kHousekeeping;
+using agent_test::kJudged;
+using agent_test::kLuaBroken;
+using agent_test::kLuaDenyAll;
+using agent_test::Prepared;
+using agent_test::prepare;
+
+class Calls final : public GuardObserver {
+ public:
+  void guardEvaluated(std::string_view, std::chrono::nanoseconds) override {}
+  void externalCall(External, CallResult, std::chrono::nanoseconds) override { ++calls; }
+  int calls = 0;
+};
+
+TEST(SessionHousekeeping, NotShownToLuaScriptsSoAFailingScriptCannotRefuseIt) {
+  for (const std::string& script : {kLuaDenyAll, kLuaBroken}) {
+    const auto m = groups("g:\n  guards:\n" + script);
+    const PolicyGroup& g = *m.at("g");
+    Calls calls;
+    for (const auto& sql : kHousekeeping) {
+      Prepared r = prepare(sql);
+      r.ctx.observer = &calls;
+      const Decision d = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+      EXPECT_FALSE(d.denied) << sql << ": " << d.deny.code;
+      EXPECT_TRUE(d.actions.empty()) << sql;
+    }
+    EXPECT_EQ(calls.calls, 0) << "the script never ran";
+    for (const auto& sql : kJudged) {
+      Prepared r = prepare(sql);
+      r.ctx.observer = &calls;
+      const Decision d = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+      ASSERT_TRUE(d.denied) << sql;
+      EXPECT_EQ(d.deny.code, script == kLuaDenyAll ? "SEEN" : "SCRIPT_FAILED") << sql;
+    }
+    EXPECT_EQ(calls.calls, static_cast<int>(kJudged.size()));
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_test_util.h"
+#include "housekeeping_texts.h"
 #include "common/config_util.h"
 #include "budgets/guard_kinds.h"
 #include "guards/webhook_guard.h"
@@ -257,6 +258,78 @@ TEST(WebhookCallResult, TimeoutsFailuresAndUnreadableAnswers) {
   EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kTransport, 0, "", "refused", 2}), R::kFailure);
   EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kHttpError, 503, "", "", 2}), R::kFailure);
   EXPECT_EQ(webhookCallResult(WebhookOutcome{Status::kOverloaded, 0, "", "", 0}), R::kFailure);
+}
+
+// ---- session housekeeping (drivers' own SET/SHOW/BEGIN/ROLLBACK/DISCARD/... and empty texts) ----
+
+using agent_test::kHousekeeping;
+using agent_test::kJudged;
+using agent_test::kLuaBroken;
+using agent_test::kWebhook;
+
+WebhookOutcome refused() { return WebhookOutcome{Status::kTransport, 0, "", "Connection refused", 2}; }
+
+TEST(SessionHousekeeping, NotSentToThePolicyServiceSoItsFailureCannotRefuseIt) {
+  const auto m = groups("g:\n  guards:\n" + kWebhook);
+  const PolicyGroup& g = *m.at("g");
+  for (const auto& sql : kHousekeeping) {
+    Prepared r = prepare(sql);
+    const Decision d = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+    EXPECT_FALSE(d.webhook) << sql << ": no call for a driver's own housekeeping";
+    EXPECT_FALSE(d.denied) << sql;
+    EXPECT_TRUE(d.actions.empty()) << sql;
+  }
+  // Everything else still waits for the service, and its failure refuses it (fail closed).
+  for (const auto& sql : kJudged) {
+    Prepared r = prepare(sql);
+    const Decision paused = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+    ASSERT_TRUE(paused.webhook) << sql;
+    const Decision d = g.resumeWebhook(paused, refused(), *r.analysis, r.sql, r.ctx, nullptr);
+    ASSERT_TRUE(d.denied) << sql;
+    EXPECT_EQ(d.deny.code, webhook_codes::kPolicyUnavailable) << sql;
+  }
+}
+
+TEST(SessionHousekeeping, BuiltInGuardsAfterTheExternalOnesStillRefuseProtectedSettings) {
+  // The external guards come first on purpose: skipping them must not skip the rest of the chain.
+  const auto m = groups("g:\n  guards:\n" + kWebhook + kLuaBroken + "    - kind: read_only\n");
+  const PolicyGroup& g = *m.at("g");
+  struct Case {
+    const char* sql;
+    const char* code;
+  };
+  for (const Case& c : {Case{"SET default_transaction_read_only = off", "PROTECTED_SETTING"},
+                        Case{"SET statement_timeout = 0", "PROTECTED_SETTING"},
+                        Case{"SET SESSION statement_timeout TO 0", "PROTECTED_SETTING"},
+                        Case{"RESET statement_timeout", "PROTECTED_SETTING"},
+                        Case{"RESET ALL", "PROTECTED_SETTING"},
+                        Case{"SET ROLE postgres", "PROTECTED_SETTING"},
+                        Case{"SET SESSION AUTHORIZATION postgres", "PROTECTED_SETTING"},
+                        Case{"BEGIN READ WRITE", "READ_ONLY"},
+                        Case{"SET TRANSACTION READ WRITE", "READ_ONLY"},
+                        Case{"SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "READ_ONLY"},
+                        Case{"PREPARE TRANSACTION 'x'", "READ_ONLY"},
+                        Case{"DISCARD ALL", "READ_ONLY"}}) {
+    Prepared r = prepare(c.sql);
+    const Decision d = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+    EXPECT_FALSE(d.webhook) << c.sql;
+    ASSERT_TRUE(d.denied) << c.sql;
+    EXPECT_EQ(d.deny.guard, "read_only") << c.sql;
+    EXPECT_EQ(d.deny.code, c.code) << c.sql;
+  }
+  // A driver's ordinary set-up passes the whole chain without a call.
+  for (const char* sql : {"SET extra_float_digits = 3", "SET application_name = 'PostgreSQL JDBC Driver'", "BEGIN",
+                          "ROLLBACK", "SHOW TimeZone", ""}) {
+    Prepared r = prepare(sql);
+    const Decision d = g.evaluate(*r.analysis, r.sql, r.ctx, nullptr);
+    EXPECT_FALSE(d.webhook) << sql;
+    EXPECT_FALSE(d.denied) << sql << ": " << d.deny.code;
+  }
+  // A real query still meets the service first.
+  Prepared q = prepare("SELECT 1");
+  const Decision p = g.evaluate(*q.analysis, q.sql, q.ctx, nullptr);
+  ASSERT_TRUE(p.webhook);
+  EXPECT_EQ(p.webhook->guard, 0u);
 }
 
 }  // namespace

@@ -1,12 +1,9 @@
 // history: the PostgreSQL store against a real server made with initdb on a free port: every
 // field round trip, the server stopped mid-run (records wait, submit does not block, overflow is
 // counted) and restarted (records arrive), refused rows isolated, and the reports' SQL.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +13,7 @@
 
 #include "history/recorder.h"
 #include "history/report.h"
+#include "local_server.h"
 #include "report_expect.h"
 #include "test_util.h"
 #include "require_tool.h"
@@ -27,32 +25,8 @@ namespace fs = std::filesystem;
 using test::makeRecord;
 using test::waitFor;
 
-fs::path findPgBin() {
-  if (const char* env = std::getenv("PGW_PGBIN"); env != nullptr && *env != '\0') return env;
-  fs::path best;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/usr/lib/postgresql", ec)) {
-    const fs::path bin = e.path() / "bin";
-    if (fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl") && bin > best) best = bin;
-  }
-  return best;
-}
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using ::pgwarden::test::findPgBin;
+using ::pgwarden::test::freePort;
 
 // A throwaway cluster: initdb in a temp dir, owned by the `postgres` OS user when running as root
 // (initdb and postgres refuse root), listening on 127.0.0.1 on a free port.

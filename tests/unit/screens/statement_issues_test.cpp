@@ -138,5 +138,58 @@ TEST(ForeignKeyMismatch, AJoinOnTheOwnKeyInsteadOfTheForeignKey) {
           .empty());
 }
 
+// The statement-only screens speak on any result, and their hint is the statement corrected.
+TEST(StatementIssues, NullComparisonAndNotInNullWithTheCorrectedStatement) {
+  Screening r;
+  r.result = rows(3);
+  auto vs = r.screen("SELECT id FROM fct_shipments WHERE status = NULL OR status <> null");
+  ASSERT_EQ(codesOf(vs), (std::vector<std::string>{"NULL_COMPARISON", "NULL_COMPARISON"}));
+  EXPECT_EQ(vs[0].hint, "SELECT id FROM fct_shipments WHERE status IS NULL OR status <> null");
+  EXPECT_EQ(vs[1].hint, "SELECT id FROM fct_shipments WHERE status = NULL OR status IS NOT NULL");
+  vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A', NULL)");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"NOT_IN_NULL"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A')");
+  vs = r.screen("SELECT count(*) FROM fct_shipments WHERE status NOT IN (NULL,  'A')");
+  EXPECT_EQ(vs.at(0).hint, "SELECT count(*) FROM fct_shipments WHERE status NOT IN ('A')");
+  // IS NULL, IN with a NULL, a NULL compared by IS DISTINCT FROM: correct, silent.
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IS NULL").empty());
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IN ('A', NULL)").empty());
+  EXPECT_TRUE(r.screen("SELECT id FROM fct_shipments WHERE status IS DISTINCT FROM NULL").empty());
+}
+
+TEST(StatementIssues, IntegerDivisionOfCountsAndDistinctMeasures) {
+  Screening r;
+  r.result = rows(1);
+  auto vs = r.screen("SELECT count(*) FILTER (WHERE status = 'DELAYED') / count(*) FROM fct_shipments");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"INTEGER_DIVISION"});
+  EXPECT_EQ(vs[0].hint, "SELECT count(*) FILTER (WHERE status = 'DELAYED') * 1.0 / count(*) FROM fct_shipments");
+  EXPECT_TRUE(r.screen("SELECT count(*) * 1.0 / count(*) FROM fct_shipments").empty());
+  EXPECT_TRUE(r.screen("SELECT count(*) / 2 FROM fct_shipments").empty());
+  // sum() of a column whose type is not known to be an integer: silent.
+  EXPECT_TRUE(r.screen("SELECT sum(order_id) / count(*) FROM fct_shipments").empty());
+  vs = r.screen("SELECT sum(DISTINCT order_id) FROM fct_shipments");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"DISTINCT_MEASURE"});
+  EXPECT_EQ(vs[0].hint, "SELECT sum(order_id) FROM fct_shipments");
+  EXPECT_TRUE(r.screen("SELECT count(DISTINCT order_id) FROM fct_shipments").empty());
+}
+
+TEST(StatementIssues, CountStarOverTheUnmatchedRowsOfALeftJoin) {
+  Screening r;
+  r.result = rows(5);
+  auto vs = r.screen(
+      "SELECT o.id, count(*) FROM orders o LEFT JOIN fct_shipments s ON s.order_id = o.id GROUP BY o.id");
+  ASSERT_EQ(codesOf(vs), std::vector<std::string>{"OUTER_JOIN_COUNT"});
+  EXPECT_EQ(vs[0].hint,
+            "SELECT o.id, count(s.order_id) FROM orders o LEFT JOIN fct_shipments s ON s.order_id = o.id "
+            "GROUP BY o.id");
+  // Grouped by the nullable side, an inner join, no GROUP BY: silent.
+  EXPECT_TRUE(r.screen("SELECT s.status, count(*) FROM orders o LEFT JOIN fct_shipments s "
+                       "ON s.order_id = o.id GROUP BY s.status")
+                  .empty());
+  EXPECT_TRUE(r.screen("SELECT o.id, count(*) FROM orders o JOIN fct_shipments s ON s.order_id = o.id "
+                       "GROUP BY o.id")
+                  .empty());
+}
+
 }  // namespace
 }  // namespace pgwarden::screens

@@ -11,7 +11,7 @@
 
 #include "protocol/auth.h"
 #include "protocol/messages.h"
-#include "test_util.h"
+#include "tests/unit/protocol/test_util.h"
 
 namespace pgwarden::protocol {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/unit/net/metrics_endpoint_util.h"
 
 namespace pgwarden::metrics {
 namespace {

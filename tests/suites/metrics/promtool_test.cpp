@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "test_util.h"
+#include "tests/unit/net/metrics_endpoint_util.h"
 #include "require_tool.h"
 
 namespace pgwarden::metrics {

@@ -1,5 +1,6 @@
-// Shared helpers for the metrics tests: a libuv loop running the HTTP endpoint on its own thread,
-// a blocking HTTP client over real sockets, and a Metrics catalogue filled as traffic would.
+// Helpers of the metrics endpoint's tests and of the suites that scrape it (tests/suites/metrics): a
+// libuv loop running the HTTP endpoint on its own thread, a blocking HTTP client over real sockets,
+// and a Metrics catalogue filled as traffic would.
 #pragma once
 
 #include <uv.h>

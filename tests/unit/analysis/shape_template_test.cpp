@@ -1,9 +1,11 @@
-// analysis: the shape cache must never change an analysis. Every statement of the security
-// corpora, pgbench's and some agent-like ones, each with literal-substituted variants (other
-// integers small and huge, negative ones, floats, strings with quotes and non-ASCII text, empty
-// strings, wildcards, equal constants, a predicate turned trivial), goes through an Analyzer warmed
-// so that the shape cache serves what it can; each result must equal analyzeUncached field for
-// field. The pgbench statements must actually be served from the cache.
+// analysis: shape templates (shape_template.cpp, built from one analysis and applied by the
+// Analyzer's shape cache to texts of the same shape) must never change an analysis. Every
+// statement of the security corpora, pgbench's and some agent-like ones, each with
+// literal-substituted variants (other integers small and huge, negative ones, floats, strings with
+// quotes and non-ASCII text, empty strings, wildcards, equal constants, a predicate turned
+// trivial), goes through an Analyzer warmed so that the shape cache serves what it can; each
+// result must equal analyzeUncached field for field. The pgbench statements must actually be
+// served from the cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>

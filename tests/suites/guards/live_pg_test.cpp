@@ -1,18 +1,16 @@
 // guards against a real PostgreSQL made with initdb on a free port: the catalog query the daemon
 // runs, the cost gate on the plans the server really produces, and rewritten reads that the
 // server really runs and stops at the cap. Skipped (with a message) where no server binaries exist.
-#include <arpa/inet.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "tests/unit/guards/guard_test_util.h"
+#include "local_server.h"
 #include "require_tool.h"
 
 namespace pgwarden::guards {
@@ -20,38 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path serverBin() {
-  if (const char* env = getenv("PGW_PGBIN")) return env;
-  fs::path best;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/usr/lib/postgresql", ec)) {
-    const fs::path bin = e.path() / "bin";
-    if (fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl") && bin > best) best = bin;
-  }
-  return best;
-}
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
+using ::pgwarden::test::freePort;
 
 // A throwaway cluster owned by the `postgres` OS user when running as root (initdb refuses root).
 class Cluster {
  public:
   bool start() {
-    bin_ = serverBin();
+    bin_ = ::pgwarden::test::findPgBin();
     if (bin_.empty()) return false;
     std::string tmpl = (fs::temp_directory_path() / "pgw-guards-XXXXXX").string();
     if (!mkdtemp(tmpl.data())) return false;

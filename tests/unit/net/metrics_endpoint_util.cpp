@@ -1,5 +1,5 @@
-// Helpers shared by the metrics tests (see test_util.h).
-#include "test_util.h"
+// Helpers shared by the metrics endpoint's tests (see metrics_endpoint_util.h).
+#include "metrics_endpoint_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
