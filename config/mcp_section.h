@@ -49,6 +49,11 @@ struct McpConfig {
   std::shared_ptr<const OperatorToolSet> tools;
   // The daemon's instance_id (filled by the config loader): write-transaction handles name it.
   std::string instance_id;
+  // mcp.handle_key_file (resolved against the config's folder) and its bytes, the key that signs
+  // write-transaction handles: every instance of a fleet given the same file verifies every
+  // other's handles. Unset: a key made at start, known to this process only. Read at start.
+  std::string handle_key_file;
+  std::string handle_key;
   bool enabled() const { return !listen.empty(); }
 };
 

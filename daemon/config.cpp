@@ -575,6 +575,10 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   config->metrics = net::parseMetricsConfig(root["metrics"]);
   config->mcp = mcp::parseMcpConfig(root["mcp"]);
   config->mcp.instance_id = config->instance_id;  // named in write-transaction handles
+  if (const std::string& f = config->mcp.handle_key_file; !f.empty()) {
+    mcp::loadHandleKey(root["mcp"]["handle_key_file"], resolveRelative(path, f), config->mcp,
+                       config->warnings);
+  }
   config->history =
       history::parseHistoryConfig(root["history"], config->daemon.state_dir + "/history.db");
   if (config->metrics.studio && config->history.store != "sqlite" &&

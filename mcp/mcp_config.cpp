@@ -1,5 +1,9 @@
 #include "mcp/mcp_config.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
+
 #include "common/config_util.h"
 #include "mcp/token_auth.h"
 
@@ -15,7 +19,8 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
                  {"listen", "path", "tls", "tokens", "trust_loopback", "database",
                   "allowed_origins", "max_body_bytes", "max_connections", "max_sessions",
                   "max_sessions_per_principal", "max_requests_per_session", "read_timeout",
-                  "keepalive_timeout", "session_idle_timeout", "max_rows", "max_result_bytes"});
+                  "keepalive_timeout", "session_idle_timeout", "max_rows", "max_result_bytes",
+                  "handle_key_file"});
   out.listen = cfg::getString(n, "mcp", "listen", "");
   out.path = cfg::getString(n, "mcp", "path", out.path);
   if (out.path.empty() || out.path.front() != '/' ||
@@ -49,6 +54,10 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   out.database = cfg::getString(n, "mcp", "database", out.database);
   if (out.database.empty()) cfg::fail(n["database"], "mcp.database", "must not be empty");
   out.allowed_origins = cfg::getStringList(n, "mcp", "allowed_origins");
+  out.handle_key_file = cfg::getString(n, "mcp", "handle_key_file", "");
+  if (n["handle_key_file"].IsDefined() && out.handle_key_file.empty()) {
+    cfg::fail(n["handle_key_file"], "mcp.handle_key_file", "must not be empty");
+  }
   out.max_body_bytes = cfg::getSize(n, "mcp", "max_body_bytes", out.max_body_bytes);
   if (out.max_body_bytes < 1024 || out.max_body_bytes > (64u << 20)) {
     cfg::fail(n["max_body_bytes"], "mcp.max_body_bytes", "must be between 1KiB and 64MiB");
@@ -77,6 +86,28 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
               "mcp.listen is set but no one can connect: add tokens (pgwarden token USER) or trust_loopback");
   }
   return out;
+}
+
+void loadHandleKey(const YAML::Node& node, const std::string& file, McpConfig& out,
+                   std::vector<std::string>& warnings) {
+  out.handle_key_file = file;
+  auto bytes = cfg::readSmallFile(file, kMaxHandleKeyBytes);
+  if (!bytes) cfg::fail(node, "mcp.handle_key_file", bytes.error());
+  if (bytes->size() < kMinHandleKeyBytes) {
+    cfg::fail(node, "mcp.handle_key_file",
+              file + " holds " + std::to_string(bytes->size()) + " bytes; the key needs at least " +
+                  std::to_string(kMinHandleKeyBytes) +
+                  " random bytes (head -c 32 /dev/urandom > FILE)");
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    warnings.push_back("mcp.handle_key_file: " + file + " is readable by others (mode " + mode +
+                       "); whoever reads it can sign transaction handles every instance "
+                       "sharing it accepts: chmod 600 it");
+  }
+  out.handle_key = std::move(*bytes);
 }
 
 }  // namespace pgwarden::mcp

@@ -160,7 +160,8 @@ std::optional<Json> McpServer::modernTransaction(RpcMessage& m, const Caller& ca
   if (!who.policy || !who.policy->writes().guarded || !m.params.is_object()) return std::nullopt;
   const auto tool = toolByName(m.params.value("name", std::string()));
   if (!tool) return std::nullopt;
-  if (handle_key_.boot.empty() && !makeHandleKey(config_.instance_id, &handle_key_)) {
+  if (handle_key_.boot.empty() &&
+      !makeHandleKey(config_.instance_id, config_.handle_key, &handle_key_)) {
     return handleRefusal("INTERNAL", "pgwarden could not make a transaction key", "try again");
   }
   Json& args = m.params["arguments"];
@@ -183,7 +184,7 @@ std::optional<Json> McpServer::modernTransaction(RpcMessage& m, const Caller& ca
                                  "\", not this one (\"" + handle_key_.instance +
                                  "\"); nothing was run here. Send the call to that instance.",
                              "send the call to the instance the handle names",
-                             {{"instance", h.instance}});
+                             {{"instance", h.instance}, {"handle_verified", h.verified}});
       case HandleCheck::Kind::kRestarted:
         return handleRefusal(
             "TRANSACTION_ROLLED_BACK",

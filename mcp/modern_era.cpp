@@ -79,16 +79,21 @@ std::optional<ModernRefusal> checkModernRequest(const RpcMessage& m, const Moder
       !supportedProtocolVersion(h.protocol_version)) {
     return ModernRefusal{400, unsupportedVersionError(m.id, h.protocol_version)};
   }
+  // A body without its version is missing a required field (-32602), whatever the header says.
   if (!version || !version->is_string()) {
-    return mismatch(m.id,
-                    std::string("params._meta[\"") + kMetaProtocolVersion + "\"] is required");
+    return ModernRefusal{400, rpcError(m.id, kInvalidParams,
+                                       std::string("Invalid params: params._meta[\"") +
+                                           kMetaProtocolVersion + "\"] is required")};
   }
   meta.protocol_version = version->get<std::string>();
   const std::string& v = meta.protocol_version;
-  if (!modernProtocolVersion(v) && !supportedProtocolVersion(v)) {
-    return ModernRefusal{400, unsupportedVersionError(m.id, v)};
+  const bool unserved = !modernProtocolVersion(v) && !supportedProtocolVersion(v);
+  // A header that differs from the body is a mismatch even when the body's version is one not
+  // served (the header's was checked above); without the header, the version is named first.
+  if (!h.protocol_version.empty() || !unserved) {
+    if (auto r = sameAs(m.id, "MCP-Protocol-Version", h.protocol_version, v)) return r;
   }
-  if (auto r = sameAs(m.id, "MCP-Protocol-Version", h.protocol_version, v)) return r;
+  if (unserved) return ModernRefusal{400, unsupportedVersionError(m.id, v)};
   if (!modernProtocolVersion(v)) {
     return ModernRefusal{400, rpcError(m.id, kInvalidRequest,
                                        "Invalid Request: protocol version " + v +

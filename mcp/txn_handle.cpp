@@ -86,10 +86,17 @@ std::string randomHexId() {
   return hexText(raw, sizeof raw);
 }
 
-bool makeHandleKey(std::string instance, HandleKey* out) {
+bool makeHandleKey(std::string instance, std::string_view shared_secret, HandleKey* out) {
   uint8_t boot[8];
   if (RAND_bytes(boot, sizeof boot) != 1) return false;
-  if (RAND_bytes(out->secret.data(), static_cast<int>(out->secret.size())) != 1) return false;
+  out->shared = !shared_secret.empty();
+  if (out->shared) {
+    out->secret = std::string(shared_secret);
+  } else {
+    uint8_t secret[32];
+    if (RAND_bytes(secret, sizeof secret) != 1) return false;
+    out->secret.assign(reinterpret_cast<const char*>(secret), sizeof secret);
+  }
   out->instance = std::move(instance);
   out->boot = hexText(boot, sizeof boot);
   return true;
@@ -123,20 +130,18 @@ HandleCheck checkTxnHandle(const HandleKey& key, std::string_view handle) {
       !isHexText(parts[1]) || !isHexText(parts[2]) || parts[3].size() != kSignatureHex) {
     return out;
   }
-  out.instance = std::move(instance);
-  // Another instance's, or this one's before a restart: its key is not ours, so its signature
-  // cannot be checked here; what it names is all the answer can go on (and all routing needs).
-  if (out.instance != key.instance) {
-    out.kind = HandleCheck::Kind::kElsewhere;
-    return out;
-  }
-  if (parts[1] != key.boot) {
-    out.kind = HandleCheck::Kind::kRestarted;
-    return out;
-  }
   const std::string expect = signature(key, handle.substr(0, handle.size() - kSignatureHex - 1));
-  if (CRYPTO_memcmp(expect.data(), parts[3].data(), kSignatureHex) != 0) {
-    out.instance.clear();
+  const bool signed_here = CRYPTO_memcmp(expect.data(), parts[3].data(), kSignatureHex) == 0;
+  // Another instance's, or this one's before a restart. With the fleet's shared key its
+  // signature is checked like ours; without it, the key that signed it is not ours, and what it
+  // names is all the answer can go on (and all routing needs).
+  const bool ours = instance == key.instance && parts[1] == key.boot;
+  if ((ours || key.shared) && !signed_here) return HandleCheck{};
+  out.instance = std::move(instance);
+  if (!ours) {
+    out.kind = out.instance == key.instance ? HandleCheck::Kind::kRestarted
+                                            : HandleCheck::Kind::kElsewhere;
+    out.verified = key.shared;
     return out;
   }
   out.kind = HandleCheck::Kind::kOurs;

@@ -187,6 +187,9 @@ bool HttpRequestParser::pushHeader() {
     return false;
   }
   std::transform(field_.begin(), field_.end(), field_.begin(), lower);
+  // The value excludes the whitespace around it (RFC 9112 section 5): http-parser drops the
+  // leading whitespace only, so "Mcp-Name: query  " would not equal the body's "query".
+  while (!value_.empty() && (value_.back() == ' ' || value_.back() == '\t')) value_.pop_back();
   req_.headers.emplace_back(std::move(field_), std::move(value_));
   field_.clear();
   value_.clear();

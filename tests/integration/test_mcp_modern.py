@@ -117,6 +117,31 @@ def test_header_mismatch(mcpd, headers):
     assert body["error"]["code"] == -32020, body
 
 
+def test_a_missing_meta_or_version_is_invalid_params(mcpd):
+    no_version = meta()
+    del no_version["io.modelcontextprotocol/protocolVersion"]
+    daemon, tokens = mcpd
+    for params in ({}, {"_meta": no_version}):
+        c = McpHttp(daemon.mcp_port, tokens["agent"])
+        try:
+            status, _, body = c.post({"jsonrpc": "2.0", "id": 5, "method": "server/discover", "params": params},
+                                     headers={"MCP-Protocol-Version": MODERN, "Mcp-Method": "server/discover"})
+        finally:
+            c.close()
+        assert status == 400 and body["error"]["code"] == -32602 and body["id"] == 5, (params, body)
+
+
+def test_a_served_header_and_an_unserved_body_version_mismatch(mcpd):
+    status, _, body = modern(mcpd, "server/discover", {"_meta": meta("v999.0.0")})
+    assert status == 400 and body["error"]["code"] == -32020, body
+
+
+def test_header_values_are_taken_without_surrounding_whitespace(mcpd):
+    p = {"name": "query", "arguments": {"sql": "SELECT 1"}}
+    status, _, body = modern(mcpd, "tools/call", p, headers={"Mcp-Name": "query  "})
+    assert status == 200 and body["result"]["isError"] is False, body
+
+
 def test_base64_encoded_name(mcpd):
     p = {"name": "query", "arguments": {"sql": "SELECT 1"}}
     status, _, body = modern(mcpd, "tools/call", p, headers={"Mcp-Name": "=?base64?cXVlcnk=?="})

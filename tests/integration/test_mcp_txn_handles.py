@@ -2,9 +2,12 @@
 transaction_handle naming this pgwarden instance; execute, commit and rollback need it, reads take it
 to see the transaction's changes, each call an independent request. An altered or forged handle, one
 naming another instance, one from before a restart, and one whose transaction expired are each
-answered with what happened to the transaction, and nothing runs."""
+answered with what happened to the transaction, and nothing runs. Instances of a fleet given the
+same mcp.handle_key_file verify each other's handles: one that does not hold the transaction names
+the holder only for a handle the fleet's key signed."""
 
 import base64
+import os
 import time
 
 from mcpsupport import McpHttp
@@ -99,6 +102,7 @@ def test_a_handle_naming_another_instance_says_where_it_is(wmcp, table):
     r = call(wmcp, "commit", {"transaction_handle": f"{prefix}.{elsewhere}.{boot}.{holder}.{sig}"})
     s = r["structuredContent"]
     assert r["isError"] is True and s["code"] == "TRANSACTION_ELSEWHERE" and s["instance"] == "pgw-replica-2", s
+    assert s["handle_verified"] is False, s  # no shared key: another instance's key is not known here
     # A handle of this instance from an earlier process: its transaction was rolled back.
     r = call(wmcp, "commit", {"transaction_handle": f"{prefix}.{instance}.{'0' * 16}.{holder}.{sig}"})
     s = r["structuredContent"]
@@ -132,3 +136,46 @@ def test_an_expired_holder_says_the_transaction_was_rolled_back(pgwarden_factory
     assert r["isError"] is True and s["code"] == "TRANSACTION_ROLLED_BACK", s
     assert s["reason"] == "idle" and s["transaction_rolled_back"] is True, s
     assert pg.scalar("SELECT qty FROM w_items WHERE id = 4") == 0
+
+
+def key_file(path, data):
+    path.write_bytes(data)
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def test_a_fleet_sharing_the_handle_key_verifies_each_others_handles(pgwarden_factory, pg, writer_role,  # noqa: F811
+                                                                      table, tmp_path):
+    fleet_key = key_file(tmp_path / "fleet.key", os.urandom(32))
+    other_key = key_file(tmp_path / "other.key", os.urandom(48))
+    a, b, c = (_start(pgwarden_factory, pg, mcp={"handle_key_file": k}, root={"instance_id": name})
+               for name, k in (("pgw-a", fleet_key), ("pgw-b", fleet_key), ("pgw-c", other_key)))
+    handle = call(a, "begin")["structuredContent"]["transaction_handle"]
+    h = {"transaction_handle": handle}
+    assert call(a, "describe_table", {"table": "w_items", "sample_rows": 0, **h})["isError"] is False
+    r = call(a, "execute", {"sql": "UPDATE w_items SET qty = 6 WHERE id = 6", **h})
+    assert r["structuredContent"]["command"] == "UPDATE 1", r
+    # b holds none of a's transactions, but its key verifies a's handle: it names the holder.
+    r = call(b, "commit", h)
+    s = r["structuredContent"]
+    assert r["isError"] is True and s["code"] == "TRANSACTION_ELSEWHERE", s
+    assert s["instance"] == "pgw-a" and s["handle_verified"] is True, s
+    # Altered, or naming another instance than the one that signed it: invalid on b.
+    prefix, instance, boot, holder, sig = handle.split(".")
+    renamed = base64.urlsafe_b64encode(b"pgw-z").decode().rstrip("=")
+    for bad in (handle[:-1] + ("0" if handle[-1] != "0" else "1"), f"{prefix}.{renamed}.{boot}.{holder}.{sig}"):
+        s = call(b, "commit", {"transaction_handle": bad})["structuredContent"]
+        assert s["code"] == "TRANSACTION_HANDLE_INVALID", (bad, s)
+    # c's key is another: a's handle is not one it can verify, so it routes nowhere.
+    s = call(c, "commit", h)["structuredContent"]
+    assert s["code"] == "TRANSACTION_HANDLE_INVALID", s
+    # Nor does a take c's handle (signed with c's key) as another instance's.
+    other = call(c, "begin")["structuredContent"]["transaction_handle"]
+    s = call(a, "commit", {"transaction_handle": other})["structuredContent"]
+    assert s["code"] == "TRANSACTION_HANDLE_INVALID", s
+    assert call(c, "rollback", {"transaction_handle": other})["isError"] is False
+    # Nothing ran on b or c: the holder commits its transaction.
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 6") == 0
+    r = call(a, "commit", h)
+    assert r["structuredContent"]["notice"]["code"] == "TRANSACTION_COMMITTED", r
+    assert pg.scalar("SELECT qty FROM w_items WHERE id = 6") == 6

@@ -24,8 +24,9 @@ WRITER_PASSWORD = "writer-" + secrets.token_hex(8)
 WRITE_TOOLS = {"begin", "execute", "commit", "rollback"}
 
 
-def _start(factory, pg, group=None, mcp=None):
-    """(daemon, tokens) with a `writer` user in the guarded_writes group `writers`."""
+def _start(factory, pg, group=None, mcp=None, root=None):
+    """(daemon, tokens) with a `writer` user in the guarded_writes group `writers`; `root` adds
+    top-level keys (instance_id)."""
     token = "pgw_" + secrets.token_urlsafe(32)
 
     def configure(cfg):
@@ -37,6 +38,7 @@ def _start(factory, pg, group=None, mcp=None):
             "guards": [{"kind": "functions"}], **(group or {})}
         cfg["users"].append({"name": "writer", "password": pgwtest.scram_verifier("x"), "group": "writers"})
         cfg["mcp"]["tokens"].append({"user": "writer", "sha256": hashlib.sha256(token.encode()).hexdigest()})
+        cfg.update(root or {})
 
     daemon, tokens = start_mcp_daemon(factory, pg, extra=mcp, configure=configure)
     tokens["writer"] = token

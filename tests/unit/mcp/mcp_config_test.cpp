@@ -1,6 +1,9 @@
 // The `mcp:` section: off by default, the exact shape the docs show, and errors naming the line
 // and key (a bad hash, an unknown user, nobody able to connect).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
 
 #include "daemon/config.h"
 #include "mcp/token_auth.h"
@@ -86,4 +89,50 @@ TEST(McpConfig, ErrorsNameLineAndKey) {
   EXPECT_NE(trust.find("mcp.trust_loopback"), std::string::npos) << trust;
   const std::string dup = errorOf(baseConfig() + "mcp:\n  listen: 127.0.0.1:6433\n  listen: 127.0.0.1:6434\n  trust_loopback: agent\n");
   EXPECT_NE(dup.find("listen"), std::string::npos) << dup;
+}
+
+namespace {
+
+std::string keyFile(const std::string& name, const std::string& bytes, mode_t mode) {
+  const std::string path = testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+std::string withKeyFile(const std::string& path) {
+  return baseConfig() +
+         "mcp:\n  listen: 127.0.0.1:6433\n  trust_loopback: agent\n  handle_key_file: " + path +
+         "\n";
+}
+
+std::string keyWarning(const Config& cfg) {
+  for (const auto& w : cfg.warnings) {
+    if (w.find("mcp.handle_key_file") != std::string::npos) return w;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(McpConfig, HandleKeyFileIsReadWholeAndNeeds32Bytes) {
+  const std::string key(40, '\x07');
+  auto cfg = parseConfig(withKeyFile(keyFile("handle.key", key, 0600)), "test.yaml");
+  EXPECT_EQ(cfg->mcp.handle_key, key);
+  EXPECT_EQ(keyWarning(*cfg), "");
+  EXPECT_TRUE(parseConfig(baseConfig(), "test.yaml")->mcp.handle_key.empty());
+  const std::string short_key =
+      errorOf(withKeyFile(keyFile("short.key", std::string(31, 'x'), 0600)));
+  EXPECT_NE(short_key.find("mcp.handle_key_file"), std::string::npos) << short_key;
+  EXPECT_NE(short_key.find("at least 32"), std::string::npos) << short_key;
+  const std::string missing = errorOf(withKeyFile(testing::TempDir() + "/no-such.key"));
+  EXPECT_NE(missing.find("mcp.handle_key_file"), std::string::npos) << missing;
+}
+
+TEST(McpConfig, AHandleKeyFileOthersMayReadIsWarnedAbout) {
+  auto cfg =
+      parseConfig(withKeyFile(keyFile("shared.key", std::string(32, 'k'), 0644)), "test.yaml");
+  const std::string w = keyWarning(*cfg);
+  EXPECT_NE(w.find("mode 0644"), std::string::npos) << w;
+  EXPECT_NE(w.find("chmod 600"), std::string::npos) << w;
 }

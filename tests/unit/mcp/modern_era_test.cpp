@@ -70,13 +70,25 @@ TEST(ModernEra, HeaderMismatchesAndMissingHeaders) {
     EXPECT_EQ(r->status, 400);
     EXPECT_EQ(r->body["error"]["code"], kHeaderMismatch);
   }
-  // _meta without the version while the header names it.
+  // The header names a served version and the body one that is not: the two differ.
+  const auto r = checkModernRequest(request("server/discover", {{"_meta", meta("v999.0.0")}}),
+                                    {"2026-07-28", "server/discover", {}}, out);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->body["error"]["code"], kHeaderMismatch);
+}
+
+TEST(ModernEra, AMissingMetaOrVersionIsInvalidParams) {
+  ModernMeta out;
   Json no_version = meta();
   no_version.erase(kMetaProtocolVersion);
-  const auto r = checkModernRequest(request("tools/list", {{"_meta", no_version}}),
-                                    {"2026-07-28", "tools/list", {}}, out);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->body["error"]["code"], kHeaderMismatch);
+  for (const Json& params : {Json::object(), Json{{"_meta", no_version}}}) {
+    const auto r = checkModernRequest(request("server/discover", params),
+                                      {"2026-07-28", "server/discover", {}}, out);
+    ASSERT_TRUE(r) << params.dump();
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(r->body["error"]["code"], kInvalidParams) << params.dump();
+  }
 }
 
 TEST(ModernEra, CapabilitiesAreRequired) {

@@ -79,6 +79,18 @@ TEST(HttpRequestParser, TheQueryEndsAtTheFragment) {
   EXPECT_EQ(q.take().query, "");
 }
 
+TEST(HttpRequestParser, AHeaderValueExcludesTheWhitespaceAroundIt) {
+  HttpRequestParser p(8192, 0);
+  ASSERT_EQ(p.feed("GET / HTTP/1.1\r\nHost: x\r\nMcp-Name:   query \t \r\nX-Empty:  \r\n"
+                   "X-Inner: a  b\r\n\r\n")
+                .status,
+            Status::kRequest);
+  const HttpRequest req = p.take();
+  EXPECT_EQ(req.header("mcp-name"), "query");
+  EXPECT_EQ(req.header("x-empty"), "");
+  EXPECT_EQ(req.header("x-inner"), "a  b");
+}
+
 TEST(HttpRequestParser, EveryPrefixWaitsAndEverySplitGivesTheSameRequest) {
   for (size_t n = 0; n < kGood.size(); ++n) {
     HttpRequestParser p(8192, 0);
