@@ -366,7 +366,8 @@ bool ClientSession::handleServerDataRow(const protocol::Frame& f, Pending& head)
 bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pending& head) {
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   StatementRun* run = head.current();
-  if (run && server_ && probeWanted(*run, policy_)) {
+  // Not in a guarded write session: the probe sees committed rows, not the session's own writes.
+  if (run && server_ && !writes_ && probeWanted(*run, policy_)) {
     // The screens' probe answers before the client hears of the statement's end: this message
     // is handed over again once it has (statement_execution.h holdForProbe).
     if (!probe_)
