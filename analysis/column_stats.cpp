@@ -83,7 +83,8 @@ const char* columnStatsQuery() {
          // min/max through the index (boundsProbeQuery()): a plain table, no row security (its
          // min/max could name rows a caller's policy hides; pg_stats hides those too), a column
          // the connection may read, a valid non-partial btree index that leads with it.
-         "   t.typcategory IN ('N', 'D') AND c.relkind IN ('r', 'p', 'm') AND NOT c.relrowsecurity"
+         // Strings too: the screens' probe (screens/probe.h) counts a value through it.
+         "   t.typcategory IN ('N', 'D', 'S') AND c.relkind IN ('r', 'p', 'm') AND NOT c.relrowsecurity"
          "   AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')"
          "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
          "     JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid"
@@ -306,9 +307,7 @@ bool boundableType(char category, std::string_view type) {
   return category == 'D' && (type == "date" || type.substr(0, 9) == "timestamp");
 }
 
-namespace {
-
-std::string quoted(std::string_view name) {
+std::string quotedIdentifier(std::string_view name) {
   std::string out = "\"";
   for (char c : name) {
     if (c == '"') out += '"';
@@ -317,13 +316,12 @@ std::string quoted(std::string_view name) {
   return out + "\"";
 }
 
-}  // namespace
-
 std::string boundsProbeQuery(std::string_view schema, std::string_view table, std::string_view column,
                              int timeout_ms) {
-  const std::string col = quoted(column);
+  const std::string col = quotedIdentifier(column);
   return "SET LOCAL statement_timeout = " + std::to_string(timeout_ms) + "; SELECT min(" + col +
-         ")::text, max(" + col + ")::text FROM " + quoted(schema) + "." + quoted(table);
+         ")::text, max(" + col + ")::text FROM " + quotedIdentifier(schema) + "." +
+         quotedIdentifier(table);
 }
 
 bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::string* high) {

@@ -23,8 +23,9 @@ struct ColumnStats {
   bool analyzed = false;                   // pg_stats has a row for the column
   std::vector<std::string> histogram;      // pg_stats.histogram_bounds (first = low, last = high)
   bool unique = false;                     // a unique index (or primary key) on this column alone
-  // The leading key of a valid, non-partial btree index, in a table without row security whose
-  // column pgwarden's connection may read: min/max of it costs two index probes.
+  // The leading key of a valid, non-partial btree index (a number, a date/time or a string), in a
+  // table without row security whose column pgwarden's connection may read: min/max of it costs
+  // two index probes, and so does the screens' count of one value (screens/probe.h).
   bool leads_btree = false;
   std::string index_low, index_high;       // min/max read through that index (boundsProbeQuery())
   bool not_null = false;                   // pg_attribute.attnotnull
@@ -77,6 +78,8 @@ bool boundableType(char category, std::string_view type);
 // double-quoted, quotes in them doubled.
 std::string boundsProbeQuery(std::string_view schema, std::string_view table, std::string_view column,
                              int timeout_ms);
+// `name` as a double-quoted SQL identifier, quotes in it doubled.
+std::string quotedIdentifier(std::string_view name);
 // That query's row (min, max; empty text for NULL) read into `low` and `high`: false when the
 // table is empty or a value is too long to be a number or a date.
 bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::string* high);

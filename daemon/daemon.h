@@ -103,6 +103,8 @@ class Daemon final : public mcp::McpHost {
   // Catalog statistics for a server database (null until the first refresh succeeds).
   std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
   int64_t statsAgeSeconds(const std::string& server_db) override;
+  PoolManager* probePools() override { return &pools(); }
+  metrics::Counters* probeCounters() override { return &counters(); }
   const CatalogRefresher& catalog() const { return *catalog_; }
   void watchDatabase(const std::string& server_db) override;
   // The first statistics load for `server_db` is under way; the session `session_id` of `w` is

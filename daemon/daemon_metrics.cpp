@@ -123,6 +123,12 @@ bool DaemonMetrics::start() {
   metrics_.client_stall_closes.setCollector([this](metrics::SampleSink& sink) {
     sink.add({}, static_cast<double>(totals_.clients_stalled));
   });
+  metrics_.screen_probes.setCollector([this](metrics::SampleSink& sink) {
+    const auto& n = totals_.screen_probes;
+    sink.add({"absent"}, static_cast<double>(n[0]));
+    sink.add({"present"}, static_cast<double>(n[1]));
+    sink.add({"unanswered"}, static_cast<double>(n[2]));
+  });
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {

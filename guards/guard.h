@@ -38,6 +38,8 @@ struct GroupSettings {
   // Declared in the group's config (guards/result_assertions.h).
   std::vector<DeclaredColumn> soft_delete_columns = {};
   std::vector<ResultAssertion> result_assertions = {};
+  // screen_probe_timeout in ms: the screens' indexed probe (screens/probe.h); 0: off.
+  int screen_probe_ms = 0;
   // The group's operator-written reasons (null: none), so that a guard can leave out facts no
   // one will read: a rewrite's detail is never sent, so its facts serve only such a reason.
   const ReasonOverrides* reasons = nullptr;

@@ -138,6 +138,8 @@ void PolicyGroup::setDeclarations(std::vector<DeclaredColumn> soft_delete,
   settings_->result_assertions = std::move(assertions);
 }
 
+void PolicyGroup::setScreenProbe(int timeout_ms) { settings_->screen_probe_ms = timeout_ms; }
+
 WriteMode::WriteMode() = default;
 WriteMode::~WriteMode() = default;
 WriteMode::WriteMode(WriteMode&&) noexcept = default;
@@ -528,6 +530,9 @@ bool isSessionHousekeeping(const Analysis& analysis) {
 
 namespace {
 
+// screen_probe_timeout's ceiling: the statement's reply waits for the probe.
+constexpr std::chrono::milliseconds kMaxScreenProbe{1000};
+
 bool validCode(const std::string& code) {
   if (code.empty() || !std::isupper(static_cast<unsigned char>(code[0]))) return false;
   for (char c : code) {
@@ -671,7 +676,7 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
                                    "transaction_max_age", "allow_ddl", "pool_mode",
                                    "masked_columns", "masked_as", "schema_only",
                                    "untrusted_content", "soft_delete_columns", "result_assertions",
-                                   "read_replicas"});
+                                   "read_replicas", "screen_probe_timeout"});
     std::vector<std::string> search_path = config::getStringList(node, path, "search_path");
     const GroupSettings settings{name, search_path, protectedFor(search_path), {}};
 
@@ -721,6 +726,12 @@ PolicyMap parsePolicyGroups(const YAML::Node& groups, const GuardRegistry& regis
       group->setPoolMode(*pool_mode);
     }
     group->setReadReplicas(config::getBool(node, path, "read_replicas", false));
+    const auto probe = config::getDuration(node, path, "screen_probe_timeout", {});
+    if (probe > kMaxScreenProbe) {
+      config::fail(node["screen_probe_timeout"], path + ".screen_probe_timeout",
+                   "at most 1s: the statement's reply waits for the probe");
+    }
+    group->setScreenProbe(static_cast<int>(probe.count()));
     out[name] = std::move(group);
   }
   return out;

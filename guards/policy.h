@@ -233,6 +233,8 @@ class PolicyGroup {
   void setDeclarations(std::vector<DeclaredColumn> soft_delete,
                        std::vector<ResultAssertion> assertions);
   void setPoolMode(std::string mode) { pool_mode_ = std::move(mode); }
+  // screen_probe_timeout: the screens' indexed probe's time budget (0: off).
+  void setScreenProbe(int timeout_ms);
   // `read_replicas: true`: the group's read-only sessions may read from a replica
   // (upstream.replicas) whose replay lag is under upstream.max_replica_lag.
   bool readReplicas() const { return read_replicas_; }

@@ -19,6 +19,10 @@
 
 namespace pgwarden::daemon {
 class Pool;
+class PoolManager;
+}  // namespace pgwarden::daemon
+namespace pgwarden::metrics {
+struct Counters;
 }
 
 namespace pgwarden::mcp {
@@ -62,6 +66,10 @@ class McpHost {
     return -1;
   }
   virtual uv_loop_t* loop() = 0;
+  // The loop's pools and counters for the result screens' probe (session/screen_probe.h); null:
+  // this host runs no probe.
+  virtual daemon::PoolManager* probePools() { return nullptr; }
+  virtual metrics::Counters* probeCounters() { return nullptr; }
   // The first catalog statistics load for the database is still running: statements wait for it
   // (bounded), so a size guard never judges a big table as unknown.
   virtual bool statsLoading(const std::string& server_database) = 0;

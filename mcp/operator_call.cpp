@@ -182,6 +182,13 @@ void OperatorToolCall::onResult(RunResult&& r) {
     finish(Json{{"denial", std::move(d)}}, true, "denied", "pgwarden refused the call:");
     return;
   }
+  if (r.screen_denial) {
+    // A result screen set to deny (ASSERTION_FAILED of the tool's own rows assertion): the
+    // rows are not the caller's.
+    finish(Json{{"denial", denialJson(*r.screen_denial)}}, true, "denied",
+           "pgwarden refused the result:");
+    return;
+  }
   if (r.kind == RunResult::Kind::kError || r.cancelled) {
     Json e = runErrorJson(r, "the tool's statement failed on the server; report it to the operator "
                              "if different arguments fail the same way");

@@ -505,7 +505,9 @@ void StatementRunner::screenResult(daemon::StatementRun& run) {
   // The result screens, as on the wire: what they find reaches the caller as warnings with the
   // same codes and texts, and a finding set to deny answers the text's last statement instead
   // of its rows (a Query's last statement on the wire).
-  const bool last = !spec_.bind && exec_.atLast();
+  // An operator tool's statement is bound (the extended protocol, where the wire warns instead),
+  // yet its caller, like a query call's, expects nothing after it: a denial answers it too.
+  const bool last = exec_.atLast();
   const daemon::ScreenFindings found = daemon::screenFindings(
       run, spec_.who.policy, [this] { return host_.tableStats(spec_.who.server_database); }, last);
   for (const guards::Verdict* v : found.warnings) {
@@ -515,7 +517,26 @@ void StatementRunner::screenResult(daemon::StatementRun& run) {
   if (found.denial) result_.screen_denial = *found.denial;
 }
 
+bool StatementRunner::holdForProbe() {
+  daemon::StatementRun* run = exec_.run();
+  if (!run || !server_ || spec_.txn || spec_.explain_only ||
+      !daemon::probeWanted(*run, spec_.who.policy))
+    return false;
+  daemon::PoolManager* pools = host_.probePools();
+  metrics::Counters* counters = host_.probeCounters();
+  if (!pools || !counters) return false;
+  if (!probe_) probe_ = std::make_unique<daemon::ScreenProbe>(host_.loop(), *pools, *counters);
+  return daemon::holdForProbe(*run, spec_.who.policy,
+                              host_.tableStats(spec_.who.server_database).get(), *probe_,
+                              spec_.who.server_database, *server_, [this] {
+                                if (server_) server_->releaseInput();
+                              });
+}
+
 void StatementRunner::onCommandComplete(const protocol::Frame& f) {
+  // The screens' probe answers before the statement ends, as on the wire: this message is handed
+  // over again once it has.
+  if (holdForProbe()) return;
   auto cc = protocol::parseCommandComplete(f.body);
   const std::string_view tag = cc ? cc->tag : std::string_view();
   if (spec_.txn && !spec_.explain_only && !txnCommandComplete(tag)) return;

@@ -16,6 +16,7 @@
 #include "guards/masking.h"
 #include "mcp/mcp_host.h"
 #include "pool/server_conn.h"
+#include "session/screen_probe.h"
 #include "session/statement_execution.h"
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
@@ -192,6 +193,8 @@ class StatementRunner final : public daemon::GateCaller,
   void onDataRow(const protocol::Frame& f);
   void screenResult(daemon::StatementRun& run);
   void onCommandComplete(const protocol::Frame& f);
+  // Holds the server's CommandComplete while the screens' probe runs (statement_execution.h).
+  bool holdForProbe();
   // A transaction's CommandComplete through its state machine; false: the write went over a
   // cap and is answered with TOO_MANY_ROWS instead.
   bool txnCommandComplete(std::string_view tag);
@@ -228,6 +231,7 @@ class StatementRunner final : public daemon::GateCaller,
   daemon::StatsWait stats_wait_;
   Done done_;
   std::unique_ptr<daemon::StatementGate> gate_;
+  std::unique_ptr<daemon::ScreenProbe> probe_;  // the result screens' probe, made on first use
   Step step_ = Step::kJudging;
   daemon::ServerConnection* server_ = nullptr;
   daemon::Pool* waiting_pool_ = nullptr;

@@ -52,6 +52,7 @@ Counters& Counters::operator+=(const Counters& o) {
   rows_returned += o.rows_returned;
   statements_truncated += o.statements_truncated;
   warnings_sent += o.warnings_sent;
+  addAll(screen_probes, o.screen_probes);
   rewrites += o.rewrites;
   addAll(server_errors_by_class, o.server_errors_by_class);
   protocol_errors += o.protocol_errors;

@@ -51,6 +51,9 @@ struct Counters {
   uint64_t rows_returned = 0;
   uint64_t statements_truncated = 0;     // row cap cut the result
   uint64_t warnings_sent = 0;            // NoticeResponses from guards
+  // The result screens' indexed probes (screens/probe.h), by answer: the value absent, present,
+  // unanswered (timeout, error, no connection).
+  std::array<uint64_t, 3> screen_probes{};
   uint64_t rewrites = 0;                 // statements forwarded as rewritten SQL
   // Server errors by SQLSTATE class: index = class digits as a base-36 pair (see sqlstateClass).
   std::array<uint64_t, 36 * 36> server_errors_by_class{};

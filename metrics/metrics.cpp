@@ -117,6 +117,11 @@ Metrics::Metrics(const BuildInfo& build)
           "Clients closed for taking none of their results for limits.client_stall_timeout while "
           "holding a server connection.",
           MetricType::kCounter, {})),
+      screen_probes(registry.callbackFamily(
+          "pgwarden_screen_probes_total",
+          "The result screens' indexed probes of an empty read, by answer: absent (the value "
+          "occurs nowhere), present, unanswered (timeout, error, no connection).",
+          MetricType::kCounter, {"answer"})),
       client_connections_accepted(registry.counter("pgwarden_client_connections_accepted_total",
                                                    "Client connections accepted.")),
       client_connections_rejected(registry.counterFamily(

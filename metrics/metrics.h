@@ -84,6 +84,7 @@ struct Metrics {
   CallbackFamily& rows_written;                 // counter: rows changed by writes that were kept
   CallbackFamily& writes_undone;                // counter: writes undone for TOO_MANY_ROWS
   CallbackFamily& client_stall_closes;          // counter: limits.client_stall_timeout closes
+  CallbackFamily& screen_probes;                // counter {answer}: the screens' indexed probes
   Counter& client_connections_accepted;        // pgwarden_client_connections_accepted_total
   CounterFamily& client_connections_rejected;  // {reason}
   // statements

@@ -201,6 +201,7 @@ void ServerConnection::giveBack() {
   if (state_ != ServerState::kActive) return;
   link_ = nullptr;
   holder_ = 0;
+  dropHold();
   if (paused_) resumeReading();
   setState(ServerState::kIdle);
   idle_since_ms_ = pool_.manager().nowMs();
@@ -214,7 +215,9 @@ void ServerConnection::release(int rfq_expected, bool need_sync) {
     close("released in a state that cannot be drained");
     return;
   }
-  // A huge message still arriving in pieces (chunk_left_) is skipped by the drain below.
+  // A huge message still arriving in pieces (chunk_left_) is skipped by the drain below; so is
+  // one the session held, read by the drain.
+  dropHold();
   if (paused_) resumeReading();
   if (rfq_expected <= 0 && !need_sync) {
     beginReset();
@@ -269,6 +272,32 @@ void ServerConnection::resumeReading() {
   if (!paused_) return;
   paused_ = false;
   if (stream_.open() && stream_.startRead() != 0) fail("cannot read from the server");
+}
+
+void ServerConnection::holdInput() {
+  if (held_) return;
+  held_ = true;
+  if (!paused_) stream_.stopRead();
+}
+
+bool ServerConnection::dropHold() {
+  if (!held_) return true;
+  held_ = false;
+  redeliver_ = false;
+  if (!paused_ && stream_.open() && stream_.startRead() != 0) {
+    fail("cannot read from the server");
+    return false;
+  }
+  return true;
+}
+
+void ServerConnection::releaseInput() {
+  if (!held_ || !dropHold()) return;
+  if (processing_) {
+    redeliver_ = true;  // the loop handing the message over carries on with it
+    return;
+  }
+  if (state_ == ServerState::kActive) processActive();
 }
 
 void ServerConnection::close(const std::string& why) {
@@ -387,7 +416,7 @@ void ServerConnection::processActive() {
 
 void ServerConnection::processInput() {
   bool delivered = false;
-  while (state_ != ServerState::kClosing && state_ != ServerState::kClosed) {
+  while (state_ != ServerState::kClosing && state_ != ServerState::kClosed && !held_) {
     if (chunk_left_ > 0) {
       const size_t n = std::min(chunk_left_, in_.size());
       if (n == 0) break;
@@ -442,6 +471,11 @@ void ServerConnection::processInput() {
         break;
     }
     if (!ok) return;
+    if (held_) break;  // the link took nothing: the message waits for releaseInput()
+    if (redeliver_) {
+      redeliver_ = false;
+      continue;  // held and released within its handling: handed over again
+    }
     in_.consume(f.raw.size());
   }
   if (delivered && link_ && state_ == ServerState::kActive) link_->onServerReadDone(*this);

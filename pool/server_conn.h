@@ -129,6 +129,11 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   size_t pendingBytes() const { return stream_.pendingBytes(); }
   void pauseReading();
   void resumeReading();
+  // The link holds the message it is being handed (a reply that waits for the result screens'
+  // probe): that message and all after it stay unread, and reading stops, until releaseInput()
+  // hands it over again. Dropped when the connection is given back or released.
+  void holdInput();
+  void releaseInput();
 
   void close(const std::string& why) override;
   bool closed() const { return stream_.closed(); }
@@ -209,6 +214,11 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   char chunk_type_ = 0;
   bool paused_ = false;
   bool processing_ = false;
+  // Ends a hold (reading resumes unless paused) without handing anything over; false when the
+  // connection failed.
+  bool dropHold();
+  bool held_ = false;       // holdInput(): the message at the front of in_ is not taken yet
+  bool redeliver_ = false;  // released while it was being handed over: hand it over again
   bool read_only_lost_ = false;
   std::string lexical_lost_;
   bool ssl_requested_ = false;  // SSLRequest sent (upstream.sslmode); the next byte answers it

@@ -2,8 +2,8 @@
 // the statistics can each estimate (an MCV value, IS [NOT] NULL), and each alone matches rows:
 // had they been independent, at least kMinExpectedTogether rows would have matched together. They
 // exclude each other in the data (status = 'NEW' and a ship date: new orders have none). Says how
-// many rows each matches alone and gives the count query that shows it. Estimates from pg_stats;
-// no query runs.
+// many rows each matches alone and gives the count query that shows it. Estimates from pg_stats,
+// and for one value the statistics do not know, the statement's probe (screens/probe.h).
 #include <cmath>
 
 #include "guards/codes.h"
@@ -56,7 +56,25 @@ std::optional<double> mcvShare(const ScreenInput& in, const guards::ScreenCompar
   return share;
 }
 
-std::optional<Estimate> estimate(const ScreenInput& in, const guards::ScreenComparison& c) {
+// The share of rows an `=` / IN comparison matches by the statement's probe: the index's count
+// (at most kProbeRowLimit, so never more than the share it has).
+std::optional<double> probedShare(const ScreenInput& in, int index,
+                                  const guards::ScreenComparison& c, const guards::ColumnStats& col,
+                                  int64_t table_rows, std::string& condition) {
+  if (!in.probe || !in.probe->answers(index) || in.probe->rows <= 0 || table_rows <= 0)
+    return std::nullopt;
+  std::string list;
+  for (const auto& v : c.values) {
+    const std::string* text = valueText(in, v);
+    if (!text) return std::nullopt;
+    list += (list.empty() ? "" : ", ") + literal(col, *text);
+  }
+  condition = c.values.size() == 1 ? c.column + " = " + list : c.column + " IN (" + list + ")";
+  return static_cast<double>(in.probe->rows) / static_cast<double>(table_rows);
+}
+
+std::optional<Estimate> estimate(const ScreenInput& in, int index,
+                                 const guards::ScreenComparison& c) {
   const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
   if (!rc.column || !rc.column->analyzed) return std::nullopt;
   const guards::ColumnStats& col = *rc.column;
@@ -72,6 +90,7 @@ std::optional<Estimate> estimate(const ScreenInput& in, const guards::ScreenComp
       return e;
     case Op::kEq: {
       auto share = mcvShare(in, c, col, e.condition);
+      if (!share) share = probedShare(in, index, c, col, rc.table->estimated_rows, e.condition);
       if (!share) return std::nullopt;
       e.share = *share;
       return e;
@@ -97,11 +116,12 @@ void conditionsExclude(const ScreenInput& in, Findings& out) {
       return;
   }
   std::vector<Estimate> parts;
-  for (const auto& c : f.comparisons) {
-    auto e = estimate(in, c);
+  for (size_t i = 0; i < f.comparisons.size(); ++i) {
+    auto e = estimate(in, static_cast<int>(i), f.comparisons[i]);
     if (!e) return;
     parts.push_back(std::move(*e));
   }
+  const bool probed = in.probe && in.probe->state == ProbeAnswer::State::kAnswered;
   const ResolvedColumn rc =
       resolveColumn(in, f.comparisons.front().table, f.comparisons.front().column);
   if (!rc.table || rc.table->estimated_rows <= 0) return;
@@ -130,7 +150,8 @@ void conditionsExclude(const ScreenInput& in, Findings& out) {
   r.subject = rc.tableName();
   r.message = "Nothing matched, yet each condition alone matches rows of " + r.subject + " (" +
               each + " of " + std::to_string(rc.table->estimated_rows) +
-              ", by the statistics): together they exclude each other in the data. Check which "
+              (probed ? ", by the statistics and an index count" : ", by the statistics") +
+              "): together they exclude each other in the data. Check which "
               "combination the question means; the hint counts each condition alone.";
   r.hint = "SELECT " + counts + " FROM " + written;
   r.facts.add("table", r.subject)
@@ -138,7 +159,7 @@ void conditionsExclude(const ScreenInput& in, Findings& out) {
       .add("rows_alone", alone)
       .add("expected_together", static_cast<int64_t>(std::llround(together)))
       .add("estimated_rows", rc.table->estimated_rows)
-      .add("source", "pg_stats");
+      .add("source", probed ? "pg_stats, index_probe" : "pg_stats");
   out.push_back(std::move(r));
 }
 

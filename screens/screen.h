@@ -13,6 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "guards/policy.h"
+#include "screens/probe.h"
 
 namespace pgwarden::screens {
 
@@ -37,6 +38,8 @@ struct ScreenInput {
   const guards::PolicyGroup* group = nullptr;       // null: default settings and texts
   // Bound parameter values ($1 is [0]) in text format; nullopt for NULL or a binary value.
   const std::vector<std::optional<std::string>>* params = nullptr;
+  // The answer of the statement's probe (screens/probe.h), null when none was asked.
+  const ProbeAnswer* probe = nullptr;
 };
 
 // True when some screen could speak about this statement's result: the front end looks at a

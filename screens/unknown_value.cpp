@@ -139,11 +139,41 @@ void unmatchedPattern(const ScreenInput& in, const guards::ScreenComparison& c, 
   out.push_back(std::move(r));
 }
 
+// The statistics could not tell, and the index found no row holding any of the values.
+void probedUnknown(const ScreenInput& in, const guards::ScreenComparison& c,
+                   const ResolvedColumn& rc, Findings& out) {
+  std::vector<std::string> values;
+  for (const auto& v : c.values) {
+    if (const std::string* text = valueText(in, v)) values.push_back(*text);
+  }
+  if (values.size() != c.values.size()) return;
+  guards::GuardResult r;
+  r.code = std::string(guards::codes::kUnknownValue);
+  r.subject = rc.tableName();
+  const std::string quoted = listValues(values, true, 5);
+  r.message = c.column + " has no value " + quoted + ": an index lookup of " + r.subject +
+              " found no row holding it. The empty result says nothing about " + quoted +
+              ": check how the value is written (case, spaces, spelling).";
+  const bool text = rc.column->category != 'N';
+  const std::string& first = values.front();
+  // Text: the same value written otherwise; a number: where the column's values lie.
+  r.hint = text ? "SELECT " + c.column + " FROM " + r.subject + " WHERE lower(" + c.column +
+                      ") = lower(" + quoteLiteral(first) + ") LIMIT 5"
+                : "SELECT min(" + c.column + "), max(" + c.column + ") FROM " + r.subject;
+  r.facts.add("table", r.subject)
+      .add("column", c.column)
+      .add("values", values)
+      .add("source", "index_probe");
+  out.push_back(std::move(r));
+}
+
 }  // namespace
 
 void unknownValue(const ScreenInput& in, Findings& out) {
   if (!nothingMatched(in.result)) return;
-  for (const auto& c : in.statement->screen.comparisons) {
+  const auto& comparisons = in.statement->screen.comparisons;
+  for (size_t i = 0; i < comparisons.size(); ++i) {
+    const guards::ScreenComparison& c = comparisons[i];
     if (c.op == guards::ScreenComparison::Op::kLike) unmatchedPattern(in, c, out);
     if (c.op != guards::ScreenComparison::Op::kEq || c.values.empty()) continue;
     const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
@@ -152,7 +182,11 @@ void unknownValue(const ScreenInput& in, Findings& out) {
     // Strings, enums and numbers compare as written; dates and booleans have many spellings.
     if (col.category != 'S' && col.category != 'E' && col.category != 'N') continue;
     const std::vector<std::string>* known = valuesOf(col);
-    if (!known) continue;
+    if (!known) {
+      if (in.probe && in.probe->answers(static_cast<int>(i)) && in.probe->rows == 0)
+        probedUnknown(in, c, rc, out);
+      continue;
+    }
     // Every compared value must be unknown: with one known value the emptiness has another cause.
     std::vector<std::string> unknown;
     std::string near;

@@ -37,6 +37,7 @@
 #include "session/reply_queue.h"
 #include "session/session_host.h"
 #include "session/client_state.h"
+#include "session/screen_probe.h"
 #include "session/skipped_batch.h"
 #include "session/startup_params.h"
 #include "session/statement_execution.h"
@@ -404,6 +405,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // The gate that judges this session's statements (made for the first one, and dropped again
   // by trimIdle()).
   std::unique_ptr<StatementGate> gate_;
+  std::unique_ptr<ScreenProbe> probe_;  // the result screens' probe, made on its first use
   StatementGate& gate();
   // Why no further client message is read now, and what waits meanwhile (the message waiting for
   // its verdict; that verdict or the cost gate's EXPLAIN waiting for a server connection).

@@ -92,10 +92,14 @@ void screenParams(const StatementPlan* plan, const protocol::BindMsg& bind,
   }
 }
 
-const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
-                                              const guards::TableStatsSnapshot* stats) {
-  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
-  if (!st || !run.screens.empty()) return run.screens;
+namespace {
+
+// What the screens read of `run` (`st` its statement); `visible` keeps the statistics a masking
+// group may see alive while `in` is used.
+screens::ScreenInput inputOf(const StatementRun& run, const guards::StatementInfo* st,
+                             const guards::PolicyGroup* policy,
+                             const guards::TableStatsSnapshot* stats,
+                             std::shared_ptr<const guards::TableStatsSnapshot>& visible) {
   screens::ScreenInput in;
   in.statement = st;
   if (run.index < run.plan->statements.size() && !run.plan->statements[run.index].sql_truncated) {
@@ -103,13 +107,35 @@ const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::P
   }
   in.result = summaryOf(run);
   // A group's masked columns: their statistics (known values, bounds) are their values.
-  const auto visible =
-      policy && policy->masking() ? policy->masking()->visibleStats(stats) : nullptr;
+  visible = policy && policy->masking() ? policy->masking()->visibleStats(stats) : nullptr;
   in.stats = visible ? visible.get() : stats;
   in.group = policy;
   in.params = run.params.get();
-  run.screens = screens::screenResult(in);
+  in.probe = run.probe.get();
+  return in;
+}
+
+}  // namespace
+
+const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
+                                              const guards::TableStatsSnapshot* stats) {
+  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  if (!st || !run.screens.empty()) return run.screens;
+  std::shared_ptr<const guards::TableStatsSnapshot> visible;
+  run.screens = screens::screenResult(inputOf(run, st, policy, stats, visible));
   return run.screens;
+}
+
+std::optional<screens::ProbeRequest> screenProbe(const StatementRun& run,
+                                                 const guards::PolicyGroup* policy,
+                                                 const guards::TableStatsSnapshot* stats) {
+  if (!policy || policy->settings().screen_probe_ms <= 0 || run.probe || !run.screens.empty())
+    return std::nullopt;
+  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  if (!st || !screens::maySpeak(*st, summaryOf(run))) return std::nullopt;
+  std::shared_ptr<const guards::TableStatsSnapshot> visible;
+  return screens::probeRequest(inputOf(run, st, policy, stats, visible),
+                               policy->settings().screen_probe_ms);
 }
 
 const guards::Verdict* screenDenial(const StatementRun& run) {

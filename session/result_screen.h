@@ -38,6 +38,13 @@ bool screenMaySpeak(const StatementRun& run);
 const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
                                               const guards::TableStatsSnapshot* stats);
 
+// The probe the screens would ask for before `run`'s reply (screens/probe.h): its group has
+// screen_probe_timeout, it asked none yet, and nothing matched where the statistics cannot say
+// why. Nothing for nearly every result (a few compares).
+std::optional<screens::ProbeRequest> screenProbe(const StatementRun& run,
+                                                 const guards::PolicyGroup* policy,
+                                                 const guards::TableStatsSnapshot* stats);
+
 // The screen to deny with: the first finding whose action is deny, or null.
 const guards::Verdict* screenDenial(const StatementRun& run);
 

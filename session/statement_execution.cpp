@@ -1,5 +1,8 @@
 #include "session/statement_execution.h"
 
+#include "pool/server_conn.h"
+#include "session/screen_probe.h"
+
 namespace pgwarden::daemon {
 
 bool StatsWait::over(uint64_t now_ms, bool loaded) {
@@ -30,6 +33,21 @@ bool countDataRow(StatementRun& run, const protocol::Frame& f, int64_t cap) {
       }
     }
   }
+  return true;
+}
+
+bool holdForProbe(StatementRun& run, const guards::PolicyGroup* policy,
+                  const guards::TableStatsSnapshot* stats, ScreenProbe& probe,
+                  const std::string& server_db, ServerConnection& server,
+                  std::function<void()> resume) {
+  if (!probeWanted(run, policy)) return false;
+  auto request = screenProbe(run, policy, stats);
+  if (!request) return false;
+  run.probe = std::make_shared<screens::ProbeAnswer>();
+  if (!probe.start(server_db, *request, policy->settings().screen_probe_ms, run.probe,
+                   std::move(resume)))
+    return false;
+  server.holdInput();
   return true;
 }
 

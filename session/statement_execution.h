@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -77,6 +79,34 @@ ScreenFindings screenFindings(StatementRun& run, const guards::PolicyGroup* poli
     if (&v != out.denial) out.warnings.push_back(&v);
   }
   return out;
+}
+
+class ScreenProbe;
+class ServerConnection;
+
+// Before a finished read's CommandComplete is answered, whichever door: when the screens would
+// ask their indexed probe (result_screen.h screenProbe), it starts on `probe` against
+// `server_db` and `server`'s input is held, so that this CommandComplete is handed over again
+// once the probe has answered or given up (its time budget, the group's screen_probe_timeout,
+// bounds the wait): `resume` is called then and must release the door's server connection's
+// input, if the door still has it. True when held: the door answers nothing now. The second
+// hand-over goes on: one probe per statement. Call it where probeWanted() holds.
+bool holdForProbe(StatementRun& run, const guards::PolicyGroup* policy,
+                  const guards::TableStatsSnapshot* stats, ScreenProbe& probe,
+                  const std::string& server_db, ServerConnection& server,
+                  std::function<void()> resume);
+// Whether holdForProbe() could hold `run`'s reply at all: its group probes, it asked nothing
+// yet, and nothing came back (a few compares: a door looks up nothing for nearly every
+// statement).
+inline bool probeWanted(const StatementRun& run, const guards::PolicyGroup* policy) {
+  if (!policy || policy->settings().screen_probe_ms <= 0 || run.probe || !run.screens.empty() ||
+      run.truncated)
+    return false;
+  if (run.rows_sent != 0 && !(run.rows_sent == 1 && (run.single_zero || run.single_null)))
+    return false;
+  const auto* a = run.plan ? run.plan->analysis.get() : nullptr;
+  return a && a->ok && run.index < a->statements.size() &&
+         a->statements[run.index].kind == guards::StatementKind::kSelect;
 }
 
 // A DataRow of `run`'s result (the server's decoded message): false when the run already holds

@@ -15,6 +15,7 @@
 #include "guards/agent_context.h"
 #include "guards/policy.h"
 #include "history/record.h"
+#include "screens/probe.h"
 #include "session/statement_policy.h"
 
 namespace pgwarden::daemon {
@@ -47,6 +48,9 @@ struct StatementRun {
   guards::AssertionFailures assertion_failures;
   // What the result screens said about the result (history's guard_actions, metrics).
   std::vector<guards::Verdict> screens;
+  // The screens' indexed probe of an empty read (screens/probe.h), null when none was asked:
+  // at most one per statement. Shared with the probe while it runs.
+  std::shared_ptr<screens::ProbeAnswer> probe;
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.
   std::shared_ptr<const guards::BudgetKey> budget_key;
   // The statement's sqlcommenter overrides: its record carries the agent context it ran with.

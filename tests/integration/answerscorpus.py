@@ -21,13 +21,17 @@ SCREEN_CODES = {"UNKNOWN_VALUE", "OUT_OF_RANGE", "UNFILTERED", "ARBITRARY_ROWS",
 
 TABLES = "sq_payments, sq_items, sq_orders, sq_users, sq_products, sq_customers, sq_tenants, sq_coupons"
 
-# What the corpus's group declares (docs/answers.md): result assertions (class 8) and a soft-delete
-# column no name gives away (retired_at).
+# What the corpus's group declares (docs/answers.md): result assertions (class 8), a soft-delete
+# column no name gives away (retired_at), and the screens' indexed probe (classes 5 and 7: an
+# e-mail column has more values than pg_stats keeps). The probe's budget is above the packaged
+# example's 50ms so that a loaded test machine does not turn a probe into a timeout (which would
+# only make it silent).
 DECLARATIONS = {
     "result_assertions": [{"columns": "*_pct", "min": 0, "max": 100},
                           {"columns": "*_rate", "min": 0, "max": 1},
                           {"columns": "amount*", "min": 0}],
     "soft_delete_columns": ["public.sq_coupons.retired_at"],
+    "screen_probe_timeout": "500ms",
 }
 
 SCHEMA = f"""
@@ -36,7 +40,7 @@ SCHEMA = f"""
     CREATE TABLE sq_customers (id int PRIMARY KEY, tenant_id int NOT NULL REFERENCES sq_tenants(id),
                                name text NOT NULL, country text, referrer_id int, churned_at timestamptz);
     CREATE TABLE sq_users (id int PRIMARY KEY, tenant_id int NOT NULL REFERENCES sq_tenants(id),
-                           email text NOT NULL, created_at timestamptz NOT NULL, deleted_at timestamptz);
+                           email text NOT NULL UNIQUE, created_at timestamptz NOT NULL, deleted_at timestamptz);
     CREATE TABLE sq_products (id int PRIMARY KEY, tenant_id int NOT NULL REFERENCES sq_tenants(id),
                               sku text NOT NULL, price numeric NOT NULL, is_deleted boolean NOT NULL);
     CREATE TABLE sq_orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES sq_customers(id),
@@ -181,7 +185,7 @@ SILENT = [
     S("unknown_value", "SELECT count(*) FROM sq_orders WHERE status = 'paid'", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_orders WHERE status IN ('CANCELLED', 'REFUNDED')", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_users WHERE email = 'nobody@example.com' AND deleted_at IS NULL",
-      "UNKNOWN_VALUE", False),
+      "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT plan FROM sq_tenants WHERE name = 'T7'", "UNKNOWN_VALUE"),
     S("unknown_value", "SELECT count(*) FROM sq_items WHERE sku = 'sku-7'", "UNKNOWN_VALUE"),
     S("unknown_pattern", "SELECT count(*) FROM sq_orders WHERE status LIKE 'ship%'", "UNKNOWN_VALUE"),
@@ -291,6 +295,8 @@ CORRECT = [
       "WHERE u.deleted_at IS NULL GROUP BY t.name ORDER BY t.name"),
     C("unknown_value", "SELECT plan FROM sq_tenants WHERE name = 't7'"),
     C("unknown_value", "SELECT count(*) FROM sq_customers WHERE name = 'c9999'"),
+    # The probe finds the address (a deleted user's): the empty count is the right answer.
+    C("unknown_value", "SELECT count(*) FROM sq_users WHERE email = 'u8@example.com' AND deleted_at IS NULL"),
     C("unknown_pattern", "SELECT count(*) FROM sq_orders WHERE status ILIKE 'ship%'"),
     C("unknown_pattern", "SELECT sum(qty) FROM sq_items WHERE sku LIKE 'sku1%'"),
     C("unknown_pattern", "SELECT count(*) FROM sq_customers WHERE name LIKE 'zz%'"),

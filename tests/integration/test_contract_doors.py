@@ -45,6 +45,9 @@ READ_CASES = [
     ("server_error", "SELECT id / (id - id) FROM c_items WHERE id = 1"),
     ("syntax_error", "SELEC id FROM c_items"),
     ("not_executed", "SELECT 1 AS a; SELECT id / (id - id) FROM c_items WHERE id = 2; SELECT 3 AS c"),
+    # The screens' indexed probe (UNKNOWN_VALUE, denied by the group): its answer comes before
+    # the statement's end on either door.
+    ("probed_unknown", "SELECT count(*) FROM sq_users WHERE email = 'nobody@example.com'"),
 ]
 
 # The answers corpus's classes whose screens speak from the statement or the catalog: the first
@@ -196,6 +199,7 @@ def test_cases_cover_what_they_name(doors):
             continue
         assert code in [w[0] for w in out[cls].get("warnings", [])], (cls, out[cls])
     assert "sqlstate" in out["screened_to_deny"], out["screened_to_deny"]
+    assert out["probed_unknown"].get("sqlstate") == "42501", out["probed_unknown"]
     assert out["server_error"]["sqlstate"] == "22012"
     assert out["syntax_error"]["sqlstate"] == "42601"
     assert out["not_executed"]["sqlstate"] == "22012"
