@@ -28,8 +28,12 @@ struct McpOAuthConfig {
   std::string issuer;    // the `iss` a token must carry
   std::string audience;  // this server's resource URI: a token's `aud` must name it
   std::vector<std::string> authorization_servers;  // the metadata's list (default: the issuer)
+  // The keys' source: a file read at load (and at each reload), or a URL fetched off the loop
+  // every jwks_refresh (mcp/jwks_fetcher.h); exactly one of them.
   std::string jwks_file;
-  std::shared_ptr<const JwkSet> keys;  // read from jwks_file at load (and at each reload)
+  std::string jwks_url;
+  std::chrono::milliseconds jwks_refresh{300000};
+  std::shared_ptr<const JwkSet> keys;  // jwks_file's; null with jwks_url (the fetcher holds them)
   std::vector<std::string> algorithms{"RS256", "ES256"};
   std::chrono::milliseconds clock_skew{60000};
   std::string user_claim = "sub";  // the claim that names the user in history

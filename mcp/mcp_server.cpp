@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "mcp/jwks_fetcher.h"
 #include "mcp/modern_era.h"
 #include "mcp/result_json.h"
 #include "mcp/token_auth.h"
@@ -60,6 +61,7 @@ Status McpServer::start() {
     return st;
   }
   streams_.attach(transport_.get());
+  followJwksUrl();
   timer_ = new uv_timer_t;
   uv_timer_init(loop_, timer_);
   timer_->data = this;
@@ -77,6 +79,7 @@ Status McpServer::start() {
 }
 
 void McpServer::close() {
+  jwks_fetcher_.reset();
   // Streams end after what is queued on them (the shutdown notice) is written; the transport's
   // close leaves connections already ending alone.
   streams_.endAll();
@@ -135,6 +138,7 @@ void McpServer::setConfig(McpConfig config) {
   }
   config_.tokens = std::move(config.tokens);
   config_.oauth = std::move(config.oauth);
+  followJwksUrl();
   config_.trust_loopback = std::move(config.trust_loopback);
   config_.allowed_origins = std::move(config.allowed_origins);
   config_.max_sessions = config.max_sessions;

@@ -35,6 +35,8 @@
 
 namespace pgwarden::mcp {
 
+class JwksFetcher;  // mcp/jwks_fetcher.h
+
 // The HTTP layer is net/'s, shared with the metrics endpoint.
 using daemon::HttpHandler;
 using daemon::HttpRequest;
@@ -191,6 +193,8 @@ class McpServer final : public HttpHandler {
   std::optional<Caller> authenticateOAuth(uint64_t exchange, const HttpRequest& req,
                                           std::string_view token, const std::string& credential);
   std::string challenge(std::string_view error) const;
+  // Starts, replaces or stops the JWKS fetcher as mcp.oauth.jwks_url says (start and reload).
+  void followJwksUrl();
   // Answers a GET of the RFC 9728 metadata (true), or leaves the request alone (false).
   bool serveResourceMetadata(uint64_t exchange, const HttpRequest& req);
   // The identity a caller runs as: a configured user's, or an access token's subject in the
@@ -227,6 +231,7 @@ class McpServer final : public HttpHandler {
   uv_timer_t* timer_ = nullptr;
   McpCounters counters_;
   HandleKey handle_key_;  // made at the first 2026-07-28 write call
+  std::unique_ptr<JwksFetcher> jwks_fetcher_;  // mcp.oauth.jwks_url's
 };
 
 }  // namespace pgwarden::mcp

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/log_text.h"
+#include "mcp/jwks_fetcher.h"
 #include "mcp/mcp_server.h"
 #include "mcp/oauth_resource.h"
 #include "mcp/oauth_token.h"
@@ -73,7 +74,9 @@ std::optional<McpServer::Caller> McpServer::authenticateOAuth(uint64_t exchange,
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  if (jwks_fetcher_) config_.oauth.keys = jwks_fetcher_->keys();
   TokenCheck check = checkAccessToken(config_.oauth, token, now);
+  if (check.unknown_key && jwks_fetcher_) jwks_fetcher_->refreshSoon();
   switch (check.verdict) {
     case TokenVerdict::kValid:
       // A subject's sessions count against it, whichever of its tokens opened them.
@@ -111,6 +114,15 @@ bool McpServer::serveResourceMetadata(uint64_t exchange, const HttpRequest& req)
                 {{"Cache-Control", "max-age=300"}});
   }
   return true;
+}
+
+void McpServer::followJwksUrl() {
+  const std::string& url = config_.oauth.jwks_url;
+  if (jwks_fetcher_ && jwks_fetcher_->url() == url) return;
+  jwks_fetcher_.reset();  // a fetch under way is aborted
+  if (url.empty()) return;
+  jwks_fetcher_ = std::make_unique<JwksFetcher>(url, config_.oauth.jwks_refresh);
+  jwks_fetcher_->start();
 }
 
 std::optional<McpIdentity> McpServer::identify(const Caller& caller) {

@@ -17,6 +17,14 @@ bool isHttpUri(const std::string& uri) {
          uri.find_first_of("#? \t") == std::string::npos;
 }
 
+bool isLoopbackHttp(const std::string& url) {
+  for (const char* prefix : {"http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:",
+                             "http://localhost/", "http://[::1]:", "http://[::1]/"}) {
+    if (url.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
 std::vector<McpOAuthScope> parseScopes(const YAML::Node& n) {
   std::vector<McpOAuthScope> out;
   const YAML::Node list = n["scopes"];
@@ -49,8 +57,8 @@ McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, kPath);
   cfg::checkKeys(n, kPath,
-                 {"issuer", "audience", "authorization_servers", "jwks_file", "algorithms",
-                  "clock_skew", "user_claim", "scopes"});
+                 {"issuer", "audience", "authorization_servers", "jwks_file", "jwks_url",
+                  "jwks_refresh", "algorithms", "clock_skew", "user_claim", "scopes"});
   out.issuer = cfg::getString(n, kPath, "issuer", "");
   if (out.issuer.empty())
     cfg::fail(n, "mcp.oauth.issuer", "the issuer whose tokens are accepted is required");
@@ -62,13 +70,27 @@ McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
   out.authorization_servers = cfg::getStringList(n, kPath, "authorization_servers");
   if (out.authorization_servers.empty()) out.authorization_servers.push_back(out.issuer);
   out.jwks_file = cfg::getString(n, kPath, "jwks_file", "");
-  if (out.jwks_file.empty())
-    cfg::fail(n, "mcp.oauth.jwks_file", "the file holding the issuer's JWKS is required");
-  auto text = cfg::readSmallFile(out.jwks_file, kMaxJwksBytes);
-  if (!text) cfg::fail(n["jwks_file"], "mcp.oauth.jwks_file", text.error());
-  auto keys = JwkSet::parse(*text);
-  if (!keys) cfg::fail(n["jwks_file"], "mcp.oauth.jwks_file", out.jwks_file + " " + keys.error());
-  out.keys = std::move(*keys);
+  out.jwks_url = cfg::getString(n, kPath, "jwks_url", "");
+  if (out.jwks_file.empty() == out.jwks_url.empty()) {
+    cfg::fail(n, "mcp.oauth.jwks_file",
+              "set either jwks_file or jwks_url (the issuer's JWKS), not both");
+  }
+  if (!out.jwks_url.empty()) {
+    if (!out.jwks_url.starts_with("https://") && !isLoopbackHttp(out.jwks_url)) {
+      cfg::fail(n["jwks_url"], "mcp.oauth.jwks_url",
+                "must be https:// (http:// only to localhost)");
+    }
+    out.jwks_refresh = cfg::getDuration(n, kPath, "jwks_refresh", out.jwks_refresh);
+    if (out.jwks_refresh < std::chrono::seconds(10) || out.jwks_refresh > std::chrono::hours(24)) {
+      cfg::fail(n["jwks_refresh"], "mcp.oauth.jwks_refresh", "must be between 10s and 24h");
+    }
+  } else {
+    auto text = cfg::readSmallFile(out.jwks_file, kMaxJwksBytes);
+    if (!text) cfg::fail(n["jwks_file"], "mcp.oauth.jwks_file", text.error());
+    auto keys = JwkSet::parse(*text);
+    if (!keys) cfg::fail(n["jwks_file"], "mcp.oauth.jwks_file", out.jwks_file + " " + keys.error());
+    out.keys = std::move(*keys);
+  }
   if (n["algorithms"].IsDefined()) {
     out.algorithms = cfg::getStringList(n, kPath, "algorithms");
     if (out.algorithms.empty())

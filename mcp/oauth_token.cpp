@@ -178,7 +178,8 @@ bool looksLikeJwt(std::string_view token) {
 }
 
 TokenCheck checkAccessToken(const McpOAuthConfig& oauth, std::string_view token, int64_t now) {
-  if (!looksLikeJwt(token) || !oauth.keys) return invalid("the token is not a JWT");
+  if (!looksLikeJwt(token)) return invalid("the token is not a JWT");
+  if (!oauth.keys) return invalid("the issuer's keys are not loaded yet");
   const size_t dot = token.find('.');
   const auto header_text = unbase64url(token.substr(0, dot));
   const auto header = header_text ? jsonObject(*header_text) : std::nullopt;
@@ -191,7 +192,11 @@ TokenCheck checkAccessToken(const McpOAuthConfig& oauth, std::string_view token,
   const auto kid = header->find("kid");
   if (kid == header->end() || !kid->is_string()) return invalid("the token names no key (kid)");
   const JwkSet::Key* key = oauth.keys->find(kid->get_ref<const std::string&>());
-  if (key == nullptr) return invalid("the token's key (kid) is not the issuer's");
+  if (key == nullptr) {
+    TokenCheck c = invalid("the token's key (kid) is not the issuer's");
+    c.unknown_key = true;
+    return c;
+  }
   if (!keyFits(*key, alg)) return invalid("the token's algorithm does not fit its key");
   const auto payload = verifiedPayload(token, *key);
   if (!payload) return invalid("the token's signature does not verify");

@@ -51,6 +51,7 @@ struct TokenCheck {
   std::string group;  // kValid: the group of the first mapped scope the token holds
   // kInvalid, kInsufficientScope: why, in words a client may read (it names no file or URL).
   std::string reason;
+  bool unknown_key = false;  // the kid is not in the set: with a fetched JWKS, fetch again soon
 };
 
 // A compact JWS: three base64url parts (a static pgw_ token never has a dot).

@@ -2,12 +2,15 @@
 written to a file) signs access tokens; the right one runs tools as its subject in the group its
 scope maps to, and every wrong one (audience, expiry, scope, signature, kid, alg none, an HMAC)
 is refused with the challenge RFC 6750 and RFC 9728 define, without naming the JWKS file. The
-static tokens keep working next to it."""
+static tokens keep working next to it. With jwks_url, the keys come from the issuer's HTTP
+endpoint, and a rotated key is fetched once a token names it."""
 
 import base64
 import hashlib
 import hmac
+import http.server
 import json
+import threading
 import time
 
 import jwt
@@ -214,3 +217,98 @@ def test_static_tokens_work_unchanged_next_to_oauth(oauthd):
     assert rows[0]["user_name"] == "agent"
     status, challenge, _ = refused(oauthd, "pgw_" + "z" * 43)
     assert status == 401 and 'error="invalid_token"' in challenge
+
+
+class JwksServer:
+    """The issuer's jwks_uri: a local HTTP server answering GET /jwks.json with `keys`, counting
+    the fetches."""
+
+    def __init__(self, keys):
+        self.keys = keys
+        self.fetches = 0
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the library's name)
+                owner.fetches += 1
+                body = json.dumps({"keys": owner.keys}).encode()
+                self.send_response(200 if self.path == "/jwks.json" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def fetchd(pgwarden_bin, pg, tmp_path_factory):
+    from conftest import DaemonSet
+    issuer = Issuer(tmp_path_factory.mktemp("oauth-url"))
+    server = JwksServer([public_jwk(issuer.rsa.public_key(), "rsa-1")])
+    oauth = {"issuer": ISSUER, "audience": RESOURCE, "jwks_url": server.url, "jwks_refresh": "1h",
+             "scopes": [{"scope": "db.read", "group": "agents"}]}
+    daemons = DaemonSet(pgwarden_bin)
+    try:
+        daemon, tokens = start_mcp_daemon(daemons, pg, extra={"oauth": oauth})
+        yield daemon, server, issuer
+    finally:
+        daemons.teardown()
+        server.close()
+
+
+def status_with(daemon, token, server):
+    """The status of an initialize with `token`; no answer names where the keys come from."""
+    c = McpHttp(daemon.mcp_port, token)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "fetch-test", "version": "1"}}}
+    try:
+        status, hdrs, body = c.raw(body=json.dumps(init).encode())
+    finally:
+        c.close()
+    answer = json.dumps(hdrs) + body.decode(errors="replace")
+    assert server.url not in answer and "jwks" not in answer.lower(), answer
+    return status
+
+
+def eventually(fn, want, seconds=30):
+    deadline = time.monotonic() + seconds
+    got = fn()
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = fn()
+    return got
+
+
+def test_keys_fetched_from_the_jwks_url_verify_tokens(fetchd):
+    daemon, server, issuer = fetchd
+    assert eventually(lambda: status_with(daemon, issuer.token(), server), 200) == 200
+    assert server.fetches >= 1
+    assert status_with(daemon, issuer.token(issuer.stranger), server) == 401
+
+
+def test_a_rotated_key_is_fetched_after_a_token_names_it_and_a_flood_fetches_little(fetchd):
+    daemon, server, issuer = fetchd
+    assert eventually(lambda: status_with(daemon, issuer.token(), server), 200) == 200
+    rotated = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    server.keys = server.keys + [public_jwk(rotated.public_key(), "rsa-2")]
+    before = server.fetches
+    # Twenty requests naming keys the set does not hold: at most a fetch per 10 s, not one each.
+    for i in range(20):
+        assert status_with(daemon, issuer.token(kid=f"rsa-unknown-{i}"), server) == 401
+    token = issuer.token(rotated, kid="rsa-2")
+    assert eventually(lambda: status_with(daemon, token, server), 200) == 200
+    assert server.fetches - before < 10
+    # The key fetched before still verifies.
+    assert status_with(daemon, issuer.token(), server) == 200

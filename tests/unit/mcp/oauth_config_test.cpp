@@ -90,6 +90,31 @@ TEST_F(OAuthConfig, ErrorsNameTheKey) {
   EXPECT_NE(errorOf(oauth(scopes)).find("mcp.oauth.jwks_file"), std::string::npos);
 }
 
+TEST_F(OAuthConfig, AJwksUrlInsteadOfTheFile) {
+  const std::string head = baseConfig() +
+                           "mcp:\n  listen: 127.0.0.1:6433\n  oauth:\n"
+                           "    issuer: https://issuer.example\n"
+                           "    audience: https://db.example/mcp\n"
+                           "    scopes: [{scope: db.read, group: agents}]\n";
+  auto cfg = parseConfig(
+      head + "    jwks_url: https://issuer.example/certs\n    jwks_refresh: 10m\n", "test.yaml");
+  EXPECT_EQ(cfg->mcp.oauth.jwks_url, "https://issuer.example/certs");
+  EXPECT_EQ(cfg->mcp.oauth.jwks_refresh, std::chrono::minutes(10));
+  EXPECT_EQ(cfg->mcp.oauth.keys, nullptr);  // the fetcher's, once fetched
+  EXPECT_TRUE(parseConfig(head + "    jwks_url: http://127.0.0.1:8080/certs\n", "test.yaml"));
+  EXPECT_NE(
+      errorOf(head + "    jwks_url: http://issuer.example/certs\n").find("mcp.oauth.jwks_url"),
+      std::string::npos);
+  EXPECT_NE(errorOf(head + "    jwks_url: https://issuer.example/certs\n    jwks_refresh: 1s\n")
+                .find("mcp.oauth.jwks_refresh"),
+            std::string::npos);
+  EXPECT_NE(errorOf(head).find("set either jwks_file or jwks_url"), std::string::npos);
+  EXPECT_NE(
+      errorOf(head + "    jwks_url: https://issuer.example/certs\n    jwks_file: " + jwks_ + "\n")
+          .find("not both"),
+      std::string::npos);
+}
+
 TEST_F(OAuthConfig, OAuthAloneLetsTheEndpointStart) {
   auto cfg = parseConfig(oauth("    scopes:\n      - scope: db.read\n        group: agents\n"),
                          "test.yaml");

@@ -133,8 +133,10 @@ TEST_F(OAuthToken, AnotherKeysSignatureUnderTheRightKidFails) {
 }
 
 TEST_F(OAuthToken, AnUnknownKidOrNoKidFails) {
-  EXPECT_EQ(check(rsa_->sign(claims(), "RS256", "rsa-2")).reason,
-            "the token's key (kid) is not the issuer's");
+  const TokenCheck unknown = check(rsa_->sign(claims(), "RS256", "rsa-2"));
+  EXPECT_EQ(unknown.reason, "the token's key (kid) is not the issuer's");
+  EXPECT_TRUE(unknown.unknown_key);  // a fetched key set is fetched again soon
+  EXPECT_FALSE(check(other_->sign(claims(), "RS256", "rsa-1")).unknown_key);
   EXPECT_EQ(check(rsa_->sign(claims(), "RS256", "")).reason, "the token names no key (kid)");
 }
 
@@ -155,6 +157,12 @@ TEST_F(OAuthToken, AnAlgorithmMustFitItsKeysType) {
   EXPECT_EQ(
       check(forged({{"alg", "ES256"}, {"kid", "rsa-1"}}, claims(), std::string(64, 'x'))).reason,
       "the token's algorithm does not fit its key");
+}
+
+TEST_F(OAuthToken, NoKeysYetRefusesEveryToken) {
+  oauth_.keys = nullptr;  // a JWKS URL not fetched yet
+  EXPECT_EQ(check(rsa_->sign(claims(), "RS256", "rsa-1")).reason,
+            "the issuer's keys are not loaded yet");
 }
 
 TEST_F(OAuthToken, TheUserClaimIsConfigurable) {
