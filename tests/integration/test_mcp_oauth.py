@@ -6,6 +6,7 @@ static tokens keep working next to it. With jwks_url, the keys come from the iss
 endpoint, and a rotated key is fetched once a token names it."""
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.server
@@ -65,34 +66,50 @@ class Issuer:
         return jwt.encode(self.claims(**changes), key or self.rsa, algorithm=alg, headers={"kid": kid})
 
 
+@contextlib.contextmanager
+def oauth_daemon(pgwarden_bin, pg, oauth):
+    """(daemon, static tokens) with `oauth` as mcp.oauth, torn down after."""
+    from conftest import DaemonSet
+    daemons = DaemonSet(pgwarden_bin)
+    try:
+        yield start_mcp_daemon(daemons, pg, extra={"oauth": oauth})
+    finally:
+        daemons.teardown()
+
+
 @pytest.fixture(scope="module")
 def oauthd(pgwarden_bin, pg, tmp_path_factory):
-    from conftest import DaemonSet
     issuer = Issuer(tmp_path_factory.mktemp("oauth"))
     oauth = {"issuer": ISSUER, "audience": RESOURCE, "jwks_file": str(issuer.jwks_path),
              "algorithms": ["RS256", "ES256"], "clock_skew": "5s",
              "scopes": [{"scope": "db.admin", "group": "passthrough"},
                         {"scope": "db.read", "group": "agents"}]}
-    daemons = DaemonSet(pgwarden_bin)
-    try:
-        daemon, tokens = start_mcp_daemon(daemons, pg, extra={"oauth": oauth})
+    with oauth_daemon(pgwarden_bin, pg, oauth) as (daemon, tokens):
         yield daemon, tokens, issuer
-    finally:
-        daemons.teardown()
 
 
-def refused(oauthd, token):
-    """(status, WWW-Authenticate, body text) of a request with `token`; checks that nothing in the
-    answer names where the keys are."""
-    daemon, _, issuer = oauthd
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "oauth-test", "version": "1"}}}
+
+
+def ask(daemon, token, secret, message=None):
+    """(status, WWW-Authenticate, body text) of one request with `token`; checks that nothing in
+    the answer names `secret` (where the keys are) or a JWKS."""
     c = McpHttp(daemon.mcp_port, token)
     try:
-        status, hdrs, body = c.raw(body=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}')
+        status, hdrs, body = c.raw(body=json.dumps(message or PING).encode())
     finally:
         c.close()
     answer = json.dumps(hdrs) + body.decode(errors="replace")
-    assert str(issuer.jwks_path.parent) not in answer and "jwks" not in answer.lower(), answer
+    assert secret not in answer and "jwks" not in answer.lower(), answer
     return status, hdrs.get("www-authenticate", ""), body.decode(errors="replace")
+
+
+def refused(oauthd, token):
+    daemon, _, issuer = oauthd
+    return ask(daemon, token, str(issuer.jwks_path.parent))
 
 
 def test_metadata_names_the_resource_its_issuer_and_scopes(oauthd):
@@ -253,33 +270,20 @@ class JwksServer:
 
 @pytest.fixture(scope="module")
 def fetchd(pgwarden_bin, pg, tmp_path_factory):
-    from conftest import DaemonSet
     issuer = Issuer(tmp_path_factory.mktemp("oauth-url"))
     server = JwksServer([public_jwk(issuer.rsa.public_key(), "rsa-1")])
     oauth = {"issuer": ISSUER, "audience": RESOURCE, "jwks_url": server.url, "jwks_refresh": "1h",
              "scopes": [{"scope": "db.read", "group": "agents"}]}
-    daemons = DaemonSet(pgwarden_bin)
     try:
-        daemon, tokens = start_mcp_daemon(daemons, pg, extra={"oauth": oauth})
-        yield daemon, server, issuer
+        with oauth_daemon(pgwarden_bin, pg, oauth) as (daemon, _):
+            yield daemon, server, issuer
     finally:
-        daemons.teardown()
         server.close()
 
 
 def status_with(daemon, token, server):
-    """The status of an initialize with `token`; no answer names where the keys come from."""
-    c = McpHttp(daemon.mcp_port, token)
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "fetch-test", "version": "1"}}}
-    try:
-        status, hdrs, body = c.raw(body=json.dumps(init).encode())
-    finally:
-        c.close()
-    answer = json.dumps(hdrs) + body.decode(errors="replace")
-    assert server.url not in answer and "jwks" not in answer.lower(), answer
-    return status
+    """The status of an initialize with `token`."""
+    return ask(daemon, token, server.url, INITIALIZE)[0]
 
 
 def eventually(fn, want, seconds=30):
