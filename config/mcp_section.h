@@ -13,6 +13,34 @@
 namespace pgwarden::mcp {
 
 class OperatorToolSet;  // mcp/operator_tools.h
+class JwkSet;           // mcp/oauth_token.h
+
+// `mcp.oauth`: the endpoint as an OAuth 2.1 resource server (docs/mcp.md, "OAuth"). Access tokens
+// are JWTs signed by the issuer's keys (its JWKS), bound to this server by their audience
+// (RFC 8707), and mapped to a group by their scopes.
+struct McpOAuthScope {
+  std::string scope;
+  std::string group;
+  int line = 0;
+};
+
+struct McpOAuthConfig {
+  std::string issuer;    // the `iss` a token must carry
+  std::string audience;  // this server's resource URI: a token's `aud` must name it
+  std::vector<std::string> authorization_servers;  // the metadata's list (default: the issuer)
+  // The keys' source: a file read at load (and at each reload), or a URL fetched off the loop
+  // every jwks_refresh (mcp/jwks_fetcher.h); exactly one of them.
+  std::string jwks_file;
+  std::string jwks_url;
+  std::chrono::milliseconds jwks_refresh{300000};
+  std::shared_ptr<const JwkSet> keys;  // jwks_file's; null with jwks_url (the fetcher holds them)
+  std::vector<std::string> algorithms{"RS256", "ES256"};
+  std::chrono::milliseconds clock_skew{60000};
+  std::string user_claim = "sub";  // the claim that names the user in history
+  // In order: a token runs in the group of the first entry whose scope it holds.
+  std::vector<McpOAuthScope> scopes;
+  bool enabled() const { return !issuer.empty(); }
+};
 
 struct McpToken {
   std::string user;
@@ -26,6 +54,7 @@ struct McpConfig {
   // Serve HTTPS with the certificate and key of the `tls:` section (the SQL listener's).
   bool tls = false;
   std::vector<McpToken> tokens;
+  McpOAuthConfig oauth;
   // Requests from 127.0.0.1 / ::1 without a token run as this user ("" = off).
   std::string trust_loopback;
   int trust_loopback_line = 0;

@@ -547,6 +547,17 @@ std::string hostName() {
   return buf;
 }
 
+// mcp.oauth.scopes map to groups that exist.
+void checkOAuthGroups(const Config& config, const YAML::Node& mcp_node) {
+  for (size_t i = 0; i < config.mcp.oauth.scopes.size(); ++i) {
+    const auto& s = config.mcp.oauth.scopes[i];
+    if (!config.findGroup(s.group)) {
+      cfg::fail(mcp_node["oauth"]["scopes"][i]["group"], "mcp.oauth.scopes[" + std::to_string(i) + "].group",
+                "group \"" + s.group + "\" is not defined under groups");
+    }
+  }
+}
+
 std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::string& path) {
   auto config = std::make_shared<Config>();
   config->path = path;
@@ -639,6 +650,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
     cfg::fail(mcp_node["trust_loopback"], "mcp.trust_loopback",
               "user \"" + config->mcp.trust_loopback + "\" is not defined under users");
   }
+  checkOAuthGroups(*config, mcp_node);
   if (config->mcp.tls && !config->tls.context) {
     cfg::fail(mcp_node["tls"], "mcp.tls", "needs the tls: section's cert_file and key_file");
   }

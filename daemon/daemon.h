@@ -133,6 +133,8 @@ class Daemon final : public mcp::McpHost {
 
   // McpHost (daemon/daemon_mcp.cpp)
   std::optional<mcp::McpIdentity> identify(const std::string& user) override;
+  std::optional<mcp::McpIdentity> identifyInGroup(const std::string& user,
+                                                  const std::string& group) override;
   GateServices gateServices(const std::string& server_database) override;
   StatementRecorder& recorder() override;
   Pool& pool(const std::string& server_database, bool replica_ok) override;

@@ -10,12 +10,17 @@ namespace pgwarden::daemon {
 std::optional<mcp::McpIdentity> Daemon::identify(const std::string& user) {
   const UserConfig* u = config_->findUser(user);
   if (!u) return std::nullopt;
+  return identifyInGroup(u->name, u->group);
+}
+
+std::optional<mcp::McpIdentity> Daemon::identifyInGroup(const std::string& user,
+                                                        const std::string& group) {
   const auto server_db = config_->upstream.mapDatabase(config_->mcp.database);
   if (!server_db) return std::nullopt;
   mcp::McpIdentity who;
-  who.user = u->name;
-  who.group = u->group;
-  who.policy = config_->findGroup(u->group);
+  who.user = user;
+  who.group = group;
+  who.policy = config_->findGroup(group);
   who.database = config_->mcp.database;
   who.server_database = *server_db;
   who.statement_timeout_ms = config_->upstream.statement_timeout.count();

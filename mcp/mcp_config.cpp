@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/config_util.h"
+#include "mcp/oauth_config.h"
 #include "mcp/token_auth.h"
 
 namespace pgwarden::mcp {
@@ -20,7 +21,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
                   "allowed_origins", "max_body_bytes", "max_connections", "max_sessions",
                   "max_sessions_per_principal", "max_requests_per_session", "read_timeout",
                   "keepalive_timeout", "session_idle_timeout", "max_rows", "max_result_bytes",
-                  "handle_key_file"});
+                  "handle_key_file", "oauth"});
   out.listen = cfg::getString(n, "mcp", "listen", "");
   out.path = cfg::getString(n, "mcp", "path", out.path);
   if (out.path.empty() || out.path.front() != '/' ||
@@ -49,6 +50,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
       out.tokens.push_back(std::move(tok));
     }
   }
+  out.oauth = parseOAuthConfig(n["oauth"]);
   out.trust_loopback = cfg::getString(n, "mcp", "trust_loopback", "");
   if (n["trust_loopback"].IsDefined()) out.trust_loopback_line = cfg::lineOf(n["trust_loopback"]);
   out.database = cfg::getString(n, "mcp", "database", out.database);
@@ -81,9 +83,11 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   out.max_rows = cfg::getInt(n, "mcp", "max_rows", out.max_rows, 1, 1000000);
   out.max_result_bytes = cfg::getSize(n, "mcp", "max_result_bytes", out.max_result_bytes);
   if (out.max_result_bytes < 1024) cfg::fail(n["max_result_bytes"], "mcp.max_result_bytes", "must be at least 1KiB");
-  if (out.enabled() && out.tokens.empty() && out.trust_loopback.empty()) {
-    cfg::fail(n, "mcp.tokens",
-              "mcp.listen is set but no one can connect: add tokens (pgwarden token USER) or trust_loopback");
+  if (out.enabled() && out.tokens.empty() && out.trust_loopback.empty() && !out.oauth.enabled()) {
+    cfg::fail(
+        n, "mcp.tokens",
+        "mcp.listen is set but no one can connect: add tokens (pgwarden token USER), oauth or "
+        "trust_loopback");
   }
   return out;
 }

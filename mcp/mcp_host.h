@@ -44,6 +44,14 @@ class McpHost {
   virtual ~McpHost() = default;
   // Null when `user` is not a configured user or the database map refuses mcp.database.
   virtual std::optional<McpIdentity> identify(const std::string& user) = 0;
+  // The subject of an OAuth access token (no configured user) running in `group`, which its
+  // scopes picked: null when the database map refuses mcp.database.
+  virtual std::optional<McpIdentity> identifyInGroup(const std::string& user,
+                                                     const std::string& group) {
+    (void)user;
+    (void)group;
+    return std::nullopt;
+  }
   // The gate's services for statements on `server_database` (its catalog statistics).
   virtual daemon::GateServices gateServices(const std::string& server_database) = 0;
   virtual daemon::StatementRecorder& recorder() = 0;

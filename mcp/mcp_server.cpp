@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_text.h"
+#include "mcp/jwks_fetcher.h"
 #include "mcp/modern_era.h"
 #include "mcp/result_json.h"
 #include "mcp/token_auth.h"
@@ -60,21 +61,25 @@ Status McpServer::start() {
     return st;
   }
   streams_.attach(transport_.get());
+  followJwksUrl();
   timer_ = new uv_timer_t;
   uv_timer_init(loop_, timer_);
   timer_->data = this;
   uv_timer_start(timer_, &McpServer::onTimer, kTimerMs, kTimerMs);
   uv_unref(reinterpret_cast<uv_handle_t*>(timer_));
   sweeper_ = std::make_unique<daemon::NextTurn>(loop_, [this] { sweep(); });
-  spdlog::info("mcp: listening on {}{} (path {}, {} token(s){})", tls_ ? "https://" : "http://", config_.listen, config_.path,
-               config_.tokens.size(),
-               config_.trust_loopback.empty()
-                   ? std::string()
-                   : ", loopback clients without a token run as user \"" + config_.trust_loopback + "\"");
+  spdlog::info(
+      "mcp: listening on {}{} (path {}, {} token(s){}{})", tls_ ? "https://" : "http://",
+      config_.listen, config_.path, config_.tokens.size(),
+      config_.oauth.enabled() ? ", OAuth access tokens of " + config_.oauth.issuer : std::string(),
+      config_.trust_loopback.empty()
+          ? std::string()
+          : ", loopback clients without a token run as user \"" + config_.trust_loopback + "\"");
   return {};
 }
 
 void McpServer::close() {
+  jwks_fetcher_.reset();
   // Streams end after what is queued on them (the shutdown notice) is written; the transport's
   // close leaves connections already ending alone.
   streams_.endAll();
@@ -132,6 +137,8 @@ void McpServer::setConfig(McpConfig config) {
     if (streams_.has(id)) before.emplace_back(id, dumpJson(toolsFor(s)));
   }
   config_.tokens = std::move(config.tokens);
+  config_.oauth = std::move(config.oauth);
+  followJwksUrl();
   config_.trust_loopback = std::move(config.trust_loopback);
   config_.allowed_origins = std::move(config.allowed_origins);
   config_.max_sessions = config.max_sessions;
@@ -182,52 +189,9 @@ void McpServer::respondJson(uint64_t exchange, int status, const Json& body, boo
   if (transport_) transport_->respond(exchange, std::move(r));
 }
 
-std::optional<McpServer::Caller> McpServer::authenticate(uint64_t exchange,
-                                                         const HttpRequest& req) {
-  const std::string_view authz = req.header("authorization");
-  if (authz.empty()) {
-    // The loopback-trusted caller presents no credential, so no one's failures can lock it out.
-    if (!config_.trust_loopback.empty() && req.loopback)
-      return Caller{config_.trust_loopback, "loopback"};
-    ++counters_.unauthorized;
-    respondPlain(exchange, 401, "a bearer token is required", {{"WWW-Authenticate", "Bearer"}});
-    return std::nullopt;
-  }
-  auto token = bearerToken(authz);
-  // Failures count against what was presented (its hash, never the token) from this address: a
-  // client retrying a wrong token is refused, the right tokens from the same address are not.
-  const std::string digest = toHex(sha256(token ? *token : authz));
-  const std::string credential = daemon::AuthLimiter::tokenCredential(digest);
-  switch (host_.loginBlocked(req.peer_host, credential)) {
-    case daemon::AuthLimiter::Block::kNone:
-      break;
-    case daemon::AuthLimiter::Block::kCredential:
-      respondPlain(exchange, 429,
-                   "too many failed attempts with this token from this address; check the token "
-                   "(pgwarden token USER makes a new one) or try again in a minute",
-                   {{"Retry-After", "60"}});
-      return std::nullopt;
-    case daemon::AuthLimiter::Block::kAddress:
-      respondPlain(exchange, 429,
-                   "too many failed attempts from this address; try again in a minute",
-                   {{"Retry-After", "60"}});
-      return std::nullopt;
-  }
-  std::optional<std::string> user;
-  if (token) user = userForToken(config_.tokens, *token);
-  if (!user) {
-    ++counters_.unauthorized;
-    host_.loginFailed(req.peer_host, credential);
-    spdlog::warn("mcp: rejected a request from {}: invalid bearer token", logsafe(req.peer_host));
-    respondPlain(exchange, 401, "invalid token",
-                 {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}});
-    return std::nullopt;
-  }
-  return Caller{std::move(*user), "token:" + digest.substr(0, 16)};
-}
-
 void McpServer::onHttpRequest(uint64_t exchange, HttpRequest&& req) {
   ++counters_.http_requests;
+  if (serveResourceMetadata(exchange, req)) return;
   if (req.path != config_.path) {
     respondPlain(exchange, 404, "not found");
     return;
@@ -492,7 +456,7 @@ Json McpServer::initialize(Exchange& ex, const RpcMessage& m, const HttpRequest&
   }
   const std::string asked = pv->get<std::string>();
   const std::string version = supportedProtocolVersion(asked) ? asked : std::string(std::end(kProtocolVersions)[-1]);
-  auto who = host_.identify(user);
+  auto who = identify(caller);
   if (!who) {
     spdlog::warn("mcp: user \"{}\" cannot run statements (unknown user, or mcp.database is not mapped)",
                  logsafe(user));

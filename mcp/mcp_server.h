@@ -35,6 +35,8 @@
 
 namespace pgwarden::mcp {
 
+class JwksFetcher;  // mcp/jwks_fetcher.h
+
 // The HTTP layer is net/'s, shared with the metrics endpoint.
 using daemon::HttpHandler;
 using daemon::HttpRequest;
@@ -106,6 +108,7 @@ class McpServer final : public HttpHandler {
   struct Caller {
     std::string user;
     std::string principal;
+    std::string group;  // an OAuth access token's (its scopes'); "" for a configured user
   };
   struct Session {
     std::string id;
@@ -184,8 +187,19 @@ class McpServer final : public HttpHandler {
                    std::vector<std::pair<std::string, std::string>> headers = {});
   void respondPlain(uint64_t exchange, int status, std::string text,
                     std::vector<std::pair<std::string, std::string>> headers = {});
-  // Who this request comes from, or nullopt after answering it (401, 429).
+  // Who this request comes from, or nullopt after answering it (401, 403, 429). With
+  // mcp_server_auth.cpp's helpers: a JWT access token's check, the challenges, the metadata.
   std::optional<Caller> authenticate(uint64_t exchange, const HttpRequest& req);
+  std::optional<Caller> authenticateOAuth(uint64_t exchange, const HttpRequest& req,
+                                          std::string_view token, const std::string& credential);
+  std::string challenge(std::string_view error) const;
+  // Starts, replaces or stops the JWKS fetcher as mcp.oauth.jwks_url says (start and reload).
+  void followJwksUrl();
+  // Answers a GET of the RFC 9728 metadata (true), or leaves the request alone (false).
+  bool serveResourceMetadata(uint64_t exchange, const HttpRequest& req);
+  // The identity a caller runs as: a configured user's, or an access token's subject in the
+  // group its scopes map to.
+  std::optional<McpIdentity> identify(const Caller& caller);
   // `tell`: the ending is pgwarden's doing (expiry, eviction), so the stream hears why first.
   // Remembered in ended_, so a later request naming the session hears why it is gone.
   void endSession(const std::string& id, SessionEnd why, bool tell_client = false);
@@ -217,6 +231,7 @@ class McpServer final : public HttpHandler {
   uv_timer_t* timer_ = nullptr;
   McpCounters counters_;
   HandleKey handle_key_;  // made at the first 2026-07-28 write call
+  std::unique_ptr<JwksFetcher> jwks_fetcher_;  // mcp.oauth.jwks_url's
 };
 
 }  // namespace pgwarden::mcp

@@ -85,7 +85,7 @@ void McpServer::handleModern(uint64_t exchange, const HttpRequest& req, const Ca
         sse);
     return;
   }
-  auto who = host_.identify(caller.user);
+  auto who = identify(caller);
   if (!who) {
     spdlog::warn(
         "mcp: user \"{}\" cannot run statements (unknown user, or mcp.database is not mapped)",

@@ -109,7 +109,8 @@ std::map<std::string, size_t> keyCheckSites() {
 }
 
 // One config that reaches every key check: each section, each guard kind, each nested map.
-std::string everySection(const std::string& verifier) {
+// `jwks`: the absolute path of a JWKS file (mcp.oauth reads it while parsing).
+std::string everySection(const std::string& verifier, const std::string& jwks) {
   return R"(instance_id: ref
 daemon: {state_dir: /tmp, workers: 1}
 listen:
@@ -142,6 +143,12 @@ history: {store: sqlite, path: /tmp/pgwarden-reference-history.db}
 mcp:
   listen: "127.0.0.1:6433"
   tokens: [{user: agent, sha256: "0000000000000000000000000000000000000000000000000000000000000000"}]
+  oauth:
+    issuer: https://issuer.example
+    audience: https://db.example/mcp
+    jwks_file: )" +
+         jwks + R"(
+    scopes: [{scope: db.read, group: agents}]
 tools:
   - name: t
     description: a tool
@@ -197,11 +204,15 @@ TEST(ConfigReference, ManPageDocumentsEveryKeyTheLoaderKnows) {
   ASSERT_EQ(std::system(openssl.c_str()), 0) << openssl;
   const std::string verifier =
       pgwarden::protocol::makeScramVerifierWithSalt("secret", "0123456789abcdef", 4096);
+  std::ofstream(dir / "jwks.json") << R"({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", )"
+                                      R"("x": "TZyWqxYAFAnSx7_LBIuadNKHLTSlzeaefodtXyUDLTA", )"
+                                      R"("y": "J0w1i6LSoWM8_ceurLfu8Hr-bZJRJoHiitK8uu_kwUM"}]})";
 
   g_sites.clear();
   pgwarden::config::setKnownKeysObserver(observe);
   try {
-    parseConfig(everySection(verifier), (dir / "pgwarden.yaml").string());
+    parseConfig(everySection(verifier, (dir / "jwks.json").string()),
+                (dir / "pgwarden.yaml").string());
   } catch (const std::exception& e) {
     ADD_FAILURE() << e.what();
   }
