@@ -615,14 +615,15 @@ TEST(Chain, ADecisionRefilledInPlaceEqualsAFreshOne) {
       "    - kind: require_predicate\n      action: warn\n    - kind: functions\n"
       "    - kind: row_limit\n      max_rows: 10\n",
       "  reasons:\n    ROWS_TRUNCATED: \"\"\n");
-  const char* texts[] = {"SELECT * FROM fct_shipments",
-                         "SELECT abalance FROM pgbench_accounts WHERE aid = 48213",
-                         "SELECT pg_read_file('x')",
-                         "SELECT a FROM t WHERE a = 1 LIMIT 5",
-                         "SELECT * FORM t",
-                         "SELECT 1; SELECT * FROM fct_shipments WHERE ship_date > now() - interval '1 day'",
-                         "SET work_mem = '1MB'",
-                         "SELECT abalance FROM pgbench_accounts WHERE aid = 7"};
+  const char* texts[] = {
+      "SELECT * FROM fct_shipments",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = 48213",
+      "SELECT pg_read_file('x')",
+      "SELECT a FROM t WHERE a = 1 LIMIT 5",
+      "SELECT * FORM t",
+      "SELECT 1; SELECT * FROM fct_shipments WHERE ship_date > now() - interval '1 day'",
+      "SET work_mem = '1MB'",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = 7"};
   Decision reused;
   for (int round = 0; round < 2; ++round) {
     for (const char* sql : texts) {
@@ -636,9 +637,11 @@ TEST(Chain, ADecisionRefilledInPlaceEqualsAFreshOne) {
       EXPECT_EQ(reused.denied, fresh.denied) << where;
       expectSameVerdict(reused.deny, fresh.deny, where);
       ASSERT_EQ(reused.warnings.size(), fresh.warnings.size()) << where;
-      for (size_t i = 0; i < fresh.warnings.size(); ++i) expectSameVerdict(reused.warnings[i], fresh.warnings[i], where);
+      for (size_t i = 0; i < fresh.warnings.size(); ++i)
+        expectSameVerdict(reused.warnings[i], fresh.warnings[i], where);
       ASSERT_EQ(reused.actions.size(), fresh.actions.size()) << where;
-      for (size_t i = 0; i < fresh.actions.size(); ++i) expectSameVerdict(reused.actions[i], fresh.actions[i], where);
+      for (size_t i = 0; i < fresh.actions.size(); ++i)
+        expectSameVerdict(reused.actions[i], fresh.actions[i], where);
       EXPECT_EQ(reused.rewritten_sql, fresh.rewritten_sql) << where;
       EXPECT_EQ(reused.edits.size(), fresh.edits.size()) << where;
       EXPECT_EQ(reused.max_rows, fresh.max_rows) << where;
