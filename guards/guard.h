@@ -62,6 +62,7 @@ class Facts {
   // The plain-text value of a fact (numbers as digits, lists comma-separated); nullptr if absent.
   const std::string* text(std::string_view key) const;
   bool empty() const { return items_.empty(); }
+  void clear() { items_.clear(); }
 
  private:
   // Only the plain text is kept for strings and scalars: most verdicts (a rewrite) are never
@@ -98,6 +99,8 @@ struct GuardResult {
   std::string webhook_body;
 
   static GuardResult allow() { return {}; }
+  // Back to allow() with every string and list emptied, their storage kept.
+  void clear();
   bool objects() const {
     return action != Action::kAllow || wants_plan || wants_webhook || !edits.empty() || max_rows >= 0;
   }
@@ -136,6 +139,14 @@ class Guard {
     (void)in;
     (void)st;
     return {};
+  }
+  // checkStatement written over `out`, which the chain hands in cleared (GuardResult::clear) and
+  // reuses from statement to statement: a guard that answers most statements with texts of its
+  // own (row_limit caps every read without a LIMIT) overrides it and writes into `out`'s
+  // storage, so steady traffic costs it no allocation.
+  virtual void checkStatementInto(const GuardInput& in, const StatementInfo& st,
+                                  GuardResult& out) const {
+    out = checkStatement(in, st);
   }
   // Called by PolicyGroup::evaluatePlan for guards that set wants_plan.
   virtual GuardResult checkPlan(const PlanInput& in) const {

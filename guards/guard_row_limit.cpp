@@ -17,13 +17,13 @@ namespace pgwarden::guards {
 
 namespace {
 
-std::string concat(std::initializer_list<std::string_view> parts) {
+// Writes the parts over `out`, in its storage when it is large enough.
+void assignConcat(std::string& out, std::initializer_list<std::string_view> parts) {
   size_t size = 0;
   for (const auto p : parts) size += p.size();
-  std::string out;
+  out.clear();
   out.reserve(size);
   for (const auto p : parts) out.append(p);
-  return out;
 }
 
 class RowLimitGuard final : public Guard {
@@ -39,45 +39,63 @@ class RowLimitGuard final : public Guard {
   }
 
   GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
-    if (deny_recursion_ && st.unbounded_recursion) return unboundedRecursion();
+    GuardResult r;
+    checkStatementInto(in, st, r);
+    return r;
+  }
+
+  // Every read without a LIMIT is capped here, so the chain's reused result takes the texts.
+  void checkStatementInto(const GuardInput& in, const StatementInfo& st,
+                          GuardResult& r) const override {
+    if (deny_recursion_ && st.unbounded_recursion) {
+      r = unboundedRecursion();
+      return;
+    }
     const bool direct = st.kind == StatementKind::kSelect && st.returns_rows;
     const bool deferred = (st.kind == StatementKind::kPrepare || st.kind == StatementKind::kDeclareCursor) &&
                           st.inner_kind == StatementKind::kSelect;
     const bool copy = st.kind == StatementKind::kCopy && st.returns_rows;
-    if (!direct && !deferred && !copy) return {};
+    if (!direct && !deferred && !copy) return;
 
     const int64_t bound = max_limit_ >= 0 ? max_limit_ : max_rows_;
-    if (st.limit == LimitKind::kOther) return limitNotConstant(bound);
+    if (st.limit == LimitKind::kOther) {
+      r = limitNotConstant(bound);
+      return;
+    }
     if (max_limit_ >= 0 && st.limit == LimitKind::kConstant && st.limit_value > max_limit_) {
-      return limitTooLarge(in.sql, st);
+      r = limitTooLarge(in.sql, st);
+      return;
     }
-    if (max_rows_ < 0) return {};
+    if (max_rows_ < 0) return;
     if (copy) {
-      if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
-      if (copyIsSmall(in, st)) return {};
-      return limitRequired();
+      if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return;
+      if (copyIsSmall(in, st)) return;
+      r = limitRequired();
+      return;
     }
-    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return {};
+    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return;
 
     // Reads the session runs now get max_rows + 1 (to see a cut); a cursor or prepared statement
     // runs later, row by row, so it gets the cap itself and a notice now.
     const int64_t cap = direct ? max_rows_ + 1 : max_rows_;
-    GuardResult r;
     r.action = direct ? Action::kRewrite : Action::kWarn;
-    r.code = std::string(codes::kRowsCapped);
+    r.code.assign(codes::kRowsCapped);
     const std::string n = std::to_string(max_rows_);
     if (auto e = rowCapEdit(st, cap)) r.edits.push_back(std::move(*e));
     if (direct) {
-      // Every read without a LIMIT comes here, so each text is built in one allocation.
       r.max_rows = max_rows_;
-      r.message = concat({"The result is capped at ", n, " rows."});
-      r.truncation_notice = concat({"The result was truncated at ", n,
-                                    " rows; add a WHERE condition, aggregate with GROUP BY, or use ORDER "
-                                    "BY ... LIMIT to choose which rows you get."});
+      assignConcat(r.message, {"The result is capped at ", n, " rows."});
+      assignConcat(r.truncation_notice,
+                   {"The result was truncated at ", n,
+                    " rows; add a WHERE condition, aggregate with GROUP BY, or use "
+                    "ORDER BY ... LIMIT to choose which rows you get."});
       const std::string_view text = util::statementText(in.sql, st);
       // On its own lines, so a trailing "-- comment" in the statement cannot swallow the ")".
-      r.hint = text.size() <= 500 ? concat({"SELECT count(*) FROM (\n", text, "\n) AS t"})
-                                  : std::string("SELECT count(*) FROM ... to learn how many rows match");
+      if (text.size() <= 500) {
+        assignConcat(r.hint, {"SELECT count(*) FROM (\n", text, "\n) AS t"});
+      } else {
+        r.hint.assign("SELECT count(*) FROM ... to learn how many rows match");
+      }
     } else {
       r.message = "Rows from this " + std::string(st.kind == StatementKind::kPrepare ? "prepared statement"
                                                                                      : "cursor") +
@@ -89,7 +107,6 @@ class RowLimitGuard final : public Guard {
       if (st.limit == LimitKind::kConstant) r.facts.add("limit", st.limit_value);
       r.facts.add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
     }
-    return r;
   }
 
  private:

@@ -41,6 +41,24 @@ std::string_view sqlstateFor(std::string_view code) {
 
 }  // namespace codes
 
+// ---- GuardResult ----
+
+void GuardResult::clear() {
+  action = Action::kAllow;
+  code.clear();
+  sqlstate.clear();
+  message.clear();
+  hint.clear();
+  facts.clear();
+  subject.clear();
+  edits.clear();
+  max_rows = -1;
+  truncation_notice.clear();
+  wants_plan = false;
+  wants_webhook = false;
+  webhook_body.clear();
+}
+
 // ---- Facts ----
 
 Facts::Item& Facts::push(std::string key, Encoding encoding) {
@@ -407,4 +425,49 @@ std::string_view statementText(std::string_view sql, const StatementInfo& st) {
 }
 
 }  // namespace util
+// ---- housekeeping (policy.h) ----
+
+bool isSessionHousekeeping(StatementKind kind) {
+  // Every kind listed, no default: a kind added later must be placed on one side on purpose.
+  switch (kind) {
+    case StatementKind::kSet:
+    case StatementKind::kReset:
+    case StatementKind::kShow:
+    case StatementKind::kTransaction:
+    case StatementKind::kDiscard:
+    case StatementKind::kDeallocate:
+    case StatementKind::kClosePortal:
+      return true;
+    case StatementKind::kSelect:
+    case StatementKind::kInsert:
+    case StatementKind::kUpdate:
+    case StatementKind::kDelete:
+    case StatementKind::kMerge:
+    case StatementKind::kDdl:
+    case StatementKind::kExplain:
+    case StatementKind::kCopy:
+    case StatementKind::kCall:
+    case StatementKind::kDo:
+    case StatementKind::kPrepare:
+    case StatementKind::kExecute:
+    case StatementKind::kDeclareCursor:
+    case StatementKind::kFetch:
+    case StatementKind::kListen:
+    case StatementKind::kNotify:
+    case StatementKind::kUnlisten:
+    case StatementKind::kMaintenance:
+    case StatementKind::kLock:
+    case StatementKind::kAlterSystem:
+    case StatementKind::kLoad:
+    case StatementKind::kOther:
+      return false;
+  }
+  return false;
+}
+
+bool isSessionHousekeeping(const Analysis& analysis) {
+  return std::all_of(analysis.statements.begin(), analysis.statements.end(),
+                     [](const StatementInfo& st) { return isSessionHousekeeping(st.kind); });
+}
+
 }  // namespace pgwarden::guards

@@ -3,6 +3,7 @@
 #include "guards/policy.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <charconv>
@@ -76,19 +77,19 @@ std::string substitute(const std::string& text, const Facts& facts, const std::s
 }
 
 // Applies non-overlapping edits (earlier-registered wins on overlap) to `text`, whose first byte
-// is at `base` in the coordinates the edits use.
-std::string applyEdits(std::string_view text, size_t base, const TextEdits& edits) {
+// is at `base` in the coordinates the edits use, written over `out` (its storage kept).
+void applyEditsInto(std::string& out, std::string_view text, size_t base, const TextEdits& edits) {
   const auto inside = [&](const TextEdit& e) {
     return e.offset >= base && e.offset + e.length <= base + text.size();
   };
+  out.clear();
   if (edits.size() == 1 && inside(edits.front())) {
-    // The usual case (row_limit's LIMIT): one allocation, the result's exact size.
+    // The usual case (row_limit's LIMIT): at most one allocation, the result's exact size.
     const TextEdit& e = edits.front();
     const size_t at = e.offset - base;
-    std::string out;
     out.reserve(text.size() - e.length + e.replacement.size());
     out.append(text.substr(0, at)).append(e.replacement).append(text.substr(at + e.length));
-    return out;
+    return;
   }
   std::vector<const TextEdit*> kept;
   for (const auto& e : edits) {
@@ -101,9 +102,75 @@ std::string applyEdits(std::string_view text, size_t base, const TextEdits& edit
     if (!clash) kept.push_back(&e);
   }
   std::sort(kept.begin(), kept.end(), [](const TextEdit* a, const TextEdit* b) { return a->offset > b->offset; });
-  std::string out(text);
+  out.assign(text);
   for (const TextEdit* e : kept) out.replace(e->offset - base, e->length, e->replacement);
+}
+
+std::string applyEdits(std::string_view text, size_t base, const TextEdits& edits) {
+  std::string out;
+  applyEditsInto(out, text, base, edits);
   return out;
+}
+
+// `to` takes `from`'s text: copied into its own storage when that is large enough (a reused
+// verdict), else it takes `from`'s storage.
+void refill(std::string& to, std::string& from) {
+  if (to.capacity() >= from.size()) {
+    to.assign(from);
+  } else {
+    to.swap(from);
+  }
+}
+
+void clearVerdict(Verdict& v) {
+  v.guard.clear();
+  v.action = Action::kAllow;
+  v.code.clear();
+  v.sqlstate.clear();
+  v.message.clear();
+  v.detail.clear();
+  v.hint.clear();
+  v.position = 0;
+}
+
+// A guard's answer as a verdict, with the group's reason overrides, written over `v` (a new
+// verdict, or one of a reused decision: its strings' storage is kept).
+void fillVerdict(const ReasonOverrides& reasons, std::string_view kind, bool warn_only,
+                 GuardResult& r, Verdict& v) {
+  v.guard.assign(kind);
+  v.action = r.action;
+  if (v.action == Action::kDeny && warn_only) v.action = Action::kWarn;
+  v.code.assign(r.code);
+  if (v.action != Action::kDeny) {
+    v.sqlstate.assign(codes::kSqlstateWarning);
+  } else if (r.sqlstate.empty()) {
+    v.sqlstate.assign(codes::sqlstateFor(r.code));
+  } else {
+    v.sqlstate.assign(r.sqlstate);
+  }
+  refill(v.message, r.message);
+  if (auto code = reasons.find(r.code); code != reasons.end()) {
+    auto it = code->second.find(r.subject);
+    if (it == code->second.end()) it = code->second.find("*");
+    if (it != code->second.end()) v.message = substitute(it->second, r.facts, r.subject);
+  }
+  // The detail is sent only with a denial or a warning. A rewrite's verdict goes to history
+  // (guard, action, code, message) and metrics, neither of which reads it, and every read
+  // without a LIMIT is one: its cut, if any, is reported by Decision::truncation.
+  if (v.action == Action::kDeny || v.action == Action::kWarn) {
+    v.detail = r.facts.json(r.code);
+  } else {
+    v.detail.clear();
+  }
+  refill(v.hint, r.hint);
+  v.position = 0;
+}
+
+// The result every guard's checkStatementInto writes over, one per loop thread: the chain runs
+// to its end (or its pause) before it is used again.
+GuardResult& chainScratch() {
+  thread_local GuardResult r;
+  return r;
 }
 
 std::vector<std::string> protectedFor(const std::vector<std::string>& search_path) {
@@ -153,24 +220,7 @@ Verdict PolicyGroup::renderScreen(GuardResult r) const { return finalize("result
 
 Verdict PolicyGroup::finalize(std::string_view kind, bool warn_only, GuardResult r) const {
   Verdict v;
-  v.guard = std::string(kind);
-  v.action = r.action;
-  if (v.action == Action::kDeny && warn_only) v.action = Action::kWarn;
-  v.code = r.code;
-  v.sqlstate = v.action == Action::kDeny
-                   ? (r.sqlstate.empty() ? std::string(codes::sqlstateFor(r.code)) : r.sqlstate)
-                   : std::string(codes::kSqlstateWarning);
-  v.message = std::move(r.message);
-  if (auto code = reasons_.find(r.code); code != reasons_.end()) {
-    auto it = code->second.find(r.subject);
-    if (it == code->second.end()) it = code->second.find("*");
-    if (it != code->second.end()) v.message = substitute(it->second, r.facts, r.subject);
-  }
-  // The detail is sent only with a denial or a warning. A rewrite's verdict goes to history
-  // (guard, action, code, message) and metrics, neither of which reads it, and every read
-  // without a LIMIT is one: its cut, if any, is reported by Decision::truncation.
-  if (v.action == Action::kDeny || v.action == Action::kWarn) v.detail = r.facts.json(r.code);
-  v.hint = std::move(r.hint);
+  fillVerdict(reasons_, kind, warn_only, r, v);
   return v;
 }
 
@@ -184,40 +234,88 @@ struct ChainState {
   bool text_done = false;      // `guard`'s checkText already ran
   TextEdits edits;
   int64_t max_rows = -1;
-  size_t cap_guard = 0;
-  std::string cap_notice;
-  std::string cap_hint;
+  size_t cap_guard = 0;  // the capping guard's notice and hint wait in the decision's truncation
+  // A reused decision's storage (recycle below): its verdicts and its rewritten text's string.
+  std::array<Verdict, 2> spare;
+  size_t spares = 0;
+  std::string rewritten;
+
+  Verdict spareVerdict() { return spares > 0 ? std::move(spare[--spares]) : Verdict{}; }
 };
+
+namespace {
+
+// Empties `d` for the chain to fill again. What is worth its storage is kept: the verdicts and
+// the rewritten text's string go to `st`, the truncation notice's strings and the lists stay.
+void recycle(Decision& d, ChainState& st) {
+  d.denied = false;
+  clearVerdict(d.deny);
+  d.warnings.clear();
+  for (Verdict& v : d.actions) {
+    if (st.spares == st.spare.size()) break;
+    st.spare[st.spares++] = std::move(v);
+  }
+  d.actions.clear();
+  if (d.rewritten_sql) st.rewritten = std::move(*d.rewritten_sql);
+  d.rewritten_sql.reset();
+  d.edits.clear();
+  d.max_rows = -1;
+  d.truncation_notice.clear();
+  clearVerdict(d.truncation);
+  d.explain_sql.reset();
+  d.explain_needs_params = false;
+  d.plan_guards.clear();
+  d.estimated_rows = -1;
+  d.webhook.reset();
+}
+
+}  // namespace
 
 Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                                const TableStatsSnapshot* stats) const {
+  Decision d;
+  evaluate(analysis, sql, ctx, stats, d);
+  return d;
+}
+
+void PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql,
+                           const RequestContext& ctx, const TableStatsSnapshot* stats,
+                           Decision& d) const {
   // A group's masked columns: their statistics are their values, kept from every guard's text.
   const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
   if (visible) stats = visible.get();
-  Decision d;
+  ChainState st;
+  recycle(d, st);
   if (!analysis.ok) {
     applyDenial(d, syntaxErrorVerdict(analysis, sql));
-    return d;
+    return;
   }
   // Whatever the group's guards: pgwarden must go on reading texts as the server does.
-  for (const auto& st : analysis.statements) {
-    if (auto r = fixedSettingChange(st)) {
+  for (const auto& stmt : analysis.statements) {
+    if (auto r = fixedSettingChange(stmt)) {
       applyDenial(d, renderOutside("fixed_settings", std::move(*r)));
-      return d;
+      return;
     }
   }
-  return runChain(analysis, sql, ctx, stats, std::move(d), ChainState{});
+  runChainInto(analysis, sql, ctx, stats, d, st);
 }
 
 Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                                const TableStatsSnapshot* stats, Decision d, ChainState st) const {
+  runChainInto(analysis, sql, ctx, stats, d, st);
+  return d;
+}
+
+void PolicyGroup::runChainInto(const Analysis& analysis, std::string_view sql,
+                               const RequestContext& ctx, const TableStatsSnapshot* stats,
+                               Decision& d, ChainState& st) const {
   const GuardInput in{analysis, sql, ctx, stats, *settings_};
 
   for (; st.guard < guards_.size(); ++st.guard, st.statement = 0, st.text_done = false) {
     const size_t i = st.guard;
     const Guard& g = *guards_[i];
     // Returns true when the chain must stop (a deny, or a pause for a webhook).
-    auto take = [&](GuardResult r) {
+    auto take = [&](GuardResult& r) {
       if (r.wants_plan && std::find(d.plan_guards.begin(), d.plan_guards.end(), i) == d.plan_guards.end()) {
         d.plan_guards.push_back(i);
       }
@@ -230,12 +328,13 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
       if (r.max_rows >= 0 && (st.max_rows < 0 || r.max_rows < st.max_rows)) {
         st.max_rows = r.max_rows;
         st.cap_guard = i;
-        st.cap_notice = std::move(r.truncation_notice);
+        refill(d.truncation.message, r.truncation_notice);
         // A rewrite's hint is read only from the truncation notice, so it moves there.
         if (r.action == Action::kRewrite) {
-          st.cap_hint = std::move(r.hint);
+          refill(d.truncation.hint, r.hint);
+          r.hint.clear();
         } else {
-          st.cap_hint = r.hint;
+          d.truncation.hint.assign(r.hint);
         }
       }
       if (r.wants_webhook && r.action == Action::kAllow) {
@@ -243,7 +342,8 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
         return true;
       }
       if (r.action == Action::kAllow) return false;
-      Verdict v = finalize(g, std::move(r));
+      Verdict v = st.spareVerdict();
+      fillVerdict(reasons_, g.kind(), g.warnOnly(), r, v);
       if (v.action == Action::kRewrite) {
         d.actions.push_back(std::move(v));
         return false;
@@ -263,11 +363,15 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
     bool stop = false;
     if (!st.text_done) {
       st.text_done = true;
-      stop = take(g.checkText(in));
+      GuardResult r = g.checkText(in);
+      stop = take(r);
     }
     while (!stop && st.statement < analysis.statements.size()) {
       const auto& stmt = analysis.statements[st.statement++];
-      stop = take(g.checkStatement(in, stmt));
+      GuardResult& r = chainScratch();
+      r.clear();
+      g.checkStatementInto(in, stmt, r);
+      stop = take(r);
     }
     if (observe) ctx.observer->guardEvaluated(g.kind(), std::chrono::steady_clock::now() - started);
     if (stop) break;
@@ -275,22 +379,24 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
   if (d.webhook) {
     // Paused: the rest of the chain (and the plan, rewrite and cap) waits for the answer.
     d.webhook->state = std::make_shared<const ChainState>(std::move(st));
-    return d;
+    return;
   }
   if (d.denied) {
     d.plan_guards.clear();
-    return d;
+    return;
   }
 
-  if (!st.edits.empty()) d.rewritten_sql = applyEdits(sql, 0, st.edits);
+  if (!st.edits.empty()) {
+    applyEditsInto(st.rewritten, sql, 0, st.edits);
+    d.rewritten_sql = std::move(st.rewritten);
+  }
   if (st.max_rows >= 0) {
     d.max_rows = st.max_rows;
     Verdict& t = d.truncation;
-    t.guard = std::string(guards_[st.cap_guard]->kind());
+    t.guard.assign(guards_[st.cap_guard]->kind());
     t.action = Action::kWarn;
-    t.code = std::string(codes::kRowsTruncated);
-    t.sqlstate = std::string(codes::kSqlstateWarning);
-    t.message = std::move(st.cap_notice);
+    t.code.assign(codes::kRowsTruncated);
+    t.sqlstate.assign(codes::kSqlstateWarning);
     // Built for every capped read, sent only when the cut happens: the detail is left to
     // truncationDetail() when the notice is sent, and Facts are made only for an operator's
     // reason, whose placeholders need them.
@@ -304,7 +410,6 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
         t.message = std::move(reason);
       }
     }
-    t.hint = std::move(st.cap_hint);
   }
   if (!d.plan_guards.empty() && analysis.statements.size() == 1) {
     const StatementInfo& stmt = analysis.statements.front();
@@ -316,7 +421,6 @@ Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, c
     d.plan_guards.clear();
   }
   d.edits = std::move(st.edits);
-  return d;
 }
 
 std::string truncationDetail(int64_t max_rows) {
@@ -481,49 +585,6 @@ Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql) {
     v.hint = "The error is near: " + util::excerpt(sql.substr(from, std::min<size_t>(60, sql.size() - from)), 60);
   }
   return v;
-}
-
-bool isSessionHousekeeping(StatementKind kind) {
-  // Every kind listed, no default: a kind added later must be placed on one side on purpose.
-  switch (kind) {
-    case StatementKind::kSet:
-    case StatementKind::kReset:
-    case StatementKind::kShow:
-    case StatementKind::kTransaction:
-    case StatementKind::kDiscard:
-    case StatementKind::kDeallocate:
-    case StatementKind::kClosePortal:
-      return true;
-    case StatementKind::kSelect:
-    case StatementKind::kInsert:
-    case StatementKind::kUpdate:
-    case StatementKind::kDelete:
-    case StatementKind::kMerge:
-    case StatementKind::kDdl:
-    case StatementKind::kExplain:
-    case StatementKind::kCopy:
-    case StatementKind::kCall:
-    case StatementKind::kDo:
-    case StatementKind::kPrepare:
-    case StatementKind::kExecute:
-    case StatementKind::kDeclareCursor:
-    case StatementKind::kFetch:
-    case StatementKind::kListen:
-    case StatementKind::kNotify:
-    case StatementKind::kUnlisten:
-    case StatementKind::kMaintenance:
-    case StatementKind::kLock:
-    case StatementKind::kAlterSystem:
-    case StatementKind::kLoad:
-    case StatementKind::kOther:
-      return false;
-  }
-  return false;
-}
-
-bool isSessionHousekeeping(const Analysis& analysis) {
-  return std::all_of(analysis.statements.begin(), analysis.statements.end(),
-                     [](const StatementInfo& st) { return isSessionHousekeeping(st.kind); });
 }
 
 // ---- config ----

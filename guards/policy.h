@@ -55,6 +55,7 @@ struct TextEdit {
 // a list of one takes its block from the thread's free list (common/recycling_allocator.h).
 using TextEdits = std::vector<TextEdit, RecyclingAllocator<TextEdit>>;
 
+// A field added here is also reset by PolicyGroup::evaluate's refill (recycle() in policy.cpp).
 struct Decision {
   bool denied = false;
   Verdict deny;                          // valid when denied
@@ -245,6 +246,11 @@ class PolicyGroup {
   // null (not loaded yet). `analysis` must be ok (use syntaxErrorVerdict otherwise).
   Decision evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                     const TableStatsSnapshot* stats) const;
+  // The same, written over `d`, a decision the caller reuses (the policy engine's refilled plans):
+  // its verdicts', texts' and lists' storage is kept, so a text judged like the one before (a
+  // read capped for max_rows) costs no allocation.
+  void evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                const TableStatsSnapshot* stats, Decision& d) const;
 
   // Second half of a decision that set explain_sql: `plan_json` is the one value EXPLAIN
   // (FORMAT JSON) returned. Returns `pending` with explain_sql cleared when the plan passes (its
@@ -277,6 +283,8 @@ class PolicyGroup {
   Verdict finalize(std::string_view kind, bool warn_only, GuardResult r) const;
   Decision runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                     const TableStatsSnapshot* stats, Decision d, ChainState st) const;
+  void runChainInto(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                    const TableStatsSnapshot* stats, Decision& d, ChainState& st) const;
   std::string name_;
   std::vector<std::unique_ptr<Guard>> guards_;
   std::vector<std::string> search_path_;

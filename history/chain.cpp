@@ -28,13 +28,18 @@ constexpr size_t kSecretBytes = 32;
 constexpr size_t kMaxKeyFileBytes = 1 << 20;
 constexpr char kHex[] = "0123456789abcdef";
 
+// Written over `out`: the writer keeps one string for every record's hash.
+void assignHex(std::string& out, const unsigned char* p, size_t n) {
+  out.resize(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[p[i] >> 4];
+    out[2 * i + 1] = kHex[p[i] & 0xf];
+  }
+}
+
 std::string toHex(const unsigned char* p, size_t n) {
   std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kHex[p[i] >> 4]);
-    out.push_back(kHex[p[i] & 0xf]);
-  }
+  assignHex(out, p, n);
   return out;
 }
 
@@ -277,7 +282,7 @@ Status Chainer::link(RowValues& row, const TailLookup& lookup) {
   canonicalFields(row, fields_, &json_cache_);
   st.hash = mac_.compute(key, st.hash, fields_, scratch_);
   st.seq = seq;
-  hash_hex_ = hexOf(st.hash);
+  assignHex(hash_hex_, st.hash.data(), st.hash.size());
   row.setChain(seq, key.id, hash_hex_);
   if (seq % kChainCheckpointEvery == 0 || st.key_id != key.id) {
     checkpoints_.push_back({it->first, seq, key.id, hash_hex_});

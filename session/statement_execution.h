@@ -6,6 +6,7 @@
 // text that never ran. Each door calls these; none keeps its own copy.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/recycling_allocator.h"
 #include "guards/agent_context.h"
 #include "guards/policy.h"
 #include "history/record.h"
@@ -137,6 +139,16 @@ class TextExecution {
   explicit TextExecution(RunSink& sink) : sink_(sink) {}
   TextExecution(const TextExecution&) = delete;
   TextExecution& operator=(const TextExecution&) = delete;
+  // A Query makes one and drops it with its answer: from the loop's recycled blocks, so that
+  // costs no malloc in the steady state.
+  static void* operator new(size_t size) {
+    if (size != sizeof(TextExecution)) return ::operator new(size);
+    return RecyclingAllocator<TextExecution>{}.allocate(1);
+  }
+  static void operator delete(void* p, size_t size) noexcept {
+    if (size != sizeof(TextExecution)) return ::operator delete(p);
+    RecyclingAllocator<TextExecution>{}.deallocate(static_cast<TextExecution*>(p), 1);
+  }
 
   // The gate's plan is about to run: the first statement's run starts (none for an empty text).
   // `params`: the bound values the screens compare (null: none).

@@ -207,7 +207,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
     plan->decision = guards::Decision{};
     guards::applyDenial(plan->decision, std::move(v));
   } else if (group) {
-    plan->decision = group->evaluate(a, sql, ctx, stats);
+    group->evaluate(a, sql, ctx, stats, plan->decision);
   } else {
     plan->decision = guards::Decision{};
   }

@@ -737,5 +737,65 @@ TEST(GroupsConfig, AnotherRegistryAddsKinds) {
   EXPECT_EQ(d.warnings[0].guard, "always_warn");
 }
 
+// ---- a decision refilled in place ----
+
+void expectSameVerdict(const Verdict& a, const Verdict& b, const std::string& where) {
+  EXPECT_EQ(a.guard, b.guard) << where;
+  EXPECT_EQ(a.action, b.action) << where;
+  EXPECT_EQ(a.code, b.code) << where;
+  EXPECT_EQ(a.sqlstate, b.sqlstate) << where;
+  EXPECT_EQ(a.message, b.message) << where;
+  EXPECT_EQ(a.detail, b.detail) << where;
+  EXPECT_EQ(a.hint, b.hint) << where;
+  EXPECT_EQ(a.position, b.position) << where;
+}
+
+TEST(Chain, ADecisionRefilledInPlaceEqualsAFreshOne) {
+  // The policy engine refills its plans' decisions: nothing of the text judged before may stay.
+  const auto stats = test::sampleStats();
+  const auto g = group(
+      "    - kind: require_predicate\n      action: warn\n    - kind: functions\n"
+      "    - kind: row_limit\n      max_rows: 10\n",
+      "  reasons:\n    ROWS_TRUNCATED: \"\"\n");
+  const char* texts[] = {
+      "SELECT * FROM fct_shipments",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = 48213",
+      "SELECT pg_read_file('x')",
+      "SELECT a FROM t WHERE a = 1 LIMIT 5",
+      "SELECT * FORM t",
+      "SELECT 1; SELECT * FROM fct_shipments WHERE ship_date > now() - interval '1 day'",
+      "SET work_mem = '1MB'",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = 7"};
+  Decision reused;
+  for (int round = 0; round < 2; ++round) {
+    for (const char* sql : texts) {
+      const auto analysis = analyzeUncached(sql);
+      RequestContext ctx;
+      ctx.user = "agent";
+      ctx.group = g->name();
+      g->evaluate(*analysis, sql, ctx, stats.get(), reused);
+      const Decision fresh = evaluate(*g, sql, stats.get());
+      const std::string where = sql;
+      EXPECT_EQ(reused.denied, fresh.denied) << where;
+      expectSameVerdict(reused.deny, fresh.deny, where);
+      ASSERT_EQ(reused.warnings.size(), fresh.warnings.size()) << where;
+      for (size_t i = 0; i < fresh.warnings.size(); ++i)
+        expectSameVerdict(reused.warnings[i], fresh.warnings[i], where);
+      ASSERT_EQ(reused.actions.size(), fresh.actions.size()) << where;
+      for (size_t i = 0; i < fresh.actions.size(); ++i)
+        expectSameVerdict(reused.actions[i], fresh.actions[i], where);
+      EXPECT_EQ(reused.rewritten_sql, fresh.rewritten_sql) << where;
+      EXPECT_EQ(reused.edits.size(), fresh.edits.size()) << where;
+      EXPECT_EQ(reused.max_rows, fresh.max_rows) << where;
+      EXPECT_EQ(reused.truncation_notice, fresh.truncation_notice) << where;
+      expectSameVerdict(reused.truncation, fresh.truncation, where);
+      EXPECT_EQ(reused.explain_sql, fresh.explain_sql) << where;
+      EXPECT_EQ(reused.plan_guards, fresh.plan_guards) << where;
+      EXPECT_EQ(reused.estimated_rows, fresh.estimated_rows) << where;
+      EXPECT_FALSE(reused.webhook) << where;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pgwarden::guards
