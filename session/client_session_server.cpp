@@ -367,13 +367,13 @@ bool ClientSession::handleServerCommandComplete(const protocol::Frame& f, Pendin
   if (head.kind != Expect::kExecute && head.kind != Expect::kQuery) return serverOutOfOrder(f, head);
   StatementRun* run = head.current();
   // Not in a guarded write session: the probe sees committed rows, not the session's own writes.
-  if (run && server_ && !writes_ && probeWanted(*run, policy_)) {
+  if (run && server_ && !writes_ && probeWanted(*run, caller_.policy)) {
     // The screens' probe answers before the client hears of the statement's end: this message
     // is handed over again once it has (statement_execution.h holdForProbe).
     if (!probe_)
       probe_ = std::make_unique<ScreenProbe>(host_.loop(), host_.pools(), host_.counters());
-    if (holdForProbe(*run, policy_, host_.tableStats(server_database_).get(), *probe_,
-                     server_database_, *server_, [this] {
+    if (holdForProbe(*run, caller_.policy, host_.tableStats(caller_.server_database).get(),
+                     *probe_, caller_.server_database, *server_.conn(), [this] {
                        if (server_) server_->releaseInput();
                      }))
       return true;
