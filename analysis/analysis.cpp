@@ -15,7 +15,7 @@
 #include "analysis/statement_walker.h"
 #include "common/lru_map.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 const char* kindName(StatementKind kind) {
   switch (kind) {
@@ -263,9 +263,6 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
 
 // ---- the caches ----
 
-using util::LruMap;
-using util::SeenKeys;
-
 struct Analyzer::Impl {
   Impl(size_t entries, size_t bytes) : max_bytes(bytes), exact(entries), shapes(entries), seen(entries) {}
 
@@ -341,4 +338,4 @@ uint64_t Analyzer::shapeHits() const { return impl_->shape_hits; }
 uint64_t Analyzer::shapeMisses() const { return impl_->shape_misses; }
 size_t Analyzer::shapeCacheSize() const { return impl_->shapes.size(); }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -10,7 +10,7 @@
 
 #include "analysis/screen_facts.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 enum class StatementKind {
   kSelect, kInsert, kUpdate, kDelete, kMerge,
@@ -176,4 +176,4 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql);
 // it ('invalid byte sequence for encoding "UTF8": 0xe9 0x27', SQLSTATE 22021).
 std::string invalidUtf8Message(std::string_view text);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

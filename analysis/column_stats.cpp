@@ -9,7 +9,7 @@
 #include <charconv>
 #include <cstdlib>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 namespace {
 
@@ -334,4 +334,4 @@ bool parseBoundsRow(const std::vector<std::string>& row, std::string* low, std::
   return true;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

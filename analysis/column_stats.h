@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 struct ColumnStats {
   std::string type;                        // format_type(): "text", "date", "status_t", ...
@@ -112,4 +112,4 @@ std::vector<std::string> checkInList(std::string_view def);
 // nothing when either does not read as that category.
 std::optional<int> compareValues(char category, std::string_view a, std::string_view b);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

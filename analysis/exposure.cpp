@@ -11,7 +11,7 @@
 
 #include "analysis/pg_json.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 namespace {
 
@@ -288,4 +288,4 @@ std::vector<std::string> taintedNames(const ColumnExposure& e, std::vector<std::
   return masked;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

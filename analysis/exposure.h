@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 struct ColumnExposure {
   bool ok = false;    // false: the text did not parse (or nests too deeply to check)
@@ -45,4 +45,4 @@ ColumnExposure columnExposure(std::string_view sql);
 // transitively, every alias that stands for one of them.
 std::vector<std::string> taintedNames(const ColumnExposure& e, std::vector<std::string> masked);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-namespace pgwarden::guards::pgjson {
+namespace pgwarden::analysis::pgjson {
 
 namespace {
 
@@ -594,4 +594,4 @@ bool fingerprintSelects(element root, uint64_t& out) {
   return true;
 }
 
-}  // namespace pgwarden::guards::pgjson
+}  // namespace pgwarden::analysis::pgjson

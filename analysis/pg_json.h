@@ -17,7 +17,7 @@
 
 #include "analysis/analysis.h"
 
-namespace pgwarden::guards::pgjson {
+namespace pgwarden::analysis::pgjson {
 
 using simdjson::dom::array;
 using simdjson::dom::element;
@@ -95,4 +95,4 @@ bool sameTree(element a, element b);
 // types it knows are handled; for anything else it returns false and the caller asks libpg_query.
 bool fingerprintSelects(element root, uint64_t& out);
 
-}  // namespace pgwarden::guards::pgjson
+}  // namespace pgwarden::analysis::pgjson

@@ -5,7 +5,7 @@
 
 #include "analysis/pg_json.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 namespace {
 
@@ -137,4 +137,4 @@ Result<PlanSummary> parsePlanJson(std::string_view json) {
   return out;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

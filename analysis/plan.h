@@ -9,7 +9,7 @@
 
 #include "common/result.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 // One scan node of an EXPLAIN (FORMAT JSON) plan, and the plan's total cost.
 struct PlanScan {
@@ -40,4 +40,4 @@ struct PlanSummary {
 
 [[nodiscard]] Result<PlanSummary> parsePlanJson(std::string_view json);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -7,9 +7,7 @@
 #include <cctype>
 #include <utility>
 
-namespace pgwarden::guards::detail {
-
-
+namespace pgwarden::analysis::detail {
 
 bool isContainer(element e) {
   const auto t = e.type();
@@ -316,4 +314,4 @@ bool aggregateName(std::string_view n) {
   return collectingName(n);
 }
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

@@ -12,7 +12,7 @@
 
 #include "analysis/pg_json.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 using pgjson::array;
 using pgjson::asNode;
@@ -51,4 +51,4 @@ bool armUnbounded(object sel, std::string_view cte);
 bool collectingName(std::string_view n);
 bool aggregateName(std::string_view n);
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

@@ -12,7 +12,7 @@
 #include "analysis/statement_walker.h"
 #include "analysis/walker.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 // Makes the CTE names of a WITH clause visible (the caller restores visible_ afterwards) and
 // walks each body. Without RECURSIVE a CTE sees only the ones before it, so a later CTE named
@@ -549,4 +549,4 @@ Intent Walker::inferIntent() const {
   return Intent::kOther;
 }
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

@@ -8,7 +8,7 @@
 #include "analysis/screen_facts_detail.h"
 #include "analysis/statement_walker.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 namespace facts {
 
@@ -718,4 +718,4 @@ void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, S
   outputNames(n.body, f);
 }
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

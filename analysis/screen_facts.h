@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 struct ScreenTable {
   std::string schema;  // as written ("" unqualified)
@@ -116,4 +116,4 @@ struct ScreenFacts {
 // name would be written (a constant is data the shape cache may swap for another).
 bool namesWord(std::string_view sql, std::string_view word);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

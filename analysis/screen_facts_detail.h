@@ -10,7 +10,7 @@
 #include "analysis/pg_json.h"
 #include "analysis/screen_facts.h"
 
-namespace pgwarden::guards::detail::facts {
+namespace pgwarden::analysis::detail::facts {
 
 // Spans are kept relative to the statement's text as the screens see it (leading white space
 // cut, as history's text is).
@@ -43,4 +43,4 @@ void leftJoinFiltered(pgjson::object select, const Text& text, ScreenFacts& f);
 // Whether the text names a soft-delete column, and where a filter on one would go.
 void softDeleteFacts(pgjson::object select, const Text& text, ScreenFacts& f);
 
-}  // namespace pgwarden::guards::detail::facts
+}  // namespace pgwarden::analysis::detail::facts

@@ -7,7 +7,7 @@
 #include "analysis/screen_facts_detail.h"
 #include "analysis/sql_scan.h"
 
-namespace pgwarden::guards::detail::facts {
+namespace pgwarden::analysis::detail::facts {
 
 namespace {
 
@@ -429,12 +429,12 @@ void softDeleteFacts(object select, const Text& text, ScreenFacts& f) {
   if (at >= 0) f.filter_at = at - text.base;
 }
 
-}  // namespace pgwarden::guards::detail::facts
+}  // namespace pgwarden::analysis::detail::facts
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 bool namesWord(std::string_view sql, std::string_view word) {
   return detail::facts::containsWord(sql, word);
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

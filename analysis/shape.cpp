@@ -8,7 +8,7 @@
 
 #include "common/ascii.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 namespace {
 
@@ -418,4 +418,4 @@ bool lexShape(std::string_view sql, Shape& out) {
   return ShapeLexer(sql, out).run();
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 // The literal's lexical class: it decides the parse node (Integer, Float, String, BitString), so
 // it is part of the shape.
@@ -65,4 +65,4 @@ bool lexShape(std::string_view sql, Shape& out);
 // The parse node a literal of this class becomes ("Integer", "Float", "String", "BitString").
 std::string_view literalNodeType(LiteralClass cls);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

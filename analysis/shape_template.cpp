@@ -8,7 +8,7 @@
 
 #include "common/shared_spares.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 // A template's rule for one field (named, not file-local: ShapeTemplate holds them).
 namespace shape_rules {
@@ -461,4 +461,4 @@ bool shapeProbeText(std::string_view sql, const Shape& shape, int round, std::st
   return true;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -12,7 +12,7 @@
 #include "analysis/analysis.h"
 #include "analysis/shape.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 struct ShapeTemplate;
 
@@ -33,4 +33,4 @@ std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& tmpl, co
 // category (`round` picks the set); false when no such text could be made. Exposed for tests.
 bool shapeProbeText(std::string_view sql, const Shape& shape, int round, std::string& out);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

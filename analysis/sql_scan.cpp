@@ -3,7 +3,7 @@
 
 #include <cctype>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 size_t skipConstantOrComment(std::string_view sql, size_t i) {
   if (i >= sql.size()) return i;
@@ -47,4 +47,4 @@ size_t skipConstantOrComment(std::string_view sql, size_t i) {
   return i;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

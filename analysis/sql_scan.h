@@ -6,11 +6,11 @@
 #include <cstddef>
 #include <string_view>
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 // Where the string constant ('...', E'...'), comment (-- or /* */) or dollar-quoted body
 // ($tag$...$tag$) that starts at `i` ends: the index after it (the end of the text when it is not
 // closed). A `$n` parameter is passed over too. `i` itself when none of these starts there.
 size_t skipConstantOrComment(std::string_view sql, size_t i);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

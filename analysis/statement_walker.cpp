@@ -10,7 +10,7 @@
 
 #include "analysis/walker.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 namespace {
 
@@ -549,4 +549,4 @@ void walkStatement(element stmt, std::string_view sql, StatementInfo& out) {
   Walker(sql, out).run(stmt);
 }
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

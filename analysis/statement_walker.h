@@ -8,7 +8,7 @@
 #include "analysis/analysis.h"
 #include "analysis/pg_json.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 // `stmt` is the RawStmt's "stmt" node; `sql` the whole text (locations index into it). `out`
 // arrives with location/length set.
@@ -22,4 +22,4 @@ void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, S
 // The byte length of the literal token (number, ALL, NULL, quoted string) starting at `pos`.
 int literalLength(std::string_view sql, int pos);
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

@@ -9,7 +9,7 @@
 
 #include "analysis/table_stats.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 const char* TableStatsSnapshot::catalogQuery() {
   // Row estimates: the planner's own rule. reltuples/relpages scaled to the current size when
@@ -193,4 +193,4 @@ const TableStats* TableStatsSnapshot::find(std::string_view schema, std::string_
   return it == tables_.end() ? nullptr : &it->second;
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

@@ -14,7 +14,7 @@
 
 #include "analysis/column_stats.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::analysis {
 
 // A table named by its schema and name, compared with the snapshot's "schema.table" keys as if
 // joined by the dot, so a lookup needs no joined string.
@@ -101,4 +101,4 @@ class TableStatsSnapshot {
   std::chrono::steady_clock::time_point read_at_ = std::chrono::steady_clock::now();
 };
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::analysis

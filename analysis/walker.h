@@ -13,7 +13,7 @@
 #include "analysis/pg_json.h"
 #include "analysis/predicates.h"
 
-namespace pgwarden::guards::detail {
+namespace pgwarden::analysis::detail {
 
 class Walker {
  public:
@@ -115,4 +115,4 @@ class Walker {
   Level* level_ = nullptr;  // the query level whose target list is being walked
 };
 
-}  // namespace pgwarden::guards::detail
+}  // namespace pgwarden::analysis::detail

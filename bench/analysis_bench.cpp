@@ -19,6 +19,7 @@
 namespace {
 
 using namespace pgwarden::guards;
+using namespace pgwarden::analysis;
 
 const char* kOneTable =
     "SELECT id, carrier, status FROM public.fct_shipments WHERE ship_date >= '2024-01-01' AND status = 'DELAYED' "

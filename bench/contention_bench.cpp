@@ -28,6 +28,7 @@ using pgwarden::history::HistoryConfig;
 using pgwarden::history::Record;
 namespace metrics = pgwarden::metrics;
 namespace guards = pgwarden::guards;
+namespace budgets = pgwarden::budgets;
 
 Record statementRecord(uint64_t i) {
   Record r = pgwarden::bench::agentRecord(i, 1, 120);
@@ -156,14 +157,14 @@ BENCHMARK(BM_MetricsStatement)->ThreadRange(1, 16)->UseRealTime();
 // The budget ledger every loop admits through (exact budgets across loops): admit, the rows,
 // release, one conversation per thread as sessions on different loops have.
 struct SharedLedger {
-  guards::BudgetGuard guard{guards::BudgetLimits{}, guards::BudgetStoreConfig{}};
-  guards::BudgetLedger ledger;
+  budgets::BudgetGuard guard{budgets::BudgetLimits{}, budgets::BudgetStoreConfig{}};
+  budgets::BudgetLedger ledger;
 };
 
 void BM_LedgerStatement(benchmark::State& state) {
   static SharedLedger* shared = nullptr;
   if (state.thread_index() == 0) shared = new SharedLedger();
-  const guards::BudgetKey key{"agent", "conv-" + std::to_string(state.thread_index())};
+  const budgets::BudgetKey key{"agent", "conv-" + std::to_string(state.thread_index())};
   for (auto _ : state) {
     benchmark::DoNotOptimize(shared->ledger.admit(shared->guard, key));
     shared->ledger.addRows(shared->guard, key, 1);

@@ -10,7 +10,7 @@ namespace {
 
 using namespace pgwarden;
 
-std::shared_ptr<const guards::TableStatsSnapshot> stats() {
+std::shared_ptr<const analysis::TableStatsSnapshot> stats() {
   std::vector<std::vector<std::string>> tables = {{"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
                                                   {"public", "pgbench_accounts", "100000", "aid", "integer"}};
   std::vector<std::vector<std::string>> columns = {
@@ -20,12 +20,12 @@ std::shared_ptr<const guards::TableStatsSnapshot> stats() {
        "true", "false"}};
   // Many more tables, as a real catalog has.
   for (int i = 0; i < 500; ++i) tables.push_back({"public", "t" + std::to_string(i), "1000", "", ""});
-  return guards::TableStatsSnapshot::fromRows(tables, columns);
+  return analysis::TableStatsSnapshot::fromRows(tables, columns);
 }
 
 void BM_ScreenFlagged(benchmark::State& state) {
   const auto snap = stats();
-  const auto analysis = guards::analyzeUncached(
+  const auto analysis = analysis::analyzeUncached(
       "SELECT count(*) FROM fct_shipments WHERE status = 'late' AND ship_date >= '2024-07-01'");
   screens::ScreenInput in;
   in.statement = &analysis->statements[0];
@@ -42,7 +42,8 @@ void BM_ScreenFlagged(benchmark::State& state) {
 BENCHMARK(BM_ScreenFlagged);
 
 void BM_ScreenNotFlagged(benchmark::State& state) {
-  const auto analysis = guards::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
+  const auto analysis =
+      analysis::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
   const screens::ResultSummary one_row{1, false, false, -1};
   for (auto _ : state) benchmark::DoNotOptimize(screens::maySpeak(analysis->statements[0], one_row));
 }

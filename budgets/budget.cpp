@@ -13,7 +13,7 @@
 #include "common/config_util.h"
 #include "guards/policy.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::budgets {
 
 namespace {
 
@@ -45,9 +45,10 @@ std::string fill(const std::string& text, const std::map<std::string, std::strin
   return out;
 }
 
-GuardResult denyWith(std::string_view code, std::string_view sqlstate, std::string message) {
-  GuardResult r;
-  r.action = Action::kDeny;
+guards::GuardResult denyWith(std::string_view code, std::string_view sqlstate,
+                             std::string message) {
+  guards::GuardResult r;
+  r.action = guards::Action::kDeny;
   r.code = std::string(code);
   r.sqlstate = std::string(sqlstate);
   r.message = std::move(message);
@@ -65,20 +66,24 @@ std::vector<std::string_view> BudgetGuard::codes() const {
 
 // The classification is the chain's (isSessionHousekeeping), shared with the Lua and webhook
 // guards, so what a driver may send for free is the same everywhere.
-bool countsAgainstBudget(const Analysis& analysis) { return !isSessionHousekeeping(analysis); }
-
-int64_t budgetStatements(const Analysis& analysis) {
-  return std::count_if(analysis.statements.begin(), analysis.statements.end(),
-                       [](const StatementInfo& st) { return !isSessionHousekeeping(st.kind); });
+bool countsAgainstBudget(const analysis::Analysis& analysis) {
+  return !guards::isSessionHousekeeping(analysis);
 }
 
-GuardResult BudgetGuard::checkText(const GuardInput& in) const {
+int64_t budgetStatements(const analysis::Analysis& analysis) {
+  return std::count_if(
+      analysis.statements.begin(), analysis.statements.end(),
+      [](const analysis::StatementInfo& st) { return !guards::isSessionHousekeeping(st.kind); });
+}
+
+guards::GuardResult BudgetGuard::checkText(const guards::GuardInput& in) const {
   if (!in.ctx.budgets || !countsAgainstBudget(in.analysis)) return {};
   const BudgetLedger& ledger = BudgetLedger::of(*in.ctx.budgets);
   return ledger.check(*this, ledger.keyFor(in.ctx));
 }
 
-GuardResult BudgetGuard::statementsExhausted(const BudgetCounters& c, std::string_view conversation) const {
+guards::GuardResult BudgetGuard::statementsExhausted(const guards::BudgetCounters& c,
+                                                     std::string_view conversation) const {
   const std::string n = std::to_string(limits_.max_statements);
   std::string message =
       limits_.reason.empty()
@@ -86,20 +91,23 @@ GuardResult BudgetGuard::statementsExhausted(const BudgetCounters& c, std::strin
           : fill(limits_.reason, {{"max_statements", n},
                                   {"statements", std::to_string(c.statements)},
                                   {"conversation_id", std::string(conversation)}});
-  GuardResult r = denyWith(budget_codes::kBudgetExhausted, budget_codes::kSqlstateBudget, std::move(message));
+  guards::GuardResult r =
+      denyWith(budget_codes::kBudgetExhausted, budget_codes::kSqlstateBudget, std::move(message));
   r.facts.add("statements", c.statements)
       .add("max_statements", limits_.max_statements)
       .add("next_step", "stop querying and answer with what you have found");
   return r;
 }
 
-GuardResult BudgetGuard::textOverBudget(const BudgetCounters& c, int64_t statements) const {
+guards::GuardResult BudgetGuard::textOverBudget(const guards::BudgetCounters& c,
+                                                int64_t statements) const {
   const int64_t left = std::max<int64_t>(0, limits_.max_statements - c.statements);
   std::string message = "This text has " + std::to_string(statements) + " statements, and this conversation has " +
                         std::to_string(left) + " of its budget of " + std::to_string(limits_.max_statements) +
                         " queries left. Send at most " + std::to_string(left) +
                         " statement(s), the ones that matter most, or stop and answer with what you have found.";
-  GuardResult r = denyWith(budget_codes::kBudgetExhausted, budget_codes::kSqlstateBudget, std::move(message));
+  guards::GuardResult r =
+      denyWith(budget_codes::kBudgetExhausted, budget_codes::kSqlstateBudget, std::move(message));
   r.facts.add("statements", c.statements)
       .add("max_statements", limits_.max_statements)
       .add("statements_in_text", statements)
@@ -107,64 +115,70 @@ GuardResult BudgetGuard::textOverBudget(const BudgetCounters& c, int64_t stateme
   return r;
 }
 
-GuardResult BudgetGuard::deniedExhausted(const BudgetCounters& c) const {
-  GuardResult r = denyWith(budget_codes::kDeniedExhausted, budget_codes::kSqlstateBudget,
-                           "This conversation has had " + std::to_string(c.denied) +
-                               " statements denied, its limit. Do not run more. " + kFinish);
+guards::GuardResult BudgetGuard::deniedExhausted(const guards::BudgetCounters& c) const {
+  guards::GuardResult r =
+      denyWith(budget_codes::kDeniedExhausted, budget_codes::kSqlstateBudget,
+               "This conversation has had " + std::to_string(c.denied) +
+                   " statements denied, its limit. Do not run more. " + kFinish);
   r.facts.add("denied", c.denied)
       .add("max_denied", limits_.max_denied)
       .add("next_step", "stop querying and answer with what you have found");
   return r;
 }
 
-GuardResult BudgetGuard::rowsExhausted(const BudgetCounters& c) const {
-  GuardResult r = denyWith(budget_codes::kRowsExhausted, budget_codes::kSqlstateBudget,
-                           "This conversation has received " + std::to_string(c.rows) + " rows, its budget of " +
-                               std::to_string(limits_.max_rows) + ". Do not run more queries. " + kFinish);
+guards::GuardResult BudgetGuard::rowsExhausted(const guards::BudgetCounters& c) const {
+  guards::GuardResult r = denyWith(budget_codes::kRowsExhausted, budget_codes::kSqlstateBudget,
+                                   "This conversation has received " + std::to_string(c.rows) +
+                                       " rows, its budget of " + std::to_string(limits_.max_rows) +
+                                       ". Do not run more queries. " + kFinish);
   r.facts.add("rows", c.rows)
       .add("max_rows", limits_.max_rows)
       .add("next_step", "stop querying and answer with what you have found");
   return r;
 }
 
-GuardResult BudgetGuard::rateLimited(std::string_view user, double wait_seconds) const {
+guards::GuardResult BudgetGuard::rateLimited(std::string_view user, double wait_seconds) const {
   const auto wait = static_cast<int64_t>(std::ceil(std::max(wait_seconds, 1.0)));
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%g", limits_.per_user_rate);
-  GuardResult r = denyWith(budget_codes::kRateLimited, budget_codes::kSqlstateRate,
-                           "User " + std::string(user) + " is over its rate of " + rate +
-                               " statements per minute. Wait about " + std::to_string(wait) +
-                               " seconds before sending the next statement.");
+  guards::GuardResult r =
+      denyWith(budget_codes::kRateLimited, budget_codes::kSqlstateRate,
+               "User " + std::string(user) + " is over its rate of " + rate +
+                   " statements per minute. Wait about " + std::to_string(wait) +
+                   " seconds before sending the next statement.");
   r.facts.add("per_user_rate", limits_.per_user_rate)
       .add("retry_after_seconds", wait)
       .add("next_step", "wait, then send the statement again");
   return r;
 }
 
-GuardResult BudgetGuard::tooManyRunning(int64_t running) const {
-  GuardResult r = denyWith(budget_codes::kTooManyRunning, budget_codes::kSqlstateRate,
-                           "You already have " + std::to_string(running) +
-                               " statements running, the most allowed at once. Wait for one to finish, "
-                               "then send this one again.");
+guards::GuardResult BudgetGuard::tooManyRunning(int64_t running) const {
+  guards::GuardResult r =
+      denyWith(budget_codes::kTooManyRunning, budget_codes::kSqlstateRate,
+               "You already have " + std::to_string(running) +
+                   " statements running, the most allowed at once. Wait for one to finish, "
+                   "then send this one again.");
   r.facts.add("running", running)
       .add("per_user_concurrent", limits_.per_user_concurrent)
       .add("next_step", "wait for a running statement to finish");
   return r;
 }
 
-GuardResult BudgetGuard::unavailable() const {
-  GuardResult r = denyWith(budget_codes::kBudgetUnavailable, budget_codes::kSqlstateUnavailable,
-                           "The query budget could not be checked right now, so this statement was not run. "
-                           "Retry it in a little while, or stop and answer with what you have found.");
+guards::GuardResult BudgetGuard::unavailable() const {
+  guards::GuardResult r =
+      denyWith(budget_codes::kBudgetUnavailable, budget_codes::kSqlstateUnavailable,
+               "The query budget could not be checked right now, so this statement was not run. "
+               "Retry it in a little while, or stop and answer with what you have found.");
   r.facts.add("next_step", "retry later or stop");
   return r;
 }
 
-std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path, const GroupSettings&) {
-  checkGuardKeys(node, path,
-                 {"max_statements", "max_denied", "max_rows", "window", "idle_expiry", "per_user_rate",
-                  "per_user_concurrent", "reason", "max_conversations", "store", "dsn", "dsn_file", "timeout",
-                  "fail_behavior"});
+std::unique_ptr<guards::Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path,
+                                               const guards::GroupSettings&) {
+  guards::checkGuardKeys(node, path,
+                         {"max_statements", "max_denied", "max_rows", "window", "idle_expiry",
+                          "per_user_rate", "per_user_concurrent", "reason", "max_conversations",
+                          "store", "dsn", "dsn_file", "timeout", "fail_behavior"});
   BudgetLimits l;
   l.max_statements = config::getInt(node, path, "max_statements", 0, 0);
   l.max_denied = config::getInt(node, path, "max_denied", 0, 0);
@@ -215,7 +229,7 @@ std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string
   return std::make_unique<BudgetGuard>(std::move(l), std::move(s));
 }
 
-const BudgetGuard* findBudgetGuard(const PolicyGroup& group, size_t* index) {
+const BudgetGuard* findBudgetGuard(const guards::PolicyGroup& group, size_t* index) {
   const auto& guards = group.guards();
   for (size_t i = 0; i < guards.size(); ++i) {
     if (guards[i]->kind() == "budget") {
@@ -252,7 +266,7 @@ void BudgetLedger::setMaxConversations(size_t n) {
 
 int64_t BudgetLedger::now() const { return clock_ ? clock_() : steadyMs(); }
 
-BudgetKey BudgetLedger::keyFor(const RequestContext& ctx) const {
+BudgetKey BudgetLedger::keyFor(const guards::RequestContext& ctx) const {
   BudgetKey k;
   k.user = std::string(ctx.user);
   if (!ctx.conversation_id.empty()) {
@@ -331,7 +345,7 @@ void BudgetLedger::refill(User& u, double per_minute) const {
   u.refilled = t;
 }
 
-BudgetCounters BudgetLedger::counters(const BudgetKey& key) const {
+guards::BudgetCounters BudgetLedger::counters(const BudgetKey& key) const {
   std::lock_guard lock(mu_);
   auto it = index_.find(key.id());
   if (it == index_.end()) return {};
@@ -340,7 +354,8 @@ BudgetCounters BudgetLedger::counters(const BudgetKey& key) const {
   return e.counters;
 }
 
-GuardResult BudgetLedger::localCheck(const BudgetGuard& g, const BudgetKey& key, const BudgetCounters& c) const {
+guards::GuardResult BudgetLedger::localCheck(const BudgetGuard& g, const BudgetKey& key,
+                                             const guards::BudgetCounters& c) const {
   const BudgetLimits& l = g.limits();
   if (l.max_denied > 0 && c.denied >= l.max_denied) return g.deniedExhausted(c);
   if (l.max_rows > 0 && c.rows >= l.max_rows) return g.rowsExhausted(c);
@@ -357,10 +372,10 @@ GuardResult BudgetLedger::localCheck(const BudgetGuard& g, const BudgetKey& key,
   return {};
 }
 
-GuardResult BudgetLedger::check(const BudgetGuard& g, const BudgetKey& key) const {
+guards::GuardResult BudgetLedger::check(const BudgetGuard& g, const BudgetKey& key) const {
   std::lock_guard lock(mu_);
   const Entry* e = peek(key.id(), g);
-  return localCheck(g, key, e ? e->counters : BudgetCounters{});
+  return localCheck(g, key, e ? e->counters : guards::BudgetCounters{});
 }
 
 void BudgetLedger::countAdmitted(const BudgetGuard& g, const BudgetKey& key, int64_t statements) {
@@ -389,12 +404,13 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
   if (now() - last_sweep_ >= kSweepEveryMs) sweep();
   {
     Entry& e = touch(key, g);
-    GuardResult r = localCheck(g, key, e.counters);
+    guards::GuardResult r = localCheck(g, key, e.counters);
     const int64_t max = g.limits().max_statements;
-    if (r.action != Action::kDeny && !g.store().shared && max > 0 && e.counters.statements + statements > max) {
+    if (r.action != guards::Action::kDeny && !g.store().shared && max > 0 &&
+        e.counters.statements + statements > max) {
       r = g.textOverBudget(e.counters, statements);
     }
-    if (r.action == Action::kDeny) {
+    if (r.action == guards::Action::kDeny) {
       a.kind = Admission::Kind::kDenied;
       a.denial = std::move(r);
       return a;
@@ -459,10 +475,11 @@ BudgetLedger::Admission BudgetLedger::admit(const BudgetGuard& g, const BudgetKe
             out.kind = Admission::Kind::kDenied;
             out.denial = localCheck(*guard, key, e.counters);
             const int64_t max = guard->limits().max_statements;
-            if (out.denial.action != Action::kDeny && max > 0 && e.counters.statements + statements > max) {
+            if (out.denial.action != guards::Action::kDeny && max > 0 &&
+                e.counters.statements + statements > max) {
               out.denial = guard->textOverBudget(e.counters, statements);
             }
-            if (out.denial.action != Action::kDeny) {
+            if (out.denial.action != guards::Action::kDeny) {
               out.denial = guard->statementsExhausted(e.counters, key.conversation);
             }
           }
@@ -578,4 +595,4 @@ void BudgetLedger::releaseStoresOfThisThread() {
   }
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::budgets

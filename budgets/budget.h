@@ -21,7 +21,7 @@
 #include "common/result.h"
 #include "guards/guard.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::budgets {
 
 namespace budget_codes {
 inline constexpr std::string_view kBudgetExhausted = "BUDGET_EXHAUSTED";    // max_statements
@@ -61,27 +61,28 @@ struct BudgetKey {
   std::string id() const { return std::to_string(user.size()) + ':' + user + conversation; }
 };
 
-class BudgetGuard final : public Guard {
+class BudgetGuard final : public guards::Guard {
  public:
   BudgetGuard(BudgetLimits limits, BudgetStoreConfig store) : limits_(std::move(limits)), store_(std::move(store)) {}
   std::string_view kind() const override { return "budget"; }
   std::vector<std::string_view> codes() const override;
   // Read-only look at the ledger in ctx.budgets (none: pass). The authoritative check-and-count
   // is BudgetLedger::admit when the statement runs.
-  GuardResult checkText(const GuardInput& in) const override;
+  guards::GuardResult checkText(const guards::GuardInput& in) const override;
 
   const BudgetLimits& limits() const { return limits_; }
   const BudgetStoreConfig& store() const { return store_; }
 
   // The verdicts, for the ledger.
-  GuardResult statementsExhausted(const BudgetCounters& c, std::string_view conversation) const;
+  guards::GuardResult statementsExhausted(const guards::BudgetCounters& c,
+                                          std::string_view conversation) const;
   // A text of `statements` statements that does not fit in what is left (each counts once).
-  GuardResult textOverBudget(const BudgetCounters& c, int64_t statements) const;
-  GuardResult deniedExhausted(const BudgetCounters& c) const;
-  GuardResult rowsExhausted(const BudgetCounters& c) const;
-  GuardResult rateLimited(std::string_view user, double wait_seconds) const;
-  GuardResult tooManyRunning(int64_t running) const;
-  GuardResult unavailable() const;
+  guards::GuardResult textOverBudget(const guards::BudgetCounters& c, int64_t statements) const;
+  guards::GuardResult deniedExhausted(const guards::BudgetCounters& c) const;
+  guards::GuardResult rowsExhausted(const guards::BudgetCounters& c) const;
+  guards::GuardResult rateLimited(std::string_view user, double wait_seconds) const;
+  guards::GuardResult tooManyRunning(int64_t running) const;
+  guards::GuardResult unavailable() const;
 
  private:
   BudgetLimits limits_;
@@ -92,15 +93,16 @@ class BudgetGuard final : public Guard {
 // guards/policy.h) does. SET/RESET/SHOW, transaction control, DISCARD/DEALLOCATE/CLOSE and empty
 // texts are free, so a driver's own setup statements (JDBC sends two SETs on connect) neither
 // count nor get refused.
-bool countsAgainstBudget(const Analysis& analysis);
+bool countsAgainstBudget(const analysis::Analysis& analysis);
 // How many statements of a text spend budget (a multi-statement Query counts each of its
 // statements that is not housekeeping, once).
-int64_t budgetStatements(const Analysis& analysis);
+int64_t budgetStatements(const analysis::Analysis& analysis);
 
-std::unique_ptr<Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path, const GroupSettings& group);
+std::unique_ptr<guards::Guard> makeBudgetGuard(const YAML::Node& node, const std::string& path,
+                                               const guards::GroupSettings& group);
 
 // The group's budget guard and its chain position, or nullptr (a group has at most one).
-const BudgetGuard* findBudgetGuard(const PolicyGroup& group, size_t* index = nullptr);
+const BudgetGuard* findBudgetGuard(const guards::PolicyGroup& group, size_t* index = nullptr);
 
 // A table several pgwarden processes share (budgets/budget_store_pg.h). Calls come from the loop;
 // answers arrive on the loop, never inside the call that asked.
@@ -109,7 +111,7 @@ class SharedBudgetStore {
   virtual ~SharedBudgetStore() = default;
   struct Answer {
     bool admitted = false;       // counted (within limits)
-    BudgetCounters counters;     // after the upsert (admitted) or as found (refused)
+    guards::BudgetCounters counters;  // after the upsert (admitted) or as found (refused)
   };
   using AdmitDone = std::function<void(Result<Answer>)>;
   // Counts a text of `statements` statements if all of them fit within `limits`, atomically
@@ -126,7 +128,7 @@ class SharedBudgetStore {
 struct ConversationUsage {
   std::string user;
   std::string conversation;
-  BudgetCounters counters;
+  guards::BudgetCounters counters;
   int64_t window_started_ms = 0;  // ledger clock
   int64_t last_seen_ms = 0;
 };
@@ -138,7 +140,7 @@ struct UserUsage {
 
 // Budget state of one loop. Single-threaded like the loop; bounded (LRU over conversations,
 // idle expiry); survives config reloads (limits are read from the guard on every call).
-class BudgetLedger final : public BudgetView {
+class BudgetLedger final : public guards::BudgetView {
  public:
   using Clock = std::function<int64_t()>;  // milliseconds, monotonic
   using StoreFactory = std::function<std::unique_ptr<SharedBudgetStore>(const BudgetStoreConfig&)>;
@@ -153,21 +155,25 @@ class BudgetLedger final : public BudgetView {
 
   // The conversation a statement belongs to: (user, conversation_id), or (user, this session)
   // when the client named no conversation.
-  BudgetKey keyFor(const RequestContext& ctx) const;
+  BudgetKey keyFor(const guards::RequestContext& ctx) const;
 
   // Read only: the guard's verdict now (allow when within limits). Expired state counts as new.
-  GuardResult check(const BudgetGuard& g, const BudgetKey& key) const;
+  guards::GuardResult check(const BudgetGuard& g, const BudgetKey& key) const;
   // Counters as they stand (zero for an unknown conversation).
-  BudgetCounters counters(const BudgetKey& key) const;
-  BudgetCounters countersFor(const RequestContext& ctx) const override { return counters(keyFor(ctx)); }
+  guards::BudgetCounters counters(const BudgetKey& key) const;
+  guards::BudgetCounters countersFor(const guards::RequestContext& ctx) const override {
+    return counters(keyFor(ctx));
+  }
   // The ledger behind a request's BudgetView: the daemon's and the tests' views are all ledgers.
-  static const BudgetLedger& of(const BudgetView& view) { return static_cast<const BudgetLedger&>(view); }
+  static const BudgetLedger& of(const guards::BudgetView& view) {
+    return static_cast<const BudgetLedger&>(view);
+  }
 
   // The statement passed the chain and is about to run: check again and count it, atomically.
   struct Admission {
     enum class Kind { kAdmitted, kDenied, kPending };
     Kind kind = Kind::kAdmitted;
-    GuardResult denial;   // kDenied
+    guards::GuardResult denial;  // kDenied
     uint64_t ticket = 0;  // kPending: `done` comes later unless cancel(ticket)
   };
   using AdmitDone = std::function<void(Admission)>;
@@ -208,7 +214,7 @@ class BudgetLedger final : public BudgetView {
  private:
   struct Entry {
     BudgetKey key;
-    BudgetCounters counters;
+    guards::BudgetCounters counters;
     int64_t window_start = 0;
     int64_t last_seen = 0;
     int64_t idle_ms = 0;     // idle expiry in force when last touched
@@ -223,7 +229,8 @@ class BudgetLedger final : public BudgetView {
   const Entry* peek(const std::string& id, const BudgetGuard& g) const;
   Entry& touch(const BudgetKey& key, const BudgetGuard& g);
   void refill(User& u, double per_minute) const;
-  GuardResult localCheck(const BudgetGuard& g, const BudgetKey& key, const BudgetCounters& c) const;
+  guards::GuardResult localCheck(const BudgetGuard& g, const BudgetKey& key,
+                                 const guards::BudgetCounters& c) const;
   void countAdmitted(const BudgetGuard& g, const BudgetKey& key, int64_t statements = 1);
   SharedBudgetStore* storeFor(const BudgetStoreConfig& cfg);
 
@@ -251,4 +258,4 @@ class BudgetLedger final : public BudgetView {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::budgets

@@ -14,7 +14,7 @@
 
 #include "common/log_text.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::budgets {
 
 namespace {
 
@@ -102,7 +102,7 @@ void closePoll(uv_poll_t* p) {
 
 }  // namespace
 
-BudgetStorePg::BudgetStorePg(uv_loop_t* loop, guards::BudgetStoreConfig config)
+BudgetStorePg::BudgetStorePg(uv_loop_t* loop, budgets::BudgetStoreConfig config)
     : loop_(loop), config_(std::move(config)) {
   timer_ = new uv_timer_t;
   uv_timer_init(loop_, timer_);
@@ -446,8 +446,8 @@ void BudgetStorePg::onTimer() {
   sendQueued();
 }
 
-uint64_t BudgetStorePg::admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
-                              AdmitDone done) {
+uint64_t BudgetStorePg::admit(const budgets::BudgetKey& key, const budgets::BudgetLimits& limits,
+                              int64_t statements, AdmitDone done) {
   const uint64_t ticket = next_ticket_++;
   idle_expiry_ms_ = std::max<int64_t>(idle_expiry_ms_, limits.idle_expiry.count());
   Op op;
@@ -483,18 +483,20 @@ void BudgetStorePg::cancel(uint64_t ticket) {
   }
 }
 
-void BudgetStorePg::addRows(const guards::BudgetKey& key, const guards::BudgetLimits&, int64_t rows) {
+void BudgetStorePg::addRows(const budgets::BudgetKey& key, const budgets::BudgetLimits&,
+                            int64_t rows) {
   Op op;
   op.kind = Op::Kind::kAddRows;
   op.params = {key.user, key.conversation, std::to_string(rows)};
   enqueue(std::move(op));
 }
 
-void BudgetStorePg::addDenied(const guards::BudgetKey& key, const guards::BudgetLimits&, int64_t statements) {
+void BudgetStorePg::addDenied(const budgets::BudgetKey& key, const budgets::BudgetLimits&,
+                              int64_t statements) {
   Op op;
   op.kind = Op::Kind::kAddDenied;
   op.params = {key.user, key.conversation, std::to_string(std::max<int64_t>(statements, 1))};
   enqueue(std::move(op));
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::budgets

@@ -16,9 +16,9 @@
 
 #include "budgets/budget.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::budgets {
 
-class BudgetStorePg final : public guards::SharedBudgetStore {
+class BudgetStorePg final : public budgets::SharedBudgetStore {
  public:
   // The table every process shares (created if missing).
   static constexpr const char* kTable = "pgwarden_budget";
@@ -29,16 +29,18 @@ class BudgetStorePg final : public guards::SharedBudgetStore {
   // only add to the wait of the last one; 64 covers a round trip's worth of admissions.
   static constexpr size_t kMaxInFlight = 64;
 
-  BudgetStorePg(uv_loop_t* loop, guards::BudgetStoreConfig config);
+  BudgetStorePg(uv_loop_t* loop, budgets::BudgetStoreConfig config);
   ~BudgetStorePg() override;
   BudgetStorePg(const BudgetStorePg&) = delete;
   BudgetStorePg& operator=(const BudgetStorePg&) = delete;
 
-  uint64_t admit(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements,
-                 AdmitDone done) override;
+  uint64_t admit(const budgets::BudgetKey& key, const budgets::BudgetLimits& limits,
+                 int64_t statements, AdmitDone done) override;
   void cancel(uint64_t ticket) override;
-  void addRows(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t rows) override;
-  void addDenied(const guards::BudgetKey& key, const guards::BudgetLimits& limits, int64_t statements) override;
+  void addRows(const budgets::BudgetKey& key, const budgets::BudgetLimits& limits,
+               int64_t rows) override;
+  void addDenied(const budgets::BudgetKey& key, const budgets::BudgetLimits& limits,
+                 int64_t statements) override;
 
   bool ready() const { return state_ == State::kReady; }
   size_t queued() const { return queue_.size(); }
@@ -76,7 +78,7 @@ class BudgetStorePg final : public guards::SharedBudgetStore {
   void enqueue(Op op);
 
   uv_loop_t* loop_;
-  guards::BudgetStoreConfig config_;
+  budgets::BudgetStoreConfig config_;
   State state_ = State::kDisconnected;
   PGconn* conn_ = nullptr;
   uv_poll_t* poll_ = nullptr;  // freed in its close callback
@@ -94,4 +96,4 @@ class BudgetStorePg final : public guards::SharedBudgetStore {
   std::string last_error_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::budgets

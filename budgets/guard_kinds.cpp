@@ -8,20 +8,20 @@
 #include "guards/lua_guard.h"
 #include "guards/webhook_guard.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::budgets {
 
-const GuardRegistry& agentGuardRegistry() {
-  static const GuardRegistry registry = [] {
-    GuardRegistry r = GuardRegistry::builtin();
-    r.add("lua", makeLuaGuard);
-    r.add("http_webhook", makeWebhookGuard);
+const guards::GuardRegistry& agentGuardRegistry() {
+  static const guards::GuardRegistry registry = [] {
+    guards::GuardRegistry r = guards::GuardRegistry::builtin();
+    r.add("lua", guards::makeLuaGuard);
+    r.add("http_webhook", guards::makeWebhookGuard);
     r.add("budget", makeBudgetGuard);
     return r;
   }();
   return registry;
 }
 
-PolicyMap parseAgentPolicyGroups(const YAML::Node& groups) {
+guards::PolicyMap parseAgentPolicyGroups(const YAML::Node& groups) {
   if (groups.IsMap()) {
     for (const auto& kv : groups) {
       const YAML::Node list = kv.second.IsMap() ? kv.second["guards"] : YAML::Node();
@@ -37,7 +37,7 @@ PolicyMap parseAgentPolicyGroups(const YAML::Node& groups) {
       }
     }
   }
-  return parsePolicyGroups(groups, agentGuardRegistry());
+  return guards::parsePolicyGroups(groups, agentGuardRegistry());
 }
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::budgets

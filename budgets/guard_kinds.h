@@ -8,13 +8,13 @@
 #include "guards/guard.h"
 #include "guards/policy.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::budgets {
 
 // The registry with every kind pgwarden knows: the built-in ones plus lua, http_webhook, budget.
-const GuardRegistry& agentGuardRegistry();
+const guards::GuardRegistry& agentGuardRegistry();
 
 // parsePolicyGroups with agentGuardRegistry(), plus the checks that span a group's guards (at
 // most one budget guard per group). Throws config::ConfigError with line and key.
-PolicyMap parseAgentPolicyGroups(const YAML::Node& groups);
+guards::PolicyMap parseAgentPolicyGroups(const YAML::Node& groups);
 
-}  // namespace pgwarden::guards
+}  // namespace pgwarden::budgets

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace pgwarden::util {
+namespace pgwarden {
 
 struct StringViewHash {
   using is_transparent = void;
@@ -95,4 +95,4 @@ class SeenKeys {
   std::vector<uint64_t> slots_;
 };
 
-}  // namespace pgwarden::util
+}  // namespace pgwarden

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-namespace pgwarden::daemon {
+namespace pgwarden {
 
 using ParamList = std::vector<std::pair<std::string, std::string>>;
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace pgwarden::daemon {
+namespace pgwarden::config {
 
 const char* authMethodName(AuthMethod m) {
   switch (m) {
@@ -14,13 +14,14 @@ const char* authMethodName(AuthMethod m) {
   return "?";
 }
 
-std::shared_ptr<const PoolSettings> poolSettings(const Config& config) {
-  auto s = std::make_shared<PoolSettings>();
+std::shared_ptr<const pool::PoolSettings> poolSettings(const Config& config) {
+  auto s = std::make_shared<pool::PoolSettings>();
   s->upstream = config.upstream;
   s->pool = config.pool;
   for (const auto& [name, g] : config.groups) {
     if (g->writes().guarded) {
-      s->write_idle_in_transaction = std::max(s->write_idle_in_transaction, g->writes().idle_timeout + Millis(10000));
+      s->write_idle_in_transaction =
+          std::max(s->write_idle_in_transaction, g->writes().idle_timeout + net::Millis(10000));
     }
   }
   return s;
@@ -56,4 +57,4 @@ bool Config::isStatsUser(std::string_view user) const {
   return std::find(stats_users.begin(), stats_users.end(), user) != stats_users.end();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::config

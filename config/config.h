@@ -21,7 +21,7 @@
 #include "config/mcp_section.h"
 #include "pool/pool_settings.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::config {
 
 struct LimitsConfig {
   int max_client_connections = 1000;
@@ -36,13 +36,13 @@ struct LimitsConfig {
   int reserved_authenticated = 10;
   uint64_t max_message_bytes = 1u << 20;
   uint64_t max_bind_bytes = 64u << 20;
-  Millis startup_timeout{10000};
-  Millis client_idle_timeout{0};
+  net::Millis startup_timeout{10000};
+  net::Millis client_idle_timeout{0};
   // A client that takes none of its results for this long while they hold its server
   // connection (pgwarden stopped reading the server for it) is closed and the statement
   // cancelled (0: never).
-  Millis client_stall_timeout{30000};
-  Millis shutdown_timeout{30000};
+  net::Millis client_stall_timeout{30000};
+  net::Millis shutdown_timeout{30000};
   uint64_t client_write_buffer = 256u << 10;
   int max_prepared_statements = 10000;  // per session: named statements and portals tracked
 
@@ -107,9 +107,9 @@ struct Config {
   std::string path;         // the file it came from
   std::string instance_id;  // names this process in history records (default: host name)
   DaemonSection daemon;
-  ListenConfig listen;
-  UpstreamConfig upstream;
-  PoolConfig pool;
+  net::ListenConfig listen;
+  net::UpstreamConfig upstream;
+  pool::PoolConfig pool;
   LimitsConfig limits;
   AuthConfig auth;
   ClientParametersConfig client_parameters;
@@ -118,9 +118,10 @@ struct Config {
   // Users that may open the admin console to read it (SHOW only), as PgBouncer's stats_users.
   std::vector<std::string> stats_users;
   LoggingConfig logging;
-  TlsConfig tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
+  net::TlsConfig
+      tls;  // client-side TLS; its SSL_CTX is rebuilt by every load, so a reload renews it
   net::MetricsEndpointOptions metrics;  // `metrics:`, parsed by the metrics module
-  mcp::McpConfig mcp;                  // `mcp:`, parsed by the mcp module (off by default)
+  config::McpConfig mcp;                // `mcp:`, parsed by the mcp module (off by default)
   history::HistoryConfig history;
   guards::PolicyMap groups;
   // Problems that do not stop the daemon (a password file not there yet): printed by
@@ -135,6 +136,6 @@ struct Config {
 };
 
 // What the pools read of `config` (pool/pool_settings.h).
-std::shared_ptr<const PoolSettings> poolSettings(const Config& config);
+std::shared_ptr<const pool::PoolSettings> poolSettings(const Config& config);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::config

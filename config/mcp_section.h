@@ -11,9 +11,13 @@
 #include <vector>
 
 namespace pgwarden::mcp {
+// mcp/operator_tools.h
+class OperatorToolSet;
+// mcp/oauth_token.h
+class JwkSet;
+}  // namespace pgwarden::mcp
 
-class OperatorToolSet;  // mcp/operator_tools.h
-class JwkSet;           // mcp/oauth_token.h
+namespace pgwarden::config {
 
 // `mcp.oauth`: the endpoint as an OAuth 2.1 resource server (docs/mcp.md, "OAuth"). Access tokens
 // are JWTs signed by the issuer's keys (its JWKS), bound to this server by their audience
@@ -33,7 +37,8 @@ struct McpOAuthConfig {
   std::string jwks_file;
   std::string jwks_url;
   std::chrono::milliseconds jwks_refresh{300000};
-  std::shared_ptr<const JwkSet> keys;  // jwks_file's; null with jwks_url (the fetcher holds them)
+  std::shared_ptr<const mcp::JwkSet>
+      keys;  // jwks_file's; null with jwks_url (the fetcher holds them)
   std::vector<std::string> algorithms{"RS256", "ES256"};
   std::chrono::milliseconds clock_skew{60000};
   std::string user_claim = "sub";  // the claim that names the user in history
@@ -75,7 +80,7 @@ struct McpConfig {
   int64_t max_rows = 1000;                  // a query tool's default (and largest) row count
   uint64_t max_result_bytes = 1u << 20;     // row data kept for one result
   // The `tools:` section (operator-defined tools), filled by the config loader; null: none.
-  std::shared_ptr<const OperatorToolSet> tools;
+  std::shared_ptr<const mcp::OperatorToolSet> tools;
   // The daemon's instance_id (filled by the config loader): write-transaction handles name it.
   std::string instance_id;
   // mcp.handle_key_file (resolved against the config's folder) and its bytes, the key that signs
@@ -86,4 +91,4 @@ struct McpConfig {
   bool enabled() const { return !listen.empty(); }
 };
 
-}  // namespace pgwarden::mcp
+}  // namespace pgwarden::config

@@ -345,10 +345,11 @@ AdminConsole::Table AdminConsole::showPools() const {
   Table t{{"pool", "role", "database", "total", "connecting", "idle", "active", "resetting",
            "waiting", "default_mode", "host"},
           {}};
-  const char* mode = home_.config()->pool.mode == PoolMode::kTransaction ? "transaction" : "session";
-  std::vector<PoolStats> all;
+  const char* mode =
+      home_.config()->pool.mode == pool::PoolMode::kTransaction ? "transaction" : "session";
+  std::vector<pool::PoolStats> all;
   for (const auto& l : view()) all.insert(all.end(), l.pools.begin(), l.pools.end());
-  for (const PoolStats& p : mergePoolStats(all)) {
+  for (const pool::PoolStats& p : mergePoolStats(all)) {
     t.rows.push_back({p.role + "/" + p.database, p.role, p.database, std::to_string(p.total),
                       std::to_string(p.connecting), std::to_string(p.idle),
                       std::to_string(p.active), std::to_string(p.resetting),
@@ -476,7 +477,7 @@ AdminConsole::Table AdminConsole::showConversations() const {
       std::string left = kNull;
       if (const auto* u = cfg.findUser(c.user)) {
         if (const auto* g = cfg.findGroup(u->group)) {
-          if (const auto* bg = guards::findBudgetGuard(*g)) {
+          if (const auto* bg = budgets::findBudgetGuard(*g)) {
             if (bg->limits().max_statements > 0) {
               left = std::to_string(
                   std::max<int64_t>(0, bg->limits().max_statements - c.counters.statements));
@@ -634,7 +635,7 @@ void AdminConsole::killClient(std::string_view arg, std::string& out) {
   }
   spdlog::info("s{} user={}: admin killed client s{}", session_id_, logsafe(user_), id);
   // On the loop that owns it.
-  daemon_.withSession(id, [](ClientSession& victim) {
+  daemon_.withSession(id, [](session::ClientSession& victim) {
     victim.terminate("57P01", "terminating connection due to administrator command");
   });
   protocol::writeCommandComplete(out, "KILL");

@@ -30,7 +30,7 @@ std::vector<std::string> words(std::string_view s);
 
 // Runs on its session's loop (`home`). With several loops, a text that lists sessions, servers,
 // pools or counters, or reloads, first gathers every loop's rows (gather()), then is answered.
-class AdminConsole final : public ConsoleSession {
+class AdminConsole final : public session::ConsoleSession {
  public:
   AdminConsole(Daemon& daemon, Worker& home, uint64_t session_id, std::string user);
   // Who is on the console, for the history records of its commands.

@@ -14,12 +14,12 @@
 
 namespace pgwarden::daemon {
 
-class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
+class CatalogRefresher::Job final : public pool::ServerWaiter, public pool::ServerLink {
  public:
   Job(Daemon& daemon, std::string db) : daemon_(daemon), db_(std::move(db)) {}
   ~Job() { stop(); }
 
-  std::shared_ptr<const guards::TableStatsSnapshot> snapshot() const { return snapshot_; }
+  std::shared_ptr<const analysis::TableStatsSnapshot> snapshot() const { return snapshot_; }
   bool loading() const { return !done_once_ && !failed_once_; }
   uint64_t loadedAtMs() const { return loaded_at_ms_; }
   void addWaiter(uint64_t session_id) {
@@ -57,7 +57,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     if (waiting_ && pool_) pool_->cancelWait(this);
     waiting_ = false;
     if (server_) {
-      ServerConnection* s = server_;
+      pool::ServerConnection* s = server_;
       server_ = nullptr;
       s->release(running_ ? 1 : 0, false);
     }
@@ -67,7 +67,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   }
 
   // ServerWaiter
-  void onServerReady(ServerConnection& c) override {
+  void onServerReady(pool::ServerConnection& c) override {
     waiting_ = false;
     server_ = &c;
     running_ = true;
@@ -82,20 +82,20 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     column_error_.clear();
     c.attach(this);
     // Tables, then columns: two statements in one Query, one round trip per refresh.
-    const std::string sql = std::string(guards::TableStatsSnapshot::catalogQuery()) + ";\n" +
-                            guards::columnStatsQuery();
+    const std::string sql = std::string(analysis::TableStatsSnapshot::catalogQuery()) + ";\n" +
+                            analysis::columnStatsQuery();
     protocol::writeQuery(c.out(), sql);
     if (c.flush() != 0) c.close("write failed");
   }
   // pgwarden's own pool is on the primary: its waiters never move, but the pointer follows.
-  void onWaitMoved(Pool& to) override { pool_ = &to; }
+  void onWaitMoved(pool::Pool& to) override { pool_ = &to; }
   void onServerFailed(const std::string& sqlstate, const std::string& message) override {
     waiting_ = false;
     fail("no server connection: " + message, sqlstate == "3D000");
   }
 
   // ServerLink
-  void onServerMessage(ServerConnection& s, const protocol::Frame& f) override {
+  void onServerMessage(pool::ServerConnection& s, const protocol::Frame& f) override {
     if (probing_) {
       onProbeMessage(s, f);
       return;
@@ -148,7 +148,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
           spdlog::warn("column statistics for db={} not read: {}; result screens that need them stay silent",
                        logsafe(db_), logsafe(column_error_, kLogMessageMaxBytes));
         }
-        auto fresh = guards::TableStatsSnapshot::fromRows(rows_, column_rows_);
+        auto fresh = analysis::TableStatsSnapshot::fromRows(rows_, column_rows_);
         // Until this refresh's probes land, columns keep the index bounds the last one read.
         snapshot_ = snapshot_ ? fresh->withIndexBounds({}, snapshot_.get()) : std::move(fresh);
         loaded_at_ms_ = daemon_.nowMs();
@@ -177,7 +177,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         return;  // notices
     }
   }
-  void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
+  void onServerChunk(pool::ServerConnection&, char, std::string_view, bool, bool) override {
     // A catalog row above the streaming threshold is not something we can use.
     if (probing_) {
       probe_failed_ = true;
@@ -186,9 +186,9 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     failed_ = true;
     error_ = "oversized row";
   }
-  void onServerReadDone(ServerConnection&) override {}
-  void onServerWritten(ServerConnection&) override {}
-  void onServerLost(ServerConnection&, const std::string& why) override {
+  void onServerReadDone(pool::ServerConnection&) override {}
+  void onServerWritten(pool::ServerConnection&) override {}
+  void onServerLost(pool::ServerConnection&, const std::string& why) override {
     server_ = nullptr;
     running_ = false;
     if (probing_) {
@@ -209,21 +209,21 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
   // does not (a bloated index, a lock) is given up rather than hold the refresh.
   static constexpr int kBoundsProbeTimeoutMs = 200;
 
-  void finish(ServerConnection& s) {
+  void finish(pool::ServerConnection& s) {
     running_ = false;
     server_ = nullptr;
     s.release(0, false);
   }
 
-  void sendProbe(ServerConnection& s) {
+  void sendProbe(pool::ServerConnection& s) {
     const auto& p = probes_[next_probe_];
     probe_failed_ = false;
-    protocol::writeQuery(s.out(), guards::boundsProbeQuery(p.schema, p.table, p.column,
-                                                           kBoundsProbeTimeoutMs));
+    protocol::writeQuery(
+        s.out(), analysis::boundsProbeQuery(p.schema, p.table, p.column, kBoundsProbeTimeoutMs));
     if (s.flush() != 0) s.close("write failed");
   }
 
-  void onProbeMessage(ServerConnection& s, const protocol::Frame& f) {
+  void onProbeMessage(pool::ServerConnection& s, const protocol::Frame& f) {
     auto& p = probes_[next_probe_];
     switch (f.type) {
       case protocol::be::kDataRow: {
@@ -232,7 +232,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
         if (cells) {
           for (const auto& c : *cells) row.emplace_back(c ? std::string(*c) : std::string());
         }
-        if (probe_failed_ || !guards::parseBoundsRow(row, &p.low, &p.high)) {
+        if (probe_failed_ || !analysis::parseBoundsRow(row, &p.low, &p.high)) {
           p.low.clear();
           p.high.clear();
         }
@@ -282,7 +282,7 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
     std::vector<uint64_t> ids;
     ids.swap(waiters_);
     for (uint64_t id : ids) {
-      if (ClientSession* s = daemon_.primary().findSession(id)) s->onStatsReady();
+      if (session::ClientSession* s = daemon_.primary().findSession(id)) s->onStatsReady();
     }
   }
 
@@ -314,12 +314,12 @@ class CatalogRefresher::Job final : public ServerWaiter, public ServerLink {
 
   Daemon& daemon_;
   std::string db_;
-  Pool* pool_ = nullptr;
-  ServerConnection* server_ = nullptr;
-  std::shared_ptr<const guards::TableStatsSnapshot> snapshot_;
+  pool::Pool* pool_ = nullptr;
+  pool::ServerConnection* server_ = nullptr;
+  std::shared_ptr<const analysis::TableStatsSnapshot> snapshot_;
   std::vector<std::vector<std::string>> rows_;
   std::vector<std::vector<std::string>> column_rows_;
-  std::vector<guards::TableStatsSnapshot::IndexBounds> probes_;  // this refresh's min/max reads
+  std::vector<analysis::TableStatsSnapshot::IndexBounds> probes_;  // this refresh's min/max reads
   size_t next_probe_ = 0;      // the one in flight while probing_
   size_t probe_cursor_ = 0;    // where the next refresh starts among the columns to probe
   bool probing_ = false;
@@ -345,7 +345,7 @@ CatalogRefresher::CatalogRefresher(Daemon& daemon) : daemon_(daemon) {}
 
 CatalogRefresher::~CatalogRefresher() = default;
 
-std::shared_ptr<const guards::TableStatsSnapshot> CatalogRefresher::get(
+std::shared_ptr<const analysis::TableStatsSnapshot> CatalogRefresher::get(
     const std::string& server_db) const {
   auto it = jobs_.find(server_db);
   return it == jobs_.end() ? nullptr : it->second->snapshot();

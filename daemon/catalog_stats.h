@@ -26,7 +26,7 @@ class CatalogRefresher {
   ~CatalogRefresher();
 
   // The snapshot for a server database, or null before the first successful load.
-  std::shared_ptr<const guards::TableStatsSnapshot> get(const std::string& server_db) const;
+  std::shared_ptr<const analysis::TableStatsSnapshot> get(const std::string& server_db) const;
   // Each server database with a snapshot and that snapshot's age in milliseconds (metrics).
   void forEachAge(const std::function<void(const std::string&, uint64_t)>& fn) const;
   // Starts keeping statistics for a server database (no-op when already kept, or when the

@@ -111,7 +111,7 @@ int tokenCommand(const std::string& user, std::ostream& out, std::ostream& err) 
 }
 
 int historyCommand(const CommandLine& cl, std::ostream& out, std::ostream& err) {
-  std::shared_ptr<const Config> config;
+  std::shared_ptr<const config::Config> config;
   try {
     config = loadConfig(cl.config_path);
   } catch (const std::exception& e) {
@@ -124,7 +124,7 @@ int historyCommand(const CommandLine& cl, std::ostream& out, std::ostream& err) 
 }
 
 int runCommand(const std::string& path, const std::string& log_level) {
-  std::shared_ptr<const Config> config;
+  std::shared_ptr<const config::Config> config;
   try {
     config = loadConfig(path);
   } catch (const std::exception& e) {
@@ -132,7 +132,7 @@ int runCommand(const std::string& path, const std::string& log_level) {
     return 1;
   }
   if (!log_level.empty()) {
-    auto copy = std::make_shared<Config>(*config);
+    auto copy = std::make_shared<config::Config>(*config);
     copy->logging.level = log_level;
     config = std::move(copy);
   }

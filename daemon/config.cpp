@@ -69,7 +69,7 @@ std::optional<unsigned> parseFileMode(const std::string& text) {
   return mode;
 }
 
-void parseListen(const YAML::Node& n, ListenConfig& out) {
+void parseListen(const YAML::Node& n, net::ListenConfig& out) {
   if (!n.IsDefined() || n.IsNull()) {
     out.addresses.push_back({"127.0.0.1", 6432});
     out.unix_socket_port = 6432;
@@ -114,7 +114,7 @@ void parseListen(const YAML::Node& n, ListenConfig& out) {
 
 // upstream.replicas: a list of {host, port} (port defaults to the primary's), and how they are
 // checked and chosen.
-void parseReplicas(const YAML::Node& n, UpstreamConfig& out) {
+void parseReplicas(const YAML::Node& n, net::UpstreamConfig& out) {
   const YAML::Node list = n["replicas"];
   if (list.IsDefined() && !list.IsNull()) {
     cfg::requireSequence(list, "upstream.replicas");
@@ -122,13 +122,13 @@ void parseReplicas(const YAML::Node& n, UpstreamConfig& out) {
       const std::string path = "upstream.replicas[" + std::to_string(i) + "]";
       cfg::requireMap(list[i], path);
       cfg::checkKeys(list[i], path, {"host", "port"});
-      UpstreamHost h;
+      net::UpstreamHost h;
       h.host = cfg::getString(list[i], path, "host", "");
       if (h.host.empty()) cfg::fail(list[i], path + ".host", "every replica needs a host");
       h.port = static_cast<int>(cfg::getInt(list[i], path, "port", out.port, 1, 65535));
       if ((h.host == out.host && h.port == out.port) ||
           std::any_of(out.replicas.begin(), out.replicas.end(),
-                      [&h](const UpstreamHost& o) { return o.name() == h.name(); })) {
+                      [&h](const net::UpstreamHost& o) { return o.name() == h.name(); })) {
         cfg::fail(list[i], path, h.name() + " is listed twice (the primary is upstream.host)");
       }
       out.replicas.push_back(std::move(h));
@@ -150,7 +150,7 @@ void parseReplicas(const YAML::Node& n, UpstreamConfig& out) {
       cfg::getString(n, "upstream", "health_check_database", out.health_check_database);
 }
 
-void parseUpstream(const YAML::Node& n, const std::string& config_path, UpstreamConfig& out,
+void parseUpstream(const YAML::Node& n, const std::string& config_path, net::UpstreamConfig& out,
                    std::vector<std::string>& warnings) {
   if (!n.IsDefined() || n.IsNull()) cfg::fail(n, "upstream", "the upstream section is required");
   cfg::checkKeys(n, "upstream",
@@ -223,7 +223,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
       out.databases[key] = value;
     }
   }
-  const auto dur = [&](const char* key, Millis& field) {
+  const auto dur = [&](const char* key, net::Millis& field) {
     field = cfg::getDuration(n, "upstream", key, field);
   };
   dur("connect_timeout", out.connect_timeout);
@@ -238,7 +238,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, Upstream
   parseReplicas(n, out);
 }
 
-void parsePool(const YAML::Node& n, PoolConfig& out) {
+void parsePool(const YAML::Node& n, pool::PoolConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "pool", {"min_size", "max_size", "acquire_timeout", "idle_timeout", "mode",
                              "max_prepared_statements"});
@@ -251,7 +251,7 @@ void parsePool(const YAML::Node& n, PoolConfig& out) {
   if (mode != "session" && mode != "transaction") {
     cfg::fail(n["mode"], "pool.mode", "expected session or transaction, got '" + mode + "'");
   }
-  out.mode = mode == "transaction" ? PoolMode::kTransaction : PoolMode::kSession;
+  out.mode = mode == "transaction" ? pool::PoolMode::kTransaction : pool::PoolMode::kSession;
   out.max_prepared_statements = static_cast<int>(cfg::getInt(
       n, "pool", "max_prepared_statements", out.max_prepared_statements, 1, 100000));
   if (out.acquire_timeout.count() == 0) {
@@ -259,7 +259,7 @@ void parsePool(const YAML::Node& n, PoolConfig& out) {
   }
 }
 
-void parseLimits(const YAML::Node& n, LimitsConfig& out) {
+void parseLimits(const YAML::Node& n, config::LimitsConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "limits",
                  {"max_client_connections", "max_startup_connections",
@@ -324,17 +324,19 @@ int autoWorkers() {
   CPU_ZERO(&set);
   int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(n, 1, DaemonSection::kMaxWorkers);
+  return std::clamp(n, 1, config::DaemonSection::kMaxWorkers);
 }
 
-void parseDaemonSection(const YAML::Node& n, const std::string& config_path, DaemonSection& out) {
+void parseDaemonSection(const YAML::Node& n, const std::string& config_path,
+                        config::DaemonSection& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "daemon", {"state_dir", "workers"});
   if (const YAML::Node w = n["workers"]; w.IsDefined() && !w.IsNull()) {
     if (w.IsScalar() && w.Scalar() == "auto") {
       out.workers = autoWorkers();
     } else {
-      const int64_t v = cfg::getInt(n, "daemon", "workers", 1, 1, DaemonSection::kMaxWorkers);
+      const int64_t v =
+          cfg::getInt(n, "daemon", "workers", 1, 1, config::DaemonSection::kMaxWorkers);
       out.workers = static_cast<int>(v);
     }
   }
@@ -348,7 +350,7 @@ void parseDaemonSection(const YAML::Node& n, const std::string& config_path, Dae
 constexpr size_t kMinSaltKeyBytes = 16;
 
 void parseAuth(const YAML::Node& n, const std::string& config_path, const std::string& state_dir,
-               AuthConfig& out) {
+               config::AuthConfig& out) {
   out.salt_key_file = state_dir + "/salt.key";
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "auth",
@@ -360,9 +362,9 @@ void parseAuth(const YAML::Node& n, const std::string& config_path, const std::s
       n, "auth", "failed_attempts_per_address", out.failed_attempts_per_address, 1, 1000000));
   const std::string method = cfg::getString(n, "auth", "unknown_user_method", "scram-sha-256");
   if (method == "scram-sha-256") {
-    out.unknown_user_method = AuthMethod::kScramSha256;
+    out.unknown_user_method = config::AuthMethod::kScramSha256;
   } else if (method == "md5") {
-    out.unknown_user_method = AuthMethod::kMd5;
+    out.unknown_user_method = config::AuthMethod::kMd5;
   } else {
     cfg::fail(n["unknown_user_method"], "auth.unknown_user_method",
               "unknown method '" + method + "' (scram-sha-256 or md5)");
@@ -402,11 +404,11 @@ T commonest(const std::map<T, int>& counts, T fallback) {
 
 // Makes an unknown user's SCRAM challenge look like the real users': their commonest iteration
 // count and salt length (PostgreSQL's 4096 and 16 bytes when there are no SCRAM users).
-void shapeUnknownUserScram(const std::vector<UserConfig>& users, AuthConfig& auth) {
+void shapeUnknownUserScram(const std::vector<config::UserConfig>& users, config::AuthConfig& auth) {
   std::map<int, int> iterations;
   std::map<size_t, int> salt_lengths;
   for (const auto& u : users) {
-    if (u.method != AuthMethod::kScramSha256) continue;
+    if (u.method != config::AuthMethod::kScramSha256) continue;
     auto v = protocol::parseScramVerifier(u.secret);
     if (!v) continue;
     ++iterations[v->iterations];
@@ -420,17 +422,17 @@ void shapeUnknownUserScram(const std::vector<UserConfig>& users, AuthConfig& aut
 // exist: say who they are, and what would close the gap. Trust users are left out: over TCP they
 // are answered as unknown users, over the Unix socket they get in.
 void warnAboutRevealedUsers(const YAML::Node& auth_node, const std::string& config_path,
-                            const std::vector<UserConfig>& users, const AuthConfig& auth,
-                            std::vector<std::string>& warnings) {
+                            const std::vector<config::UserConfig>& users,
+                            const config::AuthConfig& auth, std::vector<std::string>& warnings) {
   std::string names;
   size_t count = 0;
   for (const auto& u : users) {
-    if (u.method == AuthMethod::kTrust || u.method == auth.unknown_user_method) continue;
+    if (u.method == config::AuthMethod::kTrust || u.method == auth.unknown_user_method) continue;
     if (++count <= 5) names += (names.empty() ? "\"" : ", \"") + u.name + "\"";
   }
   if (count == 0) return;
   if (count > 5) names += " and " + std::to_string(count - 5) + " more";
-  const bool md5_users = auth.unknown_user_method == AuthMethod::kScramSha256;
+  const bool md5_users = auth.unknown_user_method == config::AuthMethod::kScramSha256;
   const int line = auth_node.IsDefined() ? cfg::lineOf(auth_node["unknown_user_method"]) : 0;
   std::string w =
       config_path + (line > 0 ? ":" + std::to_string(line) : "") + ": auth.unknown_user_method: ";
@@ -448,16 +450,16 @@ void warnAboutRevealedUsers(const YAML::Node& auth_node, const std::string& conf
   warnings.push_back(std::move(w));
 }
 
-void parseClientParameters(const YAML::Node& n, ClientParametersConfig& out) {
+void parseClientParameters(const YAML::Node& n, config::ClientParametersConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "client_parameters", {"allow_search_path"});
   out.allow_search_path = cfg::getStringList(n, "client_parameters", "allow_search_path");
 }
 
-UserConfig parseUser(const YAML::Node& n, size_t index) {
+config::UserConfig parseUser(const YAML::Node& n, size_t index) {
   const std::string path = "users[" + std::to_string(index) + "]";
   cfg::checkKeys(n, path, {"name", "password", "method", "group"});
-  UserConfig u;
+  config::UserConfig u;
   u.line = cfg::lineOf(n);
   u.name = cfg::getString(n, path, "name", "");
   if (u.name.empty()) cfg::fail(n, path + ".name", "a user needs a name");
@@ -467,19 +469,19 @@ UserConfig parseUser(const YAML::Node& n, size_t index) {
   const auto method = cfg::getOptionalString(n, path, "method");
   if (method) {
     if (*method == "scram-sha-256") {
-      u.method = AuthMethod::kScramSha256;
+      u.method = config::AuthMethod::kScramSha256;
     } else if (*method == "md5") {
-      u.method = AuthMethod::kMd5;
+      u.method = config::AuthMethod::kMd5;
     } else if (*method == "trust") {
-      u.method = AuthMethod::kTrust;
+      u.method = config::AuthMethod::kTrust;
     } else {
       cfg::fail(n["method"], path + ".method",
                 "unknown method '" + *method + "' (scram-sha-256, md5 or trust)");
     }
   } else {
-    u.method = isMd5Hash(u.secret) ? AuthMethod::kMd5 : AuthMethod::kScramSha256;
+    u.method = isMd5Hash(u.secret) ? config::AuthMethod::kMd5 : config::AuthMethod::kScramSha256;
   }
-  if (u.method == AuthMethod::kTrust) {
+  if (u.method == config::AuthMethod::kTrust) {
     if (!u.secret.empty()) {
       cfg::fail(n["password"], path + ".password", "a trust user takes no password");
     }
@@ -495,9 +497,9 @@ UserConfig parseUser(const YAML::Node& n, size_t index) {
     auto v = protocol::parseScramVerifier(u.secret);
     if (!v) cfg::fail(n["password"], path + ".password", "invalid SCRAM-SHA-256 verifier");
     // PostgreSQL does the same: with a SCRAM verifier stored, an md5 user proves it by SCRAM.
-    u.method = AuthMethod::kScramSha256;
+    u.method = config::AuthMethod::kScramSha256;
   } else if (isMd5Hash(u.secret)) {
-    if (u.method == AuthMethod::kScramSha256) {
+    if (u.method == config::AuthMethod::kScramSha256) {
       cfg::fail(n["password"], path + ".password",
                 "method scram-sha-256 needs a SCRAM-SHA-256 verifier, not an md5 hash");
     }
@@ -510,13 +512,13 @@ UserConfig parseUser(const YAML::Node& n, size_t index) {
   return u;
 }
 
-void parseUsers(const YAML::Node& n, std::vector<UserConfig>& out) {
+void parseUsers(const YAML::Node& n, std::vector<config::UserConfig>& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::requireSequence(n, "users");
   std::set<std::string> seen;
   size_t i = 0;
   for (const auto& item : n) {
-    UserConfig u = parseUser(item, i);
+    config::UserConfig u = parseUser(item, i);
     if (!seen.insert(u.name).second) {
       cfg::fail(item["name"], "users[" + std::to_string(i) + "].name",
                 "user \"" + u.name + "\" is listed twice");
@@ -526,7 +528,7 @@ void parseUsers(const YAML::Node& n, std::vector<UserConfig>& out) {
   }
 }
 
-void parseLogging(const YAML::Node& n, LoggingConfig& out) {
+void parseLogging(const YAML::Node& n, config::LoggingConfig& out) {
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "logging", {"level", "format"});
   out.level = cfg::getString(n, "logging", "level", out.level);
@@ -548,7 +550,7 @@ std::string hostName() {
 }
 
 // mcp.oauth.scopes map to groups that exist.
-void checkOAuthGroups(const Config& config, const YAML::Node& mcp_node) {
+void checkOAuthGroups(const config::Config& config, const YAML::Node& mcp_node) {
   for (size_t i = 0; i < config.mcp.oauth.scopes.size(); ++i) {
     const auto& s = config.mcp.oauth.scopes[i];
     if (!config.findGroup(s.group)) {
@@ -558,8 +560,8 @@ void checkOAuthGroups(const Config& config, const YAML::Node& mcp_node) {
   }
 }
 
-std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::string& path) {
-  auto config = std::make_shared<Config>();
+std::shared_ptr<const config::Config> parseRoot(const YAML::Node& root, const std::string& path) {
+  auto config = std::make_shared<config::Config>();
   config->path = path;
   if (!root.IsDefined() || root.IsNull()) cfg::fail(root, "", "the file is empty");
   cfg::checkKeys(root, "",
@@ -571,8 +573,8 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   parseDaemonSection(root["daemon"], path, config->daemon);
   parseListen(root["listen"], config->listen);
   parseUpstream(root["upstream"], path, config->upstream, config->warnings);
-  config->upstream.tls = parseUpstreamTls(root["upstream"], path);
-  config->tls = parseTlsConfig(root["tls"], path);
+  config->upstream.tls = net::parseUpstreamTls(root["upstream"], path);
+  config->tls = net::parseTlsConfig(root["tls"], path);
   parsePool(root["pool"], config->pool);
   parseLimits(root["limits"], config->limits);
   parseAuth(root["auth"], path, config->daemon.state_dir, config->auth);
@@ -603,7 +605,7 @@ std::shared_ptr<const Config> parseRoot(const YAML::Node& root, const std::strin
   if (!groups.IsDefined() || groups.IsNull()) {
     cfg::fail(root, "groups", "at least one policy group is required");
   }
-  config->groups = guards::parseAgentPolicyGroups(groups);
+  config->groups = budgets::parseAgentPolicyGroups(groups);
 
   // Cross-references, each reported at the line that names the missing thing.
   const YAML::Node users = root["users"];
@@ -692,7 +694,7 @@ std::string formatError(const std::string& path, int line, const std::string& ke
 // config names. The files read while parsing (TLS certificates and keys, password and secret
 // files, Lua scripts) were opened then; the history file is created later, by the store, so it
 // is checked here. Not part of parseConfig: tests parse configs that name other machines' paths.
-void checkFiles(const Config& config) {
+void checkFiles(const config::Config& config) {
   const auto& h = config.history;
   if (auto st = history::checkStorePath(h); !st.ok()) {
     const std::string where = h.path_line > 0 ? "" : " (history.path is not set; this is its default)";
@@ -709,22 +711,22 @@ void checkFiles(const Config& config) {
 
 }  // namespace
 
-Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text) {
+Result<std::vector<net::ListenAddress>> parseListenAddress(std::string_view text) {
   const std::string s(text);
   std::string host;
   std::string port_text;
   if (!s.empty() && s.front() == '[') {
     const auto close = s.find(']');
     if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
-      return Result<std::vector<ListenAddress>>::fail("expected \"[ipv6]:port\", got \"" + s +
-                                                      "\"");
+      return Result<std::vector<net::ListenAddress>>::fail("expected \"[ipv6]:port\", got \"" + s +
+                                                           "\"");
     }
     host = s.substr(1, close - 1);
     port_text = s.substr(close + 2);
   } else {
     const auto colon = s.rfind(':');
     if (colon == std::string::npos || s.find(':') != colon) {
-      return Result<std::vector<ListenAddress>>::fail(
+      return Result<std::vector<net::ListenAddress>>::fail(
           "expected \"host:port\" (IPv6 as \"[::1]:port\"), got \"" + s + "\"");
     }
     host = s.substr(0, colon);
@@ -735,9 +737,9 @@ Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text) {
       !std::all_of(port_text.begin(), port_text.end(),
                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
       (port = std::stoi(port_text)) < 1 || port > 65535) {
-    return Result<std::vector<ListenAddress>>::fail("invalid port in \"" + s + "\"");
+    return Result<std::vector<net::ListenAddress>>::fail("invalid port in \"" + s + "\"");
   }
-  std::vector<ListenAddress> out;
+  std::vector<net::ListenAddress> out;
   if (host == "*") {
     out.push_back({"0.0.0.0", port});
     out.push_back({"::", port});
@@ -747,13 +749,14 @@ Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text) {
   } else if (isIpLiteral(host)) {
     out.push_back({host, port});
   } else {
-    return Result<std::vector<ListenAddress>>::fail(
+    return Result<std::vector<net::ListenAddress>>::fail(
         "listen host must be an IP address, \"localhost\" or \"*\", got \"" + host + "\"");
   }
   return out;
 }
 
-std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path) {
+std::shared_ptr<const config::Config> parseConfig(const std::string& text,
+                                                  const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -777,7 +780,7 @@ std::shared_ptr<const Config> parseConfig(const std::string& text, const std::st
   }
 }
 
-std::shared_ptr<const Config> loadConfig(const std::string& path) {
+std::shared_ptr<const config::Config> loadConfig(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigFileError(path + ": cannot open the file");
   std::stringstream ss;

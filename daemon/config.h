@@ -23,13 +23,13 @@ class ConfigFileError : public std::runtime_error {
 // it names (the history file too, which the store only creates later), so that --check-config,
 // start-up and reload refuse the same files with the same messages. Throws ConfigFileError.
 // Never called on the data path.
-std::shared_ptr<const Config> loadConfig(const std::string& path);
+std::shared_ptr<const config::Config> loadConfig(const std::string& path);
 // Parses and validates text only, without looking at the files it names beyond those parsing
 // reads (tests, and `path` is only used in messages and for relative paths).
-std::shared_ptr<const Config> parseConfig(const std::string& text, const std::string& path);
+std::shared_ptr<const config::Config> parseConfig(const std::string& text, const std::string& path);
 
 // Parses "host:port", "[v6]:port", "*:port" (all IPv4 and IPv6) and "localhost:port".
 // Returns the addresses it stands for, or an error message.
-Result<std::vector<ListenAddress>> parseListenAddress(std::string_view text);
+Result<std::vector<net::ListenAddress>> parseListenAddress(std::string_view text);
 
 }  // namespace pgwarden::daemon

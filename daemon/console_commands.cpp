@@ -16,24 +16,24 @@ namespace pgwarden::daemon {
 
 // Worker: on its own loop.
 
-ConsoleHolds Worker::consoleHolds(const std::string& database) const {
+session::ConsoleHolds Worker::consoleHolds(const std::string& database) const {
   return daemon_.control().holds(database);
 }
 
 void Worker::consoleResumed() {
-  std::vector<ClientSession*> held;
+  std::vector<session::ClientSession*> held;
   for (auto& [id, s] : sessions_) {
     if (s->heldByConsole()) held.push_back(s.get());
   }
-  for (ClientSession* s : held) s->consoleResumed();
+  for (session::ClientSession* s : held) s->consoleResumed();
 }
 
 void Worker::killDatabase(const std::string& database) {
-  std::vector<ClientSession*> victims;
+  std::vector<session::ClientSession*> victims;
   for (auto& [id, s] : sessions_) {
     if (!s->isConsole() && s->database() == database) victims.push_back(s.get());
   }
-  for (ClientSession* s : victims) {
+  for (session::ClientSession* s : victims) {
     s->terminate("57P01", "terminating connection due to administrator command");
   }
   reconnect(database);

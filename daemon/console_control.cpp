@@ -3,10 +3,10 @@
 
 namespace pgwarden::daemon {
 
-ConsoleHolds ConsoleControl::holds(const std::string& database) const {
+session::ConsoleHolds ConsoleControl::holds(const std::string& database) const {
   if (!any_.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(mu_);
-  ConsoleHolds h;
+  session::ConsoleHolds h;
   h.suspended = suspended_;
   h.paused = all_paused_ || paused_.count(database) > 0;
   h.disabled = disabled_.count(database) > 0;

@@ -16,7 +16,7 @@ namespace pgwarden::daemon {
 class ConsoleControl {
  public:
   // Any thread. `database` is a client-side database name.
-  ConsoleHolds holds(const std::string& database) const;
+  session::ConsoleHolds holds(const std::string& database) const;
   // PAUSE (empty: every database). False: it was paused already.
   bool pause(const std::string& database);
   // RESUME: every pause and the suspension (empty), or one database's pause. False: nothing to

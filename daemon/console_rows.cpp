@@ -14,15 +14,22 @@ namespace pgwarden::daemon {
 
 namespace {
 
-const char* clientState(const ClientSession& s) {
+const char* clientState(const session::ClientSession& s) {
   switch (s.state()) {
-    case ClientState::kStartup: return "startup";
-    case ClientState::kAuth: return "auth";
-    case ClientState::kAcquiring: return "acquiring";
-    case ClientState::kAttaching: return "attaching";
-    case ClientState::kReady: return s.busy() ? "active" : "idle";
-    case ClientState::kClosing: return "closing";
-    case ClientState::kClosed: return "closed";
+    case session::ClientState::kStartup:
+      return "startup";
+    case session::ClientState::kAuth:
+      return "auth";
+    case session::ClientState::kAcquiring:
+      return "acquiring";
+    case session::ClientState::kAttaching:
+      return "attaching";
+    case session::ClientState::kReady:
+      return s.busy() ? "active" : "idle";
+    case session::ClientState::kClosing:
+      return "closing";
+    case session::ClientState::kClosed:
+      return "closed";
   }
   return "closed";
 }
@@ -34,13 +41,14 @@ LoopRows collectRows(Worker& w, const std::string& null) {
   out.worker = w.index();
   const uint64_t now = w.nowMs();
   const std::string worker = std::to_string(w.index());
-  w.forEachSession([&](const ClientSession& s) {
+  w.forEachSession([&](const session::ClientSession& s) {
     ClientRow r;
     r.id = s.id();
     r.user = s.user();
     r.conversation_id = s.conversationId();
     r.agent_id = s.agentId();
-    r.closing = s.state() == ClientState::kClosing || s.state() == ClientState::kClosed;
+    r.closing =
+        s.state() == session::ClientState::kClosing || s.state() == session::ClientState::kClosed;
     r.database = s.database();
     r.console = s.isConsole();
     r.busy = s.busy();
@@ -58,12 +66,12 @@ LoopRows collectRows(Worker& w, const std::string& null) {
                s.serverId() ? std::to_string(s.serverId()) : null, worker};
     out.clients.push_back(std::move(r));
   });
-  w.pools().forEachPool([&](const Pool& p) {
-    p.forEachConnection([&](const PooledConnection& c) {
-      const bool idle = c.state() == ServerState::kIdle;
+  w.pools().forEachPool([&](const pool::Pool& p) {
+    p.forEachConnection([&](const pool::PooledConnection& c) {
+      const bool idle = c.state() == pool::ServerState::kIdle;
       out.servers.push_back(
           {std::to_string(c.id()), p.role() + "/" + p.database(), p.database(),
-           stateName(c.state()), c.backendPid() ? std::to_string(c.backendPid()) : null,
+           pool::stateName(c.state()), c.backendPid() ? std::to_string(c.backendPid()) : null,
            idle && now > c.idleSinceMs() ? std::to_string((now - c.idleSinceMs()) / 1000) : null,
            c.lastError().empty() ? null : c.lastError(),
            c.holder() ? std::to_string(c.holder()) : null, std::to_string(c.assignments()), worker,

@@ -67,7 +67,7 @@ struct LoopRows {
   int worker = 0;
   std::vector<ClientRow> clients;
   std::vector<std::vector<std::string>> servers;  // SHOW SERVERS' columns
-  std::vector<PoolStats> pools;
+  std::vector<pool::PoolStats> pools;
   metrics::Counters counters;
   std::map<std::string, DatabaseStats> databases;
   std::vector<McpSessionRow> mcp_sessions;  // loop 0 only

@@ -54,7 +54,7 @@ AdminConsole::Table AdminConsole::showDatabases() const {
     }
   }
   const auto st = daemon_.control().state();
-  const char* mode = cfg.pool.mode == PoolMode::kTransaction ? "transaction" : "session";
+  const char* mode = cfg.pool.mode == pool::PoolMode::kTransaction ? "transaction" : "session";
   std::string replicas;  // every database is on every replica (they stream the whole cluster)
   for (const auto& r : cfg.upstream.replicas) replicas += (replicas.empty() ? "" : ",") + r.name();
   for (const auto& name : names) {
@@ -80,14 +80,14 @@ AdminConsole::Table AdminConsole::showDatabases() const {
 // unchecked, without them).
 AdminConsole::Table AdminConsole::showHosts() const {
   Table t{{"host", "role", "up", "lag_seconds", "checks", "failures", "last_error"}, {}};
-  const HostHealth* health = daemon_.hostHealth();
+  const pool::HostHealth* health = daemon_.hostHealth();
   if (health == nullptr) {
     const auto& up = home_.config()->upstream;
     t.rows.push_back(
         {up.host + ":" + std::to_string(up.port), "primary", kNull, kNull, "0", "0", kNull});
     return t;
   }
-  for (const HostStatus& h : health->snapshot()) {
+  for (const pool::HostStatus& h : health->snapshot()) {
     t.rows.push_back({h.name, h.replica ? "replica" : "primary", yesNo(h.up),
                       h.lag_ms >= 0 ? fmt::format("{:.3f}", static_cast<double>(h.lag_ms) / 1000.0)
                                     : std::string(kNull),
@@ -104,7 +104,7 @@ AdminConsole::Table AdminConsole::showUsers() const {
     for (const auto& c : l.clients) ++clients[c.user];
   }
   for (const auto& u : cfg.users) {
-    std::string mode = cfg.pool.mode == PoolMode::kTransaction ? "transaction" : "session";
+    std::string mode = cfg.pool.mode == pool::PoolMode::kTransaction ? "transaction" : "session";
     if (const auto* g = cfg.findGroup(u.group)) {
       if (!g->poolMode().empty()) mode = g->poolMode();
     }
@@ -131,8 +131,8 @@ AdminConsole::Table AdminConsole::showMem() const {
   auto objects = [&t](std::string name, uint64_t size, uint64_t used) {
     t.rows.push_back({std::move(name), num(size), num(used), num(size * used)});
   };
-  objects("client_sessions", sizeof(ClientSession), sessions);
-  objects("server_connections", sizeof(ServerConnection), servers);
+  objects("client_sessions", sizeof(session::ClientSession), sessions);
+  objects("server_connections", sizeof(pool::ServerConnection), servers);
   // Buffered bytes: each is its own total.
   objects("client_input_bytes", 1, input);
   objects("client_output_bytes", 1, output);

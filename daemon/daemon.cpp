@@ -41,20 +41,20 @@ uint64_t cancelMapKey(int32_t pid, int32_t key) {
 
 }  // namespace
 
-Daemon::Daemon(std::shared_ptr<const Config> config) : config_(std::move(config)) {
+Daemon::Daemon(std::shared_ptr<const config::Config> config) : config_(std::move(config)) {
   uv_loop_init(&loop_);
   loop_.data = this;
   catalog_ = std::make_unique<CatalogRefresher>(*this);
   metrics_ = std::make_unique<DaemonMetrics>(*this);
-  budgets_ = std::make_unique<guards::BudgetLedger>();
+  budgets_ = std::make_unique<budgets::BudgetLedger>();
   // A shared budget store runs on the loop that first needs it: one libpq connection per loop.
-  budgets_->setStoreFactory([](const guards::BudgetStoreConfig& cfg) {
-    return std::make_unique<BudgetStorePg>(currentWorkerLoop(), cfg);
+  budgets_->setStoreFactory([](const budgets::BudgetStoreConfig& cfg) {
+    return std::make_unique<budgets::BudgetStorePg>(currentWorkerLoop(), cfg);
   });
   std::memset(&janitor_, 0, sizeof(janitor_));
   std::memset(&check_, 0, sizeof(check_));
   if (!config_->upstream.replicas.empty()) {
-    host_health_ = std::make_unique<HostHealth>(config_->upstream);
+    host_health_ = std::make_unique<pool::HostHealth>(config_->upstream);
   }
   const int n = std::max(1, config_->daemon.workers);
   for (int i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i, config_, ""));
@@ -148,7 +148,7 @@ bool Daemon::start() {
   return true;
 }
 
-bool Daemon::startListeners(const ListenConfig& listen, const std::string& metrics_listen) {
+bool Daemon::startListeners(const net::ListenConfig& listen, const std::string& metrics_listen) {
   // Socket activation (pgwarden.socket): systemd's sockets replace binding; configured
   // addresses it did not pass are bound here as usual. See docs/operations.md.
   auto inherited = listenFds();
@@ -156,7 +156,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
     spdlog::error("socket activation: {}", inherited.error());
     return false;
   }
-  if (listen.so_reuseport && !listen.addresses.empty()) noteReuseportMigration();
+  if (listen.so_reuseport && !listen.addresses.empty()) net::noteReuseportMigration();
   std::vector<std::string> configured;
   for (const auto& addr : listen.addresses) {
     configured.push_back(socketAddressText(addr.host, addr.port));
@@ -177,7 +177,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
     spdlog::error("socket activation: {}", plan.error());
     return false;
   }
-  const auto add = [this](std::unique_ptr<Listener> l, int rc, const std::string& err) {
+  const auto add = [this](std::unique_ptr<net::Listener> l, int rc, const std::string& err) {
     const bool ok = rc == 0;
     if (ok) {
       spdlog::info("listening on {}", l->name());
@@ -190,7 +190,7 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
   };
   std::string passed;
   for (const auto& a : plan->adopt) {
-    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    auto l = std::make_unique<net::Listener>(&loop_, [this](net::Listener& x) { onConnection(x); });
     std::string err;
     const int rc = l->listenFd(a.socket.fd, a.socket.family == AF_UNIX, kBacklog,
                                a.socket.localAddress, err);
@@ -212,13 +212,13 @@ bool Daemon::startListeners(const ListenConfig& listen, const std::string& metri
   };
   for (size_t i = 0; i < listen.addresses.size(); ++i) {
     if (!plan->bind[i]) continue;
-    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    auto l = std::make_unique<net::Listener>(&loop_, [this](net::Listener& x) { onConnection(x); });
     std::string err;
     const int rc = l->listenTcp(listen.addresses[i], kBacklog, err, listen.so_reuseport);
     if (!add(std::move(l), rc, err + hint(rc))) return false;
   }
   if (!unix_path.empty() && plan->bind.back()) {
-    auto l = std::make_unique<Listener>(&loop_, [this](Listener& x) { onConnection(x); });
+    auto l = std::make_unique<net::Listener>(&loop_, [this](net::Listener& x) { onConnection(x); });
     std::string err;
     const int rc = l->listenUnix(unix_path, kBacklog, listen.unix_socket_mode,
                                  listen.unix_socket_group, err);
@@ -252,7 +252,7 @@ Worker& Daemon::leastLoaded() {
   return *best;
 }
 
-void Daemon::onConnection(Listener& l) {
+void Daemon::onConnection(net::Listener& l) {
   Worker& to = threaded() ? leastLoaded() : primary();
   if (to.index() == 0) {
     to.acceptFrom(l);
@@ -261,7 +261,7 @@ void Daemon::onConnection(Listener& l) {
   handOver(l, to);
 }
 
-void Daemon::handOver(Listener& l, Worker& to) {
+void Daemon::handOver(net::Listener& l, Worker& to) {
   // The connection is accepted here into a handle of loop 0's and its descriptor duplicated for
   // the worker, which opens a stream of its own loop over it; loop 0's handle then closes.
   struct Accepted {
@@ -293,23 +293,24 @@ void Daemon::handOver(Listener& l, Worker& to) {
   if (!to.post([&to, dup_fd, via_unix] { to.adopt(dup_fd, via_unix); })) ::close(dup_fd);
 }
 
-void Daemon::admitStartup(Worker& w, ClientSession& s) {
+void Daemon::admitStartup(Worker& w, session::ClientSession& s) {
   // Every new connection has yet to log in. Those that have not are capped in total and per
   // address, and never take the slots reserved for logged-in sessions; when room is needed,
   // the oldest of them that has had a second to log in is closed (see docs/reliability.md).
   // One limiter for every loop; the sessions are refused or closed after its lock is let go.
-  const LimitsConfig& limits = w.config()->limits;
-  StartupLimiter::Limits l;
+  const config::LimitsConfig& limits = w.config()->limits;
+  session::StartupLimiter::Limits l;
   l.max_total = static_cast<size_t>(limits.startupCap());
   l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
-  const std::string address = s.viaUnix() ? std::string() : StartupLimiter::addressKey(s.peerHost());
+  const std::string address =
+      s.viaUnix() ? std::string() : session::StartupLimiter::addressKey(s.peerHost());
   const uint64_t now = w.nowMs();
   const bool clients_full = sessionCount() > static_cast<size_t>(limits.max_client_connections);
   bool log_evict = false;
   std::string evict_note;
   std::string refusal;
   metrics::RejectReason reason = metrics::RejectReason::kStartupLimit;
-  StartupLimiter::Decision d;
+  session::StartupLimiter::Decision d;
   {
     std::lock_guard lock(startup_mu_);
     d = startup_limiter_.admit(s.id(), address, now, l, clients_full);
@@ -324,9 +325,9 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
       evict_note = more();
     }
     switch (d.verdict) {
-      case StartupLimiter::Verdict::kAdmit:
+      case session::StartupLimiter::Verdict::kAdmit:
         break;
-      case StartupLimiter::Verdict::kAddressFull:
+      case session::StartupLimiter::Verdict::kAddressFull:
         if (startup_log_[1].allow(now, left_out)) {
           spdlog::warn("s{} peer={}: refused: {} connections from {} are still starting up "
                        "(limits.max_startup_per_address){}", s.id(), s.peer(),
@@ -334,7 +335,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
         }
         refusal = "too many connections still starting up from " + address;
         break;
-      case StartupLimiter::Verdict::kStartupFull:
+      case session::StartupLimiter::Verdict::kStartupFull:
         if (startup_log_[2].allow(now, left_out)) {
           spdlog::warn("s{} peer={}: refused: {} connections are still starting up, none for a "
                        "second yet (limits.max_startup_connections){}", s.id(), s.peer(),
@@ -342,7 +343,7 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
         }
         refusal = "too many connections still starting up";
         break;
-      case StartupLimiter::Verdict::kClientsFull:
+      case session::StartupLimiter::Verdict::kClientsFull:
         if (startup_log_[3].allow(now, left_out)) {
           spdlog::warn("s{} peer={}: refused: max_client_connections ({}) reached{}", s.id(),
                        s.peer(), limits.max_client_connections, more());
@@ -355,7 +356,8 @@ void Daemon::admitStartup(Worker& w, ClientSession& s) {
   if (d.evict != 0) {
     const size_t max_total = l.max_total;
     // The connection to close may be another loop's: it is closed there.
-    withSession(d.evict, [log_evict, note = std::move(evict_note), max_total, now](ClientSession& old) {
+    withSession(d.evict, [log_evict, note = std::move(evict_note), max_total,
+                          now](session::ClientSession& old) {
       if (log_evict) {
         const uint64_t since = old.connectedAtMs();
         spdlog::warn("s{} peer={}: closed after {} ms without logging in, to make room for a "
@@ -374,15 +376,15 @@ void Daemon::leftStartup(uint64_t id) {
   startup_limiter_.leave(id);
 }
 
-void Daemon::withSession(uint64_t id, std::function<void(ClientSession&)> fn) {
+void Daemon::withSession(uint64_t id, std::function<void(session::ClientSession&)> fn) {
   for (auto& w : workers_) {
     Worker* wp = w.get();
     if (t_loop == wp->loop()) {
-      if (ClientSession* s = wp->findSession(id)) fn(*s);
+      if (session::ClientSession* s = wp->findSession(id)) fn(*s);
       continue;
     }
     (void)wp->post([wp, id, fn] {
-      if (ClientSession* s = wp->findSession(id)) fn(*s);
+      if (session::ClientSession* s = wp->findSession(id)) fn(*s);
     });
   }
 }
@@ -437,7 +439,8 @@ int64_t Daemon::statsAgeSeconds(const std::string& server_db) {
   return age;
 }
 
-std::shared_ptr<const guards::TableStatsSnapshot> Daemon::tableStats(const std::string& server_db) {
+std::shared_ptr<const analysis::TableStatsSnapshot> Daemon::tableStats(
+    const std::string& server_db) {
   if (t_loop == &loop_) return catalog_->get(server_db);
   std::lock_guard lock(stats_mu_);
   auto it = stats_board_.snapshots.find(server_db);
@@ -500,7 +503,7 @@ void Daemon::publishStats() {
   }
   for (auto [w, id] : ready) {
     (void)w->post([w, id] {
-      if (ClientSession* s = w->findSession(id)) s->onStatsReady();
+      if (session::ClientSession* s = w->findSession(id)) s->onStatsReady();
     });
   }
 }
@@ -537,7 +540,8 @@ void Daemon::routeCancel(Worker& from, int32_t pid, int32_t key) {
     owner = it->second;
   }
   const auto cancel = [owner] {
-    if (ClientSession* s = owner.worker->findSession(owner.session_id)) s->cancelFromClient();
+    if (session::ClientSession* s = owner.worker->findSession(owner.session_id))
+      s->cancelFromClient();
   };
   if (owner.worker == &from) {
     cancel();
@@ -637,7 +641,7 @@ void Daemon::finishShutdownIfDone() {
 
 bool Daemon::reload() {
   if (notifier_) (void)notifier_->reloading();
-  std::shared_ptr<const Config> next;
+  std::shared_ptr<const config::Config> next;
   try {
     next = loadConfig(config_->path);
   } catch (const std::exception& e) {
@@ -652,7 +656,7 @@ bool Daemon::reload() {
     return false;
   }
   // Settings applied only when the listeners are made: each changed one is named.
-  const auto sameAddresses = [](const ListenConfig& a, const ListenConfig& b) {
+  const auto sameAddresses = [](const net::ListenConfig& a, const net::ListenConfig& b) {
     if (a.addresses.size() != b.addresses.size()) return false;
     for (size_t i = 0; i < a.addresses.size(); ++i) {
       if (a.addresses[i].host != b.addresses[i].host || a.addresses[i].port != b.addresses[i].port) {
@@ -661,8 +665,8 @@ bool Daemon::reload() {
     }
     return true;
   };
-  const ListenConfig& was = config_->listen;
-  const ListenConfig& now = next->listen;
+  const net::ListenConfig& was = config_->listen;
+  const net::ListenConfig& now = next->listen;
   std::string restart_keys;
   const auto changed = [&restart_keys](bool differs, const char* key) {
     if (differs) restart_keys += (restart_keys.empty() ? "" : ", ") + std::string(key);
@@ -695,7 +699,7 @@ bool Daemon::reload() {
     if (key.persistent || !salt_key_.persistent) salt_key_ = std::move(key);
   }
   if (host_health_) host_health_->setUpstream(next->upstream);
-  const auto hostNames = [](const UpstreamConfig& u) {
+  const auto hostNames = [](const net::UpstreamConfig& u) {
     std::string names = u.host + ":" + std::to_string(u.port);
     for (const auto& r : u.replicas) names += "," + r.name();
     return names;

@@ -38,9 +38,12 @@
 #include "history/recorder.h"
 #include "mcp/mcp_host.h"
 
+namespace pgwarden::session {
+class ClientSession;
+}  // namespace pgwarden::session
+
 namespace pgwarden::daemon {
 
-class ClientSession;
 class CatalogRefresher;
 class DaemonMetrics;
 class SystemdNotifier;
@@ -56,7 +59,7 @@ namespace pgwarden::daemon {
 // loop 0 over worker 0's pools and recorder.
 class Daemon final : public mcp::McpHost {
  public:
-  explicit Daemon(std::shared_ptr<const Config> config);
+  explicit Daemon(std::shared_ptr<const config::Config> config);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -71,7 +74,7 @@ class Daemon final : public mcp::McpHost {
   int run();
 
   uv_loop_t* loop() override { return &loop_; }
-  const std::shared_ptr<const Config>& config() const { return config_; }
+  const std::shared_ptr<const config::Config>& config() const { return config_; }
   uint64_t nowMs() const { return uv_now(const_cast<uv_loop_t*>(&loop_)); }
   bool shuttingDown() const { return shutting_down_; }
   const std::string& instanceId() const { return config_->instance_id; }
@@ -81,7 +84,7 @@ class Daemon final : public mcp::McpHost {
   const Worker& primary() const { return *workers_.front(); }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
   metrics::Counters& counters() { return primary().counters(); }
-  PoolManager& pools() { return primary().pools(); }
+  pool::PoolManager& pools() { return primary().pools(); }
   // Every loop's summary: loop 0's live, the others' as last published (at most 100 ms old).
   std::vector<WorkerSummary> summaries() const;
   // On loop 0: has every other loop publish its summary, then runs `done` on loop 0 (at once
@@ -90,20 +93,21 @@ class Daemon final : public mcp::McpHost {
   size_t sessionCount() const;
 
   // Shared by the loops (any thread).
-  AuthLimiter& authLimiter() { return auth_limiter_; }
+  session::AuthLimiter& authLimiter() { return auth_limiter_; }
   // pool.max_size over every loop's pools (null with one loop, whose pools cap themselves).
-  ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
+  pool::ConnectionSlots* connectionSlots() { return threaded() ? &slots_ : nullptr; }
   // The upstream hosts' health (null without upstream.replicas).
-  HostHealth* hostHealth() { return host_health_.get(); }
-  guards::BudgetLedger* budgets() override { return budgets_.get(); }
+  pool::HostHealth* hostHealth() { return host_health_.get(); }
+  budgets::BudgetLedger* budgets() override { return budgets_.get(); }
   guards::ConversationMarks& conversationMarks() { return conversation_marks_; }
   guards::GuardObserver* guardObserver() override;
   DaemonMetrics& metrics() { return *metrics_; }
   uint64_t nextSessionId() override { return next_session_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // Catalog statistics for a server database (null until the first refresh succeeds).
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
+  std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(
+      const std::string& server_db) override;
   int64_t statsAgeSeconds(const std::string& server_db) override;
-  PoolManager* probePools() override { return &pools(); }
+  pool::PoolManager* probePools() override { return &pools(); }
   metrics::Counters* probeCounters() override { return &counters(); }
   const CatalogRefresher& catalog() const { return *catalog_; }
   void watchDatabase(const std::string& server_db) override;
@@ -116,7 +120,7 @@ class Daemon final : public mcp::McpHost {
   // A client's CancelRequest, arriving on loop `from`: run on the loop owning the session.
   void routeCancel(Worker& from, int32_t pid, int32_t key);
   // The limits on connections that have not logged in, applied to a new session of `w`.
-  void admitStartup(Worker& w, ClientSession& s);
+  void admitStartup(Worker& w, session::ClientSession& s);
   void leftStartup(uint64_t id);
   // History: never blocks; a record refused by a full queue is counted in `counters`.
   void submitRecord(history::Record&& record, metrics::Counters& counters);
@@ -129,23 +133,24 @@ class Daemon final : public mcp::McpHost {
   void workerFinished(Worker& w);
 
   // The session with this id on whichever loop (the admin console's KILL): runs `fn` there.
-  void withSession(uint64_t id, std::function<void(ClientSession&)> fn);
+  void withSession(uint64_t id, std::function<void(session::ClientSession&)> fn);
 
   // McpHost (daemon/daemon_mcp.cpp)
   std::optional<mcp::McpIdentity> identify(const std::string& user) override;
   std::optional<mcp::McpIdentity> identifyInGroup(const std::string& user,
                                                   const std::string& group) override;
-  GateServices gateServices(const std::string& server_database) override;
-  StatementRecorder& recorder() override;
-  Pool& pool(const std::string& server_database, bool replica_ok) override;
-  Pool& writePool(const std::string& server_database) override;
-  void writeTransactionEnded(TxnEnd how) override;
+  session::GateServices gateServices(const std::string& server_database) override;
+  session::StatementRecorder& recorder() override;
+  pool::Pool& pool(const std::string& server_database, bool replica_ok) override;
+  pool::Pool& writePool(const std::string& server_database) override;
+  void writeTransactionEnded(session::TxnEnd how) override;
   void writeCounted(int64_t rows_written, bool undone) override;
   bool statsLoading(const std::string& server_database) override;
-  AuthLimiter::Block loginBlocked(const std::string& peer_host,
-                                  const std::string& credential) override;
+  session::AuthLimiter::Block loginBlocked(const std::string& peer_host,
+                                           const std::string& credential) override;
   void loginFailed(const std::string& peer_host, const std::string& credential) override;
-  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
+  void cancelServerQuery(int32_t server_pid, int32_t server_key,
+                         std::shared_ptr<pool::CancelFence> fence) override;
   // The MCP endpoint (null when mcp.listen is not set).
   const mcp::McpServer* mcpServer() const { return mcp_.get(); }
   // Starts a graceful shutdown (SIGTERM: shutdown_timeout; fast, SIGINT: a shorter one).
@@ -156,7 +161,7 @@ class Daemon final : public mcp::McpHost {
   // The admin console's holds (PAUSE, SUSPEND, DISABLE), read by every loop.
   ConsoleControl& control() { return control_; }
   bool consoleHeld(const std::string& database) const override {
-    const ConsoleHolds h = control_.holds(database);
+    const session::ConsoleHolds h = control_.holds(database);
     return h.paused || h.suspended;
   }
   void statementRunning(int delta) override { mcp_running_.fetch_add(delta); }
@@ -174,11 +179,11 @@ class Daemon final : public mcp::McpHost {
 
  private:
   // Adopts sockets inherited from systemd and binds the configured addresses they leave out.
-  bool startListeners(const ListenConfig& listen, const std::string& metrics_listen);
-  void onConnection(Listener& l);
+  bool startListeners(const net::ListenConfig& listen, const std::string& metrics_listen);
+  void onConnection(net::Listener& l);
   // The loop a new connection goes to: the one with the fewest sessions.
   Worker& leastLoaded();
-  void handOver(Listener& l, Worker& to);
+  void handOver(net::Listener& l, Worker& to);
   // Shutdown with so_reuseport or WAIT_FOR_CLIENTS: serves the connections still queued on the
   // TCP listeners before they close.
   void drainListeners();
@@ -196,16 +201,16 @@ class Daemon final : public mcp::McpHost {
   static constexpr uint64_t kShutdownGraceMs = 500;
 
   uv_loop_t loop_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const config::Config> config_;
   ConsoleControl control_;
-  AuthLimiter auth_limiter_;
+  session::AuthLimiter auth_limiter_;
   std::mutex startup_mu_;  // the startup limiter and its log throttles
-  StartupLimiter startup_limiter_;
+  session::StartupLimiter startup_limiter_;
   std::array<LogThrottle, 4> startup_log_;  // admitStartup's lines: evicted, and each refusal
   SaltKey salt_key_;
   std::mutex recorder_mu_;  // the recorder's queue takes one producer at a time
   std::unique_ptr<history::Recorder> recorder_;
-  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::unique_ptr<net::Listener>> listeners_;
   struct CancelOwner {
     Worker* worker;
     uint64_t session_id;
@@ -216,18 +221,19 @@ class Daemon final : public mcp::McpHost {
   // What the other loops read of the catalog (loop 0 reads the refresher itself): the snapshots,
   // the databases still loading and who waits for them, published by loop 0's janitor.
   struct StatsBoard {
-    std::map<std::string, std::shared_ptr<const guards::TableStatsSnapshot>, std::less<>> snapshots;
+    std::map<std::string, std::shared_ptr<const analysis::TableStatsSnapshot>, std::less<>>
+        snapshots;
     std::map<std::string, std::vector<std::pair<Worker*, uint64_t>>, std::less<>> loading;
   };
   mutable std::mutex stats_mu_;
   StatsBoard stats_board_;
   std::unique_ptr<DaemonMetrics> metrics_;
-  std::unique_ptr<guards::BudgetLedger> budgets_;
+  std::unique_ptr<budgets::BudgetLedger> budgets_;
   // The conversations that have read untrusted content: the process's, so a reload keeps them.
   guards::ConversationMarks conversation_marks_;
   std::unique_ptr<mcp::McpServer> mcp_;
-  ConnectionSlots slots_;  // outlives the workers' pools
-  std::unique_ptr<HostHealth> host_health_;  // with upstream.replicas; outlives the pools
+  pool::ConnectionSlots slots_;                    // outlives the workers' pools
+  std::unique_ptr<pool::HostHealth> host_health_;  // with upstream.replicas; outlives the pools
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> next_session_id_{0};

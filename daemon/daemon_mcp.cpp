@@ -8,7 +8,7 @@
 namespace pgwarden::daemon {
 
 std::optional<mcp::McpIdentity> Daemon::identify(const std::string& user) {
-  const UserConfig* u = config_->findUser(user);
+  const config::UserConfig* u = config_->findUser(user);
   if (!u) return std::nullopt;
   return identifyInGroup(u->name, u->group);
 }
@@ -28,28 +28,28 @@ std::optional<mcp::McpIdentity> Daemon::identifyInGroup(const std::string& user,
   return who;
 }
 
-GateServices Daemon::gateServices(const std::string& server_database) {
+session::GateServices Daemon::gateServices(const std::string& server_database) {
   return primary().gateServices(server_database);
 }
 
-StatementRecorder& Daemon::recorder() { return primary().statementRecorder(); }
+session::StatementRecorder& Daemon::recorder() { return primary().statementRecorder(); }
 
-Pool& Daemon::pool(const std::string& server_database, bool replica_ok) {
+pool::Pool& Daemon::pool(const std::string& server_database, bool replica_ok) {
   return pools().pool(server_database, false, false, replica_ok);
 }
 
-Pool& Daemon::writePool(const std::string& server_database) {
+pool::Pool& Daemon::writePool(const std::string& server_database) {
   return pools().pool(server_database, false, true);
 }
 
 void Daemon::cancelServerQuery(int32_t server_pid, int32_t server_key,
-                               std::shared_ptr<CancelFence> fence) {
+                               std::shared_ptr<pool::CancelFence> fence) {
   primary().cancelServerQuery(server_pid, server_key, std::move(fence));
 }
 
-void Daemon::writeTransactionEnded(TxnEnd how) {
+void Daemon::writeTransactionEnded(session::TxnEnd how) {
   metrics::Counters& c = counters();
-  if (how == TxnEnd::kCommitted) {
+  if (how == session::TxnEnd::kCommitted) {
     ++c.write_txn_committed;
   } else {
     ++c.write_txn_rolled_back[static_cast<size_t>(how)];
@@ -71,9 +71,9 @@ bool Daemon::statsLoading(const std::string& server_database) {
 
 guards::GuardObserver* Daemon::guardObserver() { return metrics_.get(); }
 
-AuthLimiter::Block Daemon::loginBlocked(const std::string& peer_host,
-                                        const std::string& credential) {
-  const AuthConfig& a = config_->auth;
+session::AuthLimiter::Block Daemon::loginBlocked(const std::string& peer_host,
+                                                 const std::string& credential) {
+  const config::AuthConfig& a = config_->auth;
   return auth_limiter_.blocked(peer_host, credential, nowMs(),
                                {a.failed_attempts_per_minute, a.failed_attempts_per_address});
 }

@@ -40,23 +40,27 @@ metrics::StatementIntent metricIntent(std::string_view intent) {
 
 }  // namespace
 
-size_t clientStateIndex(const ClientSession& s) {
+size_t clientStateIndex(const session::ClientSession& s) {
   switch (s.state()) {
-    case ClientState::kStartup:
-    case ClientState::kAuth: return 0;
-    case ClientState::kAcquiring:
-    case ClientState::kAttaching: return 1;
-    case ClientState::kReady: return s.busy() ? 3 : 2;
-    case ClientState::kClosing:
-    case ClientState::kClosed: return 4;
+    case session::ClientState::kStartup:
+    case session::ClientState::kAuth:
+      return 0;
+    case session::ClientState::kAcquiring:
+    case session::ClientState::kAttaching:
+      return 1;
+    case session::ClientState::kReady:
+      return s.busy() ? 3 : 2;
+    case session::ClientState::kClosing:
+    case session::ClientState::kClosed:
+      return 4;
   }
   return 4;
 }
 
-std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all) {
-  std::vector<PoolStats> out;
-  for (const PoolStats& p : all) {
-    auto it = std::find_if(out.begin(), out.end(), [&p](const PoolStats& q) {
+std::vector<pool::PoolStats> mergePoolStats(const std::vector<pool::PoolStats>& all) {
+  std::vector<pool::PoolStats> out;
+  for (const pool::PoolStats& p : all) {
+    auto it = std::find_if(out.begin(), out.end(), [&p](const pool::PoolStats& q) {
       return q.role == p.role && q.database == p.database && q.internal == p.internal &&
              q.writes == p.writes && q.host == p.host;
     });
@@ -111,7 +115,8 @@ bool DaemonMetrics::start() {
     const metrics::Counters& c = totals_;
     sink.add({"committed"}, static_cast<double>(c.write_txn_committed));
     for (size_t i = 1; i < c.write_txn_rolled_back.size(); ++i) {
-      sink.add({txnEndName(static_cast<TxnEnd>(i))}, static_cast<double>(c.write_txn_rolled_back[i]));
+      sink.add({session::txnEndName(static_cast<session::TxnEnd>(i))},
+               static_cast<double>(c.write_txn_rolled_back[i]));
     }
   });
   metrics_.rows_written.setCollector([this](metrics::SampleSink& sink) {
@@ -132,7 +137,8 @@ bool DaemonMetrics::start() {
   metrics_.server_connections.setCollector(
       [this](metrics::SampleSink& sink) { collectServers(sink); });
   metrics_.pool_waiting.setCollector([this](metrics::SampleSink& sink) {
-    for (const PoolStats& p : pool_stats_) sink.add({p.role + "/" + p.database, p.host}, p.waiting);
+    for (const pool::PoolStats& p : pool_stats_)
+      sink.add({p.role + "/" + p.database, p.host}, p.waiting);
   });
   collectHosts();
   metrics_.pool_assignments.setCollector([this](metrics::SampleSink& sink) {
@@ -272,7 +278,7 @@ size_t DaemonMetrics::hostSlot(std::string_view host) {
   return slot;
 }
 
-void DaemonMetrics::onStatement(const history::Record& record, const StatementPlan* plan) {
+void DaemonMetrics::onStatement(const history::Record& record, const session::StatementPlan* plan) {
   const auto lock = hotLock();
   auto& g = group(record.policy_group);
   const auto outcome = record.outcome;
@@ -349,7 +355,7 @@ void DaemonMetrics::syncCounters() {
   summaries_ = daemon_.summaries();
   totals_ = metrics::Counters{};
   for (const auto& w : summaries_) totals_ += w.counters;
-  std::vector<PoolStats> all;
+  std::vector<pool::PoolStats> all;
   for (const auto& w : summaries_) all.insert(all.end(), w.pools.begin(), w.pools.end());
   pool_stats_ = mergePoolStats(all);
   const metrics::Counters& c = totals_;
@@ -395,26 +401,26 @@ void DaemonMetrics::collectClients(metrics::SampleSink& sink) {
 
 void DaemonMetrics::collectHosts() {
   const auto hosts = [this] {
-    const HostHealth* h = daemon_.hostHealth();
-    return h ? h->snapshot() : std::vector<HostStatus>{};
+    const pool::HostHealth* h = daemon_.hostHealth();
+    return h ? h->snapshot() : std::vector<pool::HostStatus>{};
   };
   metrics_.upstream_host_up.setCollector([hosts](metrics::SampleSink& sink) {
-    for (const HostStatus& h : hosts()) {
+    for (const pool::HostStatus& h : hosts()) {
       sink.add({h.name, h.replica ? "replica" : "primary"}, h.up ? 1 : 0);
     }
   });
   metrics_.upstream_replica_lag.setCollector([hosts](metrics::SampleSink& sink) {
-    for (const HostStatus& h : hosts()) {
+    for (const pool::HostStatus& h : hosts()) {
       if (h.replica && h.lag_ms >= 0) sink.add({h.name}, static_cast<double>(h.lag_ms) / 1000.0);
     }
   });
   metrics_.upstream_host_failures.setCollector([hosts](metrics::SampleSink& sink) {
-    for (const HostStatus& h : hosts()) sink.add({h.name}, static_cast<double>(h.failures));
+    for (const pool::HostStatus& h : hosts()) sink.add({h.name}, static_cast<double>(h.failures));
   });
 }
 
 void DaemonMetrics::collectServers(metrics::SampleSink& sink) {
-  for (const PoolStats& p : pool_stats_) {
+  for (const pool::PoolStats& p : pool_stats_) {
     const std::string pool = p.role + "/" + p.database;
     sink.add({pool, "connecting", p.host}, p.connecting);
     sink.add({pool, "idle", p.host}, p.idle);
@@ -433,7 +439,7 @@ net::Readiness DaemonMetrics::readiness() const {
   // The listeners are bound before the endpoint starts and closed only at shutdown.
   metrics::Counters logins;
   for (const auto& w : loops) {
-    for (const PoolStats& p : w.pools) {
+    for (const pool::PoolStats& p : w.pools) {
       if (p.idle + p.active + p.resetting > 0) return {true, ""};
     }
     logins += w.counters;  // the later of the loops' last login attempts

@@ -23,20 +23,23 @@
 #include "history/recorder.h"
 #include "studio/studio.h"
 
+namespace pgwarden::session {
+class ClientSession;
+struct StatementPlan;
+}  // namespace pgwarden::session
+
 namespace pgwarden::daemon {
 
-class ClientSession;
 class Daemon;
-struct StatementPlan;
 
 // A client session's state as pgwarden_client_connections counts it: an index into
 // kClientStateLabels (WorkerSummary::client_states).
 inline constexpr std::array<const char*, 5> kClientStateLabels = {"startup", "waiting", "idle",
                                                                   "active", "closing"};
-size_t clientStateIndex(const ClientSession& s);
+size_t clientStateIndex(const session::ClientSession& s);
 // Every loop's pools, one row per pool (role, database, internal, writes), the loops' figures
 // added up.
-std::vector<PoolStats> mergePoolStats(const std::vector<PoolStats>& all);
+std::vector<pool::PoolStats> mergePoolStats(const std::vector<pool::PoolStats>& all);
 
 // Also the guard chain's observer (RequestContext::observer): guard evaluation time by guard
 // kind and the calls to Lua scripts and policy services, on series resolved once.
@@ -65,7 +68,7 @@ class DaemonMetrics final : public guards::GuardObserver {
 
   // One statement, counted when its history record is submitted: statements, duration, rows,
   // truncation, budget exhaustion and the guard decisions the record carries. `plan` may be null.
-  void onStatement(const history::Record& record, const StatementPlan* plan);
+  void onStatement(const history::Record& record, const session::StatementPlan* plan);
 
   // A client waited `waited` for a server connection (a connection taken at once is no wait).
   void poolWait(bool transaction_mode, std::chrono::nanoseconds waited);
@@ -96,7 +99,7 @@ class DaemonMetrics final : public guards::GuardObserver {
   // What the scrape in progress read of the loops (syncCounters, the first collector).
   std::vector<WorkerSummary> summaries_;
   metrics::Counters totals_;
-  std::vector<PoolStats> pool_stats_;
+  std::vector<pool::PoolStats> pool_stats_;
   metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
   std::unique_ptr<net::MetricsEndpoint> http_;
   std::unique_ptr<studio::Studio> studio_;  // declared after http_: destroyed before it

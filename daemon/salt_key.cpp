@@ -67,7 +67,7 @@ std::string revealedWarning(const std::string& why) {
 
 }  // namespace
 
-SaltKey loadSaltKey(const AuthConfig& auth) {
+SaltKey loadSaltKey(const config::AuthConfig& auth) {
   SaltKey out;
   if (!auth.salt_key.empty()) {
     out.key = auth.salt_key;
@@ -104,7 +104,7 @@ SaltKey loadSaltKey(const AuthConfig& auth) {
   return out;
 }
 
-std::string giveMaskKey(const Config& config, bool create) {
+std::string giveMaskKey(const config::Config& config, bool create) {
   bool needed = false;
   for (const auto& [name, group] : config.groups) {
     needed = needed || (group->masking() && !group->masking()->asNull());
@@ -133,7 +133,7 @@ std::string giveMaskKey(const Config& config, bool create) {
   return {};
 }
 
-std::string checkSaltKey(const AuthConfig& auth) {
+std::string checkSaltKey(const config::AuthConfig& auth) {
   if (!auth.salt_key.empty()) return {};
   const std::string& path = auth.salt_key_file;
   if (const std::string problem = keyFileProblem(path); !problem.empty()) {

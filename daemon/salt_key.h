@@ -22,16 +22,16 @@ struct SaltKey {
 // and linked into place so a crash or a second process never leaves half a key). When the file
 // can be neither read nor created the key is random and `warning` says what that reveals.
 // Start-up and reload only: it reads and may write a small file.
-SaltKey loadSaltKey(const AuthConfig& auth);
+SaltKey loadSaltKey(const config::AuthConfig& auth);
 
 // The masked columns' key (docs/masking.md): <daemon.state_dir>/mask.key, read or created once
 // like the salt key, given to every group that masks with tokens. "" when done (or when no group
 // needs it), else why not: no group can mask without it, so start-up fails and a reload keeps
 // the running configuration. `create` false (--check-config): creates nothing, only checks.
-std::string giveMaskKey(const Config& config, bool create);
+std::string giveMaskKey(const config::Config& config, bool create);
 
 // For --check-config: "" when loadSaltKey would find or create the key file, else the warning
 // start-up would log. Creates nothing.
-std::string checkSaltKey(const AuthConfig& auth);
+std::string checkSaltKey(const config::AuthConfig& auth);
 
 }  // namespace pgwarden::daemon

@@ -30,24 +30,25 @@ constexpr uint64_t kLoopGraceMs = 500;
 
 }  // namespace
 
-Worker::Worker(Daemon& daemon, int index, std::shared_ptr<const Config> config, std::string salt_key)
+Worker::Worker(Daemon& daemon, int index, std::shared_ptr<const config::Config> config,
+               std::string salt_key)
     : daemon_(daemon),
       index_(index),
       own_loop_(index == 0 ? nullptr : std::make_unique<uv_loop_t>()),
       loop_(index == 0 ? daemon.loop() : own_loop_.get()),
       config_(std::move(config)),
       salt_key_(std::move(salt_key)),
-      pools_(loop_, counters_, std::make_unique<ServerConnectionFactory>()),
+      pools_(loop_, counters_, std::make_unique<pool::ServerConnectionFactory>()),
       budgets_(daemon.budgets()) {
   if (own_loop_) uv_loop_init(loop_);
   pools_.setHealth(daemon.hostHealth());
-  pools_.setConfig(poolSettings(*config_));
+  pools_.setConfig(config::poolSettings(*config_));
   // With redact_literals the history writer normalizes a statement before it cuts it, so it gets
   // the whole text (and bounds it itself); otherwise records keep history.max_sql_bytes of it.
-  policy_ = std::make_unique<PolicyEngine>(
+  policy_ = std::make_unique<session::PolicyEngine>(
       4096, config_->history.redact_literals ? 0 : config_->history.max_sql_bytes);
-  webhooks_ = std::make_unique<WebhookClient>(loop_, WebhookClient::Options{});
-  statements_ = std::make_unique<StatementRecorder>(*this, budgets_, config_->instance_id);
+  webhooks_ = std::make_unique<net::WebhookClient>(loop_, net::WebhookClient::Options{});
+  statements_ = std::make_unique<session::StatementRecorder>(*this, budgets_, config_->instance_id);
 }
 
 Worker::~Worker() {
@@ -79,7 +80,7 @@ bool Worker::start() {
   }
   // With several loops pool.max_size caps every loop's pools together: a slot one loop frees is
   // offered to the loop that waits for it, woken through its mailbox.
-  if (ConnectionSlots* slots = daemon_.connectionSlots()) {
+  if (pool::ConnectionSlots* slots = daemon_.connectionSlots()) {
     slot_loop_ = slots->attach([this] {
       (void)mailbox_.post([this] { pools_.onSlotFreed(); });
     });
@@ -114,31 +115,31 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-ClientSession& Worker::newSession(bool via_unix) {
+session::ClientSession& Worker::newSession(bool via_unix) {
   const uint64_t id = daemon_.nextSessionId();
-  auto s = std::make_unique<ClientSession>(*this, id, via_unix);
-  ClientSession* raw = s.get();
+  auto s = std::make_unique<session::ClientSession>(*this, id, via_unix);
+  session::ClientSession* raw = s.get();
   sessions_.emplace(id, std::move(s));
   ++counters_.clients_accepted;
   return *raw;
 }
 
-void Worker::acceptFrom(Listener& l) {
+void Worker::acceptFrom(net::Listener& l) {
   assigned();
   const int fd = l.acceptedFd();
-  ClientSession& s = newSession(l.isUnix());
+  session::ClientSession& s = newSession(l.isUnix());
   started(s, s.accept(l.handle()), fd, l.name());
 }
 
 void Worker::adopt(int fd, bool via_unix) {
-  ClientSession& s = newSession(via_unix);
+  session::ClientSession& s = newSession(via_unix);
   started(s, s.adopt(fd), fd, "a handed-over connection");
 }
 
-void Worker::started(ClientSession& s, int rc, int fd, const std::string& listener_name) {
+void Worker::started(session::ClientSession& s, int rc, int fd, const std::string& listener_name) {
   if (rc != 0) {
     spdlog::warn("accept on {} failed: {}", listener_name, uv_strerror(rc));
-    if (s.state() == ClientState::kStartup) {  // no handle was opened
+    if (s.state() == session::ClientState::kStartup) {  // no handle was opened
       sessions_.erase(s.id());
       load_.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -164,16 +165,16 @@ void Worker::started(ClientSession& s, int rc, int fd, const std::string& listen
   daemon_.admitStartup(*this, s);
 }
 
-ClientSession* Worker::findSession(uint64_t id) {
+session::ClientSession* Worker::findSession(uint64_t id) {
   auto it = sessions_.find(id);
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-void Worker::forEachSession(const std::function<void(const ClientSession&)>& fn) const {
+void Worker::forEachSession(const std::function<void(const session::ClientSession&)>& fn) const {
   for (const auto& [id, s] : sessions_) fn(*s);
 }
 
-void Worker::onSessionClosed(ClientSession* s) {
+void Worker::onSessionClosed(session::ClientSession* s) {
   auto it = sessions_.find(s->id());
   if (it == sessions_.end()) return;
   session_graveyard_.push_back(std::move(it->second));
@@ -183,7 +184,7 @@ void Worker::onSessionClosed(ClientSession* s) {
 
 void Worker::leftStartup(uint64_t id) { daemon_.leftStartup(id); }
 
-AuthLimiter& Worker::authLimiter() { return daemon_.authLimiter(); }
+session::AuthLimiter& Worker::authLimiter() { return daemon_.authLimiter(); }
 
 guards::GuardObserver* Worker::guardObserver() { return daemon_.guardObserver(); }
 
@@ -191,8 +192,8 @@ void Worker::poolWaited(bool timed_out, std::chrono::nanoseconds waited) {
   daemon_.metrics().poolWait(timed_out, waited);
 }
 
-GateServices Worker::gateServices(const std::string& server_database) {
-  GateServices services;
+session::GateServices Worker::gateServices(const std::string& server_database) {
+  session::GateServices services;
   services.policy = policy_.get();
   services.webhooks = webhooks_.get();
   services.budgets = budgets_;
@@ -201,7 +202,8 @@ GateServices Worker::gateServices(const std::string& server_database) {
   return services;
 }
 
-std::shared_ptr<const guards::TableStatsSnapshot> Worker::tableStats(const std::string& server_db) {
+std::shared_ptr<const analysis::TableStatsSnapshot> Worker::tableStats(
+    const std::string& server_db) {
   return daemon_.tableStats(server_db);
 }
 
@@ -213,7 +215,7 @@ bool Worker::waitForStats(const std::string& server_db, uint64_t session_id) {
   return daemon_.waitForStats(*this, server_db, session_id);
 }
 
-void Worker::registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) {
+void Worker::registerCancelKey(session::ClientSession* s, int32_t& pid, int32_t& key) {
   daemon_.registerCancelKey(*this, s->id(), pid, key);
 }
 
@@ -222,14 +224,14 @@ void Worker::unregisterCancelKey(int32_t pid, int32_t key) { daemon_.unregisterC
 void Worker::handleCancelRequest(int32_t pid, int32_t key) { daemon_.routeCancel(*this, pid, key); }
 
 void Worker::cancelServerQuery(int32_t server_pid, int32_t server_key,
-                               std::shared_ptr<CancelFence> fence) {
+                               std::shared_ptr<pool::CancelFence> fence) {
   if (cancels_.size() >= kMaxCancelsInFlight) {
     spdlog::warn("cancel request dropped: {} already in flight", cancels_.size());
     return;
   }
   ++counters_.cancel_requests_forwarded;
-  auto f = std::make_unique<CancelForwarder>(
-      loop_, config_->upstream, server_pid, server_key, [this, fence](CancelForwarder* done) {
+  auto f = std::make_unique<net::CancelForwarder>(
+      loop_, config_->upstream, server_pid, server_key, [this, fence](net::CancelForwarder* done) {
         if (fence) fence->done();
         for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
           if (it->get() == done) {
@@ -240,21 +242,22 @@ void Worker::cancelServerQuery(int32_t server_pid, int32_t server_key,
         }
       });
   if (fence) fence->sent();
-  CancelForwarder* raw = f.get();
+  net::CancelForwarder* raw = f.get();
   raw->setDeadline(nowMs() + kCancelTimeoutMs);
   cancels_.push_back(std::move(f));
   raw->start();
 }
 
-std::unique_ptr<ConsoleSession> Worker::openConsole(uint64_t session_id, const std::string& user,
-                                                    const std::string& client_addr,
-                                                    const std::string& application_name) {
+std::unique_ptr<session::ConsoleSession> Worker::openConsole(uint64_t session_id,
+                                                             const std::string& user,
+                                                             const std::string& client_addr,
+                                                             const std::string& application_name) {
   auto console = std::make_unique<AdminConsole>(daemon_, *this, session_id, user);
   console->setClient(client_addr, application_name);
   return console;
 }
 
-void Worker::onStatement(history::Record&& record, const StatementPlan* plan) {
+void Worker::onStatement(history::Record&& record, const session::StatementPlan* plan) {
   countDatabase(record);
   counters_.statement(record.outcome);
   if (record.truncated) ++counters_.statements_truncated;
@@ -262,15 +265,15 @@ void Worker::onStatement(history::Record&& record, const StatementPlan* plan) {
   daemon_.submitRecord(std::move(record), counters_);
 }
 
-void Worker::applyConfig(std::shared_ptr<const Config> config, std::string salt_key) {
+void Worker::applyConfig(std::shared_ptr<const config::Config> config, std::string salt_key) {
   config_ = std::move(config);
   salt_key_ = std::move(salt_key);
-  pools_.setConfig(poolSettings(*config_));
+  pools_.setConfig(config::poolSettings(*config_));
 }
 
 void Worker::beginShutdown(uint64_t deadline_ms, bool wait_for_clients) {
   if (!started_) return;
-  std::vector<ClientSession*> to_end;
+  std::vector<session::ClientSession*> to_end;
   if (shutting_down_) {
     if (!wait_for_clients && wait_for_clients_) {
       // A signal after SHUTDOWN WAIT_FOR_CLIENTS: the usual shutdown from here on.
@@ -278,16 +281,16 @@ void Worker::beginShutdown(uint64_t deadline_ms, bool wait_for_clients) {
       for (auto& [id, s] : sessions_) to_end.push_back(s.get());
     }
     shutdown_deadline_ms_ = std::min(shutdown_deadline_ms_, deadline_ms);
-    for (ClientSession* s : to_end) s->beginShutdown();
+    for (session::ClientSession* s : to_end) s->beginShutdown();
     tick();
     return;
   }
   shutting_down_ = true;
   wait_for_clients_ = wait_for_clients;
   shutdown_deadline_ms_ = deadline_ms;
-  std::vector<ClientSession*> all;
+  std::vector<session::ClientSession*> all;
   for (auto& [id, s] : sessions_) all.push_back(s.get());
-  for (ClientSession* s : all) {
+  for (session::ClientSession* s : all) {
     if (!wait_for_clients || s->isConsole()) s->beginShutdown();
   }
   finishIfDone();
@@ -335,12 +338,13 @@ void Worker::tick() {
     next_tick_.clear();
     for (auto& t : tasks) t();
   }
-  std::vector<ClientSession*> all;
+  std::vector<session::ClientSession*> all;
   all.reserve(sessions_.size());
   for (auto& [id, s] : sessions_) all.push_back(s.get());
   const bool overdue = shutting_down_ && now >= shutdown_deadline_ms_;
-  for (ClientSession* s : all) {
-    if (overdue && s->state() != ClientState::kClosing && s->state() != ClientState::kClosed) {
+  for (session::ClientSession* s : all) {
+    if (overdue && s->state() != session::ClientState::kClosing &&
+        s->state() != session::ClientState::kClosed) {
       // The client (and the statement's history record) learn why the statement never finished.
       s->terminate("57P01",
                    "terminating connection: pgwarden is shutting down and the statement did not "
@@ -350,9 +354,9 @@ void Worker::tick() {
   }
   if (overdue) pools_.closeAll("pgwarden is shutting down");
   pools_.tick(now);
-  std::vector<CancelForwarder*> cancels;
+  std::vector<net::CancelForwarder*> cancels;
   for (auto& c : cancels_) cancels.push_back(c.get());
-  for (CancelForwarder* c : cancels) {
+  for (net::CancelForwarder* c : cancels) {
     if (now >= c->deadlineMs()) c->close();
   }
   if (index_ != 0) publish();

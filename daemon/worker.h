@@ -34,17 +34,23 @@ namespace pgwarden::mcp {
 class McpServer;
 }  // namespace pgwarden::mcp
 
+namespace pgwarden::net {
+class Listener;
+}  // namespace pgwarden::net
+
+namespace pgwarden::session {
+class ClientSession;
+}  // namespace pgwarden::session
+
 namespace pgwarden::daemon {
 
-class ClientSession;
 class Daemon;
-class Listener;
 
 // What a loop shows the others: refreshed by its janitor (every 100 ms) and read under a lock by
 // the metrics endpoint and the admin console, which live on loop 0.
 struct WorkerSummary {
   metrics::Counters counters;
-  std::vector<PoolStats> pools;
+  std::vector<pool::PoolStats> pools;
   std::string pool_refusal;
   // Client sessions by state, indexed as kClientStateLabels (daemon/daemon_metrics.h).
   std::array<uint64_t, 5> client_states{};
@@ -52,10 +58,11 @@ struct WorkerSummary {
   size_t server_connections = 0;
 };
 
-class Worker final : public StatementSink, public SessionHost {
+class Worker final : public session::StatementSink, public session::SessionHost {
  public:
   // `index` 0 runs on `daemon`'s loop; any other makes a loop of its own, run by start().
-  Worker(Daemon& daemon, int index, std::shared_ptr<const Config> config, std::string salt_key);
+  Worker(Daemon& daemon, int index, std::shared_ptr<const config::Config> config,
+         std::string salt_key);
   ~Worker() override;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -70,7 +77,7 @@ class Worker final : public StatementSink, public SessionHost {
 
   // The acceptor (loop 0): a connection `listener` has pending, taken on this loop directly
   // (worker 0), or a descriptor accepted there and handed over (any other worker).
-  void acceptFrom(Listener& listener);
+  void acceptFrom(net::Listener& listener);
   void adopt(int fd, bool via_unix);
   // Sessions on this loop, counted by the acceptor as it assigns them (least-loaded first).
   int64_t load() const { return load_.load(std::memory_order_relaxed); }
@@ -83,9 +90,9 @@ class Worker final : public StatementSink, public SessionHost {
   void shutdownNow();
   // Lets go of the loop's share once its sessions have ended and the daemon allows it.
   void finishIfDone();
-  void applyConfig(std::shared_ptr<const Config> config, std::string salt_key);
-  ClientSession* findSession(uint64_t id);
-  void forEachSession(const std::function<void(const ClientSession&)>& fn) const;
+  void applyConfig(std::shared_ptr<const config::Config> config, std::string salt_key);
+  session::ClientSession* findSession(uint64_t id);
+  void forEachSession(const std::function<void(const session::ClientSession&)>& fn) const;
   size_t sessionCount() const { return sessions_.size(); }
   const metrics::Counters& counters() const { return counters_; }
   // The counters with the figures other parts of the loop keep themselves (the policy engine's
@@ -106,36 +113,38 @@ class Worker final : public StatementSink, public SessionHost {
   // While the clients are waited for (SHUTDOWN WAIT_FOR_CLIENTS) a session runs as usual: one
   // accepted just before the listeners closed still logs in.
   bool shuttingDown() const override { return shutting_down_ && !wait_for_clients_; }
-  const std::shared_ptr<const Config>& config() const override { return config_; }
+  const std::shared_ptr<const config::Config>& config() const override { return config_; }
   metrics::Counters& counters() override { return counters_; }
-  PoolManager& pools() override { return pools_; }
-  PolicyEngine& policy() override { return *policy_; }
-  StatementRecorder& statementRecorder() override { return *statements_; }
-  AuthLimiter& authLimiter() override;
+  pool::PoolManager& pools() override { return pools_; }
+  session::PolicyEngine& policy() override { return *policy_; }
+  session::StatementRecorder& statementRecorder() override { return *statements_; }
+  session::AuthLimiter& authLimiter() override;
   const std::string& saltKey() const override { return salt_key_; }
-  guards::BudgetLedger* budgets() override { return budgets_; }
+  budgets::BudgetLedger* budgets() override { return budgets_; }
   guards::GuardObserver* guardObserver() override;
-  GateServices gateServices(const std::string& server_database) override;
+  session::GateServices gateServices(const std::string& server_database) override;
   void poolWaited(bool timed_out, std::chrono::nanoseconds waited) override;
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) override;
+  std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(
+      const std::string& server_db) override;
   void watchDatabase(const std::string& server_db) override;
   bool waitForStats(const std::string& server_db, uint64_t session_id) override;
-  void registerCancelKey(ClientSession* s, int32_t& pid, int32_t& key) override;
+  void registerCancelKey(session::ClientSession* s, int32_t& pid, int32_t& key) override;
   void unregisterCancelKey(int32_t pid, int32_t key) override;
   void handleCancelRequest(int32_t pid, int32_t key) override;
-  void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) override;
+  void cancelServerQuery(int32_t server_pid, int32_t server_key,
+                         std::shared_ptr<pool::CancelFence> fence) override;
   void leftStartup(uint64_t id) override;
-  void onSessionClosed(ClientSession* s) override;
-  std::unique_ptr<ConsoleSession> openConsole(uint64_t session_id, const std::string& user,
-                                              const std::string& client_addr,
-                                              const std::string& application_name) override;
+  void onSessionClosed(session::ClientSession* s) override;
+  std::unique_ptr<session::ConsoleSession> openConsole(
+      uint64_t session_id, const std::string& user, const std::string& client_addr,
+      const std::string& application_name) override;
   // StatementSink: this loop's counters, then the process's metrics and history queue.
-  void onStatement(history::Record&& record, const StatementPlan* plan) override;
+  void onStatement(history::Record&& record, const session::StatementPlan* plan) override;
 
-  WebhookClient* webhooks() { return webhooks_.get(); }
+  net::WebhookClient* webhooks() { return webhooks_.get(); }
 
   // The admin console's control commands, on this loop (daemon/console_commands.cpp).
-  ConsoleHolds consoleHolds(const std::string& database) const override;
+  session::ConsoleHolds consoleHolds(const std::string& database) const override;
   // RESUME: the messages PAUSE or SUSPEND held go on.
   void consoleResumed();
   // KILL db: the database's client sessions end and its server connections close.
@@ -151,8 +160,8 @@ class Worker final : public StatementSink, public SessionHost {
   const mcp::McpServer* mcpServer() const;
 
  private:
-  ClientSession& newSession(bool via_unix);
-  void started(ClientSession& s, int rc, int fd, const std::string& listener_name);
+  session::ClientSession& newSession(bool via_unix);
+  void started(session::ClientSession& s, int rc, int fd, const std::string& listener_name);
   void tick();
   void sweep();
   // SHOW STATS: the record's statement counted under its database.
@@ -169,18 +178,18 @@ class Worker final : public StatementSink, public SessionHost {
   std::unique_ptr<uv_loop_t> own_loop_;  // workers other than 0
   uv_loop_t* loop_;
   std::thread thread_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const config::Config> config_;
   std::string salt_key_;
   metrics::Counters counters_;
-  PoolManager pools_;
-  std::unique_ptr<PolicyEngine> policy_;
-  guards::BudgetLedger* budgets_;
-  std::unique_ptr<StatementRecorder> statements_;
-  std::unique_ptr<WebhookClient> webhooks_;
-  std::unordered_map<uint64_t, std::unique_ptr<ClientSession>> sessions_;
-  std::vector<std::unique_ptr<ClientSession>> session_graveyard_;
-  std::vector<std::unique_ptr<CancelForwarder>> cancels_;
-  std::vector<std::unique_ptr<CancelForwarder>> cancel_graveyard_;
+  pool::PoolManager pools_;
+  std::unique_ptr<session::PolicyEngine> policy_;
+  budgets::BudgetLedger* budgets_;
+  std::unique_ptr<session::StatementRecorder> statements_;
+  std::unique_ptr<net::WebhookClient> webhooks_;
+  std::unordered_map<uint64_t, std::unique_ptr<session::ClientSession>> sessions_;
+  std::vector<std::unique_ptr<session::ClientSession>> session_graveyard_;
+  std::vector<std::unique_ptr<net::CancelForwarder>> cancels_;
+  std::vector<std::unique_ptr<net::CancelForwarder>> cancel_graveyard_;
   LoopMailbox mailbox_;
   uv_timer_t janitor_{};
   uv_check_t check_{};

@@ -436,12 +436,12 @@ ContextDoc buildContextDoc(const GuardInput& in) {
   d.query_intent_sent = std::string(in.ctx.query_intent);
   d.extended = in.ctx.extended;
   for (size_t i = 0; i < in.analysis.statements.size(); ++i) {
-    const StatementInfo& st = in.analysis.statements[i];
+    const analysis::StatementInfo& st = in.analysis.statements[i];
     ContextStatement cs;
-    cs.kind = kindName(st.kind);
+    cs.kind = analysis::kindName(st.kind);
     cs.command = st.command;
-    cs.intent = intentName(st.intent);
-    if (st.limit == LimitKind::kConstant) cs.limit = st.limit_value;
+    cs.intent = analysis::intentName(st.intent);
+    if (st.limit == analysis::LimitKind::kConstant) cs.limit = st.limit_value;
     for (const auto& r : st.relations) {
       ContextTable t{r.schema.empty() ? r.name : r.schema + "." + r.name, r.has_predicate,
                      r.written};

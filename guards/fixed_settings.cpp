@@ -54,7 +54,7 @@ bool acceptedValue(std::string_view setting, std::string_view value) {
   return isUtf8EncodingName(value);
 }
 
-bool isSettingsTable(const RelationRef& r) {
+bool isSettingsTable(const analysis::RelationRef& r) {
   return r.name == "pg_settings" && (r.schema.empty() || r.schema == "pg_catalog");
 }
 
@@ -84,20 +84,20 @@ bool serverReportAccepted(std::string_view name, std::string_view value) {
   return true;
 }
 
-std::optional<GuardResult> fixedSettingChange(const StatementInfo& st) {
+std::optional<GuardResult> fixedSettingChange(const analysis::StatementInfo& st) {
   for (const auto& name : st.set_config_names) {
     if (name == "*" || isLexicalSetting(name)) return lexicalDenial(name, "set_config()");
   }
   if (isLexicalSetting(st.setting)) {
     // SET to the one accepted value changes nothing and drivers send it; anything else (another
     // value, DEFAULT, RESET) is refused.
-    if (st.kind == StatementKind::kSet && st.setting_value != "default" &&
+    if (st.kind == analysis::StatementKind::kSet && st.setting_value != "default" &&
         st.setting_value != "current" && acceptedValue(st.setting, st.setting_value)) {
       return std::nullopt;
     }
-    if (st.kind == StatementKind::kSet)
+    if (st.kind == analysis::StatementKind::kSet)
       return lexicalDenial(st.setting, st.set_local ? "SET LOCAL" : "SET");
-    if (st.kind == StatementKind::kReset) return lexicalDenial(st.setting, "RESET");
+    if (st.kind == analysis::StatementKind::kReset) return lexicalDenial(st.setting, "RESET");
   }
   for (const auto& r : st.relations) {
     if (!r.written || !isSettingsTable(r)) continue;

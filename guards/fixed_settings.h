@@ -35,6 +35,6 @@ bool serverReportAccepted(std::string_view name, std::string_view value);
 // A PROTECTED_SETTING denial when `st` would change a lexical setting to a value pgwarden cannot
 // read under (SET, SET LOCAL, SET ... TO DEFAULT, RESET, set_config(), set_config() with a name
 // that is not a constant), or writes pg_catalog.pg_settings.
-std::optional<GuardResult> fixedSettingChange(const StatementInfo& st);
+std::optional<GuardResult> fixedSettingChange(const analysis::StatementInfo& st);
 
 }  // namespace pgwarden::guards

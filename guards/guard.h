@@ -108,16 +108,16 @@ struct GuardResult {
 
 // Everything a guard may read while checking one text. The analysis is the cached one.
 struct GuardInput {
-  const Analysis& analysis;
+  const analysis::Analysis& analysis;
   std::string_view sql;
   const RequestContext& ctx;
-  const TableStatsSnapshot* stats;  // null until the first catalog refresh
+  const analysis::TableStatsSnapshot* stats;  // null until the first catalog refresh
   const GroupSettings& group;
 };
 
 struct PlanInput {
-  const PlanSummary& plan;
-  const TableStatsSnapshot* stats;
+  const analysis::PlanSummary& plan;
+  const analysis::TableStatsSnapshot* stats;
   const GroupSettings& group;
 };
 
@@ -135,7 +135,8 @@ class Guard {
     return {};
   }
   // Called once for every statement of the text.
-  virtual GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const {
+  virtual GuardResult checkStatement(const GuardInput& in,
+                                     const analysis::StatementInfo& st) const {
     (void)in;
     (void)st;
     return {};
@@ -144,7 +145,7 @@ class Guard {
   // reuses from statement to statement: a guard that answers most statements with texts of its
   // own (row_limit caps every read without a LIMIT) overrides it and writes into `out`'s
   // storage, so steady traffic costs it no allocation.
-  virtual void checkStatementInto(const GuardInput& in, const StatementInfo& st,
+  virtual void checkStatementInto(const GuardInput& in, const analysis::StatementInfo& st,
                                   GuardResult& out) const {
     out = checkStatement(in, st);
   }

@@ -54,7 +54,8 @@ class CostGateGuard final : public Guard {
     return r;
   }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
     GuardResult r;
     r.wants_plan = needsPlan(in, st);
     return r;
@@ -64,7 +65,7 @@ class CostGateGuard final : public Guard {
     for (const auto& scan : in.plan.scans) {
       if (!o_.deny_seq_scan || scan.node_type != "Seq Scan") continue;
       std::string resolved;
-      const TableStats* stats = nullptr;
+      const analysis::TableStats* stats = nullptr;
       if (!big(in, scan, &resolved, &stats)) continue;
       return seqScan(scan, resolved, stats);
     }
@@ -97,13 +98,13 @@ class CostGateGuard final : public Guard {
     return false;
   }
 
-  bool needsPlan(const GuardInput& in, const StatementInfo& st) const {
-    if (st.kind != StatementKind::kSelect || st.select_into) return false;
+  bool needsPlan(const GuardInput& in, const analysis::StatementInfo& st) const {
+    if (st.kind != analysis::StatementKind::kSelect || st.select_into) return false;
     if (o_.plan_joins_only && st.from_items < 2) return false;
     for (const auto& rel : st.relations) {
       if (rel.written) continue;
       if (listed(util::candidates(rel, in.group))) return true;
-      const TableStats* s = util::findStats(in.stats, rel, in.group, nullptr);
+      const analysis::TableStats* s = util::findStats(in.stats, rel, in.group, nullptr);
       if (s && o_.seq_scan_rows > 0 && s->estimated_rows >= o_.seq_scan_rows) return true;
     }
     return false;
@@ -111,8 +112,9 @@ class CostGateGuard final : public Guard {
 
   // Whether a plan node's relation is one of the big tables. Plans name the relation without its
   // schema unless VERBOSE, so an unqualified name is looked up along the search_path.
-  bool big(const PlanInput& in, const PlanScan& scan, std::string* resolved, const TableStats** stats) const {
-    RelationRef rel;
+  bool big(const PlanInput& in, const analysis::PlanScan& scan, std::string* resolved,
+           const analysis::TableStats** stats) const {
+    analysis::RelationRef rel;
     rel.schema = scan.schema;
     rel.name = scan.relation;
     *stats = util::findStats(in.stats, rel, in.group, resolved);
@@ -122,12 +124,12 @@ class CostGateGuard final : public Guard {
 
   // The catalog's size of a scanned table (the plan's own estimate for what the catalog lacks),
   // and its name as a reader would write it.
-  static double tableRows(const PlanInput& in, const PlanScan& scan, std::string* name) {
-    RelationRef rel;
+  static double tableRows(const PlanInput& in, const analysis::PlanScan& scan, std::string* name) {
+    analysis::RelationRef rel;
     rel.schema = scan.schema;
     rel.name = scan.relation;
     std::string resolved;
-    const TableStats* stats = util::findStats(in.stats, rel, in.group, &resolved);
+    const analysis::TableStats* stats = util::findStats(in.stats, rel, in.group, &resolved);
     if (name) {
       *name = !resolved.empty() ? resolved : scan.schema.empty() ? scan.relation : scan.schema + "." + scan.relation;
       if (!scan.alias.empty() && scan.alias != scan.relation) *name += " " + scan.alias;
@@ -140,7 +142,7 @@ class CostGateGuard final : public Guard {
   // or a join on a key with few distinct values, looks like. A join on a key returns about as
   // many rows as its larger side. The biggest such join is reported.
   GuardResult runawayJoin(const PlanInput& in) const {
-    const PlanJoin* worst = nullptr;
+    const analysis::PlanJoin* worst = nullptr;
     double worst_input = 0;
     for (const auto& j : in.plan.joins) {
       double input = j.input_rows;
@@ -160,7 +162,8 @@ class CostGateGuard final : public Guard {
     return static_cast<int64_t>(std::clamp(rows, 0.0, 9.0e18));
   }
 
-  GuardResult joinExplosion(const PlanInput& in, const PlanJoin& join, double input) const {
+  GuardResult joinExplosion(const PlanInput& in, const analysis::PlanJoin& join,
+                            double input) const {
     std::vector<std::string> tables;
     std::string subject;  // the first table, for per-table reasons
     for (size_t i = join.first_scan; i < join.end_scan && i < in.plan.scans.size(); ++i) {
@@ -196,13 +199,14 @@ class CostGateGuard final : public Guard {
     return r;
   }
 
-  static std::string columnAdvice(const TableStats* stats, std::string* predicate) {
+  static std::string columnAdvice(const analysis::TableStats* stats, std::string* predicate) {
     if (!stats || stats->indexed_columns.empty()) return "";
     *predicate = util::examplePredicate(*stats);
     return stats->indexed_columns.front();
   }
 
-  GuardResult seqScan(const PlanScan& scan, const std::string& resolved, const TableStats* stats) const {
+  GuardResult seqScan(const analysis::PlanScan& scan, const std::string& resolved,
+                      const analysis::TableStats* stats) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kSeqScan);
@@ -230,14 +234,14 @@ class CostGateGuard final : public Guard {
     r.action = Action::kDeny;
     r.code = std::string(codes::kCostTooHigh);
     // Name the costliest scan: it is where a filter helps most.
-    const PlanScan* worst = nullptr;
+    const analysis::PlanScan* worst = nullptr;
     for (const auto& s : in.plan.scans) {
       if (!worst || s.total_cost > worst->total_cost) worst = &s;
     }
     std::string resolved, predicate, column;
-    const TableStats* stats = nullptr;
+    const analysis::TableStats* stats = nullptr;
     if (worst) {
-      RelationRef rel;
+      analysis::RelationRef rel;
       rel.schema = worst->schema;
       rel.name = worst->relation;
       stats = util::findStats(in.stats, rel, in.group, &resolved);

@@ -186,14 +186,15 @@ std::optional<double> timestampSeconds(std::string_view text) {
   return days * 86400 + h * 3600 + mi * 60 + s;
 }
 
-std::optional<double> numberArg(const ConstArg& a) {
-  if (a.type == ConstArg::Type::kInteger || a.type == ConstArg::Type::kFloat) return a.number;
-  if (a.type == ConstArg::Type::kString) return parseNumber(a.text);
+std::optional<double> numberArg(const analysis::ConstArg& a) {
+  if (a.type == analysis::ConstArg::Type::kInteger || a.type == analysis::ConstArg::Type::kFloat)
+    return a.number;
+  if (a.type == analysis::ConstArg::Type::kString) return parseNumber(a.text);
   return std::nullopt;
 }
 
 // Rows generate_series(...) would produce, when its arguments are constants this can read.
-std::optional<double> seriesRows(const FunctionCall& c) {
+std::optional<double> seriesRows(const analysis::FunctionCall& c) {
   if (c.args.size() < 2 || c.args.size() > 3) return std::nullopt;
   auto a = numberArg(c.args[0]), b = numberArg(c.args[1]);
   if (a && b) {
@@ -205,8 +206,9 @@ std::optional<double> seriesRows(const FunctionCall& c) {
     }
     return std::max(0.0, std::floor((*b - *a) / step) + 1);
   }
-  if (c.args.size() == 3 && c.args[0].type == ConstArg::Type::kString &&
-      c.args[1].type == ConstArg::Type::kString && c.args[2].type == ConstArg::Type::kString) {
+  if (c.args.size() == 3 && c.args[0].type == analysis::ConstArg::Type::kString &&
+      c.args[1].type == analysis::ConstArg::Type::kString &&
+      c.args[2].type == analysis::ConstArg::Type::kString) {
     auto t0 = timestampSeconds(c.args[0].text), t1 = timestampSeconds(c.args[1].text);
     auto step = intervalSeconds(c.args[2].text);
     if (t0 && t1 && step && *step != 0) return std::max(0.0, std::floor((*t1 - *t0) / *step) + 1);
@@ -214,16 +216,22 @@ std::optional<double> seriesRows(const FunctionCall& c) {
   return std::nullopt;
 }
 
-std::string callText(const FunctionCall& c) {
+std::string callText(const analysis::FunctionCall& c) {
   std::string out = c.schema.empty() ? c.name : c.schema + "." + c.name;
   out += "(";
   for (size_t i = 0; i < c.args.size(); ++i) {
     if (i) out += ", ";
     const auto& a = c.args[i];
     switch (a.type) {
-      case ConstArg::Type::kString: out += "'" + util::excerpt(a.text, 40) + "'"; break;
-      case ConstArg::Type::kNone: out += "..."; break;
-      case ConstArg::Type::kNull: out += "NULL"; break;
+      case analysis::ConstArg::Type::kString:
+        out += "'" + util::excerpt(a.text, 40) + "'";
+        break;
+      case analysis::ConstArg::Type::kNone:
+        out += "...";
+        break;
+      case analysis::ConstArg::Type::kNull:
+        out += "NULL";
+        break;
       default: out += a.text;
     }
   }
@@ -248,7 +256,8 @@ class FunctionsGuard final : public Guard {
     return {codes::kFunctionDenied, codes::kFunctionLimit, codes::kProtectedSetting};
   }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
     (void)in;
     for (const auto& call : st.calls) {
       const std::string name = util::lower(call.name);
@@ -273,7 +282,7 @@ class FunctionsGuard final : public Guard {
     if (cfg_.max_series_rows > 0) {
       double product = 1;
       int series = 0;
-      const FunctionCall* last = nullptr;
+      const analysis::FunctionCall* last = nullptr;
       for (const auto& call : st.calls) {
         if (!util::iequals(call.name, "generate_series")) continue;
         if (const auto rows = seriesRows(call)) {
@@ -304,7 +313,7 @@ class FunctionsGuard final : public Guard {
   }
 
  private:
-  bool matches(const std::string& pattern, const FunctionCall& c) const {
+  bool matches(const std::string& pattern, const analysis::FunctionCall& c) const {
     const std::string name = util::lower(c.name);
     if (pattern.find('.') == std::string::npos) return util::globMatch(pattern, name, true);
     if (!c.schema.empty()) return util::globMatch(pattern, util::lower(c.schema) + "." + name, true);
@@ -316,18 +325,18 @@ class FunctionsGuard final : public Guard {
     return false;
   }
 
-  bool matchesAny(const std::vector<std::string>& patterns, const FunctionCall& c) const {
+  bool matchesAny(const std::vector<std::string>& patterns, const analysis::FunctionCall& c) const {
     for (const auto& p : patterns) {
       if (matches(p, c)) return true;
     }
     return false;
   }
 
-  static std::string shown(const FunctionCall& c) {
+  static std::string shown(const analysis::FunctionCall& c) {
     return c.schema.empty() ? c.name : c.schema + "." + c.name;
   }
 
-  GuardResult denied(const FunctionCall& c, const Category& cat) const {
+  GuardResult denied(const analysis::FunctionCall& c, const Category& cat) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kFunctionDenied);
@@ -340,7 +349,7 @@ class FunctionsGuard final : public Guard {
     return r;
   }
 
-  GuardResult notAllowed(const FunctionCall& c) const {
+  GuardResult notAllowed(const analysis::FunctionCall& c) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kFunctionDenied);
@@ -354,7 +363,7 @@ class FunctionsGuard final : public Guard {
 
   // Whether a call may run once per row: the statement reads a relation or calls a function that
   // returns a set. A sleep within the bound, repeated per row, is a long sleep.
-  static bool perRow(const StatementInfo& st) {
+  static bool perRow(const analysis::StatementInfo& st) {
     if (!st.relations.empty()) return true;
     static constexpr std::string_view kSetReturning[] = {
         "generate_series", "generate_subscripts", "unnest", "regexp_matches", "regexp_split_to_table",
@@ -371,10 +380,12 @@ class FunctionsGuard final : public Guard {
     return false;
   }
 
-  GuardResult checkSleep(const FunctionCall& c, const std::string& name, bool per_row) const {
+  GuardResult checkSleep(const analysis::FunctionCall& c, const std::string& name,
+                         bool per_row) const {
     std::optional<double> seconds;
     if (name == "pg_sleep" && !c.args.empty()) seconds = numberArg(c.args[0]);
-    if (name == "pg_sleep_for" && !c.args.empty() && c.args[0].type == ConstArg::Type::kString) {
+    if (name == "pg_sleep_for" && !c.args.empty() &&
+        c.args[0].type == analysis::ConstArg::Type::kString) {
       seconds = intervalSeconds(c.args[0].text);
     }
     if (seconds && *seconds <= cfg_.max_sleep_seconds && !per_row) return {};
@@ -408,7 +419,7 @@ class FunctionsGuard final : public Guard {
     return r;
   }
 
-  GuardResult tooManyRows(const FunctionCall& c, double rows, bool joined) const {
+  GuardResult tooManyRows(const analysis::FunctionCall& c, double rows, bool joined) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kFunctionLimit);

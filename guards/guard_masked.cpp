@@ -14,7 +14,7 @@ namespace pgwarden::guards {
 namespace {
 
 // The catalog's column statistics: their most common values and histograms are the values.
-bool statisticsView(const RelationRef& rel) {
+bool statisticsView(const analysis::RelationRef& rel) {
   if (!rel.schema.empty() && rel.schema != "pg_catalog") return false;
   return rel.name == "pg_stats" || rel.name == "pg_stats_ext" || rel.name == "pg_stats_ext_exprs" ||
          rel.name.rfind("pg_statistic", 0) == 0;
@@ -58,9 +58,9 @@ class MaskedColumnsGuard final : public Guard {
       }
     }
     if (masked.empty()) return {};
-    const ColumnExposure e = columnExposure(in.sql);
+    const analysis::ColumnExposure e = analysis::columnExposure(in.sql);
     if (!e.ok) return denied(table, "", e.error);
-    const auto tainted = taintedNames(e, masked);
+    const auto tainted = analysis::taintedNames(e, masked);
     for (const auto& m : e.revealed) {
       if (listed(tainted, m.name)) return denied(table, m.name, "it is shown through " + m.how);
     }
@@ -86,10 +86,10 @@ class MaskedColumnsGuard final : public Guard {
   }
 
  private:
-  static bool readsByRows(StatementKind k) {
-    return k == StatementKind::kSelect || k == StatementKind::kExplain ||
-           k == StatementKind::kInsert || k == StatementKind::kUpdate ||
-           k == StatementKind::kDelete || k == StatementKind::kMerge;
+  static bool readsByRows(analysis::StatementKind k) {
+    return k == analysis::StatementKind::kSelect || k == analysis::StatementKind::kExplain ||
+           k == analysis::StatementKind::kInsert || k == analysis::StatementKind::kUpdate ||
+           k == analysis::StatementKind::kDelete || k == analysis::StatementKind::kMerge;
   }
 
   GuardResult denied(const std::string& table, std::string_view column, std::string why) const {

@@ -80,8 +80,8 @@ class ReadOnlyGuard final : public Guard {
   GuardResult checkText(const GuardInput& in) const override {
     const auto& stmts = in.analysis.statements;
     for (size_t i = 0; i + 1 < stmts.size(); ++i) {
-      const StatementInfo& st = stmts[i];
-      if (st.kind != StatementKind::kTransaction ||
+      const analysis::StatementInfo& st = stmts[i];
+      if (st.kind != analysis::StatementKind::kTransaction ||
           (st.command != "COMMIT" && st.command != "ROLLBACK")) {
         continue;
       }
@@ -97,46 +97,47 @@ class ReadOnlyGuard final : public Guard {
     return {};
   }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
     (void)in;
     // EXPLAIN without ANALYZE plans a locking or data-modifying query without running it
     // (PostgreSQL plans them in a read-only transaction too); its other clauses still count.
-    const bool planned_only = st.kind == StatementKind::kExplain && !st.explain_analyze;
+    const bool planned_only = st.kind == analysis::StatementKind::kExplain && !st.explain_analyze;
     if (auto clause = checkClauses(st, planned_only)) return std::move(*clause);
     switch (st.kind) {
-      case StatementKind::kSelect:
-      case StatementKind::kShow:
-      case StatementKind::kFetch:
-      case StatementKind::kClosePortal:
-      case StatementKind::kDeallocate:
-      case StatementKind::kExecute:
+      case analysis::StatementKind::kSelect:
+      case analysis::StatementKind::kShow:
+      case analysis::StatementKind::kFetch:
+      case analysis::StatementKind::kClosePortal:
+      case analysis::StatementKind::kDeallocate:
+      case analysis::StatementKind::kExecute:
         return {};
-      case StatementKind::kInsert:
-      case StatementKind::kUpdate:
-      case StatementKind::kDelete:
-      case StatementKind::kMerge:
-      case StatementKind::kDdl:
-      case StatementKind::kCall:
-      case StatementKind::kDo:
-      case StatementKind::kListen:
-      case StatementKind::kNotify:
-      case StatementKind::kUnlisten:
-      case StatementKind::kMaintenance:
-      case StatementKind::kLock:
-      case StatementKind::kAlterSystem:
-      case StatementKind::kLoad:
-      case StatementKind::kOther:
+      case analysis::StatementKind::kInsert:
+      case analysis::StatementKind::kUpdate:
+      case analysis::StatementKind::kDelete:
+      case analysis::StatementKind::kMerge:
+      case analysis::StatementKind::kDdl:
+      case analysis::StatementKind::kCall:
+      case analysis::StatementKind::kDo:
+      case analysis::StatementKind::kListen:
+      case analysis::StatementKind::kNotify:
+      case analysis::StatementKind::kUnlisten:
+      case analysis::StatementKind::kMaintenance:
+      case analysis::StatementKind::kLock:
+      case analysis::StatementKind::kAlterSystem:
+      case analysis::StatementKind::kLoad:
+      case analysis::StatementKind::kOther:
         return denyNotRead(st);
-      case StatementKind::kTransaction:
+      case analysis::StatementKind::kTransaction:
         return checkTransaction(st);
-      case StatementKind::kSet:
-      case StatementKind::kReset:
-      case StatementKind::kDiscard:
+      case analysis::StatementKind::kSet:
+      case analysis::StatementKind::kReset:
+      case analysis::StatementKind::kDiscard:
         return checkSessionState(st);
-      case StatementKind::kExplain:
-      case StatementKind::kPrepare:
-      case StatementKind::kDeclareCursor:
-      case StatementKind::kCopy:
+      case analysis::StatementKind::kExplain:
+      case analysis::StatementKind::kPrepare:
+      case analysis::StatementKind::kDeclareCursor:
+      case analysis::StatementKind::kCopy:
         return checkInnerStatement(st);
     }
     return {};
@@ -145,7 +146,8 @@ class ReadOnlyGuard final : public Guard {
  private:
   // set_config() calls, and the clauses that make a statement of a readable kind write or lock;
   // checked before the statement's kind.
-  std::optional<GuardResult> checkClauses(const StatementInfo& st, bool planned_only) const {
+  std::optional<GuardResult> checkClauses(const analysis::StatementInfo& st,
+                                          bool planned_only) const {
     for (const auto& name : st.set_config_names) {
       if (isProtectedSetting(name, protected_)) return protectedSetting(name, "set_config()");
     }
@@ -172,52 +174,52 @@ class ReadOnlyGuard final : public Guard {
 
   // The kinds never allowed here: they change data or objects, run procedural code, wait on
   // notifications, lock, or change the server.
-  static GuardResult denyNotRead(const StatementInfo& st) {
+  static GuardResult denyNotRead(const analysis::StatementInfo& st) {
     switch (st.kind) {
-      case StatementKind::kInsert:
-      case StatementKind::kUpdate:
-      case StatementKind::kDelete:
-      case StatementKind::kMerge:
+      case analysis::StatementKind::kInsert:
+      case analysis::StatementKind::kUpdate:
+      case analysis::StatementKind::kDelete:
+      case analysis::StatementKind::kMerge:
         return deny(st, st.command,
                     st.command + " changes data and is not allowed: this connection is read-only; "
                     "read the rows with SELECT instead.",
                     "use SELECT to read data", countHint(st));
-      case StatementKind::kDdl:
+      case analysis::StatementKind::kDdl:
         return deny(st, st.command,
                     st.command + " is not allowed: this connection is read-only and cannot create "
                     "or change objects; use a WITH query (CTE) or a subquery instead of a new "
                     "object.",
                     "use a WITH query or subquery", "WITH t AS (SELECT 1 AS n) SELECT n FROM t");
-      case StatementKind::kCall:
-      case StatementKind::kDo:
+      case analysis::StatementKind::kCall:
+      case analysis::StatementKind::kDo:
         return deny(st, st.command,
                     st.command + " runs procedural code and is not allowed: this connection is "
                     "read-only; write what you need as a single SELECT.",
                     "write the logic as a SELECT", "");
-      case StatementKind::kListen:
-      case StatementKind::kNotify:
-      case StatementKind::kUnlisten:
+      case analysis::StatementKind::kListen:
+      case analysis::StatementKind::kNotify:
+      case analysis::StatementKind::kUnlisten:
         return deny(st, st.command,
                     st.command + " is not allowed on this connection; poll with a SELECT instead.",
                     "poll with SELECT", "");
-      case StatementKind::kMaintenance:
+      case analysis::StatementKind::kMaintenance:
         return deny(st, st.command,
                     st.command + " is a maintenance command and is not allowed on this "
                     "connection; ask a database administrator if it is needed.",
                     "ask a database administrator", "");
-      case StatementKind::kLock:
+      case analysis::StatementKind::kLock:
         return deny(st, "LOCK TABLE",
                     "LOCK TABLE is not allowed: this connection is read-only and a SELECT needs "
                     "no explicit lock; send the SELECT alone.",
                     "send the SELECT without LOCK", "");
-      case StatementKind::kAlterSystem:
+      case analysis::StatementKind::kAlterSystem:
         return deny(st, "ALTER SYSTEM",
                     "ALTER SYSTEM changes the server configuration and is not allowed on this "
                     "connection; ask a database administrator.",
                     "ask a database administrator", "SHOW " + (st.setting.empty() ? std::string("all")
                                                                                   : st.setting));
-      case StatementKind::kLoad:
-      case StatementKind::kOther:
+      case analysis::StatementKind::kLoad:
+      case analysis::StatementKind::kOther:
       default:  // only the kinds above come here; any other gets the generic refusal
         return deny(st, st.command.empty() ? std::string("this statement") : st.command,
                     (st.command.empty() ? std::string("This statement") : st.command) +
@@ -227,7 +229,7 @@ class ReadOnlyGuard final : public Guard {
   }
 
   // Transaction control passes, but not READ WRITE and not two-phase commit.
-  static GuardResult checkTransaction(const StatementInfo& st) {
+  static GuardResult checkTransaction(const analysis::StatementInfo& st) {
     if (st.read_write_requested) {
       return deny(st, st.command + " READ WRITE",
                   st.command + " READ WRITE is not allowed: this connection is read-only; use "
@@ -244,9 +246,9 @@ class ReadOnlyGuard final : public Guard {
   }
 
   // SET and RESET of the protected settings and of the transaction mode, and DISCARD.
-  GuardResult checkSessionState(const StatementInfo& st) const {
+  GuardResult checkSessionState(const analysis::StatementInfo& st) const {
     switch (st.kind) {
-      case StatementKind::kSet:
+      case analysis::StatementKind::kSet:
         if (st.read_write_requested) {
           return deny(st, st.command + " READ WRITE",
                       "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE is not allowed: this "
@@ -257,7 +259,7 @@ class ReadOnlyGuard final : public Guard {
           return protectedSetting(st.setting, "SET");
         }
         return {};
-      case StatementKind::kReset:
+      case analysis::StatementKind::kReset:
         if (st.setting == "all") {
           GuardResult r = protectedSetting("all", "RESET");
           r.message = "RESET ALL would also reset this connection's protected settings and is not "
@@ -269,7 +271,7 @@ class ReadOnlyGuard final : public Guard {
           return protectedSetting(st.setting, "RESET");
         }
         return {};
-      case StatementKind::kDiscard:
+      case analysis::StatementKind::kDiscard:
         return deny(st, "DISCARD",
                     "DISCARD is not allowed: it would reset this connection's protected session "
                     "state; the session is cleaned up when it ends.",
@@ -283,7 +285,7 @@ class ReadOnlyGuard final : public Guard {
   // A SET of a protected setting that changes nothing the policy relies on: read-only on (the
   // connection's own default), SET ... TO DEFAULT where RESET is harmless, SET ROLE NONE where no
   // role can have been set.
-  bool harmlessSet(const StatementInfo& st) const {
+  bool harmlessSet(const analysis::StatementInfo& st) const {
     const std::string value = util::lower(st.setting_value);
     if (value == "default") return harmlessReset(st.setting);
     if (st.setting == "default_transaction_read_only") {
@@ -305,9 +307,9 @@ class ReadOnlyGuard final : public Guard {
 
   // A statement that wraps another (EXPLAIN, PREPARE, DECLARE CURSOR, COPY) passes only when the
   // one it wraps reads, and a COPY only to the client.
-  static GuardResult checkInnerStatement(const StatementInfo& st) {
+  static GuardResult checkInnerStatement(const analysis::StatementInfo& st) {
     switch (st.kind) {
-      case StatementKind::kExplain:
+      case analysis::StatementKind::kExplain:
         if (st.explain_analyze && !isRead(st.inner_kind)) {
           return deny(st, "EXPLAIN ANALYZE " + std::string(kindUpper(st.inner_kind)),
                       "EXPLAIN ANALYZE runs the statement, and a " +
@@ -317,7 +319,7 @@ class ReadOnlyGuard final : public Guard {
                       "use EXPLAIN without ANALYZE", "");
         }
         return {};
-      case StatementKind::kPrepare:
+      case analysis::StatementKind::kPrepare:
         if (!isRead(st.inner_kind)) {
           return deny(st, "PREPARE of " + std::string(kindUpper(st.inner_kind)),
                       "PREPARE of a " + std::string(kindUpper(st.inner_kind)) +
@@ -326,7 +328,7 @@ class ReadOnlyGuard final : public Guard {
                       "prepare only SELECT statements", "PREPARE q AS SELECT 1");
         }
         return {};
-      case StatementKind::kDeclareCursor:
+      case analysis::StatementKind::kDeclareCursor:
         if (st.with_hold) {
           return deny(st, "DECLARE ... WITH HOLD",
                       "DECLARE ... WITH HOLD keeps a cursor open after its transaction and is not "
@@ -339,7 +341,7 @@ class ReadOnlyGuard final : public Guard {
                       "declare the cursor for a SELECT", "DECLARE c CURSOR FOR SELECT 1");
         }
         return {};
-      case StatementKind::kCopy:
+      case analysis::StatementKind::kCopy:
         if (st.copy_from) {
           return deny(st, "COPY FROM",
                       "COPY ... FROM writes rows into a table and is not allowed: this connection "
@@ -352,7 +354,7 @@ class ReadOnlyGuard final : public Guard {
                       "(psql \\copy) to receive the data yourself.",
                       "use COPY ... TO STDOUT", "COPY (SELECT 1) TO STDOUT");
         }
-        if (st.inner_kind != StatementKind::kOther && !isRead(st.inner_kind)) {
+        if (st.inner_kind != analysis::StatementKind::kOther && !isRead(st.inner_kind)) {
           return deny(st, "COPY of " + std::string(kindUpper(st.inner_kind)),
                       "COPY of a statement that changes data is not allowed: this connection is "
                       "read-only; COPY only SELECT queries.",
@@ -365,37 +367,42 @@ class ReadOnlyGuard final : public Guard {
     return {};
   }
 
-  static bool isRead(StatementKind k) {
-    return k == StatementKind::kSelect || k == StatementKind::kExecute;
+  static bool isRead(analysis::StatementKind k) {
+    return k == analysis::StatementKind::kSelect || k == analysis::StatementKind::kExecute;
   }
 
-  static const char* kindUpper(StatementKind k) {
+  static const char* kindUpper(analysis::StatementKind k) {
     switch (k) {
-      case StatementKind::kInsert: return "INSERT";
-      case StatementKind::kUpdate: return "UPDATE";
-      case StatementKind::kDelete: return "DELETE";
-      case StatementKind::kMerge: return "MERGE";
-      case StatementKind::kDdl: return "DDL statement";
+      case analysis::StatementKind::kInsert:
+        return "INSERT";
+      case analysis::StatementKind::kUpdate:
+        return "UPDATE";
+      case analysis::StatementKind::kDelete:
+        return "DELETE";
+      case analysis::StatementKind::kMerge:
+        return "MERGE";
+      case analysis::StatementKind::kDdl:
+        return "DDL statement";
       default: return "statement that is not a read";
     }
   }
 
-  static std::string countHint(const StatementInfo& st) {
+  static std::string countHint(const analysis::StatementInfo& st) {
     for (const auto& r : st.relations) {
       if (r.written) return "SELECT count(*) FROM " + util::displayName(r.schema, r.name);
     }
     return "";
   }
 
-  static GuardResult deny(const StatementInfo& st, const std::string& what, std::string message,
-                          const std::string& next, std::string hint) {
+  static GuardResult deny(const analysis::StatementInfo& st, const std::string& what,
+                          std::string message, const std::string& next, std::string hint) {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kReadOnly);
     r.message = std::move(message);
     r.hint = std::move(hint);
     r.subject = what;
-    r.facts.add("statement", what).add("kind", kindName(st.kind)).add("next_step", next);
+    r.facts.add("statement", what).add("kind", analysis::kindName(st.kind)).add("next_step", next);
     return r;
   }
 

@@ -20,16 +20,18 @@ class RequirePredicateGuard final : public Guard {
   bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kMissingPredicate}; }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
-    const bool read = (st.kind == StatementKind::kSelect && st.returns_rows) ||
-                      (st.kind == StatementKind::kCopy && st.returns_rows) ||
-                      ((st.kind == StatementKind::kPrepare || st.kind == StatementKind::kDeclareCursor) &&
-                       st.inner_kind == StatementKind::kSelect);
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
+    const bool read = (st.kind == analysis::StatementKind::kSelect && st.returns_rows) ||
+                      (st.kind == analysis::StatementKind::kCopy && st.returns_rows) ||
+                      ((st.kind == analysis::StatementKind::kPrepare ||
+                        st.kind == analysis::StatementKind::kDeclareCursor) &&
+                       st.inner_kind == analysis::StatementKind::kSelect);
     if (!read) return {};
     for (const auto& rel : st.relations) {
       if (!rel.unbounded_read) continue;
       std::string resolved;
-      const TableStats* stats = util::findStats(in.stats, rel, in.group, &resolved);
+      const analysis::TableStats* stats = util::findStats(in.stats, rel, in.group, &resolved);
       const bool big_by_size = stats && min_rows_ > 0 && stats->estimated_rows >= min_rows_;
       if (big_by_size || listed(rel, in.group)) return deny(rel, resolved, stats);
     }
@@ -37,7 +39,7 @@ class RequirePredicateGuard final : public Guard {
   }
 
  private:
-  bool listed(const RelationRef& rel, const GroupSettings& group) const {
+  bool listed(const analysis::RelationRef& rel, const GroupSettings& group) const {
     for (const auto& n : util::candidates(rel, group)) {
       for (const auto& p : tables_) {
         if (util::globMatch(p, n, true)) return true;
@@ -46,7 +48,8 @@ class RequirePredicateGuard final : public Guard {
     return false;
   }
 
-  GuardResult deny(const RelationRef& rel, const std::string& resolved, const TableStats* stats) const {
+  GuardResult deny(const analysis::RelationRef& rel, const std::string& resolved,
+                   const analysis::TableStats* stats) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kMissingPredicate);

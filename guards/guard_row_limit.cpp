@@ -38,42 +38,45 @@ class RowLimitGuard final : public Guard {
             codes::kRowsCapped, codes::kRowsTruncated};
   }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
     GuardResult r;
     checkStatementInto(in, st, r);
     return r;
   }
 
   // Every read without a LIMIT is capped here, so the chain's reused result takes the texts.
-  void checkStatementInto(const GuardInput& in, const StatementInfo& st,
+  void checkStatementInto(const GuardInput& in, const analysis::StatementInfo& st,
                           GuardResult& r) const override {
     if (deny_recursion_ && st.unbounded_recursion) {
       r = unboundedRecursion();
       return;
     }
-    const bool direct = st.kind == StatementKind::kSelect && st.returns_rows;
-    const bool deferred = (st.kind == StatementKind::kPrepare || st.kind == StatementKind::kDeclareCursor) &&
-                          st.inner_kind == StatementKind::kSelect;
-    const bool copy = st.kind == StatementKind::kCopy && st.returns_rows;
+    const bool direct = st.kind == analysis::StatementKind::kSelect && st.returns_rows;
+    const bool deferred = (st.kind == analysis::StatementKind::kPrepare ||
+                           st.kind == analysis::StatementKind::kDeclareCursor) &&
+                          st.inner_kind == analysis::StatementKind::kSelect;
+    const bool copy = st.kind == analysis::StatementKind::kCopy && st.returns_rows;
     if (!direct && !deferred && !copy) return;
 
     const int64_t bound = max_limit_ >= 0 ? max_limit_ : max_rows_;
-    if (st.limit == LimitKind::kOther) {
+    if (st.limit == analysis::LimitKind::kOther) {
       r = limitNotConstant(bound);
       return;
     }
-    if (max_limit_ >= 0 && st.limit == LimitKind::kConstant && st.limit_value > max_limit_) {
+    if (max_limit_ >= 0 && st.limit == analysis::LimitKind::kConstant &&
+        st.limit_value > max_limit_) {
       r = limitTooLarge(in.sql, st);
       return;
     }
     if (max_rows_ < 0) return;
     if (copy) {
-      if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return;
+      if (st.limit == analysis::LimitKind::kConstant && st.limit_value <= max_rows_) return;
       if (copyIsSmall(in, st)) return;
       r = limitRequired();
       return;
     }
-    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows_) return;
+    if (st.limit == analysis::LimitKind::kConstant && st.limit_value <= max_rows_) return;
 
     // Reads the session runs now get max_rows + 1 (to see a cut); a cursor or prepared statement
     // runs later, row by row, so it gets the cap itself and a notice now.
@@ -97,20 +100,21 @@ class RowLimitGuard final : public Guard {
         r.hint.assign("SELECT count(*) FROM ... to learn how many rows match");
       }
     } else {
-      r.message = "Rows from this " + std::string(st.kind == StatementKind::kPrepare ? "prepared statement"
-                                                                                     : "cursor") +
+      r.message = "Rows from this " +
+                  std::string(st.kind == analysis::StatementKind::kPrepare ? "prepared statement"
+                                                                           : "cursor") +
                   " are capped at " + n +
                   "; add a WHERE condition or ORDER BY ... LIMIT to choose which rows you get.";
     }
     if (r.action != Action::kRewrite || in.group.hasReason(r.code)) {
       r.facts.add("max_rows", max_rows_);
-      if (st.limit == LimitKind::kConstant) r.facts.add("limit", st.limit_value);
+      if (st.limit == analysis::LimitKind::kConstant) r.facts.add("limit", st.limit_value);
       r.facts.add("next_step", "narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT");
     }
   }
 
  private:
-  GuardResult limitTooLarge(std::string_view sql, const StatementInfo& st) const {
+  GuardResult limitTooLarge(std::string_view sql, const analysis::StatementInfo& st) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kLimitTooLarge);
@@ -144,10 +148,10 @@ class RowLimitGuard final : public Guard {
 
   // COPY streams rows the session does not count, so it is not rewritten; it may run without a
   // LIMIT when it reads no table, or only tables the catalog puts at max_rows rows or fewer.
-  bool copyIsSmall(const GuardInput& in, const StatementInfo& st) const {
+  bool copyIsSmall(const GuardInput& in, const analysis::StatementInfo& st) const {
     for (const auto& rel : st.relations) {
       if (rel.written) continue;
-      const TableStats* stats = util::findStats(in.stats, rel, in.group, nullptr);
+      const analysis::TableStats* stats = util::findStats(in.stats, rel, in.group, nullptr);
       if (!stats || stats->estimated_rows > max_rows_) return false;
     }
     return true;
@@ -194,13 +198,13 @@ class RowLimitGuard final : public Guard {
 
 }  // namespace
 
-std::optional<TextEdit> rowCapEdit(const StatementInfo& st, int64_t cap) {
-  if (st.limit == LimitKind::kNone) {
+std::optional<TextEdit> rowCapEdit(const analysis::StatementInfo& st, int64_t cap) {
+  if (st.limit == analysis::LimitKind::kNone) {
     return TextEdit{static_cast<size_t>(st.location + st.length), 0,
                     "\nLIMIT " + std::to_string(cap)};
   }
-  if ((st.limit == LimitKind::kAll || st.limit == LimitKind::kConstant) && st.limit_location >= 0 &&
-      st.limit_length > 0) {
+  if ((st.limit == analysis::LimitKind::kAll || st.limit == analysis::LimitKind::kConstant) &&
+      st.limit_location >= 0 && st.limit_length > 0) {
     return TextEdit{static_cast<size_t>(st.limit_location), static_cast<size_t>(st.limit_length),
                     std::to_string(cap)};
   }

@@ -27,7 +27,8 @@ class TablesGuard final : public Guard {
   bool deterministic() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kTableDenied}; }
 
-  GuardResult checkStatement(const GuardInput& in, const StatementInfo& st) const override {
+  GuardResult checkStatement(const GuardInput& in,
+                             const analysis::StatementInfo& st) const override {
     // Each name the relation could resolve to, matched in place: a name is built only for a denial.
     for (const auto& rel : st.relations) {
       std::string_view bad;
@@ -74,7 +75,7 @@ class TablesGuard final : public Guard {
   }
 
  private:
-  GuardResult denied(const RelationRef& rel, const std::string& resolved) const {
+  GuardResult denied(const analysis::RelationRef& rel, const std::string& resolved) const {
     GuardResult r;
     r.action = Action::kDeny;
     r.code = std::string(codes::kTableDenied);

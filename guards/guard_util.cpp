@@ -305,7 +305,7 @@ std::string displayName(std::string_view schema, std::string_view name) {
   return quoteIdent(schema) + "." + quoteIdent(name);
 }
 
-std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group) {
+std::vector<std::string> candidates(const analysis::RelationRef& rel, const GroupSettings& group) {
   std::vector<std::string> out;
   forEachCandidateSchema(rel.schema, rel.name, group, [&](std::string_view schema) {
     out.push_back(std::string(schema).append(".").append(rel.name));
@@ -319,12 +319,12 @@ namespace {
 // What findStats found: the table's statistics (null when none), and the schema it was found in,
 // or when not found the first schema it was looked for in (`any` false: none was tried).
 struct StatsLookup {
-  const TableStats* found = nullptr;
+  const analysis::TableStats* found = nullptr;
   std::string_view schema;
   bool any = false;
 };
 
-StatsLookup lookupStats(const TableStatsSnapshot* stats, std::string_view schema,
+StatsLookup lookupStats(const analysis::TableStatsSnapshot* stats, std::string_view schema,
                         std::string_view name, const GroupSettings& group) {
   // candidates()'s order, walked without building its strings: this runs for several guards and
   // screens on every statement.
@@ -343,8 +343,9 @@ StatsLookup lookupStats(const TableStatsSnapshot* stats, std::string_view schema
 
 }  // namespace
 
-const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
-                            const GroupSettings& group, std::string* resolved) {
+const analysis::TableStats* findStats(const analysis::TableStatsSnapshot* stats,
+                                      const analysis::RelationRef& rel, const GroupSettings& group,
+                                      std::string* resolved) {
   const StatsLookup l = lookupStats(stats, rel.schema, rel.name, group);
   if (resolved) {
     if (l.any) {
@@ -356,16 +357,16 @@ const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& 
   return l.found;
 }
 
-const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view schema,
-                            std::string_view name, const GroupSettings& group,
-                            std::string_view* found_schema) {
+const analysis::TableStats* findStats(const analysis::TableStatsSnapshot* stats,
+                                      std::string_view schema, std::string_view name,
+                                      const GroupSettings& group, std::string_view* found_schema) {
   const StatsLookup l = lookupStats(stats, schema, name, group);
   if (l.found && found_schema) *found_schema = l.schema;
   return l.found;
 }
 
 std::string examplePredicate(std::string_view column, std::string_view type,
-                             const ColumnStats* stats) {
+                             const analysis::ColumnStats* stats) {
   const std::string col = quoteIdent(column);
   const std::string t = lower(type);
   std::string low, high;
@@ -388,7 +389,7 @@ std::string examplePredicate(std::string_view column, std::string_view type,
   return col + " = 'value'";
 }
 
-std::string examplePredicate(const TableStats& table) {
+std::string examplePredicate(const analysis::TableStats& table) {
   if (table.indexed_columns.empty()) return {};
   const std::string& column = table.indexed_columns.front();
   const std::string type =
@@ -415,7 +416,7 @@ std::string excerpt(std::string_view s, size_t max) {
   return out.substr(0, cut) + "...";
 }
 
-std::string_view statementText(std::string_view sql, const StatementInfo& st) {
+std::string_view statementText(std::string_view sql, const analysis::StatementInfo& st) {
   const size_t begin = std::min<size_t>(static_cast<size_t>(std::max(st.location, 0)), sql.size());
   const size_t len = std::min<size_t>(static_cast<size_t>(std::max(st.length, 0)), sql.size() - begin);
   std::string_view t = sql.substr(begin, len);
@@ -427,47 +428,48 @@ std::string_view statementText(std::string_view sql, const StatementInfo& st) {
 }  // namespace util
 // ---- housekeeping (policy.h) ----
 
-bool isSessionHousekeeping(StatementKind kind) {
+bool isSessionHousekeeping(analysis::StatementKind kind) {
   // Every kind listed, no default: a kind added later must be placed on one side on purpose.
   switch (kind) {
-    case StatementKind::kSet:
-    case StatementKind::kReset:
-    case StatementKind::kShow:
-    case StatementKind::kTransaction:
-    case StatementKind::kDiscard:
-    case StatementKind::kDeallocate:
-    case StatementKind::kClosePortal:
+    case analysis::StatementKind::kSet:
+    case analysis::StatementKind::kReset:
+    case analysis::StatementKind::kShow:
+    case analysis::StatementKind::kTransaction:
+    case analysis::StatementKind::kDiscard:
+    case analysis::StatementKind::kDeallocate:
+    case analysis::StatementKind::kClosePortal:
       return true;
-    case StatementKind::kSelect:
-    case StatementKind::kInsert:
-    case StatementKind::kUpdate:
-    case StatementKind::kDelete:
-    case StatementKind::kMerge:
-    case StatementKind::kDdl:
-    case StatementKind::kExplain:
-    case StatementKind::kCopy:
-    case StatementKind::kCall:
-    case StatementKind::kDo:
-    case StatementKind::kPrepare:
-    case StatementKind::kExecute:
-    case StatementKind::kDeclareCursor:
-    case StatementKind::kFetch:
-    case StatementKind::kListen:
-    case StatementKind::kNotify:
-    case StatementKind::kUnlisten:
-    case StatementKind::kMaintenance:
-    case StatementKind::kLock:
-    case StatementKind::kAlterSystem:
-    case StatementKind::kLoad:
-    case StatementKind::kOther:
+    case analysis::StatementKind::kSelect:
+    case analysis::StatementKind::kInsert:
+    case analysis::StatementKind::kUpdate:
+    case analysis::StatementKind::kDelete:
+    case analysis::StatementKind::kMerge:
+    case analysis::StatementKind::kDdl:
+    case analysis::StatementKind::kExplain:
+    case analysis::StatementKind::kCopy:
+    case analysis::StatementKind::kCall:
+    case analysis::StatementKind::kDo:
+    case analysis::StatementKind::kPrepare:
+    case analysis::StatementKind::kExecute:
+    case analysis::StatementKind::kDeclareCursor:
+    case analysis::StatementKind::kFetch:
+    case analysis::StatementKind::kListen:
+    case analysis::StatementKind::kNotify:
+    case analysis::StatementKind::kUnlisten:
+    case analysis::StatementKind::kMaintenance:
+    case analysis::StatementKind::kLock:
+    case analysis::StatementKind::kAlterSystem:
+    case analysis::StatementKind::kLoad:
+    case analysis::StatementKind::kOther:
       return false;
   }
   return false;
 }
 
-bool isSessionHousekeeping(const Analysis& analysis) {
-  return std::all_of(analysis.statements.begin(), analysis.statements.end(),
-                     [](const StatementInfo& st) { return isSessionHousekeeping(st.kind); });
+bool isSessionHousekeeping(const analysis::Analysis& analysis) {
+  return std::all_of(
+      analysis.statements.begin(), analysis.statements.end(),
+      [](const analysis::StatementInfo& st) { return isSessionHousekeeping(st.kind); });
 }
 
 }  // namespace pgwarden::guards

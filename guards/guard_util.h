@@ -37,7 +37,7 @@ std::string displayName(std::string_view schema, std::string_view name);
 // order: pg_catalog first for names starting with "pg_" (pg_catalog is searched implicitly before
 // the path), then each search_path schema ("public" when the group configures none). A qualified
 // relation has exactly one candidate.
-std::vector<std::string> candidates(const RelationRef& rel, const GroupSettings& group);
+std::vector<std::string> candidates(const analysis::RelationRef& rel, const GroupSettings& group);
 // The schemas of candidates() for a relation named `schema` (as written, "" unqualified) and
 // `name`, in the same order, without building the names: `fn(schema)` returning true stops it.
 template <typename Fn>
@@ -59,28 +59,29 @@ void forEachCandidateSchema(std::string_view schema, std::string_view name, cons
 }
 
 // The statistics of the table a relation most likely resolves to, with its resolved name.
-const TableStats* findStats(const TableStatsSnapshot* stats, const RelationRef& rel,
-                            const GroupSettings& group, std::string* resolved);
+const analysis::TableStats* findStats(const analysis::TableStatsSnapshot* stats,
+                                      const analysis::RelationRef& rel, const GroupSettings& group,
+                                      std::string* resolved);
 // The same for a table named by `schema` (as written, "" unqualified) and `name`, building no
 // string: `found_schema`, when given and the table is found, views the schema it was found in
 // (`schema`, a search_path entry of `group`, or a literal).
-const TableStats* findStats(const TableStatsSnapshot* stats, std::string_view schema,
-                            std::string_view name, const GroupSettings& group,
-                            std::string_view* found_schema);
+const analysis::TableStats* findStats(const analysis::TableStatsSnapshot* stats,
+                                      std::string_view schema, std::string_view name,
+                                      const GroupSettings& group, std::string_view* found_schema);
 
 // An example condition on an indexed column of the given type. With the column's statistics
 // and known bounds it lies inside the data (`ship_date >= DATE '2024-12-30' - 7`, `id = 199999`);
 // without them it is a generic form (`ship_date >= current_date - 7`).
 std::string examplePredicate(std::string_view column, std::string_view type,
-                             const ColumnStats* stats = nullptr);
+                             const analysis::ColumnStats* stats = nullptr);
 // The example on a table's first indexed column (its statistics used when the catalog has them);
 // empty when the table has no indexed column.
-std::string examplePredicate(const TableStats& table);
+std::string examplePredicate(const analysis::TableStats& table);
 
 // The first `max` bytes of `s` on a UTF-8 boundary, with "..." when cut; whitespace collapsed.
 std::string excerpt(std::string_view s, size_t max);
 
 // The text of one statement (location/length applied), without surrounding whitespace.
-std::string_view statementText(std::string_view sql, const StatementInfo& st);
+std::string_view statementText(std::string_view sql, const analysis::StatementInfo& st);
 
 }  // namespace pgwarden::guards::util

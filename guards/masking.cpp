@@ -57,7 +57,8 @@ bool MaskPattern::matchesTable(std::string_view s, std::string_view t) const {
   return (s.empty() || glob(schema, s)) && glob(table, t);
 }
 
-MaskSet::MaskSet(const std::vector<MaskPattern>& patterns, const TableStatsSnapshot* stats) {
+MaskSet::MaskSet(const std::vector<MaskPattern>& patterns,
+                 const analysis::TableStatsSnapshot* stats) {
   if (!stats) return;
   have_stats_ = true;
   generation_ = stats->generation();
@@ -119,7 +120,7 @@ std::shared_ptr<Masking> Masking::parse(const YAML::Node& group, const std::stri
   return std::make_shared<Masking>(std::move(patterns), as == "null");
 }
 
-std::shared_ptr<const MaskSet> Masking::resolve(const TableStatsSnapshot* stats) const {
+std::shared_ptr<const MaskSet> Masking::resolve(const analysis::TableStatsSnapshot* stats) const {
   const uint64_t gen = stats ? stats->generation() : 0;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : resolved_) {
@@ -140,12 +141,13 @@ std::shared_ptr<const MaskSet> Masking::resolve(const TableStatsSnapshot* stats)
   return set;
 }
 
-std::shared_ptr<const TableStatsSnapshot> Masking::visibleStats(
-    const TableStatsSnapshot* stats) const {
+std::shared_ptr<const analysis::TableStatsSnapshot> Masking::visibleStats(
+    const analysis::TableStatsSnapshot* stats) const {
   return stats ? resolve(stats)->visible : nullptr;
 }
 
-RowMask Masking::rowMask(std::string_view row_description, const TableStatsSnapshot* stats) const {
+RowMask Masking::rowMask(std::string_view row_description,
+                         const analysis::TableStatsSnapshot* stats) const {
   RowMask mask;
   auto fields = protocol::parseRowDescriptionFields(row_description);
   if (!fields) return mask;
@@ -161,7 +163,7 @@ RowMask Masking::rowMask(std::string_view row_description, const TableStatsSnaps
 }
 
 std::vector<std::string> Masking::maskedNames(std::string_view schema, std::string_view table,
-                                              const TableStatsSnapshot* stats) const {
+                                              const analysis::TableStatsSnapshot* stats) const {
   std::vector<std::string> out;
   auto add = [&out](std::string name) {
     for (const auto& n : out) {
@@ -191,8 +193,8 @@ std::vector<std::string> Masking::maskedNames(std::string_view schema, std::stri
   return out;
 }
 
-bool Masking::constantsMayBeValues(const std::vector<RelationRef>& relations,
-                                   const TableStatsSnapshot* stats) const {
+bool Masking::constantsMayBeValues(const std::vector<analysis::RelationRef>& relations,
+                                   const analysis::TableStatsSnapshot* stats) const {
   if (relations.empty()) return false;
   if (schema_only_ || !stats) return true;
   for (const auto& rel : relations) {

@@ -39,12 +39,13 @@ std::vector<MaskPattern> parseColumnPatterns(const YAML::Node& node, const std::
 // The patterns resolved against one snapshot.
 class MaskSet {
  public:
-  MaskSet(const std::vector<MaskPattern>& patterns, const TableStatsSnapshot* stats);
+  MaskSet(const std::vector<MaskPattern>& patterns, const analysis::TableStatsSnapshot* stats);
   // A column of a result: masked when listed, and also when its table is a user table the
   // snapshot does not know yet (created since the last refresh): masking fails closed.
   bool masked(uint32_t table_oid, int16_t attnum) const;
   uint64_t generation() const { return generation_; }
-  std::shared_ptr<const TableStatsSnapshot> visible;  // the snapshot without their statistics
+  std::shared_ptr<const analysis::TableStatsSnapshot>
+      visible;  // the snapshot without their statistics
 
  private:
   std::set<std::pair<uint32_t, int16_t>> columns_;
@@ -87,22 +88,24 @@ class Masking {
   const std::string& key() const { return key_; }
 
   // The set for this snapshot (null: not loaded yet), resolved once per snapshot generation.
-  std::shared_ptr<const MaskSet> resolve(const TableStatsSnapshot* stats) const;
+  std::shared_ptr<const MaskSet> resolve(const analysis::TableStatsSnapshot* stats) const;
   // The snapshot without the statistics of masked columns (most common values, bounds: their
   // values), for the guards and the screens; resolved once per snapshot generation.
-  std::shared_ptr<const TableStatsSnapshot> visibleStats(const TableStatsSnapshot* stats) const;
+  std::shared_ptr<const analysis::TableStatsSnapshot> visibleStats(
+      const analysis::TableStatsSnapshot* stats) const;
   // The masked columns of a result described by `row_description` (a RowDescription's body).
-  RowMask rowMask(std::string_view row_description, const TableStatsSnapshot* stats) const;
+  RowMask rowMask(std::string_view row_description,
+                  const analysis::TableStatsSnapshot* stats) const;
   // The masked column names of a table a statement mentions (schema "" when unqualified: any).
   // With no snapshot, the patterns' own column parts ("*" when a part has a wildcard).
   std::vector<std::string> maskedNames(std::string_view schema, std::string_view table,
-                                       const TableStatsSnapshot* stats) const;
+                                       const analysis::TableStatsSnapshot* stats) const;
   // Whether a statement over `relations` may hold a masked column's value among its constants
   // (`WHERE ssn = '...'`), so that history keeps it with its constants taken out: it names a
   // table with masked columns, or one that is not a table the snapshot knows (a view, a table
   // created since, a CTE: fails closed), or the group sees the schema only.
-  bool constantsMayBeValues(const std::vector<RelationRef>& relations,
-                            const TableStatsSnapshot* stats) const;
+  bool constantsMayBeValues(const std::vector<analysis::RelationRef>& relations,
+                            const analysis::TableStatsSnapshot* stats) const;
 
  private:
   std::vector<MaskPattern> patterns_;

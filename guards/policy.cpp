@@ -200,7 +200,7 @@ PolicyGroup::~PolicyGroup() = default;
 
 void PolicyGroup::setDeclarations(std::vector<DeclaredColumn> soft_delete,
                                   std::vector<ResultAssertion> assertions) {
-  if (!soft_delete.empty()) noteSoftDeleteDeclared();
+  if (!soft_delete.empty()) analysis::noteSoftDeleteDeclared();
   settings_->soft_delete_columns = std::move(soft_delete);
   settings_->result_assertions = std::move(assertions);
 }
@@ -271,15 +271,16 @@ void recycle(Decision& d, ChainState& st) {
 
 }  // namespace
 
-Decision PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                               const TableStatsSnapshot* stats) const {
+Decision PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_view sql,
+                               const RequestContext& ctx,
+                               const analysis::TableStatsSnapshot* stats) const {
   Decision d;
   evaluate(analysis, sql, ctx, stats, d);
   return d;
 }
 
-void PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql,
-                           const RequestContext& ctx, const TableStatsSnapshot* stats,
+void PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_view sql,
+                           const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
                            Decision& d) const {
   // A group's masked columns: their statistics are their values, kept from every guard's text.
   const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
@@ -300,14 +301,15 @@ void PolicyGroup::evaluate(const Analysis& analysis, std::string_view sql,
   runChainInto(analysis, sql, ctx, stats, d, st);
 }
 
-Decision PolicyGroup::runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                               const TableStatsSnapshot* stats, Decision d, ChainState st) const {
+Decision PolicyGroup::runChain(const analysis::Analysis& analysis, std::string_view sql,
+                               const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                               Decision d, ChainState st) const {
   runChainInto(analysis, sql, ctx, stats, d, st);
   return d;
 }
 
-void PolicyGroup::runChainInto(const Analysis& analysis, std::string_view sql,
-                               const RequestContext& ctx, const TableStatsSnapshot* stats,
+void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_view sql,
+                               const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
                                Decision& d, ChainState& st) const {
   const GuardInput in{analysis, sql, ctx, stats, *settings_};
 
@@ -412,7 +414,7 @@ void PolicyGroup::runChainInto(const Analysis& analysis, std::string_view sql,
     }
   }
   if (!d.plan_guards.empty() && analysis.statements.size() == 1) {
-    const StatementInfo& stmt = analysis.statements.front();
+    const analysis::StatementInfo& stmt = analysis.statements.front();
     const size_t begin = static_cast<size_t>(std::max(stmt.location, 0));
     const size_t len = std::min(static_cast<size_t>(std::max(stmt.length, 0)), sql.size() - begin);
     d.explain_sql = "EXPLAIN (FORMAT JSON) " + applyEdits(sql.substr(begin, len), begin, st.edits);
@@ -435,8 +437,9 @@ std::string truncationDetail(int64_t max_rows) {
 }
 
 Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcome& outcome,
-                                    const Analysis& analysis, std::string_view sql,
-                                    const RequestContext& ctx, const TableStatsSnapshot* stats) const {
+                                    const analysis::Analysis& analysis, std::string_view sql,
+                                    const RequestContext& ctx,
+                                    const analysis::TableStatsSnapshot* stats) const {
   const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
   if (visible) stats = visible.get();
   if (!pending.webhook || !pending.webhook->state || pending.webhook->guard >= guards_.size()) return pending;
@@ -460,14 +463,14 @@ Decision PolicyGroup::resumeWebhook(const Decision& pending, const WebhookOutcom
   return runChain(analysis, sql, ctx, stats, std::move(d), std::move(st));
 }
 
-std::optional<std::string> doorRowCap(const Decision& d, const Analysis& analysis,
+std::optional<std::string> doorRowCap(const Decision& d, const analysis::Analysis& analysis,
                                       std::string_view sql, int64_t max_rows) {
   if (max_rows < 0 || d.denied || (d.max_rows >= 0 && d.max_rows <= max_rows)) return std::nullopt;
   // The door's edits first: where a guard's LIMIT edit is at the same place, the door's wins.
   TextEdits edits;
   for (const auto& st : analysis.statements) {
-    if (st.kind != StatementKind::kSelect || !st.returns_rows) continue;
-    if (st.limit == LimitKind::kConstant && st.limit_value <= max_rows) continue;
+    if (st.kind != analysis::StatementKind::kSelect || !st.returns_rows) continue;
+    if (st.limit == analysis::LimitKind::kConstant && st.limit_value <= max_rows) continue;
     if (auto e = rowCapEdit(st, max_rows + 1)) edits.push_back(std::move(*e));
   }
   if (edits.empty()) return std::nullopt;
@@ -505,10 +508,10 @@ Verdict PolicyGroup::render(size_t index, GuardResult r) const {
 }
 
 Decision PolicyGroup::evaluatePlan(const Decision& pending, std::string_view plan_json,
-                                   const TableStatsSnapshot* stats) const {
+                                   const analysis::TableStatsSnapshot* stats) const {
   const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
   if (visible) stats = visible.get();
-  auto plan = parsePlanJson(plan_json);
+  auto plan = analysis::parsePlanJson(plan_json);
   if (!plan.ok()) return planUnavailable(pending);
   Decision d = pending;
   d.explain_sql.reset();
@@ -551,7 +554,7 @@ Decision PolicyGroup::planUnavailable(const Decision& pending) const {
   return d;
 }
 
-Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql) {
+Verdict syntaxErrorVerdict(const analysis::Analysis& analysis, std::string_view sql) {
   Verdict v;
   v.guard = "parser";
   v.action = Action::kDeny;

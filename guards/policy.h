@@ -244,29 +244,30 @@ class PolicyGroup {
   // Runs the chain once over all statements of the text: guard by guard in config order, each
   // guard seeing the whole text and then every statement; the first deny ends it. `stats` may be
   // null (not loaded yet). `analysis` must be ok (use syntaxErrorVerdict otherwise).
-  Decision evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                    const TableStatsSnapshot* stats) const;
+  Decision evaluate(const analysis::Analysis& analysis, std::string_view sql,
+                    const RequestContext& ctx, const analysis::TableStatsSnapshot* stats) const;
   // The same, written over `d`, a decision the caller reuses (the policy engine's refilled plans):
   // its verdicts', texts' and lists' storage is kept, so a text judged like the one before (a
   // read capped for max_rows) costs no allocation.
-  void evaluate(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                const TableStatsSnapshot* stats, Decision& d) const;
+  void evaluate(const analysis::Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                const analysis::TableStatsSnapshot* stats, Decision& d) const;
 
   // Second half of a decision that set explain_sql: `plan_json` is the one value EXPLAIN
   // (FORMAT JSON) returned. Returns `pending` with explain_sql cleared when the plan passes (its
   // rewrite, row cap and warnings kept), or a denial (SEQ_SCAN, COST_TOO_HIGH; PLAN_UNAVAILABLE
   // when the JSON cannot be read and the gate fails closed).
   Decision evaluatePlan(const Decision& pending, std::string_view plan_json,
-                        const TableStatsSnapshot* stats) const;
+                        const analysis::TableStatsSnapshot* stats) const;
   // The EXPLAIN could not run (timeout, lost connection): applies the gate's fail_behavior.
   Decision planUnavailable(const Decision& pending) const;
 
   // Second half of a decision that set `webhook`: the outcome becomes the paused guard's verdict
   // and the chain goes on at the next guard (it may pause again, or set explain_sql). Pass the
   // same text, analysis, context and statistics as to evaluate().
-  Decision resumeWebhook(const Decision& pending, const WebhookOutcome& outcome, const Analysis& analysis,
-                         std::string_view sql, const RequestContext& ctx,
-                         const TableStatsSnapshot* stats) const;
+  Decision resumeWebhook(const Decision& pending, const WebhookOutcome& outcome,
+                         const analysis::Analysis& analysis, std::string_view sql,
+                         const RequestContext& ctx,
+                         const analysis::TableStatsSnapshot* stats) const;
 
   // A verdict for guard `index` reached outside the chain (a budget checked when the statement
   // runs), with the group's reason overrides applied as for any other verdict.
@@ -281,10 +282,12 @@ class PolicyGroup {
  private:
   Verdict finalize(const Guard& guard, GuardResult r) const;
   Verdict finalize(std::string_view kind, bool warn_only, GuardResult r) const;
-  Decision runChain(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                    const TableStatsSnapshot* stats, Decision d, ChainState st) const;
-  void runChainInto(const Analysis& analysis, std::string_view sql, const RequestContext& ctx,
-                    const TableStatsSnapshot* stats, Decision& d, ChainState& st) const;
+  Decision runChain(const analysis::Analysis& analysis, std::string_view sql,
+                    const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                    Decision d, ChainState st) const;
+  void runChainInto(const analysis::Analysis& analysis, std::string_view sql,
+                    const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                    Decision& d, ChainState& st) const;
   std::string name_;
   std::vector<std::unique_ptr<Guard>> guards_;
   std::vector<std::string> search_path_;
@@ -313,11 +316,11 @@ std::string truncationDetail(int64_t max_rows);
 // The row cap's rewrite of one statement that returns rows (row_limit's, and every door's): a
 // LIMIT `cap` on a new line after the statement, or its LIMIT literal (or ALL) replaced by
 // `cap`; none for LIMIT $n, whose value comes with the Bind.
-std::optional<TextEdit> rowCapEdit(const StatementInfo& st, int64_t cap);
+std::optional<TextEdit> rowCapEdit(const analysis::StatementInfo& st, int64_t cap);
 // A door's own cap on the rows it keeps (an MCP call's max_rows), when it is below the group's:
 // the text to run, each read capped at max_rows + 1 (the extra row tells the door the result was
 // cut) over the decision's other edits; nullopt when the decision's text already holds it.
-std::optional<std::string> doorRowCap(const Decision& d, const Analysis& analysis,
+std::optional<std::string> doorRowCap(const Decision& d, const analysis::Analysis& analysis,
                                       std::string_view sql, int64_t max_rows);
 
 // Makes `d` a denial by `v` (recorded in its actions): nothing of the allowed path (rewrite, row
@@ -326,7 +329,7 @@ void applyDenial(Decision& d, Verdict v);
 
 // The denial for text libpg_query cannot parse (SQLSTATE 42601, parser message and position;
 // with `sql`, the hint quotes the text around the position).
-Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql = {});
+Verdict syntaxErrorVerdict(const analysis::Analysis& analysis, std::string_view sql = {});
 
 // Session housekeeping: SET/RESET/SHOW, transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT,
 // SET TRANSACTION ...), DISCARD, DEALLOCATE and CLOSE. Drivers send these on their own (pgjdbc's
@@ -334,8 +337,8 @@ Verdict syntaxErrorVerdict(const Analysis& analysis, std::string_view sql = {});
 // operator's Lua scripts and policy services: an unreachable service must not stop a driver from
 // connecting. The built-in guards still judge them (protected settings, READ WRITE, DISCARD).
 // This is the one classification budgets and the external guards share.
-bool isSessionHousekeeping(StatementKind kind);
+bool isSessionHousekeeping(analysis::StatementKind kind);
 // Every statement of the text is housekeeping (so is an empty text: it has none).
-bool isSessionHousekeeping(const Analysis& analysis);
+bool isSessionHousekeeping(const analysis::Analysis& analysis);
 
 }  // namespace pgwarden::guards

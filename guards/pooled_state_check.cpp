@@ -54,9 +54,9 @@ std::string_view carriedSetting(std::string_view name) {
   return {};
 }
 
-std::optional<GuardResult> sessionStateUse(const StatementInfo& st) {
+std::optional<GuardResult> sessionStateUse(const analysis::StatementInfo& st) {
   switch (st.kind) {
-    case StatementKind::kSet:
+    case analysis::StatementKind::kSet:
       if (st.set_local || st.setting.empty() || !carriedSetting(st.setting).empty()) break;
       if (st.setting == "session characteristics") {
         return refuse("SET SESSION CHARACTERISTICS", "set the transaction's characteristics with "
@@ -66,18 +66,18 @@ std::optional<GuardResult> sessionStateUse(const StatementInfo& st) {
                     "use SET LOCAL " + st.setting + " inside a transaction (BEGIN; SET LOCAL ...; "
                     "your query; COMMIT)",
                     "BEGIN; SET LOCAL " + st.setting + " = ...; ...; COMMIT");
-    case StatementKind::kPrepare:
-    case StatementKind::kExecute:
-    case StatementKind::kDeallocate:
+    case analysis::StatementKind::kPrepare:
+    case analysis::StatementKind::kExecute:
+    case analysis::StatementKind::kDeallocate:
       return refuse(st.command.empty() ? std::string("PREPARE") : st.command,
                     "send the statement itself, or prepare it with the extended query protocol "
                     "(your driver's prepared statements), which pgwarden carries across connections",
                     "use the driver's prepared statements instead of SQL PREPARE");
-    case StatementKind::kListen:
-    case StatementKind::kUnlisten:
+    case analysis::StatementKind::kListen:
+    case analysis::StatementKind::kUnlisten:
       return refuse(st.command.empty() ? std::string("LISTEN") : st.command,
                     "connect to a group in session pool_mode to receive notifications", "");
-    case StatementKind::kDeclareCursor:
+    case analysis::StatementKind::kDeclareCursor:
       if (st.with_hold) {
         return refuse("DECLARE ... WITH HOLD",
                       "declare the cursor without WITH HOLD inside a transaction (BEGIN; DECLARE "
@@ -85,9 +85,9 @@ std::optional<GuardResult> sessionStateUse(const StatementInfo& st) {
                       "BEGIN; DECLARE c CURSOR FOR SELECT ...; FETCH 100 FROM c; COMMIT");
       }
       break;
-    case StatementKind::kLoad:
+    case analysis::StatementKind::kLoad:
       return refuse("LOAD", "do not load libraries through this connection", "");
-    case StatementKind::kDdl:
+    case analysis::StatementKind::kDdl:
       if (st.temporary) {
         return refuse(st.command + " (temporary)", "use a common table expression (WITH ...) or a subquery instead of a "
                       "temporary table", "WITH t AS (SELECT ...) SELECT ... FROM t");
@@ -104,8 +104,11 @@ std::optional<GuardResult> sessionStateUse(const StatementInfo& st) {
                     "BEGIN; SELECT pg_advisory_xact_lock(42); ...; COMMIT");
     }
     if (iequals(call.name, "set_config") && call.args.size() == 3 &&
-        !(call.args[2].type == ConstArg::Type::kBool && (call.args[2].text == "t" || call.args[2].text == "true"))) {
-      const std::string& setting = call.args[0].type == ConstArg::Type::kString ? call.args[0].text : std::string();
+        !(call.args[2].type == analysis::ConstArg::Type::kBool &&
+          (call.args[2].text == "t" || call.args[2].text == "true"))) {
+      const std::string& setting = call.args[0].type == analysis::ConstArg::Type::kString
+                                       ? call.args[0].text
+                                       : std::string();
       if (setting.empty() || carriedSetting(setting).empty()) {
         return refuse("set_config(..., false)",
                       "pass true as the third argument (is_local) inside a transaction", "");

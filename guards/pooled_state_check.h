@@ -24,6 +24,6 @@ std::span<const std::string_view> carriedSettings();
 // transaction: a session-level SET of a setting pgwarden does not carry, SQL-level PREPARE,
 // EXECUTE and DEALLOCATE, LISTEN/UNLISTEN, DECLARE ... WITH HOLD, temporary tables, LOAD,
 // session-level advisory locks and set_config(..., false) of a setting not carried.
-std::optional<GuardResult> sessionStateUse(const StatementInfo& st);
+std::optional<GuardResult> sessionStateUse(const analysis::StatementInfo& st);
 
 }  // namespace pgwarden::guards

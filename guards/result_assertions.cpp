@@ -17,9 +17,9 @@ namespace {
 
 // A relation the statement reads matches a "schema.table" glob; an unqualified one matches
 // whatever schema the pattern names (the search_path decides which it is).
-bool readsTable(const StatementInfo& st, const std::vector<std::string>& globs) {
+bool readsTable(const analysis::StatementInfo& st, const std::vector<std::string>& globs) {
   if (globs.empty()) return true;
-  for (const RelationRef& r : st.relations) {
+  for (const analysis::RelationRef& r : st.relations) {
     for (const std::string& g : globs) {
       const size_t dot = g.rfind('.');
       const std::string_view name =
@@ -61,8 +61,8 @@ std::string numberText(double d) {
   return buf;
 }
 
-void assertionChecks(const GroupSettings& settings, const StatementInfo& st, std::string_view tool,
-                     std::vector<AssertionCheck>& out) {
+void assertionChecks(const GroupSettings& settings, const analysis::StatementInfo& st,
+                     std::string_view tool, std::vector<AssertionCheck>& out) {
   out.clear();
   if (settings.result_assertions.empty() || !st.returns_rows) return;
   const std::vector<std::string>& names = st.screen.outputs;

@@ -53,8 +53,8 @@ struct AssertionFailures {
 // The checks `st`'s result goes through in `settings`' group, for a statement run for MCP tool
 // `tool` ("" none). Empty for nearly every statement (a `*` in the target list included: its
 // columns are not known before the result).
-void assertionChecks(const GroupSettings& settings, const StatementInfo& st, std::string_view tool,
-                     std::vector<AssertionCheck>& out);
+void assertionChecks(const GroupSettings& settings, const analysis::StatementInfo& st,
+                     std::string_view tool, std::vector<AssertionCheck>& out);
 // Whether any of the group's assertions is for a named tool (its plans then depend on the tool).
 bool hasToolAssertions(const GroupSettings& settings);
 

@@ -34,7 +34,7 @@ TextNames textNames(std::string_view sql) {
   size_t i = 0;
   while (i < sql.size()) {
     const char c = sql[i];
-    if (const size_t next = skipConstantOrComment(sql, i); next != i) {
+    if (const size_t next = analysis::skipConstantOrComment(sql, i); next != i) {
       // a constant or a comment: no name, and a `*` after it is not a column list
       if (c != '-' && c != '/') last = "'";
       i = next;
@@ -121,7 +121,7 @@ std::shared_ptr<const UntrustedContent> UntrustedContent::parse(const YAML::Node
                                             config::getStringList(node, p, "refuse_tools"));
 }
 
-std::optional<std::string> UntrustedContent::reads(const StatementInfo& st,
+std::optional<std::string> UntrustedContent::reads(const analysis::StatementInfo& st,
                                                    std::string_view sql) const {
   std::optional<TextNames> names;  // read once, at the first listed table
   for (const auto& rel : st.relations) {
@@ -139,8 +139,8 @@ std::optional<std::string> UntrustedContent::reads(const StatementInfo& st,
   return std::nullopt;
 }
 
-std::optional<std::string> UntrustedContent::refused(const Analysis& analysis, bool webhook,
-                                                     std::string_view tool) const {
+std::optional<std::string> UntrustedContent::refused(const analysis::Analysis& analysis,
+                                                     bool webhook, std::string_view tool) const {
   if (!tool.empty()) {
     for (const auto& t : refuse_tools_) {
       if (util::globMatch(t, tool, false)) return "tool " + std::string(tool);
@@ -148,8 +148,8 @@ std::optional<std::string> UntrustedContent::refused(const Analysis& analysis, b
   }
   if (refuse_writes_) {
     for (const auto& st : analysis.statements) {
-      bool writes = st.intent == Intent::kWrite || st.intent == Intent::kDdl || st.modifying_cte ||
-                    st.select_into || st.copy_from;
+      bool writes = st.intent == analysis::Intent::kWrite || st.intent == analysis::Intent::kDdl ||
+                    st.modifying_cte || st.select_into || st.copy_from;
       for (const auto& rel : st.relations) writes = writes || rel.written;
       if (writes) return "writes";
     }

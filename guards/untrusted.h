@@ -44,11 +44,11 @@ class UntrustedContent {
   // statement `st` of `sql` reads: it names a listed table and either the column (outside
   // constants and comments), a `*` target, or the pattern lists every column. Deliberately
   // generous: a statement that might show untrusted text counts as reading it.
-  std::optional<std::string> reads(const StatementInfo& st, std::string_view sql) const;
+  std::optional<std::string> reads(const analysis::StatementInfo& st, std::string_view sql) const;
   // What of the request a conversation that has read untrusted content may not do: "writes",
   // "webhooks" or "tool <name>"; nullopt when the request is none of those. `webhook`: the chain
   // would call the group's policy webhook with this text.
-  std::optional<std::string> refused(const Analysis& analysis, bool webhook,
+  std::optional<std::string> refused(const analysis::Analysis& analysis, bool webhook,
                                      std::string_view tool) const;
 
   const std::vector<MaskPattern>& columns() const { return columns_; }

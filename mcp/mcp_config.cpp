@@ -12,8 +12,8 @@ namespace pgwarden::mcp {
 
 namespace cfg = pgwarden::config;
 
-McpConfig parseMcpConfig(const YAML::Node& n) {
-  McpConfig out;
+config::McpConfig parseMcpConfig(const YAML::Node& n) {
+  config::McpConfig out;
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, "mcp");
   cfg::checkKeys(n, "mcp",
@@ -36,7 +36,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
       const YAML::Node e = t[i];
       cfg::requireMap(e, path);
       cfg::checkKeys(e, path, {"user", "sha256"});
-      McpToken tok;
+      config::McpToken tok;
       tok.user = cfg::getString(e, path, "user", "");
       if (tok.user.empty()) cfg::fail(e, path + ".user", "a token needs the user it runs as");
       const std::string hex = cfg::getString(e, path, "sha256", "");
@@ -92,7 +92,7 @@ McpConfig parseMcpConfig(const YAML::Node& n) {
   return out;
 }
 
-void loadHandleKey(const YAML::Node& node, const std::string& file, McpConfig& out,
+void loadHandleKey(const YAML::Node& node, const std::string& file, config::McpConfig& out,
                    std::vector<std::string>& warnings) {
   out.handle_key_file = file;
   auto bytes = cfg::readSmallFile(file, kMaxHandleKeyBytes);

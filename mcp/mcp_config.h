@@ -12,7 +12,7 @@
 namespace pgwarden::mcp {
 
 // Parses `mcp:` (an absent node: the defaults, endpoint off). Throws config::ConfigError.
-McpConfig parseMcpConfig(const YAML::Node& node);
+config::McpConfig parseMcpConfig(const YAML::Node& node);
 
 inline constexpr size_t kMinHandleKeyBytes = 32;
 inline constexpr size_t kMaxHandleKeyBytes = 4096;
@@ -20,7 +20,7 @@ inline constexpr size_t kMaxHandleKeyBytes = 4096;
 // Reads mcp.handle_key_file (`file`, already resolved; `node` is its config entry) into
 // out.handle_key: the whole file is the key, at least kMinHandleKeyBytes. A file others may read
 // adds a warning. Throws config::ConfigError when it cannot be read or is too short.
-void loadHandleKey(const YAML::Node& node, const std::string& file, McpConfig& out,
+void loadHandleKey(const YAML::Node& node, const std::string& file, config::McpConfig& out,
                    std::vector<std::string>& warnings);
 
 }  // namespace pgwarden::mcp

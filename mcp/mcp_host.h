@@ -17,10 +17,12 @@
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 class Pool;
 class PoolManager;
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool
+
+namespace pgwarden::daemon {}  // namespace pgwarden::daemon
 namespace pgwarden::metrics {
 struct Counters;
 }
@@ -53,21 +55,23 @@ class McpHost {
     return std::nullopt;
   }
   // The gate's services for statements on `server_database` (its catalog statistics).
-  virtual daemon::GateServices gateServices(const std::string& server_database) = 0;
-  virtual daemon::StatementRecorder& recorder() = 0;
+  virtual session::GateServices gateServices(const std::string& server_database) = 0;
+  virtual session::StatementRecorder& recorder() = 0;
   // `replica_ok`: a read of a group with read_replicas: a replica's pool when one is in the
   // rotation (PoolManager::pool), else the primary's.
-  virtual daemon::Pool& pool(const std::string& server_database, bool replica_ok) = 0;
+  virtual pool::Pool& pool(const std::string& server_database, bool replica_ok) = 0;
   // The write pool of a database (role upstream.write_user): guarded_writes groups' transactions.
-  virtual daemon::Pool& writePool(const std::string& server_database) = 0;
+  virtual pool::Pool& writePool(const std::string& server_database) = 0;
   // Guarded writes feed the counters the wire's do (docs/writes.md): a transaction ended `how`;
   // a kept write changed `rows_written` rows, or (`undone`) one over a row cap was undone.
-  virtual void writeTransactionEnded(daemon::TxnEnd how) = 0;
+  virtual void writeTransactionEnded(session::TxnEnd how) = 0;
   virtual void writeCounted(int64_t rows_written, bool undone) = 0;
   // Sends a CancelRequest for that server backend on a new upstream connection; the connection's
   // `fence` keeps it from being lent to anybody else until PostgreSQL has the request.
-  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<daemon::CancelFence> fence) = 0;
-  virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_database) = 0;
+  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key,
+                                 std::shared_ptr<pool::CancelFence> fence) = 0;
+  virtual std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(
+      const std::string& server_database) = 0;
   // How old that snapshot is, in seconds (-1: none, or unknown): provenance (docs/provenance.md).
   virtual int64_t statsAgeSeconds(const std::string& server_database) {
     (void)server_database;
@@ -76,19 +80,19 @@ class McpHost {
   virtual uv_loop_t* loop() = 0;
   // The loop's pools and counters for the result screens' probe (session/screen_probe.h); null:
   // this host runs no probe.
-  virtual daemon::PoolManager* probePools() { return nullptr; }
+  virtual pool::PoolManager* probePools() { return nullptr; }
   virtual metrics::Counters* probeCounters() { return nullptr; }
   // The first catalog statistics load for the database is still running: statements wait for it
   // (bounded), so a size guard never judges a big table as unknown.
   virtual bool statsLoading(const std::string& server_database) = 0;
   // Keeps statistics for a database from now on (an MCP user will query it).
   virtual void watchDatabase(const std::string& server_database) = 0;
-  virtual guards::BudgetLedger* budgets() = 0;
+  virtual budgets::BudgetLedger* budgets() = 0;
   virtual guards::GuardObserver* guardObserver() = 0;
   // The failed-login limiter shared with SQL logins, by address and credential
   // (AuthLimiter::tokenCredential of a presented token's hash).
-  virtual daemon::AuthLimiter::Block loginBlocked(const std::string& peer_host,
-                                                  const std::string& credential) = 0;
+  virtual session::AuthLimiter::Block loginBlocked(const std::string& peer_host,
+                                                   const std::string& credential) = 0;
   virtual void loginFailed(const std::string& peer_host, const std::string& credential) = 0;
   // A process-wide session id (history's session_id), shared with SQL sessions.
   virtual uint64_t nextSessionId() = 0;

@@ -39,9 +39,13 @@ bool contains(std::string_view haystack, std::string_view needle) {
 
 }  // namespace
 
-McpServer::McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
-                     std::shared_ptr<const daemon::TlsContext> tls)
-    : loop_(loop), host_(host), config_(std::move(config)), version_(std::move(version)), tls_(std::move(tls)) {}
+McpServer::McpServer(uv_loop_t* loop, McpHost& host, config::McpConfig config, std::string version,
+                     std::shared_ptr<const net::TlsContext> tls)
+    : loop_(loop),
+      host_(host),
+      config_(std::move(config)),
+      version_(std::move(version)),
+      tls_(std::move(tls)) {}
 
 McpServer::~McpServer() { close(); }
 
@@ -67,7 +71,7 @@ Status McpServer::start() {
   timer_->data = this;
   uv_timer_start(timer_, &McpServer::onTimer, kTimerMs, kTimerMs);
   uv_unref(reinterpret_cast<uv_handle_t*>(timer_));
-  sweeper_ = std::make_unique<daemon::NextTurn>(loop_, [this] { sweep(); });
+  sweeper_ = std::make_unique<pool::NextTurn>(loop_, [this] { sweep(); });
   spdlog::info(
       "mcp: listening on {}{} (path {}, {} token(s){}{})", tls_ ? "https://" : "http://",
       config_.listen, config_.path, config_.tokens.size(),
@@ -129,7 +133,7 @@ void McpServer::onTimer(uv_timer_t* t) {
   self->streams_.keepalive(uv_now(self->loop_));
 }
 
-void McpServer::setConfig(McpConfig config) {
+void McpServer::setConfig(config::McpConfig config) {
   // The listener and its limits stay as started; who may call and as whom follows the reload.
   // Sessions with a stream learn when their tool list changed (others at their next tools/list).
   std::vector<std::pair<std::string, std::string>> before;
@@ -669,7 +673,7 @@ void McpServer::endSession(const std::string& id, SessionEnd why, bool tell_clie
   streams_.end(id);
   // An open transaction, or one pgwarden rolled back that the agent has not heard of yet.
   const bool rolled_back =
-      it->second.writes && it->second.writes->state() != daemon::TxnState::kNone;
+      it->second.writes && it->second.writes->state() != session::TxnState::kNone;
   spdlog::info("mcp session {} ended: {}{} (user={} client={})", it->second.history_id, text,
                rolled_back ? "; its write transaction was rolled back" : "",
                logsafe(it->second.who.user), logsafe(it->second.client_name));
@@ -690,7 +694,7 @@ std::optional<Json> McpServer::admit(Exchange& ex, const Json& id, const std::st
   slots.reserve(sessions_.size());
   for (const auto& [sid, s] : sessions_) {
     // Never ended to make room: a session running a call, or holding a write transaction.
-    const bool txn = s.writes && s.writes->state() != daemon::TxnState::kNone;
+    const bool txn = s.writes && s.writes->state() != session::TxnState::kNone;
     slots.push_back(SessionSlot{sid, s.principal, s.last_used_ms, s.in_flight == 0 && !txn});
   }
   const auto total = static_cast<size_t>(config_.max_sessions);

@@ -38,11 +38,11 @@ namespace pgwarden::mcp {
 class JwksFetcher;  // mcp/jwks_fetcher.h
 
 // The HTTP layer is net/'s, shared with the metrics endpoint.
-using daemon::HttpHandler;
-using daemon::HttpRequest;
-using daemon::HttpResponse;
-using daemon::HttpTransport;
-using daemon::HttpTransportOptions;
+using net::HttpHandler;
+using net::HttpRequest;
+using net::HttpResponse;
+using net::HttpTransport;
+using net::HttpTransportOptions;
 
 // How tool calls end, for metrics.
 inline constexpr const char* kCallOutcomes[] = {"ok", "denied", "error", "cancelled"};
@@ -62,8 +62,8 @@ struct McpCounters {
 class McpServer final : public HttpHandler {
  public:
   // `tls`: serve HTTPS with this context (mcp.tls), or null for plain HTTP.
-  McpServer(uv_loop_t* loop, McpHost& host, McpConfig config, std::string version,
-            std::shared_ptr<const daemon::TlsContext> tls = nullptr);
+  McpServer(uv_loop_t* loop, McpHost& host, config::McpConfig config, std::string version,
+            std::shared_ptr<const net::TlsContext> tls = nullptr);
   ~McpServer();
   McpServer(const McpServer&) = delete;
   McpServer& operator=(const McpServer&) = delete;
@@ -76,7 +76,7 @@ class McpServer final : public HttpHandler {
   void beginDrain();
   int port() const { return transport_ ? transport_->port() : 0; }
   // A reload: new tokens, trust and limits apply to new requests (the listener stays).
-  void setConfig(McpConfig config);
+  void setConfig(config::McpConfig config);
   size_t sessionCount() const { return sessions_.size(); }
   size_t callsInFlight() const { return calls_.size(); }
   size_t streamCount() const { return streams_.size(); }
@@ -210,9 +210,9 @@ class McpServer final : public HttpHandler {
 
   uv_loop_t* loop_;
   McpHost& host_;
-  McpConfig config_;
+  config::McpConfig config_;
   std::string version_;
-  std::shared_ptr<const daemon::TlsContext> tls_;
+  std::shared_ptr<const net::TlsContext> tls_;
   bool listen_loopback_ = false;
   std::shared_ptr<HttpTransport> transport_;
   std::unordered_map<std::string, Session> sessions_;
@@ -226,7 +226,7 @@ class McpServer final : public HttpHandler {
   // Operator tools' result columns as their first call saw them (their outputSchema), by name
   // and statement text, so a reload that changes the text forgets them.
   std::map<std::string, std::vector<ResultColumn>, std::less<>> tool_columns_;
-  std::unique_ptr<daemon::NextTurn> sweeper_;
+  std::unique_ptr<pool::NextTurn> sweeper_;
   uint64_t next_call_ = 0;
   uv_timer_t* timer_ = nullptr;
   McpCounters counters_;

@@ -35,17 +35,17 @@ std::optional<McpServer::Caller> McpServer::authenticate(uint64_t exchange,
   // Failures count against what was presented (its hash, never the token) from this address: a
   // client retrying a wrong token is refused, the right tokens from the same address are not.
   const std::string digest = toHex(sha256(token ? *token : authz));
-  const std::string credential = daemon::AuthLimiter::tokenCredential(digest);
+  const std::string credential = session::AuthLimiter::tokenCredential(digest);
   switch (host_.loginBlocked(req.peer_host, credential)) {
-    case daemon::AuthLimiter::Block::kNone:
+    case session::AuthLimiter::Block::kNone:
       break;
-    case daemon::AuthLimiter::Block::kCredential:
+    case session::AuthLimiter::Block::kCredential:
       respondPlain(exchange, 429,
                    "too many failed attempts with this token from this address; check the token "
                    "(pgwarden token USER makes a new one) or try again in a minute",
                    {{"Retry-After", "60"}});
       return std::nullopt;
-    case daemon::AuthLimiter::Block::kAddress:
+    case session::AuthLimiter::Block::kAddress:
       respondPlain(exchange, 429,
                    "too many failed attempts from this address; try again in a minute",
                    {{"Retry-After", "60"}});

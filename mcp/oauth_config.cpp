@@ -25,8 +25,8 @@ bool isLoopbackHttp(const std::string& url) {
   return false;
 }
 
-std::vector<McpOAuthScope> parseScopes(const YAML::Node& n) {
-  std::vector<McpOAuthScope> out;
+std::vector<config::McpOAuthScope> parseScopes(const YAML::Node& n) {
+  std::vector<config::McpOAuthScope> out;
   const YAML::Node list = n["scopes"];
   if (!list.IsDefined() || list.IsNull() || list.size() == 0) {
     cfg::fail(n, "mcp.oauth.scopes", "list the scopes that give access, each with its group");
@@ -37,7 +37,7 @@ std::vector<McpOAuthScope> parseScopes(const YAML::Node& n) {
     const YAML::Node e = list[i];
     cfg::requireMap(e, path);
     cfg::checkKeys(e, path, {"scope", "group"});
-    McpOAuthScope s;
+    config::McpOAuthScope s;
     s.scope = cfg::getString(e, path, "scope", "");
     s.group = cfg::getString(e, path, "group", "");
     if (s.scope.empty() || s.scope.find_first_of(" \"\\") != std::string::npos) {
@@ -52,8 +52,8 @@ std::vector<McpOAuthScope> parseScopes(const YAML::Node& n) {
 
 }  // namespace
 
-McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
-  McpOAuthConfig out;
+config::McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
+  config::McpOAuthConfig out;
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, kPath);
   cfg::checkKeys(n, kPath,

@@ -11,6 +11,6 @@ namespace pgwarden::mcp {
 
 // Parses `mcp.oauth` (absent: OAuth off). Throws config::ConfigError. The groups the scopes map
 // to are checked against the groups by the config loader.
-McpOAuthConfig parseOAuthConfig(const YAML::Node& node);
+config::McpOAuthConfig parseOAuthConfig(const YAML::Node& node);
 
 }  // namespace pgwarden::mcp

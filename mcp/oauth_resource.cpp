@@ -29,7 +29,7 @@ std::string quotable(std::string_view text) {
 
 }  // namespace
 
-Json protectedResourceMetadata(const McpOAuthConfig& oauth) {
+Json protectedResourceMetadata(const config::McpOAuthConfig& oauth) {
   Json scopes = Json::array();
   for (const auto& s : oauth.scopes) {
     if (std::find(scopes.begin(), scopes.end(), s.scope) == scopes.end()) scopes.push_back(s.scope);
@@ -42,19 +42,19 @@ Json protectedResourceMetadata(const McpOAuthConfig& oauth) {
               {"resource_name", "pgwarden"}};
 }
 
-std::string resourceMetadataUrl(const McpOAuthConfig& oauth) {
+std::string resourceMetadataUrl(const config::McpOAuthConfig& oauth) {
   const auto [origin, path] = splitUri(oauth.audience);
   return std::string(origin) + std::string(kResourceMetadataPath) + std::string(path);
 }
 
-bool isResourceMetadataPath(const McpOAuthConfig& oauth, std::string_view mcp_path,
+bool isResourceMetadataPath(const config::McpOAuthConfig& oauth, std::string_view mcp_path,
                             std::string_view request_path) {
   if (!request_path.starts_with(kResourceMetadataPath)) return false;
   const std::string_view suffix = request_path.substr(kResourceMetadataPath.size());
   return suffix.empty() || suffix == splitUri(oauth.audience).second || suffix == mcp_path;
 }
 
-std::string scopeList(const McpOAuthConfig& oauth) {
+std::string scopeList(const config::McpOAuthConfig& oauth) {
   std::string out;
   const Json metadata = protectedResourceMetadata(oauth);
   for (const auto& item : metadata["scopes_supported"]) {
@@ -64,7 +64,7 @@ std::string scopeList(const McpOAuthConfig& oauth) {
   return out;
 }
 
-std::string bearerChallenge(const McpOAuthConfig& oauth, std::string_view error,
+std::string bearerChallenge(const config::McpOAuthConfig& oauth, std::string_view error,
                             std::string_view description, bool with_scope) {
   std::string out = "Bearer resource_metadata=\"" + quotable(resourceMetadataUrl(oauth)) + "\"";
   if (!error.empty()) out += ", error=\"" + quotable(error) + "\"";

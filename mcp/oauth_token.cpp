@@ -177,7 +177,8 @@ bool looksLikeJwt(std::string_view token) {
   return std::count(token.begin(), token.end(), '.') == 2;
 }
 
-TokenCheck checkAccessToken(const McpOAuthConfig& oauth, std::string_view token, int64_t now) {
+TokenCheck checkAccessToken(const config::McpOAuthConfig& oauth, std::string_view token,
+                            int64_t now) {
   if (!looksLikeJwt(token)) return invalid("the token is not a JWT");
   if (!oauth.keys) return invalid("the issuer's keys are not loaded yet");
   const size_t dot = token.find('.');

@@ -57,7 +57,8 @@ struct TokenCheck {
 // A compact JWS: three base64url parts (a static pgw_ token never has a dot).
 bool looksLikeJwt(std::string_view token);
 // Checks `token` at `now` (seconds since the epoch) against `oauth` and its keys.
-TokenCheck checkAccessToken(const McpOAuthConfig& oauth, std::string_view token, int64_t now);
+TokenCheck checkAccessToken(const config::McpOAuthConfig& oauth, std::string_view token,
+                            int64_t now);
 // The algorithms `mcp.oauth.algorithms` may name: asymmetric signatures libcjose verifies.
 bool supportedAlgorithm(std::string_view alg);
 

@@ -156,7 +156,7 @@ void OperatorToolCall::start() {
       const std::shared_ptr<const OperatorTool> tool = tool_;
       McpHost* host = &host_;
       const std::string db = ctx_.who.server_database;
-      spec.plan_check = [tool, host, db](const guards::PlanSummary& plan) {
+      spec.plan_check = [tool, host, db](const analysis::PlanSummary& plan) {
         const auto stats = host->tableStats(db);
         return checkToolPlan(*tool, plan, stats.get());
       };

@@ -90,11 +90,11 @@ std::optional<double> instant(const Json& v) {
   return t;
 }
 
-std::string qualified(const guards::PlanScan& scan) {
+std::string qualified(const analysis::PlanScan& scan) {
   return scan.schema.empty() ? scan.relation : scan.schema + "." + scan.relation;
 }
 
-bool matchesTable(const std::string& listed, const guards::PlanScan& scan) {
+bool matchesTable(const std::string& listed, const analysis::PlanScan& scan) {
   const size_t dot = listed.find('.');
   if (dot == std::string::npos) return listed == scan.relation;
   if (scan.schema.empty()) return listed.substr(dot + 1) == scan.relation;
@@ -113,12 +113,12 @@ std::vector<std::string> stringList(const YAML::Node& n, const std::string& path
 }
 
 void checkStatement(const YAML::Node& node, const std::string& path, const std::string& bound) {
-  using guards::LimitKind;
-  using guards::StatementKind;
-  const auto a = guards::analyzeUncached(bound);
+  using analysis::LimitKind;
+  using analysis::StatementKind;
+  const auto a = analysis::analyzeUncached(bound);
   if (!a->ok) cfg::fail(node, path, "does not parse: " + a->error);
   if (a->statements.size() != 1) cfg::fail(node, path, "must be exactly one statement");
-  const guards::StatementInfo& st = a->statements[0];
+  const analysis::StatementInfo& st = a->statements[0];
   // Every group is read-only: a tool reads, and only with a plain SELECT.
   if (st.kind != StatementKind::kSelect || !st.returns_rows || st.locking_clause || st.select_into ||
       st.modifying_cte) {
@@ -459,8 +459,9 @@ std::optional<Json> checkRangeCaps(const OperatorTool& tool, const Json& args) {
   return std::nullopt;
 }
 
-std::optional<guards::GuardResult> checkToolPlan(const OperatorTool& tool, const guards::PlanSummary& plan,
-                                                 const guards::TableStatsSnapshot* stats) {
+std::optional<guards::GuardResult> checkToolPlan(const OperatorTool& tool,
+                                                 const analysis::PlanSummary& plan,
+                                                 const analysis::TableStatsSnapshot* stats) {
   for (const auto& scan : plan.scans) {
     if (scan.node_type != "Seq Scan") continue;
     for (const auto& listed : tool.deny_seq_scan_on) {
@@ -471,10 +472,11 @@ std::optional<guards::GuardResult> checkToolPlan(const OperatorTool& tool, const
       r.subject = listed;
       const std::string table = qualified(scan);
       const size_t dot = listed.find('.');
-      const guards::TableStats* ts =
+      const analysis::TableStats* ts =
           !stats ? nullptr
-          : dot == std::string::npos ? stats->find(scan.schema.empty() ? "public" : scan.schema, scan.relation)
-                                     : stats->find(listed.substr(0, dot), listed.substr(dot + 1));
+          : dot == std::string::npos
+              ? stats->find(scan.schema.empty() ? "public" : scan.schema, scan.relation)
+              : stats->find(listed.substr(0, dot), listed.substr(dot + 1));
       std::string indexes = ts == nullptr ? "" : ts->indexed_columns.empty() ? "; it has no index at all"
                                                                              : "; its indexes lead with ";
       if (ts) {

@@ -81,7 +81,8 @@ std::optional<Json> checkRangeCaps(const OperatorTool& tool, const Json& args);
 
 // The plan check: a scan the tool forbids (a Seq Scan on a listed table), as a SEQ_SCAN result
 // naming the table's indexes from `stats` (may be null).
-std::optional<guards::GuardResult> checkToolPlan(const OperatorTool& tool, const guards::PlanSummary& plan,
-                                                 const guards::TableStatsSnapshot* stats);
+std::optional<guards::GuardResult> checkToolPlan(const OperatorTool& tool,
+                                                 const analysis::PlanSummary& plan,
+                                                 const analysis::TableStatsSnapshot* stats);
 
 }  // namespace pgwarden::mcp

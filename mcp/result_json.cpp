@@ -175,7 +175,7 @@ Json provenanceJson(const RunResult& r, const ResultSet* main) {
            {"rows_returned", main ? Json(main->rows.size()) : Json(nullptr)},
            {"stats_age_seconds", r.stats_age_s >= 0 ? Json(r.stats_age_s) : Json(nullptr)}};
   if (!r.explain_json.empty()) {
-    if (auto plan = guards::parsePlanJson(r.explain_json)) {
+    if (auto plan = analysis::parsePlanJson(r.explain_json)) {
       out["estimated_rows"] = static_cast<int64_t>(plan->plan_rows);
     }
   }

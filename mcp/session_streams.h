@@ -13,13 +13,15 @@
 
 #include "mcp/jsonrpc.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 class HttpTransport;
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net
+
+namespace pgwarden::daemon {}  // namespace pgwarden::daemon
 
 namespace pgwarden::mcp {
 
-using daemon::HttpTransport;
+using net::HttpTransport;
 
 // The logging capability's levels (RFC 5424 severities), least severe first.
 enum class LogLevel : uint8_t { kDebug, kInfo, kNotice, kWarning, kError, kCritical, kAlert, kEmergency };
@@ -40,7 +42,7 @@ class SessionStreams {
   // How long a stream may stay silent before a comment line is sent on it.
   static constexpr uint64_t kKeepaliveMs = 20000;
 
-  void attach(HttpTransport* transport) { transport_ = transport; }
+  void attach(net::HttpTransport* transport) { transport_ = transport; }
   // `exchange` (already answered with the stream's headers) is now `session`'s stream. A session
   // has at most one: an older stream is ended, so a client that reconnects after a network drop
   // the server has not noticed yet is not locked out.
@@ -65,7 +67,7 @@ class SessionStreams {
   };
   bool write(const std::string& session, Open& s, std::string_view bytes, uint64_t now_ms);
 
-  HttpTransport* transport_ = nullptr;
+  net::HttpTransport* transport_ = nullptr;
   std::unordered_map<std::string, Open> by_session_;
   std::unordered_map<uint64_t, std::string> by_exchange_;
 };

@@ -12,10 +12,10 @@
 
 namespace pgwarden::mcp {
 
-using daemon::GateRequest;
-using daemon::GateVerdict;
-using daemon::StatementRun;
 using history::Outcome;
+using session::GateRequest;
+using session::GateVerdict;
+using session::StatementRun;
 
 namespace {
 
@@ -106,8 +106,9 @@ void StatementRunner::judge() {
     counted_running_ = true;
     host_.statementRunning(1);
   }
-  gate_ = std::make_unique<daemon::StatementGate>(host_.gateServices(spec_.who.server_database), *this,
-                                                  [this](GateVerdict v) { onVerdict(std::move(v)); });
+  gate_ =
+      std::make_unique<session::StatementGate>(host_.gateServices(spec_.who.server_database), *this,
+                                               [this](GateVerdict v) { onVerdict(std::move(v)); });
   GateRequest r;
   r.sql = spec_.sql;
   r.overrides = guards::parseSqlComment(spec_.sql);
@@ -148,7 +149,7 @@ guards::RequestContext StatementRunner::requestContext(bool extended, const guar
   return ctx;
 }
 
-bool StatementRunner::runExplain(const std::string& sql, bool, const daemon::ExplainArgs& args) {
+bool StatementRunner::runExplain(const std::string& sql, bool, const session::ExplainArgs& args) {
   explain_sql_ = sql;
   explain_bound_ = args.bound;
   explain_reply_ = true;
@@ -180,7 +181,7 @@ void StatementRunner::act(GateVerdict v) {
   step_ = Step::kJudging;
   write_ = std::move(v.write);
   exec_.judged(v.plan, v.overrides);
-  const daemon::StatementPlan& plan = *v.plan;
+  const session::StatementPlan& plan = *v.plan;
   result_.plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     // The cost gate's EXPLAIN failed on the server: that error answers the statement.
@@ -242,9 +243,9 @@ void StatementRunner::act(GateVerdict v) {
     result_.executed_sql = work_sql_;
     result_.rewritten = work_sql_ != spec_.sql;
     // The screens compare the bound values, as they do for a wire client's Bind.
-    std::shared_ptr<const daemon::ScreenParams> params;
+    std::shared_ptr<const session::ScreenParams> params;
     if (spec_.bind && !spec_.params.empty())
-      params = std::make_shared<const daemon::ScreenParams>(spec_.params);
+      params = std::make_shared<const session::ScreenParams>(spec_.params);
     exec_.begin(result_.plan, v.overrides, std::move(v.budget_key), spec_.bind, std::move(params));
   }
   if (cancelled_) {
@@ -264,7 +265,7 @@ void StatementRunner::acquire() {
   step_ = Step::kAcquiring;
   if (spec_.txn) {
     // The transaction's own connection, never a pool's.
-    if (daemon::ServerConnection* c = spec_.txn->lend(*this)) {
+    if (pool::ServerConnection* c = spec_.txn->lend(*this)) {
       onServerReady(*c);
     } else {
       onServerFailed("08006",
@@ -283,7 +284,7 @@ void StatementRunner::acquire() {
   waiting_pool_->acquire(this);
 }
 
-void StatementRunner::onServerReady(daemon::ServerConnection& c) {
+void StatementRunner::onServerReady(pool::ServerConnection& c) {
   waiting_pool_ = nullptr;
   server_ = &c;
   c.attach(this);
@@ -292,7 +293,7 @@ void StatementRunner::onServerReady(daemon::ServerConnection& c) {
     return;
   }
   if (!spec_.txn) {
-    const std::string sync = daemon::carriedSyncSql(c, {});
+    const std::string sync = pool::carriedSyncSql(c, {});
     if (!sync.empty()) {
       sendTxnStep(TxnStep::kParamSync, sync);
       return;
@@ -320,8 +321,8 @@ void StatementRunner::sendWork() {
     step_ = Step::kExplaining;
     if (parse_check_) {
       // The server's parser only: nothing runs, nothing stays on the connection after the Sync.
-      protocol::writeParse(server_->out(), daemon::kParseCheckName, explain_sql_, {});
-      protocol::writeClose(server_->out(), 'S', daemon::kParseCheckName);
+      protocol::writeParse(server_->out(), session::kParseCheckName, explain_sql_, {});
+      protocol::writeClose(server_->out(), 'S', session::kParseCheckName);
       protocol::writeSync(server_->out());
     } else if (explain_bound_) {
       writeBound(explain_sql_, false);
@@ -331,8 +332,8 @@ void StatementRunner::sendWork() {
   } else if (spec_.txn && write_.wrap && !savepoint_set_) {
     // With the savepoint, the counters the write's count starts from.
     spec_.txn->transaction().beginWrite(write_.table);
-    sendTxnStep(TxnStep::kSavepoint,
-                spec_.txn->transaction().savepointQuery(daemon::WriteTransaction::Savepoint::kSet));
+    sendTxnStep(TxnStep::kSavepoint, spec_.txn->transaction().savepointQuery(
+                                         session::WriteTransaction::Savepoint::kSet));
     return;
   } else {
     step_ = Step::kRunning;
@@ -359,12 +360,13 @@ void StatementRunner::writeBound(const std::string& sql, bool describe) {
   protocol::writeSync(out);
 }
 
-void StatementRunner::onServerMessage(daemon::ServerConnection&, const protocol::Frame& f) {
+void StatementRunner::onServerMessage(pool::ServerConnection&, const protocol::Frame& f) {
   if (step_ == Step::kDone) return;
   handleMessage(f);
 }
 
-void StatementRunner::onServerChunk(daemon::ServerConnection&, char, std::string_view, bool, bool last) {
+void StatementRunner::onServerChunk(pool::ServerConnection&, char, std::string_view, bool,
+                                    bool last) {
   // A row too big to keep whole: dropped, and the result says it is incomplete.
   if (!result_.sets.empty()) result_.sets.back().truncated = true;
   if (last && exec_.run()) exec_.run()->truncated = true;
@@ -466,7 +468,7 @@ void StatementRunner::onRowDescription(const protocol::Frame& f) {
       set.columns.push_back({std::string((*fields)[i].name), masked ? 25u : (*fields)[i].type_oid});
     }
   }
-  daemon::StatementRun* run = exec_.run();
+  session::StatementRun* run = exec_.run();
   int64_t cap = spec_.max_rows;
   if (run && run->max_rows >= 0 && run->max_rows < cap) cap = run->max_rows;
   set.cap = cap;
@@ -478,12 +480,12 @@ void StatementRunner::onRowDescription(const protocol::Frame& f) {
 void StatementRunner::onDataRow(const protocol::Frame& f) {
   if (result_.sets.empty()) result_.sets.emplace_back();
   ResultSet& set = result_.sets.back();
-  daemon::StatementRun* run = exec_.run();
+  session::StatementRun* run = exec_.run();
   const bool over_bytes = result_bytes_ + f.body.size() > spec_.max_result_bytes;
   if (over_bytes && run) run->truncated = true;
   // The row cap as the wire counts it (daemon::countDataRow), the run's rows against the cap.
   const bool kept =
-      !over_bytes && (run ? daemon::countDataRow(*run, f, set.cap)
+      !over_bytes && (run ? session::countDataRow(*run, f, set.cap)
                           : set.cap < 0 || static_cast<int64_t>(set.rows.size()) < set.cap);
   if (!kept) {
     set.truncated = true;
@@ -501,14 +503,14 @@ void StatementRunner::onDataRow(const protocol::Frame& f) {
   result_bytes_ += f.body.size();
 }
 
-void StatementRunner::screenResult(daemon::StatementRun& run) {
+void StatementRunner::screenResult(session::StatementRun& run) {
   // The result screens, as on the wire: what they find reaches the caller as warnings with the
   // same codes and texts, and a finding set to deny answers the text's last statement instead
   // of its rows (a Query's last statement on the wire).
   // An operator tool's statement is bound (the extended protocol, where the wire warns instead),
   // yet its caller, like a query call's, expects nothing after it: a denial answers it too.
   const bool last = exec_.atLast();
-  const daemon::ScreenFindings found = daemon::screenFindings(
+  const session::ScreenFindings found = session::screenFindings(
       run, spec_.who.policy, [this] { return host_.tableStats(spec_.who.server_database); }, last);
   for (const guards::Verdict* v : found.warnings) {
     if (result_.notices.size() >= kMaxNotices) break;
@@ -518,19 +520,19 @@ void StatementRunner::screenResult(daemon::StatementRun& run) {
 }
 
 bool StatementRunner::holdForProbe() {
-  daemon::StatementRun* run = exec_.run();
+  session::StatementRun* run = exec_.run();
   if (!run || !server_ || spec_.txn || spec_.explain_only ||
-      !daemon::probeWanted(*run, spec_.who.policy))
+      !session::probeWanted(*run, spec_.who.policy))
     return false;
-  daemon::PoolManager* pools = host_.probePools();
+  pool::PoolManager* pools = host_.probePools();
   metrics::Counters* counters = host_.probeCounters();
   if (!pools || !counters) return false;
-  if (!probe_) probe_ = std::make_unique<daemon::ScreenProbe>(host_.loop(), *pools, *counters);
-  return daemon::holdForProbe(*run, spec_.who.policy,
-                              host_.tableStats(spec_.who.server_database).get(), *probe_,
-                              spec_.who.server_database, *server_, [this] {
-                                if (server_) server_->releaseInput();
-                              });
+  if (!probe_) probe_ = std::make_unique<session::ScreenProbe>(host_.loop(), *pools, *counters);
+  return session::holdForProbe(*run, spec_.who.policy,
+                               host_.tableStats(spec_.who.server_database).get(), *probe_,
+                               spec_.who.server_database, *server_, [this] {
+                                 if (server_) server_->releaseInput();
+                               });
 }
 
 void StatementRunner::onCommandComplete(const protocol::Frame& f) {
@@ -542,12 +544,12 @@ void StatementRunner::onCommandComplete(const protocol::Frame& f) {
   if (spec_.txn && !spec_.explain_only && !txnCommandComplete(tag)) return;
   if (result_.sets.empty() || !result_.sets.back().command.empty()) result_.sets.emplace_back();
   result_.sets.back().command = std::string(tag);
-  daemon::StatementRun* run = exec_.run();
+  session::StatementRun* run = exec_.run();
   if (!run || run->finished) {
     exec_.finish(Outcome::kOk);
     return;
   }
-  daemon::noteCommandComplete(*run, tag, f.raw.size());
+  session::noteCommandComplete(*run, tag, f.raw.size());
   screenResult(*run);
   if (result_.screen_denial) {
     // Denied by a screen: the rows are not the caller's; the statement ends with the denial.
@@ -570,7 +572,7 @@ void StatementRunner::onError(const protocol::Frame& f) {
     result_.hint = std::string(e->get('H'));
   }
   if (counting_run_ && !counting_run_->finished)
-    finishRun(*counting_run_, Outcome::kError, result_.sqlstate, daemon::kNotExecutedInQuery);
+    finishRun(*counting_run_, Outcome::kError, result_.sqlstate, session::kNotExecutedInQuery);
   counting_run_.reset();
   exec_.error(result_.sqlstate, result_.message, f.raw.size());
 }
@@ -610,13 +612,13 @@ void StatementRunner::onReady(const protocol::Frame& f) {
   }
   // The answer goes out before the connection's reset is sent: the reset is off the caller's path.
   // complete() may destroy this runner, so the connection is let go through a local.
-  daemon::ServerConnection* s = server_;
+  pool::ServerConnection* s = server_;
   server_ = nullptr;
   complete();
   s->release(0, false);
 }
 
-void StatementRunner::onServerLost(daemon::ServerConnection&, const std::string& why) {
+void StatementRunner::onServerLost(pool::ServerConnection&, const std::string& why) {
   server_ = nullptr;
   if (spec_.txn) spec_.txn->takeBack(nullptr, 0);
   spdlog::warn("mcp session {}: server connection lost: {}", spec_.session_id, why);
@@ -685,7 +687,7 @@ void StatementRunner::cancelStep() {
 
 void StatementRunner::releaseServer(int rfq_owed) {
   if (!server_) return;
-  daemon::ServerConnection* s = server_;
+  pool::ServerConnection* s = server_;
   server_ = nullptr;
   if (spec_.txn) {
     spec_.txn->takeBack(s, rfq_owed);

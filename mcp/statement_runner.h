@@ -27,12 +27,12 @@ namespace pgwarden::mcp {
 // judged by its WriteTransaction and run on the one connection it holds for the transaction's life.
 class TxnLink {
  public:
-  virtual daemon::WriteTransaction& transaction() = 0;
+  virtual session::WriteTransaction& transaction() = 0;
   // Lends the held connection to `to` (attached to it); null when there is none.
-  virtual daemon::ServerConnection* lend(daemon::ServerLink& to) = 0;
+  virtual pool::ServerConnection* lend(pool::ServerLink& to) = 0;
   // The runner is done with it: `c` null when it was lost; `rfq_owed` ReadyForQuery messages
   // are still due for work sent on it (only when the runner is destroyed mid-statement).
-  virtual void takeBack(daemon::ServerConnection* c, int rfq_owed) = 0;
+  virtual void takeBack(pool::ServerConnection* c, int rfq_owed) = 0;
   // A wrapped write's CommandComplete went over a row cap: the denial it is answered with (the
   // write is undone), counted.
   virtual guards::Verdict undone(guards::GuardResult over) = 0;
@@ -69,7 +69,7 @@ struct RunSpec {
   // (Parse/Bind/Execute) with these text-format values (nullopt: NULL), never spliced into it.
   bool bind = false;
   std::vector<std::optional<std::string>> params;
-  daemon::PlanCheck plan_check;  // the tool's plan_check, run on the gate's EXPLAIN
+  session::PlanCheck plan_check;  // the tool's plan_check, run on the gate's EXPLAIN
   // The call was refused before its statement could run (its arguments): recorded as a denial.
   std::optional<guards::GuardResult> refusal;
   // A statement of this guarded-writes transaction (not owned): no pool, its state machine
@@ -105,7 +105,7 @@ struct ResultNotice {
 struct RunResult {
   enum class Kind : uint8_t { kOk, kDenied, kError };
   Kind kind = Kind::kOk;
-  std::shared_ptr<const daemon::StatementPlan> plan;  // the gate's plan (denial: its verdict)
+  std::shared_ptr<const session::StatementPlan> plan;  // the gate's plan (denial: its verdict)
   // kError: the server's (or pgwarden's) error.
   std::string sqlstate;
   std::string message;
@@ -130,10 +130,10 @@ struct RunResult {
   int64_t stats_age_s = -1;
 };
 
-class StatementRunner final : public daemon::GateCaller,
-                              public daemon::ServerLink,
-                              public daemon::ServerWaiter,
-                              public daemon::RunSink {
+class StatementRunner final : public session::GateCaller,
+                              public pool::ServerLink,
+                              public pool::ServerWaiter,
+                              public session::RunSink {
  public:
   using Done = std::function<void(RunResult&&)>;
   StatementRunner(McpHost& host, RunSpec spec, Done done);
@@ -154,23 +154,23 @@ class StatementRunner final : public daemon::GateCaller,
   // GateCaller
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override;
   const guards::PolicyGroup* policyGroup() const override { return spec_.who.policy; }
-  bool runExplain(const std::string& sql, bool extended, const daemon::ExplainArgs& args) override;
+  bool runExplain(const std::string& sql, bool extended, const session::ExplainArgs& args) override;
   bool runParseCheck(const std::string& sql, bool extended,
                      const std::vector<uint32_t>& param_types) override;
-  const daemon::WriteTransaction* writeTransaction() const override {
+  const session::WriteTransaction* writeTransaction() const override {
     return spec_.txn && !spec_.read_only ? &spec_.txn->transaction() : nullptr;
   }
   // ServerLink
-  void onServerMessage(daemon::ServerConnection& s, const protocol::Frame& frame) override;
-  void onServerChunk(daemon::ServerConnection& s, char type, std::string_view bytes, bool first,
+  void onServerMessage(pool::ServerConnection& s, const protocol::Frame& frame) override;
+  void onServerChunk(pool::ServerConnection& s, char type, std::string_view bytes, bool first,
                      bool last) override;
-  void onServerReadDone(daemon::ServerConnection&) override {}
-  void onServerWritten(daemon::ServerConnection&) override {}
-  void onServerLost(daemon::ServerConnection& s, const std::string& why) override;
+  void onServerReadDone(pool::ServerConnection&) override {}
+  void onServerWritten(pool::ServerConnection&) override {}
+  void onServerLost(pool::ServerConnection& s, const std::string& why) override;
   // ServerWaiter
-  void onServerReady(daemon::ServerConnection& c) override;
+  void onServerReady(pool::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
-  void onWaitMoved(daemon::Pool& to) override { waiting_pool_ = &to; }
+  void onWaitMoved(pool::Pool& to) override { waiting_pool_ = &to; }
 
  private:
   enum class Step : uint8_t { kStats, kJudging, kAcquiring, kExplaining, kRunning, kDone };
@@ -182,8 +182,8 @@ class StatementRunner final : public daemon::GateCaller,
   void stopStatsTimer();
   static void onAnswerTimer(uv_timer_t* t);
   void deliver();
-  void onVerdict(daemon::GateVerdict v);
-  void act(daemon::GateVerdict v);
+  void onVerdict(session::GateVerdict v);
+  void act(session::GateVerdict v);
   void acquire();
   void sendWork();
   // Parse/Bind/Describe/Execute/Sync of `sql` with the spec's bind values.
@@ -191,7 +191,7 @@ class StatementRunner final : public daemon::GateCaller,
   void handleMessage(const protocol::Frame& f);
   void onRowDescription(const protocol::Frame& f);
   void onDataRow(const protocol::Frame& f);
-  void screenResult(daemon::StatementRun& run);
+  void screenResult(session::StatementRun& run);
   void onCommandComplete(const protocol::Frame& f);
   // Holds the server's CommandComplete while the screens' probe runs (statement_execution.h).
   bool holdForProbe();
@@ -215,7 +215,7 @@ class StatementRunner final : public daemon::GateCaller,
   void abandonCancelled();
   void onTxnStepDone(char status);
   // RunSink: the recorder, with this call's context.
-  void finishRun(daemon::StatementRun& run, history::Outcome outcome, std::string_view sqlstate,
+  void finishRun(session::StatementRun& run, history::Outcome outcome, std::string_view sqlstate,
                  std::string_view message) override;
   // Ends every statement of the text not recorded yet with `outcome`.
   void finishRest(history::Outcome outcome, std::string_view sqlstate, std::string_view message);
@@ -228,17 +228,17 @@ class StatementRunner final : public daemon::GateCaller,
   uv_timer_t* stats_timer_ = nullptr;  // polls while the first statistics load runs
   uv_timer_t* answer_timer_ = nullptr;  // an answer reached inside a call, delivered next turn
   bool in_call_ = false;                // inside start() or cancel()
-  daemon::StatsWait stats_wait_;
+  session::StatsWait stats_wait_;
   Done done_;
-  std::unique_ptr<daemon::StatementGate> gate_;
-  std::unique_ptr<daemon::ScreenProbe> probe_;  // the result screens' probe, made on first use
+  std::unique_ptr<session::StatementGate> gate_;
+  std::unique_ptr<session::ScreenProbe> probe_;  // the result screens' probe, made on first use
   Step step_ = Step::kJudging;
-  daemon::ServerConnection* server_ = nullptr;
-  daemon::Pool* waiting_pool_ = nullptr;
+  pool::ServerConnection* server_ = nullptr;
+  pool::Pool* waiting_pool_ = nullptr;
   std::string explain_sql_;  // the cost gate's EXPLAIN, waiting for a connection
   bool explain_bound_ = false;  // ... run with the statement's bind values
   std::string work_sql_;     // the text the server runs
-  daemon::TextExecution exec_{*this};  // the text's statements as the server answers them
+  session::TextExecution exec_{*this};  // the text's statements as the server answers them
   bool explain_reply_ = false;  // the server's answers belong to the cost gate's EXPLAIN
   bool parse_check_ = false;    // ... or to the gate's parse check (explain_sql_ is its text)
   std::string explain_error_;
@@ -249,11 +249,11 @@ class StatementRunner final : public daemon::GateCaller,
   bool counted_running_ = false;  // past the console's hold: counted in statementRunning
   bool done_called_ = false;
   bool huge_row_ = false;  // a row streamed in pieces: dropped, the result marked truncated
-  daemon::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint
+  session::GateVerdict::Write write_;  // a transaction's write, to run under the savepoint
   TxnStep txn_step_ = TxnStep::kNone;
   bool savepoint_set_ = false;
   // A write within its caps by its tag, recorded once its count is in (txnCounted).
-  std::shared_ptr<daemon::StatementRun> counting_run_;
+  std::shared_ptr<session::StatementRun> counting_run_;
   bool counting_ = false;
   RunResult result_;
 };

@@ -9,8 +9,8 @@
 
 namespace pgwarden::mcp {
 
-using daemon::StatementRun;
 using history::Outcome;
+using session::StatementRun;
 
 void StatementRunner::sendTxnStep(TxnStep step, const std::string& sql) {
   step_ = Step::kRunning;
@@ -57,13 +57,13 @@ void StatementRunner::onTxnStepDone(char status) {
 
 bool StatementRunner::txnCommandComplete(std::string_view tag) {
   result_.last_tag = std::string(tag.substr(0, tag.find(' ')));
-  daemon::StatementRun* run = exec_.run();
+  session::StatementRun* run = exec_.run();
   const auto& plan = exec_.plan();
-  const guards::StatementInfo* st = nullptr;
+  const analysis::StatementInfo* st = nullptr;
   if (run && plan && plan->analysis && run->index < plan->analysis->statements.size()) {
     st = &plan->analysis->statements[run->index];
   }
-  using Wrapped = daemon::WriteTransaction::Wrapped;
+  using Wrapped = session::WriteTransaction::Wrapped;
   auto done = spec_.txn->transaction().onCommandComplete(
       st, tag,
       write_.wrap ? std::optional<Wrapped>(Wrapped{write_.table, write_.command}) : std::nullopt);
@@ -81,7 +81,7 @@ bool StatementRunner::txnCommandComplete(std::string_view tag) {
 
 void StatementRunner::txnCounted(char status) {
   counting_ = false;
-  std::shared_ptr<daemon::StatementRun> run = std::move(counting_run_);
+  std::shared_ptr<session::StatementRun> run = std::move(counting_run_);
   if (status != 'T') {
     // The count failed, and the transaction with it: the write is lost; only ROLLBACK helps.
     if (run)
@@ -108,7 +108,7 @@ void StatementRunner::txnCounted(char status) {
 
 void StatementRunner::sendSettle() {
   // RELEASE keeps the write; ROLLBACK TO undoes it (over a cap).
-  using Savepoint = daemon::WriteTransaction::Savepoint;
+  using Savepoint = session::WriteTransaction::Savepoint;
   sendTxnStep(TxnStep::kSettle,
               spec_.txn->transaction().savepointQuery(result_.undone ? Savepoint::kUndo : Savepoint::kRelease));
 }

@@ -78,9 +78,10 @@ std::optional<std::string_view> bearerToken(std::string_view authorization) {
   return token;
 }
 
-std::optional<std::string> userForToken(const std::vector<McpToken>& tokens, std::string_view token) {
+std::optional<std::string> userForToken(const std::vector<config::McpToken>& tokens,
+                                        std::string_view token) {
   const Sha256 digest = sha256(token);
-  const McpToken* match = nullptr;
+  const config::McpToken* match = nullptr;
   for (const auto& t : tokens) {
     // No early exit: the time taken does not tell which entry (if any) matched.
     if (CRYPTO_memcmp(t.sha256.data(), digest.data(), digest.size()) == 0 && match == nullptr) {

@@ -23,6 +23,7 @@ std::string generateToken();
 // The token of an `Authorization: Bearer <token>` value; nullopt for another scheme or none.
 std::optional<std::string_view> bearerToken(std::string_view authorization);
 // The user whose configured hash matches `token`. Every hash is compared, each in constant time.
-std::optional<std::string> userForToken(const std::vector<McpToken>& tokens, std::string_view token);
+std::optional<std::string> userForToken(const std::vector<config::McpToken>& tokens,
+                                        std::string_view token);
 
 }  // namespace pgwarden::mcp

@@ -195,7 +195,7 @@ const char* kCatalogSql =
     " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(";
 
 // Masked columns (docs/masking.md): a column's known values are its values; it says it is masked.
-void markMasked(Json& info, const guards::Masking& m, const guards::TableStatsSnapshot* stats) {
+void markMasked(Json& info, const guards::Masking& m, const analysis::TableStatsSnapshot* stats) {
   const std::string q = info["table"].get<std::string>();
   const size_t dot = q.find('.');
   if (dot == std::string::npos || !info["columns"].is_array()) return;
@@ -286,8 +286,8 @@ void ToolCall::runStatement(std::string sql, int64_t max_rows, bool explain_only
   RunSpec spec = runSpec(ctx_, toolName(tool_), std::move(sql), max_rows);
   spec.explain_only = explain_only;
   spec.internal = internal;
-  const daemon::TxnState txn = ctx_.writes ? ctx_.writes->state() : daemon::TxnState::kNone;
-  if (txn == daemon::TxnState::kOpen || txn == daemon::TxnState::kFailed) {
+  const session::TxnState txn = ctx_.writes ? ctx_.writes->state() : session::TxnState::kNone;
+  if (txn == session::TxnState::kOpen || txn == session::TxnState::kFailed) {
     // Inside the session's open transaction a read runs on its connection and sees its changes.
     if (!txn_claimed_ && !ctx_.writes->claim()) {
       finish({{"code", "TRANSACTION_BUSY"},
@@ -352,7 +352,7 @@ void ToolCall::finishQuery(RunResult&& r) {
   if (ctx_.writes && r.plan && r.plan->analysis) {
     // A write group's read: its tables count as looked at before the transaction changes them.
     for (const auto& st : r.plan->analysis->statements) {
-      if (st.kind == guards::StatementKind::kSelect) ctx_.writes->noteRead(st);
+      if (st.kind == analysis::StatementKind::kSelect) ctx_.writes->noteRead(st);
     }
   }
   Json out = queryResultJson(r);
@@ -405,7 +405,7 @@ void ToolCall::answerPolicy() {
   const std::string conversation =
       argString(args_, "conversation_id").empty() ? ctx_.conversation_id : argString(args_, "conversation_id");
   out["conversation_id"] = conversation;
-  const guards::BudgetGuard* bg = policy ? guards::findBudgetGuard(*policy) : nullptr;
+  const budgets::BudgetGuard* bg = policy ? budgets::findBudgetGuard(*policy) : nullptr;
   if (bg) {
     const auto& l = bg->limits();
     Json b{{"max_statements", l.max_statements}, {"max_denied", l.max_denied}, {"max_rows", l.max_rows}};

@@ -14,9 +14,9 @@
 
 namespace pgwarden::mcp {
 
-using daemon::TxnEnd;
-using daemon::TxnEvent;
-using daemon::TxnState;
+using session::TxnEnd;
+using session::TxnEvent;
+using session::TxnState;
 
 WriteConversation::WriteConversation(McpHost& host, McpIdentity who, uint64_t session_id)
     : host_(host), who_(std::move(who)), session_id_(session_id), txn_(who_.policy->writes()) {}
@@ -80,7 +80,7 @@ void WriteConversation::cancelAcquire() {
   waiting_pool_ = nullptr;
 }
 
-void WriteConversation::onServerReady(daemon::ServerConnection& c) {
+void WriteConversation::onServerReady(pool::ServerConnection& c) {
   waiting_pool_ = nullptr;
   server_ = &c;
   c.attach(this);
@@ -100,12 +100,12 @@ void WriteConversation::onServerFailed(const std::string& sqlstate, const std::s
   if (done) done(false, sqlstate, message);
 }
 
-daemon::ServerConnection* WriteConversation::lend(daemon::ServerLink& to) {
+pool::ServerConnection* WriteConversation::lend(pool::ServerLink& to) {
   if (server_) server_->attach(&to);
   return server_;
 }
 
-void WriteConversation::takeBack(daemon::ServerConnection* c, int rfq_owed) {
+void WriteConversation::takeBack(pool::ServerConnection* c, int rfq_owed) {
   if (!c || rfq_owed != 0) {
     // Lost, or left mid-statement (shutdown): the transaction is gone with the connection.
     if (c) c->release(rfq_owed, false);
@@ -131,14 +131,14 @@ std::optional<guards::Verdict> WriteConversation::afterRun(const RunResult& r) {
   const auto end = txn_.afterStatement(r.txn_status, r.last_tag, now());
   if (!end.moved) {
     spdlog::warn("mcp session {}: write mode: no move from {} on ReadyForQuery '{}'", session_id_,
-                 daemon::txnStateName(txn_.state()), logsafe(r.txn_status));
+                 session::txnStateName(txn_.state()), logsafe(r.txn_status));
   }
   if (end.ended) host_.writeTransactionEnded(*end.ended);
   return end.notice;
 }
 
 void WriteConversation::noteLooked(std::string_view qualified_table) {
-  guards::StatementInfo st;
+  analysis::StatementInfo st;
   auto& r = st.relations.emplace_back();
   const auto dot = qualified_table.find('.');
   if (dot != std::string_view::npos) r.schema = std::string(qualified_table.substr(0, dot));
@@ -154,11 +154,11 @@ void WriteConversation::tick(uint64_t now_ms) {
   const auto lost = txn_.totals();
   if (!txn_.move(TxnEvent::kExpired, now_ms)) return;
   spdlog::info("mcp session {}: rolling back a write transaction ({}): lost {}", session_id_,
-               daemon::txnEndName(*why), logsafe(lost.summary, kLogMessageMaxBytes));
+               session::txnEndName(*why), logsafe(lost.summary, kLogMessageMaxBytes));
   host_.writeTransactionEnded(txn_.expiredBy());
   txn_.clear();
   // The connection's reset sends the ROLLBACK; the next call is told TRANSACTION_ROLLED_BACK.
-  daemon::ServerConnection* c = server_;
+  pool::ServerConnection* c = server_;
   server_ = nullptr;
   c->release(0, false);
 }
@@ -182,12 +182,12 @@ void WriteConversation::forget(const char* why) {
 void WriteConversation::dropConnection(const char* why) {
   forget(why);
   if (!server_) return;
-  daemon::ServerConnection* c = server_;
+  pool::ServerConnection* c = server_;
   server_ = nullptr;
   c->release(0, false);  // ROLLBACK (when in a transaction) and DISCARD ALL before it is lent again
 }
 
-void WriteConversation::onServerMessage(daemon::ServerConnection&, const protocol::Frame& f) {
+void WriteConversation::onServerMessage(pool::ServerConnection&, const protocol::Frame& f) {
   // Nothing runs: the server speaks only to end the connection (a FATAL before it closes).
   if (f.type == protocol::be::kErrorResponse) {
     auto e = protocol::parseErrorFields(f.body);
@@ -196,7 +196,7 @@ void WriteConversation::onServerMessage(daemon::ServerConnection&, const protoco
   }
 }
 
-void WriteConversation::onServerLost(daemon::ServerConnection&, const std::string& why) {
+void WriteConversation::onServerLost(pool::ServerConnection&, const std::string& why) {
   server_ = nullptr;
   spdlog::warn("mcp session {}: the write transaction's connection was lost: {}", session_id_, why);
   takeBack(nullptr, 0);
@@ -381,7 +381,7 @@ void WriteToolCall::refuse(const char* code, std::string message) {
 }
 
 void WriteToolCall::addState(Json& out, const std::optional<guards::Verdict>& notice) const {
-  out["state"] = daemon::txnStateName(conv_->state());
+  out["state"] = session::txnStateName(conv_->state());
   out["next_moves"] = conv_->nextMoves();
   out["notice"] = notice ? denialJson(*notice) : Json(nullptr);
   // TRANSACTION_OPEN's facts: rows and statements so far, seconds left, the next moves in SQL.

@@ -20,9 +20,7 @@
 
 namespace pgwarden::mcp {
 
-class WriteConversation final : public TxnLink,
-                                public daemon::ServerLink,
-                                public daemon::ServerWaiter {
+class WriteConversation final : public TxnLink, public pool::ServerLink, public pool::ServerWaiter {
  public:
   // `session_id`: the MCP session's history id, for the log.
   WriteConversation(McpHost& host, McpIdentity who, uint64_t session_id);
@@ -30,7 +28,7 @@ class WriteConversation final : public TxnLink,
   WriteConversation(const WriteConversation&) = delete;
   WriteConversation& operator=(const WriteConversation&) = delete;
 
-  daemon::TxnState state() const { return txn_.state(); }
+  session::TxnState state() const { return txn_.state(); }
   // The tools that may come next: begin; execute, commit, rollback; or rollback alone.
   std::vector<std::string> nextMoves() const;
   // Whether `tool` is a valid move now. After pgwarden rolled the transaction back every
@@ -51,7 +49,7 @@ class WriteConversation final : public TxnLink,
   std::optional<guards::Verdict> afterRun(const RunResult& r);
 
   // Reads outside the transaction (query, describe_table) count as looks at their tables.
-  void noteRead(const guards::StatementInfo& st) { txn_.noteRead(st); }
+  void noteRead(const analysis::StatementInfo& st) { txn_.noteRead(st); }
   void noteLooked(std::string_view qualified_table);
 
   // The idle and age limits: an expired transaction is rolled back (its connection reset).
@@ -60,21 +58,21 @@ class WriteConversation final : public TxnLink,
   void end(const char* why);
 
   // TxnLink
-  daemon::WriteTransaction& transaction() override { return txn_; }
-  daemon::ServerConnection* lend(daemon::ServerLink& to) override;
-  void takeBack(daemon::ServerConnection* c, int rfq_owed) override;
+  session::WriteTransaction& transaction() override { return txn_; }
+  pool::ServerConnection* lend(pool::ServerLink& to) override;
+  void takeBack(pool::ServerConnection* c, int rfq_owed) override;
   guards::Verdict undone(guards::GuardResult over) override;
   void written(int64_t rows) override { host_.writeCounted(rows, false); }
   // ServerLink (while no statement runs on the held connection)
-  void onServerMessage(daemon::ServerConnection& s, const protocol::Frame& frame) override;
-  void onServerChunk(daemon::ServerConnection&, char, std::string_view, bool, bool) override {}
-  void onServerReadDone(daemon::ServerConnection&) override {}
-  void onServerWritten(daemon::ServerConnection&) override {}
-  void onServerLost(daemon::ServerConnection& s, const std::string& why) override;
+  void onServerMessage(pool::ServerConnection& s, const protocol::Frame& frame) override;
+  void onServerChunk(pool::ServerConnection&, char, std::string_view, bool, bool) override {}
+  void onServerReadDone(pool::ServerConnection&) override {}
+  void onServerWritten(pool::ServerConnection&) override {}
+  void onServerLost(pool::ServerConnection& s, const std::string& why) override;
   // ServerWaiter
-  void onServerReady(daemon::ServerConnection& c) override;
+  void onServerReady(pool::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
-  void onWaitMoved(daemon::Pool& to) override { waiting_pool_ = &to; }
+  void onWaitMoved(pool::Pool& to) override { waiting_pool_ = &to; }
 
  private:
   uint64_t now() const;
@@ -87,9 +85,9 @@ class WriteConversation final : public TxnLink,
   McpHost& host_;
   McpIdentity who_;  // holds the config, and so the group's WriteMode, alive
   uint64_t session_id_;
-  daemon::WriteTransaction txn_;
-  daemon::ServerConnection* server_ = nullptr;
-  daemon::Pool* waiting_pool_ = nullptr;
+  session::WriteTransaction txn_;
+  pool::ServerConnection* server_ = nullptr;
+  pool::Pool* waiting_pool_ = nullptr;
   Acquired acquired_;
   bool busy_ = false;
   bool ended_ = false;

@@ -7,7 +7,7 @@
 
 #include "common/ascii.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace {
 
@@ -80,4 +80,4 @@ bool authorized(const HttpAuth& auth, std::string_view header) {
   return false;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 struct HttpAuth {
   enum class Kind { kNone, kBearer, kBasic };
@@ -16,4 +16,4 @@ struct HttpAuth {
 // True when the Authorization header value satisfies `auth`. Constant time in the secret.
 bool authorized(const HttpAuth& auth, std::string_view authorization_header);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace {
 
@@ -196,4 +196,4 @@ bool HttpRequestParser::pushHeader() {
   return true;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

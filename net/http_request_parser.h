@@ -13,7 +13,7 @@
 
 struct http_parser;
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 struct HttpRequest {
   std::string method;                                        // "POST", "GET", ...
@@ -86,4 +86,4 @@ class HttpRequestParser {
   bool failed_ = false;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

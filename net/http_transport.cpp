@@ -9,7 +9,7 @@
 
 #include "net/stream.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace {
 
@@ -117,7 +117,7 @@ class HttpTransport::Connection final : public StreamEvents {
     int rc = stream_.initTcp();
     if (rc == 0) rc = stream_.acceptFrom(listener);
     if (rc == 0 && t_.options_.tls) {
-      auto engine = daemon::TlsEngine::makeServer(t_.options_.tls);
+      auto engine = net::TlsEngine::makeServer(t_.options_.tls);
       if (!engine.ok() || !stream_.startTls(std::move(engine.value())).ok()) rc = UV_EPROTO;
     }
     if (rc == 0) rc = stream_.startRead();
@@ -606,4 +606,4 @@ Result<sockaddr_storage> parseHttpListenAddress(std::string_view text) {
   return Error{"not a numeric IP address: " + host};
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

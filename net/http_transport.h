@@ -24,7 +24,7 @@
 #include "net/http_request_parser.h"
 #include "net/tls.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 struct HttpResponse {
   int status = 200;
@@ -149,4 +149,4 @@ void appendHttpResponse(std::string& out, const HttpResponse& r, bool keep_alive
 // "127.0.0.1:9930", "[::1]:9930", "localhost:9930". Numeric addresses only (no DNS on the loop).
 Result<sockaddr_storage> parseHttpListenAddress(std::string_view text);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

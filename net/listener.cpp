@@ -16,7 +16,7 @@
 #include <fstream>
 #include <vector>
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace {
 
@@ -230,4 +230,4 @@ void noteReuseportMigration() {
   }
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -9,7 +9,7 @@
 
 #include "net/net_config.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 class Listener {
  public:
@@ -71,4 +71,4 @@ class Listener {
 // another process on the port (net.ipv4.tcp_migrate_req). Reads /proc once: call at start.
 void noteReuseportMigration();
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -29,7 +29,7 @@ MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node) {
       {"listen", "max_clients", "read_timeout", "bearer_token_file", "basic_auth_file", "studio"});
   o.studio = config::getBool(node, path, "studio", o.studio);
   o.listen = config::getString(node, path, "listen", o.listen);
-  if (!o.listen.empty() && !daemon::parseHttpListenAddress(o.listen).ok()) {
+  if (!o.listen.empty() && !net::parseHttpListenAddress(o.listen).ok()) {
     config::fail(node["listen"], path + ".listen",
                  "expected host:port with a numeric address, e.g. 127.0.0.1:9930 or [::1]:9930");
   }
@@ -46,14 +46,14 @@ MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node) {
                  "set either bearer_token_file or basic_auth_file, not both");
   }
   if (bearer) {
-    o.auth.kind = daemon::HttpAuth::Kind::kBearer;
+    o.auth.kind = net::HttpAuth::Kind::kBearer;
     o.auth.secret =
         config::readSecretFile(node["bearer_token_file"], path + ".bearer_token_file", *bearer);
     if (o.auth.secret.empty()) {
       config::fail(node["bearer_token_file"], path + ".bearer_token_file", "the file is empty");
     }
   } else if (basic) {
-    o.auth.kind = daemon::HttpAuth::Kind::kBasic;
+    o.auth.kind = net::HttpAuth::Kind::kBasic;
     o.auth.secret =
         config::readSecretFile(node["basic_auth_file"], path + ".basic_auth_file", *basic);
     if (o.auth.secret.find(':') == std::string::npos || o.auth.secret.front() == ':') {
@@ -69,7 +69,7 @@ MetricsEndpointOptions parseMetricsConfig(const YAML::Node& node) {
 MetricsEndpoint::MetricsEndpoint(uv_loop_t* loop, metrics::Metrics& metrics,
                                  const MetricsEndpointOptions& options, ReadinessCheck readiness)
     : metrics_(metrics), auth_(options.auth), readiness_(std::move(readiness)) {
-  daemon::HttpTransportOptions t;
+  net::HttpTransportOptions t;
   t.name = "metrics";
   t.listen = options.listen;
   t.max_connections = options.max_clients;
@@ -79,7 +79,7 @@ MetricsEndpoint::MetricsEndpoint(uv_loop_t* loop, metrics::Metrics& metrics,
   t.write_timeout = options.write_timeout;
   t.keepalive_timeout = options.keepalive_timeout;
   t.linger_timeout = options.linger_timeout;
-  transport_ = daemon::HttpTransport::create(loop, std::move(t), this);
+  transport_ = net::HttpTransport::create(loop, std::move(t), this);
 }
 
 // The transport must not call a handler that is gone.
@@ -94,7 +94,7 @@ void MetricsEndpoint::close() {
   if (transport_) transport_->close();  // keeps itself alive until its handles are closed
 }
 
-void MetricsEndpoint::onHttpRequest(uint64_t exchange, daemon::HttpRequest&& req) {
+void MetricsEndpoint::onHttpRequest(uint64_t exchange, net::HttpRequest&& req) {
   std::string_view handler = "other";
   if (req.path == "/metrics") {
     handler = "metrics";
@@ -108,21 +108,21 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, daemon::HttpRequest&& req
     handler = "studio";
   }
   auto text = [](int status, std::string body) {
-    daemon::HttpResponse r;
+    net::HttpResponse r;
     r.status = status;
     r.content_type = kText;
     r.body = std::move(body);
     return r;
   };
   if (req.method != "GET" && req.method != "HEAD") {
-    daemon::HttpResponse r = text(405, "method not allowed\n");
+    net::HttpResponse r = text(405, "method not allowed\n");
     r.headers.emplace_back("Allow", "GET, HEAD");
     respond(exchange, handler, std::move(r));
   } else if (handler == "metrics" || handler == "studio") {
     if (authorized(auth_, req.header("authorization"))) {
       if (handler == "studio") {
         std::weak_ptr<bool> alive = alive_;
-        pages_->serve(req, [this, alive, exchange](daemon::HttpResponse r) {
+        pages_->serve(req, [this, alive, exchange](net::HttpResponse r) {
           if (auto a = alive.lock(); a && *a) respond(exchange, "studio", std::move(r));
         });
         return;
@@ -130,8 +130,8 @@ void MetricsEndpoint::onHttpRequest(uint64_t exchange, daemon::HttpRequest&& req
       whenCurrent([this, exchange] { respond(exchange, "metrics", scrape()); });
       return;
     }
-    daemon::HttpResponse r = text(401, "unauthorized\n");
-    r.headers.emplace_back("WWW-Authenticate", auth_.kind == daemon::HttpAuth::Kind::kBasic
+    net::HttpResponse r = text(401, "unauthorized\n");
+    r.headers.emplace_back("WWW-Authenticate", auth_.kind == net::HttpAuth::Kind::kBasic
                                                    ? "Basic realm=\"pgwarden\""
                                                    : "Bearer");
     respond(exchange, handler, std::move(r));
@@ -155,8 +155,8 @@ void MetricsEndpoint::whenCurrent(std::function<void()> answer) {
   });
 }
 
-daemon::HttpResponse MetricsEndpoint::scrape() {
-  daemon::HttpResponse r;
+net::HttpResponse MetricsEndpoint::scrape() {
+  net::HttpResponse r;
   r.content_type = metrics::kContentType;
   // Collectors are other modules' code running inside a libuv callback: nothing they throw
   // (std::bad_alloc included) may unwind through libuv.
@@ -175,7 +175,7 @@ daemon::HttpResponse MetricsEndpoint::scrape() {
   return r;
 }
 
-daemon::HttpResponse MetricsEndpoint::ready() {
+net::HttpResponse MetricsEndpoint::ready() {
   Readiness state{true, {}};
   if (readiness_) {
     try {
@@ -185,7 +185,7 @@ daemon::HttpResponse MetricsEndpoint::ready() {
       spdlog::error("metrics endpoint: readiness check threw: {}", e.what());
     }
   }
-  daemon::HttpResponse r;
+  net::HttpResponse r;
   r.content_type = kText;
   if (state.ready) {
     r.body = "ready\n";
@@ -198,25 +198,26 @@ daemon::HttpResponse MetricsEndpoint::ready() {
   return r;
 }
 
-void MetricsEndpoint::respond(uint64_t exchange, std::string_view handler, daemon::HttpResponse response) {
+void MetricsEndpoint::respond(uint64_t exchange, std::string_view handler,
+                              net::HttpResponse response) {
   metrics_.http_requests.with({handler, std::to_string(response.status)}).inc();
   transport_->respond(exchange, std::move(response));
 }
 
-void MetricsEndpoint::onHttpRefused(daemon::HttpRefusal why, int status) {
+void MetricsEndpoint::onHttpRefused(net::HttpRefusal why, int status) {
   switch (why) {
-    case daemon::HttpRefusal::kMalformed:
-    case daemon::HttpRefusal::kTooLarge:
+    case net::HttpRefusal::kMalformed:
+    case net::HttpRefusal::kTooLarge:
       metrics_.http_requests.with({"other", std::to_string(status)}).inc();
       break;
-    case daemon::HttpRefusal::kReadTimeout:
+    case net::HttpRefusal::kReadTimeout:
       metrics_.http_connections_rejected.with({"read_timeout"}).inc();
       break;
-    case daemon::HttpRefusal::kEvicted:
+    case net::HttpRefusal::kEvicted:
       spdlog::debug("metrics endpoint: closing the longest-waiting client to make room");
       metrics_.http_connections_rejected.with({"evicted"}).inc();
       break;
-    case daemon::HttpRefusal::kOverCapacity:
+    case net::HttpRefusal::kOverCapacity:
       metrics_.http_connections_rejected.with({"max_clients"}).inc();
       break;
   }

@@ -32,7 +32,7 @@ struct MetricsEndpointOptions {
   std::chrono::milliseconds write_timeout{10000};      // response taken by the client
   std::chrono::milliseconds keepalive_timeout{60000};  // between a scraper's requests
   std::chrono::milliseconds linger_timeout{2000};      // after the last response, wait for the FIN
-  daemon::HttpAuth auth;  // guards /metrics (and /studio/); /healthz and /readyz stay open for probes
+  net::HttpAuth auth;  // guards /metrics (and /studio/); /healthz and /readyz stay open for probes
   // `studio: true`: the read-only history studio at /studio/ (studio/studio.h), behind `auth`.
   bool studio = false;
 };
@@ -58,12 +58,13 @@ class HttpPages {
  public:
   virtual ~HttpPages() = default;
   virtual std::string_view prefix() const = 0;  // e.g. "/studio/"; its path without the slash too
-  virtual void serve(const daemon::HttpRequest& request, std::function<void(daemon::HttpResponse)> answer) = 0;
+  virtual void serve(const net::HttpRequest& request,
+                     std::function<void(net::HttpResponse)> answer) = 0;
 };
 
 // Owns its transport, which keeps itself alive until its handles are closed: the endpoint may be
 // destroyed right after close(). All methods run on the loop thread.
-class MetricsEndpoint final : public daemon::HttpHandler {
+class MetricsEndpoint final : public net::HttpHandler {
  public:
   // `metrics` must outlive the endpoint; `readiness` runs on the loop for each GET /readyz.
   MetricsEndpoint(uv_loop_t* loop, metrics::Metrics& metrics, const MetricsEndpointOptions& options,
@@ -84,24 +85,24 @@ class MetricsEndpoint final : public daemon::HttpHandler {
   size_t clientCount() const { return transport_ ? transport_->connectionCount() : 0; }
 
   // HttpHandler
-  void onHttpRequest(uint64_t exchange, daemon::HttpRequest&& request) override;
+  void onHttpRequest(uint64_t exchange, net::HttpRequest&& request) override;
   void onHttpAbandoned(uint64_t) override {}  // a late answer to a gone client is dropped
-  void onHttpRefused(daemon::HttpRefusal why, int status) override;
+  void onHttpRefused(net::HttpRefusal why, int status) override;
 
  private:
-  void respond(uint64_t exchange, std::string_view handler, daemon::HttpResponse response);
+  void respond(uint64_t exchange, std::string_view handler, net::HttpResponse response);
   // Runs `answer` once the figures are current (at once without a refresh hook).
   void whenCurrent(std::function<void()> answer);
-  daemon::HttpResponse scrape();
-  daemon::HttpResponse ready();
+  net::HttpResponse scrape();
+  net::HttpResponse ready();
 
   metrics::Metrics& metrics_;
-  daemon::HttpAuth auth_;
+  net::HttpAuth auth_;
   ReadinessCheck readiness_;
   Refresh refresh_;
   HttpPages* pages_ = nullptr;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  std::shared_ptr<daemon::HttpTransport> transport_;
+  std::shared_ptr<net::HttpTransport> transport_;
   size_t last_scrape_bytes_ = 16384;
 };
 

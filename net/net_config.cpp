@@ -1,6 +1,6 @@
 #include "net/net_config.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_db) const {
   if (databases.empty()) return std::string(client_db);
@@ -10,4 +10,4 @@ std::optional<std::string> UpstreamConfig::mapDatabase(std::string_view client_d
   return std::nullopt;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

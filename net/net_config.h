@@ -11,7 +11,7 @@
 
 #include "net/tls.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 using Millis = std::chrono::milliseconds;
 
@@ -74,4 +74,4 @@ struct UpstreamConfig {
   std::optional<std::string> mapDatabase(std::string_view client_db) const;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -12,7 +12,7 @@
 
 #include "net/tls.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace {
 
@@ -313,4 +313,4 @@ void Stream::onClose(uv_handle_t* h) {
   self->events_->onStreamClosed(*self);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -14,7 +14,7 @@
 
 #include "common/result.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 class Stream;
 class TlsEngine;
@@ -131,4 +131,4 @@ class Stream {
 // Size of the loop-wide read buffer every stream reads into (data is consumed synchronously).
 inline constexpr size_t kReadBufferSize = 64 * 1024;
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

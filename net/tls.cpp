@@ -16,7 +16,7 @@
 
 #include "common/config_util.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 namespace cfg = pgwarden::config;
 
@@ -447,4 +447,4 @@ std::string TlsEngine::peerSubject() const {
   return buf;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -18,7 +18,7 @@ typedef struct ssl_ctx_st SSL_CTX;  // NOLINT: OpenSSL's own names
 typedef struct ssl_st SSL;          // NOLINT
 typedef struct bio_st BIO;          // NOLINT
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 // Client side (`tls.mode`): what pgwarden accepts from its clients.
 enum class TlsMode { kDisable, kAllow, kRequire };
@@ -144,4 +144,4 @@ class TlsEngine {
 // between feeds; past it the connection fails rather than buffering without limit.
 inline constexpr size_t kTlsMaxHeldBytes = 1u << 20;
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -8,7 +8,7 @@
 
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 struct Resolver::Req {
   uv_getaddrinfo_t req;
@@ -160,4 +160,4 @@ void CancelForwarder::onStreamWritten(Stream&, int status) {
 
 void CancelForwarder::onStreamClosed(Stream&) { on_done_(this); }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -13,7 +13,7 @@
 #include "net/net_config.h"
 #include "net/stream.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 // One pending uv_getaddrinfo at a time. The request is heap-allocated and outlives its owner if
 // need be: cancel() (or the destructor) detaches it, so a late answer touches nothing.
@@ -78,4 +78,4 @@ class CancelForwarder final : public StreamEvents {
   uint64_t deadline_ms_ = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -12,7 +12,7 @@
 
 #include "guards/webhook_guard.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 using guards::WebhookOutcome;
 
@@ -394,4 +394,4 @@ void WebhookClient::cancel(uint64_t id) {
   startQueued();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

@@ -24,7 +24,7 @@ namespace pgwarden::guards {
 class WebhookGuard;
 }
 
-namespace pgwarden::daemon {
+namespace pgwarden::net {
 
 struct WebhookRequest {
   std::string url;
@@ -94,4 +94,4 @@ class WebhookClient {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::net

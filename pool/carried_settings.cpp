@@ -7,7 +7,7 @@
 #include "guards/pooled_state_check.h"
 #include "pool/server_conn.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
@@ -106,14 +106,14 @@ std::optional<std::string> startupValue(std::string_view name, const ParamList& 
 }
 
 std::optional<std::string> resetsToStartup(std::string_view sql,
-                                           const std::vector<guards::StatementInfo>& statements,
+                                           const std::vector<analysis::StatementInfo>& statements,
                                            const ParamList& startup) {
   std::optional<std::string> out;
   size_t copied = 0;  // of `sql`, up to here
   for (const auto& st : statements) {
     const bool to_default =
-        st.kind == guards::StatementKind::kReset ||
-        (st.kind == guards::StatementKind::kSet && st.setting_value == "default");
+        st.kind == analysis::StatementKind::kReset ||
+        (st.kind == analysis::StatementKind::kSet && st.setting_value == "default");
     if (!to_default) continue;
     const std::string_view name = guards::carriedSetting(st.setting);
     if (name.empty()) continue;
@@ -162,4 +162,4 @@ std::string carriedSyncSql(ServerConnection& c, const ParamList& wanted) {
   return sql;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -10,7 +10,7 @@
 #include "analysis/analysis.h"
 #include "common/param_list.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class ServerConnection;
 
@@ -34,7 +34,7 @@ std::optional<std::string> startupValue(std::string_view name, const ParamList& 
 // client's startup value (a pooled connection's own reset values are pgwarden's login values);
 // nullopt when there is none. RESET ALL is left as it is.
 std::optional<std::string> resetsToStartup(std::string_view sql,
-                                           const std::vector<guards::StatementInfo>& statements,
+                                           const std::vector<analysis::StatementInfo>& statements,
                                            const ParamList& startup);
 
 // A DateStyle as PostgreSQL resolves it at login: a part the client left out (the output style,
@@ -49,4 +49,4 @@ void completeDateStyle(ParamList& params, std::string_view login);
 // `v` as a SQL string literal (E'' when it holds a backslash).
 std::string quoteSqlLiteral(std::string_view v);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

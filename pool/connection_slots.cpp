@@ -6,7 +6,7 @@
 #include <iterator>
 #include <utility>
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
@@ -163,4 +163,4 @@ void ConnectionSlots::wakeLoop(int loop) {
   woken_.notify_all();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class ConnectionSlots {
  public:
@@ -72,4 +72,4 @@ class ConnectionSlots {
   std::vector<int> waking_;                   // per loop: wakes running now
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -15,7 +15,7 @@
 #include "common/log_text.h"
 #include "net/tls.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
@@ -36,7 +36,7 @@ std::string oneLine(const char* text) {
   return s;
 }
 
-int checkTimeoutMs(const UpstreamConfig& up) {
+int checkTimeoutMs(const net::UpstreamConfig& up) {
   return static_cast<int>(std::max<int64_t>(
       2000, std::chrono::duration_cast<std::chrono::milliseconds>(up.connect_timeout).count()));
 }
@@ -50,7 +50,8 @@ void CheckConnection::close() {
   conn_ = nullptr;
 }
 
-bool CheckConnection::open(const UpstreamHost& host, const UpstreamConfig& up, std::string* error) {
+bool CheckConnection::open(const net::UpstreamHost& host, const net::UpstreamConfig& up,
+                           std::string* error) {
   close();
   const std::string port = std::to_string(host.port);
   const std::string timeout = std::to_string(checkTimeoutMs(up) / 1000);
@@ -64,7 +65,7 @@ bool CheckConnection::open(const UpstreamHost& host, const UpstreamConfig& up, s
                           up.password.empty() ? nullptr : up.password.c_str(),
                           up.health_check_database.c_str(),
                           timeout.c_str(),
-                          upstreamSslModeName(up.tls.sslmode),
+                          net::upstreamSslModeName(up.tls.sslmode),
                           up.tls.sslrootcert.empty() ? nullptr : up.tls.sslrootcert.c_str(),
                           "pgwarden health check",
                           nullptr};
@@ -127,12 +128,12 @@ bool CheckConnection::ask(int timeout_ms, HostProbe* out) {
   return ok;
 }
 
-HostProbe CheckConnection::check(const UpstreamHost& host, const UpstreamConfig& up) {
+HostProbe CheckConnection::check(const net::UpstreamHost& host, const net::UpstreamConfig& up) {
   HostProbe out;
   // A reload may change who logs in and how: the connection kept follows.
   const std::string with = host.name() + '\0' + up.user + '\0' + up.password + '\0' +
-                           up.health_check_database + '\0' + upstreamSslModeName(up.tls.sslmode) +
-                           '\0' + up.tls.sslrootcert;
+                           up.health_check_database + '\0' +
+                           net::upstreamSslModeName(up.tls.sslmode) + '\0' + up.tls.sslrootcert;
   if (conn_ != nullptr && with != opened_with_) close();
   const int timeout_ms = checkTimeoutMs(up);
   if (conn_ != nullptr) {
@@ -156,12 +157,13 @@ HostProbe CheckConnection::check(const UpstreamHost& host, const UpstreamConfig&
   return out;
 }
 
-HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up) {
+HostProbe probeWithLibpq(const net::UpstreamHost& host, const net::UpstreamConfig& up) {
   CheckConnection c;
   return c.check(host, up);
 }
 
-HostHealth::HostHealth(const UpstreamConfig& up, Probe probe) : probe_(std::move(probe)), up_(up) {
+HostHealth::HostHealth(const net::UpstreamConfig& up, Probe probe)
+    : probe_(std::move(probe)), up_(up) {
   hosts_.push_back({up.host, up.port});
   for (const auto& r : up.replicas) hosts_.push_back(r);
   for (const auto& h : hosts_) labels_.push_back(labels_.empty() ? "primary" : h.name());
@@ -191,7 +193,7 @@ void HostHealth::stop() {
   threads_.clear();
 }
 
-void HostHealth::setUpstream(const UpstreamConfig& up) {
+void HostHealth::setUpstream(const net::UpstreamConfig& up) {
   std::lock_guard<std::mutex> lock(mu_);
   up_ = up;
 }
@@ -199,7 +201,7 @@ void HostHealth::setUpstream(const UpstreamConfig& up) {
 void HostHealth::run(size_t i) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    const UpstreamConfig up = up_;
+    const net::UpstreamConfig up = up_;
     lock.unlock();
     checkOne(i, up);
     lock.lock();
@@ -208,7 +210,7 @@ void HostHealth::run(size_t i) {
 }
 
 void HostHealth::checkAll() {
-  UpstreamConfig up;
+  net::UpstreamConfig up;
   {
     std::lock_guard<std::mutex> lock(mu_);
     up = up_;
@@ -216,7 +218,7 @@ void HostHealth::checkAll() {
   for (size_t i = 0; i < hosts_.size(); ++i) checkOne(i, up);
 }
 
-void HostHealth::checkOne(size_t i, const UpstreamConfig& up) {
+void HostHealth::checkOne(size_t i, const net::UpstreamConfig& up) {
   const HostProbe p = probe_ ? probe_(hosts_[i], up) : conns_[i]->check(hosts_[i], up);
   std::lock_guard<std::mutex> lock(mu_);
   State& s = states_[i];
@@ -282,4 +284,4 @@ std::vector<HostStatus> HostHealth::snapshot() const {
   return out;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

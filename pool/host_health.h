@@ -20,7 +20,7 @@
 
 struct pg_conn;  // libpq's PGconn
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 // What one check of one host found.
 struct HostProbe {
@@ -54,12 +54,12 @@ class CheckConnection {
   // Connects within upstream.connect_timeout (at least 2 s as libpq counts it), and waits as
   // long for the answer to the query; no answer by then is a failed check (and a closed
   // connection), so a host that hangs cannot hold its checker for longer.
-  HostProbe check(const UpstreamHost& host, const UpstreamConfig& up);
+  HostProbe check(const net::UpstreamHost& host, const net::UpstreamConfig& up);
   // Connections opened so far (one while the kept one keeps answering).
   uint64_t connects() const { return connects_; }
 
  private:
-  bool open(const UpstreamHost& host, const UpstreamConfig& up, std::string* error);
+  bool open(const net::UpstreamHost& host, const net::UpstreamConfig& up, std::string* error);
   bool ask(int timeout_ms, HostProbe* out);
   void close();
 
@@ -73,10 +73,11 @@ class HostHealth {
  public:
   // Checks one host (blocking: runs on that host's checker thread). The default keeps a
   // CheckConnection per host.
-  using Probe = std::function<HostProbe(const UpstreamHost& host, const UpstreamConfig& up)>;
+  using Probe =
+      std::function<HostProbe(const net::UpstreamHost& host, const net::UpstreamConfig& up)>;
 
   // Host 0 is the primary (upstream.host), 1.. the replicas, fixed for the process's life.
-  explicit HostHealth(const UpstreamConfig& up, Probe probe = {});
+  explicit HostHealth(const net::UpstreamConfig& up, Probe probe = {});
   ~HostHealth();
   HostHealth(const HostHealth&) = delete;
   HostHealth& operator=(const HostHealth&) = delete;
@@ -86,10 +87,10 @@ class HostHealth {
   void start();
   void stop();
   // A reload: new credentials, interval and max_replica_lag (the list of hosts stays).
-  void setUpstream(const UpstreamConfig& up);
+  void setUpstream(const net::UpstreamConfig& up);
 
   size_t size() const { return hosts_.size(); }
-  const UpstreamHost& host(size_t i) const { return hosts_[i]; }
+  const net::UpstreamHost& host(size_t i) const { return hosts_[i]; }
   // What history and the statements metric call host `i`: "primary", or a replica's host:port.
   // Held for the process's life, so a view of it may be kept.
   const std::string& label(size_t i) const { return labels_[i]; }
@@ -116,16 +117,16 @@ class HostHealth {
   };
   bool eligible(const State& s) const;
   void run(size_t i);
-  void checkOne(size_t i, const UpstreamConfig& up);
+  void checkOne(size_t i, const net::UpstreamConfig& up);
 
-  std::vector<UpstreamHost> hosts_;
+  std::vector<net::UpstreamHost> hosts_;
   std::vector<std::string> labels_;
   Probe probe_;  // empty: conns_
   // Host i's kept connection, used by host i's checker thread alone (or by checkAll).
   std::vector<std::unique_ptr<CheckConnection>> conns_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  UpstreamConfig up_;          // under mu_
+  net::UpstreamConfig up_;     // under mu_
   std::vector<State> states_;  // under mu_
   size_t next_ = 0;            // round robin over replicas, under mu_
   bool stopping_ = false;      // under mu_
@@ -134,6 +135,6 @@ class HostHealth {
 
 // A one-off libpq check on a connection of its own (CheckConnection::check, then closed): connects
 // to upstream.health_check_database as upstream.user and reads pg_is_in_recovery() and the lag.
-HostProbe probeWithLibpq(const UpstreamHost& host, const UpstreamConfig& up);
+HostProbe probeWithLibpq(const net::UpstreamHost& host, const net::UpstreamConfig& up);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

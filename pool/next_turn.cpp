@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 NextTurn::NextTurn(uv_loop_t* loop, std::function<void()> fn) : loop_(loop), fn_(std::move(fn)) {}
 
@@ -38,4 +38,4 @@ void NextTurn::onIdle(uv_idle_t* h) {
   if (self) self->fn_();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

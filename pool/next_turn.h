@@ -7,7 +7,7 @@
 
 #include <functional>
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class NextTurn {
  public:
@@ -33,4 +33,4 @@ class NextTurn {
   bool closed_ = false;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -9,7 +9,7 @@
 #include "common/log_text.h"
 #include "pool/host_health.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
@@ -505,4 +505,4 @@ std::vector<PoolStats> PoolManager::stats() const {
   return out;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -24,7 +24,7 @@
 #include "pool/next_turn.h"
 #include "pool/pooled_connection.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class HostHealth;
 class PoolManager;
@@ -286,4 +286,4 @@ class PoolManager {
   bool closed_ = false;  // closeAll ran (shutdown)
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

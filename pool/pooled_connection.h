@@ -10,7 +10,7 @@
 
 #include "pool/server_state.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class Pool;
 
@@ -69,4 +69,4 @@ class ConnectionFactory {
   virtual std::unique_ptr<PooledConnection> create(Pool& pool, uint64_t id) = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

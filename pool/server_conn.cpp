@@ -7,7 +7,7 @@
 #include "common/log_text.h"
 #include "guards/fixed_settings.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
@@ -129,7 +129,7 @@ void ServerConnection::start() {
   auto& c = pool_.manager().counters();
   ++c.server_connects;
   deadline_ms_ = pool_.manager().nowMs() + static_cast<uint64_t>(config_->upstream.connect_timeout.count());
-  int rc = initUpstreamStream(config_->upstream, stream_);
+  int rc = net::initUpstreamStream(config_->upstream, stream_);
   if (rc != 0) {
     state_ = ServerState::kClosing;
     last_error_ = std::string("socket: ") + uv_strerror(rc);
@@ -146,7 +146,7 @@ void ServerConnection::start() {
            uv_ip6_addr(config_->upstream.host.c_str(), 0, reinterpret_cast<sockaddr_in6*>(&ss)) != 0;
   }();
   state_ = needs_lookup ? ServerState::kResolving : ServerState::kConnecting;
-  rc = connectUpstream(config_->upstream, stream_, resolver_, [this](int status) {
+  rc = net::connectUpstream(config_->upstream, stream_, resolver_, [this](int status) {
     fail(std::string("cannot resolve the upstream host: ") + uv_strerror(status));
   });
   if (rc != 0) {
@@ -156,7 +156,7 @@ void ServerConnection::start() {
   }
 }
 
-void ServerConnection::onStreamConnected(Stream&, int status) {
+void ServerConnection::onStreamConnected(net::Stream&, int status) {
   if (status != 0) {
     // Nothing listens there (a TCP port, or a socket file that is not there): refused.
     failLogin(status == UV_ECONNREFUSED || status == UV_ENOENT ? metrics::ConnectFailure::kRefused
@@ -180,13 +180,13 @@ void ServerConnection::onStreamConnected(Stream&, int status) {
   sendStartup();
 }
 
-void ServerConnection::onStreamTlsReady(Stream&) {
+void ServerConnection::onStreamTlsReady(net::Stream&) {
   spdlog::debug("server {} db={}: TLS with the server: {}", id_, logsafe(pool_.database()),
                 stream_.tls()->describe());
   sendStartup();
 }
 
-void ServerConnection::onStreamTlsError(Stream&) {
+void ServerConnection::onStreamTlsError(net::Stream&) {
   fail("TLS with the server failed: " + stream_.tlsError());
 }
 
@@ -376,26 +376,26 @@ void ServerConnection::trimIdle() {
   stream_.releaseIdleBuffers();
 }
 
-void ServerConnection::onStreamData(Stream&, const char* data, size_t len) {
+void ServerConnection::onStreamData(net::Stream&, const char* data, size_t len) {
   if (ssl_requested_) {
     // The one-byte answer to our SSLRequest. Bytes behind it were sent in clear before any
     // handshake, so they cannot be trusted as server messages (CVE-2021-23222).
     ssl_requested_ = false;
-    const UpstreamTlsConfig& tls = config_->upstream.tls;
+    const net::UpstreamTlsConfig& tls = config_->upstream.tls;
     if (len > 1) {
       fail("received unencrypted data after the server's SSL response");
     } else if (data[0] == 'S') {
-      auto engine = TlsEngine::makeClient(tls.context, config_->upstream.host);
+      auto engine = net::TlsEngine::makeClient(tls.context, config_->upstream.host);
       if (!engine.ok()) {
         fail("TLS with the server failed: " + engine.error());
       } else if (!stream_.startTls(std::move(engine.value())).ok()) {
         fail("cannot start TLS with the server");
       }
-    } else if (data[0] == 'N' && tls.sslmode == UpstreamSslMode::kPrefer) {
+    } else if (data[0] == 'N' && tls.sslmode == net::UpstreamSslMode::kPrefer) {
       sendStartup();
     } else if (data[0] == 'N') {
       fail(std::string("the server does not accept TLS and upstream.sslmode is ") +
-           upstreamSslModeName(tls.sslmode));
+           net::upstreamSslModeName(tls.sslmode));
     } else {
       fail("the server did not answer the SSLRequest with S or N");
     }
@@ -584,12 +584,12 @@ bool ServerConnection::handleIdleMessage(const protocol::Frame& f) {
   }
 }
 
-void ServerConnection::onStreamEnd(Stream&, int status) {
+void ServerConnection::onStreamEnd(net::Stream&, int status) {
   fail(status == UV_EOF ? "the server closed the connection"
                         : std::string("read error: ") + uv_strerror(status));
 }
 
-void ServerConnection::onStreamWritten(Stream&, int status) {
+void ServerConnection::onStreamWritten(net::Stream&, int status) {
   if (status != 0) {
     fail(std::string("write error: ") + uv_strerror(status));
     return;
@@ -597,7 +597,7 @@ void ServerConnection::onStreamWritten(Stream&, int status) {
   if (link_ && state_ == ServerState::kActive) link_->onServerWritten(*this);
 }
 
-void ServerConnection::onStreamClosed(Stream&) {
+void ServerConnection::onStreamClosed(net::Stream&) {
   if (state_ == ServerState::kClosed) return;
   auto& c = pool_.manager().counters();
   if (c.server_current > 0) --c.server_current;
@@ -605,4 +605,4 @@ void ServerConnection::onStreamClosed(Stream&) {
   pool_.onClosed(*this);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -24,7 +24,7 @@
 #include "pool/server_state.h"
 #include "common/param_list.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 class ServerConnection;
 
@@ -61,7 +61,7 @@ class ServerWaiter : public PoolWaiter {
   ~ServerWaiter() = default;
 };
 
-class ServerConnection final : public StreamEvents, public PooledConnection {
+class ServerConnection final : public net::StreamEvents, public PooledConnection {
  public:
   ServerConnection(Pool& pool, uint64_t id);
   ~ServerConnection() override;
@@ -145,13 +145,13 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   void trimIdle();
 
   // StreamEvents
-  void onStreamData(Stream& s, const char* data, size_t len) override;
-  void onStreamEnd(Stream& s, int status) override;
-  void onStreamConnected(Stream& s, int status) override;
-  void onStreamWritten(Stream& s, int status) override;
-  void onStreamClosed(Stream& s) override;
-  void onStreamTlsReady(Stream& s) override;
-  void onStreamTlsError(Stream& s) override;
+  void onStreamData(net::Stream& s, const char* data, size_t len) override;
+  void onStreamEnd(net::Stream& s, int status) override;
+  void onStreamConnected(net::Stream& s, int status) override;
+  void onStreamWritten(net::Stream& s, int status) override;
+  void onStreamClosed(net::Stream& s) override;
+  void onStreamTlsReady(net::Stream& s) override;
+  void onStreamTlsError(net::Stream& s) override;
 
  private:
   void setState(ServerState to);
@@ -186,8 +186,8 @@ class ServerConnection final : public StreamEvents, public PooledConnection {
   uint64_t id_;
   std::shared_ptr<const PoolSettings> config_;
   ServerState state_ = ServerState::kConnecting;
-  Stream stream_;
-  Resolver resolver_;
+  net::Stream stream_;
+  net::Resolver resolver_;
   protocol::FrameBuffer in_;
   protocol::FrameLimits limits_;
   ServerLink* link_ = nullptr;
@@ -247,4 +247,4 @@ inline constexpr uint64_t kIdleTrimMs = 1000;
 // Messages bigger than this are streamed to the link in pieces rather than buffered whole.
 inline constexpr size_t kStreamThreshold = 128 * 1024;
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

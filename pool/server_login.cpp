@@ -9,11 +9,11 @@
 #include "guards/fixed_settings.h"
 #include "pool/server_conn.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 namespace {
 
-std::string millisText(Millis m) { return std::to_string(m.count()); }
+std::string millisText(net::Millis m) { return std::to_string(m.count()); }
 
 }  // namespace
 
@@ -289,4 +289,4 @@ bool ServerConnection::handleRoleCheck(const protocol::Frame& f) {
   }
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

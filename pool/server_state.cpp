@@ -2,7 +2,7 @@
 // `default:` so that adding a state makes -Wswitch point here.
 #include "pool/server_state.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 const char* stateName(ServerState s) {
   switch (s) {
@@ -46,4 +46,4 @@ bool legalTransition(ServerState from, ServerState to) {
   return false;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

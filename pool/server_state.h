@@ -3,7 +3,7 @@
 // impossible move is caught where it happens.
 #pragma once
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 enum class ServerState {
   kResolving,   // looking up the upstream host name
@@ -22,4 +22,4 @@ const char* stateName(ServerState s);
 // True when `from` -> `to` is a move the connection may make. Staying in a state is not a move.
 bool legalTransition(ServerState from, ServerState to);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -1,7 +1,7 @@
 // The LRU map of a server connection's prepared statements (transaction pooling).
 #include "pool/server_statements.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 PreparedText::PreparedText(std::string_view text, const std::vector<uint32_t>& param_types)
     : sql(text), types(param_types) {
@@ -49,4 +49,4 @@ void ServerStatements::clear() {
   lru_.clear();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
 
 // One client's prepared statement as it must be re-created on any server connection.
 struct PreparedText {
@@ -53,4 +53,4 @@ class ServerStatements {
   std::unordered_map<std::string_view, Entry> entries_;  // keys view text->key
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::pool

@@ -6,7 +6,7 @@
 namespace pgwarden::screens::detail {
 
 void arbitraryRows(const ScreenInput& in, Findings& out) {
-  const guards::StatementInfo& st = *in.statement;
+  const analysis::StatementInfo& st = *in.statement;
   if (!st.screen.limit_without_order || st.limit_value <= 0 || in.result.rows != st.limit_value) return;
   // A lone aggregate row under LIMIT 1 is the only row there is.
   if (st.has_aggregate && st.limit_value == 1) return;

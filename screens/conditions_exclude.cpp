@@ -13,7 +13,7 @@ namespace pgwarden::screens::detail {
 
 namespace {
 
-using Op = guards::ScreenComparison::Op;
+using Op = analysis::ScreenComparison::Op;
 
 // Independent conditions expected to match this many rows together leave an empty result by
 // chance with a probability of e^-10 (Poisson): the emptiness says they exclude each other.
@@ -24,14 +24,14 @@ struct Estimate {
   double share = 0;       // of the table's rows
 };
 
-std::string literal(const guards::ColumnStats& col, const std::string& v) {
+std::string literal(const analysis::ColumnStats& col, const std::string& v) {
   return col.category == 'N' ? v : quoteLiteral(v);
 }
 
 // The share of rows an `=` / IN comparison matches, from the MCVs; nothing when a value is not
 // among them (its frequency is a guess).
-std::optional<double> mcvShare(const ScreenInput& in, const guards::ScreenComparison& c,
-                               const guards::ColumnStats& col, std::string& condition) {
+std::optional<double> mcvShare(const ScreenInput& in, const analysis::ScreenComparison& c,
+                               const analysis::ColumnStats& col, std::string& condition) {
   if (c.icase || (col.category != 'S' && col.category != 'E' && col.category != 'N'))
     return std::nullopt;
   if (col.mcv_freqs.size() != col.mcv.size()) return std::nullopt;
@@ -42,7 +42,7 @@ std::optional<double> mcvShare(const ScreenInput& in, const guards::ScreenCompar
     if (!text) return std::nullopt;
     bool found = false;
     for (size_t i = 0; i < col.mcv.size() && !found; ++i) {
-      const bool same = col.category == 'N' ? guards::compareValues('N', col.mcv[i], *text) == 0
+      const bool same = col.category == 'N' ? analysis::compareValues('N', col.mcv[i], *text) == 0
                                             : col.mcv[i] == *text;
       if (same) {
         share += col.mcv_freqs[i];
@@ -59,8 +59,9 @@ std::optional<double> mcvShare(const ScreenInput& in, const guards::ScreenCompar
 // The share of rows an `=` / IN comparison matches by the statement's probe: the index's count
 // (at most kProbeRowLimit, so never more than the share it has).
 std::optional<double> probedShare(const ScreenInput& in, int index,
-                                  const guards::ScreenComparison& c, const guards::ColumnStats& col,
-                                  int64_t table_rows, std::string& condition) {
+                                  const analysis::ScreenComparison& c,
+                                  const analysis::ColumnStats& col, int64_t table_rows,
+                                  std::string& condition) {
   if (!in.probe || !in.probe->answers(index) || in.probe->rows <= 0 || table_rows <= 0)
     return std::nullopt;
   std::string list;
@@ -74,10 +75,10 @@ std::optional<double> probedShare(const ScreenInput& in, int index,
 }
 
 std::optional<Estimate> estimate(const ScreenInput& in, int index,
-                                 const guards::ScreenComparison& c) {
+                                 const analysis::ScreenComparison& c) {
   const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
   if (!rc.column || !rc.column->analyzed) return std::nullopt;
-  const guards::ColumnStats& col = *rc.column;
+  const analysis::ColumnStats& col = *rc.column;
   Estimate e;
   switch (c.op) {
     case Op::kIsNull:
@@ -106,7 +107,7 @@ std::optional<Estimate> estimate(const ScreenInput& in, int index,
 }  // namespace
 
 void conditionsExclude(const ScreenInput& in, Findings& out) {
-  const guards::ScreenFacts& f = in.statement->screen;
+  const analysis::ScreenFacts& f = in.statement->screen;
   if (!nothingMatched(in.result) || f.tables.size() != 1 || f.joined || f.grouped_filter) return;
   if (f.where_conditions < 2 || f.comparisons.size() != static_cast<size_t>(f.where_conditions))
     return;
@@ -143,7 +144,7 @@ void conditionsExclude(const ScreenInput& in, Findings& out) {
     counts += (i ? ", " : "") + std::string("count(*) FILTER (WHERE ") + parts[i].condition +
               ") AS alone_" + std::to_string(i + 1);
   }
-  const guards::ScreenTable& t = f.tables.front();
+  const analysis::ScreenTable& t = f.tables.front();
   const std::string written = t.schema.empty() ? t.name : t.schema + "." + t.name;
   guards::GuardResult r;
   r.code = std::string(guards::codes::kConditionsExclude);

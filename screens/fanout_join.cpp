@@ -7,7 +7,7 @@
 namespace pgwarden::screens::detail {
 
 void fanoutJoin(const ScreenInput& in, Findings& out) {
-  const guards::ScreenFacts& f = in.statement->screen;
+  const analysis::ScreenFacts& f = in.statement->screen;
   if (!f.count_or_sum || !f.joined) return;
   for (size_t i = 0; i + 1 < f.join_keys.size(); i += 2) {
     const auto& a = f.join_keys[i];

@@ -12,15 +12,15 @@ namespace pgwarden::screens::detail {
 namespace {
 
 // The column of `from` whose single-column foreign key references `target` ("schema.table.col").
-const std::string* referencing(const guards::TableStats& from, const std::string& target) {
+const std::string* referencing(const analysis::TableStats& from, const std::string& target) {
   for (const auto& [name, col] : from.columns) {
     if (col.references == target) return &name;
   }
   return nullptr;
 }
 
-bool check(const ScreenInput& in, const guards::ScreenJoinKey& own,
-           const guards::ScreenJoinKey& other, Findings& out) {
+bool check(const ScreenInput& in, const analysis::ScreenJoinKey& own,
+           const analysis::ScreenJoinKey& other, Findings& out) {
   const ResolvedColumn x = resolveColumn(in, own.table, own.column);
   const ResolvedColumn y = resolveColumn(in, other.table, other.column);
   if (!x.column || !y.column || !x.column->references.empty() || !x.column->knownUnique())

@@ -8,12 +8,12 @@ namespace pgwarden::screens::detail {
 
 void outOfRange(const ScreenInput& in, Findings& out) {
   if (!nothingMatched(in.result)) return;
-  using Op = guards::ScreenComparison::Op;
+  using Op = analysis::ScreenComparison::Op;
   for (const auto& c : in.statement->screen.comparisons) {
     if ((c.op != Op::kLower && c.op != Op::kUpper) || c.values.size() != 1) continue;
     // A relative time is folded to its day with a day of slack towards the data.
     std::string folded;
-    const guards::ScreenValue& value = c.values.front();
+    const analysis::ScreenValue& value = c.values.front();
     if (value.relative) folded = foldedDay(value, c.op == Op::kLower ? -1 : 1);
     const std::string* v = value.relative ? &folded : valueText(in, value);
     if (!v) continue;
@@ -24,8 +24,10 @@ void outOfRange(const ScreenInput& in, Findings& out) {
     const char cat = rc.column->category;
     if (value.relative && cat != 'D') continue;
     // Strictly outside: a bound the sample saw is not the column's true edge.
-    const bool starts_after = c.op == Op::kLower && guards::compareValues(cat, *v, high).value_or(0) > 0;
-    const bool ends_before = c.op == Op::kUpper && guards::compareValues(cat, *v, low).value_or(0) < 0;
+    const bool starts_after =
+        c.op == Op::kLower && analysis::compareValues(cat, *v, high).value_or(0) > 0;
+    const bool ends_before =
+        c.op == Op::kUpper && analysis::compareValues(cat, *v, low).value_or(0) < 0;
     if (!starts_after && !ends_before) continue;
 
     guards::GuardResult r;

@@ -22,15 +22,15 @@ std::string escapedLiteral(std::string_view v) {
 // The values of `c` as text when a probe could decide them: none is among the MCVs (a value
 // there occurs), and each is known (a constant, or a Bind's text value).
 std::optional<std::vector<std::string>> undecidedValues(const ScreenInput& in,
-                                                        const guards::ScreenComparison& c,
-                                                        const guards::ColumnStats& col) {
+                                                        const analysis::ScreenComparison& c,
+                                                        const analysis::ColumnStats& col) {
   std::vector<std::string> out;
   for (const auto& v : c.values) {
     const std::string* text = detail::valueText(in, v);
     if (!text || text->find('\0') != std::string::npos) return std::nullopt;
     for (const auto& m : col.mcv) {
       const bool same =
-          col.category == 'N' ? guards::compareValues('N', m, *text) == 0 : m == *text;
+          col.category == 'N' ? analysis::compareValues('N', m, *text) == 0 : m == *text;
       if (same) return std::nullopt;
     }
     out.push_back(*text);
@@ -53,13 +53,13 @@ std::optional<ProbeRequest> probeRequest(const ScreenInput& in, int timeout_ms) 
     if (!found.empty()) return std::nullopt;
   }
   for (size_t i = 0; i < comparisons.size(); ++i) {
-    const guards::ScreenComparison& c = comparisons[i];
-    if (c.op != guards::ScreenComparison::Op::kEq || c.icase || c.values.empty() ||
+    const analysis::ScreenComparison& c = comparisons[i];
+    if (c.op != analysis::ScreenComparison::Op::kEq || c.icase || c.values.empty() ||
         c.values.size() > kMaxProbeValues)
       continue;
     const detail::ResolvedColumn rc = detail::resolveColumn(in, c.table, c.column);
     if (!rc.column || !rc.column->leads_btree) continue;
-    const guards::ColumnStats& col = *rc.column;
+    const analysis::ColumnStats& col = *rc.column;
     if (col.category != 'S' && col.category != 'N') continue;
     // A column whose every value is known is decided without asking (UNKNOWN_VALUE).
     if (col.knownValues() || !col.all_values.empty()) continue;
@@ -77,8 +77,8 @@ std::string probeQuery(std::string_view schema, std::string_view table, std::str
   for (const auto& v : values) list += (list.empty() ? "" : ", ") + escapedLiteral(v);
   return "SET LOCAL statement_timeout = " + std::to_string(timeout_ms) +
          "; SET LOCAL enable_seqscan = off; SELECT count(*) FROM (SELECT 1 FROM " +
-         guards::quotedIdentifier(schema) + "." + guards::quotedIdentifier(table) + " WHERE " +
-         guards::quotedIdentifier(column) + " IN (" + list + ") LIMIT " +
+         analysis::quotedIdentifier(schema) + "." + analysis::quotedIdentifier(table) + " WHERE " +
+         analysis::quotedIdentifier(column) + " IN (" + list + ") LIMIT " +
          std::to_string(kProbeRowLimit) + ") p";
 }
 

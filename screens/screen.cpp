@@ -28,7 +28,7 @@ ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string
   for (size_t i = 0; i < tables.size(); ++i) {
     if (table >= 0 && static_cast<size_t>(table) != i) continue;
     std::string_view schema;
-    const guards::TableStats* ts =
+    const analysis::TableStats* ts =
         guards::util::findStats(in.stats, tables[i].schema, tables[i].name, settings, &schema);
     if (!ts) continue;
     auto it = ts->columns.find(column);
@@ -44,7 +44,7 @@ ResolvedColumn resolveTable(const ScreenInput& in, const std::string& schema,
   static const guards::GroupSettings kNoGroup{};
   if (!in.stats) return {};
   std::string_view found;
-  const guards::TableStats* ts = guards::util::findStats(
+  const analysis::TableStats* ts = guards::util::findStats(
       in.stats, schema, name, in.group ? in.group->settings() : kNoGroup, &found);
   if (!ts) return {};
   auto it = ts->columns.find(column);
@@ -52,7 +52,7 @@ ResolvedColumn resolveTable(const ScreenInput& in, const std::string& schema,
   return ResolvedColumn{ts, &it->second, found, name};
 }
 
-std::string foldedDay(const guards::ScreenValue& v, int slack_days) {
+std::string foldedDay(const analysis::ScreenValue& v, int slack_days) {
   using namespace std::chrono;
   const sys_days today = floor<days>(system_clock::now());
   year_month_day d{today};
@@ -68,7 +68,7 @@ std::string foldedDay(const guards::ScreenValue& v, int slack_days) {
   return buf;
 }
 
-const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v) {
+const std::string* valueText(const ScreenInput& in, const analysis::ScreenValue& v) {
   if (v.null || v.relative) return nullptr;
   if (v.param == 0) return &v.text;
   if (!in.params || static_cast<size_t>(v.param) > in.params->size()) return nullptr;
@@ -102,14 +102,14 @@ std::string listValues(const std::vector<std::string>& values, bool quote, size_
 namespace {
 
 // A read of a table that names no soft-delete column, once some table in the catalog has one.
-bool softDeleteCandidate(const guards::ScreenFacts& f) {
-  return !f.tables.empty() && !f.mentions_soft_delete && guards::softDeleteColumnsSeen();
+bool softDeleteCandidate(const analysis::ScreenFacts& f) {
+  return !f.tables.empty() && !f.mentions_soft_delete && analysis::softDeleteColumnsSeen();
 }
 
 }  // namespace
 
-bool worthScreening(const guards::StatementInfo& st) {
-  if (st.kind != guards::StatementKind::kSelect || !st.returns_rows) return false;
+bool worthScreening(const analysis::StatementInfo& st) {
+  if (st.kind != analysis::StatementKind::kSelect || !st.returns_rows) return false;
   if (!st.screen.empty()) return true;
   if (softDeleteCandidate(st.screen)) return true;
   // UNFILTERED: a read that reaches the client with no predicate at all.
@@ -119,11 +119,11 @@ bool worthScreening(const guards::StatementInfo& st) {
   return false;
 }
 
-bool maySpeak(const guards::StatementInfo& st, const ResultSummary& r) {
+bool maySpeak(const analysis::StatementInfo& st, const ResultSummary& r) {
   if (r.truncated) return true;  // PARTIAL_RESULT
   if (r.checks && detail::assertionsBroken(r)) return true;  // ASSERTION_FAILED
   if (!worthScreening(st)) return false;
-  const guards::ScreenFacts& f = st.screen;
+  const analysis::ScreenFacts& f = st.screen;
   if (detail::nothingMatched(r) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
   if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
   if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN

@@ -31,10 +31,11 @@ struct ResultSummary {
 };
 
 struct ScreenInput {
-  const guards::StatementInfo* statement = nullptr;
+  const analysis::StatementInfo* statement = nullptr;
   std::string_view sql;                             // the statement's own text (for hints)
   ResultSummary result;
-  const guards::TableStatsSnapshot* stats = nullptr;  // null: not loaded, screens needing it stay silent
+  const analysis::TableStatsSnapshot* stats =
+      nullptr;  // null: not loaded, screens needing it stay silent
   const guards::PolicyGroup* group = nullptr;       // null: default settings and texts
   // Bound parameter values ($1 is [0]) in text format; nullopt for NULL or a binary value.
   const std::vector<std::optional<std::string>>* params = nullptr;
@@ -44,11 +45,11 @@ struct ScreenInput {
 
 // True when some screen could speak about this statement's result: the front end looks at a
 // result only then (and always when the row cap cut it).
-bool worthScreening(const guards::StatementInfo& st);
+bool worthScreening(const analysis::StatementInfo& st);
 
 // True when some screen could speak about this result: the front end looks up the catalog
 // snapshot and runs the screens only then, so a result no screen can flag costs a few compares.
-bool maySpeak(const guards::StatementInfo& st, const ResultSummary& result);
+bool maySpeak(const analysis::StatementInfo& st, const ResultSummary& result);
 
 // The warnings (and denials, where the group sets a code to deny) for one finished result, in
 // screen order; empty for nearly every result.

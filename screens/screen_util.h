@@ -16,8 +16,8 @@ namespace pgwarden::screens::detail {
 // statement's analysis and the group's settings (alive while the screens run); the joined name is
 // built only for a finding, as most results are screened without one.
 struct ResolvedColumn {
-  const guards::TableStats* table = nullptr;
-  const guards::ColumnStats* column = nullptr;
+  const analysis::TableStats* table = nullptr;
+  const analysis::ColumnStats* column = nullptr;
   std::string_view schema;
   std::string_view name;
   std::string tableName() const;  // "public.fct_shipments"
@@ -28,11 +28,11 @@ ResolvedColumn resolveColumn(const ScreenInput& in, int table, const std::string
 
 // The text a comparison value stands for: the constant, or the bound parameter; null when unknown
 // (and for a relative time: foldedDay()).
-const std::string* valueText(const ScreenInput& in, const guards::ScreenValue& v);
+const std::string* valueText(const ScreenInput& in, const analysis::ScreenValue& v);
 
 // A relative time (now() - interval '30 days') folded to the day it names today, "2026-11-06",
 // moved `slack_days` further (a day either way keeps the server's time zone from mattering).
-std::string foldedDay(const guards::ScreenValue& v, int slack_days);
+std::string foldedDay(const analysis::ScreenValue& v, int slack_days);
 
 // The statistics of `column` of the table `schema`.`name` (as written) wherever the group's
 // search_path finds it.

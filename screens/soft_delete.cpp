@@ -21,7 +21,8 @@ struct SoftDelete {
 };
 
 // The rows `col` marks deleted: a time that is not NULL, or a boolean that is true.
-SoftDelete marked(const std::string& name, const guards::ColumnStats& col, int64_t estimated_rows) {
+SoftDelete marked(const std::string& name, const analysis::ColumnStats& col,
+                  int64_t estimated_rows) {
   const double rows = static_cast<double>(estimated_rows);
   if (!col.analyzed) return {};
   if (col.category == 'D') {
@@ -38,15 +39,15 @@ SoftDelete marked(const std::string& name, const guards::ColumnStats& col, int64
 
 // The table's soft-delete column that marks rows: one the group declares for it (unless the
 // statement names it), else one found by name and type.
-SoftDelete softDeleteOf(const ScreenInput& in, const guards::TableStats& t, std::string_view schema,
-                        std::string_view table) {
+SoftDelete softDeleteOf(const ScreenInput& in, const analysis::TableStats& t,
+                        std::string_view schema, std::string_view table) {
   if (in.group) {
     for (const auto& d : in.group->settings().soft_delete_columns) {
       if (d.schema != schema || d.table != table) continue;
       auto it = t.columns.find(d.column);
       // The screened text must be at hand to tell whether it names the column.
       if (it == t.columns.end() || in.sql.empty() ||
-          guards::namesWord(in.sql, guards::util::lower(d.column))) {
+          analysis::namesWord(in.sql, guards::util::lower(d.column))) {
         continue;
       }
       SoftDelete out = marked(it->first, it->second, t.estimated_rows);
@@ -54,7 +55,7 @@ SoftDelete softDeleteOf(const ScreenInput& in, const guards::TableStats& t, std:
     }
   }
   for (const auto& [name, col] : t.columns) {
-    if (!guards::softDeleteColumn(name, col)) continue;
+    if (!analysis::softDeleteColumn(name, col)) continue;
     SoftDelete out = marked(name, col, t.estimated_rows);
     if (out.column && out.deleted >= 1) return out;
   }
@@ -64,13 +65,13 @@ SoftDelete softDeleteOf(const ScreenInput& in, const guards::TableStats& t, std:
 }  // namespace
 
 void softDeletes(const ScreenInput& in, Findings& out) {
-  const guards::ScreenFacts& f = in.statement->screen;
+  const analysis::ScreenFacts& f = in.statement->screen;
   if (f.mentions_soft_delete || !in.stats) return;
   static const guards::GroupSettings kNoGroup{};
   const guards::GroupSettings& settings = in.group ? in.group->settings() : kNoGroup;
-  for (const guards::ScreenTable& t : f.tables) {
+  for (const analysis::ScreenTable& t : f.tables) {
     std::string_view schema;
-    const guards::TableStats* ts =
+    const analysis::TableStats* ts =
         guards::util::findStats(in.stats, t.schema, t.name, settings, &schema);
     if (!ts) continue;
     const SoftDelete sd = softDeleteOf(in, *ts, schema, t.name);

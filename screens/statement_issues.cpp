@@ -28,13 +28,13 @@ namespace {
 
 // Integer division of sum(col) only when the column adds up to a bigint (sum of smallint or
 // integer); sum(bigint) and sum(numeric) are numeric.
-bool sumIsInteger(const ScreenInput& in, const guards::ScreenIssue& issue) {
+bool sumIsInteger(const ScreenInput& in, const analysis::ScreenIssue& issue) {
   const ResolvedColumn c = resolveColumn(in, issue.sum_table, issue.sum_column);
   return c.column && (c.column->type == "integer" || c.column->type == "smallint");
 }
 
 // NOT IN (SELECT col FROM t): only when col may be NULL and the statistics saw NULLs in it.
-std::optional<double> subqueryNulls(const ScreenInput& in, const guards::ScreenIssue& issue) {
+std::optional<double> subqueryNulls(const ScreenInput& in, const analysis::ScreenIssue& issue) {
   const ResolvedColumn c = resolveTable(in, issue.ref_schema, issue.ref_table, issue.ref_column);
   if (!c.column || c.column->not_null || !c.column->analyzed || c.column->null_frac <= 0)
     return std::nullopt;
@@ -44,8 +44,8 @@ std::optional<double> subqueryNulls(const ScreenInput& in, const guards::ScreenI
 }  // namespace
 
 void statementIssues(const ScreenInput& in, Findings& out) {
-  using Kind = guards::ScreenIssue::Kind;
-  for (const guards::ScreenIssue& issue : in.statement->screen.issues) {
+  using Kind = analysis::ScreenIssue::Kind;
+  for (const analysis::ScreenIssue& issue : in.statement->screen.issues) {
     guards::GuardResult r;
     const std::string& what = issue.subject;
     const std::string named = what.empty() ? std::string("this comparison") : what;

@@ -55,8 +55,8 @@ std::string_view writtenColumn(std::string_view sql, int location) {
 void timestampBound(const ScreenInput& in, Findings& out) {
   const auto& cmps = in.statement->screen.comparisons;
   for (size_t i = 0; i < cmps.size(); ++i) {
-    const guards::ScreenComparison& c = cmps[i];
-    if (c.op != guards::ScreenComparison::Op::kUpper || c.location < 0 || c.values.size() != 1 ||
+    const analysis::ScreenComparison& c = cmps[i];
+    if (c.op != analysis::ScreenComparison::Op::kUpper || c.location < 0 || c.values.size() != 1 ||
         c.values[0].param != 0 || c.values[0].null) {
       continue;
     }
@@ -68,7 +68,7 @@ void timestampBound(const ScreenInput& in, Findings& out) {
     std::string fix;
     if (!written.empty()) {
       const std::string w(written);
-      if (c.between && i > 0 && cmps[i - 1].op == guards::ScreenComparison::Op::kLower &&
+      if (c.between && i > 0 && cmps[i - 1].op == analysis::ScreenComparison::Op::kLower &&
           cmps[i - 1].values.size() == 1 && cmps[i - 1].values[0].param == 0) {
         fix = w + " >= " + quoteLiteral(cmps[i - 1].values[0].text) + " AND " + w + " < " +
               quoteLiteral(next);

@@ -14,13 +14,13 @@ constexpr double kEstimateError = 0.1;
 }
 
 void unfiltered(const ScreenInput& in, Findings& out) {
-  const guards::StatementInfo& st = *in.statement;
+  const analysis::StatementInfo& st = *in.statement;
   if (!in.stats || st.has_aggregate || st.relations.size() != 1) return;
-  const guards::RelationRef& rel = st.relations.front();
+  const analysis::RelationRef& rel = st.relations.front();
   if (!rel.unbounded_read || !rel.reaches_client) return;
   static const guards::GroupSettings kNoGroup{};
   std::string name;
-  const guards::TableStats* ts =
+  const analysis::TableStats* ts =
       guards::util::findStats(in.stats, rel, in.group ? in.group->settings() : kNoGroup, &name);
   if (!ts || ts->estimated_rows < kBigTableRows) return;
   const double est = static_cast<double>(ts->estimated_rows);

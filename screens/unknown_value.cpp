@@ -20,15 +20,16 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
-bool sameValue(const guards::ColumnStats& col, std::string_view known, std::string_view v, bool icase) {
+bool sameValue(const analysis::ColumnStats& col, std::string_view known, std::string_view v,
+               bool icase) {
   if (col.category == 'N') {
-    auto c = guards::compareValues('N', known, v);
+    auto c = analysis::compareValues('N', known, v);
     return c && *c == 0;
   }
   return icase ? guards::util::iequals(known, v) : known == v;
 }
 
-const char* sourceOf(const guards::ColumnStats& col) {
+const char* sourceOf(const analysis::ColumnStats& col) {
   if (!col.enum_labels.empty()) return "enum";
   if (!col.check_values.empty()) return "check";
   return col.knownValues() ? "pg_stats" : "pg_stats_histogram";
@@ -36,7 +37,7 @@ const char* sourceOf(const guards::ColumnStats& col) {
 
 // The column's every value when the catalog knows them: knownValues(), else the list a string
 // column's histogram and MCVs make (ColumnStats::all_values).
-const std::vector<std::string>* valuesOf(const guards::ColumnStats& col) {
+const std::vector<std::string>* valuesOf(const analysis::ColumnStats& col) {
   if (const auto* known = col.knownValues()) return known;
   return col.all_values.empty() ? nullptr : &col.all_values;
 }
@@ -101,7 +102,7 @@ std::string valuesPhrase(const std::vector<std::string>& known) {
 }
 
 // col LIKE / ILIKE 'pattern' where no value of the column matches.
-void unmatchedPattern(const ScreenInput& in, const guards::ScreenComparison& c, Findings& out) {
+void unmatchedPattern(const ScreenInput& in, const analysis::ScreenComparison& c, Findings& out) {
   const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
   if (!rc.column || rc.column->category != 'S' || c.values.size() != 1) return;
   const std::vector<std::string>* known = valuesOf(*rc.column);
@@ -140,7 +141,7 @@ void unmatchedPattern(const ScreenInput& in, const guards::ScreenComparison& c, 
 }
 
 // The statistics could not tell, and the index found no row holding any of the values.
-void probedUnknown(const ScreenInput& in, const guards::ScreenComparison& c,
+void probedUnknown(const ScreenInput& in, const analysis::ScreenComparison& c,
                    const ResolvedColumn& rc, Findings& out) {
   std::vector<std::string> values;
   for (const auto& v : c.values) {
@@ -173,12 +174,12 @@ void unknownValue(const ScreenInput& in, Findings& out) {
   if (!nothingMatched(in.result)) return;
   const auto& comparisons = in.statement->screen.comparisons;
   for (size_t i = 0; i < comparisons.size(); ++i) {
-    const guards::ScreenComparison& c = comparisons[i];
-    if (c.op == guards::ScreenComparison::Op::kLike) unmatchedPattern(in, c, out);
-    if (c.op != guards::ScreenComparison::Op::kEq || c.values.empty()) continue;
+    const analysis::ScreenComparison& c = comparisons[i];
+    if (c.op == analysis::ScreenComparison::Op::kLike) unmatchedPattern(in, c, out);
+    if (c.op != analysis::ScreenComparison::Op::kEq || c.values.empty()) continue;
     const ResolvedColumn rc = resolveColumn(in, c.table, c.column);
     if (!rc.column) continue;
-    const guards::ColumnStats& col = *rc.column;
+    const analysis::ColumnStats& col = *rc.column;
     // Strings, enums and numbers compare as written; dates and booleans have many spellings.
     if (col.category != 'S' && col.category != 'E' && col.category != 'N') continue;
     const std::vector<std::string>* known = valuesOf(col);

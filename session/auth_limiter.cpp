@@ -4,7 +4,7 @@
 // the window's length.
 #include "session/auth_limiter.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -94,4 +94,4 @@ void AuthLimiter::expireIn(Table& t, uint64_t now_ms) {
   }
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class AuthLimiter {
  public:
@@ -62,4 +62,4 @@ class AuthLimiter {
   Table by_address_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -1,7 +1,7 @@
 // Who a client session speaks for, and its pgwarden.* settings.
 #include "session/caller.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 void Caller::startAgent(std::string agent_id, std::string conversation_id,
                         std::string query_intent) {
@@ -25,4 +25,4 @@ void Caller::resetAgentSetting(guards::AgentKey key) {
   agent_[i] = (*agent_defaults_)[i];
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

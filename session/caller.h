@@ -16,7 +16,7 @@ namespace pgwarden::guards {
 class PolicyGroup;
 }
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class Caller {
  public:
@@ -25,7 +25,7 @@ class Caller {
   std::string server_database;  // as the upstream server names it (upstream.databases)
   std::string group;
   std::string application_name;
-  const UserConfig* user_config = nullptr;  // points into the session's config
+  const config::UserConfig* user_config = nullptr;  // points into the session's config
   const guards::PolicyGroup* policy = nullptr;
   ParamList client_params;  // the carried settings the client has now
   std::optional<std::string> search_path;
@@ -48,4 +48,4 @@ class Caller {
   std::optional<std::array<std::string, 4>> agent_defaults_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

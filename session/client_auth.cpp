@@ -9,21 +9,21 @@
 
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
-ClientAuth::ClientAuth(const UserConfig* user, std::string_view user_name,
+ClientAuth::ClientAuth(const config::UserConfig* user, std::string_view user_name,
                        const UnknownUserAuth& unknown, std::string unknown_reason)
-    : known_(user != nullptr && user->method != AuthMethod::kTrust),
+    : known_(user != nullptr && user->method != config::AuthMethod::kTrust),
       method_(known_ ? user->method : unknown.method),
       unknown_reason_(std::move(unknown_reason)) {
   protocol::ScramVerifier mock = protocol::mockScramVerifier(
       user_name, unknown.salt_key, unknown.scram_iterations, unknown.scram_salt_len);
   std::string mock_md5 = protocol::mockMd5Verifier(user_name, unknown.salt_key);
-  if (method_ == AuthMethod::kMd5) {
+  if (method_ == config::AuthMethod::kMd5) {
     md5_secret_ = known_ ? user->secret : std::move(mock_md5);
     return;
   }
-  method_ = AuthMethod::kScramSha256;
+  method_ = config::AuthMethod::kScramSha256;
   if (known_) {
     auto parsed = protocol::parseScramVerifier(user->secret);
     if (parsed) mock = std::move(*parsed);  // the config checked it; a bad one fails as unknown
@@ -37,7 +37,7 @@ ClientAuth::~ClientAuth() {
 }
 
 void ClientAuth::begin(std::string& out) {
-  if (method_ == AuthMethod::kMd5) {
+  if (method_ == config::AuthMethod::kMd5) {
     const std::string salt = protocol::randomBytes(4);
     std::memcpy(md5_salt_, salt.data(), 4);
     protocol::writeAuthMd5(out, md5_salt_);
@@ -103,4 +103,4 @@ ClientAuth::Outcome ClientAuth::handle(char type, std::string_view body, std::st
   return violation("unexpected password message");
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

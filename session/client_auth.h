@@ -14,11 +14,11 @@
 #include "config/config.h"
 #include "protocol/auth.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // How a name that is not a password user is answered: from the config and the salt key.
 struct UnknownUserAuth {
-  AuthMethod method = AuthMethod::kScramSha256;  // scram-sha-256 or md5
+  config::AuthMethod method = config::AuthMethod::kScramSha256;  // scram-sha-256 or md5
   int scram_iterations = 4096;
   size_t scram_salt_len = 16;
   std::string_view salt_key;  // must outlive the ClientAuth's constructor call only
@@ -39,8 +39,8 @@ class ClientAuth {
 
   // `user` is the entry whose secret is checked: a SCRAM or md5 user; null answers `user_name`
   // as unknown, and `unknown_reason` is what the log gives when that exchange fails.
-  ClientAuth(const UserConfig* user, std::string_view user_name, const UnknownUserAuth& unknown,
-             std::string unknown_reason);
+  ClientAuth(const config::UserConfig* user, std::string_view user_name,
+             const UnknownUserAuth& unknown, std::string unknown_reason);
   ~ClientAuth();
   ClientAuth(const ClientAuth&) = delete;
   ClientAuth& operator=(const ClientAuth&) = delete;
@@ -51,14 +51,14 @@ class ClientAuth {
   Outcome handle(char type, std::string_view body, std::string& out);
 
   // The method the challenge used (for tests and logs).
-  AuthMethod method() const { return method_; }
+  config::AuthMethod method() const { return method_; }
 
  private:
   enum class Step { kNone, kSaslInitial, kSaslFinal, kMd5, kDone };
   Outcome fail(std::string specific);
 
   bool known_;
-  AuthMethod method_;
+  config::AuthMethod method_;
   std::string unknown_reason_;
   std::string md5_secret_;  // "md5..." of the user, or made up
   uint8_t md5_salt_[4] = {0, 0, 0, 0};
@@ -66,4 +66,4 @@ class ClientAuth {
   Step step_ = Step::kNone;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

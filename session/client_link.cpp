@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
-ClientLink::ClientLink(uv_loop_t* loop, StreamEvents* events, bool via_unix,
+ClientLink::ClientLink(uv_loop_t* loop, net::StreamEvents* events, bool via_unix,
                        protocol::FrameLimits limits)
     : stream_(loop, events), via_unix_(via_unix), limits_(limits) {}
 
@@ -72,4 +72,4 @@ uint64_t ClientLink::stalledMs(uint64_t now_ms, bool measuring) {
   return now_ms - stall_since_ms_;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -15,14 +15,15 @@
 #include "net/stream.h"
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class ClientLink {
  public:
-  ClientLink(uv_loop_t* loop, StreamEvents* events, bool via_unix, protocol::FrameLimits limits);
+  ClientLink(uv_loop_t* loop, net::StreamEvents* events, bool via_unix,
+             protocol::FrameLimits limits);
 
-  Stream* operator->() { return &stream_; }
-  const Stream* operator->() const { return &stream_; }
+  net::Stream* operator->() { return &stream_; }
+  const net::Stream* operator->() const { return &stream_; }
 
   // Opening: the handle (a pipe or TCP), then, once the socket is open, who is at the other end
   // and how long it has to log in.
@@ -75,7 +76,7 @@ class ClientLink {
   void setChunkForward(bool on) { chunk_forward_ = on; }
 
  private:
-  Stream stream_;
+  net::Stream stream_;
   bool via_unix_;
   std::string peer_;
   std::string peer_host_;
@@ -94,4 +95,4 @@ class ClientLink {
   bool chunk_forward_ = true;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -21,7 +21,7 @@
 #include "common/log_text.h"
 #include "session/auth_limiter.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -31,7 +31,7 @@ constexpr uint64_t kCloseFlushMs = 5000;
 constexpr uint64_t kRejectWaitMs = 1000;
 
 // The caps a client's message must fit (the server's are the pool's).
-protocol::FrameLimits clientLimits(const Config& config) {
+protocol::FrameLimits clientLimits(const config::Config& config) {
   protocol::FrameLimits limits;
   limits.max_message = static_cast<uint32_t>(config.limits.max_message_bytes);
   limits.max_bind = static_cast<uint32_t>(config.limits.max_bind_bytes);
@@ -139,7 +139,7 @@ void ClientSession::flushServer() {
 // Input from the client
 // ---------------------------------------------------------------------------------------------
 
-void ClientSession::onStreamData(Stream&, const char* data, size_t len) {
+void ClientSession::onStreamData(net::Stream&, const char* data, size_t len) {
   client_.received(data, len, host_.nowMs());
   processInput();
 }
@@ -305,7 +305,7 @@ bool ClientSession::handleStartupPacket() {
           return false;
         }
         client_->out().push_back('S');
-        auto engine = TlsEngine::makeServer(config_->tls.context);
+        auto engine = net::TlsEngine::makeServer(config_->tls.context);
         if (!engine.ok() || client_->flush() != 0 ||
             !client_->startTls(std::move(engine.value())).ok()) {
           closeSession(engine.ok() ? "cannot start TLS" : "cannot start TLS: " + engine.error());
@@ -343,7 +343,7 @@ bool ClientSession::handleStartupPacket() {
     caller_.database = filtered.startup->database;
   }
   // tls.mode require: a TCP client that did not come through TLS hears what to change.
-  if (config_->tls.mode == TlsMode::kRequire && !client_->tlsActive() && !client_->isUnix()) {
+  if (config_->tls.mode == net::TlsMode::kRequire && !client_->tlsActive() && !client_->isUnix()) {
     spdlog::warn("{}: startup refused: TLS is required (tls.mode require)", logPrefix());
     fatal("28000", "pgwarden requires TLS: connect with sslmode=require",
           metrics::RejectReason::kNotAllowed);
@@ -398,7 +398,7 @@ bool ClientSession::handleStartupPacket() {
 // ---------------------------------------------------------------------------------------------
 
 void ClientSession::releaseServer(bool client_gone) {
-  ServerConnection* s = server_.detach();
+  pool::ServerConnection* s = server_.detach();
   if (!s) return;
   if (client_.resumeServer()) s->resumeReading();
   // A Query behind unfinished extended-protocol messages is answered only if none of them fails
@@ -430,7 +430,7 @@ void ClientSession::closeSession(const std::string& reason) {
   cancelWaits();
   close_reason_ = reason;
   const ClientState before = state_;
-  if (Pool* pool = pause_.pool()) {
+  if (pool::Pool* pool = pause_.pool()) {
     pool->cancelWait(this);
     pause_.serverWaitOver();
   }
@@ -474,7 +474,7 @@ void ClientSession::protocolViolation(const std::string& message) {
   fatal("08P01", message, metrics::RejectReason::kBadProtocol);
 }
 
-void ClientSession::onStreamEnd(Stream&, int status) {
+void ClientSession::onStreamEnd(net::Stream&, int status) {
   if (status == UV_EPROTO && !client_->tlsError().empty()) {
     // Certificate and protocol problems are the operator's to fix: say so above debug level.
     spdlog::warn("{}: TLS: {}", logPrefix(), logsafe(client_->tlsError()));
@@ -485,7 +485,7 @@ void ClientSession::onStreamEnd(Stream&, int status) {
                                 : std::string("client read error: ") + uv_strerror(status));
 }
 
-void ClientSession::onStreamClosed(Stream&) {
+void ClientSession::onStreamClosed(net::Stream&) {
   setState(ClientState::kClosed);
   auto& c = host_.counters();
   if (c.clients_current > 0) --c.clients_current;
@@ -555,7 +555,7 @@ void ClientSession::tick(uint64_t now_ms) {
       if (state_ != ClientState::kReady) break;
       if (writes_) writesTick(now_ms);
       if (replies_.empty() && server_.txStatus() == 'I' && !client_.trimmed() &&
-          client_.idleMs(now_ms) >= kIdleTrimMs) {
+          client_.idleMs(now_ms) >= pool::kIdleTrimMs) {
         trimIdle();
       }
       if (config_->limits.client_idle_timeout.count() > 0 && replies_.empty() &&
@@ -580,4 +580,4 @@ void ClientSession::tick(uint64_t now_ms) {
   }
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -49,13 +49,15 @@
 #include "guards/masking.h"
 
 namespace pgwarden::daemon {
-
 class AdminConsole;
+}  // namespace pgwarden::daemon
+
+namespace pgwarden::session {
 
 // One line: the size check reads a class head from the line of its brace.
 // clang-format off
-class ClientSession final : public StreamEvents, public ServerLink, public ServerWaiter, public GateCaller, public RunSink {
-// clang-format on
+class ClientSession final : public net::StreamEvents, public pool::ServerLink, public pool::ServerWaiter, public GateCaller, public RunSink {
+  // clang-format on
  public:
   ClientSession(SessionHost& host, uint64_t id, bool via_unix);
   ~ClientSession();
@@ -117,23 +119,23 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   void tick(uint64_t now_ms);
 
   // StreamEvents (client socket)
-  void onStreamData(Stream& s, const char* data, size_t len) override;
-  void onStreamEnd(Stream& s, int status) override;
-  void onStreamWritten(Stream& s, int status) override;
-  void onStreamClosed(Stream& s) override;
+  void onStreamData(net::Stream& s, const char* data, size_t len) override;
+  void onStreamEnd(net::Stream& s, int status) override;
+  void onStreamWritten(net::Stream& s, int status) override;
+  void onStreamClosed(net::Stream& s) override;
 
   // ServerLink
-  void onServerMessage(ServerConnection& s, const protocol::Frame& frame) override;
-  void onServerChunk(ServerConnection& s, char type, std::string_view bytes, bool first,
+  void onServerMessage(pool::ServerConnection& s, const protocol::Frame& frame) override;
+  void onServerChunk(pool::ServerConnection& s, char type, std::string_view bytes, bool first,
                      bool last) override;
-  void onServerReadDone(ServerConnection& s) override;
-  void onServerWritten(ServerConnection& s) override;
-  void onServerLost(ServerConnection& s, const std::string& why) override;
+  void onServerReadDone(pool::ServerConnection& s) override;
+  void onServerWritten(pool::ServerConnection& s) override;
+  void onServerLost(pool::ServerConnection& s, const std::string& why) override;
 
   // ServerWaiter
-  void onServerReady(ServerConnection& c) override;
+  void onServerReady(pool::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
-  void onWaitMoved(Pool& to) override { pause_.serverWaitMoved(to); }
+  void onWaitMoved(pool::Pool& to) override { pause_.serverWaitMoved(to); }
 
  private:
   // accept() and adopt() go on here once the socket is open (rc: how opening it went).
@@ -170,7 +172,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   // A server connection for the next message: true when server_ is set now; false while the
   // session waits for one (the message stays in the input buffer).
   bool takeServer();
-  void attachForTransaction(ServerConnection& c);
+  void attachForTransaction(pool::ServerConnection& c);
   // The server is idle and owes nothing: its connection goes back to the pool.
   void returnServerIfIdle();
   bool needsServer(char type) const;
@@ -366,7 +368,7 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
 
   SessionHost& host_;
   uint64_t id_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const config::Config> config_;
   ClientState state_ = ClientState::kStartup;
   // The client's socket, input, deadlines and backpressure (session/client_link.h).
   ClientLink client_;
@@ -415,4 +417,4 @@ class ClientSession final : public StreamEvents, public ServerLink, public Serve
   protocol::BindMsg bind_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

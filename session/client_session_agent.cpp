@@ -10,7 +10,7 @@
 #include "guards/codes.h"
 #include "session/client_session_util.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 // Fails the server's transaction block in place of a denied statement; pgwarden takes its error.
@@ -342,9 +342,9 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
   // As in a text (the read_only guard's checkText): after COMMIT or ROLLBACK, the rest of an
   // unsynced batch would run in a new transaction whose read-only mode the server reports only
   // at the Sync.
-  const guards::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
-                                        ? &plan->analysis->statements[0]
-                                        : nullptr;
+  const analysis::StatementInfo* st = plan && plan->analysis && !plan->analysis->statements.empty()
+                                          ? &plan->analysis->statements[0]
+                                          : nullptr;
   if (replies_.txnEndInBatch() && st && caller_.policy) {
     guards::GuardResult r;
     r.action = guards::Action::kDeny;
@@ -359,7 +359,7 @@ bool ClientSession::txnEndCheck(const std::shared_ptr<const StatementPlan>& plan
     denyExtended(*PolicyEngine::withDecision(*plan, std::move(d)));
     return false;
   }
-  if (st && st->kind == guards::StatementKind::kTransaction &&
+  if (st && st->kind == analysis::StatementKind::kTransaction &&
       (st->command == "COMMIT" || st->command == "ROLLBACK")) {
     replies_.txnEndSent();
   }
@@ -563,4 +563,4 @@ bool ClientSession::handleExplainMessage(const protocol::Frame& f, Pending& head
   return false;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -7,7 +7,7 @@
 #include "session/client_session_util.h"
 #include "session/result_screen.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 using session_detail::awaitingServer;
 
@@ -473,7 +473,7 @@ bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
       if (writes_ && portal->plan && portal->plan->analysis &&
           !portal->plan->analysis->statements.empty()) {
         const auto& st = portal->plan->analysis->statements[0];
-        if (st.kind == guards::StatementKind::kTransaction &&
+        if (st.kind == analysis::StatementKind::kTransaction &&
             (st.command == "BEGIN" || st.command == "START TRANSACTION")) {
           hold_.beginSent();
         }
@@ -664,4 +664,4 @@ void ClientSession::finishAllPending(history::Outcome outcome, std::string_view 
   prepared_.clearPortals();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -10,7 +10,7 @@
 #include "pool/carried_settings.h"
 #include "session/auth_limiter.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -24,9 +24,9 @@ namespace {
 
 void ClientSession::beginAuth() {
   caller_.user_config = config_->findUser(caller_.user);
-  const UserConfig* password_user = caller_.user_config;
+  const config::UserConfig* password_user = caller_.user_config;
   std::string unknown_reason = "no such user";
-  if (caller_.user_config && caller_.user_config->method == AuthMethod::kTrust) {
+  if (caller_.user_config && caller_.user_config->method == config::AuthMethod::kTrust) {
     if (client_.viaUnix()) {
       authenticated();
       return;
@@ -36,7 +36,7 @@ void ClientSession::beginAuth() {
     password_user = nullptr;
     unknown_reason = "trust user tried to connect over TCP (trust is for the Unix socket only)";
   }
-  const AuthConfig& a = config_->auth;
+  const config::AuthConfig& a = config_->auth;
   const UnknownUserAuth unknown{a.unknown_user_method, a.unknown_scram_iterations,
                                 a.unknown_scram_salt_len, host_.saltKey()};
   login_
@@ -130,14 +130,15 @@ void ClientSession::authenticated() {
   cancel_key_.registerWith(host_, this);
   setState(ClientState::kAcquiring);
   writesSetUp();
-  Pool& pool = host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
-                                  caller_.policy != nullptr && caller_.policy->readReplicas());
+  pool::Pool& pool =
+      host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
+                         caller_.policy != nullptr && caller_.policy->readReplicas());
   pause_.waitForServer(pool);
   server_.waitStarted(uv_hrtime());
   pool.acquire(this);  // onServerReady or onServerFailed comes on a later loop turn
 }
 
-void ClientSession::onServerReady(ServerConnection& c) {
+void ClientSession::onServerReady(pool::ServerConnection& c) {
   pause_.serverWaitOver();
   if (state_ == ClientState::kReady) {
     // Transaction pooling: the connection the next message waited for.
@@ -160,8 +161,8 @@ void ClientSession::onServerReady(ServerConnection& c) {
   c.attach(this, id_);
   // A startup DateStyle that names only a style (pgjdbc's "ISO") or only an order keeps the
   // server's own other part, as on a direct login, not the pooled connection's last client's.
-  completeDateStyle(server_.startupParams(), c.loginParameter("DateStyle"));
-  completeDateStyle(caller_.client_params, c.loginParameter("DateStyle"));
+  pool::completeDateStyle(server_.startupParams(), c.loginParameter("DateStyle"));
+  pool::completeDateStyle(caller_.client_params, c.loginParameter("DateStyle"));
   setState(ClientState::kAttaching);
   startAttach();
 }
@@ -223,4 +224,4 @@ void ClientSession::finishAttach() {
   processInput();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

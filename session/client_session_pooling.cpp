@@ -15,7 +15,7 @@
 #include "pool/carried_settings.h"
 #include "session/client_session.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -41,7 +41,7 @@ std::string completeMessage(char type) { return std::string{type, 0, 0, 0, 4}; }
 }  // namespace
 
 std::string ClientSession::paramSyncSql() {
-  return carriedSyncSql(*server_.conn(), caller_.client_params);
+  return pool::carriedSyncSql(*server_.conn(), caller_.client_params);
 }
 
 // RESET of a carried setting goes back to what the client started with, as on a direct
@@ -50,23 +50,24 @@ std::string ClientSession::paramSyncSql() {
 std::optional<std::string> ClientSession::resetSql(const StatementPlan& plan,
                                                    std::string_view sql) const {
   if (!plan.analysis || !plan.analysis->ok) return std::nullopt;
-  return resetsToStartup(sql, plan.analysis->statements, server_.startupParams());
+  return pool::resetsToStartup(sql, plan.analysis->statements, server_.startupParams());
 }
 
 
 void ClientSession::choosePoolMode() {
   const std::string& mode = caller_.policy ? caller_.policy->poolMode() : std::string();
-  server_.setTransactionPooled(mode.empty() ? config_->pool.mode == PoolMode::kTransaction
+  server_.setTransactionPooled(mode.empty() ? config_->pool.mode == pool::PoolMode::kTransaction
                                             : mode == "transaction");
 }
 
 bool ClientSession::takeServer() {
   if (server_) return true;
   if (pause_.pool()) return false;
-  Pool& pool = host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
-                                  caller_.policy != nullptr && caller_.policy->readReplicas());
-  if (PooledConnection* c = pool.takeIdle()) {
-    if (auto* s = dynamic_cast<ServerConnection*>(c)) {
+  pool::Pool& pool =
+      host_.pools().pool(caller_.server_database, false, writes_ != nullptr,
+                         caller_.policy != nullptr && caller_.policy->readReplicas());
+  if (pool::PooledConnection* c = pool.takeIdle()) {
+    if (auto* s = dynamic_cast<pool::ServerConnection*>(c)) {
       attachForTransaction(*s);
       return true;
     }
@@ -77,7 +78,7 @@ bool ClientSession::takeServer() {
   return false;
 }
 
-void ClientSession::attachForTransaction(ServerConnection& c) {
+void ClientSession::attachForTransaction(pool::ServerConnection& c) {
   if (c.assignments() > 0) ++host_.counters().pool_reuse;
   server_.attach(c);
   c.attach(this, id_);
@@ -96,11 +97,11 @@ void ClientSession::returnServerIfIdle() {
   const bool paused = pause_.holdsMessage() && !(gate_ && gate_->waitingOutside());
   if (!replies_.empty() || server_.txStatus() != 'I' || replies_.unsynced() || paused ||
       pause_.reason() == PauseReason::kWriteStep || replies_.skipping() || chunk_run_ ||
-      server_->txStatus() != 'I' || server_->state() != ServerState::kActive ||
+      server_->txStatus() != 'I' || server_->state() != pool::ServerState::kActive ||
       server_->pendingBytes() > 0) {
     return;
   }
-  ServerConnection* s = server_.detach();
+  pool::ServerConnection* s = server_.detach();
   client_.serverGone();
   s->giveBack();
 }
@@ -187,13 +188,15 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
   if (!server_.transactionPooled() || !server_ || !run.plan || !run.plan->analysis) return;
   const auto& statements = run.plan->analysis->statements;
   if (run.index >= statements.size()) return;
-  const guards::StatementInfo& st = statements[run.index];
-  if (st.set_local || (st.kind != guards::StatementKind::kSet && st.kind != guards::StatementKind::kReset)) return;
+  const analysis::StatementInfo& st = statements[run.index];
+  if (st.set_local ||
+      (st.kind != analysis::StatementKind::kSet && st.kind != analysis::StatementKind::kReset))
+    return;
   const std::string_view name = guards::carriedSetting(st.setting);
   // Reported settings follow the server's ParameterStatus; the others are noted here.
-  if (name.empty() || isReportedSetting(name)) return;
+  if (name.empty() || pool::isReportedSetting(name)) return;
   std::string value;
-  if (st.kind == guards::StatementKind::kSet && st.setting_value != "default") {
+  if (st.kind == analysis::StatementKind::kSet && st.setting_value != "default") {
     value = st.setting_value;
   } else if (const std::string* initial = carriedValue(server_.startupParams(), name)) {
     value = *initial;
@@ -209,4 +212,4 @@ void ClientSession::noteCarriedSet(const StatementRun& run) {
   server_->noteUnreported(name, value);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

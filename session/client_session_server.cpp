@@ -10,7 +10,7 @@
 #include "session/result_screen.h"
 #include "session/statement_execution.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -27,7 +27,7 @@ std::string retag(std::string_view tag, int64_t count) {
 // Proxying: server -> client
 // ---------------------------------------------------------------------------------------------
 
-void ClientSession::onServerMessage(ServerConnection&, const protocol::Frame& f) {
+void ClientSession::onServerMessage(pool::ServerConnection&, const protocol::Frame& f) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (!handleServerMessage(f)) return;
   if (pause_.reason() == PauseReason::kTxnState && replies_.empty()) {
@@ -94,7 +94,7 @@ void ClientSession::sendCommandComplete(const protocol::Frame& f, StatementRun* 
     protocol::writeCommandComplete(client_->out(), retag(tag, rows));
   } else if (tag == "SET" && run && run->plan && run->plan->analysis &&
              run->index < run->plan->analysis->statements.size() &&
-             run->plan->analysis->statements[run->index].kind == guards::StatementKind::kReset) {
+             run->plan->analysis->statements[run->index].kind == analysis::StatementKind::kReset) {
     protocol::writeCommandComplete(client_->out(), "RESET");  // a RESET sent as SET (resetSql)
   } else {
     client_->out().append(f.raw.data(), f.raw.size());
@@ -573,8 +573,8 @@ void ClientSession::afterServerError(const std::string& sqlstate, const std::str
   skipRest();
 }
 
-void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view bytes, bool first,
-                                  bool last) {
+void ClientSession::onServerChunk(pool::ServerConnection&, char type, std::string_view bytes,
+                                  bool first, bool last) {
   if (state_ != ClientState::kReady) return;
   if (first) {
     client_.setChunkForward(true);
@@ -603,18 +603,18 @@ void ClientSession::onServerChunk(ServerConnection&, char type, std::string_view
   if (last) chunk_run_.reset();
 }
 
-void ClientSession::onServerReadDone(ServerConnection&) {
+void ClientSession::onServerReadDone(pool::ServerConnection&) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   flushClient();
   updateBackpressure();
   returnServerIfIdle();
 }
 
-void ClientSession::onServerWritten(ServerConnection&) {
+void ClientSession::onServerWritten(pool::ServerConnection&) {
   if (client_.clientPaused()) updateBackpressure();
 }
 
-void ClientSession::onStreamWritten(Stream&, int status) {
+void ClientSession::onStreamWritten(net::Stream&, int status) {
   if (status != 0) {
     closeSession("write to the client failed");
     return;
@@ -622,7 +622,7 @@ void ClientSession::onStreamWritten(Stream&, int status) {
   if (client_.serverPaused()) updateBackpressure();
 }
 
-void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
+void ClientSession::onServerLost(pool::ServerConnection& s, const std::string& why) {
   (void)server_.detach();
   client_.serverGone();
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
@@ -657,4 +657,4 @@ void ClientSession::onServerLost(ServerConnection& s, const std::string& why) {
         metrics::RejectReason::kUnreachable);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -6,7 +6,7 @@
 
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon::session_detail {
+namespace pgwarden::session::session_detail {
 
 // A portal replaced by a new Bind or closed ends its run here only when no Execute of that run
 // still waits for the server (a suspended portal). In a pipeline (Bind, Execute, Bind, Execute,
@@ -14,4 +14,4 @@ namespace pgwarden::daemon::session_detail {
 // Constant time: the queue's entries count themselves in the run (QueuedRun).
 inline bool awaitingServer(const std::shared_ptr<StatementRun>& run) { return run && run->queued > 0; }
 
-}  // namespace pgwarden::daemon::session_detail
+}  // namespace pgwarden::session::session_detail

@@ -13,7 +13,7 @@
 #include "guards/codes.h"
 #include "session/client_session.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -192,7 +192,7 @@ bool ClientSession::writesCommandComplete(const protocol::Frame& f, Pending& hea
   const auto sp = tag.find(' ');
   hold_.noteTag(tag.substr(0, sp));
   StatementRun* run = head.current();
-  const guards::StatementInfo* st = nullptr;
+  const analysis::StatementInfo* st = nullptr;
   if (run && run->plan && run->plan->analysis && run->index < run->plan->analysis->statements.size()) {
     st = &run->plan->analysis->statements[run->index];
   }
@@ -401,4 +401,4 @@ void ClientSession::writesSessionEnd() {
   writes_->clear();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -2,7 +2,7 @@
 // switches without `default:` so that adding a state makes -Wswitch point here.
 #include "session/client_state.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 const char* stateName(ClientState s) {
   switch (s) {
@@ -41,4 +41,4 @@ bool legalTransition(ClientState from, ClientState to) {
   return false;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -3,7 +3,7 @@
 // checks its move against this table, so an impossible move is caught where it happens.
 #pragma once
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 enum class ClientState {
   kStartup,    // waiting for the StartupMessage (an SSLRequest/GSSENCRequest was answered 'N')
@@ -20,4 +20,4 @@ const char* stateName(ClientState s);
 // True when `from` -> `to` is a move the session may make. Staying in a state is not a move.
 bool legalTransition(ClientState from, ClientState to);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

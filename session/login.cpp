@@ -4,7 +4,7 @@
 #include "protocol/messages.h"
 #include "session/session_host.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 ClientAuth& Login::startAuth(std::unique_ptr<ClientAuth> auth) {
   auth_ = std::move(auth);
@@ -33,4 +33,4 @@ void CancelKey::writeBackendKeyData(std::string& out) const {
   protocol::writeBackendKeyData(out, pid_, secret_);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

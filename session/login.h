@@ -14,7 +14,7 @@
 #include "session/client_auth.h"
 #include "session/statement_execution.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class ClientSession;
 class SessionHost;
@@ -67,4 +67,4 @@ class CancelKey {
   bool registered_ = false;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

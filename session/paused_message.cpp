@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 const char* pauseReasonName(PauseReason r) {
   switch (r) {
@@ -82,7 +82,7 @@ std::string PausedMessage::takeMessage() {
   return m;
 }
 
-bool PausedMessage::waitForServer(Pool& pool) {
+bool PausedMessage::waitForServer(pool::Pool& pool) {
   const PauseReason to =
       reason_ == PauseReason::kVerdict ? PauseReason::kVerdictServer : PauseReason::kServer;
   if (!move(to)) return false;
@@ -140,4 +140,4 @@ std::optional<GateVerdict> PausedMessage::reset() {
   return v;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

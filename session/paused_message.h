@@ -11,9 +11,11 @@
 
 #include "session/statement_gate.h"
 
-namespace pgwarden::daemon {
-
+namespace pgwarden::pool {
 class Pool;
+}  // namespace pgwarden::pool
+
+namespace pgwarden::session {
 
 enum class PauseReason : uint8_t {
   kNone,
@@ -50,7 +52,7 @@ class PausedMessage {
   }
   const std::string& message() const { return message_; }
   // The pool waited on (kServer, kVerdictServer); null otherwise.
-  Pool* pool() const { return pool_; }
+  pool::Pool* pool() const { return pool_; }
 
   // Every change goes through this: false, and nothing changes, for an impossible move (logged).
   bool move(PauseReason to);
@@ -61,9 +63,9 @@ class PausedMessage {
   std::string takeMessage();
   // The wait for a server connection from `pool` begins: kNone -> kServer, kVerdict ->
   // kVerdictServer.
-  bool waitForServer(Pool& pool);
+  bool waitForServer(pool::Pool& pool);
   // The wait goes on in another pool (a replica's waiters handed to the primary): same state.
-  void serverWaitMoved(Pool& to) {
+  void serverWaitMoved(pool::Pool& to) {
     if (pool_) pool_ = &to;
   }
   // ... and ends (a connection came, none will, or the wait was cancelled): back to kVerdict
@@ -96,11 +98,11 @@ class PausedMessage {
   uint64_t session_id_;
   PauseReason reason_ = PauseReason::kNone;
   std::string message_;
-  Pool* pool_ = nullptr;
+  pool::Pool* pool_ = nullptr;
   std::optional<GateVerdict> verdict_;
   std::optional<DeferredExplain> explain_;
   bool resume_ = false;
   bool flush_sent_ = false;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

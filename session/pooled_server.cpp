@@ -7,7 +7,7 @@
 
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -20,12 +20,12 @@ uint64_t nextUnnamedTag() {
 
 }  // namespace
 
-void PooledServer::attach(ServerConnection& c) {
+void PooledServer::attach(pool::ServerConnection& c) {
   conn_ = &c;
   tx_status_ = c.txStatus();
 }
 
-ServerConnection* PooledServer::detach() { return std::exchange(conn_, nullptr); }
+pool::ServerConnection* PooledServer::detach() { return std::exchange(conn_, nullptr); }
 
 void PooledServer::readyForQuery(char status) {
   tx_status_ = status;
@@ -38,7 +38,7 @@ bool PooledServer::hasStatement(std::string_view name) const {
 
 bool PooledServer::parse(std::string_view name, std::string_view sql,
                          const std::vector<uint32_t>& types, ReplyQueue& replies) {
-  auto text = std::make_shared<const PreparedText>(sql, types);
+  auto text = std::make_shared<const pool::PreparedText>(sql, types);
   if (name.empty()) {
     unnamed_text_ = std::move(text);
     unnamed_tag_ = nextUnnamedTag();
@@ -52,8 +52,8 @@ bool PooledServer::parse(std::string_view name, std::string_view sql,
   return true;
 }
 
-const std::string& PooledServer::prepare(std::shared_ptr<const PreparedText> text, bool internal,
-                                         ReplyQueue& replies) {
+const std::string& PooledServer::prepare(std::shared_ptr<const pool::PreparedText> text,
+                                         bool internal, ReplyQueue& replies) {
   using Expect = ReplyQueue::Expect;
   std::string evicted;
   std::string& out = conn_->out();
@@ -109,4 +109,4 @@ void PooledServer::forgetFailedParse(const ReplyQueue::Pending& p) {
   if (p.kind == Expect::kParse) closeStatement(st.name);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

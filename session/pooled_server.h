@@ -18,18 +18,18 @@
 #include "session/reply_queue.h"
 #include "session/startup_params.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class PooledServer {
  public:
   // The connection held now (null: none).
-  ServerConnection* conn() const { return conn_; }
-  ServerConnection* operator->() const { return conn_; }
+  pool::ServerConnection* conn() const { return conn_; }
+  pool::ServerConnection* operator->() const { return conn_; }
   explicit operator bool() const { return conn_ != nullptr; }
   // The pool lent `c`: the session holds it, and starts from the transaction status it left.
-  void attach(ServerConnection& c);
+  void attach(pool::ServerConnection& c);
   // The session lets go of its connection (the caller gives it back or closes it); returns it.
-  ServerConnection* detach();
+  pool::ServerConnection* detach();
 
   // pool_mode transaction: a connection is held only while a transaction or an answer is owed.
   bool transactionPooled() const { return txn_pooling_; }
@@ -68,17 +68,17 @@ class PooledServer {
   void forgetFailedParse(const ReplyQueue::Pending& p);
 
  private:
-  const std::string& prepare(std::shared_ptr<const PreparedText> text, bool internal,
+  const std::string& prepare(std::shared_ptr<const pool::PreparedText> text, bool internal,
                              ReplyQueue& replies);
 
-  ServerConnection* conn_ = nullptr;
+  pool::ServerConnection* conn_ = nullptr;
   bool txn_pooling_ = false;
   uint64_t wait_started_ns_ = 0;
   char tx_status_ = 'I';
   ParamList startup_params_;
-  std::unordered_map<std::string, std::shared_ptr<const PreparedText>> texts_;
-  std::shared_ptr<const PreparedText> unnamed_text_;
+  std::unordered_map<std::string, std::shared_ptr<const pool::PreparedText>> texts_;
+  std::shared_ptr<const pool::PreparedText> unnamed_text_;
   uint64_t unnamed_tag_ = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

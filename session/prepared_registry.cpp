@@ -1,6 +1,6 @@
 #include "session/prepared_registry.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 std::shared_ptr<const StatementPlan> PreparedRegistry::plan(const std::string& name) const {
   const auto it = statements_.find(name);
@@ -115,4 +115,4 @@ AgentPortal* PreparedRegistry::agentPortal(const std::string& name) {
   return it == agent_portals_.end() ? nullptr : &it->second;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

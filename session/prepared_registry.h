@@ -18,7 +18,7 @@
 #include "session/statement_gate.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // A bound portal: the plan of the statement it was bound from, the run of its current execution,
 // the statement's comment overrides, the Bind's values when a result screen may need them, and a
@@ -125,4 +125,4 @@ class PreparedRegistry {
   std::unordered_map<std::string, Portal>::node_type spare_portal_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -4,9 +4,9 @@
 #include "guards/guard.h"
 #include "session/statement_policy.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
-std::string provenanceDetail(const StatementRun& run, const guards::TableStatsSnapshot* stats) {
+std::string provenanceDetail(const StatementRun& run, const analysis::TableStatsSnapshot* stats) {
   guards::Facts f;
   std::vector<std::string> verdicts;
   std::vector<std::string> warnings;
@@ -52,4 +52,4 @@ bool provenanceOn(const std::string& value) {
   return v == "on" || v == "true" || v == "1" || v == "yes";
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -8,14 +8,14 @@
 #include "analysis/table_stats.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // The NOTICE's DETAIL: {"code":"PROVENANCE","executed_sql":...,"rewritten":...,"verdicts":[...],
 // "warnings":[...],"estimated_rows":n|null,"rows_returned":n,"truncated":b,"stats_age_seconds":n|null}.
 // `stats`: the catalog statistics the statement was judged by (null: none loaded yet).
-std::string provenanceDetail(const StatementRun& run, const guards::TableStatsSnapshot* stats);
+std::string provenanceDetail(const StatementRun& run, const analysis::TableStatsSnapshot* stats);
 
 // Whether a `pgwarden.provenance` value turns it on ("on", "true", "1", "yes").
 bool provenanceOn(const std::string& value);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -4,7 +4,7 @@
 
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 ReplyQueue::Pending::Pending(Expect k) : kind(k) {
   switch (k) {
@@ -230,4 +230,4 @@ bool ReplyQueue::endSkip() {
   return abort;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

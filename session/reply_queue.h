@@ -21,7 +21,7 @@
 #include "session/statement_policy.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class ReplyQueue {
  public:
@@ -69,7 +69,7 @@ class ReplyQueue {
       bool had_previous = false;
       // Transaction pooling: the text prepared on the connection, which it forgets again if the
       // Parse fails.
-      std::shared_ptr<const PreparedText> server_text;
+      std::shared_ptr<const pool::PreparedText> server_text;
     };
     struct Bind {
       std::shared_ptr<const StatementPlan> plan;
@@ -264,4 +264,4 @@ class ReplyQueue {
   bool txn_end_in_batch_ = false;  // an Execute of COMMIT or ROLLBACK sent since the last Sync
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -3,11 +3,11 @@
 #include "guards/masking.h"
 #include "screens/screen.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
-const guards::StatementInfo* statementOf(const StatementPlan* plan, size_t index) {
+const analysis::StatementInfo* statementOf(const StatementPlan* plan, size_t index) {
   if (!plan || !plan->analysis || !plan->analysis->ok || index >= plan->analysis->statements.size()) {
     return nullptr;
   }
@@ -55,7 +55,7 @@ bool isZeroCell(std::string_view v) {
 }
 
 bool screenMaySpeak(const StatementRun& run) {
-  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  const analysis::StatementInfo* st = statementOf(run.plan.get(), run.index);
   return st && run.screens.empty() && screens::maySpeak(*st, summaryOf(run));
 }
 
@@ -65,7 +65,7 @@ void trimScreenParams(std::shared_ptr<ScreenParams>& params) {
 
 void screenParams(const StatementPlan* plan, const protocol::BindMsg& bind,
                   std::shared_ptr<ScreenParams>& params) {
-  const guards::StatementInfo* st = statementOf(plan, 0);
+  const analysis::StatementInfo* st = statementOf(plan, 0);
   if (!st || st->max_param == 0 || bind.params.empty() || !screens::worthScreening(*st)) {
     params.reset();
     return;
@@ -96,10 +96,10 @@ namespace {
 
 // What the screens read of `run` (`st` its statement); `visible` keeps the statistics a masking
 // group may see alive while `in` is used.
-screens::ScreenInput inputOf(const StatementRun& run, const guards::StatementInfo* st,
+screens::ScreenInput inputOf(const StatementRun& run, const analysis::StatementInfo* st,
                              const guards::PolicyGroup* policy,
-                             const guards::TableStatsSnapshot* stats,
-                             std::shared_ptr<const guards::TableStatsSnapshot>& visible) {
+                             const analysis::TableStatsSnapshot* stats,
+                             std::shared_ptr<const analysis::TableStatsSnapshot>& visible) {
   screens::ScreenInput in;
   in.statement = st;
   if (run.index < run.plan->statements.size() && !run.plan->statements[run.index].sql_truncated) {
@@ -118,22 +118,22 @@ screens::ScreenInput inputOf(const StatementRun& run, const guards::StatementInf
 }  // namespace
 
 const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
-                                              const guards::TableStatsSnapshot* stats) {
-  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+                                              const analysis::TableStatsSnapshot* stats) {
+  const analysis::StatementInfo* st = statementOf(run.plan.get(), run.index);
   if (!st || !run.screens.empty()) return run.screens;
-  std::shared_ptr<const guards::TableStatsSnapshot> visible;
+  std::shared_ptr<const analysis::TableStatsSnapshot> visible;
   run.screens = screens::screenResult(inputOf(run, st, policy, stats, visible));
   return run.screens;
 }
 
 std::optional<screens::ProbeRequest> screenProbe(const StatementRun& run,
                                                  const guards::PolicyGroup* policy,
-                                                 const guards::TableStatsSnapshot* stats) {
+                                                 const analysis::TableStatsSnapshot* stats) {
   if (!policy || policy->settings().screen_probe_ms <= 0 || run.probe || !run.screens.empty())
     return std::nullopt;
-  const guards::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  const analysis::StatementInfo* st = statementOf(run.plan.get(), run.index);
   if (!st || !screens::maySpeak(*st, summaryOf(run))) return std::nullopt;
-  std::shared_ptr<const guards::TableStatsSnapshot> visible;
+  std::shared_ptr<const analysis::TableStatsSnapshot> visible;
   return screens::probeRequest(inputOf(run, st, policy, stats, visible),
                                policy->settings().screen_probe_ms);
 }
@@ -145,4 +145,4 @@ const guards::Verdict* screenDenial(const StatementRun& run) {
   return nullptr;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

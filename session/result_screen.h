@@ -13,7 +13,7 @@
 #include "protocol/messages.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // Sets `params` to the Bind's text-format values when a screen may need them (the statement is
 // screened and has parameters), else to null, so most Binds keep nothing. The storage `params`
@@ -36,16 +36,16 @@ bool screenMaySpeak(const StatementRun& run);
 // Screens `run`'s result once (a suspended portal is screened when it completes); the findings
 // are left in run.screens. Cheap and silent for a statement no screen can speak about.
 const std::vector<guards::Verdict>& screenRun(StatementRun& run, const guards::PolicyGroup* policy,
-                                              const guards::TableStatsSnapshot* stats);
+                                              const analysis::TableStatsSnapshot* stats);
 
 // The probe the screens would ask for before `run`'s reply (screens/probe.h): its group has
 // screen_probe_timeout, it asked none yet, and nothing matched where the statistics cannot say
 // why. Nothing for nearly every result (a few compares).
 std::optional<screens::ProbeRequest> screenProbe(const StatementRun& run,
                                                  const guards::PolicyGroup* policy,
-                                                 const guards::TableStatsSnapshot* stats);
+                                                 const analysis::TableStatsSnapshot* stats);
 
 // The screen to deny with: the first finding whose action is deny, or null.
 const guards::Verdict* screenDenial(const StatementRun& run);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

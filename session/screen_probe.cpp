@@ -6,7 +6,7 @@
 
 #include "common/log_text.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 ScreenProbe::~ScreenProbe() {
   cancel();
@@ -57,7 +57,7 @@ void ScreenProbe::stop(int rfq_owed) {
   if (pool_) pool_->cancelWait(this);
   pool_ = nullptr;
   if (server_) {
-    ServerConnection* s = server_;
+    pool::ServerConnection* s = server_;
     server_ = nullptr;
     s->release(rfq_owed, false);  // drained, then reset; the server's timeout ends the query
   }
@@ -83,7 +83,7 @@ void ScreenProbe::onTimeout(uv_timer_t* t) {
   self->end(-1);
 }
 
-void ScreenProbe::onServerReady(ServerConnection& c) {
+void ScreenProbe::onServerReady(pool::ServerConnection& c) {
   pool_ = nullptr;
   if (!busy()) {
     c.release(0, false);
@@ -103,7 +103,7 @@ void ScreenProbe::onServerFailed(const std::string&, const std::string& message)
   end(-1);
 }
 
-void ScreenProbe::onServerMessage(ServerConnection& s, const protocol::Frame& f) {
+void ScreenProbe::onServerMessage(pool::ServerConnection& s, const protocol::Frame& f) {
   switch (f.type) {
     case protocol::be::kDataRow: {
       std::optional<std::string_view> cell;
@@ -131,11 +131,11 @@ void ScreenProbe::onServerMessage(ServerConnection& s, const protocol::Frame& f)
   }
 }
 
-void ScreenProbe::onServerLost(ServerConnection&, const std::string&) {
+void ScreenProbe::onServerLost(pool::ServerConnection&, const std::string&) {
   server_ = nullptr;
   if (!busy()) return;
   stop(0);
   end(-1);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -16,11 +16,11 @@
 #include "pool/server_conn.h"
 #include "screens/probe.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
-class ScreenProbe final : public ServerWaiter, public ServerLink {
+class ScreenProbe final : public pool::ServerWaiter, public pool::ServerLink {
  public:
-  ScreenProbe(uv_loop_t* loop, PoolManager& pools, metrics::Counters& counters)
+  ScreenProbe(uv_loop_t* loop, pool::PoolManager& pools, metrics::Counters& counters)
       : loop_(loop), pools_(pools), counters_(counters) {}
   // Gives up a probe under way without calling back.
   ~ScreenProbe();
@@ -38,17 +38,17 @@ class ScreenProbe final : public ServerWaiter, public ServerLink {
   bool busy() const { return into_ != nullptr; }
 
   // ServerWaiter
-  void onServerReady(ServerConnection& c) override;
+  void onServerReady(pool::ServerConnection& c) override;
   void onServerFailed(const std::string& sqlstate, const std::string& message) override;
-  void onWaitMoved(Pool& to) override { pool_ = &to; }
+  void onWaitMoved(pool::Pool& to) override { pool_ = &to; }
   // ServerLink
-  void onServerMessage(ServerConnection& s, const protocol::Frame& f) override;
-  void onServerChunk(ServerConnection&, char, std::string_view, bool, bool) override {
+  void onServerMessage(pool::ServerConnection& s, const protocol::Frame& f) override;
+  void onServerChunk(pool::ServerConnection&, char, std::string_view, bool, bool) override {
     failed_ = true;  // no count is that long
   }
-  void onServerReadDone(ServerConnection&) override {}
-  void onServerWritten(ServerConnection&) override {}
-  void onServerLost(ServerConnection& s, const std::string& why) override;
+  void onServerReadDone(pool::ServerConnection&) override {}
+  void onServerWritten(pool::ServerConnection&) override {}
+  void onServerLost(pool::ServerConnection& s, const std::string& why) override;
 
  private:
   static void onTimeout(uv_timer_t* t);
@@ -58,11 +58,11 @@ class ScreenProbe final : public ServerWaiter, public ServerLink {
   void end(int64_t rows);
 
   uv_loop_t* loop_;
-  PoolManager& pools_;
+  pool::PoolManager& pools_;
   metrics::Counters& counters_;
   uv_timer_t* timer_ = nullptr;  // made on the first start(); freed in its close callback
-  Pool* pool_ = nullptr;         // waited on
-  ServerConnection* server_ = nullptr;
+  pool::Pool* pool_ = nullptr;   // waited on
+  pool::ServerConnection* server_ = nullptr;
   std::string sql_;
   std::shared_ptr<screens::ProbeAnswer> into_;  // set while a probe runs
   std::function<void()> done_;
@@ -70,4 +70,4 @@ class ScreenProbe final : public ServerWaiter, public ServerLink {
   bool failed_ = false;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

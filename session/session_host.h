@@ -14,19 +14,28 @@
 #include "protocol/messages.h"
 #include "session/statement_gate.h"
 
-namespace pgwarden::guards {
+namespace pgwarden::budgets {
 class BudgetLedger;
-class GuardObserver;
+}  // namespace pgwarden::budgets
+
+namespace pgwarden::analysis {
 class TableStatsSnapshot;
+}  // namespace pgwarden::analysis
+
+namespace pgwarden::guards {
+class GuardObserver;
 }  // namespace pgwarden::guards
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
+struct CancelFence;
+}  // namespace pgwarden::pool
+
+namespace pgwarden::session {
 
 class AuthLimiter;
 class ClientSession;
 class PolicyEngine;
 class StatementRecorder;
-struct CancelFence;
 
 // A console session (the admin console on the virtual database "pgwarden"): answers a client's
 // messages itself and never reaches a server.
@@ -62,16 +71,16 @@ class SessionHost {
   virtual uint64_t nowMs() const = 0;
   virtual bool shuttingDown() const = 0;
   // The configuration a new session starts with (a reload swaps it; sessions keep theirs).
-  virtual const std::shared_ptr<const Config>& config() const = 0;
+  virtual const std::shared_ptr<const config::Config>& config() const = 0;
   virtual metrics::Counters& counters() = 0;
-  virtual PoolManager& pools() = 0;
+  virtual pool::PoolManager& pools() = 0;
   virtual PolicyEngine& policy() = 0;
   virtual StatementRecorder& statementRecorder() = 0;
   virtual AuthLimiter& authLimiter() = 0;
   // The key unknown users' made-up salts are derived from.
   virtual const std::string& saltKey() const = 0;
   // Per-conversation budgets (null once the shutdown has released them).
-  virtual guards::BudgetLedger* budgets() = 0;
+  virtual budgets::BudgetLedger* budgets() = 0;
   virtual guards::GuardObserver* guardObserver() = 0;
   // What the statement gate runs on, for statements on `server_database`.
   virtual GateServices gateServices(const std::string& server_database) = 0;
@@ -79,7 +88,8 @@ class SessionHost {
   virtual void poolWaited(bool timed_out, std::chrono::nanoseconds waited) = 0;
 
   // Catalog statistics for a server database (null until the first refresh succeeds).
-  virtual std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string& server_db) = 0;
+  virtual std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(
+      const std::string& server_db) = 0;
   // Keeps statistics for a server database from now on (a client logged in to it).
   virtual void watchDatabase(const std::string& server_db) = 0;
   // The first statistics load for `server_db` is under way; ClientSession::onStatsReady is
@@ -92,7 +102,8 @@ class SessionHost {
   // A client's CancelRequest (arriving on its own connection).
   virtual void handleCancelRequest(int32_t pid, int32_t key) = 0;
   // A CancelRequest for a server backend; `fence` keeps the connection from being lent meanwhile.
-  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key, std::shared_ptr<CancelFence> fence) = 0;
+  virtual void cancelServerQuery(int32_t server_pid, int32_t server_key,
+                                 std::shared_ptr<pool::CancelFence> fence) = 0;
 
   // The session logged in or is closing: it no longer counts as starting up.
   virtual void leftStartup(uint64_t id) = 0;
@@ -106,4 +117,4 @@ class SessionHost {
                                                       const std::string& application_name) = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -1,6 +1,6 @@
 #include "session/skipped_batch.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 void SkippedBatch::begin(std::string_view sqlstate, std::string_view reason, size_t max_names) {
   max_names_ = max_names;
@@ -40,4 +40,4 @@ SkippedBatch::Lookup SkippedBatch::execute(std::string_view portal) const {
   return {true, it->second};
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

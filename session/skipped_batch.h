@@ -16,7 +16,7 @@
 
 #include "session/statement_policy.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class SkippedBatch {
  public:
@@ -61,4 +61,4 @@ class SkippedBatch {
   std::unordered_map<std::string, Target> portals_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 StartupLimiter::Decision StartupLimiter::admit(uint64_t id, const std::string& address,
                                                uint64_t now_ms, const Limits& limits,
@@ -63,4 +63,4 @@ std::string StartupLimiter::addressKey(std::string_view host) {
   return std::string(v6) + "/64";
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

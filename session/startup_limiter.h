@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class StartupLimiter {
  public:
@@ -57,4 +57,4 @@ class StartupLimiter {
   std::unordered_map<std::string, size_t> per_address_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -8,7 +8,7 @@
 #include "common/ascii.h"
 #include "guards/fixed_settings.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -184,4 +184,4 @@ StartupFilterResult filterStartupParams(const ParamList& params) {
   return r;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

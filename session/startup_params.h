@@ -12,7 +12,7 @@
 #include "common/param_list.h"
 #include "common/result.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // Longest value accepted for agent_id, conversation_id and query_intent.
 inline constexpr size_t kMaxContextValue = 256;
@@ -59,4 +59,4 @@ const char* canonicalClientParam(std::string_view name);
 // "pgwarden." prefix; nullptr otherwise.
 const char* contextKey(std::string_view name);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

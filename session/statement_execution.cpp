@@ -3,7 +3,7 @@
 #include "pool/server_conn.h"
 #include "session/screen_probe.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 bool StatsWait::over(uint64_t now_ms, bool loaded) {
   if (until_ms_ == 0) return false;
@@ -37,8 +37,8 @@ bool countDataRow(StatementRun& run, const protocol::Frame& f, int64_t cap) {
 }
 
 bool holdForProbe(StatementRun& run, const guards::PolicyGroup* policy,
-                  const guards::TableStatsSnapshot* stats, ScreenProbe& probe,
-                  const std::string& server_db, ServerConnection& server,
+                  const analysis::TableStatsSnapshot* stats, ScreenProbe& probe,
+                  const std::string& server_db, pool::ServerConnection& server,
                   std::function<void()> resume) {
   if (!probeWanted(run, policy)) return false;
   auto request = screenProbe(run, policy, stats);
@@ -61,7 +61,7 @@ void noteCommandComplete(StatementRun& run, std::string_view tag, size_t bytes) 
 
 void TextExecution::begin(std::shared_ptr<const StatementPlan> plan,
                           const guards::AgentOverrides& overrides,
-                          std::shared_ptr<const guards::BudgetKey> budget, bool extended,
+                          std::shared_ptr<const budgets::BudgetKey> budget, bool extended,
                           std::shared_ptr<const ScreenParams> params) {
   judged(std::move(plan), overrides);
   const bool empty_text =
@@ -125,4 +125,4 @@ void TextExecution::finishRest(history::Outcome outcome, std::string_view sqlsta
   });
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -22,7 +22,11 @@
 #include "session/result_screen.h"
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::pool {
+class ServerConnection;
+}  // namespace pgwarden::pool
+
+namespace pgwarden::session {
 
 // How long a statement (or a login) waits for the first catalog statistics of its database, so
 // the first statements are judged with table sizes known; past it, it goes on without them.
@@ -84,7 +88,6 @@ ScreenFindings screenFindings(StatementRun& run, const guards::PolicyGroup* poli
 }
 
 class ScreenProbe;
-class ServerConnection;
 
 // Before a finished read's CommandComplete is answered, whichever door: when the screens would
 // ask their indexed probe (result_screen.h screenProbe), it starts on `probe` against
@@ -94,8 +97,8 @@ class ServerConnection;
 // input, if the door still has it. True when held: the door answers nothing now. The second
 // hand-over goes on: one probe per statement. Call it where probeWanted() holds.
 bool holdForProbe(StatementRun& run, const guards::PolicyGroup* policy,
-                  const guards::TableStatsSnapshot* stats, ScreenProbe& probe,
-                  const std::string& server_db, ServerConnection& server,
+                  const analysis::TableStatsSnapshot* stats, ScreenProbe& probe,
+                  const std::string& server_db, pool::ServerConnection& server,
                   std::function<void()> resume);
 // Whether holdForProbe() could hold `run`'s reply at all: its group probes, it asked nothing
 // yet, and nothing came back (a few compares: a door looks up nothing for nearly every
@@ -108,7 +111,7 @@ inline bool probeWanted(const StatementRun& run, const guards::PolicyGroup* poli
     return false;
   const auto* a = run.plan ? run.plan->analysis.get() : nullptr;
   return a && a->ok && run.index < a->statements.size() &&
-         a->statements[run.index].kind == guards::StatementKind::kSelect;
+         a->statements[run.index].kind == analysis::StatementKind::kSelect;
 }
 
 // A DataRow of `run`'s result (the server's decoded message): false when the run already holds
@@ -153,7 +156,7 @@ class TextExecution {
   // The gate's plan is about to run: the first statement's run starts (none for an empty text).
   // `params`: the bound values the screens compare (null: none).
   void begin(std::shared_ptr<const StatementPlan> plan, const guards::AgentOverrides& overrides,
-             std::shared_ptr<const guards::BudgetKey> budget, bool extended,
+             std::shared_ptr<const budgets::BudgetKey> budget, bool extended,
              std::shared_ptr<const ScreenParams> params);
   // Only the plan (a denial, the cost gate's failed EXPLAIN, an explain call): nothing runs.
   void judged(std::shared_ptr<const StatementPlan> plan, const guards::AgentOverrides& overrides);
@@ -193,4 +196,4 @@ class TextExecution {
   std::string_view host_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -10,7 +10,7 @@
 #include "net/webhook_client.h"
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -160,7 +160,8 @@ bool StatementGate::startWebhook() {
   waiting_ = true;
   webhook_started_ns_ = monotonicNs();
   webhook_id_ = services_.webhooks->post(
-      webhookRequestFor(*guard, plan_->decision.webhook->body), [this](guards::WebhookOutcome o) {
+      net::webhookRequestFor(*guard, plan_->decision.webhook->body),
+      [this](guards::WebhookOutcome o) {
         webhook_id_ = 0;
         if (o.status != guards::WebhookOutcome::Status::kCancelled) {
           const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
@@ -243,7 +244,8 @@ void StatementGate::parseChecked(std::string error_response) {
   resume();
 }
 
-bool StatementGate::judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats) {
+bool StatementGate::judgeWrite(const guards::RequestContext& ctx,
+                               const analysis::TableStatsSnapshot* stats) {
   const WriteTransaction* w = caller_.writeTransaction();
   const guards::PolicyGroup* group = caller_.policyGroup();
   if (!group || !group->writes().guarded) return false;
@@ -346,7 +348,8 @@ guards::Verdict StatementGate::renderOutside(std::string_view kind, guards::Guar
 void StatementGate::runPlanCheck(guards::Decision& d, std::string_view plan_json) {
   if (!request_.plan_check || d.denied) return;
   const auto render = [this](guards::GuardResult r) { return renderOutside("tool_plan_check", std::move(r)); };
-  auto plan = plan_json.empty() ? Result<guards::PlanSummary>::fail("no plan") : guards::parsePlanJson(plan_json);
+  auto plan = plan_json.empty() ? Result<analysis::PlanSummary>::fail("no plan")
+                                : analysis::parsePlanJson(plan_json);
   if (!plan.ok()) {
     // The check cannot vouch for a plan it did not see: it fails closed.
     guards::GuardResult r;
@@ -383,13 +386,14 @@ void StatementGate::explainFailed(std::string error_response) {
 }
 
 bool StatementGate::admit() {
-  guards::BudgetLedger* ledger = services_.budgets;
+  budgets::BudgetLedger* ledger = services_.budgets;
   const guards::PolicyGroup* group = caller_.policyGroup();
   size_t index = 0;
-  const guards::BudgetGuard* bg = group ? guards::findBudgetGuard(*group, &index) : nullptr;
+  const budgets::BudgetGuard* bg = group ? budgets::findBudgetGuard(*group, &index) : nullptr;
   if (!ledger || !bg) return true;
-  if (!plan_->analysis || !guards::countsAgainstBudget(*plan_->analysis)) return true;  // housekeeping
-  auto key = std::make_shared<const guards::BudgetKey>(
+  if (!plan_->analysis || !budgets::countsAgainstBudget(*plan_->analysis))
+    return true;  // housekeeping
+  auto key = std::make_shared<const budgets::BudgetKey>(
       ledger->keyFor(caller_.requestContext(false, request_.overrides)));
   const auto deny = [this, group, index](guards::GuardResult r) {
     guards::Decision d = plan_->decision;
@@ -397,25 +401,28 @@ bool StatementGate::admit() {
     plan_ = PolicyEngine::withDecision(*plan_, std::move(d));
   };
   // Each statement of a multi-statement text counts once; the text is admitted whole or not.
-  const int64_t statements = guards::budgetStatements(*plan_->analysis);
-  auto a = ledger->admit(*bg, *key, [this, key, deny](guards::BudgetLedger::Admission r) {
-    budget_ticket_ = 0;
-    if (r.kind == guards::BudgetLedger::Admission::Kind::kAdmitted) {
-      key_ = key;
-    } else {
-      deny(std::move(r.denial));
-    }
-    stage_ = Stage::kDone;
-    resume();
-  }, statements);
+  const int64_t statements = budgets::budgetStatements(*plan_->analysis);
+  auto a = ledger->admit(
+      *bg, *key,
+      [this, key, deny](budgets::BudgetLedger::Admission r) {
+        budget_ticket_ = 0;
+        if (r.kind == budgets::BudgetLedger::Admission::Kind::kAdmitted) {
+          key_ = key;
+        } else {
+          deny(std::move(r.denial));
+        }
+        stage_ = Stage::kDone;
+        resume();
+      },
+      statements);
   switch (a.kind) {
-    case guards::BudgetLedger::Admission::Kind::kAdmitted:
+    case budgets::BudgetLedger::Admission::Kind::kAdmitted:
       key_ = std::move(key);
       return true;
-    case guards::BudgetLedger::Admission::Kind::kDenied:
+    case budgets::BudgetLedger::Admission::Kind::kDenied:
       deny(std::move(a.denial));
       return true;
-    case guards::BudgetLedger::Admission::Kind::kPending:
+    case budgets::BudgetLedger::Admission::Kind::kPending:
       budget_ticket_ = a.ticket;
       waiting_ = true;
       return false;
@@ -451,4 +458,4 @@ void StatementGate::discard(GateVerdict& verdict) {
   verdict.budget_key.reset();
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -30,9 +30,11 @@ namespace pgwarden::guards {
 class ConversationMarks;
 }  // namespace pgwarden::guards
 
-namespace pgwarden::daemon {
-
+namespace pgwarden::net {
 class WebhookClient;
+}  // namespace pgwarden::net
+
+namespace pgwarden::session {
 
 // The statement name of the parse check's Parse (closed again before the client goes on).
 inline constexpr const char* kParseCheckName = "pgwarden_parse_check";
@@ -48,7 +50,7 @@ struct ExplainArgs {
 // A check of the statement's plan that the front end adds (an operator tool's plan_check): it
 // makes the gate run EXPLAIN even where the group has no cost gate, and runs after the group's
 // plan guards. A result is the denial (rendered with the group's reasons); none lets it pass.
-using PlanCheck = std::function<std::optional<guards::GuardResult>(const guards::PlanSummary&)>;
+using PlanCheck = std::function<std::optional<guards::GuardResult>(const analysis::PlanSummary&)>;
 
 struct GateRequest {
   // What to judge: a text, analysed and run through the chain, or (when `plan` is set) a
@@ -75,7 +77,7 @@ struct GateRequest {
 struct GateVerdict {
   std::shared_ptr<const StatementPlan> plan;
   // Admitted: held until the run finishes (the recorder gives it back).
-  std::shared_ptr<const guards::BudgetKey> budget_key;
+  std::shared_ptr<const budgets::BudgetKey> budget_key;
   guards::AgentOverrides overrides;
   // The server refused the statement before it ran: this ErrorResponse (the whole message) is the
   // statement's answer, as the statement would have failed the same way. Either the cost gate's
@@ -124,9 +126,9 @@ class GateCaller {
 // The process-wide services a gate uses (any may be null: that feature is off).
 struct GateServices {
   PolicyEngine* policy = nullptr;
-  WebhookClient* webhooks = nullptr;
-  guards::BudgetLedger* budgets = nullptr;
-  std::function<std::shared_ptr<const guards::TableStatsSnapshot>()> stats;
+  net::WebhookClient* webhooks = nullptr;
+  budgets::BudgetLedger* budgets = nullptr;
+  std::function<std::shared_ptr<const analysis::TableStatsSnapshot>()> stats;
   // The conversations that have read untrusted content (the data-flow rule, docs/untrusted.md).
   guards::ConversationMarks* marks = nullptr;
 };
@@ -179,7 +181,7 @@ class StatementGate {
   bool startParseCheck();
   // Guarded writes: the write mode's judgement of the text, before the chain. True: denied
   // (plan_ holds the denial).
-  bool judgeWrite(const guards::RequestContext& ctx, const guards::TableStatsSnapshot* stats);
+  bool judgeWrite(const guards::RequestContext& ctx, const analysis::TableStatsSnapshot* stats);
   // A verdict reached outside the chain, with the group's reasons when there is a group.
   // Transaction pooling: the chain's verdict turned into SESSION_STATE for a statement whose
   // effect would outlive its transaction.
@@ -202,7 +204,7 @@ class StatementGate {
   GateRequest request_;
   std::string sql_;  // request_'s text, which request_.sql views; its storage is kept
   std::shared_ptr<const StatementPlan> plan_;
-  std::shared_ptr<const guards::BudgetKey> key_;
+  std::shared_ptr<const budgets::BudgetKey> key_;
   std::string explain_error_;
   GateVerdict::Write write_;
   uint64_t webhook_id_ = 0;
@@ -210,4 +212,4 @@ class StatementGate {
   int64_t webhook_started_ns_ = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

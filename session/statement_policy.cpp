@@ -9,7 +9,7 @@
 #include "guards/masking.h"
 #include "history/text.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 void appendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
@@ -103,19 +103,19 @@ struct PolicyEngine::Impl {
   Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql), plans(cache ? kPlanCacheEntries : 0) {}
   std::shared_ptr<const StatementPlan> build(const guards::PolicyGroup* group, std::string_view sql,
                                              const guards::RequestContext& ctx,
-                                             const guards::TableStatsSnapshot* stats);
-  guards::Analyzer analyzer;
+                                             const analysis::TableStatsSnapshot* stats);
+  analysis::Analyzer analyzer;
   size_t max_sql_bytes;
   // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
   // lookup's scratch, so a hit allocates nothing.
-  util::LruMap<std::shared_ptr<const StatementPlan>> plans;
+  LruMap<std::shared_ptr<const StatementPlan>> plans;
   // The last plans built, refilled once no one holds them (SharedSpares): as many as the
   // analyzer keeps analyses (analysis/shape_template.cpp), one per statement in flight.
   SharedSpares<StatementPlan, 32> spares;
   // A plan is kept the second time its key is seen: a text with a fresh literal each time
   // (pgbench's simple mode, most agents' reads) costs no insertion and holds no analysis, which
   // the analyzer could otherwise refill for the next text.
-  util::SeenKeys seen{kPlanCacheEntries * 4};
+  SeenKeys seen{kPlanCacheEntries * 4};
   std::string key;
   uint64_t plan_hits = 0;
   uint64_t plan_misses = 0;
@@ -162,7 +162,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementP
 std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGroup* group,
                                                         std::string_view sql,
                                                         const guards::RequestContext& ctx,
-                                                        const guards::TableStatsSnapshot* stats) {
+                                                        const analysis::TableStatsSnapshot* stats) {
   Impl& c = *impl_;
   // A deterministic group decides a text the same way every time over the same snapshot (no
   // guard reads the clock, a script, a service, a budget or the caller), so its plan is kept.
@@ -186,10 +186,9 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
   return plan;
 }
 
-std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::PolicyGroup* group,
-                                                               std::string_view sql,
-                                                               const guards::RequestContext& ctx,
-                                                               const guards::TableStatsSnapshot* stats) {
+std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(
+    const guards::PolicyGroup* group, std::string_view sql, const guards::RequestContext& ctx,
+    const analysis::TableStatsSnapshot* stats) {
   // A plan no one holds any more is refilled in place: its strings and vectors keep their
   // storage. Its old analysis goes first, so the analyzer may refill that one too. Only plans of
   // texts the plan cache would keep are kept as spares, so what they hold on to stays small.
@@ -197,7 +196,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
       sql.size() <= kPlanCacheMaxText ? spares.take() : std::make_shared<StatementPlan>();
   plan->analysis.reset();
   plan->analysis = analyzer.analyze(sql);
-  const guards::Analysis& a = *plan->analysis;
+  const analysis::Analysis& a = *plan->analysis;
   plan->fingerprint.assign(a.fingerprint_hex);
   if (!a.ok) {
     // Text the parser rejects never reaches the server: PostgreSQL would refuse it anyway, and
@@ -230,13 +229,13 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
   }
   plan->statements.resize(a.statements.size());
   for (size_t i = 0; i < a.statements.size(); ++i) {
-    const guards::StatementInfo& s = a.statements[i];
+    const analysis::StatementInfo& s = a.statements[i];
     PlannedStatement& ps = plan->statements[i];
-    ps.kind.assign(guards::kindName(s.kind));
-    ps.intent.assign(guards::intentName(s.intent));
+    ps.kind.assign(analysis::kindName(s.kind));
+    ps.intent.assign(analysis::intentName(s.intent));
     ps.tables.resize(s.relations.size());
     for (size_t t = 0; t < s.relations.size(); ++t) {
-      const guards::RelationRef& r = s.relations[t];
+      const analysis::RelationRef& r = s.relations[t];
       std::string& name = ps.tables[t];
       name.clear();
       if (!r.schema.empty()) name.append(r.schema).push_back('.');
@@ -258,4 +257,4 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(const guards::Pol
   return plan;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -13,7 +13,7 @@
 #include "analysis/analysis.h"
 #include "guards/policy.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 struct PlannedStatement {
   std::string kind;            // "select", ...; "" when unknown
@@ -26,7 +26,7 @@ struct PlannedStatement {
 };
 
 struct StatementPlan {
-  std::shared_ptr<const guards::Analysis> analysis;  // null when no analysis ran
+  std::shared_ptr<const analysis::Analysis> analysis;  // null when no analysis ran
   guards::Decision decision;
   std::vector<PlannedStatement> statements;  // at least one entry (the whole text if unknown)
   std::string fingerprint;                   // hex, "" when unknown
@@ -56,7 +56,7 @@ class PolicyEngine {
   // may come back for the same text (see kPlanCacheEntries): a caller never changes it.
   std::shared_ptr<const StatementPlan> plan(const guards::PolicyGroup* group, std::string_view sql,
                                             const guards::RequestContext& ctx,
-                                            const guards::TableStatsSnapshot* stats);
+                                            const analysis::TableStatsSnapshot* stats);
   // A plan for a statement pgwarden answers itself (SET/RESET/SHOW pgwarden.*): one statement of
   // `kind`, intent admin, no guard run. Its history record is made like any other statement's.
   std::shared_ptr<const StatementPlan> localPlan(std::string_view sql, std::string_view kind) const;
@@ -84,4 +84,4 @@ void assignActionsJson(std::string& out, const std::vector<guards::Verdict>& act
 // JSON string escaping for the small documents pgwarden writes itself.
 void appendJsonString(std::string& out, std::string_view s);
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

@@ -2,7 +2,7 @@
 
 #include "common/recycling_allocator.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace {
 
@@ -49,7 +49,7 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   if (run.finished) return;
   run.finished = true;
   if (run.budget_key && budgets_) {
-    if (const auto* bg = policy ? guards::findBudgetGuard(*policy) : nullptr) {
+    if (const auto* bg = policy ? budgets::findBudgetGuard(*policy) : nullptr) {
       budgets_->addRows(*bg, *run.budget_key, run.rows_sent);
     }
     budgets_->release(*run.budget_key);
@@ -144,8 +144,8 @@ void StatementRecorder::denied(const StatementPlan& plan, const guards::RequestC
   // A denial by any guard but a budget counts towards the conversation's max_denied, as many
   // statements as the text counts against max_statements (at least one).
   if (!plan.budget && policy && budgets_) {
-    if (const auto* bg = guards::findBudgetGuard(*policy)) {
-      const int64_t statements = plan.analysis ? guards::budgetStatements(*plan.analysis) : 1;
+    if (const auto* bg = budgets::findBudgetGuard(*policy)) {
+      const int64_t statements = plan.analysis ? budgets::budgetStatements(*plan.analysis) : 1;
       budgets_->addDenied(*bg, budgets_->keyFor(who), statements);
     }
   }
@@ -163,4 +163,4 @@ void StatementRecorder::denied(const StatementPlan& plan, const guards::RequestC
   }
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

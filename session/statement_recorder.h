@@ -18,7 +18,7 @@
 #include "screens/probe.h"
 #include "session/statement_policy.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // A Bind's parameter values as the result screens read them: text format, $1 first; nullopt for
 // NULL or a binary value.
@@ -52,7 +52,7 @@ struct StatementRun {
   // at most one per statement. Shared with the probe while it runs.
   std::shared_ptr<screens::ProbeAnswer> probe;
   // Admitted by a budget: its rows are counted and its running slot released when it finishes.
-  std::shared_ptr<const guards::BudgetKey> budget_key;
+  std::shared_ptr<const budgets::BudgetKey> budget_key;
   // The statement's sqlcommenter overrides: its record carries the agent context it ran with.
   guards::AgentOverrides overrides;
   // The upstream host it was sent to (history's host, Pool::hostLabel: held for the process's
@@ -117,7 +117,8 @@ class StatementSink {
 class StatementRecorder {
  public:
   // `budgets` may be null (no budget state: nothing to give back).
-  StatementRecorder(StatementSink& sink, guards::BudgetLedger* budgets, std::string_view instance_id)
+  StatementRecorder(StatementSink& sink, budgets::BudgetLedger* budgets,
+                    std::string_view instance_id)
       : sink_(sink), budgets_(budgets), instance_id_(instance_id) {}
 
   // Records `run` once (later calls do nothing): its history record, counters and metrics, and
@@ -131,18 +132,18 @@ class StatementRecorder {
   void denied(const StatementPlan& plan, const guards::RequestContext& who,
               const guards::PolicyGroup* policy, const guards::AgentOverrides& overrides);
 
-  guards::BudgetLedger* budgets() const { return budgets_; }
+  budgets::BudgetLedger* budgets() const { return budgets_; }
   // The ledger is gone (shutdown): nothing more is given back.
-  void setBudgets(guards::BudgetLedger* budgets) { budgets_ = budgets; }
+  void setBudgets(budgets::BudgetLedger* budgets) { budgets_ = budgets; }
 
  private:
   // The record finish() fills, kept with its storage (up to kKeepRecordBytes) for the next.
   static constexpr size_t kKeepRecordBytes = 64 * 1024;
 
   StatementSink& sink_;
-  guards::BudgetLedger* budgets_;
+  budgets::BudgetLedger* budgets_;
   std::string instance_id_;
   history::Record record_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

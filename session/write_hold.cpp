@@ -1,7 +1,7 @@
 // What a guarded write holds back while its savepoint and count are settled.
 #include "session/write_hold.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 void WriteHold::holdQuery(std::string query) {
   query_ = std::move(query);
@@ -16,4 +16,4 @@ std::optional<std::pair<std::string, std::string>> WriteHold::takeSavepointRefus
   return std::exchange(refusal_, std::nullopt);
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

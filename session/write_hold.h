@@ -14,7 +14,7 @@
 
 #include "session/statement_recorder.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 class WriteHold {
  public:
@@ -56,4 +56,4 @@ class WriteHold {
   std::unique_ptr<Counted> counted_;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

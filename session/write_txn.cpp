@@ -10,13 +10,13 @@
 #include "guards/guard_util.h"
 #include "protocol/messages.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 namespace codes = guards::codes;
+using analysis::StatementInfo;
+using analysis::StatementKind;
 using guards::Action;
 using guards::GuardResult;
-using guards::StatementInfo;
-using guards::StatementKind;
 
 namespace {
 
@@ -655,4 +655,4 @@ GuardResult WriteTransaction::rolledBackDenial() const {
   return d;
 }
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

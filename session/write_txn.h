@@ -14,7 +14,7 @@
 #include "guards/guard.h"
 #include "guards/policy.h"
 
-namespace pgwarden::daemon {
+namespace pgwarden::session {
 
 // pgwarden's own savepoint around each write; a client statement naming it is refused.
 inline constexpr std::string_view kWriteSavepoint = "pgwarden_w";
@@ -63,10 +63,11 @@ class WriteTransaction {
   // An Execute of a write prepared over the extended protocol, when it is to run: the denial
   // (TRANSACTION_ROLLED_BACK, TRANSACTION_REQUIRED, LOOK_FIRST) or nullopt. `begin_sent`: a
   // BEGIN earlier in the same batch is on its way to the server.
-  std::optional<guards::GuardResult> judgeExecute(const guards::StatementInfo& st, bool begin_sent) const;
+  std::optional<guards::GuardResult> judgeExecute(const analysis::StatementInfo& st,
+                                                  bool begin_sent) const;
 
   // A read that succeeded: its tables count as looked at (bounded; the oldest is forgotten).
-  void noteRead(const guards::StatementInfo& st);
+  void noteRead(const analysis::StatementInfo& st);
   bool looked(std::string_view schema, std::string_view name) const;
 
   // What a wrapped write really changed: the command tag counts only the named table, so the
@@ -119,7 +120,7 @@ class WriteTransaction {
     const std::string& table;
     std::string_view command;
   };
-  Completion onCommandComplete(const guards::StatementInfo* st, std::string_view tag,
+  Completion onCommandComplete(const analysis::StatementInfo* st, std::string_view tag,
                                std::optional<Wrapped> wrapped);
   // The counters after the write are in: its rows across every table it changed, counted or
   // over a cap (as onCommandComplete's answer).
@@ -186,15 +187,16 @@ class WriteTransaction {
     std::vector<TableDelta> before;  // bounded by kMaxCounted (the query's LIMIT)
     std::vector<TableDelta> now;
   };
-  void onSavepointStatement(const guards::StatementInfo& st);
+  void onSavepointStatement(const analysis::StatementInfo& st);
   std::vector<TableDelta> counted() const;
   static std::string key(std::string_view schema, std::string_view name);
   std::string summary() const;
-  std::optional<guards::GuardResult> stateDenial(const guards::StatementInfo& st, const std::string& target,
+  std::optional<guards::GuardResult> stateDenial(const analysis::StatementInfo& st,
+                                                 const std::string& target,
                                                  bool no_transaction) const;
   std::optional<guards::GuardResult> judgeStatement(const guards::GuardInput& in,
-                                                    const guards::StatementInfo& st, bool extended,
-                                                    Judgement& j) const;
+                                                    const analysis::StatementInfo& st,
+                                                    bool extended, Judgement& j) const;
 
   const guards::WriteMode& mode_;
   TxnState state_ = TxnState::kNone;
@@ -213,4 +215,4 @@ class WriteTransaction {
   int64_t lost_rows_ = 0;
 };
 
-}  // namespace pgwarden::daemon
+}  // namespace pgwarden::session

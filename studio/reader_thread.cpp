@@ -100,7 +100,7 @@ void ReaderThread::run() {
       item.answer = item.job(reader.get(), error);
     } catch (const std::exception& e) {
       spdlog::error("studio: a page failed: {}", e.what());
-      item.answer = daemon::HttpResponse{};
+      item.answer = net::HttpResponse{};
       item.answer.status = 500;
       item.answer.content_type = "text/plain; charset=utf-8";
       item.answer.body = "internal error\n";

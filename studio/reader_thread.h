@@ -23,9 +23,9 @@ namespace pgwarden::studio {
 // Runs on the reader thread; `reader` is null when the store could not be opened (`error` says
 // why).
 using ReadJob =
-    std::function<daemon::HttpResponse(history::ReportReader* reader, const std::string& error)>;
+    std::function<net::HttpResponse(history::ReportReader* reader, const std::string& error)>;
 // Runs on the loop with the job's answer.
-using ReadDone = std::function<void(daemon::HttpResponse)>;
+using ReadDone = std::function<void(net::HttpResponse)>;
 
 class ReaderThread {
  public:
@@ -52,7 +52,7 @@ class ReaderThread {
   struct Item {
     ReadJob job;
     ReadDone done;
-    daemon::HttpResponse answer;
+    net::HttpResponse answer;
   };
   Opener opener_;
   const size_t max_queue_;

@@ -17,8 +17,8 @@ namespace pgwarden::studio {
 
 namespace {
 
-using daemon::HttpRequest;
-using daemon::HttpResponse;
+using net::HttpRequest;
+using net::HttpResponse;
 
 constexpr std::string_view kHtml = "text/html; charset=utf-8";
 

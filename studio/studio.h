@@ -38,13 +38,13 @@ class Studio final : public net::HttpPages {
   Studio& operator=(const Studio&) = delete;
 
   std::string_view prefix() const override;
-  void serve(const daemon::HttpRequest& request,
-             std::function<void(daemon::HttpResponse)> answer) override;
+  void serve(const net::HttpRequest& request,
+             std::function<void(net::HttpResponse)> answer) override;
   // Stops the reader thread (after its current query). Safe to call twice.
   void close();
 
  private:
-  void live(std::function<void(daemon::HttpResponse)> answer);
+  void live(std::function<void(net::HttpResponse)> answer);
 
   StudioOptions options_;
   LiveSource live_;
@@ -54,9 +54,9 @@ class Studio final : public net::HttpPages {
 
 // The answer to a page request that needs no store (assets, redirects, 404s), or nothing when
 // the page reads the store. Exposed for tests.
-std::optional<daemon::HttpResponse> staticAnswer(const daemon::HttpRequest& request);
+std::optional<net::HttpResponse> staticAnswer(const net::HttpRequest& request);
 // Renders the page for `path` (under /studio/) and `query` from the open store. Exposed for tests.
-daemon::HttpResponse renderPage(history::ReportReader& reader, const std::string& path,
-                                const std::string& query, int64_t now_us);
+net::HttpResponse renderPage(history::ReportReader& reader, const std::string& path,
+                             const std::string& query, int64_t now_us);
 
 }  // namespace pgwarden::studio

@@ -9,8 +9,8 @@
 #include "net/http_request_parser.h"
 #include "tests/fuzz/fuzz_util.h"
 
-using pgwarden::daemon::HttpRequest;
-using pgwarden::daemon::HttpRequestParser;
+using pgwarden::net::HttpRequest;
+using pgwarden::net::HttpRequestParser;
 namespace m = pgwarden::daemon;
 using pgwarden::fuzz::Input;
 

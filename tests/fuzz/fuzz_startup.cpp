@@ -13,19 +13,19 @@ using pgwarden::fuzz::Input;
 namespace {
 
 void filter(const pgw::StartupPacket& packet) {
-  const daemon::StartupFilterResult r = daemon::filterStartupParams(packet.params);
+  const session::StartupFilterResult r = session::filterStartupParams(packet.params);
   if (!r.startup) {
     PGW_FUZZ_CHECK(!r.refusal.sqlstate.empty() && !r.refusal.message.empty());
     return;
   }
-  const daemon::ClientStartup& s = *r.startup;
+  const session::ClientStartup& s = *r.startup;
   PGW_FUZZ_CHECK(!s.user.empty() && !s.database.empty());
-  PGW_FUZZ_CHECK(s.agent_id.size() <= daemon::kMaxContextValue);
-  PGW_FUZZ_CHECK(s.conversation_id.size() <= daemon::kMaxContextValue);
-  PGW_FUZZ_CHECK(s.query_intent.size() <= daemon::kMaxContextValue);
+  PGW_FUZZ_CHECK(s.agent_id.size() <= session::kMaxContextValue);
+  PGW_FUZZ_CHECK(s.conversation_id.size() <= session::kMaxContextValue);
+  PGW_FUZZ_CHECK(s.query_intent.size() <= session::kMaxContextValue);
   // Only known client parameters are forwarded, by their canonical names, each once.
   for (size_t i = 0; i < s.params.size(); ++i) {
-    const char* canonical = daemon::canonicalClientParam(s.params[i].first);
+    const char* canonical = session::canonicalClientParam(s.params[i].first);
     PGW_FUZZ_CHECK(canonical != nullptr && s.params[i].first == canonical);
     for (size_t j = 0; j < i; ++j) PGW_FUZZ_CHECK(s.params[j].first != s.params[i].first);
   }
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t sizes[4];
   for (auto& s : sizes) s = in.byte();
   // The first line goes to the `options` parser as it is; the rest is the byte stream.
-  if (auto opts = daemon::parseOptions(in.until('\n'))) {
+  if (auto opts = session::parseOptions(in.until('\n'))) {
     for (const auto& [name, value] : *opts) PGW_FUZZ_CHECK(!name.empty() && name.find('=') == std::string::npos);
   }
   const std::string_view stream = in.rest();

@@ -75,10 +75,10 @@ TEST(AllowedReads, OrdinaryAnalyticsReadsPass) {
       ASSERT_TRUE(d.rewritten_sql.has_value());
       EXPECT_EQ(d.max_rows, 1000);
       // The rewritten text is still one valid statement, capped at max_rows + 1.
-      const auto again = analyzeUncached(*d.rewritten_sql);
+      const auto again = analysis::analyzeUncached(*d.rewritten_sql);
       ASSERT_TRUE(again->ok) << again->error << "\n" << *d.rewritten_sql;
       ASSERT_EQ(again->statements.size(), 1u);
-      EXPECT_EQ(again->statements[0].limit, LimitKind::kConstant);
+      EXPECT_EQ(again->statements[0].limit, analysis::LimitKind::kConstant);
       EXPECT_EQ(again->statements[0].limit_value, 1001);
     } else {
       ADD_FAILURE() << "unknown expectation " << l.expect;

@@ -122,9 +122,10 @@ class LivePostgres : public ::testing::Test {
   void SetUp() override {
     if (!ready_) PGW_MISSING_TOOL("no PostgreSQL server binaries (initdb, pg_ctl) usable here; set PGW_PGBIN");
   }
-  static std::shared_ptr<const TableStatsSnapshot> snapshot() {
+  static std::shared_ptr<const analysis::TableStatsSnapshot> snapshot() {
     Connection c(cluster_->conninfo());
-    return TableStatsSnapshot::fromRows(c.query(TableStatsSnapshot::catalogQuery()));
+    return analysis::TableStatsSnapshot::fromRows(
+        c.query(analysis::TableStatsSnapshot::catalogQuery()));
   }
 
   static Cluster* cluster_;
@@ -136,9 +137,9 @@ bool LivePostgres::ready_ = false;
 TEST_F(LivePostgres, CatalogQueryReadsSizesAndIndexColumns) {
   Connection c(cluster_->conninfo());
   c.query("SET default_transaction_read_only = on");
-  const auto rows = c.query(TableStatsSnapshot::catalogQuery());
-  const auto stats = TableStatsSnapshot::fromRows(rows);
-  const TableStats* f = stats->find("public", "fct_shipments");
+  const auto rows = c.query(analysis::TableStatsSnapshot::catalogQuery());
+  const auto stats = analysis::TableStatsSnapshot::fromRows(rows);
+  const analysis::TableStats* f = stats->find("public", "fct_shipments");
   ASSERT_NE(f, nullptr);
   EXPECT_GT(f->estimated_rows, 180000);
   EXPECT_LT(f->estimated_rows, 220000);
@@ -148,7 +149,7 @@ TEST_F(LivePostgres, CatalogQueryReadsSizesAndIndexColumns) {
   EXPECT_EQ(f->indexed_columns[1], "id");
   EXPECT_EQ(f->indexed_column_types[1], "bigint");
   // Never analysed: the size on disk still says it is not small.
-  const TableStats* fresh = stats->find("public", "fresh");
+  const analysis::TableStats* fresh = stats->find("public", "fresh");
   ASSERT_NE(fresh, nullptr);
   EXPECT_GT(fresh->estimated_rows, 10000);
   EXPECT_TRUE(fresh->indexed_columns.empty());
@@ -187,7 +188,8 @@ TEST_F(LivePostgres, CostGateOnRealPlans) {
 }
 
 // A decision held for a plan, completed with the plan this server gives for its EXPLAIN.
-Decision withPlan(const PolicyGroup& group, const Decision& d, Connection& c, const TableStatsSnapshot* stats) {
+Decision withPlan(const PolicyGroup& group, const Decision& d, Connection& c,
+                  const analysis::TableStatsSnapshot* stats) {
   if (!d.explain_sql) return d;
   const auto plan = c.query(*d.explain_sql);
   EXPECT_EQ(plan.size(), 1u);

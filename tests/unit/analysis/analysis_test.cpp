@@ -46,10 +46,10 @@ std::string nestedCoalesce(int n) {
 }
 
 void expectAnalysed(const std::string& sql) {
-  const auto a = analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   ASSERT_TRUE(a->ok) << a->error << " (" << sql.substr(0, 60) << "...)";
   ASSERT_EQ(a->statements.size(), 1u);
-  EXPECT_EQ(a->statements[0].kind, StatementKind::kSelect);
+  EXPECT_EQ(a->statements[0].kind, analysis::StatementKind::kSelect);
 }
 
 // The figures of statements PostgreSQL 15 runs with max_stack_depth = 2MB.
@@ -73,7 +73,7 @@ void analyseOnStack(size_t stack_mib, const std::string& sql, bool expect_ok) {
                 &t, &attr,
                 [](void* p) -> void* {
                   auto* j = static_cast<Job*>(p);
-                  const auto a = analyzeUncached(*j->sql);
+                  const auto a = analysis::analyzeUncached(*j->sql);
                   j->ok = a->ok;
                   j->error = a->error;
                   return nullptr;
@@ -114,7 +114,7 @@ TEST(DeepStatements, DeeperThanTheStackHoldsRefused) {
 // ---- cache and fingerprint ----
 
 TEST(Analyzer, CacheHitReturnsTheSameAnalysis) {
-  Analyzer a(8);
+  analysis::Analyzer a(8);
   auto first = a.analyze("SELECT 1");
   auto second = a.analyze("SELECT 1");
   EXPECT_EQ(first.get(), second.get());
@@ -128,7 +128,7 @@ TEST(Analyzer, CacheHitReturnsTheSameAnalysis) {
 
 // Texts of distinct shapes (a new alias each), so the exact cache is what answers them.
 TEST(Analyzer, EvictsLeastRecentlyUsed) {
-  Analyzer a(3);
+  analysis::Analyzer a(3);
   auto t1 = a.analyze("SELECT 1 AS a");
   a.analyze("SELECT 1 AS b");
   a.analyze("SELECT 1 AS c");
@@ -143,7 +143,7 @@ TEST(Analyzer, EvictsLeastRecentlyUsed) {
 }
 
 TEST(Analyzer, StaysBoundedUnderManyTexts) {
-  Analyzer a(16);
+  analysis::Analyzer a(16);
   for (int i = 0; i < 1000; ++i) a.analyze("SELECT 1 AS c" + std::to_string(i));
   EXPECT_EQ(a.cacheSize(), 16u);
 }
@@ -151,7 +151,7 @@ TEST(Analyzer, StaysBoundedUnderManyTexts) {
 // A text its shape's template answers takes no exact entry: pgbench-style texts never repeat, so
 // they would only push out texts that do.
 TEST(Analyzer, TextsAnsweredByTheirShapeTakeNoExactEntry) {
-  Analyzer a(16);
+  analysis::Analyzer a(16);
   for (int i = 0; i < 1000; ++i) {
     a.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(1000 + i) + ";");
   }
@@ -160,7 +160,7 @@ TEST(Analyzer, TextsAnsweredByTheirShapeTakeNoExactEntry) {
 }
 
 TEST(Analyzer, LongTextsAreNotCached) {
-  Analyzer a(16, 64);
+  analysis::Analyzer a(16, 64);
   const std::string big = "SELECT '" + std::string(100, 'x') + "'";
   auto x = a.analyze(big);
   auto y = a.analyze(big);
@@ -170,14 +170,14 @@ TEST(Analyzer, LongTextsAreNotCached) {
 }
 
 TEST(Analyzer, ParseErrorsAreCachedToo) {
-  Analyzer a(4);
+  analysis::Analyzer a(4);
   auto x = a.analyze("SELEC 1");
   EXPECT_FALSE(x->ok);
   EXPECT_EQ(a.analyze("SELEC 1").get(), x.get());
 }
 
 TEST(Analyzer, ZeroByteIsAnError) {
-  const auto a = analyzeUncached(std::string_view("SELECT 1\0; DELETE FROM t", 24));
+  const auto a = analysis::analyzeUncached(std::string_view("SELECT 1\0; DELETE FROM t", 24));
   EXPECT_FALSE(a->ok);
 }
 
@@ -189,7 +189,7 @@ TEST(Analyzer, DeepNestingDoesNotCrash) {
     for (int i = 0; i < n; ++i) sql += "1+(";
     sql += "1";
     for (int i = 0; i < n; ++i) sql += ")";
-    const auto a = analyzeUncached(sql);
+    const auto a = analysis::analyzeUncached(sql);
 #if defined(__SANITIZE_ADDRESS__)
     // AddressSanitizer's larger frames lower the depth the stack allows: refused, not crashed.
     if (!a->ok) {
@@ -203,9 +203,9 @@ TEST(Analyzer, DeepNestingDoesNotCrash) {
 }
 
 TEST(Fingerprint, SameShapeWhateverTheLiterals) {
-  const auto a = analyzeUncached("SELECT * FROM orders WHERE status = 'late'");
-  const auto b = analyzeUncached("select *  from orders where status='DELAYED'");
-  const auto c = analyzeUncached("SELECT * FROM users WHERE status = 'late'");
+  const auto a = analysis::analyzeUncached("SELECT * FROM orders WHERE status = 'late'");
+  const auto b = analysis::analyzeUncached("select *  from orders where status='DELAYED'");
+  const auto c = analysis::analyzeUncached("SELECT * FROM users WHERE status = 'late'");
   ASSERT_TRUE(a->ok && b->ok && c->ok);
   EXPECT_NE(a->fingerprint, 0u);
   EXPECT_EQ(a->fingerprint, b->fingerprint);
@@ -262,14 +262,15 @@ TEST(Fingerprint, EqualsLibpgQueryFingerprint) {
   simdjson::dom::parser json;
   for (const auto& text : texts) {
     PgQueryFingerprintResult expected = pg_query_fingerprint(text.c_str());
-    const auto a = analyzeUncached(text);
+    const auto a = analysis::analyzeUncached(text);
     if (expected.error == nullptr && a->ok) {
       ++compared;
       PgQueryParseResult parsed = pg_query_parse(text.c_str());
       simdjson::dom::element root;
       uint64_t fp = 0;
-      if (json.parse(simdjson::padded_string(std::string_view(parsed.parse_tree))).get(root) == simdjson::SUCCESS &&
-          pgjson::fingerprintSelects(root, fp)) {
+      if (json.parse(simdjson::padded_string(std::string_view(parsed.parse_tree))).get(root) ==
+              simdjson::SUCCESS &&
+          analysis::pgjson::fingerprintSelects(root, fp)) {
         ++from_tree;
         EXPECT_EQ(fp, expected.fingerprint) << text;
       }

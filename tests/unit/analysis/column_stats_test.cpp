@@ -14,61 +14,69 @@ std::vector<std::string> row(std::string mcv, std::string freqs, std::string n_d
 }
 
 TEST(ArrayText, QuotedEscapedAndNull) {
-  auto v = parseArrayText(R"({a,"b c","say \"hi\"",NULL,"NULL"})");
+  auto v = analysis::parseArrayText(R"({a,"b c","say \"hi\"",NULL,"NULL"})");
   ASSERT_TRUE(v);
   EXPECT_EQ(*v, (std::vector<std::string>{"a", "b c", "say \"hi\"", "NULL"}));
-  EXPECT_EQ(parseArrayText("{}")->size(), 0u);
-  EXPECT_FALSE(parseArrayText("{\"open"));
-  EXPECT_FALSE(parseArrayText("{{1,2},{3,4}}"));
-  EXPECT_FALSE(parseArrayText("not an array"));
+  EXPECT_EQ(analysis::parseArrayText("{}")->size(), 0u);
+  EXPECT_FALSE(analysis::parseArrayText("{\"open"));
+  EXPECT_FALSE(analysis::parseArrayText("{{1,2},{3,4}}"));
+  EXPECT_FALSE(analysis::parseArrayText("not an array"));
 }
 
 TEST(CheckInList, AsPgGetConstraintdefPrintsIt) {
-  EXPECT_EQ(checkInList("CHECK ((status = ANY (ARRAY['DELAYED'::text, 'DELIVERED'::text, 'it''s'::text])))"),
-            (std::vector<std::string>{"DELAYED", "DELIVERED", "it's"}));
-  EXPECT_EQ(checkInList("CHECK (((status)::text = ANY ((ARRAY['A'::character varying, 'B'::character varying])::text[])))"),
+  EXPECT_EQ(
+      analysis::checkInList(
+          "CHECK ((status = ANY (ARRAY['DELAYED'::text, 'DELIVERED'::text, 'it''s'::text])))"),
+      (std::vector<std::string>{"DELAYED", "DELIVERED", "it's"}));
+  EXPECT_EQ(analysis::checkInList("CHECK (((status)::text = ANY ((ARRAY['A'::character varying, "
+                                  "'B'::character varying])::text[])))"),
             (std::vector<std::string>{"A", "B"}));
-  EXPECT_TRUE(checkInList("CHECK ((weight > (0)::numeric))").empty());
-  EXPECT_TRUE(checkInList("CHECK (((status = ANY (ARRAY['A'::text])) OR (id > 5)))").empty());
+  EXPECT_TRUE(analysis::checkInList("CHECK ((weight > (0)::numeric))").empty());
+  EXPECT_TRUE(
+      analysis::checkInList("CHECK (((status = ANY (ARRAY['A'::text])) OR (id > 5)))").empty());
 }
 
 TEST(KnownValues, McvsCoveringEveryRowOfAFewValues) {
-  auto c = parseColumnRow(row("{DELIVERED,DELAYED,RETURNED}", "{0.6,0.2,0.2}", "3"));
+  auto c = analysis::parseColumnRow(row("{DELIVERED,DELAYED,RETURNED}", "{0.6,0.2,0.2}", "3"));
   ASSERT_TRUE(c);
   ASSERT_NE(c->stats.knownValues(), nullptr);
   EXPECT_EQ(c->stats.knownValues()->size(), 3u);
 }
 
 TEST(KnownValues, SilentWhenMcvsDoNotCoverOrValuesAreMany) {
-  EXPECT_EQ(parseColumnRow(row("{a,b}", "{0.5,0.3}", "5"))->stats.knownValues(), nullptr);
-  EXPECT_EQ(parseColumnRow(row("{a,b}", "{0.6,0.4}", "-0.5"))->stats.knownValues(), nullptr);
-  EXPECT_EQ(parseColumnRow(row("", "", ""))->stats.knownValues(), nullptr);
+  EXPECT_EQ(analysis::parseColumnRow(row("{a,b}", "{0.5,0.3}", "5"))->stats.knownValues(), nullptr);
+  EXPECT_EQ(analysis::parseColumnRow(row("{a,b}", "{0.6,0.4}", "-0.5"))->stats.knownValues(),
+            nullptr);
+  EXPECT_EQ(analysis::parseColumnRow(row("", "", ""))->stats.knownValues(), nullptr);
 }
 
 TEST(KnownValues, EnumLabelsAndCheckListComeFirst) {
   auto r = row("{a}", "{1}", "1");
   r[5] = "{low,medium,high}";
-  EXPECT_EQ(*parseColumnRow(r)->stats.knownValues(), (std::vector<std::string>{"low", "medium", "high"}));
+  EXPECT_EQ(*analysis::parseColumnRow(r)->stats.knownValues(),
+            (std::vector<std::string>{"low", "medium", "high"}));
   r[5] = "";
   r[6] = "CHECK ((c = ANY (ARRAY['x'::text, 'y'::text])))";
-  EXPECT_EQ(*parseColumnRow(r)->stats.knownValues(), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(*analysis::parseColumnRow(r)->stats.knownValues(),
+            (std::vector<std::string>{"x", "y"}));
 }
 
 TEST(Bounds, DatesFromHistogramAndMcvs) {
-  auto c = parseColumnRow(row("{2026-06-30}", "{0.01}", "-0.2", "{2023-01-01,2026-06-29}", "D"));
+  auto c = analysis::parseColumnRow(
+      row("{2026-06-30}", "{0.01}", "-0.2", "{2023-01-01,2026-06-29}", "D"));
   std::string lo, hi;
   ASSERT_TRUE(c->stats.bounds(&lo, &hi));
   EXPECT_EQ(lo, "2023-01-01");
   EXPECT_EQ(hi, "2026-06-30");
-  EXPECT_EQ(compareValues('D', "2026-07-01", "2026-06-30 23:59:59+00"), 1);
-  EXPECT_FALSE(compareValues('D', "07/01/2026", "2026-06-30"));
-  EXPECT_EQ(compareValues('N', "10", "9.5"), 1);
-  EXPECT_FALSE(parseColumnRow(row("{a}", "{1}", "1", "", "S"))->stats.bounds(&lo, &hi));
+  EXPECT_EQ(analysis::compareValues('D', "2026-07-01", "2026-06-30 23:59:59+00"), 1);
+  EXPECT_FALSE(analysis::compareValues('D', "07/01/2026", "2026-06-30"));
+  EXPECT_EQ(analysis::compareValues('N', "10", "9.5"), 1);
+  EXPECT_FALSE(analysis::parseColumnRow(row("{a}", "{1}", "1", "", "S"))->stats.bounds(&lo, &hi));
 }
 
 TEST(ColumnRow, MalformedRowsAreSkipped) {
-  EXPECT_FALSE(parseColumnRow({"public", "t"}));
-  EXPECT_FALSE(parseColumnRow({"", "t", "c", "", "", "", "", "", "", "", "", "", ""}));
+  EXPECT_FALSE(analysis::parseColumnRow({"public", "t"}));
+  EXPECT_FALSE(analysis::parseColumnRow({"", "t", "c", "", "", "", "", "", "", "", "", "", ""}));
 }
 
 // A date column of `table` that leads a btree index; pg_stats has no row for it (never analysed).
@@ -77,15 +85,15 @@ std::vector<std::string> indexedDate(std::string table, std::string column, std:
 }
 
 TEST(ColumnRow, NullabilityNullShareAndForeignKey) {
-  auto r =
-      parseColumnRow({"public", "orders", "customer_id", "integer", "N", "", "", "", "", "-0.1", "",
-                      "true", "false", "false", "false", "0.04", "public.customers.id"});
+  auto r = analysis::parseColumnRow({"public", "orders", "customer_id", "integer", "N", "", "", "",
+                                     "", "-0.1", "", "true", "false", "false", "false", "0.04",
+                                     "public.customers.id"});
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->stats.not_null);
   EXPECT_DOUBLE_EQ(r->stats.null_frac, 0.04);
   EXPECT_EQ(r->stats.references, "public.customers.id");
   // A row of the older shape (no such columns): nothing known, nothing assumed.
-  r = parseColumnRow(row("", "", "-1"));
+  r = analysis::parseColumnRow(row("", "", "-1"));
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->stats.not_null);
   EXPECT_EQ(r->stats.null_frac, 0);
@@ -93,30 +101,31 @@ TEST(ColumnRow, NullabilityNullShareAndForeignKey) {
 }
 
 TEST(IndexBounds, OnlyForIndexedNumbersAndDatesWithoutStats) {
-  auto c = parseColumnRow(indexedDate("t", "ship_date"));
+  auto c = analysis::parseColumnRow(indexedDate("t", "ship_date"));
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->stats.leads_btree);
   EXPECT_TRUE(c->stats.needsIndexBounds());
   std::string lo, hi;
   EXPECT_FALSE(c->stats.bounds(&lo, &hi));  // nothing read yet: silent
-  EXPECT_FALSE(parseColumnRow(indexedDate("t", "ship_date", "false"))->stats.needsIndexBounds());
+  EXPECT_FALSE(
+      analysis::parseColumnRow(indexedDate("t", "ship_date", "false"))->stats.needsIndexBounds());
   // Analysed with a histogram: pg_stats answers, no probe.
   auto analysed = indexedDate("t", "ship_date");
   analysed[10] = "{2023-01-01,2026-06-30}";
   analysed[11] = "true";
-  EXPECT_FALSE(parseColumnRow(analysed)->stats.needsIndexBounds());
+  EXPECT_FALSE(analysis::parseColumnRow(analysed)->stats.needsIndexBounds());
   // Analysed, but every value NULL or the sample empty: no bounds from pg_stats, so the index.
   analysed[10] = "";
-  EXPECT_TRUE(parseColumnRow(analysed)->stats.needsIndexBounds());
-  EXPECT_TRUE(boundableType('N', "numeric(12,2)"));
-  EXPECT_TRUE(boundableType('D', "timestamp with time zone"));
-  EXPECT_FALSE(boundableType('N', "money"));
-  EXPECT_FALSE(boundableType('N', "oid"));
-  EXPECT_FALSE(boundableType('D', "time without time zone"));
+  EXPECT_TRUE(analysis::parseColumnRow(analysed)->stats.needsIndexBounds());
+  EXPECT_TRUE(analysis::boundableType('N', "numeric(12,2)"));
+  EXPECT_TRUE(analysis::boundableType('D', "timestamp with time zone"));
+  EXPECT_FALSE(analysis::boundableType('N', "money"));
+  EXPECT_FALSE(analysis::boundableType('N', "oid"));
+  EXPECT_FALSE(analysis::boundableType('D', "time without time zone"));
 }
 
 TEST(IndexBounds, StatsFirstThenTheIndexAndItsSource) {
-  ColumnStats s = parseColumnRow(indexedDate("t", "ship_date"))->stats;
+  analysis::ColumnStats s = analysis::parseColumnRow(indexedDate("t", "ship_date"))->stats;
   s.index_low = "2023-01-01";
   s.index_high = "2026-06-30";
   std::string lo, hi;
@@ -139,15 +148,16 @@ TEST(IndexBounds, StatsFirstThenTheIndexAndItsSource) {
 }
 
 TEST(IndexBounds, ProbeQueryQuotesEveryIdentifier) {
-  EXPECT_EQ(boundsProbeQuery("public", "Ship \"Log\"", "day", 200),
+  EXPECT_EQ(analysis::boundsProbeQuery("public", "Ship \"Log\"", "day", 200),
             "SET LOCAL statement_timeout = 200; SELECT min(\"day\")::text, max(\"day\")::text"
             " FROM \"public\".\"Ship \"\"Log\"\"\"");
   std::string lo, hi;
-  EXPECT_TRUE(parseBoundsRow({"1", "99.5"}, &lo, &hi));
+  EXPECT_TRUE(analysis::parseBoundsRow({"1", "99.5"}, &lo, &hi));
   EXPECT_EQ(hi, "99.5");
-  EXPECT_FALSE(parseBoundsRow({"", ""}, &lo, &hi));  // an empty table: min and max are NULL
-  EXPECT_FALSE(parseBoundsRow({"1", std::string(100, '9')}, &lo, &hi));
-  EXPECT_FALSE(parseBoundsRow({"1"}, &lo, &hi));
+  EXPECT_FALSE(
+      analysis::parseBoundsRow({"", ""}, &lo, &hi));  // an empty table: min and max are NULL
+  EXPECT_FALSE(analysis::parseBoundsRow({"1", std::string(100, '9')}, &lo, &hi));
+  EXPECT_FALSE(analysis::parseBoundsRow({"1"}, &lo, &hi));
 }
 
 TEST(IndexBounds, ProbesAreBoundedAndRotate) {
@@ -158,7 +168,7 @@ TEST(IndexBounds, ProbesAreBoundedAndRotate) {
   }
   columns.push_back(indexedDate("a", "no_index", "false"));
   columns.push_back(indexedDate("untracked", "d"));  // not in the snapshot: never probed
-  auto snap = TableStatsSnapshot::fromRows(tables, columns);
+  auto snap = analysis::TableStatsSnapshot::fromRows(tables, columns);
   auto all = snap->boundsProbes(0, 64);
   ASSERT_EQ(all.size(), 5u);
   EXPECT_EQ(all[0].table, "a");
@@ -170,7 +180,7 @@ TEST(IndexBounds, ProbesAreBoundedAndRotate) {
 }
 
 TEST(IndexBounds, ProbedValuesReplaceAndTheRestCarryOver) {
-  auto fresh = TableStatsSnapshot::fromRows(
+  auto fresh = analysis::TableStatsSnapshot::fromRows(
       {{"public", "a", "100", "d", "date"}, {"public", "b", "100", "d", "date"}},
       {indexedDate("a", "d"), indexedDate("b", "d")});
   auto first = fresh->withIndexBounds({{"public", "a", "d", "2023-01-01", "2023-12-31"},

@@ -8,9 +8,9 @@ namespace pgwarden::guards {
 namespace {
 
 bool reveals(const std::string& sql, const std::string& column) {
-  const ColumnExposure e = columnExposure(sql);
+  const analysis::ColumnExposure e = analysis::columnExposure(sql);
   EXPECT_TRUE(e.ok) << e.error;
-  const auto names = taintedNames(e, {column});
+  const auto names = analysis::taintedNames(e, {column});
   for (const auto& m : e.revealed) {
     if (std::find(names.begin(), names.end(), m.name) != names.end()) return true;
   }
@@ -67,12 +67,12 @@ TEST(ColumnExposure, ExpressionsThatCarryTheValueAreFound) {
 }
 
 TEST(ColumnExposure, RefusesWhatItCannotRead) {
-  EXPECT_FALSE(columnExposure("SELEC 1").ok);
+  EXPECT_FALSE(analysis::columnExposure("SELEC 1").ok);
   std::string deep = "SELECT ";
   for (int i = 0; i < 500; ++i) deep += "(";
   deep += "1";
   for (int i = 0; i < 500; ++i) deep += ")";
-  const ColumnExposure e = columnExposure(deep);
+  const analysis::ColumnExposure e = analysis::columnExposure(deep);
   EXPECT_TRUE(!e.ok || e.revealed.empty());
 }
 

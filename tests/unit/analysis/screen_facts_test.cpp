@@ -8,12 +8,12 @@
 namespace pgwarden::guards {
 namespace {
 
-using Op = ScreenComparison::Op;
+using Op = analysis::ScreenComparison::Op;
 
-ScreenFacts factsOf(std::string_view sql) {
-  auto a = analyzeUncached(sql);
+analysis::ScreenFacts factsOf(std::string_view sql) {
+  auto a = analysis::analyzeUncached(sql);
   EXPECT_TRUE(a->ok) << sql;
-  return a->statements.empty() ? ScreenFacts{} : a->statements[0].screen;
+  return a->statements.empty() ? analysis::ScreenFacts{} : a->statements[0].screen;
 }
 
 TEST(ScreenFacts, EqualityInAndLikeWithTheirTables) {

@@ -101,7 +101,7 @@ const std::vector<std::string>& agentStatements() {
 
 // Replacement texts per literal class; variant k writes entry (k + i) of its class's list into
 // literal i, and one more variant writes the same entry into every literal (equal constants).
-const std::vector<std::string>& replacements(LiteralClass cls) {
+const std::vector<std::string>& replacements(analysis::LiteralClass cls) {
   static const std::vector<std::string> ints = {
       "1", "0", "7", "99", "100", "48213", "2147483647", "2147483648", "99999999999999999999",
       "-5", "-2147483648"};
@@ -114,24 +114,31 @@ const std::vector<std::string>& replacements(LiteralClass cls) {
   static const std::vector<std::string> dollars = {"$$x$$", "$$%$$", "$$$$", "$t$it's$t$", "$$.*$$"};
   static const std::vector<std::string> bits = {"B'1'", "B''", "B'0101'", "X'ff'", "X'00'"};
   switch (cls) {
-    case LiteralClass::kInteger:
-    case LiteralClass::kBigInteger: return ints;
-    case LiteralClass::kFloat: return floats;
-    case LiteralClass::kString:
-    case LiteralClass::kUString: return strings;
-    case LiteralClass::kEString: return estrings;
-    case LiteralClass::kDollar: return dollars;
-    case LiteralClass::kBitB:
-    case LiteralClass::kBitX: return bits;
+    case analysis::LiteralClass::kInteger:
+    case analysis::LiteralClass::kBigInteger:
+      return ints;
+    case analysis::LiteralClass::kFloat:
+      return floats;
+    case analysis::LiteralClass::kString:
+    case analysis::LiteralClass::kUString:
+      return strings;
+    case analysis::LiteralClass::kEString:
+      return estrings;
+    case analysis::LiteralClass::kDollar:
+      return dollars;
+    case analysis::LiteralClass::kBitB:
+    case analysis::LiteralClass::kBitX:
+      return bits;
   }
   return ints;
 }
 
-std::string substitute(const std::string& sql, const Shape& shape, size_t variant, bool same) {
+std::string substitute(const std::string& sql, const analysis::Shape& shape, size_t variant,
+                       bool same) {
   std::string out;
   size_t at = 0;
   for (size_t i = 0; i < shape.literals.size(); ++i) {
-    const ShapeLiteral& lit = shape.literals[i];
+    const analysis::ShapeLiteral& lit = shape.literals[i];
     const auto& list = replacements(lit.cls);
     out += sql.substr(at, lit.offset - at);
     out += list[(variant + (same ? 0 : i)) % list.size()];
@@ -142,11 +149,11 @@ std::string substitute(const std::string& sql, const Shape& shape, size_t varian
 
 // Random picks from the same lists, a third of them repeating an earlier pick of the text (equal
 // constants in new places). Seeded: the same texts every run.
-std::string randomVariant(const std::string& sql, const Shape& shape, std::mt19937& rng) {
+std::string randomVariant(const std::string& sql, const analysis::Shape& shape, std::mt19937& rng) {
   std::string out;
   std::vector<std::string> picked;
   size_t at = 0;
-  for (const ShapeLiteral& lit : shape.literals) {
+  for (const analysis::ShapeLiteral& lit : shape.literals) {
     const auto& list = replacements(lit.cls);
     std::string value = list[rng() % list.size()];
     if (!picked.empty() && rng() % 3 == 0) {
@@ -195,8 +202,8 @@ std::vector<std::string> variantsOf(const std::string& sql) {
   std::vector<std::string> out;
   for (const std::string& base : bases) {
     out.push_back(base);
-    Shape shape;
-    if (!lexShape(base, shape) || shape.literals.empty()) continue;
+    analysis::Shape shape;
+    if (!analysis::lexShape(base, shape) || shape.literals.empty()) continue;
     for (size_t v = 0; v < 14; ++v) out.push_back(substitute(base, shape, v, false));
     for (size_t v = 0; v < 6; ++v) out.push_back(substitute(base, shape, v, true));
     std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(base)));
@@ -214,10 +221,10 @@ std::vector<std::string> corpusStatements() {
 }
 
 // Runs every text through `analyzer` and compares with the full analysis.
-void expectSameAsUncached(Analyzer& analyzer, const std::vector<std::string>& texts) {
+void expectSameAsUncached(analysis::Analyzer& analyzer, const std::vector<std::string>& texts) {
   for (const std::string& text : texts) {
     const auto got = analyzer.analyze(text);
-    const auto want = analyzeUncached(text);
+    const auto want = analysis::analyzeUncached(text);
     ASSERT_TRUE(got && want);
     EXPECT_TRUE(*got == *want) << "shape cache changed the analysis of: " << text;
   }
@@ -231,10 +238,10 @@ TEST(ShapeCache, CorpusAndVariantsEqualTheFullAnalysis) {
   for (const std::string& s : statements) {
     for (std::string& v : variantsOf(s)) texts.push_back(std::move(v));
   }
-  Analyzer forward;
+  analysis::Analyzer forward;
   expectSameAsUncached(forward, texts);
   // The other order: variants warm the cache for the originals.
-  Analyzer backward;
+  analysis::Analyzer backward;
   expectSameAsUncached(backward, std::vector<std::string>(texts.rbegin(), texts.rend()));
   EXPECT_GT(forward.shapeHits(), 400u);
   std::cout << "texts " << texts.size() << ", shape hits " << forward.shapeHits() << ", shape misses "
@@ -244,15 +251,15 @@ TEST(ShapeCache, CorpusAndVariantsEqualTheFullAnalysis) {
 TEST(ShapeCache, PgbenchStatementsAreServedFromTheShapeCache) {
   for (const std::string& sql : pgbenchStatements()) {
     SCOPED_TRACE(sql);
-    Analyzer analyzer;
-    Shape shape;
-    ASSERT_TRUE(lexShape(sql, shape));
+    analysis::Analyzer analyzer;
+    analysis::Shape shape;
+    ASSERT_TRUE(analysis::lexShape(sql, shape));
     std::vector<std::string> texts;
     for (int i = 0; i < 50; ++i) {
       std::string text;
       size_t at = 0;
       for (size_t k = 0; k < shape.literals.size(); ++k) {
-        const ShapeLiteral& lit = shape.literals[k];
+        const analysis::ShapeLiteral& lit = shape.literals[k];
         text += sql.substr(at, lit.offset - at);
         // Same category as the original (a number of the same size class).
         const double base = lit.number >= 100 ? 100 + 997 * i + 13 * static_cast<double>(k) : 1 + (i + k) % 98;
@@ -271,24 +278,24 @@ TEST(ShapeCache, PgbenchStatementsAreServedFromTheShapeCache) {
 // A rebuilt analysis's storage is refilled for a later text only once no one holds it: analyses
 // still held keep their own values, whether the next texts come while they are held or after.
 TEST(ShapeCache, AHeldAnalysisIsNeverRefilled) {
-  Analyzer analyzer;
+  analysis::Analyzer analyzer;
   const auto text = [](int aid) { return "SELECT abalance FROM pgbench_accounts WHERE aid = " + std::to_string(aid); };
   for (int i = 1; i <= 2; ++i) analyzer.analyze(text(100 + i));  // the second builds the template
-  std::vector<std::pair<std::string, std::shared_ptr<const Analysis>>> held;
+  std::vector<std::pair<std::string, std::shared_ptr<const analysis::Analysis>>> held;
   for (int i = 3; i < 40; ++i) {
     held.emplace_back(text(1000 + i), analyzer.analyze(text(1000 + i)));
     if (i % 3 == 0) held.erase(held.begin());  // some let go, so their storage is refilled
     for (const auto& [sql, a] : held) {
       SCOPED_TRACE(sql);
       ASSERT_TRUE(a);
-      EXPECT_EQ(*a, *analyzeUncached(sql));
+      EXPECT_EQ(*a, *analysis::analyzeUncached(sql));
     }
   }
   EXPECT_EQ(analyzer.shapeHits(), 37u);
 }
 
 TEST(ShapeCache, ValueDependentPredicatesAreNotReused) {
-  Analyzer analyzer;
+  analysis::Analyzer analyzer;
   analyzer.analyze("SELECT * FROM fct_shipments WHERE carrier LIKE 'a%' LIMIT 10");
   analyzer.analyze("SELECT * FROM fct_shipments WHERE carrier LIKE 'b%' LIMIT 10");
   const auto trivial = analyzer.analyze("SELECT * FROM fct_shipments WHERE carrier LIKE '%' LIMIT 10");
@@ -300,24 +307,24 @@ TEST(ShapeCache, ValueDependentPredicatesAreNotReused) {
   analyzer.analyze("SELECT * FROM fct_shipments WHERE 1000 = 2000");
   analyzer.analyze("SELECT * FROM fct_shipments WHERE 3000 = 4000");
   const auto eq2 = analyzer.analyze("SELECT * FROM fct_shipments WHERE 5000 = 5000");
-  EXPECT_TRUE(*eq2 == *analyzeUncached("SELECT * FROM fct_shipments WHERE 5000 = 5000"));
+  EXPECT_TRUE(*eq2 == *analysis::analyzeUncached("SELECT * FROM fct_shipments WHERE 5000 = 5000"));
 }
 
 TEST(ShapeCache, SettingsAndFunctionArgumentsAreExact) {
-  Analyzer analyzer;
+  analysis::Analyzer analyzer;
   for (const char* sql : {"SELECT set_config('work_mem', '1GB', false)",
                           "SELECT set_config('search_path', 'x', false)",
                           "SELECT set_config('WORK_MEM', '1GB', false)", "SELECT pg_sleep(1)",
                           "SELECT pg_sleep(2)", "SELECT pg_sleep(100000)", "SET work_mem = '1GB'",
                           "SET work_mem = '64kB'", "SET statement_timeout = 0"}) {
     const auto got = analyzer.analyze(sql);
-    EXPECT_TRUE(*got == *analyzeUncached(sql)) << sql;
+    EXPECT_TRUE(*got == *analysis::analyzeUncached(sql)) << sql;
   }
   EXPECT_EQ(analyzer.analyze("SELECT pg_sleep(100000)")->statements[0].calls[0].args[0].text, "100000");
 }
 
 TEST(ShapeCache, AShapeSeenOnceTakesNoEntry) {
-  Analyzer analyzer;
+  analysis::Analyzer analyzer;
   analyzer.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1000");
   EXPECT_EQ(analyzer.shapeCacheSize(), 0u);
   analyzer.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 2000");
@@ -329,12 +336,13 @@ TEST(ShapeCache, AShapeSeenOnceTakesNoEntry) {
   analyzer.analyze("SET work_mem = '1GB'");
   analyzer.analyze("SET work_mem = '2GB'");
   EXPECT_EQ(analyzer.shapeCacheSize(), 2u);
-  EXPECT_TRUE(*analyzer.analyze("SET work_mem = '3GB'") == *analyzeUncached("SET work_mem = '3GB'"));
+  EXPECT_TRUE(*analyzer.analyze("SET work_mem = '3GB'") ==
+              *analysis::analyzeUncached("SET work_mem = '3GB'"));
   EXPECT_EQ(analyzer.shapeHits(), 1u);
 }
 
 TEST(ShapeCache, StaysBounded) {
-  Analyzer analyzer(8, 256);
+  analysis::Analyzer analyzer(8, 256);
   for (int i = 0; i < 200; ++i) {
     const std::string col = "c" + std::to_string(i);
     analyzer.analyze("SELECT " + col + " FROM t WHERE id = 1000");
@@ -349,10 +357,10 @@ TEST(ShapeCache, StaysBounded) {
   const std::string pad(300, ' ');
   for (int i = 0; i < 5; ++i) {
     const std::string sql = "SELECT x FROM t WHERE id = " + std::to_string(1000 + i) + pad;
-    EXPECT_TRUE(*analyzer.analyze(sql) == *analyzeUncached(sql));
+    EXPECT_TRUE(*analyzer.analyze(sql) == *analysis::analyzeUncached(sql));
   }
   EXPECT_EQ(analyzer.shapeMisses(), before);
-  Analyzer none(0);
+  analysis::Analyzer none(0);
   none.analyze("SELECT x FROM t WHERE id = 1000");
   none.analyze("SELECT x FROM t WHERE id = 2000");
   none.analyze("SELECT x FROM t WHERE id = 3000");
@@ -367,10 +375,12 @@ TEST(ShapeCache, WhichStatementsGetATemplate) {
   statements.insert(statements.end(), agentStatements().begin(), agentStatements().end());
   int with_literals = 0, built = 0;
   for (const std::string& sql : statements) {
-    Shape shape;
-    if (!lexShape(sql, shape) || shape.literals.empty()) continue;
+    analysis::Shape shape;
+    if (!analysis::lexShape(sql, shape) || shape.literals.empty()) continue;
     ++with_literals;
-    if (buildShapeTemplate(sql, shape, *analyzeUncached(sql), analyzeUncached)) ++built;
+    if (analysis::buildShapeTemplate(sql, shape, *analysis::analyzeUncached(sql),
+                                     analysis::analyzeUncached))
+      ++built;
   }
   EXPECT_GT(built, with_literals / 2);
   for (const char* sql : {"SELECT set_config('work_mem', '1GB', false)",
@@ -378,23 +388,30 @@ TEST(ShapeCache, WhichStatementsGetATemplate) {
                           "SELECT * FROM fct_shipments LIMIT 2147483648", "SET work_mem = '1GB'",
                           "EXPLAIN SELECT * FROM fct_shipments WHERE id = 3", "SAVEPOINT s1",
                           "SELECT 1/0 FROM"}) {
-    Shape shape;
-    ASSERT_TRUE(lexShape(sql, shape)) << sql;
-    EXPECT_EQ(buildShapeTemplate(sql, shape, *analyzeUncached(sql), analyzeUncached), nullptr) << sql;
+    analysis::Shape shape;
+    ASSERT_TRUE(analysis::lexShape(sql, shape)) << sql;
+    EXPECT_EQ(analysis::buildShapeTemplate(sql, shape, *analysis::analyzeUncached(sql),
+                                           analysis::analyzeUncached),
+              nullptr)
+        << sql;
   }
   for (const std::string& sql : pgbenchStatements()) {
-    Shape shape;
-    ASSERT_TRUE(lexShape(sql, shape));
-    EXPECT_NE(buildShapeTemplate(sql, shape, *analyzeUncached(sql), analyzeUncached), nullptr) << sql;
+    analysis::Shape shape;
+    ASSERT_TRUE(analysis::lexShape(sql, shape));
+    EXPECT_NE(analysis::buildShapeTemplate(sql, shape, *analysis::analyzeUncached(sql),
+                                           analysis::analyzeUncached),
+              nullptr)
+        << sql;
   }
   // Long IN lists: proving a template would take too long on the loop.
   for (int n : {200, 300}) {
     std::string sql = "SELECT * FROM fct_shipments WHERE id IN (1000";
     for (int i = 1; i < n; ++i) sql += ", " + std::to_string(1000 + i);
     sql += ")";
-    Shape shape;
-    ASSERT_TRUE(lexShape(sql, shape));
-    const auto tmpl = buildShapeTemplate(sql, shape, *analyzeUncached(sql), analyzeUncached);
+    analysis::Shape shape;
+    ASSERT_TRUE(analysis::lexShape(sql, shape));
+    const auto tmpl = analysis::buildShapeTemplate(sql, shape, *analysis::analyzeUncached(sql),
+                                                   analysis::analyzeUncached);
     EXPECT_EQ(tmpl != nullptr, n <= 256) << n;
   }
 }
@@ -402,13 +419,13 @@ TEST(ShapeCache, WhichStatementsGetATemplate) {
 TEST(ShapeCache, ProbeTextsKeepTheShape) {
   for (const char* sql : {"SELECT * FROM t WHERE a = 1000 AND b = 'x' AND c = 1000 AND d = 'x'",
                           "SELECT E'a\\\\b', $q$z$q$, B'01', X'af', U&'u', 1.5, 0, ''"}) {
-    Shape shape;
-    ASSERT_TRUE(lexShape(sql, shape));
+    analysis::Shape shape;
+    ASSERT_TRUE(analysis::lexShape(sql, shape));
     for (int round = 0; round < 2; ++round) {
       std::string probe;
-      ASSERT_TRUE(shapeProbeText(sql, shape, round, probe));
-      Shape ps;
-      ASSERT_TRUE(lexShape(probe, ps)) << probe;
+      ASSERT_TRUE(analysis::shapeProbeText(sql, shape, round, probe));
+      analysis::Shape ps;
+      ASSERT_TRUE(analysis::lexShape(probe, ps)) << probe;
       EXPECT_EQ(ps.key, shape.key) << probe;
       EXPECT_NE(probe, sql);
     }
@@ -436,12 +453,13 @@ TEST(ShapeCache, ScreenIssueSpansFollowTheLiterals) {
   for (const std::string& b : bases) {
     for (std::string& v : variantsOf(b)) texts.push_back(std::move(v));
   }
-  Analyzer analyzer;
+  analysis::Analyzer analyzer;
   expectSameAsUncached(analyzer, texts);
-  const auto a = analyzeUncached("SELECT count(*) FROM t WHERE region = 'north' AND status = NULL");
+  const auto a =
+      analysis::analyzeUncached("SELECT count(*) FROM t WHERE region = 'north' AND status = NULL");
   ASSERT_EQ(a->statements.at(0).screen.issues.size(), 1u);
-  const ScreenIssue& issue = a->statements[0].screen.issues[0];
-  EXPECT_EQ(issue.kind, ScreenIssue::Kind::kNullComparison);
+  const analysis::ScreenIssue& issue = a->statements[0].screen.issues[0];
+  EXPECT_EQ(issue.kind, analysis::ScreenIssue::Kind::kNullComparison);
   EXPECT_EQ(issue.subject, "status");
   EXPECT_EQ(issue.replacement, "IS NULL");
 }

@@ -11,22 +11,22 @@
 namespace pgwarden::guards {
 namespace {
 
-Shape lexOk(const std::string& sql) {
-  Shape s;
-  EXPECT_TRUE(lexShape(sql, s)) << sql;
+analysis::Shape lexOk(const std::string& sql) {
+  analysis::Shape s;
+  EXPECT_TRUE(analysis::lexShape(sql, s)) << sql;
   return s;
 }
 
 bool refused(const std::string& sql) {
-  Shape s;
-  return !lexShape(sql, s);
+  analysis::Shape s;
+  return !analysis::lexShape(sql, s);
 }
 
 // One literal expected: its class, decoded value and category.
-void expectOne(const std::string& sql, LiteralClass cls, const std::string& value,
-               ValueCategory cat = ValueCategory::kPlain) {
+void expectOne(const std::string& sql, analysis::LiteralClass cls, const std::string& value,
+               analysis::ValueCategory cat = analysis::ValueCategory::kPlain) {
   SCOPED_TRACE(sql);
-  const Shape s = lexOk(sql);
+  const analysis::Shape s = lexOk(sql);
   ASSERT_EQ(s.literals.size(), 1u);
   EXPECT_EQ(s.literals[0].cls, cls);
   EXPECT_EQ(s.literals[0].value, value);
@@ -34,13 +34,14 @@ void expectOne(const std::string& sql, LiteralClass cls, const std::string& valu
 }
 
 TEST(ShapeLexer, Integers) {
-  expectOne("SELECT 42", LiteralClass::kInteger, "42", ValueCategory::kSmall);
-  expectOne("SELECT 0", LiteralClass::kInteger, "0", ValueCategory::kZero);
-  expectOne("SELECT 100", LiteralClass::kInteger, "100");
-  expectOne("SELECT 2147483647", LiteralClass::kInteger, "2147483647");
-  expectOne("SELECT 2147483648", LiteralClass::kBigInteger, "2147483648");
-  expectOne("SELECT 99999999999999999999999", LiteralClass::kBigInteger, "99999999999999999999999");
-  const Shape s = lexOk("SELECT abalance FROM pgbench_accounts WHERE aid = 48213;");
+  expectOne("SELECT 42", analysis::LiteralClass::kInteger, "42", analysis::ValueCategory::kSmall);
+  expectOne("SELECT 0", analysis::LiteralClass::kInteger, "0", analysis::ValueCategory::kZero);
+  expectOne("SELECT 100", analysis::LiteralClass::kInteger, "100");
+  expectOne("SELECT 2147483647", analysis::LiteralClass::kInteger, "2147483647");
+  expectOne("SELECT 2147483648", analysis::LiteralClass::kBigInteger, "2147483648");
+  expectOne("SELECT 99999999999999999999999", analysis::LiteralClass::kBigInteger,
+            "99999999999999999999999");
+  const analysis::Shape s = lexOk("SELECT abalance FROM pgbench_accounts WHERE aid = 48213;");
   ASSERT_EQ(s.literals.size(), 1u);
   EXPECT_EQ(s.literals[0].offset, 50u);
   EXPECT_EQ(s.literals[0].length, 5u);
@@ -48,33 +49,39 @@ TEST(ShapeLexer, Integers) {
 }
 
 TEST(ShapeLexer, Floats) {
-  expectOne("SELECT 1.5", LiteralClass::kFloat, "1.5", ValueCategory::kSmall);
-  expectOne("SELECT .5", LiteralClass::kFloat, ".5", ValueCategory::kSmall);
-  expectOne("SELECT 1.", LiteralClass::kFloat, "1.", ValueCategory::kSmall);
-  expectOne("SELECT 1e10", LiteralClass::kFloat, "1e10");
-  expectOne("SELECT 1.5E-3", LiteralClass::kFloat, "1.5E-3", ValueCategory::kSmall);
-  expectOne("SELECT 2e+5", LiteralClass::kFloat, "2e+5");
-  expectOne("SELECT 0.0", LiteralClass::kFloat, "0.0", ValueCategory::kZero);
+  expectOne("SELECT 1.5", analysis::LiteralClass::kFloat, "1.5", analysis::ValueCategory::kSmall);
+  expectOne("SELECT .5", analysis::LiteralClass::kFloat, ".5", analysis::ValueCategory::kSmall);
+  expectOne("SELECT 1.", analysis::LiteralClass::kFloat, "1.", analysis::ValueCategory::kSmall);
+  expectOne("SELECT 1e10", analysis::LiteralClass::kFloat, "1e10");
+  expectOne("SELECT 1.5E-3", analysis::LiteralClass::kFloat, "1.5E-3",
+            analysis::ValueCategory::kSmall);
+  expectOne("SELECT 2e+5", analysis::LiteralClass::kFloat, "2e+5");
+  expectOne("SELECT 0.0", analysis::LiteralClass::kFloat, "0.0", analysis::ValueCategory::kZero);
 }
 
 TEST(ShapeLexer, Strings) {
-  expectOne("SELECT 'abc'", LiteralClass::kString, "abc");
-  expectOne("SELECT 'it''s'", LiteralClass::kString, "it's");
-  expectOne("SELECT 'ünïcødé'", LiteralClass::kString, "ünïcødé");
-  expectOne("SELECT ''", LiteralClass::kString, "", ValueCategory::kEmpty);
-  expectOne("SELECT '%%'", LiteralClass::kString, "%%", ValueCategory::kPercents);
-  expectOne("SELECT '.*'", LiteralClass::kString, ".*", ValueCategory::kDotStar);
-  expectOne("SELECT 'a%'", LiteralClass::kString, "a%", ValueCategory::kWildcard);
-  expectOne("SELECT 'a_b'", LiteralClass::kString, "a_b", ValueCategory::kWildcard);
-  expectOne("SELECT E'a\\\\b\\'c'", LiteralClass::kEString, "a\\b'c", ValueCategory::kWildcard);
-  expectOne("SELECT e'x''y'", LiteralClass::kEString, "x'y");
-  expectOne("SELECT U&'abc'", LiteralClass::kUString, "abc");
-  expectOne("SELECT B'0101'", LiteralClass::kBitB, "b0101");
-  expectOne("SELECT x'1F'", LiteralClass::kBitX, "x1F");
-  expectOne("SELECT $$a'b$$", LiteralClass::kDollar, "a'b");
-  expectOne("SELECT $fn$ x $$ y $fn$", LiteralClass::kDollar, " x $$ y ");
-  expectOne("SELECT date '2024-01-01'", LiteralClass::kString, "2024-01-01");
-  expectOne("SELECT '1'::int", LiteralClass::kString, "1");
+  expectOne("SELECT 'abc'", analysis::LiteralClass::kString, "abc");
+  expectOne("SELECT 'it''s'", analysis::LiteralClass::kString, "it's");
+  expectOne("SELECT 'ünïcødé'", analysis::LiteralClass::kString, "ünïcødé");
+  expectOne("SELECT ''", analysis::LiteralClass::kString, "", analysis::ValueCategory::kEmpty);
+  expectOne("SELECT '%%'", analysis::LiteralClass::kString, "%%",
+            analysis::ValueCategory::kPercents);
+  expectOne("SELECT '.*'", analysis::LiteralClass::kString, ".*",
+            analysis::ValueCategory::kDotStar);
+  expectOne("SELECT 'a%'", analysis::LiteralClass::kString, "a%",
+            analysis::ValueCategory::kWildcard);
+  expectOne("SELECT 'a_b'", analysis::LiteralClass::kString, "a_b",
+            analysis::ValueCategory::kWildcard);
+  expectOne("SELECT E'a\\\\b\\'c'", analysis::LiteralClass::kEString, "a\\b'c",
+            analysis::ValueCategory::kWildcard);
+  expectOne("SELECT e'x''y'", analysis::LiteralClass::kEString, "x'y");
+  expectOne("SELECT U&'abc'", analysis::LiteralClass::kUString, "abc");
+  expectOne("SELECT B'0101'", analysis::LiteralClass::kBitB, "b0101");
+  expectOne("SELECT x'1F'", analysis::LiteralClass::kBitX, "x1F");
+  expectOne("SELECT $$a'b$$", analysis::LiteralClass::kDollar, "a'b");
+  expectOne("SELECT $fn$ x $$ y $fn$", analysis::LiteralClass::kDollar, " x $$ y ");
+  expectOne("SELECT date '2024-01-01'", analysis::LiteralClass::kString, "2024-01-01");
+  expectOne("SELECT '1'::int", analysis::LiteralClass::kString, "1");
 }
 
 TEST(ShapeLexer, NotLiterals) {
@@ -90,7 +97,7 @@ TEST(ShapeLexer, NotLiterals) {
            "SELECT a <-> b, c !~~* d, e @> f, g ||h FROM t",
        }) {
     SCOPED_TRACE(sql);
-    const Shape s = lexOk(sql);
+    const analysis::Shape s = lexOk(sql);
     EXPECT_TRUE(s.literals.empty());
     EXPECT_EQ(s.key, sql);
   }
@@ -100,8 +107,8 @@ TEST(ShapeLexer, NotLiterals) {
 }
 
 TEST(ShapeLexer, NegativeNumbersKeepTheirMinus) {
-  const Shape a = lexOk("SELECT x FROM t WHERE y = -5");
-  const Shape b = lexOk("SELECT x FROM t WHERE y = 5");
+  const analysis::Shape a = lexOk("SELECT x FROM t WHERE y = -5");
+  const analysis::Shape b = lexOk("SELECT x FROM t WHERE y = 5");
   ASSERT_EQ(a.literals.size(), 1u);
   EXPECT_EQ(a.literals[0].value, "5");
   EXPECT_NE(a.key, b.key);
@@ -133,13 +140,13 @@ TEST(ShapeLexer, KeyKeepsClassCategoryAndEquality) {
   EXPECT_NE(key("SELECT * FROM t WHERE 1000 = 1000"), key("SELECT * FROM t WHERE 1000 = 2000"));
   EXPECT_NE(key("SELECT * FROM t WHERE 'a' = 'a'"), key("SELECT * FROM t WHERE 'a' = 'b'"));
   // Equal across string syntaxes too (both are String nodes), but not across node types.
-  const Shape differ = lexOk("SELECT * FROM t WHERE 'a' = E'b'");
+  const analysis::Shape differ = lexOk("SELECT * FROM t WHERE 'a' = E'b'");
   ASSERT_EQ(differ.literals.size(), 2u);
   EXPECT_NE(differ.literals[0].group, differ.literals[1].group);
-  const Shape same = lexOk("SELECT * FROM t WHERE 'a' = E'a'");
+  const analysis::Shape same = lexOk("SELECT * FROM t WHERE 'a' = E'a'");
   ASSERT_EQ(same.literals.size(), 2u);
   EXPECT_EQ(same.literals[0].group, same.literals[1].group);
-  const Shape mixed = lexOk("SELECT * FROM t WHERE '1000' = 1000");
+  const analysis::Shape mixed = lexOk("SELECT * FROM t WHERE '1000' = 1000");
   ASSERT_EQ(mixed.literals.size(), 2u);
   EXPECT_NE(mixed.literals[0].group, mixed.literals[1].group);
 }
@@ -195,7 +202,8 @@ TEST(ShapeLexer, RefusesWhatItIsNotSureAbout) {
 }
 
 TEST(ShapeLexer, KeyHasNoLiteralText) {
-  const Shape s = lexOk("UPDATE pgbench_accounts SET abalance = abalance + -4242 WHERE aid = 31337;");
+  const analysis::Shape s =
+      lexOk("UPDATE pgbench_accounts SET abalance = abalance + -4242 WHERE aid = 31337;");
   ASSERT_EQ(s.literals.size(), 2u);
   EXPECT_EQ(s.key.find("4242"), std::string::npos);
   EXPECT_EQ(s.key.find("31337"), std::string::npos);

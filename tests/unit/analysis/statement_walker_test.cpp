@@ -44,7 +44,8 @@ std::string spaces(std::string s) {
   return s;
 }
 
-const RelationRef* findRel(const StatementInfo& st, const std::string& qualified) {
+const analysis::RelationRef* findRel(const analysis::StatementInfo& st,
+                                     const std::string& qualified) {
   const size_t dot = qualified.rfind('.');
   const std::string schema = dot == std::string::npos ? "" : qualified.substr(0, dot);
   const std::string name = dot == std::string::npos ? qualified : qualified.substr(dot + 1);
@@ -54,14 +55,15 @@ const RelationRef* findRel(const StatementInfo& st, const std::string& qualified
   return nullptr;
 }
 
-std::string describe(const Analysis& a) {
+std::string describe(const analysis::Analysis& a) {
   std::ostringstream os;
   os << "ok=" << a.ok << " error='" << a.error << "' statements=" << a.statements.size();
   for (size_t i = 0; i < a.statements.size(); ++i) {
     const auto& s = a.statements[i];
-    os << "\n  [" << i << "] kind=" << kindName(s.kind) << " cmd='" << s.command << "' inner="
-       << kindName(s.inner_kind) << " intent=" << intentName(s.intent) << " limit=" << int(s.limit)
-       << "/" << s.limit_value << " setting='" << s.setting << "'='" << s.setting_value << "'";
+    os << "\n  [" << i << "] kind=" << analysis::kindName(s.kind) << " cmd='" << s.command
+       << "' inner=" << analysis::kindName(s.inner_kind)
+       << " intent=" << analysis::intentName(s.intent) << " limit=" << int(s.limit) << "/"
+       << s.limit_value << " setting='" << s.setting << "'='" << s.setting_value << "'";
     for (const auto& r : s.relations) {
       os << "\n      rel " << r.schema << "." << r.name << " pred=" << r.has_predicate
          << " w=" << r.written << " reach=" << r.reaches_client << " unb=" << r.unbounded_read
@@ -76,7 +78,7 @@ class AnalysisCase : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AnalysisCase, Matches) {
   const Case& c = GetParam();
-  const auto a = analyzeUncached(c.sql);
+  const auto a = analysis::analyzeUncached(c.sql);
   SCOPED_TRACE(describe(*a));
   for (std::string check : split(c.expect, ' ')) {
     SCOPED_TRACE(check);
@@ -105,19 +107,19 @@ TEST_P(AnalysisCase, Matches) {
       continue;
     }
     ASSERT_LT(index, a->statements.size());
-    const StatementInfo& st = a->statements[index];
+    const analysis::StatementInfo& st = a->statements[index];
     if (key == "kind") {
-      EXPECT_STREQ(kindName(st.kind), value.c_str());
+      EXPECT_STREQ(analysis::kindName(st.kind), value.c_str());
     } else if (key == "inner") {
-      EXPECT_STREQ(kindName(st.inner_kind), value.c_str());
+      EXPECT_STREQ(analysis::kindName(st.inner_kind), value.c_str());
     } else if (key == "intent") {
-      EXPECT_STREQ(intentName(st.intent), value.c_str());
+      EXPECT_STREQ(analysis::intentName(st.intent), value.c_str());
     } else if (key == "cmd") {
       EXPECT_EQ(st.command, spaces(value));
     } else if (key == "rel") {
       const auto parts = split(value, ':');
       ASSERT_FALSE(parts.empty());
-      const RelationRef* r = findRel(st, parts[0]);
+      const analysis::RelationRef* r = findRel(st, parts[0]);
       ASSERT_NE(r, nullptr) << "relation " << parts[0] << " not found";
       for (size_t i = 1; i < parts.size(); ++i) {
         const std::string& f = parts[i];
@@ -144,12 +146,16 @@ TEST_P(AnalysisCase, Matches) {
     } else if (key == "nfn") {
       EXPECT_EQ(st.functions.size(), std::stoul(value));
     } else if (key == "limit") {
-      if (value == "none") EXPECT_EQ(st.limit, LimitKind::kNone);
-      else if (value == "all") EXPECT_EQ(st.limit, LimitKind::kAll);
-      else if (value == "param") EXPECT_EQ(st.limit, LimitKind::kParameter);
-      else if (value == "other") EXPECT_EQ(st.limit, LimitKind::kOther);
+      if (value == "none")
+        EXPECT_EQ(st.limit, analysis::LimitKind::kNone);
+      else if (value == "all")
+        EXPECT_EQ(st.limit, analysis::LimitKind::kAll);
+      else if (value == "param")
+        EXPECT_EQ(st.limit, analysis::LimitKind::kParameter);
+      else if (value == "other")
+        EXPECT_EQ(st.limit, analysis::LimitKind::kOther);
       else if (value.rfind("const:", 0) == 0) {
-        EXPECT_EQ(st.limit, LimitKind::kConstant);
+        EXPECT_EQ(st.limit, analysis::LimitKind::kConstant);
         EXPECT_EQ(st.limit_value, std::stoll(value.substr(6)));
       } else {
         ADD_FAILURE() << "unknown limit " << value;

@@ -7,7 +7,7 @@ namespace pgwarden::guards {
 namespace {
 
 TEST(TableStats, FromRowsSkipsBadRowsAndKeepsColumnTypesAligned) {
-  const auto s = TableStatsSnapshot::fromRows({
+  const auto s = analysis::TableStatsSnapshot::fromRows({
       {"public", "a", "1500", "x,y,x", "date,bigint,date"},
       {"public", "b", "-1", "x"},
       {"public", "c", "12abc", "x"},
@@ -17,7 +17,7 @@ TEST(TableStats, FromRowsSkipsBadRowsAndKeepsColumnTypesAligned) {
       {"s", "g", "77", "k"},
   });
   EXPECT_EQ(s->size(), 3u);
-  const TableStats* a = s->find("public", "a");
+  const analysis::TableStats* a = s->find("public", "a");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->estimated_rows, 1500);
   EXPECT_EQ(a->indexed_columns, (std::vector<std::string>{"x", "y"}));
@@ -46,13 +46,16 @@ TEST(TableStats, QualifiedNamesCompareAsTheirJoinedKey) {
     for (const auto& table : parts) {
       const std::string joined = schema + "." + table;
       for (const auto& key : keys) {
-        EXPECT_EQ(sign(compareQualified(key, QualifiedName{schema, table})), sign(key.compare(joined)))
+        EXPECT_EQ(sign(analysis::compareQualified(key, analysis::QualifiedName{schema, table})),
+                  sign(key.compare(joined)))
             << "key '" << key << "' against '" << joined << "'";
       }
     }
   }
-  const auto snap = TableStatsSnapshot::fromRows({{"public", "t", "10", "id"}, {"public", "t2", "20", ""},
-                                                  {"s.x", "y", "30", ""}, {"pg_catalog", "pg_class", "400", ""}});
+  const auto snap = analysis::TableStatsSnapshot::fromRows({{"public", "t", "10", "id"},
+                                                            {"public", "t2", "20", ""},
+                                                            {"s.x", "y", "30", ""},
+                                                            {"pg_catalog", "pg_class", "400", ""}});
   ASSERT_NE(snap->find("public", "t"), nullptr);
   EXPECT_EQ(snap->find("public", "t")->estimated_rows, 10);
   EXPECT_EQ(snap->find("public", "t2")->estimated_rows, 20);
@@ -66,9 +69,11 @@ TEST(TableStats, QualifiedNamesCompareAsTheirJoinedKey) {
 // findStats walks candidates() without building its strings: the same table and the same
 // resolved name for every relation and search path, found or not, with a snapshot or without.
 TEST(TableStats, FindStatsAgreesWithTheCandidateNames) {
-  const auto snap = TableStatsSnapshot::fromRows({{"public", "t", "10", ""}, {"app", "t", "11", ""},
-                                                  {"app", "u", "12", ""}, {"pg_catalog", "pg_class", "13", ""},
-                                                  {"pg_catalog", "t", "14", ""}});
+  const auto snap = analysis::TableStatsSnapshot::fromRows({{"public", "t", "10", ""},
+                                                            {"app", "t", "11", ""},
+                                                            {"app", "u", "12", ""},
+                                                            {"pg_catalog", "pg_class", "13", ""},
+                                                            {"pg_catalog", "t", "14", ""}});
   const std::vector<std::vector<std::string>> paths = {
       {}, {"app"}, {"$user", "app", "public"}, {"$user"}, {"pg_catalog", "app"}, {"PG_CATALOG"}, {"nope", "public"}};
   for (const auto& path : paths) {
@@ -76,13 +81,14 @@ TEST(TableStats, FindStatsAgreesWithTheCandidateNames) {
     group.search_path = path;
     for (const std::string schema : {"", "public", "app", "pg_catalog", "zz"}) {
       for (const std::string name : {"t", "u", "pg_class", "pg_x", "missing"}) {
-        RelationRef rel;
+        analysis::RelationRef rel;
         rel.schema = schema;
         rel.name = name;
-        for (const TableStatsSnapshot* stats : {snap.get(), static_cast<const TableStatsSnapshot*>(nullptr)}) {
+        for (const analysis::TableStatsSnapshot* stats :
+             {snap.get(), static_cast<const analysis::TableStatsSnapshot*>(nullptr)}) {
           // The reference: the first candidate the snapshot holds, else the first candidate.
           const std::vector<std::string> names = util::candidates(rel, group);
-          const TableStats* want = nullptr;
+          const analysis::TableStats* want = nullptr;
           std::string want_name = names.empty() ? name : names.front();
           for (const auto& n : names) {
             const size_t dot = n.find('.');
@@ -107,7 +113,7 @@ TEST(TableStats, CandidatesFollowTheSearchPath) {
   const auto names = [](std::vector<std::string> path, std::string schema, std::string name) {
     GroupSettings group;
     group.search_path = std::move(path);
-    RelationRef rel;
+    analysis::RelationRef rel;
     rel.schema = std::move(schema);
     rel.name = std::move(name);
     return util::candidates(rel, group);
@@ -138,16 +144,17 @@ TEST(TableStats, QualifiedGlobMatchAgreesWithTheJoinedName) {
 }
 
 TEST(TableStats, CatalogQueryIsAReadEveryGroupAllows) {
-  const auto a = analyzeUncached(TableStatsSnapshot::catalogQuery());
+  const auto a = analysis::analyzeUncached(analysis::TableStatsSnapshot::catalogQuery());
   ASSERT_TRUE(a->ok) << a->error;
   ASSERT_EQ(a->statements.size(), 1u);
   const auto& st = a->statements[0];
-  EXPECT_EQ(st.kind, StatementKind::kSelect);
-  EXPECT_EQ(st.intent, Intent::kCatalog);
+  EXPECT_EQ(st.kind, analysis::StatementKind::kSelect);
+  EXPECT_EQ(st.intent, analysis::Intent::kCatalog);
   for (const auto& r : st.relations) EXPECT_EQ(r.schema, "pg_catalog") << r.name;
   for (const auto& [name, group] : test::exampleGroups()) {
     RequestContext ctx;
-    const Decision d = group->evaluate(*a, TableStatsSnapshot::catalogQuery(), ctx, nullptr);
+    const Decision d =
+        group->evaluate(*a, analysis::TableStatsSnapshot::catalogQuery(), ctx, nullptr);
     EXPECT_FALSE(d.denied) << name << ": " << d.deny.message;
   }
 }

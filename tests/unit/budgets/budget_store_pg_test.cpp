@@ -25,7 +25,7 @@ namespace {
 
 using agent_test::nowMs;
 using agent_test::runUntil;
-using guards::BudgetLedger;
+using budgets::BudgetLedger;
 using Kind = BudgetLedger::Admission::Kind;
 
 class SharedBudgetStore : public ::testing::Test {
@@ -44,8 +44,8 @@ class SharedBudgetStore : public ::testing::Test {
 
   BudgetLedger& ledger() {
     auto l = std::make_unique<BudgetLedger>();
-    l->setStoreFactory([this](const guards::BudgetStoreConfig& cfg) {
-      return std::make_unique<BudgetStorePg>(&loop_, cfg);
+    l->setStoreFactory([this](const budgets::BudgetStoreConfig& cfg) {
+      return std::make_unique<budgets::BudgetStorePg>(&loop_, cfg);
     });
     ledgers_.push_back(std::move(l));
     return *ledgers_.back();
@@ -58,7 +58,7 @@ class SharedBudgetStore : public ::testing::Test {
   }
 
   // Admits and waits for the answer, running the loop.
-  Kind admitSync(BudgetLedger& l, const guards::BudgetGuard& g, const guards::BudgetKey& key,
+  Kind admitSync(BudgetLedger& l, const budgets::BudgetGuard& g, const budgets::BudgetKey& key,
                  guards::GuardResult* denial = nullptr, int64_t statements = 1) {
     std::optional<BudgetLedger::Admission> out;
     auto a = l.admit(g, key, [&](BudgetLedger::Admission r) { out = std::move(r); }, statements);
@@ -87,10 +87,10 @@ class SharedBudgetStore : public ::testing::Test {
 
 TEST_F(SharedBudgetStore, TwoProcessesShareOneBudgetExactly) {
   const auto m = group(server_.dsn());
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-shared"};
+  const budgets::BudgetKey key{"agent", "c-shared"};
   int admitted = 0;
   guards::GuardResult denial;
   for (int i = 0; i < 8; ++i) {
@@ -109,10 +109,10 @@ TEST_F(SharedBudgetStore, TwoProcessesShareOneBudgetExactly) {
 
 TEST_F(SharedBudgetStore, RacingAdmitsNeverOverspend) {
   const auto m = group(server_.dsn());
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-race"};
+  const budgets::BudgetKey key{"agent", "c-race"};
   // Warm both connections so the race is between upserts, not connects.
   ASSERT_EQ(admitSync(a, *g, {"agent", "warm-a"}), Kind::kAdmitted);
   ASSERT_EQ(admitSync(b, *g, {"agent", "warm-b"}), Kind::kAdmitted);
@@ -132,10 +132,10 @@ TEST_F(SharedBudgetStore, RacingAdmitsNeverOverspend) {
 TEST_F(SharedBudgetStore, RowsAndDenialsAreShared) {
   const auto m = agent_test::groups("g:\n  guards:\n    - kind: budget\n      max_rows: 100\n      store: postgres\n"
                                     "      dsn: \"" + server_.dsn() + "\"\n");
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-rows"};
+  const budgets::BudgetKey key{"agent", "c-rows"};
   ASSERT_EQ(admitSync(a, *g, key), Kind::kAdmitted);
   a.addRows(*g, key, 150);
   a.addDenied(*g, key);
@@ -150,10 +150,10 @@ TEST_F(SharedBudgetStore, RowsAndDenialsAreShared) {
 
 TEST_F(SharedBudgetStore, MultiStatementTextsCountEachStatementAcrossProcesses) {
   const auto m = group(server_.dsn(), "", 4);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-multi"};
+  const budgets::BudgetKey key{"agent", "c-multi"};
   const std::string count =
       "SELECT statements FROM pgwarden_budget WHERE username = 'agent' AND conversation_id = 'c-multi'";
   guards::GuardResult denial;
@@ -179,9 +179,9 @@ TEST_F(SharedBudgetStore, MultiStatementTextsCountEachStatementAcrossProcesses) 
 
 TEST_F(SharedBudgetStore, TextLargerThanTheWholeBudgetCreatesNoRow) {
   const auto m = group(server_.dsn(), "", 4);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
-  const guards::BudgetKey key{"agent", "c-big"};
+  const budgets::BudgetKey key{"agent", "c-big"};
   guards::GuardResult denial;
   EXPECT_EQ(admitSync(a, *g, key, &denial, 5), Kind::kDenied);
   EXPECT_NE(denial.message.find("This text has 5 statements, and this conversation has 4 of its budget of 4 "
@@ -195,9 +195,9 @@ TEST_F(SharedBudgetStore, TextLargerThanTheWholeBudgetCreatesNoRow) {
 
 TEST_F(SharedBudgetStore, ExpiredWindowStartsOverWithTheWholeText) {
   const auto m = group(server_.dsn(), "      window: 300ms\n", 4);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
-  const guards::BudgetKey key{"agent", "c-window"};
+  const budgets::BudgetKey key{"agent", "c-window"};
   guards::GuardResult denial;
   ASSERT_EQ(admitSync(a, *g, key, &denial, 3), Kind::kAdmitted);
   EXPECT_EQ(admitSync(a, *g, key, &denial, 2), Kind::kDenied);
@@ -213,10 +213,10 @@ TEST_F(SharedBudgetStore, ExpiredWindowStartsOverWithTheWholeText) {
 
 TEST_F(SharedBudgetStore, RacingMultiStatementTextsNeverOverspend) {
   const auto m = group(server_.dsn());  // max_statements 5
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-race-multi"};
+  const budgets::BudgetKey key{"agent", "c-race-multi"};
   ASSERT_EQ(admitSync(a, *g, {"agent", "warm-a"}), Kind::kAdmitted);
   ASSERT_EQ(admitSync(b, *g, {"agent", "warm-b"}), Kind::kAdmitted);
   int answered = 0;
@@ -240,10 +240,10 @@ TEST_F(SharedBudgetStore, RacingMultiStatementTextsNeverOverspend) {
 TEST_F(SharedBudgetStore, DeniedStatementsOfATextAllCountAcrossProcesses) {
   const auto m = agent_test::groups("g:\n  guards:\n    - kind: budget\n      max_denied: 3\n      store: postgres\n"
                                     "      dsn: \"" + server_.dsn() + "\"\n");
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& a = ledger();
   BudgetLedger& b = ledger();
-  const guards::BudgetKey key{"agent", "c-denied"};
+  const budgets::BudgetKey key{"agent", "c-denied"};
   ASSERT_EQ(admitSync(a, *g, key), Kind::kAdmitted);
   a.addDenied(*g, key, 2);  // a denied text of two statements
   EXPECT_EQ(a.counters(key).denied, 2);
@@ -268,20 +268,22 @@ TEST_F(SharedBudgetStore, StoreDownAppliesFailBehaviorWithinTheTimeout) {
   BudgetLedger& l = ledger();
   const int64_t t0 = nowMs();
   guards::GuardResult denial;
-  EXPECT_EQ(admitSync(l, *guards::findBudgetGuard(*closed.at("g")), {"agent", "c"}, &denial), Kind::kDenied);
+  EXPECT_EQ(admitSync(l, *budgets::findBudgetGuard(*closed.at("g")), {"agent", "c"}, &denial),
+            Kind::kDenied);
   EXPECT_LT(nowMs() - t0, 2000);
   EXPECT_EQ(denial.code, "BUDGET_UNAVAILABLE");
   EXPECT_EQ(denial.message.find("127.0.0.1"), std::string::npos);
-  EXPECT_EQ(admitSync(l, *guards::findBudgetGuard(*open.at("g")), {"agent", "c"}), Kind::kAdmitted);
+  EXPECT_EQ(admitSync(l, *budgets::findBudgetGuard(*open.at("g")), {"agent", "c"}),
+            Kind::kAdmitted);
   EXPECT_GE(l.storeFailures(), 2u);
 }
 
 TEST_F(SharedBudgetStore, StuckRowTimesOutAndTheLoopKeepsRunning) {
   // A large budget: an upsert that timed out may still have counted once its lock came free.
   const auto m = group(server_.dsn(), "      timeout: 300ms\n", 1000);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& l = ledger();
-  const guards::BudgetKey key{"agent", "c-locked"};
+  const budgets::BudgetKey key{"agent", "c-locked"};
   ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);
   // Another session holds the row: the upsert waits on its lock.
   PGconn* holder = PQconnectdb(server_.dsn().c_str());
@@ -314,9 +316,9 @@ TEST_F(SharedBudgetStore, AdmissionsArePipelinedAndAnsweredInOrder) {
   agent_test::PgWireProxy proxy(server_.port());
   ASSERT_GT(proxy.port(), 0);
   const auto m = group(proxy.dsn(), "      timeout: 60s\n", 1000);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& l = ledger();
-  const guards::BudgetKey key{"agent", "c-pipe"};
+  const budgets::BudgetKey key{"agent", "c-pipe"};
   ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);  // connected, table made
   // The answers are held back: a store that waits for each one before sending the next puts one
   // upsert on the wire and no more.
@@ -344,14 +346,14 @@ TEST_F(SharedBudgetStore, AdmissionsArePipelinedAndAnsweredInOrder) {
 TEST_F(SharedBudgetStore, InFlightUpsertsAreBoundedAndCancelledOnesNeverCount) {
   agent_test::PgWireProxy proxy(server_.port());
   const auto m = group(proxy.dsn(), "      timeout: 60s\n", 1000);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   BudgetLedger& l = ledger();
-  const guards::BudgetKey key{"agent", "c-bound"};
+  const budgets::BudgetKey key{"agent", "c-bound"};
   ASSERT_EQ(admitSync(l, *g, key), Kind::kAdmitted);
   proxy.hold(true);
   const int before = proxy.syncs();
   constexpr int kAdmits = 100;
-  const int bound = static_cast<int>(BudgetStorePg::kMaxInFlight);
+  const int bound = static_cast<int>(budgets::BudgetStorePg::kMaxInFlight);
   int answered = 0;
   int admitted = 0;
   std::vector<uint64_t> tickets;
@@ -377,13 +379,13 @@ TEST_F(SharedBudgetStore, InFlightUpsertsAreBoundedAndCancelledOnesNeverCount) {
 TEST_F(SharedBudgetStore, ManyConcurrentSessionsGetExactlyTheBudget) {
   constexpr int kBudget = 7;
   const auto m = group(server_.dsn(), "      timeout: 10s\n", kBudget);
-  const auto* g = guards::findBudgetGuard(*m.at("g"));
+  const auto* g = budgets::findBudgetGuard(*m.at("g"));
   std::vector<BudgetLedger*> processes;
   for (int p = 0; p < 4; ++p) {
     processes.push_back(&ledger());
     ASSERT_EQ(admitSync(*processes.back(), *g, {"agent", "warm-" + std::to_string(p)}), Kind::kAdmitted);
   }
-  const guards::BudgetKey key{"agent", "c-many"};
+  const budgets::BudgetKey key{"agent", "c-many"};
   int answered = 0;
   int admitted = 0;
   for (int i = 0; i < 200; ++i) {
@@ -404,10 +406,10 @@ TEST_F(SharedBudgetStore, ConnectionLostUnderPipelinedAdmitsAppliesFailBehaviorT
   // A timeout far beyond the wait below: every answer comes from the lost connection.
   const auto closed = group(proxy.dsn(), "      timeout: 60s\n", 1000);
   const auto open = group(proxy.dsn(), "      timeout: 60s\n      fail_behavior: allow\n", 1000);
-  const auto* deny = guards::findBudgetGuard(*closed.at("g"));
-  const auto* allow = guards::findBudgetGuard(*open.at("g"));
+  const auto* deny = budgets::findBudgetGuard(*closed.at("g"));
+  const auto* allow = budgets::findBudgetGuard(*open.at("g"));
   BudgetLedger& l = ledger();
-  const guards::BudgetKey key{"agent", "c-lost"};
+  const budgets::BudgetKey key{"agent", "c-lost"};
   ASSERT_EQ(admitSync(l, *deny, key), Kind::kAdmitted);
   proxy.hold(true);
   const int before = proxy.syncs();

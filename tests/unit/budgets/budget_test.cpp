@@ -12,11 +12,11 @@ namespace pgwarden::guards {
 namespace {
 
 using agent_test::groups;
-using Kind = BudgetLedger::Admission::Kind;
+using Kind = budgets::BudgetLedger::Admission::Kind;
 
 struct FakeClock {
   int64_t ms = 1'000'000;
-  BudgetLedger::Clock fn() {
+  budgets::BudgetLedger::Clock fn() {
     return [this] { return ms; };
   }
 };
@@ -25,7 +25,8 @@ PolicyMap budgetGroup(const std::string& keys) {
   return groups("g:\n  guards:\n    - kind: budget\n" + keys);
 }
 
-RequestContext ctxFor(const char* user, const char* conversation, BudgetLedger* ledger, uint64_t session = 1) {
+RequestContext ctxFor(const char* user, const char* conversation, budgets::BudgetLedger* ledger,
+                      uint64_t session = 1) {
   RequestContext c;
   c.user = user;
   c.conversation_id = conversation;
@@ -38,12 +39,12 @@ TEST(Budget, CountingBudgetOfFourLetsExactlyFourThrough) {
   const auto m = budgetGroup("      max_statements: 4\n");
   const PolicyGroup& g = *m.at("g");
   size_t index = 99;
-  const BudgetGuard* bg = findBudgetGuard(g, &index);
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(g, &index);
   ASSERT_NE(bg, nullptr);
   EXPECT_EQ(index, 0u);
-  BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   const RequestContext ctx = ctxFor("agent", "c-42", &ledger);
-  const auto analysis = analyzeUncached("SELECT 1");
+  const auto analysis = analysis::analyzeUncached("SELECT 1");
   int passed = 0;
   Verdict last;
   for (int i = 0; i < 10; ++i) {
@@ -76,8 +77,8 @@ TEST(Budget, CountingBudgetOfFourLetsExactlyFourThrough) {
 TEST(Budget, AdmitChecksAgainEvenWhenTheChainSawRoom) {
   // Two statements of one conversation pass the chain before either runs: only one may run.
   const auto m = budgetGroup("      max_statements: 1\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
   EXPECT_EQ(ledger.check(*bg, key).action, Action::kAllow);
   EXPECT_EQ(ledger.check(*bg, key).action, Action::kAllow);
@@ -87,21 +88,21 @@ TEST(Budget, AdmitChecksAgainEvenWhenTheChainSawRoom) {
 
 TEST(Budget, KeyedByUserAndConversationNeverConversationAlone) {
   const auto m = budgetGroup("      max_statements: 1\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctxFor("alice", "shared", &ledger))).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctxFor("bob", "shared", &ledger))).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctxFor("alice", "shared", &ledger))).kind, Kind::kDenied);
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctxFor("alice", "other", &ledger))).kind, Kind::kAdmitted);
   // A user name containing the separator cannot collide with another user's conversation.
-  EXPECT_NE(BudgetKey({"a", "b:c"}).id(), BudgetKey({"a:b", "c"}).id());
-  EXPECT_NE(BudgetKey({"a", "1:bc"}).id(), BudgetKey({"a1:b", "c"}).id());
+  EXPECT_NE(budgets::BudgetKey({"a", "b:c"}).id(), budgets::BudgetKey({"a:b", "c"}).id());
+  EXPECT_NE(budgets::BudgetKey({"a", "1:bc"}).id(), budgets::BudgetKey({"a1:b", "c"}).id());
 }
 
 TEST(Budget, NoConversationIdMeansTheSessionIsTheConversation) {
   const auto m = budgetGroup("      max_statements: 1\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto s1 = ledger.keyFor(ctxFor("agent", "", &ledger, 1));
   const auto s2 = ledger.keyFor(ctxFor("agent", "", &ledger, 2));
   EXPECT_NE(s1.conversation, s2.conversation);
@@ -109,7 +110,7 @@ TEST(Budget, NoConversationIdMeansTheSessionIsTheConversation) {
   EXPECT_EQ(ledger.admit(*bg, s2).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.admit(*bg, s1).kind, Kind::kDenied);
   // Another ledger (another process) names its sessions differently.
-  BudgetLedger other;
+  budgets::BudgetLedger other;
   EXPECT_NE(other.keyFor(ctxFor("agent", "", &other, 1)).conversation, s1.conversation);
 }
 
@@ -123,10 +124,10 @@ TEST(Budget, ChainDeniesOnceSpentAndGroupReasonsApply) {
     - kind: read_only
 )");
   const PolicyGroup& g = *m.at("g");
-  const BudgetGuard* bg = findBudgetGuard(g);
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(g);
+  budgets::BudgetLedger ledger;
   const RequestContext ctx = ctxFor("agent", "c", &ledger);
-  const auto analysis = analyzeUncached("SELECT 1");
+  const auto analysis = analysis::analyzeUncached("SELECT 1");
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctx)).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctx)).kind, Kind::kAdmitted);
   const Decision d = g.evaluate(*analysis, "SELECT 1", ctx, nullptr);
@@ -141,8 +142,8 @@ TEST(Budget, ChainDeniesOnceSpentAndGroupReasonsApply) {
 
 TEST(Budget, GuardReasonOverride) {
   const auto m = budgetGroup("      max_statements: 3\n      reason: \"Budget of {max_statements} spent in {conversation_id}.\"\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto key = ledger.keyFor(ctxFor("agent", "c-9", &ledger));
   for (int i = 0; i < 3; ++i) ASSERT_EQ(ledger.admit(*bg, key).kind, Kind::kAdmitted);
   const auto a = ledger.admit(*bg, key);
@@ -153,8 +154,8 @@ TEST(Budget, GuardReasonOverride) {
 TEST(Budget, WindowRestartsTheCount) {
   FakeClock clock;
   const auto m = budgetGroup("      max_statements: 2\n      window: 1m\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger(1000, clock.fn());
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger(1000, clock.fn());
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
   EXPECT_EQ(ledger.admit(*bg, key).kind, Kind::kAdmitted);
   clock.ms += 30'000;
@@ -171,8 +172,8 @@ TEST(Budget, WindowRestartsTheCount) {
 TEST(Budget, IdleExpiryForgetsTheConversation) {
   FakeClock clock;
   const auto m = budgetGroup("      max_statements: 1\n      idle_expiry: 10m\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger(1000, clock.fn());
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger(1000, clock.fn());
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
   EXPECT_EQ(ledger.admit(*bg, key).kind, Kind::kAdmitted);
   clock.ms += 9 * 60'000;
@@ -190,8 +191,8 @@ TEST(Budget, PerUserRateIsATokenBucket) {
   FakeClock clock;
   const auto m = budgetGroup("      per_user_rate: 3\n");
   const PolicyGroup& g = *m.at("g");
-  const BudgetGuard* bg = findBudgetGuard(g);
-  BudgetLedger ledger(1000, clock.fn());
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(g);
+  budgets::BudgetLedger ledger(1000, clock.fn());
   // The rate is per user, across conversations.
   for (int i = 0; i < 3; ++i) {
     const auto key = ledger.keyFor(ctxFor("agent", std::to_string(i).c_str(), &ledger));
@@ -213,14 +214,14 @@ TEST(Budget, PerUserRateIsATokenBucket) {
   EXPECT_EQ(ledger.admit(*bg, key).kind, Kind::kDenied);
   // The chain sees it too.
   const RequestContext ctx = ctxFor("agent", "x", &ledger);
-  const auto analysis = analyzeUncached("SELECT 1");
+  const auto analysis = analysis::analyzeUncached("SELECT 1");
   EXPECT_EQ(g.evaluate(*analysis, "SELECT 1", ctx, nullptr).deny.code, "RATE_LIMITED");
 }
 
 TEST(Budget, PerUserConcurrentUntilRelease) {
   const auto m = budgetGroup("      per_user_concurrent: 2\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto a = ledger.keyFor(ctxFor("agent", "a", &ledger));
   const auto b = ledger.keyFor(ctxFor("agent", "b", &ledger));
   EXPECT_EQ(ledger.admit(*bg, a).kind, Kind::kAdmitted);
@@ -240,8 +241,8 @@ TEST(Budget, PerUserConcurrentUntilRelease) {
 
 TEST(Budget, MaxDeniedAndMaxRows) {
   const auto m = budgetGroup("      max_denied: 2\n      max_rows: 100\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
   ledger.addDenied(*bg, key);
   EXPECT_EQ(ledger.admit(*bg, key).kind, Kind::kAdmitted);
@@ -265,8 +266,8 @@ TEST(Budget, MaxDeniedAndMaxRows) {
 
 TEST(Budget, LruBoundHoldsAndAdminViewLists) {
   const auto m = budgetGroup("      max_statements: 5\n      max_conversations: 100\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger(bg->limits().max_conversations);
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger(bg->limits().max_conversations);
   for (int i = 0; i < 1000; ++i) {
     (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", ("c" + std::to_string(i)).c_str(), &ledger)));
     ASSERT_LE(ledger.size(), 100u);
@@ -313,7 +314,7 @@ TEST(BudgetConfig, Errors) {
   }
   const auto ok = budgetGroup("      max_statements: 4\n      store: postgres\n      dsn: host=db\n      timeout: 250ms\n"
                               "      fail_behavior: allow\n");
-  const BudgetGuard* bg = findBudgetGuard(*ok.at("g"));
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*ok.at("g"));
   EXPECT_TRUE(bg->store().shared);
   EXPECT_TRUE(bg->store().fail_open);
   EXPECT_EQ(bg->store().timeout.count(), 250);
@@ -322,13 +323,13 @@ TEST(BudgetConfig, Errors) {
 TEST(Budget, SharedStoreWithoutFactoryAppliesFailBehavior) {
   const auto closed = budgetGroup("      max_statements: 4\n      store: postgres\n      dsn: host=db\n");
   const auto open = budgetGroup("      max_statements: 4\n      store: postgres\n      dsn: host=db\n      fail_behavior: allow\n");
-  BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
-  const auto a = ledger.admit(*findBudgetGuard(*closed.at("g")), key);
+  const auto a = ledger.admit(*budgets::findBudgetGuard(*closed.at("g")), key);
   ASSERT_EQ(a.kind, Kind::kDenied);
   EXPECT_EQ(a.denial.code, "BUDGET_UNAVAILABLE");
   EXPECT_EQ(a.denial.message.find("host"), std::string::npos);
-  EXPECT_EQ(ledger.admit(*findBudgetGuard(*open.at("g")), key).kind, Kind::kAdmitted);
+  EXPECT_EQ(ledger.admit(*budgets::findBudgetGuard(*open.at("g")), key).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.storeFailures(), 2u);
 }
 
@@ -341,32 +342,38 @@ namespace {
 TEST(Budget, SessionHousekeepingIsFree) {
   for (const char* sql : {"SET extra_float_digits = 3", "SET application_name = 'x'", "SHOW TimeZone", "BEGIN",
                           "COMMIT", "RESET ALL", "DISCARD ALL", "DEALLOCATE ALL", "", ";", "BEGIN; SET x = 1; COMMIT"}) {
-    EXPECT_FALSE(countsAgainstBudget(*analyzeUncached(sql))) << sql;
+    EXPECT_FALSE(budgets::countsAgainstBudget(*analysis::analyzeUncached(sql))) << sql;
   }
   for (const char* sql : {"SELECT 1", "BEGIN; SELECT 1; COMMIT", "EXPLAIN SELECT 1", "VALUES (1)", "FETCH 10 FROM c"}) {
-    EXPECT_TRUE(countsAgainstBudget(*analyzeUncached(sql))) << sql;
+    EXPECT_TRUE(budgets::countsAgainstBudget(*analysis::analyzeUncached(sql))) << sql;
   }
   // An exhausted conversation can still run a driver's setup statements.
   const auto m = groups("g:\n  guards:\n    - kind: budget\n      max_statements: 1\n");
   const PolicyGroup& g = *m.at("g");
-  BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   RequestContext ctx;
   ctx.user = "agent";
   ctx.conversation_id = "c";
   ctx.budgets = &ledger;
-  ASSERT_EQ(ledger.admit(*findBudgetGuard(g), ledger.keyFor(ctx)).kind, BudgetLedger::Admission::Kind::kAdmitted);
-  EXPECT_TRUE(g.evaluate(*analyzeUncached("SELECT 1"), "SELECT 1", ctx, nullptr).denied);
-  EXPECT_FALSE(g.evaluate(*analyzeUncached("SET extra_float_digits = 3"), "SET extra_float_digits = 3", ctx, nullptr).denied);
+  ASSERT_EQ(ledger.admit(*budgets::findBudgetGuard(g), ledger.keyFor(ctx)).kind,
+            budgets::BudgetLedger::Admission::Kind::kAdmitted);
+  EXPECT_TRUE(g.evaluate(*analysis::analyzeUncached("SELECT 1"), "SELECT 1", ctx, nullptr).denied);
+  EXPECT_FALSE(g.evaluate(*analysis::analyzeUncached("SET extra_float_digits = 3"),
+                          "SET extra_float_digits = 3", ctx, nullptr)
+                   .denied);
 }
 
 TEST(Budget, MultiStatementTextCountsEachStatementOnceAndWhole) {
   const auto m = budgetGroup("      max_statements: 4\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger;
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger;
   const auto key = ledger.keyFor(ctxFor("agent", "c-multi", &ledger));
-  EXPECT_EQ(budgetStatements(*analyzeUncached("SELECT 1; SELECT 2; SELECT 3")), 3);
-  EXPECT_EQ(budgetStatements(*analyzeUncached("BEGIN; SELECT 1; SET x = 1; COMMIT")), 1);
-  EXPECT_EQ(budgetStatements(*analyzeUncached("SHOW search_path")), 0);
+  EXPECT_EQ(budgets::budgetStatements(*analysis::analyzeUncached("SELECT 1; SELECT 2; SELECT 3")),
+            3);
+  EXPECT_EQ(
+      budgets::budgetStatements(*analysis::analyzeUncached("BEGIN; SELECT 1; SET x = 1; COMMIT")),
+      1);
+  EXPECT_EQ(budgets::budgetStatements(*analysis::analyzeUncached("SHOW search_path")), 0);
 
   EXPECT_EQ(ledger.admit(*bg, key, {}, 3).kind, Kind::kAdmitted);
   EXPECT_EQ(ledger.counters(key).statements, 3);
@@ -389,8 +396,8 @@ TEST(Budget, MultiStatementTextCountsEachStatementOnceAndWhole) {
 TEST(Budget, MultiStatementTextTakesOneRateTokenPerStatement) {
   FakeClock clock;
   const auto m = budgetGroup("      per_user_rate: 4\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger(1000, clock.fn());
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger(1000, clock.fn());
   const auto key = ledger.keyFor(ctxFor("agent", "c", &ledger));
   EXPECT_EQ(ledger.admit(*bg, key, {}, 4).kind, Kind::kAdmitted);
   ledger.release(key);
@@ -402,8 +409,8 @@ TEST(Budget, ExpiredConversationsAreSweptAsStatementsArrive) {
   // so memory follows the live conversations, not every one ever seen.
   FakeClock clock;
   const auto m = budgetGroup("      max_statements: 100\n      idle_expiry: 1m\n");
-  const BudgetGuard* bg = findBudgetGuard(*m.at("g"));
-  BudgetLedger ledger(100000, clock.fn());
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*m.at("g"));
+  budgets::BudgetLedger ledger(100000, clock.fn());
   for (int i = 0; i < 500; ++i) {
     (void)ledger.admit(*bg, ledger.keyFor(ctxFor("agent", ("c-" + std::to_string(i)).c_str(), &ledger)));
   }
@@ -426,20 +433,22 @@ using agent_test::kJudged;
 
 TEST(SessionHousekeeping, OneClassificationForBudgetsAndExternalGuards) {
   for (const auto& sql : kHousekeeping) {
-    const auto a = analyzeUncached(sql);
+    const auto a = analysis::analyzeUncached(sql);
     ASSERT_TRUE(a->ok) << sql << ": " << a->error;
     EXPECT_TRUE(isSessionHousekeeping(*a)) << sql;
-    EXPECT_FALSE(countsAgainstBudget(*a)) << sql;
-    EXPECT_EQ(budgetStatements(*a), 0) << sql;
+    EXPECT_FALSE(budgets::countsAgainstBudget(*a)) << sql;
+    EXPECT_EQ(budgets::budgetStatements(*a), 0) << sql;
   }
   for (const auto& sql : kJudged) {
-    const auto a = analyzeUncached(sql);
+    const auto a = analysis::analyzeUncached(sql);
     ASSERT_TRUE(a->ok) << sql << ": " << a->error;
     EXPECT_FALSE(isSessionHousekeeping(*a)) << sql;
-    EXPECT_TRUE(countsAgainstBudget(*a)) << sql;
-    EXPECT_GE(budgetStatements(*a), 1) << sql;
+    EXPECT_TRUE(budgets::countsAgainstBudget(*a)) << sql;
+    EXPECT_GE(budgets::budgetStatements(*a), 1) << sql;
   }
-  EXPECT_EQ(budgetStatements(*analyzeUncached("BEGIN; SELECT 1; SELECT 2; COMMIT")), 2);
+  EXPECT_EQ(
+      budgets::budgetStatements(*analysis::analyzeUncached("BEGIN; SELECT 1; SELECT 2; COMMIT")),
+      2);
 }
 
 }  // namespace

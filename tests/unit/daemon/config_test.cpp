@@ -8,6 +8,7 @@
 
 #include "protocol/auth.h"
 
+using namespace pgwarden;
 using namespace pgwarden::daemon;
 
 namespace {
@@ -57,7 +58,7 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->limits.max_message_bytes, 1u << 20);
   EXPECT_EQ(c->pool.max_size, 20);
   ASSERT_EQ(c->users.size(), 1u);
-  EXPECT_EQ(c->users[0].method, AuthMethod::kScramSha256);
+  EXPECT_EQ(c->users[0].method, config::AuthMethod::kScramSha256);
   EXPECT_NE(c->findGroup("agents"), nullptr);
   EXPECT_EQ(c->findUser("nobody"), nullptr);
   EXPECT_FALSE(c->instance_id.empty());
@@ -110,8 +111,8 @@ TEST(Config, Md5AndTrustUsers) {
                            "    group: agents\n" +
                            baseConfig().substr(baseConfig().find("groups:"));
   auto c = parseConfig(text, "test.yaml");
-  EXPECT_EQ(c->findUser("m")->method, AuthMethod::kMd5);
-  EXPECT_EQ(c->findUser("t")->method, AuthMethod::kTrust);
+  EXPECT_EQ(c->findUser("m")->method, config::AuthMethod::kMd5);
+  EXPECT_EQ(c->findUser("t")->method, config::AuthMethod::kTrust);
 }
 
 TEST(Config, TrustTakesNoPassword) {
@@ -385,7 +386,7 @@ TEST(Config, WorkersAreOneByDefaultANumberOrAuto) {
   EXPECT_EQ(parseConfig(baseConfig() + "daemon:\n  workers: 3\n", "test.yaml")->daemon.workers, 3);
   const int autoWorkers = parseConfig(baseConfig() + "daemon:\n  workers: auto\n", "test.yaml")->daemon.workers;
   EXPECT_GE(autoWorkers, 1);
-  EXPECT_LE(autoWorkers, DaemonSection::kMaxWorkers);
+  EXPECT_LE(autoWorkers, config::DaemonSection::kMaxWorkers);
   for (const char* bad : {"0", "65", "many", "-1"}) {
     const std::string err = errorOf(baseConfig() + "daemon:\n  workers: " + bad + "\n");
     EXPECT_NE(err.find("daemon.workers"), std::string::npos) << bad << ": " << err;
@@ -551,7 +552,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 TEST(AuthConfig, Defaults) {
   auto c = parseConfig(configWith("", scramUser("a", 4096)), "/etc/pgwarden/pgwarden.yaml");
-  EXPECT_EQ(c->auth.unknown_user_method, AuthMethod::kScramSha256);
+  EXPECT_EQ(c->auth.unknown_user_method, config::AuthMethod::kScramSha256);
   EXPECT_EQ(c->daemon.state_dir, "/var/lib/pgwarden");
   EXPECT_EQ(c->auth.salt_key_file, "/var/lib/pgwarden/salt.key");
   EXPECT_TRUE(c->auth.salt_key.empty());
@@ -572,7 +573,7 @@ TEST(AuthConfig, StateDirIsRelativeToTheConfigAndCarriesTheDefaults) {
 
 TEST(AuthConfig, UnknownUserMethodValues) {
   auto c = parseConfig(configWith("  unknown_user_method: md5\n", md5User("m")), "t.yaml");
-  EXPECT_EQ(c->auth.unknown_user_method, AuthMethod::kMd5);
+  EXPECT_EQ(c->auth.unknown_user_method, config::AuthMethod::kMd5);
   const std::string e = errorOf(configWith("  unknown_user_method: trust\n", md5User("m")));
   EXPECT_NE(e.find(":6: auth.unknown_user_method: unknown method 'trust'"), std::string::npos) << e;
 }

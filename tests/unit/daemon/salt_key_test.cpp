@@ -27,7 +27,7 @@ std::string freshDir(const std::string& name) {
 
 TEST(SaltKey, CreatedOnceThenReadBack) {
   const std::string dir = freshDir("create");
-  AuthConfig auth;
+  config::AuthConfig auth;
   auth.salt_key_file = dir + "/salt.key";
   EXPECT_EQ(checkSaltKey(auth), "");
   EXPECT_NE(::access(auth.salt_key_file.c_str(), F_OK), 0) << "the check creates nothing";
@@ -46,7 +46,7 @@ TEST(SaltKey, CreatedOnceThenReadBack) {
 
 TEST(SaltKey, AnOperatorsFileIsUsedAsWritten) {
   const std::string dir = freshDir("given");
-  AuthConfig auth;
+  config::AuthConfig auth;
   auth.salt_key_file = dir + "/salt.key";
   { std::ofstream(auth.salt_key_file) << "operator-chosen-key-material\n"; }
   ::chmod(auth.salt_key_file.c_str(), 0600);
@@ -62,7 +62,7 @@ TEST(SaltKey, AnOperatorsFileIsUsedAsWritten) {
 }
 
 TEST(SaltKey, InlineKeyWins) {
-  AuthConfig auth;
+  config::AuthConfig auth;
   auth.salt_key = "inline-key-material";
   auth.salt_key_file = "/nonexistent/dir/salt.key";
   const SaltKey k = loadSaltKey(auth);
@@ -72,7 +72,7 @@ TEST(SaltKey, InlineKeyWins) {
 }
 
 TEST(SaltKey, NoWayToKeepAKeyFallsBackWithAWarning) {
-  AuthConfig auth;
+  config::AuthConfig auth;
   auth.salt_key_file = "/nonexistent/dir/salt.key";
   const SaltKey k = loadSaltKey(auth);
   EXPECT_FALSE(k.persistent);

@@ -168,7 +168,7 @@ TEST(ContextDoc, CarriesTheStatementAndWhoAsks) {
   const std::string sql =
       "SELECT s.status, count(*) FROM public.fct_shipments s JOIN dim_region r ON r.region = s.region "
       "WHERE s.ship_date > now() - interval '1 day' GROUP BY 1 LIMIT 10";
-  const auto analysis = analyzeUncached(sql);
+  const auto analysis = analysis::analyzeUncached(sql);
   ASSERT_TRUE(analysis->ok);
   RequestContext ctx;
   ctx.user = "agent";
@@ -178,7 +178,7 @@ TEST(ContextDoc, CarriesTheStatementAndWhoAsks) {
   ctx.conversation_id = "c-42";
   ctx.application_name = "app";
   ctx.client_addr = "127.0.0.1";
-  BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   ctx.budgets = &ledger;
   GroupSettings group{"agents", {}, {}, {}};
   const GuardInput in{*analysis, sql, ctx, nullptr, group};
@@ -214,7 +214,7 @@ TEST(ContextDoc, CarriesTheStatementAndWhoAsks) {
 
 TEST(ContextDoc, InvalidUtf8NeverThrows) {
   const std::string sql = "SELECT '\xff\xfe'";
-  const auto analysis = analyzeUncached(sql);
+  const auto analysis = analysis::analyzeUncached(sql);
   RequestContext ctx;
   GroupSettings group{"g", {}, {}, {}};
   const GuardInput in{*analysis, sql, ctx, nullptr, group};

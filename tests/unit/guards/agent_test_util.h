@@ -40,13 +40,13 @@ inline int64_t nowMs() {
 
 // A statement analysed as the session would, with the request context a chain is run with.
 struct Prepared {
-  std::shared_ptr<const guards::Analysis> analysis;
+  std::shared_ptr<const analysis::Analysis> analysis;
   std::string sql;
   guards::RequestContext ctx;
 };
 
 inline Prepared prepare(const std::string& sql) {
-  Prepared r{guards::analyzeUncached(sql), sql, {}};
+  Prepared r{analysis::analyzeUncached(sql), sql, {}};
   r.ctx.user = "agent";
   r.ctx.agent_id = "planner";
   r.ctx.conversation_id = "c-42";
@@ -118,7 +118,7 @@ class PolicyService {
 };
 
 inline guards::PolicyMap groups(const std::string& yaml) {
-  return guards::parseAgentPolicyGroups(YAML::Load(yaml));
+  return budgets::parseAgentPolicyGroups(YAML::Load(yaml));
 }
 
 struct TempDir {

@@ -117,7 +117,7 @@ TEST(FixedSettings, InvalidUtf8IsAnsweredAsTheServerAnswersIt) {
        {Text{"select 'caf\xe9'", "0xe9 0x27"}, Text{"select 1 -- \xc3", "0xc3"},
         Text{"select '\xc0\xaf'", "0xc0 0xaf"}, Text{"select '\xed\xa0\x80'", "0xed 0xa0 0x80"},
         Text{"select E'\xe0\xa0\x81\\'", "0xe0 0xa0 0x81"} /* valid: see below */}) {
-    const std::string message = invalidUtf8Message(t.sql);
+    const std::string message = analysis::invalidUtf8Message(t.sql);
     if (t.sql.find("\xe0\xa0\x81") != std::string::npos) {
       EXPECT_EQ(message, "") << "e0 a0 81 is one valid character";
       continue;
@@ -130,7 +130,7 @@ TEST(FixedSettings, InvalidUtf8IsAnsweredAsTheServerAnswersIt) {
     EXPECT_EQ(d.deny.message, message);
     EXPECT_EQ(d.deny.message.find("nested"), std::string::npos);
   }
-  EXPECT_EQ(invalidUtf8Message("select 'café', '日本', '\xf0\x9f\x98\x80'"), "");
+  EXPECT_EQ(analysis::invalidUtf8Message("select 'café', '日本', '\xf0\x9f\x98\x80'"), "");
 }
 
 }  // namespace

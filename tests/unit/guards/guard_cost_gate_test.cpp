@@ -32,10 +32,10 @@ TEST(CostGate, AsksForThePlanOfWhatWillRun) {
   EXPECT_FALSE(d.explain_needs_params);
   EXPECT_EQ(d.max_rows, 1000);
   // The EXPLAIN text is itself a single read the parser accepts.
-  const auto a = analyzeUncached(*d.explain_sql);
+  const auto a = analysis::analyzeUncached(*d.explain_sql);
   ASSERT_TRUE(a->ok);
   EXPECT_EQ(a->statements.size(), 1u);
-  EXPECT_EQ(a->statements[0].kind, StatementKind::kExplain);
+  EXPECT_EQ(a->statements[0].kind, analysis::StatementKind::kExplain);
   EXPECT_FALSE(a->statements[0].explain_analyze);
 }
 

@@ -36,12 +36,12 @@ TEST_P(RowLimitRewrite, EngineStopsAfterMaxRowsPlusOne) {
   ASSERT_TRUE(d.rewritten_sql.has_value());
   EXPECT_EQ(*d.rewritten_sql, c.expected);
   // Whatever the text, the result parses, keeps its statement count, and every read is capped.
-  const auto before = analyzeUncached(c.sql);
-  const auto after = analyzeUncached(*d.rewritten_sql);
+  const auto before = analysis::analyzeUncached(c.sql);
+  const auto after = analysis::analyzeUncached(*d.rewritten_sql);
   ASSERT_TRUE(after->ok) << after->error;
   ASSERT_EQ(after->statements.size(), before->statements.size());
   for (const auto& st : after->statements) {
-    EXPECT_EQ(st.limit, LimitKind::kConstant);
+    EXPECT_EQ(st.limit, analysis::LimitKind::kConstant);
     EXPECT_EQ(st.limit_value, 1001);
   }
 }
@@ -138,7 +138,8 @@ TEST(RowLimit, CursorsAndPreparedStatementsAreCappedWithANotice) {
 }
 
 TEST(RowLimit, CopyOfNoTableOrOfSmallTablesNeedsNoLimit) {
-  const auto stats = TableStatsSnapshot::fromRows({{"public", "small", "900", ""}, {"public", "big", "5000", ""}});
+  const auto stats = analysis::TableStatsSnapshot::fromRows(
+      {{"public", "small", "900", ""}, {"public", "big", "5000", ""}});
   EXPECT_FALSE(evaluate(limits(), "COPY (SELECT 1) TO STDOUT", nullptr).denied);
   EXPECT_FALSE(evaluate(limits(), "COPY (SELECT n FROM generate_series(1, 10) n) TO STDOUT", nullptr).denied);
   EXPECT_FALSE(evaluate(limits(), "COPY small TO STDOUT", stats.get()).denied);
@@ -177,9 +178,9 @@ TEST(RowLimit, TwoCapsInOneChainGiveOneLimitAndTheSmallerCap) {
   const Decision d = evaluate(*groups.at("g"), "SELECT * FROM t", nullptr);
   EXPECT_EQ(d.max_rows, 50);
   ASSERT_TRUE(d.rewritten_sql.has_value());
-  const auto again = analyzeUncached(*d.rewritten_sql);
+  const auto again = analysis::analyzeUncached(*d.rewritten_sql);
   ASSERT_TRUE(again->ok) << *d.rewritten_sql;
-  EXPECT_EQ(again->statements[0].limit, LimitKind::kConstant);
+  EXPECT_EQ(again->statements[0].limit, analysis::LimitKind::kConstant);
   EXPECT_GT(again->statements[0].limit_value, 50);  // the engine still overshoots the cap, so a cut shows
 }
 
@@ -192,7 +193,7 @@ TEST(RowLimit, TruncationNoticeAndHint) {
   EXPECT_EQ(truncationDetail(d.max_rows),
             "{\"code\":\"ROWS_TRUNCATED\",\"max_rows\":1000,\"next_step\":\"narrow the query with WHERE, GROUP BY or ORDER BY ... LIMIT\"}");
   EXPECT_EQ(d.truncation.hint, "SELECT count(*) FROM (\nSELECT * FROM t -- see all\n) AS t");
-  const auto hint = analyzeUncached(d.truncation.hint);
+  const auto hint = analysis::analyzeUncached(d.truncation.hint);
   ASSERT_TRUE(hint->ok);
   EXPECT_TRUE(hint->statements[0].has_aggregate);
 }
@@ -203,13 +204,13 @@ TEST(DoorRowCap, ReachesTheSqlAsTheGuardsCapDoes) {
   static const auto open = test::groupsFromYaml("g:\n  guards: []\n");
   const std::string sql = "SELECT * FROM t; SELECT 1 FROM u LIMIT 50; SELECT 2 LIMIT 3";
   const Decision none = evaluate(*open.at("g"), sql, nullptr);
-  const auto a = analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   EXPECT_EQ(doorRowCap(none, *a, sql, 5),
             "SELECT * FROM t\nLIMIT 6; SELECT 1 FROM u LIMIT 6; SELECT 2 LIMIT 3");
   const std::string read = "SELECT * FROM t LIMIT 5000";
   const Decision capped = evaluate(limits(), read, nullptr);
   ASSERT_EQ(capped.rewritten_sql, "SELECT * FROM t LIMIT 1001");
-  const auto b = analyzeUncached(read);
+  const auto b = analysis::analyzeUncached(read);
   // The door's edit wins over the guard's at the same place.
   EXPECT_EQ(doorRowCap(capped, *b, read, 5), "SELECT * FROM t LIMIT 6");
   EXPECT_EQ(doorRowCap(capped, *b, read, 1000), std::nullopt);

@@ -28,8 +28,8 @@ inline const PolicyMap& exampleGroups() {
 
 // What the catalog query returns for the sample database: fct_shipments with about a million rows
 // and an index on ship_date, plus a small dimension table.
-inline std::shared_ptr<const TableStatsSnapshot> sampleStats() {
-  return TableStatsSnapshot::fromRows({
+inline std::shared_ptr<const analysis::TableStatsSnapshot> sampleStats() {
+  return analysis::TableStatsSnapshot::fromRows({
       {"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
       {"public", "dim_region", "12", "region", "text"},
   });
@@ -38,8 +38,8 @@ inline std::shared_ptr<const TableStatsSnapshot> sampleStats() {
 inline PolicyMap groupsFromYaml(const std::string& yaml) { return parsePolicyGroups(YAML::Load(yaml)); }
 
 inline Decision evaluate(const PolicyGroup& group, const std::string& sql,
-                         const TableStatsSnapshot* stats, bool extended = false) {
-  const auto analysis = analyzeUncached(sql);
+                         const analysis::TableStatsSnapshot* stats, bool extended = false) {
+  const auto analysis = analysis::analyzeUncached(sql);
   RequestContext ctx;
   ctx.user = "agent";
   ctx.group = group.name();

@@ -38,7 +38,7 @@ PolicyMap luaGroup(const std::string& body, const std::string& extra = "") {
 
 Decision run(const PolicyGroup& g, const std::string& sql, const std::string& agent = "planner",
              const std::string& conversation = "c-1") {
-  const auto analysis = analyzeUncached(sql);
+  const auto analysis = analysis::analyzeUncached(sql);
   RequestContext ctx;
   ctx.user = "agent";
   ctx.database = "analytics";
@@ -120,17 +120,18 @@ TEST(LuaGuard, BudgetCountersInCtx) {
         end
 )"));
   const PolicyGroup& g = *m.at("g");
-  BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   RequestContext ctx;
   ctx.user = "agent";
   ctx.conversation_id = "c";
   ctx.budgets = &ledger;
-  const BudgetGuard* bg = findBudgetGuard(g);
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(g);
   ASSERT_NE(bg, nullptr);
-  const auto analysis = analyzeUncached("SELECT 1");
+  const auto analysis = analysis::analyzeUncached("SELECT 1");
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(g.evaluate(*analysis, "SELECT 1", ctx, nullptr).warnings.empty());
-    EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctx)).kind, BudgetLedger::Admission::Kind::kAdmitted);
+    EXPECT_EQ(ledger.admit(*bg, ledger.keyFor(ctx)).kind,
+              budgets::BudgetLedger::Admission::Kind::kAdmitted);
   }
   const Decision d = g.evaluate(*analysis, "SELECT 1", ctx, nullptr);
   ASSERT_EQ(d.warnings.size(), 1u);
@@ -373,7 +374,7 @@ end)", "      instruction_limit: 10000000\n      memory_limit: 1048576\n");
   using R = GuardObserver::CallResult;
   for (const char* sql : {"SELECT 'ok'", "SELECT 'deny'", "SELECT 'spin'", "SELECT 'boom'", "SELECT 'hungry'",
                           "SELECT 'bad'"}) {
-    const auto analysis = analyzeUncached(sql);
+    const auto analysis = analysis::analyzeUncached(sql);
     RequestContext ctx;
     ctx.user = "agent";
     ctx.observer = &log;

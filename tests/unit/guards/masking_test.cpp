@@ -8,8 +8,8 @@
 namespace pgwarden::guards {
 namespace {
 
-std::shared_ptr<const TableStatsSnapshot> peopleStats() {
-  return TableStatsSnapshot::fromRows(
+std::shared_ptr<const analysis::TableStatsSnapshot> peopleStats() {
+  return analysis::TableStatsSnapshot::fromRows(
       {{"public", "people", "10", "", "", "16500", R"({"id": 1, "ssn": 2, "name": 3})"},
        {"hr", "staff", "10", "", "", "16600", R"({"id": 1, "salary": 2})"}});
 }

@@ -429,7 +429,7 @@ TEST(RequirePredicate, ThresholdListedTablesAndMissingStats) {
 }
 
 TEST(RequirePredicate, TableWithoutIndexGetsAGenericAdvice) {
-  const auto stats = TableStatsSnapshot::fromRows({{"public", "logs", "5000000", ""}});
+  const auto stats = analysis::TableStatsSnapshot::fromRows({{"public", "logs", "5000000", ""}});
   const auto g = group("    - kind: require_predicate\n");
   const Decision d = evaluate(*g, "SELECT * FROM logs", stats.get());
   ASSERT_TRUE(d.denied);
@@ -487,7 +487,7 @@ TEST(Chain, WarnOnlyGuardsWarnAndTheChainGoesOn) {
 
 TEST(Chain, SyntaxErrorsAreDeniedWithPosition) {
   const std::string sql = "SELECT * FORM fct_shipments";
-  const auto a = analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   ASSERT_FALSE(a->ok);
   const Verdict v = syntaxErrorVerdict(*a, sql);
   EXPECT_EQ(v.code, "SYNTAX_ERROR");
@@ -515,7 +515,7 @@ TEST(Chain, EmptyTextIsAllowedWithNothingToRecord) {
 
 TEST(RequirePredicate, ExampleLiesInsideTheDataWhenBoundsAreKnown) {
   // Data that stopped in 2024: the example is the newest week the table holds, not the clock's.
-  const auto stats = TableStatsSnapshot::fromRows(
+  const auto stats = analysis::TableStatsSnapshot::fromRows(
       {{"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
        {"public", "events", "900000", "id", "bigint"}},
       {{"public", "fct_shipments", "ship_date", "date", "D", "", "", "", "", "-0.01",
@@ -557,8 +557,9 @@ TEST(Reasons, OverrideTheMessageWithFacts) {
 }
 
 TEST(Reasons, PerTableWithDefault) {
-  const auto stats = TableStatsSnapshot::fromRows(
-      {{"public", "fct_shipments", "1000000", "ship_date", "date"}, {"public", "events", "900000", "", ""}});
+  const auto stats = analysis::TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "1000000", "ship_date", "date"},
+       {"public", "events", "900000", "", ""}});
   const auto g = group("    - kind: require_predicate\n",
                        "  reasons:\n"
                        "    MISSING_PREDICATE:\n"
@@ -716,7 +717,7 @@ TEST(GroupsConfig, AnotherRegistryAddsKinds) {
    public:
     std::string_view kind() const override { return "always_warn"; }
     std::vector<std::string_view> codes() const override { return {"*"}; }
-    GuardResult checkStatement(const GuardInput&, const StatementInfo&) const override {
+    GuardResult checkStatement(const GuardInput&, const analysis::StatementInfo&) const override {
       GuardResult r;
       r.action = Action::kWarn;
       r.code = "CUSTOM_CODE";
@@ -769,7 +770,7 @@ TEST(Chain, ADecisionRefilledInPlaceEqualsAFreshOne) {
   Decision reused;
   for (int round = 0; round < 2; ++round) {
     for (const char* sql : texts) {
-      const auto analysis = analyzeUncached(sql);
+      const auto analysis = analysis::analyzeUncached(sql);
       RequestContext ctx;
       ctx.user = "agent";
       ctx.group = g->name();

@@ -11,7 +11,7 @@ namespace pgwarden::guards {
 namespace {
 
 std::optional<GuardResult> check(const char* sql) {
-  const auto a = analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   EXPECT_TRUE(a->ok) << sql << ": " << a->error;
   for (const auto& st : a->statements) {
     if (auto r = sessionStateUse(st)) return r;
@@ -71,13 +71,15 @@ TEST(SessionStateTest, CarriedSettingsInParameterStatusSpelling) {
 }
 
 TEST(SessionStateTest, SearchPathValueKeepsQuotedElements) {
-  const auto a = analyzeUncached("SET search_path = \"My Schema\", public, \"$user\"");
+  const auto a = analysis::analyzeUncached("SET search_path = \"My Schema\", public, \"$user\"");
   ASSERT_TRUE(a->ok);
   EXPECT_EQ(a->statements[0].setting_value, "\"My Schema\", public, \"$user\"");
   EXPECT_FALSE(a->statements[0].set_local);
-  EXPECT_TRUE(analyzeUncached("SET LOCAL work_mem = 1")->statements[0].set_local);
-  EXPECT_EQ(analyzeUncached("SET extra_float_digits = -10")->statements[0].setting_value, "-10");
-  EXPECT_EQ(analyzeUncached("SET extra_float_digits TO 3")->statements[0].setting_value, "3");
+  EXPECT_TRUE(analysis::analyzeUncached("SET LOCAL work_mem = 1")->statements[0].set_local);
+  EXPECT_EQ(analysis::analyzeUncached("SET extra_float_digits = -10")->statements[0].setting_value,
+            "-10");
+  EXPECT_EQ(analysis::analyzeUncached("SET extra_float_digits TO 3")->statements[0].setting_value,
+            "3");
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ g:
 }
 
 std::optional<std::string> reads(const std::string& sql) {
-  const auto a = analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   EXPECT_TRUE(a->ok) << sql;
   for (const auto& st : a->statements) {
     if (auto r = rule().reads(st, sql)) return r;
@@ -48,11 +48,12 @@ TEST(UntrustedContent, NamesInConstantsAndOtherTablesDoNotCount) {
 }
 
 TEST(UntrustedContent, RefusesWritesWebhooksAndTheNamedTools) {
-  const auto write = analyzeUncached("UPDATE orders SET status = 'refunded' WHERE id = 2");
-  const auto read = analyzeUncached("SELECT 1");
-  const auto ddl = analyzeUncached("CREATE TABLE x (a int)");
-  const auto cte =
-      analyzeUncached("WITH d AS (DELETE FROM orders RETURNING id) SELECT count(*) FROM d");
+  const auto write =
+      analysis::analyzeUncached("UPDATE orders SET status = 'refunded' WHERE id = 2");
+  const auto read = analysis::analyzeUncached("SELECT 1");
+  const auto ddl = analysis::analyzeUncached("CREATE TABLE x (a int)");
+  const auto cte = analysis::analyzeUncached(
+      "WITH d AS (DELETE FROM orders RETURNING id) SELECT count(*) FROM d");
   EXPECT_EQ(rule().refused(*write, false, ""), "writes");
   EXPECT_EQ(rule().refused(*ddl, false, ""), "writes");
   EXPECT_EQ(rule().refused(*cte, false, ""), "writes");

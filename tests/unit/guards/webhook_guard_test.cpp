@@ -200,7 +200,7 @@ TEST(WebhookConfig, Errors) {
 }
 
 TEST(Registry, KnowsEveryKind) {
-  const auto kinds = agentGuardRegistry().kinds();
+  const auto kinds = budgets::agentGuardRegistry().kinds();
   for (const char* k : {"lua", "http_webhook", "budget", "read_only", "row_limit", "cost_gate"}) {
     EXPECT_NE(std::find(kinds.begin(), kinds.end(), k), kinds.end()) << k;
   }

@@ -10,6 +10,7 @@
 #include "protocol/auth.h"
 
 using namespace pgwarden::daemon;
+using namespace pgwarden::config;
 
 namespace {
 

@@ -31,35 +31,35 @@ namespace pgwarden::mcp::test {
 // What every fake process gives the MCP front end: a real statement gate and recorder, no
 // statistics, budgets or login limits. Finished statements land in `records`; the statistics
 // of every database load while `stats_loading` is set.
-class InertMcpHost : public McpHost, public daemon::StatementSink {
+class InertMcpHost : public McpHost, public session::StatementSink {
  public:
   explicit InertMcpHost(uv_loop_t* loop) : loop_(loop), policy_(1024, 4096), recorder_(*this, nullptr, "test") {}
 
-  daemon::GateServices gateServices(const std::string&) override {
-    daemon::GateServices s;
+  session::GateServices gateServices(const std::string&) override {
+    session::GateServices s;
     s.policy = &policy_;
     return s;
   }
-  daemon::StatementRecorder& recorder() override { return recorder_; }
-  void writeTransactionEnded(daemon::TxnEnd) override {}
+  session::StatementRecorder& recorder() override { return recorder_; }
+  void writeTransactionEnded(session::TxnEnd) override {}
   void writeCounted(int64_t, bool) override {}
-  void cancelServerQuery(int32_t, int32_t, std::shared_ptr<daemon::CancelFence> fence) override {
+  void cancelServerQuery(int32_t, int32_t, std::shared_ptr<pool::CancelFence> fence) override {
     if (fence) fence->done();
   }
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override {
+  std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(const std::string&) override {
     return nullptr;
   }
   uv_loop_t* loop() override { return loop_; }
   bool statsLoading(const std::string&) override { return stats_loading; }
   void watchDatabase(const std::string&) override {}
-  guards::BudgetLedger* budgets() override { return nullptr; }
+  budgets::BudgetLedger* budgets() override { return nullptr; }
   guards::GuardObserver* guardObserver() override { return nullptr; }
-  daemon::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
+  session::AuthLimiter::Block loginBlocked(const std::string&, const std::string&) override {
     return {};
   }
   void loginFailed(const std::string&, const std::string&) override {}
   uint64_t nextSessionId() override { return ++session_ids_; }
-  void onStatement(history::Record&& record, const daemon::StatementPlan*) override {
+  void onStatement(history::Record&& record, const session::StatementPlan*) override {
     records.push_back(std::move(record));
   }
 
@@ -68,22 +68,23 @@ class InertMcpHost : public McpHost, public daemon::StatementSink {
 
  private:
   uv_loop_t* loop_;
-  daemon::PolicyEngine policy_;
-  daemon::StatementRecorder recorder_;
+  session::PolicyEngine policy_;
+  session::StatementRecorder recorder_;
   uint64_t session_ids_ = 0;
 };
 
 // The process as the MCP front end sees it: users and groups from a config, and real pools.
 class FakeMcpHost final : public InertMcpHost {
  public:
-  FakeMcpHost(uv_loop_t* loop, std::shared_ptr<const daemon::Config> config)
-      : InertMcpHost(loop), config_(std::move(config)),
-        pools_(loop, counters_, std::make_unique<daemon::ServerConnectionFactory>()) {
-    pools_.setConfig(daemon::poolSettings(*config_));
+  FakeMcpHost(uv_loop_t* loop, std::shared_ptr<const config::Config> config)
+      : InertMcpHost(loop),
+        config_(std::move(config)),
+        pools_(loop, counters_, std::make_unique<pool::ServerConnectionFactory>()) {
+    pools_.setConfig(config::poolSettings(*config_));
   }
 
   std::optional<McpIdentity> identify(const std::string& user) override {
-    const daemon::UserConfig* u = config_->findUser(user);
+    const config::UserConfig* u = config_->findUser(user);
     if (!u) return std::nullopt;
     McpIdentity who;
     who.user = u->name;
@@ -94,23 +95,23 @@ class FakeMcpHost final : public InertMcpHost {
     who.hold = config_;
     return who;
   }
-  daemon::Pool& pool(const std::string& db, bool replica_ok) override {
+  pool::Pool& pool(const std::string& db, bool replica_ok) override {
     ++pool_asks;
     return pools_.pool(db, false, false, replica_ok);
   }
-  daemon::Pool& writePool(const std::string& db) override {
+  pool::Pool& writePool(const std::string& db) override {
     ++pool_asks;
     return pools_.pool(db, false, true);
   }
 
-  daemon::PoolManager& pools() { return pools_; }
+  pool::PoolManager& pools() { return pools_; }
 
   int pool_asks = 0;  // a tool that reached for a server connection
 
  private:
-  std::shared_ptr<const daemon::Config> config_;
+  std::shared_ptr<const config::Config> config_;
   metrics::Counters counters_;
-  daemon::PoolManager pools_;
+  pool::PoolManager pools_;
 };
 
 // One HTTP answer as the client read it.
@@ -140,7 +141,7 @@ class McpHarness : public ::testing::Test {
         "users:\n  - name: agent\n    method: trust\n    group: agents\n"
         "groups:\n" + groups_yaml;
     host_ = std::make_unique<FakeMcpHost>(&loop_, daemon::parseConfig(text, "test.yaml"));
-    McpConfig c;
+    config::McpConfig c;
     c.listen = "127.0.0.1:0";
     c.trust_loopback = "agent";
     c.max_rows = 100;

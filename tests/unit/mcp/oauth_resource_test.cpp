@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 using namespace pgwarden::mcp;
+using namespace pgwarden::config;
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include "oauth_test_keys.h"
 
 using namespace pgwarden::mcp;
+using namespace pgwarden::config;
 using pgwarden::mcp::test::forged;
 using pgwarden::mcp::test::TestKey;
 using Json = nlohmann::json;

@@ -149,8 +149,8 @@ TEST(RangeCaps, WidthOrderAndPresence) {
 TEST(PlanCheck, DeniesASeqScanOnAListedTableOnly) {
   auto set = parse(kLate);
   const OperatorTool& t = *set->find("late");
-  guards::PlanSummary plan;
-  guards::PlanScan scan;
+  analysis::PlanSummary plan;
+  analysis::PlanScan scan;
   scan.node_type = "Seq Scan";
   scan.schema = "analytics";
   scan.relation = "s";

@@ -8,8 +8,8 @@
 #include "net/http_transport.h"
 
 using namespace pgwarden::mcp;
-using pgwarden::daemon::appendHttpResponse;
-using pgwarden::daemon::HttpResponse;
+using pgwarden::net::appendHttpResponse;
+using pgwarden::net::HttpResponse;
 
 TEST(SessionStreams, LogLevelsParseInSeverityOrder) {
   const char* names[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};

@@ -21,8 +21,8 @@ class NoPoolHost final : public test::InertMcpHost {
  public:
   using InertMcpHost::InertMcpHost;
   std::optional<McpIdentity> identify(const std::string&) override { return std::nullopt; }
-  [[noreturn]] daemon::Pool& pool(const std::string&, bool) override { std::abort(); }
-  [[noreturn]] daemon::Pool& writePool(const std::string&) override { std::abort(); }
+  [[noreturn]] pool::Pool& pool(const std::string&, bool) override { std::abort(); }
+  [[noreturn]] pool::Pool& writePool(const std::string&) override { std::abort(); }
 };
 
 class RunnerContract : public ::testing::Test {

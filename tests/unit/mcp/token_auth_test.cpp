@@ -7,6 +7,7 @@
 #include "mcp/mcp_server.h"
 
 using namespace pgwarden::mcp;
+using namespace pgwarden::config;
 
 TEST(TokenAuth, Sha256IsTheStandardDigest) {
   EXPECT_EQ(toHex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -7,8 +7,8 @@
 namespace pgwarden::metrics {
 namespace {
 
-using daemon::authorized;
-using daemon::HttpAuth;
+using net::authorized;
+using net::HttpAuth;
 
 TEST(HttpAuth, BearerTokenComparedExactly) {
   HttpAuth auth{HttpAuth::Kind::kBearer, "s3cret-token"};

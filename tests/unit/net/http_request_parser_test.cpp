@@ -13,7 +13,7 @@
 namespace pgwarden::daemon {
 namespace {
 
-using Status = HttpRequestParser::Status;
+using Status = net::HttpRequestParser::Status;
 
 const std::string kGood =
     "GET /metrics?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9930\r\nAccept: application/openmetrics-text\r\n"
@@ -22,12 +22,12 @@ const std::string kGood =
 // Feeds `data` in pieces of `step` bytes as a connection would (keeping what was not consumed);
 // the requests decoded, and the error status (0 when none).
 struct Fed {
-  std::vector<HttpRequest> requests;
+  std::vector<net::HttpRequest> requests;
   int error = 0;
 };
 Fed feedInSteps(std::string_view data, size_t step, size_t max_header = 8192,
                 size_t max_body = 1024) {
-  HttpRequestParser p(max_header, max_body);
+  net::HttpRequestParser p(max_header, max_body);
   Fed out;
   std::string in;
   for (size_t at = 0; at < data.size() || !in.empty();) {
@@ -51,13 +51,13 @@ Fed feedInSteps(std::string_view data, size_t step, size_t max_header = 8192,
 }
 
 TEST(HttpRequestParser, ParsesACompleteRequest) {
-  HttpRequestParser p(8192, 0);
+  net::HttpRequestParser p(8192, 0);
   const auto r = p.feed(kGood);
   ASSERT_EQ(r.status, Status::kRequest) << p.errorText();
   EXPECT_EQ(r.consumed, kGood.size());
   EXPECT_TRUE(p.keepAlive());
   EXPECT_FALSE(p.head());
-  const HttpRequest req = p.take();
+  const net::HttpRequest req = p.take();
   EXPECT_EQ(req.method, "GET");
   EXPECT_EQ(req.path, "/metrics");
   EXPECT_EQ(req.query, "x=1");
@@ -67,25 +67,25 @@ TEST(HttpRequestParser, ParsesACompleteRequest) {
 }
 
 TEST(HttpRequestParser, TheQueryEndsAtTheFragment) {
-  HttpRequestParser p(8192, 0);
+  net::HttpRequestParser p(8192, 0);
   ASSERT_EQ(
       p.feed("GET /studio/conversation?id=a%20b&since=1h#s3 HTTP/1.1\r\nHost: x\r\n\r\n").status,
       Status::kRequest);
-  const HttpRequest req = p.take();
+  const net::HttpRequest req = p.take();
   EXPECT_EQ(req.path, "/studio/conversation");
   EXPECT_EQ(req.query, "id=a%20b&since=1h");
-  HttpRequestParser q(8192, 0);
+  net::HttpRequestParser q(8192, 0);
   ASSERT_EQ(q.feed("GET /studio/ HTTP/1.1\r\nHost: x\r\n\r\n").status, Status::kRequest);
   EXPECT_EQ(q.take().query, "");
 }
 
 TEST(HttpRequestParser, AHeaderValueExcludesTheWhitespaceAroundIt) {
-  HttpRequestParser p(8192, 0);
+  net::HttpRequestParser p(8192, 0);
   ASSERT_EQ(p.feed("GET / HTTP/1.1\r\nHost: x\r\nMcp-Name:   query \t \r\nX-Empty:  \r\n"
                    "X-Inner: a  b\r\n\r\n")
                 .status,
             Status::kRequest);
-  const HttpRequest req = p.take();
+  const net::HttpRequest req = p.take();
   EXPECT_EQ(req.header("mcp-name"), "query");
   EXPECT_EQ(req.header("x-empty"), "");
   EXPECT_EQ(req.header("x-inner"), "a  b");
@@ -93,7 +93,7 @@ TEST(HttpRequestParser, AHeaderValueExcludesTheWhitespaceAroundIt) {
 
 TEST(HttpRequestParser, EveryPrefixWaitsAndEverySplitGivesTheSameRequest) {
   for (size_t n = 0; n < kGood.size(); ++n) {
-    HttpRequestParser p(8192, 0);
+    net::HttpRequestParser p(8192, 0);
     const auto r = p.feed(std::string_view(kGood).substr(0, n));
     EXPECT_EQ(r.status, Status::kNeedMore) << "prefix of " << n << " bytes: " << p.errorText();
   }
@@ -107,7 +107,7 @@ TEST(HttpRequestParser, EveryPrefixWaitsAndEverySplitGivesTheSameRequest) {
 
 TEST(HttpRequestParser, PipelinedRequestsComeOneAtATime) {
   const std::string two = "POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc" + kGood;
-  HttpRequestParser p(8192, 1024);
+  net::HttpRequestParser p(8192, 1024);
   const auto first = p.feed(two);
   ASSERT_EQ(first.status, Status::kRequest);
   EXPECT_EQ(p.take().body, "abc");
@@ -119,11 +119,11 @@ TEST(HttpRequestParser, PipelinedRequestsComeOneAtATime) {
 }
 
 TEST(HttpRequestParser, HeadHttp10AndConnectionClose) {
-  HttpRequestParser p(8192, 0);
+  net::HttpRequestParser p(8192, 0);
   ASSERT_EQ(p.feed("HEAD /healthz HTTP/1.0\r\nHost: x\r\n\r\n").status, Status::kRequest);
   EXPECT_TRUE(p.head());
   EXPECT_FALSE(p.keepAlive());
-  HttpRequestParser q(8192, 0);
+  net::HttpRequestParser q(8192, 0);
   ASSERT_EQ(q.feed("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").status, Status::kRequest);
   EXPECT_FALSE(q.keepAlive());
 }
@@ -131,7 +131,7 @@ TEST(HttpRequestParser, HeadHttp10AndConnectionClose) {
 TEST(HttpRequestParser, RefusesGarbageOnTheFirstByte) {
   for (std::string_view bad :
        {std::string_view("\x16\x03\x01", 3), std::string_view("\0", 1), std::string_view("GE(T")}) {
-    HttpRequestParser p(8192, 0);
+    net::HttpRequestParser p(8192, 0);
     EXPECT_EQ(p.feed(bad).status, Status::kError) << bad;
     EXPECT_EQ(p.errorStatus(), 400);
     EXPECT_EQ(p.feed("GET / HTTP/1.1\r\n\r\n").status, Status::kError);  // stays failed
@@ -158,13 +158,13 @@ TEST(HttpRequestParser, EnforcesTheHeaderCapWithAndWithoutTerminator) {
   const std::string fits = "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(8000, 'a') + "\r\n\r\n";
   EXPECT_EQ(feedInSteps(fits, 512).requests.size(), 1u);
   std::string many = "GET / HTTP/1.1\r\n";
-  for (size_t i = 0; i <= HttpRequestParser::kMaxHeaders; ++i) many += "A: b\r\n";
+  for (size_t i = 0; i <= net::HttpRequestParser::kMaxHeaders; ++i) many += "A: b\r\n";
   EXPECT_EQ(feedInSteps(many + "\r\n", 64).error, 431);
 }
 
 TEST(HttpRequestParser, EnforcesTheBodyCapAtTheHeadersWhenItCan) {
   // Declared too long: refused before any body byte.
-  HttpRequestParser p(8192, 4);
+  net::HttpRequestParser p(8192, 4);
   EXPECT_EQ(p.feed("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n").status, Status::kError);
   EXPECT_EQ(p.errorStatus(), 413);
   // Chunked: refused when the chunks pass the cap, or at once when no body is allowed.
@@ -174,16 +174,16 @@ TEST(HttpRequestParser, EnforcesTheBodyCapAtTheHeadersWhenItCan) {
           4, 8192, 4)
           .error,
       413);
-  HttpRequestParser none(8192, 0);
+  net::HttpRequestParser none(8192, 0);
   EXPECT_EQ(none.feed("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status,
             Status::kError);
   EXPECT_EQ(none.errorStatus(), 413);
-  HttpRequestParser zero(8192, 0);
+  net::HttpRequestParser zero(8192, 0);
   EXPECT_EQ(zero.feed("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, Status::kRequest);
 }
 
 TEST(HttpRequestParser, AsksForContinueOncePerRequest) {
-  HttpRequestParser p(8192, 16);
+  net::HttpRequestParser p(8192, 16);
   EXPECT_EQ(p.feed("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n").status,
             Status::kNeedMore);
   EXPECT_TRUE(p.takeContinue());
@@ -217,16 +217,16 @@ TEST(HttpRequestParser, SurvivesRandomInput) {
 }
 
 TEST(HttpListenAddress, ParsesV4V6AndLocalhost) {
-  auto v4 = parseHttpListenAddress("127.0.0.1:9930");
+  auto v4 = net::parseHttpListenAddress("127.0.0.1:9930");
   ASSERT_TRUE(v4.ok());
   EXPECT_EQ(v4->ss_family, AF_INET);
-  auto v6 = parseHttpListenAddress("[::1]:0");
+  auto v6 = net::parseHttpListenAddress("[::1]:0");
   ASSERT_TRUE(v6.ok()) << v6.error();
   EXPECT_EQ(v6->ss_family, AF_INET6);
-  EXPECT_TRUE(parseHttpListenAddress("localhost:9930").ok());
+  EXPECT_TRUE(net::parseHttpListenAddress("localhost:9930").ok());
   for (const char* bad : {"", "9930", "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:99x",
                           "example.com:9930", "::1:9930", "[::1]9930"}) {
-    EXPECT_FALSE(parseHttpListenAddress(bad).ok()) << bad;
+    EXPECT_FALSE(net::parseHttpListenAddress(bad).ok()) << bad;
   }
 }
 

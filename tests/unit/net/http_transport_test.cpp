@@ -18,28 +18,30 @@
 namespace pgwarden::daemon {
 namespace {
 
-class Handler : public HttpHandler {
+class Handler : public net::HttpHandler {
  public:
-  void onHttpRequest(uint64_t exchange, HttpRequest&& req) override {
+  void onHttpRequest(uint64_t exchange, net::HttpRequest&& req) override {
     requests.emplace_back(exchange, std::move(req));
     if (answer_at_once && transport) transport->respond(exchange, answer);
   }
   void onHttpAbandoned(uint64_t exchange) override { abandoned.push_back(exchange); }
-  void onHttpRefused(HttpRefusal why, int status) override { refused.emplace_back(why, status); }
-  HttpTransport* transport = nullptr;
+  void onHttpRefused(net::HttpRefusal why, int status) override {
+    refused.emplace_back(why, status);
+  }
+  net::HttpTransport* transport = nullptr;
   bool answer_at_once = true;
-  HttpResponse answer;
-  std::vector<std::pair<uint64_t, HttpRequest>> requests;
+  net::HttpResponse answer;
+  std::vector<std::pair<uint64_t, net::HttpRequest>> requests;
   std::vector<uint64_t> abandoned;
-  std::vector<std::pair<HttpRefusal, int>> refused;
+  std::vector<std::pair<net::HttpRefusal, int>> refused;
 };
 
 class HttpTransportTest : public ::testing::Test {
  protected:
-  void start(HttpTransportOptions o) {
+  void start(net::HttpTransportOptions o) {
     uv_loop_init(&loop_);
     o.listen = "127.0.0.1:0";
-    t_ = HttpTransport::create(&loop_, o, &handler_);
+    t_ = net::HttpTransport::create(&loop_, o, &handler_);
     handler_.transport = t_.get();
     handler_.answer.content_type = "text/plain";
     handler_.answer.body = "hello\n";
@@ -95,7 +97,7 @@ class HttpTransportTest : public ::testing::Test {
 
   uv_loop_t loop_{};
   Handler handler_;
-  std::shared_ptr<HttpTransport> t_;
+  std::shared_ptr<net::HttpTransport> t_;
   std::vector<int> fds_;
 };
 
@@ -128,7 +130,7 @@ TEST_F(HttpTransportTest, AnAnswerGivenLaterGoesOutAndTheNextRequestFollows) {
 }
 
 TEST_F(HttpTransportTest, ALastAnswerArrivesWholeThoughTheClientSendsMore) {
-  HttpTransportOptions o;
+  net::HttpTransportOptions o;
   o.max_body_bytes = 0;
   start(o);
   handler_.answer.body = std::string(200000, 'x');
@@ -142,7 +144,7 @@ TEST_F(HttpTransportTest, ALastAnswerArrivesWholeThoughTheClientSendsMore) {
 }
 
 TEST_F(HttpTransportTest, RefusalsAreReportedToTheHandler) {
-  HttpTransportOptions o;
+  net::HttpTransportOptions o;
   o.max_header_bytes = 64;
   o.max_body_bytes = 0;
   start(o);
@@ -150,14 +152,15 @@ TEST_F(HttpTransportTest, RefusalsAreReportedToTheHandler) {
   readToEnd(connectAndSend("\x16\x03\x01"), eof);
   readToEnd(connectAndSend("GET / HTTP/1.1\r\nX: " + std::string(100, 'a') + "\r\n\r\n"), eof);
   readToEnd(connectAndSend("GET / HTTP/1.1\r\nContent-Length: 1\r\n\r\n"), eof);
-  const std::vector<std::pair<HttpRefusal, int>> want = {
-      {HttpRefusal::kMalformed, 400}, {HttpRefusal::kTooLarge, 431}, {HttpRefusal::kTooLarge, 413}};
+  const std::vector<std::pair<net::HttpRefusal, int>> want = {{net::HttpRefusal::kMalformed, 400},
+                                                              {net::HttpRefusal::kTooLarge, 431},
+                                                              {net::HttpRefusal::kTooLarge, 413}};
   EXPECT_EQ(handler_.refused, want);
   EXPECT_TRUE(handler_.requests.empty());
 }
 
 TEST_F(HttpTransportTest, AtTheCapTheLongestWaitingClientGivesWay) {
-  HttpTransportOptions o;
+  net::HttpTransportOptions o;
   o.max_connections = 2;
   start(o);
   handler_.answer_at_once = false;
@@ -169,35 +172,37 @@ TEST_F(HttpTransportTest, AtTheCapTheLongestWaitingClientGivesWay) {
   EXPECT_TRUE(readToEnd(silent, eof).empty());
   EXPECT_TRUE(eof) << "the silent client should have made room";
   ASSERT_EQ(handler_.refused.size(), 1u);
-  EXPECT_EQ(handler_.refused[0].first, HttpRefusal::kEvicted);
+  EXPECT_EQ(handler_.refused[0].first, net::HttpRefusal::kEvicted);
   ASSERT_EQ(handler_.requests.size(), 2u);
   // Now both are waiting for answers: a newcomer is refused.
   const int late = connectAndSend("GET /late HTTP/1.1\r\n\r\n");
   const std::string reply = readToEnd(late, eof);
   EXPECT_EQ(reply.rfind("HTTP/1.1 503 ", 0), 0u) << reply;
-  EXPECT_EQ(handler_.refused.back().first, HttpRefusal::kOverCapacity);
+  EXPECT_EQ(handler_.refused.back().first, net::HttpRefusal::kOverCapacity);
   (void)busy;
   (void)probe;
 }
 
 TEST_F(HttpTransportTest, ASilentClientTimesOutAsARefusal) {
-  HttpTransportOptions o;
+  net::HttpTransportOptions o;
   o.read_timeout = std::chrono::milliseconds(100);
   start(o);
   bool eof = false;
   EXPECT_TRUE(readToEnd(connectAndSend(""), eof).empty());
   EXPECT_TRUE(eof);
   ASSERT_EQ(handler_.refused.size(), 1u);
-  EXPECT_EQ(handler_.refused[0].first, HttpRefusal::kReadTimeout);
+  EXPECT_EQ(handler_.refused[0].first, net::HttpRefusal::kReadTimeout);
 }
 
 // ---- streamed answers: headers at once, body bytes as they are sent, the end by finish() or by
 // the client going away (the handler hears of the latter only), and a stream dropped rather than
 // buffered past its cap ----
 
-class StreamHandler : public HttpHandler {
+class StreamHandler : public net::HttpHandler {
  public:
-  void onHttpRequest(uint64_t exchange, HttpRequest&&) override { requests.push_back(exchange); }
+  void onHttpRequest(uint64_t exchange, net::HttpRequest&&) override {
+    requests.push_back(exchange);
+  }
   void onHttpAbandoned(uint64_t exchange) override { abandoned.push_back(exchange); }
   std::vector<uint64_t> requests;
   std::vector<uint64_t> abandoned;
@@ -207,10 +212,10 @@ class HttpStream : public ::testing::Test {
  protected:
   void SetUp() override {
     uv_loop_init(&loop_);
-    HttpTransportOptions o;
+    net::HttpTransportOptions o;
     o.listen = "127.0.0.1:0";
     o.max_stream_queue_bytes = 1024;
-    t_ = HttpTransport::create(&loop_, o, &handler_);
+    t_ = net::HttpTransport::create(&loop_, o, &handler_);
     ASSERT_TRUE(t_->start().ok());
   }
   void TearDown() override {
@@ -256,7 +261,7 @@ class HttpStream : public ::testing::Test {
     }
   }
   void openStream(uint64_t e) {
-    HttpResponse r;
+    net::HttpResponse r;
     r.content_type = "text/event-stream";
     r.stream = true;
     t_->respond(e, std::move(r));
@@ -264,7 +269,7 @@ class HttpStream : public ::testing::Test {
 
   uv_loop_t loop_{};
   StreamHandler handler_;
-  std::shared_ptr<HttpTransport> t_;
+  std::shared_ptr<net::HttpTransport> t_;
   int fd_ = -1;
 };
 

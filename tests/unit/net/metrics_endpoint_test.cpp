@@ -18,7 +18,7 @@
 namespace pgwarden::metrics {
 namespace {
 
-using daemon::HttpAuth;
+using net::HttpAuth;
 
 using namespace std::chrono_literals;
 using testing::LoopServer;

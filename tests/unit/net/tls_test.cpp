@@ -103,20 +103,22 @@ class TlsEngineTest : public ::testing::Test {
   }
   static std::string p(const char* name) { return (*dir_ / name).string(); }
 
-  std::shared_ptr<const TlsContext> serverCtx(const std::string& ca = "", bool require = false) {
-    auto r = TlsContext::makeServer(p("server.crt"), p("server.key"), ca, require);
+  std::shared_ptr<const net::TlsContext> serverCtx(const std::string& ca = "",
+                                                   bool require = false) {
+    auto r = net::TlsContext::makeServer(p("server.crt"), p("server.key"), ca, require);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
     return r.ok() ? r.value() : nullptr;
   }
-  std::shared_ptr<const TlsContext> clientCtx(UpstreamSslMode m, const std::string& root) {
-    auto r = TlsContext::makeClient(m, root);
+  std::shared_ptr<const net::TlsContext> clientCtx(net::UpstreamSslMode m,
+                                                   const std::string& root) {
+    auto r = net::TlsContext::makeClient(m, root);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
     return r.ok() ? r.value() : nullptr;
   }
 
   // Moves ciphertext between the two engines until neither has anything to say. Returns false
   // as soon as either side fails.
-  static bool pump(TlsEngine& c, TlsEngine& s, std::string& c_plain, std::string& s_plain,
+  static bool pump(net::TlsEngine& c, net::TlsEngine& s, std::string& c_plain, std::string& s_plain,
                    bool byte_by_byte = false) {
     for (int rounds = 0; rounds < 100 && (c.hasOutput() || s.hasOutput()); ++rounds) {
       if (c.hasOutput()) {
@@ -128,9 +130,9 @@ class TlsEngineTest : public ::testing::Test {
         if (!feedAll(c, bytes, c_plain, byte_by_byte)) return false;
       }
     }
-    return c.state() != TlsState::kFailed && s.state() != TlsState::kFailed;
+    return c.state() != net::TlsState::kFailed && s.state() != net::TlsState::kFailed;
   }
-  static bool feedAll(TlsEngine& e, const std::string& bytes, std::string& plain, bool one) {
+  static bool feedAll(net::TlsEngine& e, const std::string& bytes, std::string& plain, bool one) {
     if (!one) return e.feed(bytes.data(), bytes.size(), plain).ok();
     for (char ch : bytes) {
       if (!e.feed(&ch, 1, plain).ok()) return false;
@@ -144,8 +146,9 @@ class TlsEngineTest : public ::testing::Test {
 fs::path* TlsEngineTest::dir_ = nullptr;
 
 TEST_F(TlsEngineTest, VerifyFullHandshakeAndDataBothWays) {
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt")), "localhost");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt")),
+                                      "localhost");
   ASSERT_TRUE(s.ok() && c.ok());
   EXPECT_TRUE((*c)->hasOutput());  // ClientHello at once
   std::string cp, sp;
@@ -162,8 +165,9 @@ TEST_F(TlsEngineTest, VerifyFullHandshakeAndDataBothWays) {
 }
 
 TEST_F(TlsEngineTest, ByteByByteDeliveryGivesTheSameBytes) {
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt")), "127.0.0.1");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt")),
+                                      "127.0.0.1");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   ASSERT_TRUE(pump(**c, **s, cp, sp, true)) << (*c)->error() << " / " << (*s)->error();
@@ -174,8 +178,8 @@ TEST_F(TlsEngineTest, ByteByByteDeliveryGivesTheSameBytes) {
 }
 
 TEST_F(TlsEngineTest, WritesBeforeTheHandshakeEndsAreHeldThenSent) {
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kRequire, ""), "localhost");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kRequire, ""), "localhost");
   ASSERT_TRUE(s.ok() && c.ok());
   const std::string hello = (*c)->takeOutput();
   ASSERT_TRUE((*c)->write("early").ok());
@@ -187,28 +191,28 @@ TEST_F(TlsEngineTest, WritesBeforeTheHandshakeEndsAreHeldThenSent) {
 }
 
 TEST_F(TlsEngineTest, VerifyFullRefusesAnotherHostName) {
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt")),
-                                 "db.example.com");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt")),
+                                      "db.example.com");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   EXPECT_FALSE(pump(**c, **s, cp, sp));
-  EXPECT_EQ((*c)->state(), TlsState::kFailed);
+  EXPECT_EQ((*c)->state(), net::TlsState::kFailed);
   EXPECT_NE((*c)->error().find("hostname mismatch"), std::string::npos) << (*c)->error();
 }
 
 TEST_F(TlsEngineTest, VerifyCaIgnoresTheNameButNotTheIssuer) {
   {
-    auto s = TlsEngine::makeServer(serverCtx());
-    auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyCa, p("ca.crt")),
-                                   "db.example.com");
+    auto s = net::TlsEngine::makeServer(serverCtx());
+    auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyCa, p("ca.crt")),
+                                        "db.example.com");
     ASSERT_TRUE(s.ok() && c.ok());
     std::string cp, sp;
     EXPECT_TRUE(pump(**c, **s, cp, sp)) << (*c)->error();
   }
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyCa, p("other-ca.crt")),
-                                 "localhost");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyCa, p("other-ca.crt")),
+                                      "localhost");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   EXPECT_FALSE(pump(**c, **s, cp, sp));
@@ -216,30 +220,30 @@ TEST_F(TlsEngineTest, VerifyCaIgnoresTheNameButNotTheIssuer) {
 }
 
 TEST_F(TlsEngineTest, RequireWithoutRootEncryptsWithoutVerifying) {
-  auto ctx = clientCtx(UpstreamSslMode::kRequire, "");
+  auto ctx = clientCtx(net::UpstreamSslMode::kRequire, "");
   EXPECT_FALSE(ctx->verifiesPeer());
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(ctx, "db.example.com");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(ctx, "db.example.com");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   EXPECT_TRUE(pump(**c, **s, cp, sp)) << (*c)->error();
   // libpq: with a root certificate, require verifies the issuer like verify-ca.
-  EXPECT_TRUE(clientCtx(UpstreamSslMode::kRequire, p("ca.crt"))->verifiesPeer());
-  EXPECT_FALSE(TlsContext::makeClient(UpstreamSslMode::kVerifyFull, "").ok());
+  EXPECT_TRUE(clientCtx(net::UpstreamSslMode::kRequire, p("ca.crt"))->verifiesPeer());
+  EXPECT_FALSE(net::TlsContext::makeClient(net::UpstreamSslMode::kVerifyFull, "").ok());
 }
 
 TEST_F(TlsEngineTest, ClientCertificateVerifiedWhenCaConfigured) {
   auto sctx = serverCtx(p("ca.crt"), true);
   ASSERT_TRUE(sctx->verifiesPeer());
   auto withCert = [&](const char* crt, const char* key) {
-    auto cctx = clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt"));
+    auto cctx = clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt"));
     EXPECT_EQ(SSL_CTX_use_certificate_file(cctx->get(), p(crt).c_str(), SSL_FILETYPE_PEM), 1);
     EXPECT_EQ(SSL_CTX_use_PrivateKey_file(cctx->get(), p(key).c_str(), SSL_FILETYPE_PEM), 1);
     return cctx;
   };
   {
-    auto s = TlsEngine::makeServer(sctx);
-    auto c = TlsEngine::makeClient(withCert("client.crt", "client.key"), "localhost");
+    auto s = net::TlsEngine::makeServer(sctx);
+    auto c = net::TlsEngine::makeClient(withCert("client.crt", "client.key"), "localhost");
     ASSERT_TRUE(s.ok() && c.ok());
     std::string cp, sp;
     ASSERT_TRUE(pump(**c, **s, cp, sp)) << (*c)->error() << " / " << (*s)->error();
@@ -250,28 +254,28 @@ TEST_F(TlsEngineTest, ClientCertificateVerifiedWhenCaConfigured) {
     EXPECT_NE((*s)->peerSubject().find("CN=alice"), std::string::npos) << (*s)->peerSubject();
   }
   for (const bool stranger : {true, false}) {
-    auto s = TlsEngine::makeServer(sctx);
+    auto s = net::TlsEngine::makeServer(sctx);
     auto cctx = stranger ? withCert("stranger.crt", "stranger.key")
-                         : clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt"));
-    auto c = TlsEngine::makeClient(cctx, "localhost");
+                         : clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt"));
+    auto c = net::TlsEngine::makeClient(cctx, "localhost");
     ASSERT_TRUE(s.ok() && c.ok());
     std::string cp, sp;
     (void)pump(**c, **s, cp, sp);
     (void)(*c)->write("x");
     EXPECT_FALSE(pump(**c, **s, cp, sp)) << "stranger=" << stranger;
-    EXPECT_EQ((*s)->state(), TlsState::kFailed);
+    EXPECT_EQ((*s)->state(), net::TlsState::kFailed);
     EXPECT_TRUE(sp.empty());
   }
 }
 
 TEST_F(TlsEngineTest, PlaintextStartupWhereAHandshakeBelongsFails) {
-  auto s = TlsEngine::makeServer(serverCtx());
+  auto s = net::TlsEngine::makeServer(serverCtx());
   ASSERT_TRUE(s.ok());
   // A StartupMessage in clear (length 8 + "user\0x\0\0"), as an injected pipelined packet would be.
   const std::string startup("\0\0\0\x11\0\x03\0\0user\0x\0\0", 17);
   std::string plain;
   EXPECT_FALSE((*s)->feed(startup.data(), startup.size(), plain).ok());
-  EXPECT_EQ((*s)->state(), TlsState::kFailed);
+  EXPECT_EQ((*s)->state(), net::TlsState::kFailed);
   EXPECT_TRUE(plain.empty());
   EXPECT_FALSE((*s)->write("after failure").ok());
 }
@@ -279,7 +283,7 @@ TEST_F(TlsEngineTest, PlaintextStartupWhereAHandshakeBelongsFails) {
 TEST_F(TlsEngineTest, RandomBytesNeverCrashAndNeverYieldPlaintext) {
   std::srand(7);
   for (int i = 0; i < 200; ++i) {
-    auto s = TlsEngine::makeServer(serverCtx());
+    auto s = net::TlsEngine::makeServer(serverCtx());
     ASSERT_TRUE(s.ok());
     std::string junk(static_cast<size_t>(1 + std::rand() % 600), '\0');
     for (auto& ch : junk) ch = static_cast<char>(std::rand());
@@ -292,13 +296,13 @@ TEST_F(TlsEngineTest, RandomBytesNeverCrashAndNeverYieldPlaintext) {
 }
 
 TEST_F(TlsEngineTest, OldProtocolVersionsAreRefused) {
-  auto cctx = clientCtx(UpstreamSslMode::kRequire, "");
+  auto cctx = clientCtx(net::UpstreamSslMode::kRequire, "");
   SSL_CTX_set_min_proto_version(cctx->get(), TLS1_VERSION);
   SSL_CTX_set_max_proto_version(cctx->get(), TLS1_1_VERSION);
   SSL_CTX_set_security_level(cctx->get(), 0);
   SSL_CTX_set_cipher_list(cctx->get(), "DEFAULT:@SECLEVEL=0");
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(cctx, "localhost");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(cctx, "localhost");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   EXPECT_FALSE(pump(**c, **s, cp, sp));
@@ -306,8 +310,9 @@ TEST_F(TlsEngineTest, OldProtocolVersionsAreRefused) {
 }
 
 TEST_F(TlsEngineTest, CloseNotifyEndsThePeer) {
-  auto s = TlsEngine::makeServer(serverCtx());
-  auto c = TlsEngine::makeClient(clientCtx(UpstreamSslMode::kVerifyFull, p("ca.crt")), "localhost");
+  auto s = net::TlsEngine::makeServer(serverCtx());
+  auto c = net::TlsEngine::makeClient(clientCtx(net::UpstreamSslMode::kVerifyFull, p("ca.crt")),
+                                      "localhost");
   ASSERT_TRUE(s.ok() && c.ok());
   std::string cp, sp;
   ASSERT_TRUE(pump(**c, **s, cp, sp));
@@ -315,14 +320,14 @@ TEST_F(TlsEngineTest, CloseNotifyEndsThePeer) {
   (*s)->shutdown();
   ASSERT_TRUE(pump(**c, **s, cp, sp));
   EXPECT_EQ(cp, "bye");
-  EXPECT_EQ((*c)->state(), TlsState::kClosed);
+  EXPECT_EQ((*c)->state(), net::TlsState::kClosed);
 }
 
 TEST_F(TlsEngineTest, ServerContextRejectsAKeyThatDoesNotMatch) {
-  auto r = TlsContext::makeServer(p("server.crt"), p("client.key"), "", false);
+  auto r = net::TlsContext::makeServer(p("server.crt"), p("client.key"), "", false);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("mismatch"), std::string::npos) << r.error();
-  EXPECT_FALSE(TlsContext::makeServer(p("nope.crt"), p("server.key"), "", false).ok());
+  EXPECT_FALSE(net::TlsContext::makeServer(p("nope.crt"), p("server.key"), "", false).ok());
 }
 
 // --- config ---------------------------------------------------------------------------------
@@ -331,9 +336,9 @@ std::string configError(const std::string& yaml, bool upstream) {
   try {
     const YAML::Node n = YAML::Load(yaml);
     if (upstream) {
-      (void)parseUpstreamTls(n, "/etc/pgwarden/pgwarden.yaml");
+      (void)net::parseUpstreamTls(n, "/etc/pgwarden/pgwarden.yaml");
     } else {
-      (void)parseTlsConfig(n, "/etc/pgwarden/pgwarden.yaml");
+      (void)net::parseTlsConfig(n, "/etc/pgwarden/pgwarden.yaml");
     }
   } catch (const config::ConfigError& e) {
     return e.key() + ": " + e.what();
@@ -342,13 +347,13 @@ std::string configError(const std::string& yaml, bool upstream) {
 }
 
 TEST_F(TlsEngineTest, ConfigDefaultsAndStrictKeys) {
-  const TlsConfig none = parseTlsConfig(YAML::Node(), "x.yaml");
-  EXPECT_EQ(none.mode, TlsMode::kDisable);
+  const net::TlsConfig none = net::parseTlsConfig(YAML::Node(), "x.yaml");
+  EXPECT_EQ(none.mode, net::TlsMode::kDisable);
   EXPECT_FALSE(none.enabled());
 
-  const TlsConfig with_cert = parseTlsConfig(
+  const net::TlsConfig with_cert = net::parseTlsConfig(
       YAML::Load("cert_file: " + p("server.crt") + "\nkey_file: " + p("server.key")), "x.yaml");
-  EXPECT_EQ(with_cert.mode, TlsMode::kAllow);  // a certificate turns TLS on
+  EXPECT_EQ(with_cert.mode, net::TlsMode::kAllow);  // a certificate turns TLS on
   EXPECT_TRUE(with_cert.enabled());
 
   EXPECT_NE(configError("certfile: a.crt", false).find("tls.certfile"), std::string::npos);
@@ -383,10 +388,11 @@ TEST_F(TlsEngineTest, ConfigFilesMustBeRegularFiles) {
 }
 
 TEST_F(TlsEngineTest, UpstreamSslModeConfig) {
-  EXPECT_EQ(parseUpstreamTls(YAML::Load("host: x"), "x.yaml").sslmode, UpstreamSslMode::kDisable);
-  const auto full = parseUpstreamTls(
+  EXPECT_EQ(net::parseUpstreamTls(YAML::Load("host: x"), "x.yaml").sslmode,
+            net::UpstreamSslMode::kDisable);
+  const auto full = net::parseUpstreamTls(
       YAML::Load("sslmode: verify-full\nsslrootcert: " + p("ca.crt")), "x.yaml");
-  EXPECT_EQ(full.sslmode, UpstreamSslMode::kVerifyFull);
+  EXPECT_EQ(full.sslmode, net::UpstreamSslMode::kVerifyFull);
   ASSERT_NE(full.context, nullptr);
   EXPECT_TRUE(full.context->verifiesHost());
   EXPECT_NE(configError("sslmode: verify-ca", true).find("needs upstream.sslrootcert"),

@@ -25,7 +25,7 @@ class WebhookClientTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(uv_loop_init(&loop_), 0);
     ASSERT_GT(service_.port(), 0) << "the test policy service did not start";
-    auto c = WebhookClient::create(&loop_, {});
+    auto c = net::WebhookClient::create(&loop_, {});
     ASSERT_TRUE(c.ok()) << c.error();
     client_ = std::move(c.value());
   }
@@ -34,8 +34,8 @@ class WebhookClientTest : public ::testing::Test {
     agent_test::drainLoop(&loop_);
   }
 
-  WebhookRequest request(const std::string& path, int timeout_ms = 2000, int retries = 0) {
-    WebhookRequest r;
+  net::WebhookRequest request(const std::string& path, int timeout_ms = 2000, int retries = 0) {
+    net::WebhookRequest r;
     r.url = service_.url(path);
     r.body = R"({"sql":"SELECT * FROM orders","tables":["public.orders"],"agent_id":"planner"})";
     r.timeout = std::chrono::milliseconds(timeout_ms);
@@ -43,7 +43,7 @@ class WebhookClientTest : public ::testing::Test {
     return r;
   }
 
-  WebhookOutcome post(WebhookRequest r) {
+  WebhookOutcome post(net::WebhookRequest r) {
     std::optional<WebhookOutcome> out;
     bool inside_post = true;
     client_->post(std::move(r), [&](WebhookOutcome o) {
@@ -73,7 +73,7 @@ class WebhookClientTest : public ::testing::Test {
 
   uv_loop_t loop_{};
   agent_test::PolicyService service_;
-  std::unique_ptr<WebhookClient> client_;
+  std::unique_ptr<net::WebhookClient> client_;
 };
 
 TEST_F(WebhookClientTest, Allow) {
@@ -109,7 +109,7 @@ TEST_F(WebhookClientTest, SlowPastTheTimeout) {
 }
 
 TEST_F(WebhookClientTest, ConnectionRefused) {
-  WebhookRequest r = request("/allow", 2000, 2);
+  net::WebhookRequest r = request("/allow", 2000, 2);
   r.url = "http://127.0.0.1:" + std::to_string(agent_test::freePort()) + "/check";
   const WebhookOutcome o = post(std::move(r));
   EXPECT_EQ(o.status, Status::kTransport);
@@ -151,7 +151,7 @@ TEST_F(WebhookClientTest, GarbageJson) {
 }
 
 TEST_F(WebhookClientTest, OversizedAnswerIsAFailure) {
-  WebhookRequest r = request("/big", 3000, 2);
+  net::WebhookRequest r = request("/big", 3000, 2);
   r.max_response_bytes = 4096;
   const WebhookOutcome o = post(std::move(r));
   EXPECT_EQ(o.status, Status::kTransport);
@@ -160,7 +160,7 @@ TEST_F(WebhookClientTest, OversizedAnswerIsAFailure) {
 }
 
 TEST_F(WebhookClientTest, HeadersAndBodyReachTheService) {
-  WebhookRequest r = request("/echo");
+  net::WebhookRequest r = request("/echo");
   r.headers = {{"Authorization", "Bearer tok-123"}, {"X-Tenant", "t1"}};
   const WebhookOutcome o = post(std::move(r));
   ASSERT_EQ(o.status, Status::kOk) << o.error;
@@ -209,12 +209,12 @@ TEST(WebhookClientBounds, InFlightAndQueueAreBounded) {
   ASSERT_EQ(uv_loop_init(&loop), 0);
   agent_test::PolicyService service;
   {
-    auto c = WebhookClient::create(&loop, {2, 1});
+    auto c = net::WebhookClient::create(&loop, {2, 1});
     ASSERT_TRUE(c.ok());
     auto& client = *c.value();
     std::vector<Status> results;
     for (int i = 0; i < 4; ++i) {
-      WebhookRequest r;
+      net::WebhookRequest r;
       r.url = service.url("/slow?ms=150");
       r.body = "{}";
       r.timeout = std::chrono::milliseconds(3000);
@@ -236,10 +236,10 @@ TEST(WebhookClientBounds, DestroyedWithRequestsInFlight) {
   agent_test::PolicyService service;
   int calls = 0;
   {
-    auto c = WebhookClient::create(&loop, {});
+    auto c = net::WebhookClient::create(&loop, {});
     ASSERT_TRUE(c.ok());
     for (int i = 0; i < 5; ++i) {
-      WebhookRequest r;
+      net::WebhookRequest r;
       r.url = service.url("/slow?ms=300");
       r.body = "{}";
       c.value()->post(std::move(r), [&](WebhookOutcome) { ++calls; });

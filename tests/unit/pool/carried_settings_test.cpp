@@ -11,20 +11,21 @@ namespace pgwarden::daemon {
 namespace {
 
 std::optional<std::string> rewrite(const std::string& sql, const ParamList& startup) {
-  const auto a = guards::analyzeUncached(sql);
+  const auto a = analysis::analyzeUncached(sql);
   EXPECT_TRUE(a->ok) << a->error;
-  return resetsToStartup(sql, a->statements, startup);
+  return pool::resetsToStartup(sql, a->statements, startup);
 }
 
 const ParamList kStartup = {
     {"DateStyle", "Postgres, MDY"}, {"TimeZone", "Asia/Tokyo"}, {"extra_float_digits", "2"}};
 
 TEST(CarriedSettings, StartupValues) {
-  EXPECT_EQ(startupValue("DateStyle", kStartup), "Postgres, MDY");
-  EXPECT_EQ(startupValue("application_name", kStartup), "");  // not sent: '' as on the server
-  EXPECT_EQ(startupValue("IntervalStyle", kStartup), std::nullopt);  // the login value is right
-  EXPECT_EQ(startupValue("search_path", {{"search_path", "x"}}), std::nullopt);
-  EXPECT_EQ(startupValue("client_encoding", {{"client_encoding", "LATIN1"}}), std::nullopt);
+  EXPECT_EQ(pool::startupValue("DateStyle", kStartup), "Postgres, MDY");
+  EXPECT_EQ(pool::startupValue("application_name", kStartup), "");  // not sent: '' as on the server
+  EXPECT_EQ(pool::startupValue("IntervalStyle", kStartup),
+            std::nullopt);  // the login value is right
+  EXPECT_EQ(pool::startupValue("search_path", {{"search_path", "x"}}), std::nullopt);
+  EXPECT_EQ(pool::startupValue("client_encoding", {{"client_encoding", "LATIN1"}}), std::nullopt);
 }
 
 TEST(CarriedSettings, ResetGoesBackToTheStartupValue) {
@@ -56,16 +57,17 @@ TEST(CarriedSettings, NothingToChange) {
 TEST(CarriedSettings, DateStyleKeepsTheServersOtherPart) {
   // pgjdbc sends DateStyle=ISO: on a direct login the order stays the server's (MDY here), not
   // the DMY a pooled connection's last client set.
-  EXPECT_EQ(completeDateStyle("ISO", "ISO, MDY"), "ISO, MDY");
-  EXPECT_EQ(completeDateStyle("DMY", "ISO, MDY"), "ISO, DMY");
-  EXPECT_EQ(completeDateStyle("Postgres, DMY", "ISO, MDY"), "Postgres, DMY");
-  EXPECT_EQ(completeDateStyle("German", "ISO, MDY"), "German");  // German means DMY
-  EXPECT_EQ(completeDateStyle("sql,european", "ISO, MDY"), "sql,european");
-  EXPECT_EQ(completeDateStyle("iso", "Postgres, YMD"), "iso, YMD");
-  EXPECT_EQ(completeDateStyle("default", "ISO, MDY"), "default");
-  EXPECT_EQ(completeDateStyle("ISO,", "ISO, MDY"), "ISO,");  // not readable: left to the server
+  EXPECT_EQ(pool::completeDateStyle("ISO", "ISO, MDY"), "ISO, MDY");
+  EXPECT_EQ(pool::completeDateStyle("DMY", "ISO, MDY"), "ISO, DMY");
+  EXPECT_EQ(pool::completeDateStyle("Postgres, DMY", "ISO, MDY"), "Postgres, DMY");
+  EXPECT_EQ(pool::completeDateStyle("German", "ISO, MDY"), "German");  // German means DMY
+  EXPECT_EQ(pool::completeDateStyle("sql,european", "ISO, MDY"), "sql,european");
+  EXPECT_EQ(pool::completeDateStyle("iso", "Postgres, YMD"), "iso, YMD");
+  EXPECT_EQ(pool::completeDateStyle("default", "ISO, MDY"), "default");
+  EXPECT_EQ(pool::completeDateStyle("ISO,", "ISO, MDY"),
+            "ISO,");  // not readable: left to the server
   ParamList p = {{"TimeZone", "UTC"}, {"DateStyle", "ISO"}};
-  completeDateStyle(p, "ISO, MDY");
+  pool::completeDateStyle(p, "ISO, MDY");
   EXPECT_EQ(p[1].second, "ISO, MDY");
   EXPECT_EQ(p[0].second, "UTC");
 }

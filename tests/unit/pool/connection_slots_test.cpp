@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-using pgwarden::daemon::ConnectionSlots;
+using pgwarden::pool::ConnectionSlots;
 
 namespace {
 

@@ -13,32 +13,32 @@
 
 namespace pgwarden::daemon::test {
 
-class FakeConnection final : public PooledConnection {
+class FakeConnection final : public pool::PooledConnection {
  public:
-  FakeConnection(Pool& pool, uint64_t id, bool fail_at_start)
+  FakeConnection(pool::Pool& pool, uint64_t id, bool fail_at_start)
       : pool_(pool), id_(id), fail_at_start_(fail_at_start) {}
 
   uint64_t id() const override { return id_; }
-  ServerState state() const override { return state_; }
+  pool::ServerState state() const override { return state_; }
   void start() override {
     if (fail_at_start_) {
       // As ServerConnection::start when the socket cannot even be made.
-      state_ = ServerState::kClosing;
+      state_ = pool::ServerState::kClosing;
       last_error_ = "socket: too many open files";
       pool_.onLoginFailed(*this, last_error_);
       closeCompletes();
       return;
     }
-    state_ = ServerState::kLogin;
+    state_ = pool::ServerState::kLogin;
   }
   void close(const std::string& why) override {
-    if (state_ == ServerState::kClosing || state_ == ServerState::kClosed) return;
-    const ServerState before = state_;
-    state_ = ServerState::kClosing;
+    if (state_ == pool::ServerState::kClosing || state_ == pool::ServerState::kClosed) return;
+    const pool::ServerState before = state_;
+    state_ = pool::ServerState::kClosing;
     if (last_error_.empty()) last_error_ = why;
     ++closes_;
-    if (before == ServerState::kResolving || before == ServerState::kConnecting ||
-        before == ServerState::kLogin) {
+    if (before == pool::ServerState::kResolving || before == pool::ServerState::kConnecting ||
+        before == pool::ServerState::kLogin) {
       pool_.onLoginFailed(*this, last_error_);
     }
   }
@@ -51,7 +51,7 @@ class FakeConnection final : public PooledConnection {
 
   // The server accepted the login: the connection is idle in its pool.
   void loginSucceeds() {
-    state_ = ServerState::kIdle;
+    state_ = pool::ServerState::kIdle;
     idle_since_ms_ = pool_.manager().nowMs();
     pool_.onLoginDone(*this);
   }
@@ -61,26 +61,26 @@ class FakeConnection final : public PooledConnection {
     close("the server refused the login: " + sqlstate);
   }
   // What a waiter does with the connection it got (ServerConnection::attach).
-  void attach() { state_ = ServerState::kActive; }
+  void attach() { state_ = pool::ServerState::kActive; }
   // The waiter let go and the reset finished: back in the pool.
   void resetDone() {
-    state_ = ServerState::kIdle;
+    state_ = pool::ServerState::kIdle;
     idle_since_ms_ = pool_.manager().nowMs();
     pool_.onIdle(*this);
   }
   // The socket's close callback ran. The pool buries the connection (freed at the next sweep).
   void closeCompletes() {
-    state_ = ServerState::kClosed;
+    state_ = pool::ServerState::kClosed;
     pool_.onClosed(*this);
   }
   int closes() const { return closes_; }
-  Pool& pool() { return pool_; }
+  pool::Pool& pool() { return pool_; }
 
  private:
-  Pool& pool_;
+  pool::Pool& pool_;
   uint64_t id_;
   bool fail_at_start_;
-  ServerState state_ = ServerState::kConnecting;
+  pool::ServerState state_ = pool::ServerState::kConnecting;
   uint64_t idle_since_ms_ = 0;
   std::string last_error_;
   std::string login_sqlstate_;
@@ -90,12 +90,12 @@ class FakeConnection final : public PooledConnection {
 
 // A client waiting for a connection: it attaches what it gets and writes what happened to a log
 // shared by the test.
-class RecordingWaiter final : public PoolWaiter {
+class RecordingWaiter final : public pool::PoolWaiter {
  public:
   RecordingWaiter(std::string name, std::vector<std::string>& log)
       : name_(std::move(name)), log_(log) {}
 
-  void onConnectionReady(PooledConnection& c) override {
+  void onConnectionReady(pool::PooledConnection& c) override {
     conn = static_cast<FakeConnection*>(&c);
     conn->attach();
     log_.push_back(name_ + " ready " + std::to_string(c.id()));
@@ -105,13 +105,13 @@ class RecordingWaiter final : public PoolWaiter {
     failed_message = message;
     log_.push_back(name_ + " failed " + sqlstate);
   }
-  void onWaitMoved(Pool& to) override {
+  void onWaitMoved(pool::Pool& to) override {
     moved_to = &to;
     log_.push_back(name_ + " moved");
   }
 
   FakeConnection* conn = nullptr;
-  Pool* moved_to = nullptr;
+  pool::Pool* moved_to = nullptr;
   std::string failed_sqlstate;
   std::string failed_message;
 
@@ -122,22 +122,22 @@ class RecordingWaiter final : public PoolWaiter {
 
 // The settings the pool tests start from: role "app", pools of up to 2 and no minimum, a 5 s
 // acquire timeout, a 2 s pause after a failed login, a minute's idle timeout.
-inline std::shared_ptr<PoolSettings> poolSettings() {
-  auto config = std::make_shared<PoolSettings>();
+inline std::shared_ptr<pool::PoolSettings> poolSettings() {
+  auto config = std::make_shared<pool::PoolSettings>();
   config->upstream.user = "app";
-  config->upstream.login_retry = Millis(2000);
+  config->upstream.login_retry = net::Millis(2000);
   config->pool.min_size = 0;
   config->pool.max_size = 2;
-  config->pool.acquire_timeout = Millis(5000);
-  config->pool.idle_timeout = Millis(60000);
+  config->pool.acquire_timeout = net::Millis(5000);
+  config->pool.idle_timeout = net::Millis(60000);
   return config;
 }
 
 // Makes FakeConnections and remembers them in order (they stay valid until the pool manager's
 // next sweep after they closed).
-class FakeFactory final : public ConnectionFactory {
+class FakeFactory final : public pool::ConnectionFactory {
  public:
-  std::unique_ptr<PooledConnection> create(Pool& pool, uint64_t id) override {
+  std::unique_ptr<pool::PooledConnection> create(pool::Pool& pool, uint64_t id) override {
     auto c = std::make_unique<FakeConnection>(pool, id, fail_at_start);
     made.push_back(c.get());
     return c;
@@ -145,7 +145,7 @@ class FakeFactory final : public ConnectionFactory {
   // Finishes every close in progress, as the sockets' close callbacks would.
   void closesComplete() {
     for (FakeConnection* c : made) {
-      if (c->state() == ServerState::kClosing) c->closeCompletes();
+      if (c->state() == pool::ServerState::kClosing) c->closeCompletes();
     }
   }
 

@@ -22,6 +22,8 @@
 #include "pool/pool.h"
 
 using namespace pgwarden::daemon;
+using namespace pgwarden::pool;
+using namespace pgwarden::net;
 using pgwarden::daemon::test::FakeFactory;
 
 namespace {

@@ -15,6 +15,7 @@
 #include "pool/server_conn.h"
 
 using namespace pgwarden::daemon;
+using namespace pgwarden::pool;
 using pgwarden::daemon::test::FakeConnection;
 using pgwarden::daemon::test::FakeFactory;
 

@@ -18,6 +18,8 @@
 #include "protocol/messages.h"
 
 using namespace pgwarden::daemon;
+using namespace pgwarden::pool;
+using namespace pgwarden;
 using pgwarden::daemon::test::FakeServer;
 namespace protocol = pgwarden::protocol;
 

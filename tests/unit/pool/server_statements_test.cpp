@@ -11,12 +11,12 @@
 namespace pgwarden::daemon {
 namespace {
 
-std::shared_ptr<const PreparedText> text(const char* sql, std::vector<uint32_t> types = {}) {
-  return std::make_shared<const PreparedText>(sql, types);
+std::shared_ptr<const pool::PreparedText> text(const char* sql, std::vector<uint32_t> types = {}) {
+  return std::make_shared<const pool::PreparedText>(sql, types);
 }
 
 TEST(ServerStatementsTest, SameTextAndTypesShareOneName) {
-  ServerStatements s(4);
+  pool::ServerStatements s(4);
   const auto a = text("select $1", {23});
   const auto b = text("select $1", {23});  // another client's identical statement
   const auto c = text("select $1", {25});  // other parameter types: another statement
@@ -31,12 +31,12 @@ TEST(ServerStatementsTest, SameTextAndTypesShareOneName) {
 
 TEST(ServerStatementsTest, KeyKeepsTypesApartFromText) {
   // Types are fixed-width and end with a NUL: no (types, text) pair can collide with another.
-  EXPECT_NE(PreparedText("\x17x", {}).key, PreparedText("x", {0x17}).key);
-  EXPECT_NE(PreparedText("a", {1, 2}).key, PreparedText("a", {1}).key);
+  EXPECT_NE(pool::PreparedText("\x17x", {}).key, pool::PreparedText("x", {0x17}).key);
+  EXPECT_NE(pool::PreparedText("a", {1, 2}).key, pool::PreparedText("a", {1}).key);
 }
 
 TEST(ServerStatementsTest, EvictsLeastRecentlyUsedAndNamesItForClosing) {
-  ServerStatements s(2);
+  pool::ServerStatements s(2);
   const auto a = text("a");
   const auto b = text("b");
   const auto c = text("c");
@@ -57,7 +57,7 @@ TEST(ServerStatementsTest, EvictsLeastRecentlyUsedAndNamesItForClosing) {
 }
 
 TEST(ServerStatementsTest, EraseAndClear) {
-  ServerStatements s(3);
+  pool::ServerStatements s(3);
   const auto a = text("a");
   s.add(a, nullptr);
   s.erase(*a);
@@ -67,7 +67,7 @@ TEST(ServerStatementsTest, EraseAndClear) {
   s.add(text("y"), nullptr);
   s.clear();
   EXPECT_EQ(s.size(), 0u);
-  EXPECT_EQ(s.find(PreparedText("x", {})), nullptr);
+  EXPECT_EQ(s.find(pool::PreparedText("x", {})), nullptr);
 }
 
 }  // namespace

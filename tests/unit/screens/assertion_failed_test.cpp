@@ -26,13 +26,13 @@ g:
 )";
 
 struct Checked {
-  std::shared_ptr<const guards::Analysis> analysis;
+  std::shared_ptr<const analysis::Analysis> analysis;
   std::vector<guards::AssertionCheck> checks;
 };
 
 Checked checksOf(const guards::PolicyGroup& g, std::string_view sql, std::string_view tool = "") {
   Checked c;
-  c.analysis = guards::analyzeUncached(sql);
+  c.analysis = analysis::analyzeUncached(sql);
   guards::assertionChecks(g.settings(), c.analysis->statements.at(0), tool, c.checks);
   return c;
 }
@@ -143,7 +143,7 @@ TEST(SoftDeleteColumns, DeclaredPerTable) {
   };
   Screening r;
   r.group = groups.at("g").get();
-  r.stats = guards::TableStatsSnapshot::fromRows(
+  r.stats = analysis::TableStatsSnapshot::fromRows(
       {{"public", "orders", "3000", "id", "integer"}},
       {col("cancelled_at", "timestamp with time zone", "D", "0.9"),
        col("tenant_id", "integer", "N", "0")});

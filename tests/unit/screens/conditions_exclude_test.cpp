@@ -11,14 +11,14 @@ using screentest::rows;
 using screentest::Screening;
 using screentest::singleZero;
 
-std::shared_ptr<const guards::TableStatsSnapshot> ordersStats() {
+std::shared_ptr<const analysis::TableStatsSnapshot> ordersStats() {
   auto col = [](std::string name, std::string type, std::string cat, std::string mcv,
                 std::string freqs, std::string nd,
                 std::string null_frac) -> std::vector<std::string> {
     return {"public", "orders", name,   type,    cat,     "",      "",        mcv, freqs,
             nd,       "",       "true", "false", "false", "false", null_frac, ""};
   };
-  return guards::TableStatsSnapshot::fromRows(
+  return analysis::TableStatsSnapshot::fromRows(
       {{"public", "orders", "3000", "id", "integer"}, {"public", "items", "9000", "id", "integer"}},
       {col("status", "text", "S", "{NEW,PAID,SHIPPED}", "{0.34,0.33,0.33}", "3", "0"),
        col("shipped_at", "timestamp without time zone", "D", "", "", "-0.3", "0.667"),

@@ -13,7 +13,7 @@ using screentest::empty;
 using screentest::rows;
 using screentest::singleZero;
 
-std::shared_ptr<const guards::TableStatsSnapshot> usersStats() {
+std::shared_ptr<const analysis::TableStatsSnapshot> usersStats() {
   // schema, table, column, type, category, enum, check, mcv, freqs, n_distinct, histogram,
   // analysed, unique, leads_btree, not null, null_frac, references
   auto col = [](std::string name, std::string type, std::string cat, std::string mcv,
@@ -22,7 +22,7 @@ std::shared_ptr<const guards::TableStatsSnapshot> usersStats() {
     return {"public", "users", name,   type,    cat,   "",      "",        mcv, freqs,
             nd,       "",      "true", "false", leads, "false", null_frac, ""};
   };
-  return guards::TableStatsSnapshot::fromRows(
+  return analysis::TableStatsSnapshot::fromRows(
       {{"public", "users", "20000", "id", "integer"}},
       {col("email", "text", "S", "", "", "-1", "true", "0"),
        col("nickname", "text", "S", "", "", "-1", "false", "0"),
@@ -35,7 +35,7 @@ struct Probing : screentest::Screening {
   Probing() { stats = usersStats(); }
   // The input the screens read of `sql`'s result (analysed anew), with `probe`'s answer.
   ScreenInput input(std::string_view sql, const ProbeAnswer* probe = nullptr) {
-    analysis = guards::analyzeUncached(sql);
+    analysis = analysis::analyzeUncached(sql);
     ScreenInput in;
     in.statement = &analysis->statements.at(0);
     in.sql = sql;

@@ -34,28 +34,33 @@ g:
 }
 
 TEST(WorthScreening, OnlyShapesThatCanBeFlagged) {
-  auto a = guards::analyzeUncached("SELECT id, status FROM fct_shipments WHERE id > 5 ORDER BY id LIMIT 5");
+  auto a = analysis::analyzeUncached(
+      "SELECT id, status FROM fct_shipments WHERE id > 5 ORDER BY id LIMIT 5");
   // A range on a column is a comparison: worth a look (it may be out of range when empty).
   EXPECT_TRUE(worthScreening(a->statements[0]));
-  EXPECT_FALSE(worthScreening(guards::analyzeUncached("SELECT 1")->statements[0]));
+  EXPECT_FALSE(worthScreening(analysis::analyzeUncached("SELECT 1")->statements[0]));
   // pgbench -S: worth a look by shape, but one row that is not a zero cannot make any screen speak.
-  const auto pgbench = guards::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
+  const auto pgbench =
+      analysis::analyzeUncached("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
   EXPECT_TRUE(worthScreening(pgbench->statements[0]));
   // One row that is not a zero: only SOFT_DELETED_ROWS could speak, and only once some table of
   // the catalog has a soft-delete column (until then, pgbench -S is never screened).
-  EXPECT_EQ(maySpeak(pgbench->statements[0], rows(1)), guards::softDeleteColumnsSeen());
-  ASSERT_TRUE(guards::parseColumnRow({"public", "users", "deleted_at", "timestamp with time zone",
-                                      "D", "", "", "", "", "-0.5", "", "true", "false", "false",
-                                      "false", "0.9", ""}));
-  EXPECT_TRUE(guards::softDeleteColumnsSeen());
+  EXPECT_EQ(maySpeak(pgbench->statements[0], rows(1)), analysis::softDeleteColumnsSeen());
+  ASSERT_TRUE(analysis::parseColumnRow({"public", "users", "deleted_at", "timestamp with time zone",
+                                        "D", "", "", "", "", "-0.5", "", "true", "false", "false",
+                                        "false", "0.9", ""}));
+  EXPECT_TRUE(analysis::softDeleteColumnsSeen());
   EXPECT_TRUE(maySpeak(pgbench->statements[0], rows(1)));
-  EXPECT_FALSE(maySpeak(
-      guards::analyzeUncached("SELECT 1 FROM t WHERE deleted_at IS NULL AND id = 3")->statements[0],
-      rows(1)));
+  EXPECT_FALSE(
+      maySpeak(analysis::analyzeUncached("SELECT 1 FROM t WHERE deleted_at IS NULL AND id = 3")
+                   ->statements[0],
+               rows(1)));
   EXPECT_TRUE(maySpeak(pgbench->statements[0], empty()));
-  EXPECT_FALSE(worthScreening(guards::analyzeUncached("SET search_path = public")->statements[0]));
-  EXPECT_FALSE(worthScreening(
-      guards::analyzeUncached("SELECT count(*) FROM (VALUES (1)) v(x) GROUP BY x")->statements[0]));
+  EXPECT_FALSE(
+      worthScreening(analysis::analyzeUncached("SET search_path = public")->statements[0]));
+  EXPECT_FALSE(
+      worthScreening(analysis::analyzeUncached("SELECT count(*) FROM (VALUES (1)) v(x) GROUP BY x")
+                         ->statements[0]));
 }
 
 }  // namespace

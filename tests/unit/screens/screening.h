@@ -13,7 +13,7 @@
 
 namespace pgwarden::screens::screentest {
 
-using guards::TableStatsSnapshot;
+using analysis::TableStatsSnapshot;
 using Row = std::vector<std::string>;
 
 inline Row column(std::string table, std::string col, std::string category, std::string mcv,
@@ -41,14 +41,14 @@ inline std::shared_ptr<const TableStatsSnapshot> shipmentStats() {
 }
 
 struct Screening {
-  std::shared_ptr<const guards::Analysis> analysis;
+  std::shared_ptr<const analysis::Analysis> analysis;
   std::vector<std::optional<std::string>> params;
   ResultSummary result;
   std::shared_ptr<const TableStatsSnapshot> stats = shipmentStats();
   const guards::PolicyGroup* group = nullptr;
 
   std::vector<guards::Verdict> screen(std::string_view sql) {
-    analysis = guards::analyzeUncached(sql);
+    analysis = analysis::analyzeUncached(sql);
     EXPECT_TRUE(analysis->ok) << sql;
     ScreenInput in;
     in.statement = &analysis->statements.at(0);

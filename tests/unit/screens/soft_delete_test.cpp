@@ -17,8 +17,8 @@ Row softCol(std::string table, std::string column, std::string type, std::string
           "-0.5",   histogram, "true", "false", "false",  not_null, null_frac, ""};
 }
 
-std::shared_ptr<const guards::TableStatsSnapshot> softStats() {
-  return guards::TableStatsSnapshot::fromRows(
+std::shared_ptr<const analysis::TableStatsSnapshot> softStats() {
+  return analysis::TableStatsSnapshot::fromRows(
       {{"public", "users", "2000", "id", "integer"},
        {"public", "products", "600", "id", "integer"},
        {"public", "events", "100", "id", "integer"},

@@ -18,8 +18,8 @@ Row shopCol(std::string table, std::string column, std::string not_null, std::st
           "-0.5",   "",    "true", unique,    "false", not_null, null_frac, references};
 }
 
-std::shared_ptr<const guards::TableStatsSnapshot> shop() {
-  return guards::TableStatsSnapshot::fromRows(
+std::shared_ptr<const analysis::TableStatsSnapshot> shop() {
+  return analysis::TableStatsSnapshot::fromRows(
       {{"public", "customers", "400", "id", "integer"},
        {"public", "orders", "3000", "id", "integer"},
        {"public", "payments", "2500", "id", "integer"}},

@@ -7,7 +7,7 @@
 namespace pgwarden::screens {
 namespace {
 
-using guards::TableStatsSnapshot;
+using analysis::TableStatsSnapshot;
 using screentest::codesOf;
 using screentest::empty;
 using screentest::rows;

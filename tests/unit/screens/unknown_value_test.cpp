@@ -8,7 +8,7 @@
 namespace pgwarden::screens {
 namespace {
 
-using guards::TableStatsSnapshot;
+using analysis::TableStatsSnapshot;
 using screentest::codesOf;
 using screentest::column;
 using screentest::empty;

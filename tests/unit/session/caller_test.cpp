@@ -10,7 +10,7 @@ namespace {
 using guards::AgentKey;
 
 TEST(Caller, ASessionStartsWithItsStartupValuesAndProvenanceOff) {
-  Caller c;
+  session::Caller c;
   c.startAgent("agent-7", "conv-1", "read");
   EXPECT_EQ(c.agentId(), "agent-7");
   EXPECT_EQ(c.conversationId(), "conv-1");
@@ -20,7 +20,7 @@ TEST(Caller, ASessionStartsWithItsStartupValuesAndProvenanceOff) {
 }
 
 TEST(Caller, ResetGoesBackToTheStartNotToTheLastSet) {
-  Caller c;
+  session::Caller c;
   c.startAgent("agent-7", "conv-1", "");
   c.setAgentSetting(AgentKey::kConversationId, "conv-2");
   c.setAgentSetting(AgentKey::kConversationId, "conv-3");

@@ -49,26 +49,26 @@ std::string saslInitial(std::string_view data) {
 
 std::string cstring(std::string_view s) { return std::string(s) + '\0'; }
 
-UserConfig scramUser(const std::string& password, int iterations = 4096) {
-  UserConfig u;
+config::UserConfig scramUser(const std::string& password, int iterations = 4096) {
+  config::UserConfig u;
   u.name = "agent";
-  u.method = AuthMethod::kScramSha256;
+  u.method = config::AuthMethod::kScramSha256;
   u.secret = protocol::makeScramVerifierWithSalt(password, "0123456789abcdef", iterations);
   return u;
 }
 
-UserConfig md5User(const std::string& password) {
-  UserConfig u;
+config::UserConfig md5User(const std::string& password) {
+  config::UserConfig u;
   u.name = "m";
-  u.method = AuthMethod::kMd5;
+  u.method = config::AuthMethod::kMd5;
   u.secret = protocol::md5Verifier("m", password);
   return u;
 }
 
 // Runs a whole SCRAM exchange with `password`; returns the final verdict and, through
 // `server_first`, what the server revealed.
-ClientAuth::Outcome scramLogin(ClientAuth& auth, const std::string& password,
-                               std::string* server_first = nullptr) {
+session::ClientAuth::Outcome scramLogin(session::ClientAuth& auth, const std::string& password,
+                                        std::string* server_first = nullptr) {
   std::string out;
   auth.begin(out);
   const AuthMessage sasl = takeAuth(out);
@@ -76,7 +76,7 @@ ClientAuth::Outcome scramLogin(ClientAuth& auth, const std::string& password,
   EXPECT_EQ(sasl.data, std::string("SCRAM-SHA-256") + '\0' + '\0');
   protocol::ScramClient client("", password);
   auto o = auth.handle('p', saslInitial(client.clientFirst()), out);
-  if (o.verdict != ClientAuth::Verdict::kContinue) return o;
+  if (o.verdict != session::ClientAuth::Verdict::kContinue) return o;
   const AuthMessage cont = takeAuth(out);
   EXPECT_EQ(cont.code, 11u);  // AuthenticationSASLContinue
   if (server_first) *server_first = cont.data;
@@ -85,8 +85,8 @@ ClientAuth::Outcome scramLogin(ClientAuth& auth, const std::string& password,
   return auth.handle('p', *final_msg, out);
 }
 
-ClientAuth::Outcome md5Login(ClientAuth& auth, const std::string& user,
-                             const std::string& password) {
+session::ClientAuth::Outcome md5Login(session::ClientAuth& auth, const std::string& user,
+                                      const std::string& password) {
   std::string out;
   auth.begin(out);
   const AuthMessage md5 = takeAuth(out);
@@ -104,24 +104,25 @@ std::string saltOf(const std::string& server_first) {
 }
 
 TEST(ClientAuth, ScramUserWithTheRightPasswordGetsIn) {
-  const UserConfig u = scramUser("right");
-  ClientAuth auth(&u, "agent", UnknownUserAuth{.salt_key = kKey}, "no such user");
-  EXPECT_EQ(scramLogin(auth, "right").verdict, ClientAuth::Verdict::kOk);
-  ClientAuth wrong(&u, "agent", UnknownUserAuth{.salt_key = kKey}, "no such user");
+  const config::UserConfig u = scramUser("right");
+  session::ClientAuth auth(&u, "agent", session::UnknownUserAuth{.salt_key = kKey}, "no such user");
+  EXPECT_EQ(scramLogin(auth, "right").verdict, session::ClientAuth::Verdict::kOk);
+  session::ClientAuth wrong(&u, "agent", session::UnknownUserAuth{.salt_key = kKey},
+                            "no such user");
   const auto o = scramLogin(wrong, "wrong");
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "wrong password (SCRAM)");
 }
 
 TEST(ClientAuth, UnknownUserUnderScramLooksLikeARealUser) {
-  UnknownUserAuth unknown{.method = AuthMethod::kScramSha256,
-                          .scram_iterations = 8192,
-                          .scram_salt_len = 16,
-                          .salt_key = kKey};
-  ClientAuth a(nullptr, "ghost", unknown, "no such user");
+  session::UnknownUserAuth unknown{.method = config::AuthMethod::kScramSha256,
+                                   .scram_iterations = 8192,
+                                   .scram_salt_len = 16,
+                                   .salt_key = kKey};
+  session::ClientAuth a(nullptr, "ghost", unknown, "no such user");
   std::string first_a;
   const auto o = scramLogin(a, "anything", &first_a);
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "no such user");
   EXPECT_NE(first_a.find(",i=8192"), std::string::npos) << first_a;
   // The salt is HMAC-SHA256(key, name) cut to the real users' length: the same on every
@@ -131,63 +132,66 @@ TEST(ClientAuth, UnknownUserUnderScramLooksLikeARealUser) {
   HMAC(EVP_sha256(), kKey.data(), static_cast<int>(kKey.size()),
        reinterpret_cast<const unsigned char*>("ghost"), 5, mac, &len);
   EXPECT_EQ(saltOf(first_a), std::string(reinterpret_cast<char*>(mac), 16));
-  ClientAuth again(nullptr, "ghost", unknown, "no such user");
+  session::ClientAuth again(nullptr, "ghost", unknown, "no such user");
   std::string first_again;
   scramLogin(again, "other", &first_again);
   EXPECT_EQ(saltOf(first_again), saltOf(first_a));
-  ClientAuth other(nullptr, "ghost2", unknown, "no such user");
+  session::ClientAuth other(nullptr, "ghost2", unknown, "no such user");
   std::string first_other;
   scramLogin(other, "anything", &first_other);
   EXPECT_NE(saltOf(first_other), saltOf(first_a));
 }
 
 TEST(ClientAuth, UnknownUserUnderMd5GetsTheMd5Challenge) {
-  UnknownUserAuth unknown{.method = AuthMethod::kMd5, .salt_key = kKey};
-  ClientAuth auth(nullptr, "ghost", unknown, "no such user");
-  EXPECT_EQ(auth.method(), AuthMethod::kMd5);
+  session::UnknownUserAuth unknown{.method = config::AuthMethod::kMd5, .salt_key = kKey};
+  session::ClientAuth auth(nullptr, "ghost", unknown, "no such user");
+  EXPECT_EQ(auth.method(), config::AuthMethod::kMd5);
   const auto o = md5Login(auth, "ghost", "anything");
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "no such user");
 }
 
 TEST(ClientAuth, Md5UserWithTheRightPasswordGetsIn) {
-  const UserConfig u = md5User("right");
-  ClientAuth auth(&u, "m", UnknownUserAuth{.salt_key = kKey}, "no such user");
-  EXPECT_EQ(auth.method(), AuthMethod::kMd5);  // its own method, whatever unknown users get
-  EXPECT_EQ(md5Login(auth, "m", "right").verdict, ClientAuth::Verdict::kOk);
-  ClientAuth wrong(&u, "m", UnknownUserAuth{.salt_key = kKey}, "no such user");
+  const config::UserConfig u = md5User("right");
+  session::ClientAuth auth(&u, "m", session::UnknownUserAuth{.salt_key = kKey}, "no such user");
+  EXPECT_EQ(auth.method(), config::AuthMethod::kMd5);  // its own method, whatever unknown users get
+  EXPECT_EQ(md5Login(auth, "m", "right").verdict, session::ClientAuth::Verdict::kOk);
+  session::ClientAuth wrong(&u, "m", session::UnknownUserAuth{.salt_key = kKey}, "no such user");
   const auto o = md5Login(wrong, "m", "wrong");
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "wrong password (md5)");
 }
 
 TEST(ClientAuth, TrustUserPassedAsUnknownIsAnsweredAsUnknown) {
-  UserConfig t;
+  config::UserConfig t;
   t.name = "analyst";
-  t.method = AuthMethod::kTrust;
-  ClientAuth auth(&t, "analyst", UnknownUserAuth{.salt_key = kKey}, "trust user over TCP");
+  t.method = config::AuthMethod::kTrust;
+  session::ClientAuth auth(&t, "analyst", session::UnknownUserAuth{.salt_key = kKey},
+                           "trust user over TCP");
   const auto o = scramLogin(auth, "");
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "trust user over TCP");
 }
 
 TEST(ClientAuth, AMessageThatIsNotAPasswordIsAViolationNamedByNumber) {
-  ClientAuth auth(nullptr, "ghost", UnknownUserAuth{.salt_key = kKey}, "no such user");
+  session::ClientAuth auth(nullptr, "ghost", session::UnknownUserAuth{.salt_key = kKey},
+                           "no such user");
   std::string out;
   auth.begin(out);
   const auto o = auth.handle('\0', "", out);
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kProtocolViolation);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kProtocolViolation);
   EXPECT_EQ(o.reason, "expected a password message, got message type 0");
   EXPECT_EQ(o.reason.find('\0'), std::string::npos);
 }
 
 TEST(ClientAuth, MalformedScramMessagesFailAsUnknownWithoutSayingSo) {
-  ClientAuth auth(nullptr, "ghost", UnknownUserAuth{.salt_key = kKey}, "no such user");
+  session::ClientAuth auth(nullptr, "ghost", session::UnknownUserAuth{.salt_key = kKey},
+                           "no such user");
   std::string out;
   auth.begin(out);
   out.clear();
   const auto o = auth.handle('p', saslInitial("x"), out);
-  EXPECT_EQ(o.verdict, ClientAuth::Verdict::kFailed);
+  EXPECT_EQ(o.verdict, session::ClientAuth::Verdict::kFailed);
   EXPECT_EQ(o.reason, "no such user");
   EXPECT_TRUE(out.empty());
 }

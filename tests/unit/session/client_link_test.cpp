@@ -17,7 +17,7 @@ class ClientLinkTest : public ::testing::Test {
 };
 
 TEST_F(ClientLinkTest, TheStartupDeadlineOnlyMovesEarlier) {
-  ClientLink link(&loop_, nullptr, true, {});
+  session::ClientLink link(&loop_, nullptr, true, {});
   link.opened(1000, 5000);
   EXPECT_EQ(link.connectedAtMs(), 1000u);
   EXPECT_EQ(link.deadlineMs(), 6000u);
@@ -30,7 +30,7 @@ TEST_F(ClientLinkTest, TheStartupDeadlineOnlyMovesEarlier) {
 }
 
 TEST_F(ClientLinkTest, AQuietLinkIsTrimmedOnceUntilBytesCome) {
-  ClientLink link(&loop_, nullptr, true, {});
+  session::ClientLink link(&loop_, nullptr, true, {});
   link.opened(1000, 5000);
   EXPECT_FALSE(link.trimmed());
   EXPECT_EQ(link.idleMs(1400), 400u);
@@ -45,7 +45,7 @@ TEST_F(ClientLinkTest, AQuietLinkIsTrimmedOnceUntilBytesCome) {
 }
 
 TEST_F(ClientLinkTest, EachPauseAndResumeOfTheServerIsReportedOnce) {
-  ClientLink link(&loop_, nullptr, true, {});
+  session::ClientLink link(&loop_, nullptr, true, {});
   EXPECT_FALSE(link.resumeServer());
   EXPECT_TRUE(link.pauseServer());
   EXPECT_FALSE(link.pauseServer());
@@ -61,7 +61,7 @@ TEST_F(ClientLinkTest, EachPauseAndResumeOfTheServerIsReportedOnce) {
 }
 
 TEST_F(ClientLinkTest, TheStallClockRunsWhileTheClientTakesNothing) {
-  ClientLink link(&loop_, nullptr, true, {});
+  session::ClientLink link(&loop_, nullptr, true, {});
   link->out().append(100, 'x');               // unsent bytes for the client
   EXPECT_EQ(link.stalledMs(1000, true), 0u);  // the server is not held back: no clock
   ASSERT_TRUE(link.pauseServer());

@@ -10,7 +10,7 @@ namespace pgwarden::daemon::test {
 namespace {
 
 TEST(Login, ARefusalWaitsForTheStartupMessage) {
-  Login login;
+  session::Login login;
   EXPECT_FALSE(login.reject());
   login.rejectAfterStartup({"53300", "too many", metrics::RejectReason::kMaxConnections});
   ASSERT_TRUE(login.reject());
@@ -19,18 +19,18 @@ TEST(Login, ARefusalWaitsForTheStartupMessage) {
 }
 
 TEST(Login, ThePasswordExchangeEndsWithItsOutcome) {
-  Login login;
+  session::Login login;
   EXPECT_EQ(login.auth(), nullptr);
-  const UnknownUserAuth unknown{AuthMethod::kScramSha256, 4096, 16, "salt"};
-  ClientAuth& auth =
-      login.startAuth(std::make_unique<ClientAuth>(nullptr, "nobody", unknown, "no such user"));
+  const session::UnknownUserAuth unknown{config::AuthMethod::kScramSha256, 4096, 16, "salt"};
+  session::ClientAuth& auth = login.startAuth(
+      std::make_unique<session::ClientAuth>(nullptr, "nobody", unknown, "no such user"));
   EXPECT_EQ(login.auth(), &auth);
   login.authOver();
   EXPECT_EQ(login.auth(), nullptr);
 }
 
 TEST(Login, TheFirstStatisticsWaitIsTakenOnceAndEndsOnce) {
-  Login login;
+  session::Login login;
   EXPECT_TRUE(login.firstAttachEnd());
   EXPECT_FALSE(login.firstAttachEnd());        // a second attach end goes straight on
   EXPECT_FALSE(login.statsWaitOver(0, true));  // no wait begun: nothing ends
@@ -39,7 +39,7 @@ TEST(Login, TheFirstStatisticsWaitIsTakenOnceAndEndsOnce) {
   EXPECT_TRUE(login.statsWaitOver(1001, true));   // loaded
   EXPECT_FALSE(login.statsWaitOver(1002, true));  // once
   login.waitForStats(1000);
-  EXPECT_TRUE(login.statsWaitOver(1000 + kStatsWaitMs, false));  // its time is up
+  EXPECT_TRUE(login.statsWaitOver(1000 + session::kStatsWaitMs, false));  // its time is up
 }
 
 class LoginTest : public SessionHarness {};

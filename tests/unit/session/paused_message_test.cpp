@@ -10,63 +10,67 @@
 namespace pgwarden::daemon {
 namespace {
 
-constexpr std::array kAll = {PauseReason::kNone,          PauseReason::kVerdict,
-                             PauseReason::kVerdictServer, PauseReason::kServer,
-                             PauseReason::kWriteStep,     PauseReason::kTxnState,
-                             PauseReason::kConsoleGather, PauseReason::kConsoleHold};
+constexpr std::array kAll = {
+    session::PauseReason::kNone,          session::PauseReason::kVerdict,
+    session::PauseReason::kVerdictServer, session::PauseReason::kServer,
+    session::PauseReason::kWriteStep,     session::PauseReason::kTxnState,
+    session::PauseReason::kConsoleGather, session::PauseReason::kConsoleHold};
 
 // An address to compare with: the object only remembers which pool it waits on, never calls it.
-Pool& fakePool() {
+pool::Pool& fakePool() {
   alignas(64) static char storage[64];
-  return *reinterpret_cast<Pool*>(storage);
+  return *reinterpret_cast<pool::Pool*>(storage);
 }
 
 TEST(PausedMessage, EveryPauseMayEndAndNoneStartsFromAnotherExceptTheServerWaitOfAVerdict) {
-  for (PauseReason from : kAll) {
-    EXPECT_TRUE(legalPause(from, PauseReason::kNone)) << pauseReasonName(from);
-    for (PauseReason to : kAll) {
-      if (to == PauseReason::kNone || to == from) continue;
-      const bool expected = (from == PauseReason::kNone && to != PauseReason::kVerdictServer) ||
-                            (from == PauseReason::kVerdict && to == PauseReason::kVerdictServer) ||
-                            (from == PauseReason::kVerdictServer &&
-                             (to == PauseReason::kVerdict || to == PauseReason::kServer));
-      EXPECT_EQ(legalPause(from, to), expected)
-          << pauseReasonName(from) << " -> " << pauseReasonName(to);
+  for (session::PauseReason from : kAll) {
+    EXPECT_TRUE(session::legalPause(from, session::PauseReason::kNone))
+        << session::pauseReasonName(from);
+    for (session::PauseReason to : kAll) {
+      if (to == session::PauseReason::kNone || to == from) continue;
+      const bool expected =
+          (from == session::PauseReason::kNone && to != session::PauseReason::kVerdictServer) ||
+          (from == session::PauseReason::kVerdict && to == session::PauseReason::kVerdictServer) ||
+          (from == session::PauseReason::kVerdictServer &&
+           (to == session::PauseReason::kVerdict || to == session::PauseReason::kServer));
+      EXPECT_EQ(session::legalPause(from, to), expected)
+          << session::pauseReasonName(from) << " -> " << session::pauseReasonName(to);
     }
   }
 }
 
 TEST(PausedMessage, AnImpossibleMoveIsRefusedAndChangesNothing) {
-  PausedMessage p(7);
-  ASSERT_TRUE(p.move(PauseReason::kWriteStep));
-  EXPECT_FALSE(p.move(PauseReason::kConsoleHold));  // a console hold never starts mid-write
-  EXPECT_EQ(p.reason(), PauseReason::kWriteStep);
+  session::PausedMessage p(7);
+  ASSERT_TRUE(p.move(session::PauseReason::kWriteStep));
+  EXPECT_FALSE(
+      p.move(session::PauseReason::kConsoleHold));  // a console hold never starts mid-write
+  EXPECT_EQ(p.reason(), session::PauseReason::kWriteStep);
   EXPECT_FALSE(p.keep("Q\0\0\0\x09SELECT 1"));  // nor is a message kept for a verdict then
   EXPECT_FALSE(p.holdsMessage());
-  EXPECT_TRUE(p.move(PauseReason::kWriteStep));  // staying is not a move
-  PausedMessage q(8);
-  EXPECT_FALSE(q.move(PauseReason::kVerdictServer));  // no verdict without its message
+  EXPECT_TRUE(p.move(session::PauseReason::kWriteStep));  // staying is not a move
+  session::PausedMessage q(8);
+  EXPECT_FALSE(q.move(session::PauseReason::kVerdictServer));  // no verdict without its message
   EXPECT_FALSE(q.paused());
 }
 
 TEST(PausedMessage, AMessageWaitsForItsVerdictThenForAServerAndGoesOnWithIt) {
-  PausedMessage p(1);
+  session::PausedMessage p(1);
   const std::string raw("Q\0\0\0\x0dSELECT 1\0", 14);
   ASSERT_TRUE(p.keep(raw));
   EXPECT_TRUE(p.paused());
   EXPECT_TRUE(p.holdsMessage());
   EXPECT_EQ(p.message(), raw);
-  Pool& pool = fakePool();
+  pool::Pool& pool = fakePool();
   ASSERT_TRUE(p.waitForServer(pool));
-  EXPECT_EQ(p.reason(), PauseReason::kVerdictServer);
+  EXPECT_EQ(p.reason(), session::PauseReason::kVerdictServer);
   EXPECT_EQ(p.pool(), &pool);
-  GateVerdict v;
+  session::GateVerdict v;
   v.explain_error = "marker";
   p.holdVerdict(std::move(v));
   p.serverWaitOver();  // the connection came
-  EXPECT_EQ(p.reason(), PauseReason::kVerdict);
+  EXPECT_EQ(p.reason(), session::PauseReason::kVerdict);
   EXPECT_EQ(p.pool(), nullptr);
-  const std::optional<GateVerdict> held = p.takeVerdict();
+  const std::optional<session::GateVerdict> held = p.takeVerdict();
   ASSERT_TRUE(held);
   EXPECT_EQ(held->explain_error, "marker");
   EXPECT_EQ(p.takeMessage(), raw);
@@ -75,14 +79,14 @@ TEST(PausedMessage, AMessageWaitsForItsVerdictThenForAServerAndGoesOnWithIt) {
 }
 
 TEST(PausedMessage, DroppingTheMessageKeepsTheServerWaitAndHandsBackTheVerdict) {
-  PausedMessage p(1);
+  session::PausedMessage p(1);
   ASSERT_TRUE(p.keep("B"));
-  Pool& pool = fakePool();
+  pool::Pool& pool = fakePool();
   ASSERT_TRUE(p.waitForServer(pool));
-  p.holdVerdict(GateVerdict{});
+  p.holdVerdict(session::GateVerdict{});
   p.deferExplain({"EXPLAIN SELECT 1", false, {}});
   EXPECT_TRUE(p.dropMessage().has_value());
-  EXPECT_EQ(p.reason(), PauseReason::kServer);  // the pool still owes an answer
+  EXPECT_EQ(p.reason(), session::PauseReason::kServer);  // the pool still owes an answer
   EXPECT_EQ(p.pool(), &pool);
   EXPECT_FALSE(p.holdsMessage());
   EXPECT_FALSE(p.takeExplain().has_value());
@@ -91,21 +95,21 @@ TEST(PausedMessage, DroppingTheMessageKeepsTheServerWaitAndHandsBackTheVerdict) 
 }
 
 TEST(PausedMessage, AWriteStepOrStateWaitEndsWithOneResumeAndLeavesOtherPausesAlone) {
-  PausedMessage p(1);
-  ASSERT_TRUE(p.move(PauseReason::kWriteStep));
+  session::PausedMessage p(1);
+  ASSERT_TRUE(p.move(session::PauseReason::kWriteStep));
   p.endWriteStep();
   EXPECT_FALSE(p.paused());
-  ASSERT_TRUE(p.move(PauseReason::kWriteStep));  // held again for the release
+  ASSERT_TRUE(p.move(session::PauseReason::kWriteStep));  // held again for the release
   EXPECT_FALSE(p.takeResume()) << "a new hold cancels the resume";
   p.endWriteStep();
   EXPECT_TRUE(p.takeResume());
   EXPECT_FALSE(p.takeResume());
 
-  ASSERT_TRUE(p.move(PauseReason::kTxnState));
+  ASSERT_TRUE(p.move(session::PauseReason::kTxnState));
   EXPECT_FALSE(p.flushSent());
   p.setFlushSent();
   p.endWriteStep();  // a write step's end does not end a state wait
-  EXPECT_EQ(p.reason(), PauseReason::kTxnState);
+  EXPECT_EQ(p.reason(), session::PauseReason::kTxnState);
   EXPECT_TRUE(p.flushSent());
   p.endTxnStateWait();
   EXPECT_FALSE(p.paused());

@@ -10,7 +10,7 @@ namespace pgwarden::daemon::test {
 namespace {
 
 TEST(PooledServer, WithoutAConnectionItKeepsTheStatusAndTheMode) {
-  PooledServer s;
+  session::PooledServer s;
   EXPECT_FALSE(s);
   EXPECT_EQ(s.conn(), nullptr);
   EXPECT_EQ(s.detach(), nullptr);
@@ -29,11 +29,11 @@ TEST(PooledServer, WithoutAConnectionItKeepsTheStatusAndTheMode) {
 }
 
 TEST(PooledServer, AFailedParseWithoutAConnectionForgetsNothingItDoesNotHave) {
-  PooledServer s;
+  session::PooledServer s;
   s.setTransactionPooled(true);
   EXPECT_FALSE(s.hasStatement("s1"));
   EXPECT_FALSE(s.hasStatement(""));  // the unnamed statement is never "already there"
-  ReplyQueue::Pending p(ReplyQueue::Expect::kParse);
+  session::ReplyQueue::Pending p(session::ReplyQueue::Expect::kParse);
   p.statement().name = "s1";
   s.forgetFailedParse(p);
   s.closeStatement("s1");

@@ -8,14 +8,14 @@
 namespace pgwarden::daemon {
 namespace {
 
-std::shared_ptr<const StatementPlan> plan(const char* fingerprint) {
-  auto p = std::make_shared<StatementPlan>();
+std::shared_ptr<const session::StatementPlan> plan(const char* fingerprint) {
+  auto p = std::make_shared<session::StatementPlan>();
   p->fingerprint = fingerprint;
   return p;
 }
 
 TEST(PreparedRegistry, NamedStatementsAreBoundedAndTheUnnamedOneNeverCounts) {
-  PreparedRegistry r(2);
+  session::PreparedRegistry r(2);
   EXPECT_FALSE(r.statementsFull("a"));
   r.prepare("a", plan("1"));
   r.prepare("b", plan("2"));
@@ -27,15 +27,15 @@ TEST(PreparedRegistry, NamedStatementsAreBoundedAndTheUnnamedOneNeverCounts) {
 }
 
 TEST(PreparedRegistry, AParseTheServerRefusesLeavesTheNameAsItWas) {
-  PreparedRegistry r(8);
+  session::PreparedRegistry r(8);
   r.prepare("s", plan("old"));
-  PreparedRegistry::Previous before = r.prepare("s", plan("new"));
+  session::PreparedRegistry::Previous before = r.prepare("s", plan("new"));
   ASSERT_TRUE(before.had);
   EXPECT_EQ(r.plan("s")->fingerprint, "new");
   r.restore("s", std::move(before));
   EXPECT_EQ(r.plan("s")->fingerprint, "old");
 
-  PreparedRegistry::Previous none = r.prepare("fresh", plan("x"));
+  session::PreparedRegistry::Previous none = r.prepare("fresh", plan("x"));
   EXPECT_FALSE(none.had);
   r.restore("fresh", std::move(none));
   EXPECT_FALSE(r.hasStatement("fresh"));
@@ -43,13 +43,13 @@ TEST(PreparedRegistry, AParseTheServerRefusesLeavesTheNameAsItWas) {
 }
 
 TEST(PreparedRegistry, ACloseForgetsEverythingKnownOfTheStatement) {
-  PreparedRegistry r(8);
+  session::PreparedRegistry r(8);
   r.prepare("s", plan("1"));
   r.setTypes("s", {23, 25});
   guards::AgentOverrides ov;
   ov.agent_id = "bot";
   r.setOverrides("s", ov);
-  GateVerdict::Write w;
+  session::GateVerdict::Write w;
   w.table = "public.t";
   w.at_execute = true;
   r.setWrite("s", &w);
@@ -64,13 +64,13 @@ TEST(PreparedRegistry, ACloseForgetsEverythingKnownOfTheStatement) {
 }
 
 TEST(PreparedRegistry, NoOverridesOrWriteMeansNoneKept) {
-  PreparedRegistry r(8);
+  session::PreparedRegistry r(8);
   guards::AgentOverrides ov;
   ov.query_intent = "look";
   r.setOverrides("s", ov);
   r.setOverrides("s", guards::AgentOverrides{});  // prepared again without a comment
   EXPECT_EQ(r.overrides("s"), nullptr);
-  GateVerdict::Write w;
+  session::GateVerdict::Write w;
   w.wrap = true;
   r.setWrite("s", &w);
   r.setWrite("s", nullptr);
@@ -78,7 +78,7 @@ TEST(PreparedRegistry, NoOverridesOrWriteMeansNoneKept) {
 }
 
 TEST(PreparedRegistry, PgwardensOwnUnnamedStatementReplacesTheServersOne) {
-  PreparedRegistry r(8);
+  session::PreparedRegistry r(8);
   r.prepare("", plan("server"));
   r.setTypes("", {23});
   guards::AgentCommand cmd;
@@ -98,36 +98,36 @@ TEST(PreparedRegistry, PgwardensOwnUnnamedStatementReplacesTheServersOne) {
 }
 
 TEST(PreparedRegistry, PortalsAreBoundedAndOneEntryOutlivesItsTransactionWithItsStorage) {
-  PreparedRegistry r(2);
+  session::PreparedRegistry r(2);
   EXPECT_EQ(r.spareParams(), nullptr);
-  auto params = std::make_shared<ScreenParams>(ScreenParams{std::string("42")});
-  const ScreenParams* storage = params.get();
-  r.addPortal("p1", Portal{plan("1"), nullptr, {}, std::move(params), {}});
-  r.addPortal("p2", Portal{plan("2"), nullptr, {}, nullptr, {}});
+  auto params = std::make_shared<session::ScreenParams>(session::ScreenParams{std::string("42")});
+  const session::ScreenParams* storage = params.get();
+  r.addPortal("p1", session::Portal{plan("1"), nullptr, {}, std::move(params), {}});
+  r.addPortal("p2", session::Portal{plan("2"), nullptr, {}, nullptr, {}});
   EXPECT_TRUE(r.portalsFull());
   ASSERT_NE(r.portal("p1"), nullptr);
   EXPECT_EQ(r.portal("p1")->plan->fingerprint, "1");
   int seen = 0;
-  r.forEachPortal([&](Portal&) { ++seen; });
+  r.forEachPortal([&](session::Portal&) { ++seen; });
   EXPECT_EQ(seen, 2);
   // The transaction ends: every portal goes, one entry is kept with nothing it pointed to.
   r.erasePortal("p2");
   r.endPortals();
   EXPECT_FALSE(r.anyPortal());
   EXPECT_EQ(r.portal("p1"), nullptr);
-  std::shared_ptr<ScreenParams> reused = r.spareParams();
+  std::shared_ptr<session::ScreenParams> reused = r.spareParams();
   ASSERT_NE(reused, nullptr);
   EXPECT_EQ(reused.get(), storage) << "the values' storage is kept for the next Bind";
-  r.addPortal("next", Portal{plan("3"), nullptr, {}, std::move(reused), {}});
+  r.addPortal("next", session::Portal{plan("3"), nullptr, {}, std::move(reused), {}});
   ASSERT_NE(r.portal("next"), nullptr);
   EXPECT_EQ(r.portal("next")->plan->fingerprint, "3");
   EXPECT_FALSE(r.portalsFull());
 }
 
 TEST(PreparedRegistry, PgwardensOwnPortalsHaveTheirOwnBound) {
-  PreparedRegistry r(1);
+  session::PreparedRegistry r(1);
   guards::AgentCommand cmd;
-  r.addAgentPortal("a", AgentPortal{cmd, 1});
+  r.addAgentPortal("a", session::AgentPortal{cmd, 1});
   EXPECT_TRUE(r.agentPortalsFull());
   ASSERT_NE(r.agentPortal("a"), nullptr);
   EXPECT_EQ(r.agentPortal("a")->format, 1);

@@ -12,9 +12,9 @@
 namespace pgwarden::daemon {
 namespace {
 
-using Expect = ReplyQueue::Expect;
-using Pending = ReplyQueue::Pending;
-using SkipCause = ReplyQueue::SkipCause;
+using Expect = session::ReplyQueue::Expect;
+using Pending = session::ReplyQueue::Pending;
+using SkipCause = session::ReplyQueue::SkipCause;
 
 std::string rfq(char status) {
   std::string out;
@@ -23,7 +23,7 @@ std::string rfq(char status) {
 }
 
 TEST(ReplyQueue, ALocalAnswerGoesOutAtOnceWhenTheServerOwesNothing) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   std::string out;
   EXPECT_FALSE(q.answerLocal("abc", true, 'T', out));
   EXPECT_EQ(out, "abc" + rfq('T'));
@@ -31,7 +31,7 @@ TEST(ReplyQueue, ALocalAnswerGoesOutAtOnceWhenTheServerOwesNothing) {
 }
 
 TEST(ReplyQueue, ALocalAnswerWaitsBehindTheServersAnswersAndGoesOutInOrder) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   std::string out;
   q.push(Pending(Expect::kParse));
   EXPECT_TRUE(q.answerLocal("first", false, 'I', out));
@@ -47,7 +47,7 @@ TEST(ReplyQueue, ALocalAnswerWaitsBehindTheServersAnswersAndGoesOutInOrder) {
 }
 
 TEST(ReplyQueue, TheLastMessageAnsweredHereGoesOutOnlyInItsTurn) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   std::string out;
   q.push(Pending(Expect::kBind));
   q.answerLastHere("mine", 'I', out);  // alone in the queue: at once
@@ -62,7 +62,7 @@ TEST(ReplyQueue, TheLastMessageAnsweredHereGoesOutOnlyInItsTurn) {
 }
 
 TEST(ReplyQueue, AnEntryInsertedBeforeTheLastIsAnsweredBeforeIt) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   q.push(Pending(Expect::kSync));
   q.push(Pending(Expect::kParse));
   q.insertBeforeLast(Pending(Expect::kInternalClose));
@@ -77,7 +77,7 @@ TEST(ReplyQueue, AnEntryInsertedBeforeTheLastIsAnsweredBeforeIt) {
 }
 
 TEST(ReplyQueue, ReadyForQueryIsOwedForEachSyncQueryAndSimpleStep) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   q.push(Pending(Expect::kParse));
   q.push(Pending(Expect::kSync));
   q.push(Pending(Expect::kQuery));
@@ -94,7 +94,7 @@ TEST(ReplyQueue, ReadyForQueryIsOwedForEachSyncQueryAndSimpleStep) {
 }
 
 TEST(ReplyQueue, AQueryBehindAnUnsyncedBatchMayNeverBeAnswered) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   q.push(Pending(Expect::kParse));
   q.push(Pending(Expect::kSync));
   q.push(Pending(Expect::kQuery));
@@ -102,14 +102,14 @@ TEST(ReplyQueue, AQueryBehindAnUnsyncedBatchMayNeverBeAnswered) {
   q.push(Pending(Expect::kBind));
   q.push(Pending(Expect::kQuery));
   EXPECT_TRUE(q.owedIsUncertain());
-  ReplyQueue skipping;
+  session::ReplyQueue skipping;
   skipping.skipToSync(SkipCause::kServerError, "42601", 4);
   skipping.push(Pending(Expect::kQuery));
   EXPECT_TRUE(skipping.owedIsUncertain());  // the server skips to a Sync it has not seen
 }
 
 TEST(ReplyQueue, TheServerWaitsForASyncAfterAnOpeningMessageOrWhileItSkips) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   EXPECT_FALSE(q.unsyncedTail());
   q.batchMessage(protocol::Batch::kOpens);
   EXPECT_TRUE(q.unsynced());
@@ -131,9 +131,9 @@ TEST(ReplyQueue, TheServerWaitsForASyncAfterAnOpeningMessageOrWhileItSkips) {
 }
 
 TEST(ReplyQueue, ADenialSkipsToSyncAndFailsTheTransactionThereOnce) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   EXPECT_FALSE(q.skipping());
-  SkippedBatch& s = q.skipToSync(SkipCause::kDenied, "42501", 4, true);
+  session::SkippedBatch& s = q.skipToSync(SkipCause::kDenied, "42501", 4, true);
   EXPECT_TRUE(q.skipping());
   EXPECT_TRUE(s.active());
   EXPECT_EQ(s.sqlstate(), "42501");
@@ -148,7 +148,7 @@ TEST(ReplyQueue, ADenialSkipsToSyncAndFailsTheTransactionThereOnce) {
 }
 
 TEST(ReplyQueue, ACommitInTheBatchIsForgottenAtTheClientsSync) {
-  ReplyQueue q;
+  session::ReplyQueue q;
   EXPECT_FALSE(q.txnEndInBatch());
   q.txnEndSent();
   EXPECT_TRUE(q.txnEndInBatch());
@@ -157,8 +157,8 @@ TEST(ReplyQueue, ACommitInTheBatchIsForgottenAtTheClientsSync) {
 }
 
 TEST(ReplyQueue, BackpressureStartsPastTheEntryLimit) {
-  ReplyQueue q;
-  for (size_t i = 0; i < ReplyQueue::kMaxEntries; ++i) q.push(Pending(Expect::kSync));
+  session::ReplyQueue q;
+  for (size_t i = 0; i < session::ReplyQueue::kMaxEntries; ++i) q.push(Pending(Expect::kSync));
   EXPECT_FALSE(q.full());
   q.push(Pending(Expect::kSync));
   EXPECT_TRUE(q.full());

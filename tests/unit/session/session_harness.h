@@ -27,53 +27,59 @@
 namespace pgwarden::daemon::test {
 
 // The process as a session sees it. Finished statements land in `records`.
-class FakeHost final : public SessionHost, public StatementSink {
+class FakeHost final : public session::SessionHost, public session::StatementSink {
  public:
-  FakeHost(uv_loop_t* loop, std::shared_ptr<const Config> config)
-      : loop_(loop), config_(std::move(config)),
-        pools_(loop, counters_, std::make_unique<ServerConnectionFactory>()),
-        policy_(1024, 4096), recorder_(*this, nullptr, "test") {
-    pools_.setConfig(poolSettings(*config_));
+  FakeHost(uv_loop_t* loop, std::shared_ptr<const config::Config> config)
+      : loop_(loop),
+        config_(std::move(config)),
+        pools_(loop, counters_, std::make_unique<pool::ServerConnectionFactory>()),
+        policy_(1024, 4096),
+        recorder_(*this, nullptr, "test") {
+    pools_.setConfig(config::poolSettings(*config_));
   }
 
   uv_loop_t* loop() override { return loop_; }
   uint64_t nowMs() const override { return uv_now(loop_); }
   bool shuttingDown() const override { return false; }
-  const std::shared_ptr<const Config>& config() const override { return config_; }
+  const std::shared_ptr<const config::Config>& config() const override { return config_; }
   metrics::Counters& counters() override { return counters_; }
-  PoolManager& pools() override { return pools_; }
-  PolicyEngine& policy() override { return policy_; }
-  StatementRecorder& statementRecorder() override { return recorder_; }
-  AuthLimiter& authLimiter() override { return limiter_; }
+  pool::PoolManager& pools() override { return pools_; }
+  session::PolicyEngine& policy() override { return policy_; }
+  session::StatementRecorder& statementRecorder() override { return recorder_; }
+  session::AuthLimiter& authLimiter() override { return limiter_; }
   const std::string& saltKey() const override { return salt_; }
-  guards::BudgetLedger* budgets() override { return nullptr; }
+  budgets::BudgetLedger* budgets() override { return nullptr; }
   guards::GuardObserver* guardObserver() override { return nullptr; }
-  GateServices gateServices(const std::string&) override {
-    GateServices s;
+  session::GateServices gateServices(const std::string&) override {
+    session::GateServices s;
     s.policy = &policy_;
     return s;
   }
   void poolWaited(bool, std::chrono::nanoseconds) override {}
-  std::shared_ptr<const guards::TableStatsSnapshot> tableStats(const std::string&) override { return nullptr; }
+  std::shared_ptr<const analysis::TableStatsSnapshot> tableStats(const std::string&) override {
+    return nullptr;
+  }
   void watchDatabase(const std::string&) override {}
   bool waitForStats(const std::string&, uint64_t) override { return false; }
-  void registerCancelKey(ClientSession*, int32_t& pid, int32_t& key) override {
+  void registerCancelKey(session::ClientSession*, int32_t& pid, int32_t& key) override {
     pid = 1001;
     key = 2002;
   }
   void unregisterCancelKey(int32_t, int32_t) override {}
   void handleCancelRequest(int32_t, int32_t) override {}
-  void cancelServerQuery(int32_t pid, int32_t key, std::shared_ptr<CancelFence> fence) override {
+  void cancelServerQuery(int32_t pid, int32_t key,
+                         std::shared_ptr<pool::CancelFence> fence) override {
     cancels.emplace_back(pid, key);
     if (fence) fence->done();
   }
   void leftStartup(uint64_t) override {}
-  void onSessionClosed(ClientSession*) override { ++closed; }
-  std::unique_ptr<ConsoleSession> openConsole(uint64_t, const std::string&, const std::string&,
-                                              const std::string&) override {
+  void onSessionClosed(session::ClientSession*) override { ++closed; }
+  std::unique_ptr<session::ConsoleSession> openConsole(uint64_t, const std::string&,
+                                                       const std::string&,
+                                                       const std::string&) override {
     return nullptr;
   }
-  void onStatement(history::Record&& record, const StatementPlan*) override {
+  void onStatement(history::Record&& record, const session::StatementPlan*) override {
     records.push_back(std::move(record));
   }
 
@@ -83,12 +89,12 @@ class FakeHost final : public SessionHost, public StatementSink {
 
  private:
   uv_loop_t* loop_;
-  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const config::Config> config_;
   metrics::Counters counters_;
-  PoolManager pools_;
-  PolicyEngine policy_;
-  StatementRecorder recorder_;
-  AuthLimiter limiter_;
+  pool::PoolManager pools_;
+  session::PolicyEngine policy_;
+  session::StatementRecorder recorder_;
+  session::AuthLimiter limiter_;
   std::string salt_ = "test-salt-key";
 };
 
@@ -175,7 +181,7 @@ class SessionHarness : public ::testing::Test {
   static void onConnection(uv_stream_t* listener, int status) {
     auto* self = static_cast<SessionHarness*>(listener->data);
     if (status != 0 || self->session_) return;
-    self->session_ = std::make_unique<ClientSession>(*self->host_, 1, true);
+    self->session_ = std::make_unique<session::ClientSession>(*self->host_, 1, true);
     EXPECT_EQ(self->session_->accept(listener), 0);
   }
 
@@ -252,7 +258,7 @@ class SessionHarness : public ::testing::Test {
   std::string listen_path_;
   FakeServer server_;
   std::unique_ptr<FakeHost> host_;
-  std::unique_ptr<ClientSession> session_;
+  std::unique_ptr<session::ClientSession> session_;
   std::unique_ptr<ClientEnd> client_;
 };
 

@@ -18,19 +18,19 @@
 namespace pgwarden::daemon::test {
 
 inline guards::PolicyMap groupsFromYaml(const std::string& yaml) {
-  return guards::parseAgentPolicyGroups(YAML::Load(yaml));
+  return budgets::parseAgentPolicyGroups(YAML::Load(yaml));
 }
 
 // fct_shipments with about a million rows and an index on ship_date.
-inline std::shared_ptr<const guards::TableStatsSnapshot> sampleStats() {
-  return guards::TableStatsSnapshot::fromRows({
+inline std::shared_ptr<const analysis::TableStatsSnapshot> sampleStats() {
+  return analysis::TableStatsSnapshot::fromRows({
       {"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
   });
 }
 
 // The front end, as the gate sees it: who is asking, its group, and a server connection that
 // "runs" EXPLAINs and parse checks by remembering them (the test answers for the server).
-class FakeCaller : public GateCaller {
+class FakeCaller : public session::GateCaller {
  public:
   explicit FakeCaller(const guards::PolicyGroup* group) : group_(group) {}
   guards::RequestContext requestContext(bool extended, const guards::AgentOverrides& ov) const override {
@@ -44,7 +44,8 @@ class FakeCaller : public GateCaller {
     return ctx;
   }
   const guards::PolicyGroup* policyGroup() const override { return group_; }
-  bool runExplain(const std::string& sql, bool extended, const ExplainArgs& args) override {
+  bool runExplain(const std::string& sql, bool extended,
+                  const session::ExplainArgs& args) override {
     if (!has_server) return false;
     explains.push_back({sql, extended, args});
     return true;
@@ -53,19 +54,19 @@ class FakeCaller : public GateCaller {
   bool runParseCheck(const std::string& sql, bool extended,
                      const std::vector<uint32_t>& param_types) override {
     if (!has_server) return false;
-    parse_checks.push_back({sql, extended, ExplainArgs{param_types, {}, {}, false}});
+    parse_checks.push_back({sql, extended, session::ExplainArgs{param_types, {}, {}, false}});
     return true;
   }
 
   struct Explain {
     std::string sql;
     bool extended;
-    ExplainArgs args;
+    session::ExplainArgs args;
   };
   std::vector<Explain> explains;
   std::vector<Explain> parse_checks;  // the texts put to the server's parser
   bool has_server = true;
-  const guards::BudgetLedger* budgets = nullptr;
+  const budgets::BudgetLedger* budgets = nullptr;
 
  private:
   const guards::PolicyGroup* group_;

@@ -7,16 +7,16 @@
 namespace pgwarden::daemon {
 namespace {
 
-std::shared_ptr<const StatementPlan> planOf(const std::string& sql) {
-  auto p = std::make_shared<StatementPlan>();
-  PlannedStatement st;
+std::shared_ptr<const session::StatementPlan> planOf(const std::string& sql) {
+  auto p = std::make_shared<session::StatementPlan>();
+  session::PlannedStatement st;
   st.sql = sql;
   p->statements.push_back(st);
   return p;
 }
 
 TEST(SkippedBatch, ExecuteResolvesThroughTheBatchesBindAndParse) {
-  SkippedBatch b;
+  session::SkippedBatch b;
   b.begin("42501", "an earlier statement in the same batch was denied", 8);
   EXPECT_TRUE(b.active());
   EXPECT_EQ(b.message(), "not executed: an earlier statement in the same batch was denied");
@@ -34,7 +34,7 @@ TEST(SkippedBatch, ExecuteResolvesThroughTheBatchesBindAndParse) {
 }
 
 TEST(SkippedBatch, TheDeniedStatementIsNotRecordedTwice) {
-  SkippedBatch b;
+  session::SkippedBatch b;
   b.begin("42501", "x", 8);
   b.statement("s", {planOf("DELETE FROM t"), true});
   b.portal("", *b.findStatement("s"));
@@ -46,7 +46,7 @@ TEST(SkippedBatch, TheDeniedStatementIsNotRecordedTwice) {
 }
 
 TEST(SkippedBatch, NamesAreBoundedAndForgottenAtTheEnd) {
-  SkippedBatch b;
+  session::SkippedBatch b;
   b.begin("", "x", 2);
   for (int i = 0; i < 100; ++i) b.statement("s" + std::to_string(i), {planOf("SELECT 1"), false});
   EXPECT_EQ(b.size(), 2u);

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-using namespace pgwarden::daemon;
+using namespace pgwarden::session;
 using Verdict = StartupLimiter::Verdict;
 
 namespace {

@@ -3,7 +3,8 @@
 
 #include <gtest/gtest.h>
 
-using namespace pgwarden::daemon;
+using namespace pgwarden::session;
+using namespace pgwarden;
 
 namespace {
 

@@ -11,34 +11,35 @@ namespace pgwarden::daemon {
 namespace {
 
 TEST(StatsWait, EndsOnceWhenLoadedOrAtItsDeadline) {
-  StatsWait w;
+  session::StatsWait w;
   EXPECT_FALSE(w.waiting());
   EXPECT_FALSE(w.over(0, true));  // never begun: nothing to end
   w.begin(1000);
   EXPECT_TRUE(w.waiting());
-  EXPECT_FALSE(w.over(1000 + kStatsWaitMs - 1, false));
-  EXPECT_TRUE(w.over(1000 + kStatsWaitMs, false));
+  EXPECT_FALSE(w.over(1000 + session::kStatsWaitMs - 1, false));
+  EXPECT_TRUE(w.over(1000 + session::kStatsWaitMs, false));
   EXPECT_FALSE(w.waiting());
-  EXPECT_FALSE(w.over(1000 + kStatsWaitMs + 1, false));  // once
+  EXPECT_FALSE(w.over(1000 + session::kStatsWaitMs + 1, false));  // once
   w.begin(0);
   EXPECT_TRUE(w.over(1, true));  // the statistics came in first
 }
 
 TEST(FinishNotExecuted, RecordsEachStatementAfterTheFailedOneOnce) {
-  auto plan = std::make_shared<StatementPlan>();
+  auto plan = std::make_shared<session::StatementPlan>();
   plan->statements.resize(3);
-  std::shared_ptr<const StatementPlan> shared = plan;
+  std::shared_ptr<const session::StatementPlan> shared = plan;
   size_t next = 1;
   guards::AgentOverrides ov;
   ov.conversation_id = "c-1";
   std::vector<size_t> recorded;
-  finishNotExecuted(shared, next, ov, [&](StatementRun& run) {
+  session::finishNotExecuted(shared, next, ov, [&](session::StatementRun& run) {
     EXPECT_EQ(run.overrides.conversation_id, "c-1");
     recorded.push_back(run.index);
   });
   EXPECT_EQ(recorded, (std::vector<size_t>{1, 2}));
   EXPECT_EQ(next, 3u);
-  finishNotExecuted(shared, next, ov, [&](StatementRun&) { ADD_FAILURE() << "recorded twice"; });
+  session::finishNotExecuted(shared, next, ov,
+                             [&](session::StatementRun&) { ADD_FAILURE() << "recorded twice"; });
 }
 
 // The records a door's RunSink receives: statement index, outcome, message.
@@ -48,9 +49,9 @@ struct Recorded {
   std::string message;
 };
 
-class FakeSink final : public RunSink {
+class FakeSink final : public session::RunSink {
  public:
-  void finishRun(StatementRun& run, history::Outcome outcome, std::string_view,
+  void finishRun(session::StatementRun& run, history::Outcome outcome, std::string_view,
                  std::string_view message) override {
     run.finished = true;
     recorded.push_back({run.index, outcome, std::string(message)});
@@ -58,8 +59,8 @@ class FakeSink final : public RunSink {
   std::vector<Recorded> recorded;
 };
 
-std::shared_ptr<const StatementPlan> planOf(size_t statements) {
-  auto plan = std::make_shared<StatementPlan>();
+std::shared_ptr<const session::StatementPlan> planOf(size_t statements) {
+  auto plan = std::make_shared<session::StatementPlan>();
   plan->statements.resize(statements);
   return plan;
 }
@@ -72,7 +73,7 @@ protocol::Frame dataRow(std::string& storage, std::string_view cell) {
 
 TEST(TextExecution, EachStatementEndsOnceAndAnErrorEndsTheRest) {
   FakeSink sink;
-  TextExecution exec(sink);
+  session::TextExecution exec(sink);
   exec.begin(planOf(3), {}, nullptr, false, nullptr);
   ASSERT_NE(exec.run(), nullptr);
   EXPECT_EQ(exec.run()->index, 0u);
@@ -86,14 +87,14 @@ TEST(TextExecution, EachStatementEndsOnceAndAnErrorEndsTheRest) {
   EXPECT_EQ(sink.recorded[1].outcome, history::Outcome::kError);
   EXPECT_EQ(sink.recorded[1].message, "division by zero");
   EXPECT_EQ(sink.recorded[2].index, 2u);
-  EXPECT_EQ(sink.recorded[2].message, kNotExecutedInQuery);
+  EXPECT_EQ(sink.recorded[2].message, session::kNotExecutedInQuery);
   exec.finishRest(history::Outcome::kAborted, "57P01", "again");
   EXPECT_EQ(sink.recorded.size(), 3u);  // nothing twice
 }
 
 TEST(TextExecution, AJudgedTextRunsNothingAndADetachedRunIsTheDoors) {
   FakeSink sink;
-  TextExecution exec(sink);
+  session::TextExecution exec(sink);
   exec.judged(planOf(2), {});
   EXPECT_EQ(exec.run(), nullptr);
   exec.finishRest(history::Outcome::kCancelled, "57014", "cancelled");
@@ -110,17 +111,17 @@ TEST(TextExecution, AJudgedTextRunsNothingAndADetachedRunIsTheDoors) {
 }
 
 TEST(CountDataRow, HoldsBackPastTheCapAndSeesTheSingleZero) {
-  auto run = startRun(planOf(1), 0, false);
+  auto run = session::startRun(planOf(1), 0, false);
   std::string buf;
-  EXPECT_TRUE(countDataRow(*run, dataRow(buf, "0"), 2));
+  EXPECT_TRUE(session::countDataRow(*run, dataRow(buf, "0"), 2));
   EXPECT_TRUE(run->single_zero);
-  EXPECT_TRUE(countDataRow(*run, dataRow(buf, "7"), 2));
-  EXPECT_FALSE(countDataRow(*run, dataRow(buf, "8"), 2));
+  EXPECT_TRUE(session::countDataRow(*run, dataRow(buf, "7"), 2));
+  EXPECT_FALSE(session::countDataRow(*run, dataRow(buf, "8"), 2));
   EXPECT_EQ(run->rows_sent, 2);
   EXPECT_TRUE(run->truncated);
-  noteCommandComplete(*run, "SELECT 3", 14);
+  session::noteCommandComplete(*run, "SELECT 3", 14);
   EXPECT_EQ(run->rows_affected, 0);
-  noteCommandComplete(*run, "UPDATE 4", 14);
+  session::noteCommandComplete(*run, "UPDATE 4", 14);
   EXPECT_EQ(run->rows_affected, 4);
 }
 

@@ -34,46 +34,46 @@ class GateTest : public ::testing::Test {
       : groups_(test::groupsFromYaml(kGroups)),
         engine_(64, 4096),
         caller_(groups_.at("gated").get()),
-        gate_(services(), caller_, [this](GateVerdict v) {
+        gate_(services(), caller_, [this](session::GateVerdict v) {
           ++verdicts_;
           last_ = std::move(v);
         }) {
     caller_.budgets = &ledger_;
   }
 
-  GateServices services() {
-    GateServices s;
+  session::GateServices services() {
+    session::GateServices s;
     s.policy = &engine_;
     s.budgets = &ledger_;
     s.stats = [stats = stats_] { return stats; };
     return s;
   }
 
-  GateRequest query(const std::string& sql) {
-    GateRequest r;
+  session::GateRequest query(const std::string& sql) {
+    session::GateRequest r;
     r.sql = sql;
     r.admit = true;
-    r.explain = GateRequest::Explain::kRun;
+    r.explain = session::GateRequest::Explain::kRun;
     return r;
   }
 
   int64_t counted() const {
-    guards::BudgetKey key{"agent", "c-1"};
+    budgets::BudgetKey key{"agent", "c-1"};
     return ledger_.counters(key).statements;
   }
 
-  std::shared_ptr<const guards::TableStatsSnapshot> stats_ = test::sampleStats();
+  std::shared_ptr<const analysis::TableStatsSnapshot> stats_ = test::sampleStats();
   guards::PolicyMap groups_;
-  PolicyEngine engine_;
-  guards::BudgetLedger ledger_;
+  session::PolicyEngine engine_;
+  budgets::BudgetLedger ledger_;
   FakeCaller caller_;
-  StatementGate gate_;
+  session::StatementGate gate_;
   int verdicts_ = 0;
-  std::optional<GateVerdict> last_;
+  std::optional<session::GateVerdict> last_;
 };
 
 TEST_F(GateTest, AStatementWithNothingToWaitForIsDecidedAtOnce) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
   ASSERT_TRUE(v.plan);
   EXPECT_FALSE(v.plan->decision.denied);
@@ -85,7 +85,7 @@ TEST_F(GateTest, AStatementWithNothingToWaitForIsDecidedAtOnce) {
 }
 
 TEST_F(GateTest, TheCostGateWaitsForThePlanAndTheChainRunsOnce) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
   EXPECT_TRUE(gate_.waiting());
   // The EXPLAIN runs on the caller's connection: a transaction-pooled caller keeps it.
@@ -109,7 +109,7 @@ TEST_F(GateTest, TheCostGateWaitsForThePlanAndTheChainRunsOnce) {
 }
 
 TEST_F(GateTest, APlanWithinTheGateIsAdmittedAfterIt) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELECT * FROM fct_shipments WHERE ship_date = '2024-01-01'"), v));
   gate_.explainDone(planJson("Index Scan", 900));
   ASSERT_EQ(verdicts_, 1);
@@ -120,7 +120,7 @@ TEST_F(GateTest, APlanWithinTheGateIsAdmittedAfterIt) {
 }
 
 TEST_F(GateTest, AnExplainErrorIsTheStatementsAnswerAndSpendsNoBudget) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELECT nope FROM fct_shipments WHERE status = 'x'"), v));
   const std::string error("E\0\0\0\x0bS42703\0\0", 13);
   gate_.explainFailed(error);
@@ -132,18 +132,18 @@ TEST_F(GateTest, AnExplainErrorIsTheStatementsAnswerAndSpendsNoBudget) {
 
 TEST_F(GateTest, WithoutAServerConnectionThePlanIsUnavailable) {
   caller_.has_server = false;
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate_.decide(query("SELECT * FROM fct_shipments WHERE status = 'DELAYED'"), v));
   EXPECT_FALSE(v.plan->decision.explain_sql.has_value());
 }
 
 TEST_F(GateTest, AParseLeavesAPlanThatNeedsParametersToItsBind) {
-  GateRequest r;
+  session::GateRequest r;
   r.sql = "SELECT * FROM fct_shipments WHERE ship_date = $1";
   r.extended = true;
-  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain = session::GateRequest::Explain::kRunOrDefer;
   r.explain_args.param_types = {1082};
-  GateVerdict parsed;
+  session::GateVerdict parsed;
   ASSERT_TRUE(gate_.decide(std::move(r), parsed));
   ASSERT_TRUE(parsed.plan->decision.explain_sql.has_value());
   EXPECT_TRUE(parsed.plan->decision.explain_needs_params);
@@ -151,14 +151,14 @@ TEST_F(GateTest, AParseLeavesAPlanThatNeedsParametersToItsBind) {
   EXPECT_EQ(counted(), 0);  // a Parse is counted when it is executed
 
   // The Bind brings the values: the EXPLAIN runs with them.
-  GateRequest bind;
+  session::GateRequest bind;
   bind.plan = parsed.plan;
   bind.extended = true;
-  bind.explain = GateRequest::Explain::kRun;
+  bind.explain = session::GateRequest::Explain::kRun;
   bind.explain_args.param_types = {1082};
   bind.explain_args.params = {std::string("2024-01-01")};
   bind.explain_args.bound = true;
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(std::move(bind), v));
   ASSERT_EQ(caller_.explains.size(), 1u);
   EXPECT_TRUE(caller_.explains[0].extended);
@@ -168,7 +168,7 @@ TEST_F(GateTest, AParseLeavesAPlanThatNeedsParametersToItsBind) {
   ASSERT_EQ(verdicts_, 1);
   EXPECT_FALSE(last_->plan->decision.denied);
   // The Execute admits it.
-  GateRequest exec;
+  session::GateRequest exec;
   exec.plan = last_->plan;
   exec.extended = true;
   exec.admit = true;
@@ -178,7 +178,7 @@ TEST_F(GateTest, AParseLeavesAPlanThatNeedsParametersToItsBind) {
 }
 
 TEST_F(GateTest, TheBudgetIsCheckedLastAndRefusesWhatIsOverIt) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
   ASSERT_TRUE(gate_.decide(query("SELECT 2"), v));
   ASSERT_TRUE(gate_.decide(query("SELECT 3"), v));
@@ -189,7 +189,7 @@ TEST_F(GateTest, TheBudgetIsCheckedLastAndRefusesWhatIsOverIt) {
 }
 
 TEST_F(GateTest, CancelAndDiscardGiveTheRunningSlotBack) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
   ASSERT_EQ(ledger_.users().size(), 1u);
   EXPECT_EQ(ledger_.users()[0].running, 1);
@@ -218,7 +218,7 @@ std::string serverError(const char* sqlstate, const char* message, const char* p
 }
 
 TEST_F(GateTest, ATextTheParserRefusesIsPutToTheServersParserWhoseErrorIsTheAnswer) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELECT 123abc"), v));
   EXPECT_TRUE(gate_.waiting());
   EXPECT_FALSE(gate_.waitingOutside());  // it waits on the caller's own connection
@@ -243,7 +243,7 @@ TEST_F(GateTest, ATextTheParserRefusesIsPutToTheServersParserWhoseErrorIsTheAnsw
 }
 
 TEST_F(GateTest, ATextTheServerParsesIsStillRefusedWithPgwardensOwnSyntaxError) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELEC 1"), v));
   gate_.parseChecked("");
   ASSERT_EQ(verdicts_, 1);
@@ -260,7 +260,7 @@ TEST_F(GateTest, TheParseMessagesRefusalOfSeveralStatementsAnswersAParseNeverAQu
       serverError("42601", "cannot insert multiple commands into a prepared statement", "",
                   "exec_parse_message");
   // A Query: the server's parser took the text, so its statements would have run.
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELEC 1; SELECT 2"), v));
   gate_.parseChecked(several);
   ASSERT_EQ(verdicts_, 1);
@@ -268,10 +268,10 @@ TEST_F(GateTest, TheParseMessagesRefusalOfSeveralStatementsAnswersAParseNeverAQu
   ASSERT_TRUE(last_->plan->decision.denied);
   EXPECT_EQ(last_->plan->decision.deny.code, "SYNTAX_ERROR");
   // A client's Parse of the same text: the server's answer to it is exactly that.
-  GateRequest r;
+  session::GateRequest r;
   r.sql = "SELEC 1; SELECT 2";
   r.extended = true;
-  r.explain = GateRequest::Explain::kRunOrDefer;
+  r.explain = session::GateRequest::Explain::kRunOrDefer;
   r.explain_args.param_types = {23, 25};
   ASSERT_FALSE(gate_.decide(std::move(r), v));
   ASSERT_EQ(caller_.parse_checks.size(), 2u);
@@ -287,7 +287,7 @@ TEST_F(GateTest, TheServersLimitsAnswerATextTooDeepForPgwarden) {
   // Deeper than pgwarden's walk (or its stack) goes: the server may refuse it with its own limit.
   std::string sql = "SELECT 1";
   for (int i = 0; i < 20000; ++i) sql += "+1";
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query(sql), v));
   ASSERT_EQ(caller_.parse_checks.size(), 1u);
   const std::string error =
@@ -299,14 +299,14 @@ TEST_F(GateTest, TheServersLimitsAnswerATextTooDeepForPgwarden) {
 }
 
 TEST_F(GateTest, WhatTheServerCannotAnswerBetterIsNotAsked) {
-  GateVerdict v;
+  session::GateVerdict v;
   // Text that parses; text that is not UTF-8 (answered in the server's words already); a tool's
   // refused arguments.
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));
   ASSERT_TRUE(gate_.decide(query("SELECT '\xff'"), v));
   EXPECT_EQ(v.plan->decision.deny.sqlstate, "22021");
   const std::string selec = "SELEC 1";  // the request only views its text
-  GateRequest refused = query(selec);
+  session::GateRequest refused = query(selec);
   guards::GuardResult r;
   r.action = guards::Action::kDeny;
   r.code = "INVALID_ARGUMENTS";
@@ -324,7 +324,7 @@ TEST_F(GateTest, WhatTheServerCannotAnswerBetterIsNotAsked) {
 }
 
 TEST_F(GateTest, AParseCheckDroppedWhileItWaitsGivesNoVerdict) {
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_FALSE(gate_.decide(query("SELEC 1"), v));
   gate_.cancel();
   EXPECT_FALSE(gate_.waiting());
@@ -338,19 +338,19 @@ TEST_F(GateTest, AParseCheckDroppedWhileItWaitsGivesNoVerdict) {
 TEST(GateUntrusted, AConversationThatReadUntrustedContentMayNotWrite) {
   const auto groups =
       test::groupsFromYaml("flow:\n  untrusted_content: {columns: [public.reviews.body]}\n");
-  PolicyEngine engine(64, 4096);
+  session::PolicyEngine engine(64, 4096);
   guards::ConversationMarks marks;
   FakeCaller caller(groups.at("flow").get());
-  GateServices services;
+  session::GateServices services;
   services.policy = &engine;
   services.marks = &marks;
-  StatementGate gate(services, caller, [](GateVerdict) {});
+  session::StatementGate gate(services, caller, [](session::GateVerdict) {});
   const auto decide = [&gate](const std::string& sql,
-                              std::shared_ptr<const StatementPlan> plan = nullptr) {
-    GateRequest r;
+                              std::shared_ptr<const session::StatementPlan> plan = nullptr) {
+    session::GateRequest r;
     r.sql = sql;
     r.plan = std::move(plan);
-    GateVerdict v;
+    session::GateVerdict v;
     EXPECT_TRUE(gate.decide(std::move(r), v));
     return v.plan;
   };
@@ -372,10 +372,10 @@ TEST(GateUntrusted, AConversationThatReadUntrustedContentMayNotWrite) {
   EXPECT_NE(denied->decision.deny.detail.find("next_step"), std::string::npos);
   EXPECT_TRUE(decide("", prepared)->decision.denied);  // the prepared write, at its Execute
   EXPECT_FALSE(decide("SELECT count(*) FROM reviews")->decision.denied);  // reads go on
-  GateRequest other;
+  session::GateRequest other;
   other.sql = write;
   other.overrides.conversation_id = "c-2";
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate.decide(std::move(other), v));
   EXPECT_FALSE(v.plan->decision.denied);
 }

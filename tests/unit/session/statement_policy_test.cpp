@@ -35,7 +35,7 @@ void expectSameVerdicts(const std::vector<guards::Verdict>& a,
   for (size_t i = 0; i < a.size(); ++i) expectSameVerdict(a[i], b[i]);
 }
 
-void expectSamePlan(const StatementPlan& got, const StatementPlan& want) {
+void expectSamePlan(const session::StatementPlan& got, const session::StatementPlan& want) {
   const auto& g = got.decision;
   const auto& w = want.decision;
   EXPECT_EQ(g.denied, w.denied);
@@ -93,8 +93,8 @@ TEST(PlanCache, CachedPlansEqualUncachedOnesForEveryCorpusText) {
   const auto texts = corpusTexts();
   ASSERT_GE(texts.size(), 150u);
   const auto stats = gt::sampleStats();
-  PolicyEngine cached(4096, 200);
-  PolicyEngine uncached(0, 200);  // no caches at all: every plan built from a fresh parse
+  session::PolicyEngine cached(4096, 200);
+  session::PolicyEngine uncached(0, 200);  // no caches at all: every plan built from a fresh parse
   size_t deterministic_groups = 0;
   for (const auto& [name, group] : gt::exampleGroups()) {
     if (!group->deterministic()) continue;
@@ -151,7 +151,7 @@ TEST(PlanCache, GroupsWithAGuardThatIsNotDeterministicAreJudgedEveryTime) {
   const auto* counting = static_cast<const CountingGuard*>(list.back().get());
   const guards::PolicyGroup group("counted", std::move(list), {"public"});
   EXPECT_FALSE(group.deterministic());
-  PolicyEngine engine(4096, 200);
+  session::PolicyEngine engine(4096, 200);
   const auto stats = gt::sampleStats();
   const std::string sql = "SELECT id FROM fct_shipments WHERE id = 1";
   const auto a = engine.plan(&group, sql, contextFor(&group, false, "agent"), stats.get());
@@ -182,7 +182,7 @@ TEST(PlanCache, AReloadedGroupOrARefreshedSnapshotNeverReusesAnOlderPlan) {
   const char* yaml_after = "g:\n  guards:\n    - kind: row_limit\n      max_rows: 20\n";
   auto before = gt::groupsFromYaml(yaml_before);
   auto after = gt::groupsFromYaml(yaml_after);
-  PolicyEngine engine(4096, 200);
+  session::PolicyEngine engine(4096, 200);
   const auto stats = gt::sampleStats();
   const std::string sql = "SELECT * FROM fct_shipments WHERE id > 5";
   const auto* g1 = before.at("g").get();
@@ -212,31 +212,31 @@ TEST(PlanCache, AReloadedGroupOrARefreshedSnapshotNeverReusesAnOlderPlan) {
 TEST(PlanCache, StaysWithinItsBounds) {
   const auto groups = gt::groupsFromYaml("g:\n  guards:\n    - kind: read_only\n");
   const auto* g = groups.at("g").get();
-  PolicyEngine engine(4096, 200);
+  session::PolicyEngine engine(4096, 200);
   // A text seen once is not kept: one-off texts (a fresh literal each time) never fill it.
-  for (size_t i = 0; i < kPlanCacheEntries + 100; ++i) {
+  for (size_t i = 0; i < session::kPlanCacheEntries + 100; ++i) {
     (void)engine.plan(g, "SELECT " + std::to_string(i), contextFor(g, false, "agent"), nullptr);
   }
   EXPECT_EQ(engine.planCacheSize(), 0u);
   // Each text twice in a row: the second time keeps it.
-  for (size_t i = 0; i < kPlanCacheEntries + 100; ++i) {
+  for (size_t i = 0; i < session::kPlanCacheEntries + 100; ++i) {
     const std::string sql = "SELECT " + std::to_string(i) + " AS again";
     (void)engine.plan(g, sql, contextFor(g, false, "agent"), nullptr);
     (void)engine.plan(g, sql, contextFor(g, false, "agent"), nullptr);
   }
   EXPECT_EQ(engine.planCacheHits(), 0u);
-  EXPECT_EQ(engine.planCacheSize(), kPlanCacheEntries);
+  EXPECT_EQ(engine.planCacheSize(), session::kPlanCacheEntries);
   // The oldest went first; the newest is still there.
   const uint64_t hits = engine.planCacheHits();
   (void)engine.plan(g, "SELECT 0 AS again", contextFor(g, false, "agent"), nullptr);
   EXPECT_EQ(engine.planCacheHits(), hits);
-  (void)engine.plan(g, "SELECT " + std::to_string(kPlanCacheEntries + 99) + " AS again",
+  (void)engine.plan(g, "SELECT " + std::to_string(session::kPlanCacheEntries + 99) + " AS again",
                     contextFor(g, false, "agent"), nullptr);
   EXPECT_EQ(engine.planCacheHits(), hits + 1);
 
   // A text over the size cap is judged but never kept.
   std::string big = "SELECT 1 AS a";
-  while (big.size() <= kPlanCacheMaxText) big += " , 1 AS a";
+  while (big.size() <= session::kPlanCacheMaxText) big += " , 1 AS a";
   const auto a = engine.plan(g, big, contextFor(g, false, "agent"), nullptr);
   const auto b = engine.plan(g, big, contextFor(g, false, "agent"), nullptr);
   EXPECT_NE(a.get(), b.get());
@@ -254,7 +254,7 @@ namespace {
 TEST(PlanCache, ARefilledPlanCarriesNothingOfTheLastOne) {
   const auto stats = gt::sampleStats();
   const auto& agents = *gt::exampleGroups().at("agents");
-  PolicyEngine engine(4096, 24);
+  session::PolicyEngine engine(4096, 24);
   const std::vector<std::string> texts = {
       "SELECT id FROM public.fct_shipments WHERE id = 1; SELECT region FROM dim_region WHERE "
       "region = 'EU'",
@@ -273,7 +273,7 @@ TEST(PlanCache, ARefilledPlanCarriesNothingOfTheLastOne) {
       // plan cache's second sighting, so every plan here is built, most of them over a spare.
       const auto got = engine.plan(&agents, sql + std::string(round, ' '),
                                    contextFor(&agents, false, "agent"), stats.get());
-      PolicyEngine fresh(0, 24);  // a new engine: its first plan is a new object
+      session::PolicyEngine fresh(0, 24);  // a new engine: its first plan is a new object
       const auto want = fresh.plan(&agents, sql + std::string(round, ' '),
                                    contextFor(&agents, false, "agent"), stats.get());
       expectSamePlan(*got, *want);

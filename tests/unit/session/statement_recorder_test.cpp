@@ -10,16 +10,20 @@
 namespace pgwarden::daemon {
 namespace {
 
-class CollectingSink : public StatementSink {
+class CollectingSink : public session::StatementSink {
  public:
-  void onStatement(history::Record&& record, const StatementPlan*) override { records.push_back(std::move(record)); }
+  void onStatement(history::Record&& record, const session::StatementPlan*) override {
+    records.push_back(std::move(record));
+  }
   std::vector<history::Record> records;
 };
 
 // As the spool does: the record is copied out and left with the recorder.
-class CopyingSink : public StatementSink {
+class CopyingSink : public session::StatementSink {
  public:
-  void onStatement(history::Record&& record, const StatementPlan*) override { records.push_back(record); }
+  void onStatement(history::Record&& record, const session::StatementPlan*) override {
+    records.push_back(record);
+  }
   std::vector<history::Record> records;
 };
 
@@ -36,9 +40,9 @@ guards::RequestContext who() {
 
 TEST(StatementRecorder, ARunIsRecordedOnceWithItsCaller) {
   CollectingSink sink;
-  StatementRecorder recorder(sink, nullptr, "host-1");
-  PolicyEngine engine(16, 4096);
-  auto run = startRun(engine.plan(nullptr, "SELECT 42", who(), nullptr), 0, false);
+  session::StatementRecorder recorder(sink, nullptr, "host-1");
+  session::PolicyEngine engine(16, 4096);
+  auto run = session::startRun(engine.plan(nullptr, "SELECT 42", who(), nullptr), 0, false);
   run->rows_sent = 1;
   recorder.finish(*run, who(), nullptr, history::Outcome::kOk);
   recorder.finish(*run, who(), nullptr, history::Outcome::kError, "57014", "late");
@@ -57,12 +61,12 @@ TEST(StatementRecorder, ARunIsRecordedOnceWithItsCaller) {
 
 TEST(StatementRecorder, TheRecordNamesTheHostTheRunWasSentTo) {
   CopyingSink sink;
-  StatementRecorder recorder(sink, nullptr, "host-1");
-  PolicyEngine engine(16, 4096);
-  auto on_replica = startRun(engine.plan(nullptr, "SELECT 1", who(), nullptr), 0, false);
+  session::StatementRecorder recorder(sink, nullptr, "host-1");
+  session::PolicyEngine engine(16, 4096);
+  auto on_replica = session::startRun(engine.plan(nullptr, "SELECT 1", who(), nullptr), 0, false);
   on_replica->host = "10.0.0.2:5432";
   recorder.finish(*on_replica, who(), nullptr, history::Outcome::kOk);
-  auto nowhere = startRun(engine.plan(nullptr, "SELECT 2", who(), nullptr), 0, false);
+  auto nowhere = session::startRun(engine.plan(nullptr, "SELECT 2", who(), nullptr), 0, false);
   recorder.finish(*nowhere, who(), nullptr, history::Outcome::kOk);
   ASSERT_EQ(sink.records.size(), 2u);
   EXPECT_EQ(sink.records[0].host, "10.0.0.2:5432");
@@ -71,15 +75,16 @@ TEST(StatementRecorder, TheRecordNamesTheHostTheRunWasSentTo) {
 
 TEST(StatementRecorder, ARecordLeftWithTheRecorderCarriesNothingIntoTheNext) {
   CopyingSink sink;
-  StatementRecorder recorder(sink, nullptr, "host-1");
-  PolicyEngine engine(16, 4096);
+  session::StatementRecorder recorder(sink, nullptr, "host-1");
+  session::PolicyEngine engine(16, 4096);
   auto ctx = who();
   ctx.tool = "query";
-  auto failed = startRun(engine.plan(nullptr, "SELECT * FROM public.orders_with_a_long_name", ctx, nullptr), 0, true);
+  auto failed = session::startRun(
+      engine.plan(nullptr, "SELECT * FROM public.orders_with_a_long_name", ctx, nullptr), 0, true);
   failed->rows_sent = 7;
   failed->truncated = true;
   recorder.finish(*failed, ctx, nullptr, history::Outcome::kError, "42P01", "relation does not exist");
-  auto ok = startRun(nullptr, 0, false);
+  auto ok = session::startRun(nullptr, 0, false);
   recorder.finish(*ok, who(), nullptr, history::Outcome::kOk);
   ASSERT_EQ(sink.records.size(), 2u);
   EXPECT_EQ(sink.records[0].tables, (std::vector<std::string>{"public.orders_with_a_long_name"}));
@@ -102,10 +107,10 @@ TEST(StatementRecorder, ADeniedTextIsOneRecordPerStatementAndCountsAsDenied) {
   const auto groups = test::groupsFromYaml(
       "g:\n  guards:\n    - kind: read_only\n    - kind: budget\n      max_denied: 10\n");
   const guards::PolicyGroup* group = groups.at("g").get();
-  guards::BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   CollectingSink sink;
-  StatementRecorder recorder(sink, &ledger, "host-1");
-  PolicyEngine engine(16, 4096);
+  session::StatementRecorder recorder(sink, &ledger, "host-1");
+  session::PolicyEngine engine(16, 4096);
   auto ctx = who();
   ctx.budgets = &ledger;
   const auto plan = engine.plan(group, "DELETE FROM t; DELETE FROM u", ctx, nullptr);
@@ -126,17 +131,17 @@ TEST(StatementRecorder, AFinishedRunGivesItsBudgetBack) {
   const auto groups = test::groupsFromYaml(
       "g:\n  guards:\n    - kind: budget\n      max_rows: 100\n      per_user_concurrent: 1\n");
   const guards::PolicyGroup* group = groups.at("g").get();
-  const guards::BudgetGuard* bg = guards::findBudgetGuard(*group);
+  const budgets::BudgetGuard* bg = budgets::findBudgetGuard(*group);
   ASSERT_NE(bg, nullptr);
-  guards::BudgetLedger ledger;
+  budgets::BudgetLedger ledger;
   CollectingSink sink;
-  StatementRecorder recorder(sink, &ledger, "host-1");
-  PolicyEngine engine(16, 4096);
+  session::StatementRecorder recorder(sink, &ledger, "host-1");
+  session::PolicyEngine engine(16, 4096);
   auto ctx = who();
-  const auto key = std::make_shared<const guards::BudgetKey>(ledger.keyFor(ctx));
-  ASSERT_EQ(ledger.admit(*bg, *key).kind, guards::BudgetLedger::Admission::Kind::kAdmitted);
+  const auto key = std::make_shared<const budgets::BudgetKey>(ledger.keyFor(ctx));
+  ASSERT_EQ(ledger.admit(*bg, *key).kind, budgets::BudgetLedger::Admission::Kind::kAdmitted);
   EXPECT_EQ(ledger.users()[0].running, 1);
-  auto run = startRun(engine.plan(group, "SELECT 1", ctx, nullptr), 0, true);
+  auto run = session::startRun(engine.plan(group, "SELECT 1", ctx, nullptr), 0, true);
   run->budget_key = key;
   run->rows_sent = 7;
   recorder.finish(*run, ctx, group, history::Outcome::kOk);
@@ -154,21 +159,22 @@ namespace {
 // The queue's entries count themselves in the run: a pipeline's "is this run still awaited?" is
 // one comparison, and copies, moves, resets and destruction keep the count exact.
 TEST(QueuedRunTest, CountsTheQueueEntriesHoldingARun) {
-  auto run = std::make_shared<StatementRun>();
+  auto run = std::make_shared<session::StatementRun>();
   {
-    std::deque<QueuedRun> queue;
+    std::deque<session::QueuedRun> queue;
     queue.emplace_back(run);
     queue.emplace_back(run);
     EXPECT_EQ(run->queued, 2u);
-    QueuedRun copy = queue.front();
+    session::QueuedRun copy = queue.front();
     EXPECT_EQ(run->queued, 3u);
-    QueuedRun moved = std::move(copy);
+    session::QueuedRun moved = std::move(copy);
     EXPECT_EQ(run->queued, 3u);
     moved.reset();
     EXPECT_EQ(run->queued, 2u);
     queue.pop_front();
     EXPECT_EQ(run->queued, 1u);
-    queue.front() = QueuedRun(std::make_shared<StatementRun>());  // replaced by another run
+    queue.front() =
+        session::QueuedRun(std::make_shared<session::StatementRun>());  // replaced by another run
     EXPECT_EQ(run->queued, 0u);
     queue.front() = run;
     EXPECT_EQ(run->queued, 1u);

@@ -9,14 +9,14 @@ namespace pgwarden::daemon {
 namespace {
 
 TEST(WriteHold, TheQueryIsHeldUntilTakenOnce) {
-  WriteHold h;
+  session::WriteHold h;
   h.holdQuery("Q...INSERT");
   EXPECT_EQ(h.takeQuery(), "Q...INSERT");
   EXPECT_EQ(h.takeQuery(), "");
 }
 
 TEST(WriteHold, ASavepointRefusalIsGivenOnceAndForgottenByTheNextWrite) {
-  WriteHold h;
+  session::WriteHold h;
   h.holdQuery("first");
   EXPECT_FALSE(h.takeSavepointRefusal());
   h.savepointRefused("25P02", "current transaction is aborted");
@@ -31,9 +31,9 @@ TEST(WriteHold, ASavepointRefusalIsGivenOnceAndForgottenByTheNextWrite) {
 }
 
 TEST(WriteHold, ACountedWriteIsHeldUntilTaken) {
-  WriteHold h;
+  session::WriteHold h;
   EXPECT_EQ(h.counted(), nullptr);
-  h.holdCounted(WriteHold::Counted{{}, 3, true, "C...UPDATE 3"});
+  h.holdCounted(session::WriteHold::Counted{{}, 3, true, "C...UPDATE 3"});
   ASSERT_NE(h.counted(), nullptr);
   EXPECT_EQ(h.counted()->rows, 3);
   auto taken = h.takeCounted();
@@ -43,7 +43,7 @@ TEST(WriteHold, ACountedWriteIsHeldUntilTaken) {
 }
 
 TEST(WriteHold, ABeginIsUnansweredUntilTheNextReadyForQuery) {
-  WriteHold h;
+  session::WriteHold h;
   EXPECT_FALSE(h.beginUnanswered());
   h.beginSent();
   EXPECT_TRUE(h.beginUnanswered());

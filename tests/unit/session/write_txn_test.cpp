@@ -39,31 +39,32 @@ class WriteTxnTest : public ::testing::Test {
   }
 
   // The judgement of `sql` by `w` (simple protocol unless `extended`).
-  WriteTransaction::Judgement judge(const WriteTransaction& w, const std::string& sql, bool extended = false,
-                                    const guards::PolicyGroup* group = nullptr) {
-    analysis_ = guards::analyzeUncached(sql);
+  session::WriteTransaction::Judgement judge(const session::WriteTransaction& w,
+                                             const std::string& sql, bool extended = false,
+                                             const guards::PolicyGroup* group = nullptr) {
+    analysis_ = analysis::analyzeUncached(sql);
     EXPECT_TRUE(analysis_->ok) << sql;
     ctx_.group = "writers";
     const guards::GuardInput in{*analysis_, sql, ctx_, nullptr, (group ? group : group_)->settings()};
     return w.judge(in, extended);
   }
-  std::string code(const WriteTransaction& w, const std::string& sql, bool extended = false,
-                   const guards::PolicyGroup* group = nullptr) {
+  std::string code(const session::WriteTransaction& w, const std::string& sql,
+                   bool extended = false, const guards::PolicyGroup* group = nullptr) {
     auto j = judge(w, sql, extended, group);
     return j.deny ? j.deny->code : std::string("pass");
   }
   // A transaction open, with `table` looked at.
-  WriteTransaction openWith(const std::string& table, uint64_t now = 1000) {
-    WriteTransaction w(group_->writes());
-    EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, now));
-    auto a = guards::analyzeUncached("SELECT * FROM " + table);
+  session::WriteTransaction openWith(const std::string& table, uint64_t now = 1000) {
+    session::WriteTransaction w(group_->writes());
+    EXPECT_TRUE(w.move(session::TxnEvent::kServerInTxn, now));
+    auto a = analysis::analyzeUncached("SELECT * FROM " + table);
     w.noteRead(a->statements.at(0));
     return w;
   }
 
   guards::PolicyMap groups_;
   const guards::PolicyGroup* group_ = nullptr;
-  std::shared_ptr<const guards::Analysis> analysis_;
+  std::shared_ptr<const analysis::Analysis> analysis_;
   guards::RequestContext ctx_;
 };
 
@@ -94,51 +95,51 @@ TEST_F(WriteTxnTest, ConfigMistakesStopStartUp) {
 }
 
 TEST_F(WriteTxnTest, EveryLegalMove) {
-  WriteTransaction w(group_->writes());
-  EXPECT_EQ(w.state(), TxnState::kNone);
-  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 1));
-  EXPECT_EQ(w.state(), TxnState::kNone);
-  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 2));
-  EXPECT_EQ(w.state(), TxnState::kOpen);
-  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 3));
-  EXPECT_EQ(w.state(), TxnState::kOpen);
-  EXPECT_TRUE(w.move(TxnEvent::kServerFailed, 4));
-  EXPECT_EQ(w.state(), TxnState::kFailed);
-  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 5));  // ROLLBACK TO a client savepoint
-  EXPECT_EQ(w.state(), TxnState::kOpen);
-  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 6));   // COMMIT or ROLLBACK
-  EXPECT_EQ(w.state(), TxnState::kNone);
-  EXPECT_TRUE(w.move(TxnEvent::kServerFailed, 7));
-  EXPECT_EQ(w.state(), TxnState::kFailed);
-  EXPECT_TRUE(w.move(TxnEvent::kExpired, 8));
-  EXPECT_EQ(w.state(), TxnState::kRolledBack);
-  EXPECT_TRUE(w.move(TxnEvent::kServerIdle, 9));   // the answer to pgwarden's ROLLBACK
-  EXPECT_EQ(w.state(), TxnState::kRolledBack);
-  EXPECT_TRUE(w.move(TxnEvent::kTold, 10));
-  EXPECT_EQ(w.state(), TxnState::kNone);
-  EXPECT_TRUE(w.move(TxnEvent::kServerInTxn, 11));
-  EXPECT_TRUE(w.move(TxnEvent::kExpired, 12));
-  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+  session::WriteTransaction w(group_->writes());
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerIdle, 1));
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerInTxn, 2));
+  EXPECT_EQ(w.state(), session::TxnState::kOpen);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerInTxn, 3));
+  EXPECT_EQ(w.state(), session::TxnState::kOpen);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerFailed, 4));
+  EXPECT_EQ(w.state(), session::TxnState::kFailed);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerInTxn, 5));  // ROLLBACK TO a client savepoint
+  EXPECT_EQ(w.state(), session::TxnState::kOpen);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerIdle, 6));  // COMMIT or ROLLBACK
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerFailed, 7));
+  EXPECT_EQ(w.state(), session::TxnState::kFailed);
+  EXPECT_TRUE(w.move(session::TxnEvent::kExpired, 8));
+  EXPECT_EQ(w.state(), session::TxnState::kRolledBack);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerIdle, 9));  // the answer to pgwarden's ROLLBACK
+  EXPECT_EQ(w.state(), session::TxnState::kRolledBack);
+  EXPECT_TRUE(w.move(session::TxnEvent::kTold, 10));
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
+  EXPECT_TRUE(w.move(session::TxnEvent::kServerInTxn, 11));
+  EXPECT_TRUE(w.move(session::TxnEvent::kExpired, 12));
+  EXPECT_EQ(w.state(), session::TxnState::kRolledBack);
 }
 
 TEST_F(WriteTxnTest, IllegalMovesChangeNothing) {
-  WriteTransaction w(group_->writes());
-  EXPECT_FALSE(w.move(TxnEvent::kExpired, 1));  // nothing to roll back
-  EXPECT_FALSE(w.move(TxnEvent::kTold, 1));
-  EXPECT_EQ(w.state(), TxnState::kNone);
-  ASSERT_TRUE(w.move(TxnEvent::kServerInTxn, 1));
-  EXPECT_FALSE(w.move(TxnEvent::kTold, 2));
-  EXPECT_EQ(w.state(), TxnState::kOpen);
-  ASSERT_TRUE(w.move(TxnEvent::kExpired, 3));
-  EXPECT_FALSE(w.move(TxnEvent::kServerInTxn, 4));  // the client was not told yet
-  EXPECT_FALSE(w.move(TxnEvent::kServerFailed, 4));
-  EXPECT_FALSE(w.move(TxnEvent::kExpired, 4));
-  EXPECT_EQ(w.state(), TxnState::kRolledBack);
+  session::WriteTransaction w(group_->writes());
+  EXPECT_FALSE(w.move(session::TxnEvent::kExpired, 1));  // nothing to roll back
+  EXPECT_FALSE(w.move(session::TxnEvent::kTold, 1));
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
+  ASSERT_TRUE(w.move(session::TxnEvent::kServerInTxn, 1));
+  EXPECT_FALSE(w.move(session::TxnEvent::kTold, 2));
+  EXPECT_EQ(w.state(), session::TxnState::kOpen);
+  ASSERT_TRUE(w.move(session::TxnEvent::kExpired, 3));
+  EXPECT_FALSE(w.move(session::TxnEvent::kServerInTxn, 4));  // the client was not told yet
+  EXPECT_FALSE(w.move(session::TxnEvent::kServerFailed, 4));
+  EXPECT_FALSE(w.move(session::TxnEvent::kExpired, 4));
+  EXPECT_EQ(w.state(), session::TxnState::kRolledBack);
 }
 
 TEST_F(WriteTxnTest, WriteOutsideTransactionIsRequiredToBegin) {
-  WriteTransaction w(group_->writes());
-  auto a = guards::analyzeUncached("SELECT * FROM items");
+  session::WriteTransaction w(group_->writes());
+  auto a = analysis::analyzeUncached("SELECT * FROM items");
   w.noteRead(a->statements.at(0));
   EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE id = 1"), "TRANSACTION_REQUIRED");
   EXPECT_EQ(code(w, "INSERT INTO items VALUES (1)"), "TRANSACTION_REQUIRED");
@@ -150,14 +151,14 @@ TEST_F(WriteTxnTest, WriteOutsideTransactionIsRequiredToBegin) {
 }
 
 TEST_F(WriteTxnTest, LookFirstNamesTheTableAndHowToLook) {
-  WriteTransaction w = openWith("other");
+  session::WriteTransaction w = openWith("other");
   auto j = judge(w, "UPDATE items SET qty = 1 WHERE id = 1");
   ASSERT_TRUE(j.deny);
   EXPECT_EQ(j.deny->code, "LOOK_FIRST");
   EXPECT_NE(j.deny->message.find("items"), std::string::npos);
   EXPECT_EQ(j.deny->hint, "SELECT * FROM items LIMIT 10");
   // Looking at it (qualified or not) lets the write run, inside pgwarden's savepoint.
-  auto a = guards::analyzeUncached("SELECT count(*) FROM public.items WHERE id < 3");
+  auto a = analysis::analyzeUncached("SELECT count(*) FROM public.items WHERE id < 3");
   w.noteRead(a->statements.at(0));
   j = judge(w, "UPDATE items SET qty = 1 WHERE id = 1");
   EXPECT_FALSE(j.deny);
@@ -167,26 +168,26 @@ TEST_F(WriteTxnTest, LookFirstNamesTheTableAndHowToLook) {
 }
 
 TEST_F(WriteTxnTest, MissingOrTrivialPredicate) {
-  WriteTransaction w = openWith("items");
+  session::WriteTransaction w = openWith("items");
   EXPECT_EQ(code(w, "UPDATE items SET qty = 1"), "MISSING_PREDICATE");
   EXPECT_EQ(code(w, "UPDATE items SET qty = 1 WHERE 1=1"), "MISSING_PREDICATE");
   EXPECT_EQ(code(w, "DELETE FROM items WHERE true"), "MISSING_PREDICATE");
   EXPECT_EQ(code(w, "DELETE FROM items"), "MISSING_PREDICATE");
   EXPECT_EQ(code(w, "DELETE FROM items WHERE id = 4"), "pass");
   // Whatever the transaction state: no WHERE, no write.
-  WriteTransaction none(group_->writes());
+  session::WriteTransaction none(group_->writes());
   EXPECT_EQ(code(none, "UPDATE items SET qty = 1"), "MISSING_PREDICATE");
 }
 
 TEST_F(WriteTxnTest, DdlFollowsAllowDdl) {
-  WriteTransaction w = openWith("items");
+  session::WriteTransaction w = openWith("items");
   EXPECT_EQ(code(w, "CREATE TABLE t2 (a int)"), "DDL_NOT_ALLOWED");
   EXPECT_EQ(code(w, "TRUNCATE items"), "DDL_NOT_ALLOWED");
   EXPECT_EQ(code(w, "DROP TABLE items"), "DDL_NOT_ALLOWED");
   const guards::PolicyGroup* ddl = groups_.at("ddl_writers").get();
-  WriteTransaction d(ddl->writes());
+  session::WriteTransaction d(ddl->writes());
   EXPECT_EQ(code(d, "CREATE TABLE t2 (a int)", false, ddl), "TRANSACTION_REQUIRED");
-  ASSERT_TRUE(d.move(TxnEvent::kServerInTxn, 1));
+  ASSERT_TRUE(d.move(session::TxnEvent::kServerInTxn, 1));
   auto j = judge(d, "CREATE TABLE t2 (a int)", false, ddl);
   EXPECT_FALSE(j.deny) << (j.deny ? j.deny->code + " " + j.deny->message : "");
   EXPECT_FALSE(j.wrap);  // no rows to count
@@ -202,7 +203,7 @@ TEST_F(WriteTxnTest, DdlFollowsAllowDdl) {
 
 // The escapes themselves are the corpus below; these are their look-alikes that must still pass.
 TEST_F(WriteTxnTest, WhatTheEscapeChecksLetThrough) {
-  WriteTransaction w = openWith("items");
+  session::WriteTransaction w = openWith("items");
   EXPECT_EQ(code(w, "SAVEPOINT mine"), "pass");
   EXPECT_EQ(code(w, "ROLLBACK TO SAVEPOINT mine"), "pass");
   EXPECT_EQ(code(w, "COMMIT AND NO CHAIN"), "pass");
@@ -216,13 +217,13 @@ TEST_F(WriteTxnTest, WhatTheEscapeChecksLetThrough) {
 // Over the extended protocol the text is judged at Parse without the transaction's state (a
 // driver sends BEGIN and the write in one batch); each Execute is judged when it runs.
 TEST_F(WriteTxnTest, ExtendedWritesAreJudgedAgainAtEachExecute) {
-  WriteTransaction none(group_->writes());
+  session::WriteTransaction none(group_->writes());
   auto j = judge(none, "UPDATE items SET qty = 1 WHERE id = 1", true);
   EXPECT_FALSE(j.deny);
   EXPECT_TRUE(j.wrap && j.at_execute);
   EXPECT_EQ(j.table, "items");
   EXPECT_EQ(code(none, "UPDATE items SET qty = 1", true), "MISSING_PREDICATE");  // at Parse still
-  const auto a = guards::analyzeUncached("UPDATE items SET qty = 1 WHERE id = 1");
+  const auto a = analysis::analyzeUncached("UPDATE items SET qty = 1 WHERE id = 1");
   const auto& st = a->statements.at(0);
   auto d = none.judgeExecute(st, false);
   ASSERT_TRUE(d);
@@ -230,16 +231,16 @@ TEST_F(WriteTxnTest, ExtendedWritesAreJudgedAgainAtEachExecute) {
   d = none.judgeExecute(st, true);  // its BEGIN is on the way, in the same batch
   ASSERT_TRUE(d);
   EXPECT_EQ(d->code, "LOOK_FIRST");
-  WriteTransaction open = openWith("items");
+  session::WriteTransaction open = openWith("items");
   EXPECT_FALSE(open.judgeExecute(st, false));
-  WriteTransaction other = openWith("other");
+  session::WriteTransaction other = openWith("other");
   d = other.judgeExecute(st, false);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->code, "LOOK_FIRST");
 }
 
 TEST_F(WriteTxnTest, RowCapsPerStatementAndTransaction) {
-  WriteTransaction w = openWith("items");
+  session::WriteTransaction w = openWith("items");
   auto over = w.onWriteDone("items", "UPDATE", 400);
   ASSERT_TRUE(over);
   EXPECT_EQ(over->code, "TOO_MANY_ROWS");
@@ -260,21 +261,22 @@ TEST_F(WriteTxnTest, RowCapsPerStatementAndTransaction) {
 }
 
 TEST_F(WriteTxnTest, IdleAndAgeTimeouts) {
-  WriteTransaction w = openWith("items", 1000);
+  session::WriteTransaction w = openWith("items", 1000);
   EXPECT_FALSE(w.due(1000 + 59999));
-  EXPECT_EQ(w.due(1000 + 60000), TxnEnd::kIdleTimeout);
+  EXPECT_EQ(w.due(1000 + 60000), session::TxnEnd::kIdleTimeout);
   // Busy all along, but older than max_age.
-  for (uint64_t t = 1000; t < 1000 + 600000; t += 30000) ASSERT_TRUE(w.move(TxnEvent::kServerInTxn, t));
-  EXPECT_EQ(w.due(1000 + 600000), TxnEnd::kMaxAge);
-  WriteTransaction none(group_->writes());
+  for (uint64_t t = 1000; t < 1000 + 600000; t += 30000)
+    ASSERT_TRUE(w.move(session::TxnEvent::kServerInTxn, t));
+  EXPECT_EQ(w.due(1000 + 600000), session::TxnEnd::kMaxAge);
+  session::WriteTransaction none(group_->writes());
   EXPECT_FALSE(none.due(1u << 30));
 }
 
 TEST_F(WriteTxnTest, RolledBackTransactionIsToldOnce) {
-  WriteTransaction w = openWith("items", 1000);
+  session::WriteTransaction w = openWith("items", 1000);
   ASSERT_FALSE(w.onWriteDone("items", "UPDATE", 4));
-  ASSERT_TRUE(w.move(TxnEvent::kExpired, 70000));
-  EXPECT_EQ(w.expiredBy(), TxnEnd::kIdleTimeout);
+  ASSERT_TRUE(w.move(session::TxnEvent::kExpired, 70000));
+  EXPECT_EQ(w.expiredBy(), session::TxnEnd::kIdleTimeout);
   w.clear();
   auto j = judge(w, "SELECT 1");
   ASSERT_TRUE(j.deny);
@@ -282,12 +284,12 @@ TEST_F(WriteTxnTest, RolledBackTransactionIsToldOnce) {
   const std::string detail = j.deny->facts.json(j.deny->code);
   EXPECT_NE(detail.find("\"lost\":\"items: 4 rows\""), std::string::npos) << detail;
   EXPECT_NE(detail.find("\"reason\":\"idle_timeout\""), std::string::npos) << detail;
-  ASSERT_TRUE(w.move(TxnEvent::kTold, 70001));
+  ASSERT_TRUE(w.move(session::TxnEvent::kTold, 70001));
   EXPECT_EQ(code(w, "SELECT 1"), "pass");
 }
 
 TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
-  WriteTransaction w = openWith("items", 1000);
+  session::WriteTransaction w = openWith("items", 1000);
   ASSERT_FALSE(w.onWriteDone("items", "UPDATE", 4));
   const auto open = w.openNotice(2000);
   EXPECT_EQ(open.code, "TRANSACTION_OPEN");
@@ -302,30 +304,30 @@ TEST_F(WriteTxnTest, NoticesCarryChangesTimeLeftAndNextMoves) {
   EXPECT_EQ(kept.code, "TRANSACTION_COMMITTED");
   EXPECT_EQ(kept.message, "Committed; kept: items: 4 rows.");
   EXPECT_EQ(w.endNotice(false).code, "TRANSACTION_DISCARDED");
-  ASSERT_TRUE(w.move(TxnEvent::kServerFailed, 3000));
+  ASSERT_TRUE(w.move(session::TxnEvent::kServerFailed, 3000));
   EXPECT_NE(w.openNotice(3000).detail.find("\"next_moves\":[\"ROLLBACK\"]"), std::string::npos);
 }
 
 // What both front ends do at a statement's CommandComplete and ReadyForQuery, and after a denial.
 TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
-  WriteTransaction w(group_->writes());
-  auto a = guards::analyzeUncached("SELECT * FROM items WHERE id = 1");
+  session::WriteTransaction w(group_->writes());
+  auto a = analysis::analyzeUncached("SELECT * FROM items WHERE id = 1");
   EXPECT_EQ(w.onCommandComplete(&a->statements.at(0), "SELECT 1", std::nullopt).txn_rows, -1);
   EXPECT_TRUE(w.looked("", "items"));  // a completed read is a look
   auto begun = w.afterStatement('T', "BEGIN", 1000);
   ASSERT_TRUE(begun.moved && begun.notice);
-  EXPECT_EQ(w.state(), TxnState::kOpen);
+  EXPECT_EQ(w.state(), session::TxnState::kOpen);
   EXPECT_EQ(begun.notice->code, "TRANSACTION_OPEN");
   EXPECT_FALSE(begun.ended);
   const std::string table = "items";
-  auto wide =
-      w.onCommandComplete(nullptr, "UPDATE 400", WriteTransaction::Wrapped{table, "UPDATE"});
+  auto wide = w.onCommandComplete(nullptr, "UPDATE 400",
+                                  session::WriteTransaction::Wrapped{table, "UPDATE"});
   ASSERT_TRUE(wide.over);
   EXPECT_EQ(wide.over->code, "TOO_MANY_ROWS");
   EXPECT_EQ(wide.rows, 400);
   EXPECT_FALSE(wide.counted);
   auto narrow =
-      w.onCommandComplete(nullptr, "UPDATE 4", WriteTransaction::Wrapped{table, "UPDATE"});
+      w.onCommandComplete(nullptr, "UPDATE 4", session::WriteTransaction::Wrapped{table, "UPDATE"});
   EXPECT_TRUE(narrow.counted && !narrow.over && !narrow.measure);  // a plain table: its tag counts
   EXPECT_EQ(narrow.rows, 4);
   // A denial inside the transaction: it is as it was, and the agent hears so.
@@ -335,9 +337,9 @@ TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
   EXPECT_EQ(w.onCommandComplete(nullptr, "COMMIT", std::nullopt).txn_rows, 4);
   auto kept = w.afterStatement('I', "COMMIT", 2000);
   ASSERT_TRUE(kept.moved && kept.notice && kept.ended);
-  EXPECT_EQ(*kept.ended, TxnEnd::kCommitted);
+  EXPECT_EQ(*kept.ended, session::TxnEnd::kCommitted);
   EXPECT_EQ(kept.notice->message, "Committed; kept: items: 4 rows.");
-  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
   EXPECT_EQ(w.totals().rows, 0);
   EXPECT_FALSE(w.afterDenial("TRANSACTION_REQUIRED", 2500));  // nothing open: nothing to say
   // A failed transaction ends discarded, whatever its last word.
@@ -345,13 +347,13 @@ TEST_F(WriteTxnTest, StatementEndsMoveTheStateAndSayWhatTheAgentHears) {
   ASSERT_TRUE(w.afterStatement('E', "", 3100).moved);
   auto discarded = w.afterStatement('I', "ROLLBACK", 3200);
   ASSERT_TRUE(discarded.ended);
-  EXPECT_EQ(*discarded.ended, TxnEnd::kRolledBack);
+  EXPECT_EQ(*discarded.ended, session::TxnEnd::kRolledBack);
   EXPECT_EQ(discarded.notice->code, "TRANSACTION_DISCARDED");
   // After pgwarden's rollback the next denial tells it, once.
   ASSERT_TRUE(w.afterStatement('T', "BEGIN", 4000).moved);
-  ASSERT_TRUE(w.move(TxnEvent::kExpired, 70000));
+  ASSERT_TRUE(w.move(session::TxnEvent::kExpired, 70000));
   EXPECT_FALSE(w.afterDenial("TRANSACTION_ROLLED_BACK", 70001));
-  EXPECT_EQ(w.state(), TxnState::kNone);
+  EXPECT_EQ(w.state(), session::TxnState::kNone);
 }
 
 // A DataRow body of the counters query: a table and its changed rows so far.
@@ -363,7 +365,7 @@ std::string counterRow(std::string_view table, int64_t rows) {
 }
 
 TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
-  WriteTransaction w = openWith("parent", 1000);
+  session::WriteTransaction w = openWith("parent", 1000);
   const std::string parent = "parent";
   // The counters before: the transaction's earlier changes (and counts not yet flushed), after
   // the row that says the target can change other tables.
@@ -372,7 +374,8 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   w.noteCounterRow(counterRow("items", 3));
   w.noteCounterRow(counterRow("child", 7));
   // DELETE 1 of parent, and ON DELETE CASCADE removed 100 rows of child.
-  auto tag = w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  auto tag = w.onCommandComplete(nullptr, "DELETE 1",
+                                 session::WriteTransaction::Wrapped{parent, "DELETE"});
   ASSERT_TRUE(tag.measure && !tag.over);
   w.noteCounterRow(counterRow("child", 107));
   w.noteCounterRow(counterRow("items", 3));
@@ -396,8 +399,9 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   w.noteCounterRow(counterRow("", 0));
   w.noteCounterRow(counterRow("child", 107));
   w.noteCounterRow(counterRow("parent", 1));
-  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"})
-                  .measure);
+  ASSERT_TRUE(
+      w.onCommandComplete(nullptr, "DELETE 1", session::WriteTransaction::Wrapped{parent, "DELETE"})
+          .measure);
   w.noteCounterRow(counterRow("child", 112));
   w.noteCounterRow(counterRow("parent", 2));
   auto kept = w.onCounted();
@@ -410,8 +414,9 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   // Counters that saw less than the tag (track_counts off): the tag's count stands.
   w.beginWrite(parent);
   w.noteCounterRow(counterRow("", 0));
-  ASSERT_TRUE(w.onCommandComplete(nullptr, "DELETE 2", WriteTransaction::Wrapped{parent, "DELETE"})
-                  .measure);
+  ASSERT_TRUE(
+      w.onCommandComplete(nullptr, "DELETE 2", session::WriteTransaction::Wrapped{parent, "DELETE"})
+          .measure);
   w.noteCounterRow(counterRow("", 0));
   auto by_tag = w.onCounted();
   EXPECT_TRUE(by_tag.counted);
@@ -419,14 +424,14 @@ TEST_F(WriteTxnTest, RowsOfEveryTableTheWriteChangedCount) {
   EXPECT_EQ(w.totals().summary, "child: 5 rows; parent: 3 rows");
   // A plain table (no first row): no second read, the tag counts at once.
   w.beginWrite(parent);
-  auto plain =
-      w.onCommandComplete(nullptr, "DELETE 1", WriteTransaction::Wrapped{parent, "DELETE"});
+  auto plain = w.onCommandComplete(nullptr, "DELETE 1",
+                                   session::WriteTransaction::Wrapped{parent, "DELETE"});
   EXPECT_TRUE(plain.counted && !plain.measure);
   EXPECT_EQ(w.totals().rows, 9);
 }
 
 TEST_F(WriteTxnTest, TheCountersQueryNamesTheTargetAsALiteral) {
-  WriteTransaction w(group_->writes());
+  session::WriteTransaction w(group_->writes());
   w.beginWrite("\"it's\".t\\x");
   const std::string q = w.countersQuery();
   EXPECT_NE(q.find("pg_catalog.to_regclass(E'\"it''s\".t\\\\x')"), std::string::npos) << q;
@@ -436,16 +441,17 @@ TEST_F(WriteTxnTest, TheCountersQueryNamesTheTargetAsALiteral) {
 }
 
 TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
-  WriteTransaction w = openWith("items", 1000);
+  session::WriteTransaction w = openWith("items", 1000);
   const std::string items = "items";
   auto run = [&](const std::string& sql, std::string_view tag) {
-    auto a = guards::analyzeUncached(sql);
-    const guards::StatementInfo& st = a->statements.at(0);
-    if (st.kind != guards::StatementKind::kUpdate) {
+    auto a = analysis::analyzeUncached(sql);
+    const analysis::StatementInfo& st = a->statements.at(0);
+    if (st.kind != analysis::StatementKind::kUpdate) {
       (void)w.onCommandComplete(&st, tag, std::nullopt);
       return;
     }
-    ASSERT_TRUE(w.onCommandComplete(&st, tag, WriteTransaction::Wrapped{items, "UPDATE"}).counted);
+    ASSERT_TRUE(
+        w.onCommandComplete(&st, tag, session::WriteTransaction::Wrapped{items, "UPDATE"}).counted);
   };
   run("UPDATE items SET q = 1 WHERE id < 5", "UPDATE 4");
   run("SAVEPOINT a", "SAVEPOINT");
@@ -488,23 +494,24 @@ TEST_F(WriteTxnTest, TalliesFollowTheClientsSavepoints) {
 // the write group's read checks instead, since its chain has no read_only guard.
 class WriteCaller : public test::FakeCaller {
  public:
-  WriteCaller(const guards::PolicyGroup* g, const WriteTransaction* w) : FakeCaller(g), w_(w) {}
-  const WriteTransaction* writeTransaction() const override { return w_; }
+  WriteCaller(const guards::PolicyGroup* g, const session::WriteTransaction* w)
+      : FakeCaller(g), w_(w) {}
+  const session::WriteTransaction* writeTransaction() const override { return w_; }
 
  private:
-  const WriteTransaction* w_;
+  const session::WriteTransaction* w_;
 };
 
 TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
-  PolicyEngine engine(64, 4096);
-  GateServices services;
+  session::PolicyEngine engine(64, 4096);
+  session::GateServices services;
   services.policy = &engine;
-  WriteTransaction w = openWith("items");
+  session::WriteTransaction w = openWith("items");
   WriteCaller caller(group_, &w);
-  StatementGate gate(services, caller, [](GateVerdict) {});
-  GateRequest r;
+  session::StatementGate gate(services, caller, [](session::GateVerdict) {});
+  session::GateRequest r;
   r.sql = "UPDATE items SET qty = 1 WHERE id = 1";
-  GateVerdict v;
+  session::GateVerdict v;
   ASSERT_TRUE(gate.decide(r, v));
   EXPECT_FALSE(v.plan->decision.denied);
   EXPECT_TRUE(v.write.wrap);
@@ -517,7 +524,7 @@ TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
   EXPECT_FALSE(v.write.wrap);
 
   WriteCaller mcp(group_, nullptr);
-  StatementGate read_gate(services, mcp, [](GateVerdict) {});
+  session::StatementGate read_gate(services, mcp, [](session::GateVerdict) {});
   r.sql = "BEGIN READ WRITE";
   ASSERT_TRUE(read_gate.decide(r, v));
   EXPECT_EQ(v.plan->decision.deny.code, "READ_ONLY");
@@ -534,7 +541,7 @@ TEST_F(WriteTxnTest, EveryWriteEscapeOfTheCorpusIsDenied) {
   ASSERT_GE(lines.size(), 50u);
   for (const auto& l : lines) {
     SCOPED_TRACE("write_escapes.tsv:" + std::to_string(l.number) + " [" + l.category + "] " + l.sql);
-    WriteTransaction w = openWith("w_items");
+    session::WriteTransaction w = openWith("w_items");
     EXPECT_EQ(code(w, l.sql), l.expect);
   }
 }

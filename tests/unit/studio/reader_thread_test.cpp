@@ -14,7 +14,7 @@
 namespace pgwarden::studio {
 namespace {
 
-using daemon::HttpResponse;
+using net::HttpResponse;
 
 TEST(ReaderThread, AnswersComeBackOnTheLoopThreadInOrder) {
   uv_loop_t loop;

@@ -13,7 +13,7 @@
 namespace pgwarden::studio {
 namespace {
 
-using daemon::HttpRequest;
+using net::HttpRequest;
 
 class StudioPagesOnSqlite : public ::testing::Test {
  protected:
@@ -30,7 +30,7 @@ class StudioPagesOnSqlite : public ::testing::Test {
     reader_ = std::move(*reader);
   }
 
-  daemon::HttpResponse get(const std::string& path, const std::string& query = "") {
+  net::HttpResponse get(const std::string& path, const std::string& query = "") {
     return renderPage(*reader_, path, query, now_us_);
   }
 
