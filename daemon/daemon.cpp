@@ -302,8 +302,7 @@ void Daemon::admitStartup(Worker& w, session::ClientSession& s) {
   session::StartupLimiter::Limits l;
   l.max_total = static_cast<size_t>(limits.startupCap());
   l.max_per_address = static_cast<size_t>(limits.max_startup_per_address);
-  const std::string address =
-      s.viaUnix() ? std::string() : session::StartupLimiter::addressKey(s.peerHost());
+  const std::string address = s.viaUnix() ? "" : session::StartupLimiter::addressKey(s.peerHost());
   const uint64_t now = w.nowMs();
   const bool clients_full = sessionCount() > static_cast<size_t>(limits.max_client_connections);
   bool log_evict = false;

@@ -331,6 +331,10 @@ void applyDenial(Decision& d, Verdict v);
 // with `sql`, the hint quotes the text around the position).
 Verdict syntaxErrorVerdict(const analysis::Analysis& analysis, std::string_view sql = {});
 
+// The settings a group's statements may not change: the defaults, and search_path when the group
+// sets one.
+std::vector<std::string> protectedFor(const std::vector<std::string>& search_path);
+
 // Session housekeeping: SET/RESET/SHOW, transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT,
 // SET TRANSACTION ...), DISCARD, DEALLOCATE and CLOSE. Drivers send these on their own (pgjdbc's
 // SET extra_float_digits on connect, psycopg2's BEGIN), so they neither spend budget nor go to the
