@@ -285,6 +285,7 @@ void populate(Metrics& m) {
   m.rows_written.setCollector([](SampleSink& s) { s.add({}, 17); });
   m.writes_undone.setCollector([](SampleSink& s) { s.add({}, 1); });
   m.client_stall_closes.setCollector([](SampleSink& s) { s.add({}, 1); });
+  m.screen_probes.setCollector([](SampleSink& s) { s.add({"absent"}, 1); });
   m.catalog_stats_age.setCollector([](SampleSink& s) { s.add({"analytics"}, 42); });
   m.plan_cache_lookups.with({"hit"}).inc(9);
   m.plan_cache_lookups.with({"miss"}).inc(3);
