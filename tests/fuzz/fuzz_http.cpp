@@ -11,7 +11,7 @@
 
 using pgwarden::net::HttpRequest;
 using pgwarden::net::HttpRequestParser;
-namespace m = pgwarden::daemon;
+namespace m = pgwarden::net;
 using pgwarden::fuzz::Input;
 
 namespace {

@@ -10,6 +10,7 @@
 #include "guards/policy.h"
 #include "tests/fuzz/fuzz_util.h"
 
+namespace a = pgwarden::analysis;
 namespace g = pgwarden::guards;
 using pgwarden::fuzz::Input;
 
@@ -47,8 +48,8 @@ open:
   return all;
 }
 
-std::shared_ptr<const g::TableStatsSnapshot> stats() {
-  static const auto s = g::TableStatsSnapshot::fromRows({
+std::shared_ptr<const a::TableStatsSnapshot> stats() {
+  static const auto s = a::TableStatsSnapshot::fromRows({
       {"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint"},
       {"analytics", "fct_shipments", "200000", "id", "bigint"},
       {"public", "dim_region", "12", "region", "text"},
@@ -74,9 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   (void)g::parseSqlComment(sql);
   (void)g::parseAgentCommand(sql);
-  (void)g::parsePlanJson(plan_json);
+  (void)a::parsePlanJson(plan_json);
 
-  const auto analysis = g::analyzeUncached(sql);
+  const auto analysis = a::analyzeUncached(sql);
   if (!analysis->ok) {
     const g::Verdict v = g::syntaxErrorVerdict(*analysis, sql);
     PGW_FUZZ_CHECK(v.action == g::Action::kDeny && !v.message.empty());

@@ -7,7 +7,7 @@
 #include "tests/fuzz/fuzz_util.h"
 
 namespace pgw = pgwarden::protocol;
-namespace daemon = pgwarden::daemon;
+namespace session = pgwarden::session;
 using pgwarden::fuzz::Input;
 
 namespace {
