@@ -49,15 +49,7 @@ TEST_F(LoginTest, TheClientGetsTheCancelKeyTheHostHandedOut) {
   std::string startup;
   protocol::writeStartup(startup, {{"user", "agent"}, {"database", "appdb"}});
   client_->send(startup);
-  protocol::StartupPacket packet;
-  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(packet); }));
-  std::string o;
-  protocol::writeAuthOk(o);
-  protocol::writeParameterStatus(o, "server_version", "15.4");
-  protocol::writeParameterStatus(o, "DateStyle", "ISO, MDY");
-  protocol::writeBackendKeyData(o, 4242, 77);
-  protocol::writeReadyForQuery(o, 'I');
-  server_.send(o);
+  serverAcceptsLogin();
   const auto got = clientReadsUntil('Z');
   std::string key;
   for (const auto& m : got) {
@@ -74,15 +66,7 @@ TEST_F(LoginTest, ASettingTheServerRefusesAtAttachRefusesTheLoginWithTheServersR
   protocol::writeStartup(startup,
                          {{"user", "agent"}, {"database", "appdb"}, {"TimeZone", "Mars/Olympus"}});
   client_->send(startup);
-  protocol::StartupPacket packet;
-  ASSERT_TRUE(runUntil([&] { return server_.takeStartup(packet); }));
-  std::string o;
-  protocol::writeAuthOk(o);
-  protocol::writeParameterStatus(o, "server_version", "15.4");
-  protocol::writeParameterStatus(o, "TimeZone", "UTC");
-  protocol::writeBackendKeyData(o, 4242, 77);
-  protocol::writeReadyForQuery(o, 'I');
-  server_.send(o);
+  serverAcceptsLogin({{"server_version", "15.4"}, {"TimeZone", "UTC"}});
   const auto sent = serverReadsUntil('Q');
   ASSERT_EQ(sent.back().type, 'Q');
   EXPECT_NE(sent.back().body.find("Mars/Olympus"), std::string::npos) << sent.back().body;

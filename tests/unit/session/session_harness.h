@@ -205,16 +205,22 @@ class SessionHarness : public ::testing::Test {
     std::string startup;
     protocol::writeStartup(startup, {{"user", "agent"}, {"database", "appdb"}});
     client_->send(startup);
+    serverAcceptsLogin();
+    ASSERT_TRUE(clientReadsUntil('Z').back().type == 'Z');
+  }
+
+  // The server's side of a login: takes the startup the session forwards and answers AuthOk,
+  // `status` as ParameterStatus, BackendKeyData 4242/77 and ReadyForQuery.
+  void serverAcceptsLogin(const std::vector<std::pair<std::string, std::string>>& status = {
+                              {"server_version", "15.4"}, {"DateStyle", "ISO, MDY"}}) {
     protocol::StartupPacket packet;
     ASSERT_TRUE(runUntil([&] { return server_.takeStartup(packet); }));
     std::string o;
     protocol::writeAuthOk(o);
-    protocol::writeParameterStatus(o, "server_version", "15.4");
-    protocol::writeParameterStatus(o, "DateStyle", "ISO, MDY");
+    for (const auto& [name, value] : status) protocol::writeParameterStatus(o, name, value);
     protocol::writeBackendKeyData(o, 4242, 77);
     protocol::writeReadyForQuery(o, 'I');
     server_.send(o);
-    ASSERT_TRUE(clientReadsUntil('Z').back().type == 'Z');
   }
 
   // What the client receives up to and including the first message of type `last`.
