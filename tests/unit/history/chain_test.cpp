@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 
 #include "chain_util.h"
 #include "history/store.h"
@@ -87,10 +88,12 @@ TEST(ChainFieldsCanonical, EveryTypeAsText) {
 
 // The message as schema version 6 made it: the previous hash, then each field but chain_hash
 // as a 4-byte little-endian length and its bytes, up to chain_hash and record_uid.
-ChainHash version6Hash(std::string_view secret, const ChainHash& prev, const ChainFields& f) {
+// An older schema's chain message: the fields `skip` does not leave out, each behind its length.
+ChainHash olderHash(std::string_view secret, const ChainHash& prev, const ChainFields& f,
+                    const std::function<bool(size_t)>& skip) {
   std::string m(reinterpret_cast<const char*>(prev.data()), prev.size());
   for (size_t i = 0; i < f.size(); ++i) {
-    if (i == kChainHashField || (i >= kFirstPostChainField && i < kRecordUidField)) continue;
+    if (i == kChainHashField || skip(i)) continue;
     const auto n = static_cast<uint32_t>(f[i].size());
     const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
                          static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
@@ -102,6 +105,11 @@ ChainHash version6Hash(std::string_view secret, const ChainHash& prev, const Cha
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(m.data()), m.size(), out.data(), &len);
   return out;
+}
+
+ChainHash version6Hash(std::string_view secret, const ChainHash& prev, const ChainFields& f) {
+  return olderHash(secret, prev, f,
+                   [](size_t i) { return i >= kFirstPostChainField && i < kRecordUidField; });
 }
 
 TEST(ChainFieldsCanonical, ARowWithoutRequestFieldsHashesAsBeforeTheyExisted) {
@@ -122,21 +130,10 @@ TEST(ChainFieldsCanonical, ARowWithoutRequestFieldsHashesAsBeforeTheyExisted) {
 
 // Schema 7's message: request_id and traceparent when set, no host (kRecordUidField - 1).
 ChainHash version7Hash(std::string_view secret, const ChainHash& prev, const ChainFields& f) {
-  std::string m(reinterpret_cast<const char*>(prev.data()), prev.size());
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (i == kChainHashField || i == kRecordUidField - 1) continue;
-    if (i >= kFirstPostChainField && i < kRecordUidField && f[i].empty()) continue;
-    const auto n = static_cast<uint32_t>(f[i].size());
-    const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                         static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
-    m.append(len, 4);
-    m += f[i];
-  }
-  ChainHash out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(m.data()), m.size(), out.data(), &len);
-  return out;
+  return olderHash(secret, prev, f, [&f](size_t i) {
+    return i == kRecordUidField - 1 ||
+           (i >= kFirstPostChainField && i < kRecordUidField && f[i].empty());
+  });
 }
 
 TEST(ChainFieldsCanonical, ARowWithoutAHostHashesAsBeforeItExisted) {
