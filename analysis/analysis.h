@@ -83,6 +83,9 @@ struct StatementInfo {
   int limit_location = -1;              // byte offset of the LIMIT expression, when constant
   bool returns_rows = false;            // a row-returning read
   bool has_aggregate = false;           // aggregate or GROUP BY/DISTINCT at the top level
+  // The top level aggregates with no GROUP BY or DISTINCT: one row whatever matched, so a lone
+  // zero or NULL there (count, sum, max over nothing) is what "nothing matched" looks like.
+  bool plain_aggregate = false;
   bool locking_clause = false;          // FOR UPDATE/SHARE/...
   bool select_into = false;
   bool modifying_cte = false;

@@ -145,6 +145,7 @@ bool Walker::walkSelect(object sel, Ctx ctx, bool outermost) {
       }
     }
     aggregated = level.aggregate || f.group || f.distinct || f.having;
+    if (outermost) out_.plain_aggregate = level.aggregate && !f.group && !f.distinct;
     if (level.collecting) aggregated = false;
     if (aggregated) {
       for (size_t i = from_begin; i < from_end; ++i) refs_[i].aggregated = true;

@@ -108,7 +108,9 @@ std::optional<Estimate> estimate(const ScreenInput& in, int index,
 
 void conditionsExclude(const ScreenInput& in, Findings& out) {
   const analysis::ScreenFacts& f = in.statement->screen;
-  if (!nothingMatched(in.result) || f.tables.size() != 1 || f.joined || f.grouped_filter) return;
+  if (!nothingMatched(in.result, *in.statement) || f.tables.size() != 1 || f.joined ||
+      f.grouped_filter)
+    return;
   if (f.where_conditions < 2 || f.comparisons.size() != static_cast<size_t>(f.where_conditions))
     return;
   for (const auto& found : out) {

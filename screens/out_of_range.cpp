@@ -7,7 +7,7 @@
 namespace pgwarden::screens::detail {
 
 void outOfRange(const ScreenInput& in, Findings& out) {
-  if (!nothingMatched(in.result)) return;
+  if (!nothingMatched(in.result, *in.statement)) return;
   using Op = analysis::ScreenComparison::Op;
   for (const auto& c : in.statement->screen.comparisons) {
     if ((c.op != Op::kLower && c.op != Op::kUpper) || c.values.size() != 1) continue;

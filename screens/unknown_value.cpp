@@ -171,7 +171,7 @@ void probedUnknown(const ScreenInput& in, const analysis::ScreenComparison& c,
 }  // namespace
 
 void unknownValue(const ScreenInput& in, Findings& out) {
-  if (!nothingMatched(in.result)) return;
+  if (!nothingMatched(in.result, *in.statement)) return;
   const auto& comparisons = in.statement->screen.comparisons;
   for (size_t i = 0; i < comparisons.size(); ++i) {
     const analysis::ScreenComparison& c = comparisons[i];

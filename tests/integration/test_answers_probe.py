@@ -49,6 +49,21 @@ def test_probe_answer_comes_in_line(shop, extended):
     assert after["present"] - before.get("present", 0) == 1, (before, after)
 
 
+@pytest.mark.parametrize("extended", [False, True], ids=["simple", "extended"])
+def test_a_rows_own_zero_or_null_asks_nothing(shop, extended):
+    """A row whose one column holds 0 or NULL matched: no probe runs, nothing is said (a probe
+    per lookup would cost every such statement a second query)."""
+    before = probes(shop)
+    with shop.raw() as c:
+        c.login("core", shop.passwords["core"])
+        for sql in ("SELECT id - 9 FROM sq_users WHERE email = 'u9@example.com' "
+                    "AND deleted_at IS NULL",
+                    "SELECT deleted_at FROM sq_users WHERE email = 'u9@example.com'"):
+            codes, _, notices = corpus.ask(c, sql, extended=extended)
+            assert codes == [], notices
+    assert probes(shop) == before
+
+
 def test_probe_that_cannot_answer_says_nothing(shop, pg):
     """The client's transaction holds sq_users; a LOCK ... ACCESS EXCLUSIVE waits behind it, and so
     does every other reader queued after it, the probe among them. The probe gives up at its

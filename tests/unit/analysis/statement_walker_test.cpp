@@ -5,7 +5,7 @@
 //   rel=public.t:pred:w:unb:bounded:triv:reach:noreach   norel=x   nrel=0
 //   fn=pg_sleep  nfn=0  limit=none|all|param|other|const:N  limtext=10
 //   set=statement_timeout  val=0  setcfg=role  nsetcfg=0  maxp=1  err  errpos=1
-//   flags: rows agg lock into mcte ea hold rec unbrec rw cf ctf 2pc  ('!' in front: must be false)
+//   flags: rows agg pagg lock into mcte ea hold rec unbrec rw cf ctf 2pc  ('!' in front: must be false)
 //   s1.kind=delete  (a prefix sN. applies the check to statement N; default statement 0)
 #include <gtest/gtest.h>
 
@@ -184,6 +184,7 @@ TEST_P(AnalysisCase, Matches) {
       bool got = false;
       if (flag == "rows") got = st.returns_rows;
       else if (flag == "agg") got = st.has_aggregate;
+      else if (flag == "pagg") got = st.plain_aggregate;
       else if (flag == "lock") got = st.locking_clause;
       else if (flag == "into") got = st.select_into;
       else if (flag == "mcte") got = st.modifying_cte;
@@ -350,11 +351,19 @@ const Case kSetOpsAggregates[] = {
     {"SELECT a FROM t INTERSECT SELECT a FROM u", "rel=t rel=u"},
     {"SELECT a FROM t EXCEPT SELECT a FROM u ORDER BY 1 LIMIT 5", "limit=const:5"},
     {"(SELECT a FROM t LIMIT 5) UNION (SELECT b FROM u)", "limit=none"},
-    {"SELECT count(*) FROM t UNION ALL SELECT count(*) FROM u", "agg rel=t:bounded rel=u:bounded"},
-    {"SELECT count(*) FROM big", "agg rel=big:bounded:nopred intent=aggregation"},
-    {"SELECT status, count(*) FROM big GROUP BY status", "agg rel=big:bounded"},
-    {"SELECT DISTINCT status FROM big", "agg rel=big:bounded"},
-    {"SELECT array_agg(x) FROM big", "!agg rel=big:unb"},
+    {"SELECT count(*) FROM t UNION ALL SELECT count(*) FROM u",
+     "agg !pagg rel=t:bounded rel=u:bounded"},
+    {"SELECT count(*) FROM big", "agg pagg rel=big:bounded:nopred intent=aggregation"},
+    {"SELECT coalesce(sum(x), 0) FROM big WHERE y = 1", "agg pagg"},
+    {"SELECT max(x) FROM big HAVING count(*) > 1", "agg pagg"},
+    {"SELECT x FROM big WHERE id = 7", "!agg !pagg"},
+    {"SELECT sum(x) OVER () FROM big WHERE id = 7", "!pagg"},
+    {"SELECT x FROM big WHERE x > (SELECT avg(x) FROM big)", "!pagg"},
+    {"SELECT status, count(*) FROM big GROUP BY status", "agg !pagg rel=big:bounded"},
+    {"SELECT count(*) FROM big GROUP BY ()", "agg !pagg"},
+    {"SELECT DISTINCT status FROM big", "agg !pagg rel=big:bounded"},
+    {"SELECT DISTINCT count(*) FROM big", "agg !pagg"},
+    {"SELECT array_agg(x) FROM big", "!agg pagg rel=big:unb"},
     {"SELECT string_agg(x, ',') FROM big", "!agg rel=big:unb"},
     {"SELECT json_agg(b) FROM big b", "!agg rel=big:unb"},
     {"SELECT count(*), array_agg(x) FROM big", "!agg rel=big:unb"},

@@ -68,6 +68,9 @@ TEST(ScreenProbe, AsksAboutAValueTheStatisticsCannotDecide) {
             "FROM (SELECT 1 FROM \"public\".\"users\" WHERE \"email\" IN (E'a@b.c') LIMIT 1000) p");
   // A bound value is asked about as the Bind gave it.
   p.params = {std::string("x@y.z")};
+  EXPECT_FALSE(p.request("SELECT id FROM users WHERE email = $1"))
+      << "a row whose id is 0 matched: nothing to ask";
+  p.result = empty();
   req = p.request("SELECT id FROM users WHERE email = $1");
   ASSERT_TRUE(req);
   EXPECT_NE(req->sql.find("IN (E'x@y.z')"), std::string::npos) << req->sql;

@@ -33,6 +33,19 @@ TEST(UnknownValue, SingleZeroNamesTheKnownValues) {
   EXPECT_EQ(vs[0].message.find("did you mean"), std::string::npos);  // no synonyms guessed
 }
 
+TEST(UnknownValue, ARowsOwnZeroOrNullIsAMatch) {
+  Screening r;
+  r.result = singleZero();
+  // One row came back whose one column holds 0: a shipment with that status exists.
+  EXPECT_TRUE(r.screen("SELECT delay_days FROM fct_shipments WHERE status = 'late'").empty());
+  r.result.single_zero = false;
+  r.result.single_null = true;
+  EXPECT_TRUE(r.screen("SELECT ship_date FROM fct_shipments WHERE status = 'late'").empty());
+  // The lone NULL of an aggregate over no rows: nothing matched.
+  EXPECT_EQ(codesOf(r.screen("SELECT max(ship_date) FROM fct_shipments WHERE status = 'late'")),
+            std::vector<std::string>{"UNKNOWN_VALUE"});
+}
+
 TEST(UnknownValue, NearMatchByCaseAndWhitespace) {
   Screening r;
   for (const char* v : {"delayed", " Delayed ", "DELAYED  "}) {
