@@ -312,6 +312,9 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
                                const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
                                Decision& d, ChainState& st) const {
   const GuardInput in{analysis, sql, ctx, stats, *settings_};
+  // Each guard's time runs from the previous guard's end: one clock read per guard, not two.
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point mark = ctx.observer ? Clock::now() : Clock::time_point{};
 
   for (; st.guard < guards_.size(); ++st.guard, st.statement = 0, st.text_done = false) {
     const size_t i = st.guard;
@@ -358,10 +361,9 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
       if (v.action == Action::kWarn) d.warnings.push_back(std::move(v));
       return false;
     };
-    // One observation per guard and text: two clock reads, no allocation. A guard the chain
-    // paused at (a webhook) was observed before the pause; its resumption is not a second one.
+    // One observation per guard and text, no allocation. A guard the chain paused at (a
+    // webhook) was observed before the pause; its resumption is not a second one.
     const bool observe = ctx.observer && !st.text_done;
-    const auto started = observe ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     bool stop = false;
     if (!st.text_done) {
       st.text_done = true;
@@ -375,7 +377,11 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
       g.checkStatementInto(in, stmt, r);
       stop = take(r);
     }
-    if (observe) ctx.observer->guardEvaluated(g.kind(), std::chrono::steady_clock::now() - started);
+    if (ctx.observer) {
+      const Clock::time_point now = Clock::now();
+      if (observe) ctx.observer->guardEvaluated(g.kind(), now - mark);
+      mark = now;
+    }
     if (stop) break;
   }
   if (d.webhook) {

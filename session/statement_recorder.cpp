@@ -112,7 +112,11 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.rows_affected = run.rows_affected;
   r.bytes_sent = run.bytes_sent;
   r.protocol = !who.protocol.empty() ? who.protocol : run.extended ? "extended" : "simple";
-  r.single_zero = run.single_zero && run.rows_sent == 1;
+  // A lone zero is "nothing matched" only as an aggregate's answer (count(*) = 0), not as a
+  // row's own value (SELECT balance ... WHERE id = 7).
+  const analysis::Analysis* a = run.plan ? run.plan->analysis.get() : nullptr;
+  r.single_zero = run.single_zero && run.rows_sent == 1 && a && run.index < a->statements.size() &&
+                  a->statements[run.index].plain_aggregate;
   r.tool_name = who.tool;
   r.tool_args = who.tool_args;
   if (!r.tool_args.empty() && run.plan && run.index < run.plan->history_sql.size() &&
