@@ -331,4 +331,13 @@ std::string readSecretFile(const YAML::Node& node, const std::string& key,
   return line;
 }
 
+std::string resolveRelative(const std::string& config_path, const std::string& file) {
+  if (file.empty() || file.front() == '/') return file;
+  const auto slash = config_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : config_path.substr(0, slash);
+  return dir + "/" + file;
+}
+
 }  // namespace pgwarden::config

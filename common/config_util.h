@@ -90,6 +90,9 @@ std::optional<uint64_t> parseSize(const std::string& text);
 // quotes no part of it, as it may hold a password. Throws ConfigError at `node`.
 void requireConnectionString(const YAML::Node& node, const std::string& key, const std::string& dsn);
 
+// A file a config names, relative to the config file's folder unless absolute.
+std::string resolveRelative(const std::string& config_path, const std::string& file);
+
 // Size caps of the files a config names, read with readSmallFile.
 inline constexpr size_t kMaxSecretFileBytes = 64 * 1024;   // passwords, tokens, DSNs
 inline constexpr size_t kMaxScriptFileBytes = 1024 * 1024;  // Lua scripts

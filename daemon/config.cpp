@@ -36,18 +36,6 @@ bool isIpLiteral(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-std::string dirOf(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string resolveRelative(const std::string& config_path, const std::string& file) {
-  if (file.empty() || file.front() == '/') return file;
-  return dirOf(config_path) + "/" + file;
-}
-
 bool isMd5Hash(const std::string& s) {
   if (s.size() != 35 || s.compare(0, 3, "md5") != 0) return false;
   return std::all_of(s.begin() + 3, s.end(), [](char c) {
@@ -173,7 +161,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, net::Ups
   }
   if (password) out.password = *password;
   if (password_file) {
-    out.password_file = resolveRelative(config_path, *password_file);
+    out.password_file = cfg::resolveRelative(config_path, *password_file);
     if (::access(out.password_file.c_str(), F_OK) != 0) {
       // Packaged configs name the file before the operator has written it: say so, and let
       // server logins fail with this reason until it exists and the config is reloaded.
@@ -203,7 +191,7 @@ void parseUpstream(const YAML::Node& n, const std::string& config_path, net::Ups
   }
   if (write_password) out.write_password = *write_password;
   if (write_password_file) {
-    out.write_password_file = resolveRelative(config_path, *write_password_file);
+    out.write_password_file = cfg::resolveRelative(config_path, *write_password_file);
     out.write_password = cfg::readSecretFile(n["write_password_file"], "upstream.write_password_file",
                                              out.write_password_file);
   }
@@ -341,7 +329,7 @@ void parseDaemonSection(const YAML::Node& n, const std::string& config_path,
     }
   }
   out.state_dir =
-      resolveRelative(config_path, cfg::getString(n, "daemon", "state_dir", out.state_dir));
+      cfg::resolveRelative(config_path, cfg::getString(n, "daemon", "state_dir", out.state_dir));
   if (out.state_dir.empty()) cfg::fail(n["state_dir"], "daemon.state_dir", "must not be empty");
   while (out.state_dir.size() > 1 && out.state_dir.back() == '/') out.state_dir.pop_back();
 }
@@ -385,7 +373,7 @@ void parseAuth(const YAML::Node& n, const std::string& config_path, const std::s
   }
   if (key_file) {
     if (key_file->empty()) cfg::fail(n["salt_key_file"], "auth.salt_key_file", "must not be empty");
-    out.salt_key_file = resolveRelative(config_path, *key_file);
+    out.salt_key_file = cfg::resolveRelative(config_path, *key_file);
   }
 }
 
@@ -586,10 +574,10 @@ std::shared_ptr<const config::Config> parseRoot(const YAML::Node& root, const st
   config->stats_users = cfg::getStringList(root, "", "stats_users");
   parseLogging(root["logging"], config->logging);
   config->metrics = net::parseMetricsConfig(root["metrics"]);
-  config->mcp = mcp::parseMcpConfig(root["mcp"]);
+  config->mcp = mcp::parseMcpConfig(root["mcp"], path);
   config->mcp.instance_id = config->instance_id;  // named in write-transaction handles
   if (const std::string& f = config->mcp.handle_key_file; !f.empty()) {
-    mcp::loadHandleKey(root["mcp"]["handle_key_file"], resolveRelative(path, f), config->mcp,
+    mcp::loadHandleKey(root["mcp"]["handle_key_file"], cfg::resolveRelative(path, f), config->mcp,
                        config->warnings);
   }
   config->history =

@@ -51,6 +51,21 @@ class SqliteReader final : public ReportReader {
     if (t->rows.empty() || t->rows[0][0].text == "0") {
       return Status::fail(path + ": no history table (" + kHistoryTable + ") in this file");
     }
+    // A file an older pgwarden wrote, not yet opened by this one's daemon: the columns added
+    // since read as their defaults.
+    auto cols =
+        query(std::string("SELECT name FROM pragma_table_info('") + kHistoryTable + "')", {});
+    if (!cols.ok()) return Status::fail(path + ": " + cols.error());
+    std::vector<std::string> present;
+    for (const auto& row : cols->rows) present.push_back(row[0].text);
+    if (const std::string view = sqliteOlderTableView(present); !view.empty()) {
+      char* err = nullptr;
+      if (sqlite3_exec(db_, view.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        const std::string msg = err != nullptr ? err : "cannot read an older history table";
+        sqlite3_free(err);
+        return Status::fail(path + ": " + msg);
+      }
+    }
     return {};
   }
 

@@ -2,6 +2,8 @@
 // same column names so that the reports' SQL runs against either store.
 #include "history/schema.h"
 
+#include <algorithm>
+
 #include "history/json.h"
 
 namespace pgwarden::history {
@@ -118,6 +120,21 @@ std::string addColumn(Dialect d, std::string_view name) {
   }
   return std::string("ALTER TABLE ") + kHistoryTable + " ADD COLUMN " +
          (d == Dialect::kPostgres ? "IF NOT EXISTS " : "") + std::string(name) + " " + sqlType(type, d);
+}
+
+std::string sqliteOlderTableView(const std::vector<std::string>& present) {
+  std::string added;
+  for (const auto& c : kColumns) {
+    if (std::find(present.begin(), present.end(), c.name) != present.end()) continue;
+    const char* value = c.type == ColumnType::kJson                                    ? "'[]'"
+                        : c.type == ColumnType::kText                                  ? "''"
+                        : c.type == ColumnType::kUid || c.type == ColumnType::kTimestamp ? "NULL"
+                                                                                        : "0";
+    added += std::string(", ") + value + " AS " + c.name;
+  }
+  if (added.empty()) return "";
+  return std::string("CREATE TEMP VIEW ") + kHistoryTable + " AS SELECT *" + added +
+         " FROM main." + kHistoryTable;
 }
 
 std::vector<std::string> schemaStatements(Dialect d) {

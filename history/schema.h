@@ -124,6 +124,11 @@ inline constexpr const char* kAddedColumns[] = {
     kUidColumn,      kWarningsColumn,  kToolNameColumn,  kToolArgsColumn,   kChainSeqColumn,
     kChainKeyColumn, kChainHashColumn, kRequestIdColumn, kTraceparentColumn, kHostColumn};
 std::string addColumn(Dialect dialect, std::string_view name);
+// For a reader of a SQLite store an older pgwarden wrote (the daemon adds what is missing when it
+// opens the file; a reader opens it read-only): a TEMP view of the same name, which SQLite
+// resolves before the table, adding each of kColumns absent from `present` with its default.
+// "" when none is missing.
+std::string sqliteOlderTableView(const std::vector<std::string>& present);
 
 // "started_at, finished_at, ..." in kColumns order.
 std::string columnList();

@@ -12,7 +12,7 @@ namespace pgwarden::mcp {
 
 namespace cfg = pgwarden::config;
 
-config::McpConfig parseMcpConfig(const YAML::Node& n) {
+config::McpConfig parseMcpConfig(const YAML::Node& n, const std::string& config_path) {
   config::McpConfig out;
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, "mcp");
@@ -50,7 +50,7 @@ config::McpConfig parseMcpConfig(const YAML::Node& n) {
       out.tokens.push_back(std::move(tok));
     }
   }
-  out.oauth = parseOAuthConfig(n["oauth"]);
+  out.oauth = parseOAuthConfig(n["oauth"], config_path);
   out.trust_loopback = cfg::getString(n, "mcp", "trust_loopback", "");
   if (n["trust_loopback"].IsDefined()) out.trust_loopback_line = cfg::lineOf(n["trust_loopback"]);
   out.database = cfg::getString(n, "mcp", "database", out.database);

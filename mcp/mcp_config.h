@@ -12,7 +12,7 @@
 namespace pgwarden::mcp {
 
 // Parses `mcp:` (an absent node: the defaults, endpoint off). Throws config::ConfigError.
-config::McpConfig parseMcpConfig(const YAML::Node& node);
+config::McpConfig parseMcpConfig(const YAML::Node& node, const std::string& config_path = "");
 
 inline constexpr size_t kMinHandleKeyBytes = 32;
 inline constexpr size_t kMaxHandleKeyBytes = 4096;

@@ -52,7 +52,7 @@ std::vector<config::McpOAuthScope> parseScopes(const YAML::Node& n) {
 
 }  // namespace
 
-config::McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
+config::McpOAuthConfig parseOAuthConfig(const YAML::Node& n, const std::string& config_path) {
   config::McpOAuthConfig out;
   if (!n.IsDefined() || n.IsNull()) return out;
   cfg::requireMap(n, kPath);
@@ -69,7 +69,8 @@ config::McpOAuthConfig parseOAuthConfig(const YAML::Node& n) {
   }
   out.authorization_servers = cfg::getStringList(n, kPath, "authorization_servers");
   if (out.authorization_servers.empty()) out.authorization_servers.push_back(out.issuer);
-  out.jwks_file = cfg::getString(n, kPath, "jwks_file", "");
+  // Relative to the config file's folder, as every file the config names.
+  out.jwks_file = cfg::resolveRelative(config_path, cfg::getString(n, kPath, "jwks_file", ""));
   out.jwks_url = cfg::getString(n, kPath, "jwks_url", "");
   if (out.jwks_file.empty() == out.jwks_url.empty()) {
     cfg::fail(n, "mcp.oauth.jwks_file",

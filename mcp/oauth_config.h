@@ -5,12 +5,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <string>
+
 #include "config/mcp_section.h"
 
 namespace pgwarden::mcp {
 
 // Parses `mcp.oauth` (absent: OAuth off). Throws config::ConfigError. The groups the scopes map
 // to are checked against the groups by the config loader.
-config::McpOAuthConfig parseOAuthConfig(const YAML::Node& node);
+config::McpOAuthConfig parseOAuthConfig(const YAML::Node& node,
+                                        const std::string& config_path = "");
 
 }  // namespace pgwarden::mcp

@@ -368,7 +368,7 @@ def render(results):
         lines.append("")
         lines.append(f"result screens on vs off (one pgwarden, group {sc['group']} as shipped vs "
                      f"{sc['off_group']}, runs alternating; warnings sent: "
-                     f"{_f(sc.get('result_warnings'))})")
+                     f"{_f(sc.get('result_warnings'))}, probes run: {_f(sc.get('screen_probes'))})")
         head = (f"{'mode':8s} {'c':>3s} | {'on tps':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | "
                 f"{'off tps':>10s} {'p50':>5s} {'p99':>5s} {'cpu':>5s} | {'on/off':>6s} {'+p50':>5s}")
         lines.append(head)

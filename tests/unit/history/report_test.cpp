@@ -1,6 +1,7 @@
 // history: each report on a seeded SQLite store gives the expected rows; text and JSON output;
 // the `pgwarden report` command line.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -230,6 +231,37 @@ TEST_F(SqliteReports, ConversationIsItsTimelineInOrder) {
   EXPECT_NE(s.rows[2][sql].text.find("'Europe'"), std::string::npos);
   o.conversation = "nobody";
   EXPECT_EQ(run(o).rows.size(), 0u);
+}
+
+// A file an older pgwarden wrote (before request_id, traceparent and host), read before this
+// pgwarden's daemon has opened it: the reports run, the newer columns read as their defaults, and
+// the file is left as it was.
+TEST_F(SqliteReports, AnOlderStoreIsReadAsItIs) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  for (const char* col : {"host", "traceparent", "request_id"}) {
+    const std::string sql = std::string("ALTER TABLE pgwarden_history DROP COLUMN ") + col;
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+  }
+  sqlite3_close(db);
+  ReportOptions o;
+  o.kind = ReportKind::kConversation;
+  o.conversation = "c1";
+  const ReportTable t = run(o);
+  ASSERT_EQ(t.rows.size(), 6u);
+  EXPECT_EQ(t.rows[0][t.column("host")].text, "");
+  test::expectZeros(run(ReportKind::kZeros));
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_table_info('pgwarden_history') "
+                                   "WHERE name = 'host'",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0) << "a report never changes the store";
+  sqlite3_finalize(st);
+  sqlite3_close(db);
 }
 
 TEST_F(SqliteReports, CommandFormatsAndProgress) {

@@ -54,6 +54,19 @@ class OAuthConfig : public ::testing::Test {
   std::string jwks_;
 };
 
+TEST_F(OAuthConfig, AJwksFileIsFoundBesideTheConfig) {
+  const std::string dir = jwks_.substr(0, jwks_.rfind('/'));
+  const std::string name = jwks_.substr(jwks_.rfind('/') + 1);
+  std::string text = oauth("    scopes:\n      - scope: db.read\n        group: agents\n");
+  text.replace(text.find(jwks_), jwks_.size(), name);
+  // Read from the config's folder, whatever the working directory.
+  auto cfg = parseConfig(text, dir + "/pgwarden.yaml");
+  EXPECT_EQ(cfg->mcp.oauth.jwks_file, jwks_);
+  EXPECT_NE(cfg->mcp.oauth.keys, nullptr);
+  EXPECT_NE(errorOf(text).find("mcp.oauth.jwks_file"), std::string::npos)
+      << "beside test.yaml (the working directory) there is no such file";
+}
+
 TEST_F(OAuthConfig, TheDocumentedShapeAndItsDefaults) {
   auto cfg = parseConfig(oauth("    scopes:\n      - scope: db.read\n        group: agents\n"),
                          "test.yaml");
