@@ -10,18 +10,33 @@ namespace pgwarden::history {
 
 namespace {
 
-const char* sqlType(ColumnType t, Dialect d) {
-  const bool pg = d == Dialect::kPostgres;
+// A column's default: what a row written before the column existed holds. Null for the columns
+// without one (timestamps are always written; record_uid is NULL when the record had no spool).
+const char* defaultValue(ColumnType t, Dialect d) {
   switch (t) {
-    case ColumnType::kTimestamp: return pg ? "timestamptz NOT NULL" : "TEXT NOT NULL";
-    case ColumnType::kInt: return pg ? "bigint NOT NULL DEFAULT 0" : "INTEGER NOT NULL DEFAULT 0";
-    case ColumnType::kText: return pg ? "text NOT NULL DEFAULT ''" : "TEXT NOT NULL DEFAULT ''";
-    case ColumnType::kBool:
-      return pg ? "boolean NOT NULL DEFAULT false" : "INTEGER NOT NULL DEFAULT 0";
-    case ColumnType::kJson: return pg ? "jsonb NOT NULL DEFAULT '[]'" : "TEXT NOT NULL DEFAULT '[]'";
+    case ColumnType::kInt: return "0";
+    case ColumnType::kText: return "''";
+    case ColumnType::kBool: return d == Dialect::kPostgres ? "false" : "0";
+    case ColumnType::kJson: return "'[]'";
+    case ColumnType::kTimestamp:
+    case ColumnType::kUid: return nullptr;
+  }
+  return nullptr;
+}
+
+std::string sqlType(ColumnType t, Dialect d) {
+  const bool pg = d == Dialect::kPostgres;
+  const char* type = "TEXT";
+  switch (t) {
+    case ColumnType::kTimestamp: type = pg ? "timestamptz" : "TEXT"; break;
+    case ColumnType::kInt: type = pg ? "bigint" : "INTEGER"; break;
+    case ColumnType::kText: type = pg ? "text" : "TEXT"; break;
+    case ColumnType::kBool: type = pg ? "boolean" : "INTEGER"; break;
+    case ColumnType::kJson: type = pg ? "jsonb" : "TEXT"; break;
     case ColumnType::kUid: return pg ? "text" : "TEXT";
   }
-  return "TEXT";
+  const char* def = defaultValue(t, d);
+  return std::string(type) + " NOT NULL" + (def != nullptr ? std::string(" DEFAULT ") + def : "");
 }
 
 // The result screens' entries in guard_actions (session/statement_policy.cpp writes the list; each
@@ -126,11 +141,8 @@ std::string sqliteOlderTableView(const std::vector<std::string>& present) {
   std::string added;
   for (const auto& c : kColumns) {
     if (std::find(present.begin(), present.end(), c.name) != present.end()) continue;
-    const char* value = c.type == ColumnType::kJson                                    ? "'[]'"
-                        : c.type == ColumnType::kText                                  ? "''"
-                        : c.type == ColumnType::kUid || c.type == ColumnType::kTimestamp ? "NULL"
-                                                                                        : "0";
-    added += std::string(", ") + value + " AS " + c.name;
+    const char* def = defaultValue(c.type, Dialect::kSqlite);
+    added += std::string(", ") + (def != nullptr ? def : "NULL") + " AS " + c.name;
   }
   if (added.empty()) return "";
   return std::string("CREATE TEMP VIEW ") + kHistoryTable + " AS SELECT *" + added +

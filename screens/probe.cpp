@@ -41,7 +41,7 @@ std::optional<std::vector<std::string>> undecidedValues(const ScreenInput& in,
 }  // namespace
 
 std::optional<ProbeRequest> probeRequest(const ScreenInput& in, int timeout_ms) {
-  if (timeout_ms <= 0 || !in.statement || !in.stats || !detail::nothingMatched(in.result, *in.statement))
+  if (timeout_ms <= 0 || !in.statement || !in.stats || !nothingMatched(in.result, *in.statement))
     return std::nullopt;
   const auto& comparisons = in.statement->screen.comparisons;
   if (comparisons.empty()) return std::nullopt;

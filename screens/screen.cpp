@@ -124,7 +124,7 @@ bool maySpeak(const analysis::StatementInfo& st, const ResultSummary& r) {
   if (r.checks && detail::assertionsBroken(r)) return true;  // ASSERTION_FAILED
   if (!worthScreening(st)) return false;
   const analysis::ScreenFacts& f = st.screen;
-  if (detail::nothingMatched(r, st) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
+  if (nothingMatched(r, st) && !f.comparisons.empty()) return true;  // UNKNOWN_VALUE, OUT_OF_RANGE
   if (f.limit_without_order && r.rows == st.limit_value) return true;   // ARBITRARY_ROWS
   if (f.count_or_sum && f.joined) return true;                          // FANOUT_JOIN
   if (!f.join_keys.empty()) return true;                                // FOREIGN_KEY_MISMATCH

@@ -43,6 +43,13 @@ struct ScreenInput {
   const ProbeAnswer* probe = nullptr;
 };
 
+// Nothing matched: an empty result, or the lone zero or NULL of an aggregate over no rows
+// (count(*) = 0; sum, avg or max NULL). A lone zero that is a row's own value
+// (SELECT balance FROM accounts WHERE id = 7) is a match.
+inline bool nothingMatched(const ResultSummary& r, const analysis::StatementInfo& st) {
+  return r.rows == 0 || ((r.single_zero || r.single_null) && st.plain_aggregate);
+}
+
 // True when some screen could speak about this statement's result: the front end looks at a
 // result only then (and always when the row cap cut it).
 bool worthScreening(const analysis::StatementInfo& st);

@@ -44,13 +44,6 @@ std::string listValues(const std::vector<std::string>& values, bool quote, size_
 // `v` as an SQL string literal ('...', quotes doubled) for the hints' statements.
 std::string quoteLiteral(std::string_view v);
 
-// An empty result, or the lone zero or NULL of an aggregate over no rows (count(*) = 0, sum,
-// avg or max NULL): the shape of "nothing matched". A lone zero that is a row's own value
-// (SELECT balance FROM accounts WHERE id = 7) is a match.
-inline bool nothingMatched(const ResultSummary& r, const analysis::StatementInfo& st) {
-  return r.rows == 0 || ((r.single_zero || r.single_null) && st.plain_aggregate);
-}
-
 // UNFILTERED speaks about tables of at least this many estimated rows.
 inline constexpr int64_t kBigTableRows = 10000;
 

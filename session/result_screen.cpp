@@ -54,6 +54,11 @@ bool isZeroCell(std::string_view v) {
   return false;
 }
 
+bool nothingMatchedYet(const StatementRun& run) {
+  const analysis::StatementInfo* st = statementOf(run.plan.get(), run.index);
+  return st && screens::nothingMatched(summaryOf(run), *st);
+}
+
 bool screenMaySpeak(const StatementRun& run) {
   const analysis::StatementInfo* st = statementOf(run.plan.get(), run.index);
   return st && run.screens.empty() && screens::maySpeak(*st, summaryOf(run));

@@ -29,6 +29,9 @@ void trimScreenParams(std::shared_ptr<ScreenParams>& params);
 // integer (int2/int4/int8). With one row, that is the single zero of a count that found nothing.
 bool isZeroCell(std::string_view v);
 
+// screens::nothingMatched on what `run` has received so far (false when it was not analysed).
+bool nothingMatchedYet(const StatementRun& run);
+
 // Whether the screens could say anything about `run`'s result as it stands: when false (nearly
 // always), nothing more is looked up.
 bool screenMaySpeak(const StatementRun& run);

@@ -107,13 +107,11 @@ inline bool probeWanted(const StatementRun& run, const guards::PolicyGroup* poli
   if (!policy || policy->settings().screen_probe_ms <= 0 || run.probe || !run.screens.empty() ||
       run.truncated)
     return false;
+  if (run.rows_sent > 1) return false;  // the common case, before any lookup
   const auto* a = run.plan ? run.plan->analysis.get() : nullptr;
-  if (!a || !a->ok || run.index >= a->statements.size()) return false;
-  const analysis::StatementInfo& st = a->statements[run.index];
-  if (st.kind != analysis::StatementKind::kSelect) return false;
-  // screens::detail::nothingMatched on what the run has counted so far.
-  return run.rows_sent == 0 ||
-         (run.rows_sent == 1 && (run.single_zero || run.single_null) && st.plain_aggregate);
+  return a && a->ok && run.index < a->statements.size() &&
+         a->statements[run.index].kind == analysis::StatementKind::kSelect &&
+         nothingMatchedYet(run);
 }
 
 // A DataRow of `run`'s result (the server's decoded message): false when the run already holds
