@@ -279,14 +279,15 @@ struct Analyzer::Impl {
   // The lexer's output, kept between texts so its key and literal list keep their capacity.
   Shape scratch;
 
-  // `from_shape`: the analysis was rebuilt from a shape template (the text gets no exact entry:
-  // its shape already answers it without a parse, and pgbench-style texts rarely repeat).
-  std::shared_ptr<const Analysis> miss(std::string_view sql, bool& from_shape);
+  // `from_shape`: the id of the shape template the analysis was rebuilt from, 0 if none (the
+  // text gets no exact entry: its shape already answers it without a parse, and pgbench-style
+  // texts rarely repeat).
+  std::shared_ptr<const Analysis> miss(std::string_view sql, uint64_t& from_shape);
 };
 
 // An exact miss: a shape template when there is one, otherwise the full analysis (and, the second
 // time a shape is seen, an attempt at a template for it).
-std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql, bool& from_shape) {
+std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql, uint64_t& from_shape) {
   Shape& shape = scratch;
   // A text that is not valid UTF-8 never reaches a template: the full analysis refuses it.
   if (capacity == 0 || sql.size() > max_bytes || !simdjson::validate_utf8(sql.data(), sql.size()) ||
@@ -297,7 +298,7 @@ std::shared_ptr<const Analysis> Analyzer::Impl::miss(std::string_view sql, bool&
   if (entry && entry->value) {
     if (auto rebuilt = applyShapeTemplate(*entry->value, shape)) {
       ++shape_hits;
-      from_shape = true;
+      from_shape = shapeTemplateId(*entry->value);
       return rebuilt;
     }
   }
@@ -318,15 +319,20 @@ Analyzer::Analyzer(size_t cache_entries, size_t max_cached_bytes)
 Analyzer::~Analyzer() = default;
 
 std::shared_ptr<const Analysis> Analyzer::analyze(std::string_view sql) {
+  uint64_t shape = 0;
+  return analyze(sql, shape);
+}
+
+std::shared_ptr<const Analysis> Analyzer::analyze(std::string_view sql, uint64_t& shape) {
   Impl& c = *impl_;
+  shape = 0;
   if (auto* hit = c.exact.find(sql)) {
     ++c.hits;
     return hit->value;
   }
   ++c.misses;
-  bool from_shape = false;
-  auto analysis = c.miss(sql, from_shape);
-  if (from_shape || c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
+  auto analysis = c.miss(sql, shape);
+  if (shape != 0 || c.capacity == 0 || sql.size() > c.max_bytes) return analysis;
   c.exact.insert(std::string(sql), analysis);
   return analysis;
 }

@@ -151,6 +151,10 @@ class Analyzer {
   explicit Analyzer(size_t cache_entries = 4096, size_t max_cached_bytes = 64 * 1024);
   ~Analyzer();
   std::shared_ptr<const Analysis> analyze(std::string_view sql);
+  // The same; `shape` is set to the id of the shape template the analysis was rebuilt from
+  // (analysis/shape_template.h), 0 when it was not: texts with one such id differ only in the
+  // values of their literals, within the value categories of analysis/shape.h.
+  std::shared_ptr<const Analysis> analyze(std::string_view sql, uint64_t& shape);
   uint64_t cacheHits() const;
   uint64_t cacheMisses() const;
   size_t cacheSize() const;

@@ -2,6 +2,7 @@
 // text's literals into the literal-dependent fields (analysis/shape_template.h).
 #include "analysis/shape_template.h"
 
+#include <atomic>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -134,6 +135,7 @@ double slotNumber(const ShapeLiteral& lit, RuleKind kind) {
 }  // namespace
 
 struct ShapeTemplate {
+  uint64_t id = 0;
   Analysis base;
   std::vector<ShapeLiteral> literals;
   std::vector<Rule> spans, ints, texts, numbers;
@@ -269,7 +271,9 @@ std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, co
     if (!sameFieldCounts(s.fields, samples.front().fields)) return nullptr;
   }
 
+  static std::atomic<uint64_t> last_id{0};
   auto t = std::make_shared<ShapeTemplate>();
+  t->id = last_id.fetch_add(1, std::memory_order_relaxed) + 1;
   t->base = analysis;
   t->literals = shape.literals;
   const FieldRefs& f0 = samples.front().fields;
@@ -420,6 +424,8 @@ std::string renderLiteral(std::string_view original, const ShapeLiteral& lit, co
 }
 
 }  // namespace
+
+uint64_t shapeTemplateId(const ShapeTemplate& tmpl) { return tmpl.id; }
 
 bool shapeProbeText(std::string_view sql, const Shape& shape, int round, std::string& out) {
   std::unordered_set<std::string> used;

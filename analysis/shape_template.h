@@ -5,6 +5,7 @@
 // builds for them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -28,6 +29,10 @@ std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, co
 // The analysis of a text whose shape is the template's; nullptr when a rule does not apply to
 // this text (the caller then analyses it in full).
 std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& tmpl, const Shape& shape);
+
+// A number no other template of this process has (never 0): what the analyses a template
+// rebuilds share, for a cache of decisions per shape (session/statement_policy.cpp).
+uint64_t shapeTemplateId(const ShapeTemplate& tmpl);
 
 // The text with every literal group replaced by a different value of the same class and value
 // category (`round` picks the set); false when no such text could be made. Exposed for tests.

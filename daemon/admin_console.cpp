@@ -400,6 +400,7 @@ AdminConsole::Table AdminConsole::showTotals() const {
   add("rewrites", c.rewrites);
   add("plan_cache_hits", c.plan_cache_hits);
   add("plan_cache_misses", c.plan_cache_misses);
+  add("plan_shape_hits", c.plan_shape_hits);
   add("protocol_errors", c.protocol_errors);
   add("clients_stalled", c.clients_stalled);
   add("stats_refreshes", c.stats_refreshes);

@@ -90,6 +90,7 @@ DaemonMetrics::DaemonMetrics(Daemon& daemon)
   }
   plan_hits_series_ = &metrics_.plan_cache_lookups.with({"hit"});
   plan_misses_series_ = &metrics_.plan_cache_lookups.with({"miss"});
+  plan_shapes_series_ = &metrics_.plan_cache_lookups.with({"shape"});
   // Both kinds exist from the start, so a dashboard shows 0 rather than no data.
   for (const auto kind : {External::kLua, External::kWebhook}) {
     const std::string_view label = kind == External::kLua ? "lua" : "webhook";
@@ -375,6 +376,8 @@ void DaemonMetrics::syncCounters() {
   synced_plan_hits_ = c.plan_cache_hits;
   plan_misses_series_->inc(c.plan_cache_misses - synced_plan_misses_);
   synced_plan_misses_ = c.plan_cache_misses;
+  plan_shapes_series_->inc(c.plan_shape_hits - synced_plan_shapes_);
+  synced_plan_shapes_ = c.plan_shape_hits;
   for (size_t i = 0; i < c.server_errors_by_class.size(); ++i) {
     const uint64_t now = c.server_errors_by_class[i];
     if (now == synced_server_errors_[i]) continue;

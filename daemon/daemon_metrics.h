@@ -139,8 +139,10 @@ class DaemonMetrics final : public guards::GuardObserver {
   uint64_t synced_cancels_ = 0;
   uint64_t synced_plan_hits_ = 0;
   uint64_t synced_plan_misses_ = 0;
+  uint64_t synced_plan_shapes_ = 0;
   metrics::Counter* plan_hits_series_ = nullptr;
   metrics::Counter* plan_misses_series_ = nullptr;
+  metrics::Counter* plan_shapes_series_ = nullptr;
   std::array<uint64_t, 36 * 36> synced_server_errors_{};
 };
 

@@ -366,6 +366,7 @@ metrics::Counters Worker::countersNow() const {
   metrics::Counters c = counters_;
   c.plan_cache_hits = policy_->planCacheHits();
   c.plan_cache_misses = policy_->planCacheMisses();
+  c.plan_shape_hits = policy_->planShapeHits();
   return c;
 }
 

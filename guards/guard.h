@@ -178,6 +178,16 @@ class Guard {
   // guards all say so gets the same decision for the same text, so the policy engine may keep it
   // (session/statement_policy.h). A kind that cannot promise it keeps the default.
   virtual bool deterministic() const { return false; }
+  // True when whether this guard objects to a text (GuardResult::objects, from checkText and
+  // every statement's check) follows only from what all texts of one shape template share
+  // (analysis/shape_template.h): the analysis without the fields a template rebuilds from each
+  // text's literals (analysis/shape_template.cpp, forEachField: the statements' and LIMIT's
+  // spans, the LIMIT's value, function calls' constant arguments, the screens' compared values),
+  // the catalog snapshot and the group's settings. It never reads those fields nor the text to
+  // decide; what it says once it objects may quote them. A deterministic group runs such guards
+  // once per shape when they have nothing to say (PolicyGroup::BlindGuards). A kind that reads a
+  // literal, or cannot promise it, keeps the default.
+  virtual bool literalBlind() const { return false; }
   // `action: warn` in config turns this guard's denials into warnings (a dry run).
   bool warnOnly() const { return warn_only_; }
   void setWarnOnly(bool w) { warn_only_ = w; }

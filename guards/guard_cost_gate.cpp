@@ -33,6 +33,7 @@ class CostGateGuard final : public Guard {
 
   std::string_view kind() const override { return "cost_gate"; }
   bool deterministic() const override { return true; }
+  bool literalBlind() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kSeqScan, codes::kCostTooHigh, codes::kJoinExplosion, codes::kPlanUnavailable,
             codes::kMultiStatement};

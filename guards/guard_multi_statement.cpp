@@ -15,6 +15,7 @@ class MultiStatementGuard final : public Guard {
 
   std::string_view kind() const override { return "multi_statement"; }
   bool deterministic() const override { return true; }
+  bool literalBlind() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kMultiStatement}; }
 
   GuardResult checkText(const GuardInput& in) const override {

@@ -69,6 +69,7 @@ class ReadOnlyGuard final : public Guard {
 
   std::string_view kind() const override { return "read_only"; }
   bool deterministic() const override { return true; }
+  bool literalBlind() const override { return true; }
   std::vector<std::string_view> codes() const override {
     return {codes::kReadOnly, codes::kProtectedSetting};
   }

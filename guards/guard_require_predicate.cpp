@@ -18,6 +18,7 @@ class RequirePredicateGuard final : public Guard {
 
   std::string_view kind() const override { return "require_predicate"; }
   bool deterministic() const override { return true; }
+  bool literalBlind() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kMissingPredicate}; }
 
   GuardResult checkStatement(const GuardInput& in,

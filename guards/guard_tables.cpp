@@ -25,6 +25,7 @@ class TablesGuard final : public Guard {
 
   std::string_view kind() const override { return "tables"; }
   bool deterministic() const override { return true; }
+  bool literalBlind() const override { return true; }
   std::vector<std::string_view> codes() const override { return {codes::kTableDenied}; }
 
   GuardResult checkStatement(const GuardInput& in,

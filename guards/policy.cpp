@@ -193,7 +193,10 @@ PolicyGroup::PolicyGroup(std::string name, std::vector<std::unique_ptr<Guard>> g
   settings_->reasons = &reasons_;
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id.fetch_add(1, std::memory_order_relaxed);
-  for (const auto& g : guards_) deterministic_ = deterministic_ && g->deterministic();
+  for (const auto& g : guards_) {
+    deterministic_ = deterministic_ && g->deterministic();
+    if (g->literalBlind()) ++blind_guards_;
+  }
 }
 
 PolicyGroup::~PolicyGroup() = default;
@@ -282,6 +285,19 @@ Decision PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_v
 void PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_view sql,
                            const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
                            Decision& d) const {
+  evaluateInto(analysis, sql, ctx, stats, d, nullptr);
+}
+
+void PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_view sql,
+                           const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                           Decision& d, BlindGuards& blind) const {
+  blind.clean = false;
+  evaluateInto(analysis, sql, ctx, stats, d, &blind);
+}
+
+void PolicyGroup::evaluateInto(const analysis::Analysis& analysis, std::string_view sql,
+                               const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                               Decision& d, BlindGuards* blind) const {
   // A group's masked columns: their statistics are their values, kept from every guard's text.
   const auto visible = masking_ ? masking_->visibleStats(stats) : nullptr;
   if (visible) stats = visible.get();
@@ -298,7 +314,7 @@ void PolicyGroup::evaluate(const analysis::Analysis& analysis, std::string_view 
       return;
     }
   }
-  runChainInto(analysis, sql, ctx, stats, d, st);
+  runChainInto(analysis, sql, ctx, stats, d, st, blind);
 }
 
 Decision PolicyGroup::runChain(const analysis::Analysis& analysis, std::string_view sql,
@@ -310,8 +326,10 @@ Decision PolicyGroup::runChain(const analysis::Analysis& analysis, std::string_v
 
 void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_view sql,
                                const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
-                               Decision& d, ChainState& st) const {
+                               Decision& d, ChainState& st, BlindGuards* blind) const {
   const GuardInput in{analysis, sql, ctx, stats, *settings_};
+  const bool skip_blind = blind && blind->skip;
+  size_t blind_quiet = 0;  // literal-blind guards that ran and had nothing to say
   // Each guard's time runs from the previous guard's end: one clock read per guard, not two.
   using Clock = std::chrono::steady_clock;
   Clock::time_point mark = ctx.observer ? Clock::now() : Clock::time_point{};
@@ -319,8 +337,12 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
   for (; st.guard < guards_.size(); ++st.guard, st.statement = 0, st.text_done = false) {
     const size_t i = st.guard;
     const Guard& g = *guards_[i];
+    const bool literal_blind = g.literalBlind();
+    if (skip_blind && literal_blind) continue;
+    bool objected = false;
     // Returns true when the chain must stop (a deny, or a pause for a webhook).
     auto take = [&](GuardResult& r) {
+      objected = objected || r.objects();
       if (r.wants_plan && std::find(d.plan_guards.begin(), d.plan_guards.end(), i) == d.plan_guards.end()) {
         d.plan_guards.push_back(i);
       }
@@ -382,8 +404,10 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
       if (observe) ctx.observer->guardEvaluated(g.kind(), now - mark);
       mark = now;
     }
+    if (literal_blind && !objected) ++blind_quiet;
     if (stop) break;
   }
+  if (blind && !skip_blind) blind->clean = blind_quiet == blind_guards_;
   if (d.webhook) {
     // Paused: the rest of the chain (and the plan, rewrite and cap) waits for the answer.
     d.webhook->state = std::make_shared<const ChainState>(std::move(st));
@@ -393,7 +417,11 @@ void PolicyGroup::runChainInto(const analysis::Analysis& analysis, std::string_v
     d.plan_guards.clear();
     return;
   }
+  finishChain(analysis, sql, d, st);
+}
 
+void PolicyGroup::finishChain(const analysis::Analysis& analysis, std::string_view sql,
+                              Decision& d, ChainState& st) const {
   if (!st.edits.empty()) {
     applyEditsInto(st.rewritten, sql, 0, st.edits);
     d.rewritten_sql = std::move(st.rewritten);

@@ -252,6 +252,22 @@ class PolicyGroup {
   void evaluate(const analysis::Analysis& analysis, std::string_view sql, const RequestContext& ctx,
                 const analysis::TableStatsSnapshot* stats, Decision& d) const;
 
+  // The chain's literal-blind guards (Guard::literalBlind) across the texts of one shape
+  // template. `skip`: they had nothing to say about an earlier text of the text's shape, judged by
+  // this group over the same snapshot, so they would have nothing to say now either; the chain
+  // runs without them (the decision is the same: a guard with nothing to say adds nothing to it).
+  // Otherwise `clean` comes back true when every one of them ran and had nothing to say.
+  struct BlindGuards {
+    bool skip = false;
+    bool clean = false;
+  };
+  // How many of the chain's guards are literal-blind (0: BlindGuards can save nothing).
+  size_t literalBlindGuards() const { return blind_guards_; }
+  // evaluate() for a text of a shape template (analysis/shape_template.h); only for a
+  // deterministic group.
+  void evaluate(const analysis::Analysis& analysis, std::string_view sql, const RequestContext& ctx,
+                const analysis::TableStatsSnapshot* stats, Decision& d, BlindGuards& blind) const;
+
   // Second half of a decision that set explain_sql: `plan_json` is the one value EXPLAIN
   // (FORMAT JSON) returned. Returns `pending` with explain_sql cleared when the plan passes (its
   // rewrite, row cap and warnings kept), or a denial (SEQ_SCAN, COST_TOO_HIGH; PLAN_UNAVAILABLE
@@ -282,12 +298,18 @@ class PolicyGroup {
  private:
   Verdict finalize(const Guard& guard, GuardResult r) const;
   Verdict finalize(std::string_view kind, bool warn_only, GuardResult r) const;
+  void evaluateInto(const analysis::Analysis& analysis, std::string_view sql,
+                    const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
+                    Decision& d, BlindGuards* blind) const;
   Decision runChain(const analysis::Analysis& analysis, std::string_view sql,
                     const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
                     Decision d, ChainState st) const;
   void runChainInto(const analysis::Analysis& analysis, std::string_view sql,
                     const RequestContext& ctx, const analysis::TableStatsSnapshot* stats,
-                    Decision& d, ChainState& st) const;
+                    Decision& d, ChainState& st, BlindGuards* blind = nullptr) const;
+  // A chain that ran through: its rewrite, row cap and the statement to plan.
+  void finishChain(const analysis::Analysis& analysis, std::string_view sql, Decision& d,
+                   ChainState& st) const;
   std::string name_;
   std::vector<std::unique_ptr<Guard>> guards_;
   std::vector<std::string> search_path_;
@@ -300,6 +322,7 @@ class PolicyGroup {
   bool read_replicas_ = false;
   uint64_t id_ = 0;
   bool deterministic_ = true;
+  size_t blind_guards_ = 0;
 };
 
 using PolicyMap = std::map<std::string, std::shared_ptr<const PolicyGroup>, std::less<>>;

@@ -65,6 +65,7 @@ Counters& Counters::operator+=(const Counters& o) {
   stats_refresh_errors += o.stats_refresh_errors;
   plan_cache_hits += o.plan_cache_hits;
   plan_cache_misses += o.plan_cache_misses;
+  plan_shape_hits += o.plan_shape_hits;
   history_submitted += o.history_submitted;
   history_dropped += o.history_dropped;
   return *this;

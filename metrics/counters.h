@@ -75,6 +75,7 @@ struct Counters {
   // The policy engine's kept plans (session/statement_policy.h), copied from it when published.
   uint64_t plan_cache_hits = 0;
   uint64_t plan_cache_misses = 0;
+  uint64_t plan_shape_hits = 0;  // only the guards that read literals ran
 
   // History.
   uint64_t history_submitted = 0;

@@ -143,8 +143,8 @@ Metrics::Metrics(const BuildInfo& build)
       plan_cache_lookups(registry.counterFamily(
           "pgwarden_plan_cache_lookups_total",
           "Statement texts of deterministic policy groups looked up in the kept plans: a hit is "
-          "judged without running the guard chain.",
-          {"result"}, 2)),
+          "judged without running the guard chain, a shape hit without its literal-blind guards.",
+          {"result"}, 3)),
       rows_returned(registry.counterFamily(
           "pgwarden_rows_returned_total", "Rows returned to clients, by policy group.", {"group"})),
       statements_truncated(registry.counterFamily(

@@ -100,10 +100,24 @@ std::string actionsJson(const std::vector<guards::Verdict>& actions) {
 
 
 struct PolicyEngine::Impl {
-  Impl(size_t cache, size_t max_sql) : analyzer(cache), max_sql_bytes(max_sql), plans(cache ? kPlanCacheEntries : 0) {}
+  Impl(size_t cache, size_t max_sql)
+      : analyzer(cache), max_sql_bytes(max_sql), plans(cache ? kPlanCacheEntries : 0),
+        blind(cache ? kPlanCacheEntries : 0) {}
+  // `by_shape`: the group is deterministic and the plan could be kept, so the chain's
+  // literal-blind guards may be judged once per shape (see `blind` below); `shaped` comes back
+  // true when they were skipped.
   std::shared_ptr<const StatementPlan> build(const guards::PolicyGroup* group, std::string_view sql,
                                              const guards::RequestContext& ctx,
-                                             const analysis::TableStatsSnapshot* stats);
+                                             const analysis::TableStatsSnapshot* stats,
+                                             bool by_shape, bool& shaped);
+  // Whether the literal-blind guards of a group had nothing to say about a text of a shape
+  // template, keyed by (group id, snapshot generation, template id): they read nothing that
+  // differs between the template's texts (Guard::literalBlind), so they would say nothing about
+  // the next one either, and the chain runs without them (PolicyGroup::BlindGuards).
+  void judgeByShape(const guards::PolicyGroup& group, const analysis::Analysis& a,
+                    std::string_view sql, const guards::RequestContext& ctx,
+                    const analysis::TableStatsSnapshot* stats, uint64_t shape,
+                    guards::Decision& d, bool& shaped);
   analysis::Analyzer analyzer;
   size_t max_sql_bytes;
   // Plans of deterministic groups, keyed by (group id, snapshot generation, text): `key` is the
@@ -117,8 +131,11 @@ struct PolicyEngine::Impl {
   // the analyzer could otherwise refill for the next text.
   SeenKeys seen{kPlanCacheEntries * 4};
   std::string key;
+  LruMap<bool> blind;
+  std::string blind_key;
   uint64_t plan_hits = 0;
   uint64_t plan_misses = 0;
+  uint64_t plan_shapes = 0;
 };
 
 PolicyEngine::PolicyEngine(size_t cache_entries, size_t max_sql_bytes)
@@ -148,6 +165,7 @@ uint64_t PolicyEngine::cacheHits() const { return impl_->analyzer.cacheHits(); }
 uint64_t PolicyEngine::cacheMisses() const { return impl_->analyzer.cacheMisses(); }
 uint64_t PolicyEngine::planCacheHits() const { return impl_->plan_hits; }
 uint64_t PolicyEngine::planCacheMisses() const { return impl_->plan_misses; }
+uint64_t PolicyEngine::planShapeHits() const { return impl_->plan_shapes; }
 size_t PolicyEngine::planCacheSize() const { return impl_->plans.size(); }
 
 std::shared_ptr<const StatementPlan> PolicyEngine::withDecision(const StatementPlan& plan,
@@ -172,7 +190,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
       (!group || group->deterministic()) && sql.size() <= kPlanCacheMaxText &&
       c.plans.capacity() > 0 &&
       !(group && !ctx.tool.empty() && guards::hasToolAssertions(group->settings()));
-  if (!cacheable) return c.build(group, sql, ctx, stats);
+  bool shaped = false;
+  if (!cacheable) return c.build(group, sql, ctx, stats, false, shaped);
   const uint64_t ids[2] = {group ? group->id() : 0, group && stats ? stats->generation() : 0};
   c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
   c.key.append(sql);
@@ -180,22 +199,38 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
     ++c.plan_hits;
     return hit->value;
   }
-  ++c.plan_misses;
-  auto plan = c.build(group, sql, ctx, stats);
+  auto plan = c.build(group, sql, ctx, stats, true, shaped);
+  ++(shaped ? c.plan_shapes : c.plan_misses);
   if (c.seen.seenBefore(std::hash<std::string_view>{}(c.key))) c.plans.insert(c.key, plan);
   return plan;
 }
 
+void PolicyEngine::Impl::judgeByShape(const guards::PolicyGroup& group,
+                                      const analysis::Analysis& a, std::string_view sql,
+                                      const guards::RequestContext& ctx,
+                                      const analysis::TableStatsSnapshot* stats, uint64_t shape,
+                                      guards::Decision& d, bool& shaped) {
+  const uint64_t ids[3] = {group.id(), stats ? stats->generation() : 0, shape};
+  blind_key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
+  guards::PolicyGroup::BlindGuards b;
+  auto* known = blind.find(blind_key);
+  b.skip = known && known->value;
+  group.evaluate(a, sql, ctx, stats, d, b);
+  shaped = b.skip;
+  if (!known) blind.insert(blind_key, b.clean);
+}
+
 std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(
     const guards::PolicyGroup* group, std::string_view sql, const guards::RequestContext& ctx,
-    const analysis::TableStatsSnapshot* stats) {
+    const analysis::TableStatsSnapshot* stats, bool by_shape, bool& shaped) {
   // A plan no one holds any more is refilled in place: its strings and vectors keep their
   // storage. Its old analysis goes first, so the analyzer may refill that one too. Only plans of
   // texts the plan cache would keep are kept as spares, so what they hold on to stays small.
   std::shared_ptr<StatementPlan> plan =
       sql.size() <= kPlanCacheMaxText ? spares.take() : std::make_shared<StatementPlan>();
   plan->analysis.reset();
-  plan->analysis = analyzer.analyze(sql);
+  uint64_t shape = 0;
+  plan->analysis = analyzer.analyze(sql, shape);
   const analysis::Analysis& a = *plan->analysis;
   plan->fingerprint.assign(a.fingerprint_hex);
   if (!a.ok) {
@@ -205,6 +240,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(
     if (v.position == 0) v.position = a.error_position;
     plan->decision = guards::Decision{};
     guards::applyDenial(plan->decision, std::move(v));
+  } else if (group && by_shape && shape != 0 && group->literalBlindGuards() > 0) {
+    judgeByShape(*group, a, sql, ctx, stats, shape, plan->decision, shaped);
   } else if (group) {
     group->evaluate(a, sql, ctx, stats, plan->decision);
   } else {

@@ -45,6 +45,11 @@ struct StatementPlan {
 // holds the group's id and the catalog snapshot's generation, so a reload or a refresh starts
 // afresh. Worst case, about kPlanCacheEntries x 3 x kPlanCacheMaxText bytes per loop (the key,
 // the statements' texts and a rewrite).
+// A text it has not judged before whose analysis came from a shape template (pgbench's simple
+// mode: a new literal each time) runs the whole chain only until the chain's literal-blind guards
+// have had nothing to say about one text of that shape; from then on only the guards that read
+// literals run (guards::PolicyGroup::BlindGuards), with the same decision. At most
+// kPlanCacheEntries such shapes are remembered per loop, 24 bytes each.
 inline constexpr size_t kPlanCacheEntries = 1024;
 inline constexpr size_t kPlanCacheMaxText = 4096;
 
@@ -66,7 +71,10 @@ class PolicyEngine {
   uint64_t cacheHits() const;    // the analyzer's exact-text cache
   uint64_t cacheMisses() const;
   uint64_t planCacheHits() const;  // plans served without running the chain
-  uint64_t planCacheMisses() const;
+  uint64_t planCacheMisses() const;  // the whole chain ran
+  // Texts not seen before whose shape's literal-blind guards had nothing to say about an earlier
+  // text of the shape: only the chain's other guards ran (PolicyGroup::BlindGuards).
+  uint64_t planShapeHits() const;
   size_t planCacheSize() const;
   // The same plan with the decision a paused chain reached later (webhook answer, budget).
   static std::shared_ptr<const StatementPlan> withDecision(const StatementPlan& plan, guards::Decision decision);

@@ -181,6 +181,45 @@ def test_a_text_sent_again_reuses_its_plan_and_is_still_counted_each_time(daemon
     assert sum(diff(before, after, "pgwarden_statements_truncated_total").values()) == 4.0
 
 
+def test_texts_of_one_shape_run_only_the_guards_that_read_literals(daemon):
+    """pgbench's simple mode sends one statement with a new literal each time. From the shape's
+    third text on, the analysis comes from the shape's template; once the guards that never read a
+    literal (read_only, tables, require_predicate, ...) have had nothing to say about one such
+    text, the next texts run only the guards that do (row_limit, functions), and get the very
+    answer the whole chain gives. One connection: each loop remembers its own shapes."""
+    conn = daemon.connect(user="agent")
+    conn.autocommit = True
+    texts = [f"SELECT carrier, id FROM fct_shipments WHERE id >= {n}"
+             for n in range(101, 107)]
+    before = samples(scrape(daemon))
+    try:
+        with conn.cursor() as cur:
+            rows = []
+            for t in texts:
+                cur.execute(t)
+                rows.append(cur.fetchall())
+            # The same shape with a LIMIT over the group's max_limit: row_limit still runs.
+            with pytest.raises(psycopg2.Error) as err:
+                cur.execute("SELECT carrier, id FROM fct_shipments WHERE id >= 101 LIMIT 50000")
+    finally:
+        conn.close()
+    after = samples(scrape(daemon))
+    # Capped at max_rows by the row cap in the SQL, every time.
+    assert [len(r) for r in rows] == [1000] * 6
+    assert err.value.pgcode == "54000", err.value.pgerror
+    assert "LIMIT 50000" in err.value.pgerror
+    # Three whole chains (the shape seen, its template made, its blind guards found quiet), then
+    # three texts judged by shape; the LIMIT text is another shape.
+    lookups = diff(before, after, "pgwarden_plan_cache_lookups_total")
+    assert lookups == {frozenset({("result", "miss")}): 4.0,
+                       frozenset({("result", "shape")}): 3.0}, lookups
+    counts = diff(before, after, "pgwarden_guard_duration_seconds_count")
+    assert counts[frozenset({("guard", "read_only")})] == 4.0, counts
+    assert counts[frozenset({("guard", "row_limit")})] == 7.0, counts
+    stmts = diff(before, after, "pgwarden_statements_total")
+    assert sum(v for k, v in stmts.items() if ("outcome", "ok") in k) == 6.0, stmts
+
+
 def test_counters_move_as_traffic_flows(daemon):
     before = samples(scrape(daemon))
     rows = run(daemon, "core", "SELECT g FROM generate_series(1, 7) g")

@@ -37,6 +37,16 @@ inline std::shared_ptr<const analysis::TableStatsSnapshot> sampleStats() {
 
 inline PolicyMap groupsFromYaml(const std::string& yaml) { return parsePolicyGroups(YAML::Load(yaml)); }
 
+// A group "g" of the guards in `yaml_guards` (list items, indented four), with `extra` settings.
+inline std::shared_ptr<const PolicyGroup> group(const std::string& yaml_guards,
+                                                const std::string& extra = "") {
+  return groupsFromYaml("g:\n" + extra + "  guards:\n" + yaml_guards).at("g");
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 inline Decision evaluate(const PolicyGroup& group, const std::string& sql,
                          const analysis::TableStatsSnapshot* stats, bool extended = false) {
   const auto analysis = analysis::analyzeUncached(sql);

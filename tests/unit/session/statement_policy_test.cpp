@@ -8,6 +8,8 @@
 // bounds.
 #include <set>
 
+#include "analysis/shape.h"
+#include "analysis/shape_template.h"
 #include "guards/guard.h"
 #include "session/statement_policy.h"
 #include "tests/unit/guards/guard_test_util.h"
@@ -123,6 +125,105 @@ TEST(PlanCache, CachedPlansEqualUncachedOnesForEveryCorpusText) {
   // Each text missed twice per group (seen, then kept); the four calls after that were hits.
   // Texts that repeat (the corpora share a few) only hit more.
   EXPECT_GE(cached.planCacheHits(), cached.planCacheMisses() * 2);
+}
+
+// The shapes' literal variants: each corpus text with a literal, then texts of its shape with
+// other values (the shape template's own probes, rounds the template never used), so that the
+// shape gets a template and its later texts are judged by shape.
+std::vector<std::vector<std::string>> shapeRuns(const std::vector<std::string>& texts) {
+  std::vector<std::vector<std::string>> runs;
+  for (const auto& sql : texts) {
+    analysis::Shape shape;
+    if (!analysis::lexShape(sql, shape) || shape.literals.empty()) continue;
+    std::vector<std::string> run{sql};
+    for (int round = 2; round < 8; ++round) {
+      std::string v;
+      if (analysis::shapeProbeText(sql, shape, round, v)) run.push_back(std::move(v));
+    }
+    runs.push_back(std::move(run));
+  }
+  // Same shape, a literal a guard reads on either side of its limit: the literal-blind guards
+  // are judged by shape, but these guards run for every text.
+  runs.push_back({"SELECT * FROM fct_shipments WHERE id > 5 LIMIT 200",
+                  "SELECT * FROM fct_shipments WHERE id > 6 LIMIT 300",
+                  "SELECT * FROM fct_shipments WHERE id > 7 LIMIT 400",
+                  "SELECT * FROM fct_shipments WHERE id > 8 LIMIT 500",
+                  "SELECT * FROM fct_shipments WHERE id > 9 LIMIT 100000",
+                  "SELECT * FROM fct_shipments WHERE id > 10 LIMIT 900"});
+  runs.push_back({"SELECT g FROM generate_series(1, 200) g", "SELECT g FROM generate_series(1, 300) g",
+                  "SELECT g FROM generate_series(1, 400) g", "SELECT g FROM generate_series(1, 500) g",
+                  "SELECT g FROM generate_series(1, 900000000) g",
+                  "SELECT g FROM generate_series(1, 600) g"});
+  runs.push_back({"SELECT pg_sleep(100)", "SELECT pg_sleep(200)", "SELECT pg_sleep(300)",
+                  "SELECT pg_sleep(400)", "SELECT pg_sleep(500)"});
+  runs.push_back({"SELECT set_config('application_name', 'a', false)",
+                  "SELECT set_config('application_name', 'b', false)",
+                  "SELECT set_config('application_name', 'c', false)",
+                  "SELECT set_config('statement_timeout', '0', false)",
+                  "SELECT set_config('application_name', 'd', false)"});
+  return runs;
+}
+
+// Judging by shape must never change a decision: every text of every run, through an engine
+// that judges by shape, equals the plan of an engine that keeps nothing, for every deterministic
+// group of the example config; and it happens (the pgbench text's shape is judged so).
+TEST(PlanCache, PlansJudgedByShapeEqualUncachedOnes) {
+  const auto runs = shapeRuns(corpusTexts());
+  ASSERT_GE(runs.size(), 60u);
+  const auto stats = gt::sampleStats();
+  size_t compared = 0;
+  for (const auto& [name, group] : gt::exampleGroups()) {
+    if (!group->deterministic()) continue;
+    session::PolicyEngine shaped(4096, 200);
+    session::PolicyEngine uncached(0, 200);
+    for (const auto& run : runs) {
+      for (const auto& sql : run) {
+        SCOPED_TRACE(name + ": " + sql);
+        const auto ctx = contextFor(group.get(), false, "agent");
+        const auto got = shaped.plan(group.get(), sql, ctx, stats.get());
+        const auto want = uncached.plan(group.get(), sql, ctx, stats.get());
+        expectSamePlan(*got, *want);
+        ++compared;
+      }
+    }
+    if (group->literalBlindGuards() > 0) {
+      EXPECT_GT(shaped.planShapeHits(), runs.size() / 2) << name;
+    }
+    EXPECT_EQ(uncached.planShapeHits(), 0u);
+  }
+  EXPECT_GE(compared, 500u);
+}
+
+// The shape's memory is the group's, over one snapshot: another group's guards, or a refreshed
+// snapshot, judge the shape afresh; and a shape whose literal-blind guards objected once is
+// judged in full every time.
+TEST(PlanCache, AShapeIsJudgedAfreshByAnotherGroupOrSnapshotOrAfterAnObjection) {
+  const auto groups = gt::groupsFromYaml(
+      "open:\n  guards:\n    - kind: read_only\n    - kind: row_limit\n      max_rows: 10\n"
+      "closed:\n  guards:\n    - kind: tables\n      deny: [public.fct_shipments]\n"
+      "    - kind: row_limit\n      max_rows: 10\n");
+  const auto* open = groups.at("open").get();
+  const auto* closed = groups.at("closed").get();
+  const auto stats = gt::sampleStats();
+  session::PolicyEngine engine(4096, 200);
+  auto text = [](int n) { return "SELECT * FROM fct_shipments WHERE id > " + std::to_string(n); };
+  for (int n = 100; n < 110; ++n) {
+    const auto p = engine.plan(open, text(n), contextFor(open, false, "agent"), stats.get());
+    EXPECT_FALSE(p->decision.denied);
+    EXPECT_EQ(p->decision.max_rows, 10);
+  }
+  const uint64_t by_shape = engine.planShapeHits();
+  EXPECT_GE(by_shape, 5u);
+  for (int n = 200; n < 210; ++n) {
+    const auto p = engine.plan(closed, text(n), contextFor(closed, false, "agent"), stats.get());
+    EXPECT_TRUE(p->decision.denied) << text(n);
+  }
+  EXPECT_EQ(engine.planShapeHits(), by_shape);
+  const auto refreshed = gt::sampleStats();
+  (void)engine.plan(open, text(300), contextFor(open, false, "agent"), refreshed.get());
+  EXPECT_EQ(engine.planShapeHits(), by_shape);
+  (void)engine.plan(open, text(301), contextFor(open, false, "agent"), refreshed.get());
+  EXPECT_EQ(engine.planShapeHits(), by_shape + 1);
 }
 
 // A guard whose answer changes every time it is asked: it stands for a script, a service or a
