@@ -15,6 +15,18 @@ void appendJsonString(std::string& out, std::string_view s) {
   // Validate and copy in runs: escape control characters, quote and backslash; replace any
   // malformed byte with U+FFFD.
   while (i < s.size()) {
+    // A run of printable ASCII but the quote and the backslash (nearly all of a text) in one go.
+    size_t run = i;
+    while (run < s.size()) {
+      const auto r = static_cast<unsigned char>(s[run]);
+      if (r < 0x20 || r >= 0x7f || r == '"' || r == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(s.data() + i, run - i);
+      i = run;
+      continue;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       const size_t len = utf8SequenceLength(s.substr(i));

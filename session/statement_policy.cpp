@@ -2,37 +2,13 @@
 // per-statement facts history needs, cut to the configured text limit.
 #include "session/statement_policy.h"
 
-#include <cstdio>
-
 #include "common/lru_map.h"
 #include "common/shared_spares.h"
 #include "guards/masking.h"
+#include "history/json.h"
 #include "history/text.h"
 
 namespace pgwarden::session {
-
-void appendJsonString(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
 
 namespace {
 
@@ -80,13 +56,13 @@ void assignActionsJson(std::string& out, const std::vector<guards::Verdict>& act
     const auto& v = actions[i];
     if (i) out.push_back(',');
     out += "{\"guard\":";
-    appendJsonString(out, v.guard);
+    history::appendJsonString(out, v.guard);
     out += ",\"action\":";
-    appendJsonString(out, guards::actionName(v.action));
+    history::appendJsonString(out, guards::actionName(v.action));
     out += ",\"code\":";
-    appendJsonString(out, v.code);
+    history::appendJsonString(out, v.code);
     out += ",\"reason\":";
-    appendJsonString(out, v.message);
+    history::appendJsonString(out, v.message);
     out.push_back('}');
   }
   out.push_back(']');

@@ -89,7 +89,4 @@ std::string actionsJson(const std::vector<guards::Verdict>& actions);
 // The same, written over `out` (its storage kept).
 void assignActionsJson(std::string& out, const std::vector<guards::Verdict>& actions);
 
-// JSON string escaping for the small documents pgwarden writes itself.
-void appendJsonString(std::string& out, std::string_view s);
-
 }  // namespace pgwarden::session

@@ -72,6 +72,10 @@ TEST(Json, EscapesQuotesBackslashesAndControls) {
   EXPECT_EQ(jsonString(std::string("a\0b", 3)), R"("a\u0000b")");
   EXPECT_EQ(jsonString("caf\xC3\xA9"), "\"caf\xC3\xA9\"");
   EXPECT_EQ(jsonString("bad \xFF\xC3"), R"("bad \ufffd\ufffd")");
+  // Escapes between runs of plain text, at either end and side by side.
+  EXPECT_EQ(jsonString("\"start, mid\\dle\n\"end"), R"("\"start, mid\\dle\n\"end")");
+  EXPECT_EQ(jsonString("The result is capped at 1000 rows."), "\"The result is capped at 1000 rows.\"");
+  EXPECT_EQ(jsonString(""), "\"\"");
 }
 
 TEST(Json, AnyBytesGiveValidJson) {
