@@ -3,7 +3,7 @@
 // does not name it, while the statistics say some
 // rows are marked deleted: the answer includes them. The count is the estimate pg_stats gives
 // (null_frac of a timestamp, the frequency of true of a boolean); no probe, no round trip. The
-// hint is the statement with the filter added.
+// hint is the statement with the filter added. A lookup by a unique key is left alone.
 #include <cmath>
 
 #include "guards/codes.h"
@@ -62,6 +62,20 @@ SoftDelete softDeleteOf(const ScreenInput& in, const analysis::TableStats& t,
   return {};
 }
 
+// A lookup by a unique key (`id = 42` among the outermost WHERE's conjuncts) names its row:
+// whether that row is marked deleted is not what the table's share of deleted rows says, so "the
+// answer includes deleted rows" would be wrong far more often than right.
+bool identifiesOneRow(const ScreenInput& in, const analysis::TableStats& ts) {
+  for (const analysis::ScreenComparison& c : in.statement->screen.comparisons) {
+    if (c.op != analysis::ScreenComparison::Op::kEq || c.values.size() != 1 || c.values[0].null) {
+      continue;
+    }
+    const ResolvedColumn col = resolveColumn(in, c.table, c.column);
+    if (col.table == &ts && col.column->unique) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void softDeletes(const ScreenInput& in, Findings& out) {
@@ -73,7 +87,7 @@ void softDeletes(const ScreenInput& in, Findings& out) {
     std::string_view schema;
     const analysis::TableStats* ts =
         guards::util::findStats(in.stats, t.schema, t.name, settings, &schema);
-    if (!ts) continue;
+    if (!ts || identifiesOneRow(in, *ts)) continue;
     const SoftDelete sd = softDeleteOf(in, *ts, schema, t.name);
     if (!sd.column) continue;
     const std::string table = std::string(schema) + "." + t.name;

@@ -25,6 +25,8 @@ std::shared_ptr<const analysis::TableStatsSnapshot> softStats() {
        {"public", "orders", "3000", "id", "integer"}},
       {softCol("users", "deleted_at", "timestamp with time zone", "D", "false", "0.875"),
        softCol("users", "tenant_id", "integer", "N", "true", "0"),
+       {"public", "users", "id", "integer", "N", "", "", "", "", "-1", "", "true", "true", "true",
+        "true", "0", ""},
        softCol("products", "is_deleted", "boolean", "B", "true", "0", "{f,t}", "{0.83,0.17}"),
        softCol("events", "deleted_at", "timestamp with time zone", "D", "false", "1"),
        softCol("orders", "created_at", "timestamp without time zone", "D", "true", "0", "", "",
@@ -58,6 +60,23 @@ TEST(SoftDeletedRows, AReadThatDoesNotFilterTheDeletedRows) {
   vs = r.screen("SELECT count(*) FROM users WHERE tenant_id = 3 OR tenant_id = 4");
   ASSERT_EQ(codesOf(vs), std::vector<std::string>{"SOFT_DELETED_ROWS"});
   EXPECT_EQ(vs[0].hint, "");
+}
+
+// A lookup by a unique key names its row: the table's share of deleted rows says nothing of
+// whether that row is one, so no warning. Several keys, a range or a key that is not unique still
+// read whatever the share says.
+TEST(SoftDeletedRows, ALookupByAUniqueKeyIsLeftAlone) {
+  Screening r;
+  r.stats = softStats();
+  r.result = rows(1);
+  EXPECT_TRUE(r.screen("SELECT * FROM users WHERE id = 42").empty());
+  EXPECT_TRUE(r.screen("SELECT u.tenant_id FROM users u WHERE u.id = 42 AND u.tenant_id = 3").empty());
+  for (const char* sql : {"SELECT * FROM users WHERE id IN (1, 2)", "SELECT * FROM users WHERE id > 5",
+                          "SELECT * FROM users WHERE tenant_id = 3",
+                          "SELECT * FROM users WHERE id = 42 OR tenant_id = 3"}) {
+    SCOPED_TRACE(sql);
+    EXPECT_EQ(codesOf(r.screen(sql)), std::vector<std::string>{"SOFT_DELETED_ROWS"});
+  }
 }
 
 TEST(OutOfRange, RelativeRangesAreFoldedToTodaysDate) {
