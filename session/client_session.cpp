@@ -412,10 +412,10 @@ void ClientSession::releaseServer(bool client_gone) {
     host_.cancelServerQuery(s->backendPid(), s->backendKey(), s->cancelFence());
   }
   if (!replies_.empty() || prepared_.anyPortal()) {
-    if (client_gone && !ended_message_.empty()) {
+    if (client_gone && !ended_.message.empty()) {
       // pgwarden ended the session (fatal()), the client did not leave: the record keeps the
       // FATAL the client was sent, which says why.
-      finishAllPending(history::Outcome::kAborted, ended_message_, ended_sqlstate_);
+      finishAllPending(history::Outcome::kAborted, ended_.message, ended_.sqlstate);
     } else {
       finishAllPending(client_gone ? history::Outcome::kClientGone : history::Outcome::kOk,
                        client_gone ? "the client disconnected before the statement finished" : "");
@@ -428,7 +428,6 @@ void ClientSession::closeSession(const std::string& reason) {
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (writes_) writesSessionEnd();
   cancelWaits();
-  close_reason_ = reason;
   const ClientState before = state_;
   if (pool::Pool* pool = pause_.pool()) {
     pool->cancelWait(this);
@@ -459,8 +458,7 @@ void ClientSession::fatal(const std::string& sqlstate, const std::string& messag
   if (state_ == ClientState::kClosing || state_ == ClientState::kClosed) return;
   if (state_ != ClientState::kReady) host_.counters().reject(reason);
   protocol::writeError(client_->out(), "FATAL", sqlstate, message);
-  ended_sqlstate_ = sqlstate;
-  ended_message_ = message;
+  ended_ = FatalSent{sqlstate, message};
   closeSession(message);
 }
 

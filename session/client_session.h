@@ -392,11 +392,12 @@ class ClientSession final : public net::StreamEvents, public pool::ServerLink, p
   bool shutting_down_ = false;
   std::shared_ptr<StatementRun> chunk_run_;
   uint64_t statement_count_ = 0;
-  std::string close_reason_;
   // Set when pgwarden itself ends the session (the FATAL it sends): a statement still running is
-  // then recorded `aborted` with these, not `client_gone`.
-  std::string ended_sqlstate_;
-  std::string ended_message_;
+  // then recorded `aborted` with it, not `client_gone`.
+  struct FatalSent {
+    std::string sqlstate;
+    std::string message;
+  } ended_;
   std::unique_ptr<ConsoleSession> admin_;  // set: this is an admin console session
 
   // Guarded writes: the transaction state machine (null: a read-only group), and what a write
