@@ -371,6 +371,11 @@ def test_pause_holds_the_mcp_endpoints_statements_until_resume(pgwarden_factory,
     running = pgwtest.Background(mcp_query, "SELECT pg_sleep(1.5) AS slept")
     assert pgwtest.wait_for(
         lambda: any(r["calls_in_flight"] == "1" for r in table(d, "SHOW SESSIONS")))
+    # Running on the server, not only in flight: a call that PAUSE finds still before the server
+    # (its first catalog load, a connection being made) is held like a new one, until RESUME.
+    assert pgwtest.wait_for(lambda: pg.scalar(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(1.5) AS slept%'"))
     paused = pgwtest.Background(run, d, "PAUSE")
     running.join(30)
     paused.join(30)
