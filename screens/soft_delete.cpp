@@ -87,9 +87,9 @@ void softDeletes(const ScreenInput& in, Findings& out) {
     std::string_view schema;
     const analysis::TableStats* ts =
         guards::util::findStats(in.stats, t.schema, t.name, settings, &schema);
-    if (!ts || identifiesOneRow(in, *ts)) continue;
+    if (!ts) continue;
     const SoftDelete sd = softDeleteOf(in, *ts, schema, t.name);
-    if (!sd.column) continue;
+    if (!sd.column || identifiesOneRow(in, *ts)) continue;
     const std::string table = std::string(schema) + "." + t.name;
     const std::string written =
         f.tables.size() == 1 ? *sd.column : (t.alias.empty() ? t.name : t.alias) + "." + *sd.column;

@@ -86,8 +86,8 @@ struct PolicyEngine::Impl {
                                              const guards::RequestContext& ctx,
                                              const analysis::TableStatsSnapshot* stats,
                                              bool by_shape, bool& shaped);
-  // Whether the literal-blind guards of a group had nothing to say about a text of a shape
-  // template, keyed by (group id, snapshot generation, template id): they read nothing that
+  // The shapes whose literal-blind guards had nothing to say about a text of theirs, judged by a
+  // group, keyed by (group id, snapshot generation, template id): they read nothing that
   // differs between the template's texts (Guard::literalBlind), so they would say nothing about
   // the next one either, and the chain runs without them (PolicyGroup::BlindGuards).
   void judgeByShape(const guards::PolicyGroup& group, const analysis::Analysis& a,
@@ -189,11 +189,13 @@ void PolicyEngine::Impl::judgeByShape(const guards::PolicyGroup& group,
   const uint64_t ids[3] = {group.id(), stats ? stats->generation() : 0, shape};
   blind_key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
   guards::PolicyGroup::BlindGuards b;
-  auto* known = blind.find(blind_key);
-  b.skip = known && known->value;
+  // Only shapes whose blind guards were found quiet are kept: a chain that stopped before them
+  // (a guard that reads literals refused this text) says nothing of them, and one they objected
+  // to is judged in full every time anyway.
+  b.skip = blind.find(blind_key) != nullptr;
   group.evaluate(a, sql, ctx, stats, d, b);
   shaped = b.skip;
-  if (!known) blind.insert(blind_key, b.clean);
+  if (!b.skip && b.clean) blind.insert(blind_key, true);
 }
 
 std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(

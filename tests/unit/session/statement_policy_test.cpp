@@ -224,6 +224,26 @@ TEST(PlanCache, AShapeIsJudgedAfreshByAnotherGroupOrSnapshotOrAfterAnObjection) 
   EXPECT_EQ(engine.planShapeHits(), by_shape);
   (void)engine.plan(open, text(301), contextFor(open, false, "agent"), refreshed.get());
   EXPECT_EQ(engine.planShapeHits(), by_shape + 1);
+
+  // A text a guard that reads literals refuses before the blind ones ran says nothing of them:
+  // the shape is judged by shape once a text of it gets through to them.
+  const auto limited = gt::groupsFromYaml(
+      "first:\n  guards:\n    - kind: row_limit\n      max_limit: 200\n    - kind: read_only\n");
+  const auto* first = limited.at("first").get();
+  auto capped = [](int n, int limit) {
+    return "SELECT * FROM fct_shipments WHERE id > " + std::to_string(n) + " LIMIT " +
+           std::to_string(limit);
+  };
+  for (int n = 400; n < 404; ++n) {
+    EXPECT_TRUE(engine.plan(first, capped(n, 500), contextFor(first, false, "agent"), stats.get())
+                    ->decision.denied);
+  }
+  const uint64_t before_pass = engine.planShapeHits();
+  for (int n = 500; n < 504; ++n) {
+    EXPECT_FALSE(engine.plan(first, capped(n, 150), contextFor(first, false, "agent"), stats.get())
+                     ->decision.denied);
+  }
+  EXPECT_EQ(engine.planShapeHits(), before_pass + 3);
 }
 
 // A guard whose answer changes every time it is asked: it stands for a script, a service or a
