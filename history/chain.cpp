@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -163,63 +164,90 @@ std::string canonicalJson(std::string_view text) {
   return parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void canonicalFields(const RowValues& row, ChainFields& out,
-                     std::array<std::string, kColumns.size()>* json_cache) {
+void canonicalFields(const RowValues& row, ChainFields& out) {
   const auto& values = row.values();
   for (size_t i = 0; i < values.size(); ++i) {
     const Value& v = values[i];
     std::string& f = out[i];
     switch (v.type) {
+      case ColumnType::kInt: f = std::to_string(v.i); break;
+      case ColumnType::kBool: f = v.i != 0 ? "1" : "0"; break;
+      case ColumnType::kJson: f = canonicalJson(v.text); break;
       case ColumnType::kTimestamp:
-        f.resize(kTimestampChars);
-        formatTimestampUs(v.i, f.data());
-        break;
-      case ColumnType::kInt:
-        f = std::to_string(v.i);
-        break;
-      case ColumnType::kBool:
-        f = v.i != 0 ? "1" : "0";
-        break;
-      case ColumnType::kJson:
-        if (json_cache == nullptr) {
-          f = canonicalJson(v.text);
-        } else if ((*json_cache)[i] != v.text) {  // else `f` still holds its canonical form
-          (*json_cache)[i].assign(v.text.data(), v.text.size());
-          f = canonicalJson(v.text);
-        }
-        break;
       case ColumnType::kText:
-      case ColumnType::kUid:
-        f.assign(v.text.data(), v.text.size());
-        break;
+      case ColumnType::kUid: f.assign(v.text.data(), v.text.size()); break;
     }
   }
 }
 
 namespace {
 
-void chainMessage(const ChainHash& prev, const ChainFields& fields, std::string& scratch) {
-  scratch.assign(reinterpret_cast<const char*>(prev.data()), prev.size());
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (i == kChainHashField) continue;
-    if (i >= kFirstPostChainField && i < kRecordUidField && fields[i].empty()) continue;
-    const auto n = static_cast<uint32_t>(fields[i].size());
-    const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                         static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
-    scratch.append(len, 4);
-    scratch += fields[i];
-  }
+// Whether field i stays out of the message: chain_hash itself, and the fields added after the
+// chain existed while empty (so a record without them hashes as it did before they existed).
+bool leftOut(size_t i, bool empty) {
+  return i == kChainHashField || (i >= kFirstPostChainField && i < kRecordUidField && empty);
+}
+
+void appendField(std::string& out, std::string_view f) {
+  const auto n = static_cast<uint32_t>(f.size());
+  const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                       static_cast<char>((n >> 16) & 0xff), static_cast<char>(n >> 24)};
+  out.append(len, 4);
+  out.append(f.data(), f.size());
+}
+
+void hmacOf(std::string_view secret, std::string_view message, ChainHash& out) {
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(), &len);
 }
 
 }  // namespace
+
+void chainMessage(const ChainHash& prev, const ChainFields& fields, std::string& out) {
+  out.assign(reinterpret_cast<const char*>(prev.data()), prev.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!leftOut(i, fields[i].empty())) appendField(out, fields[i]);
+  }
+}
+
+const std::string& RowChainMessage::build(const ChainHash& prev, const RowValues& row) {
+  out_.assign(reinterpret_cast<const char*>(prev.data()), prev.size());
+  const auto& values = row.values();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value& v = values[i];
+    std::string_view f;
+    char digits[24];
+    switch (v.type) {
+      case ColumnType::kInt: {
+        const auto end = std::to_chars(digits, digits + sizeof digits, v.i).ptr;
+        f = std::string_view(digits, static_cast<size_t>(end - digits));
+        break;
+      }
+      case ColumnType::kBool: f = v.i != 0 ? "1" : "0"; break;
+      case ColumnType::kJson: {
+        JsonCanon& c = json_[i];
+        if (c.text != v.text) {
+          c.text.assign(v.text.data(), v.text.size());
+          c.canonical = canonicalJson(v.text);
+        }
+        f = c.canonical;
+        break;
+      }
+      case ColumnType::kTimestamp:
+      case ColumnType::kText:
+      case ColumnType::kUid: f = v.text; break;
+    }
+    if (!leftOut(i, f.empty())) appendField(out_, f);
+  }
+  return out_;
+}
 
 ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainFields& fields,
                     std::string& scratch) {
   chainMessage(prev, fields, scratch);
   ChainHash out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(scratch.data()), scratch.size(), out.data(), &len);
+  hmacOf(secret, scratch, out);
   return out;
 }
 
@@ -233,10 +261,12 @@ ChainMac::~ChainMac() {
   EVP_MAC_free(mac_);
 }
 
-ChainHash ChainMac::compute(const ChainKey& key, const ChainHash& prev, const ChainFields& fields,
-                            std::string& scratch) {
-  if (ctx_ == nullptr) return chainHash(key.secret, prev, fields, scratch);
-  chainMessage(prev, fields, scratch);
+ChainHash ChainMac::compute(const ChainKey& key, std::string_view message) {
+  ChainHash out{};
+  if (ctx_ == nullptr) {
+    hmacOf(key.secret, message, out);
+    return out;
+  }
   bool ok = true;
   if (key.id != key_id_) {
     // The key's padded states are computed once; later inits reuse them (a NULL key).
@@ -249,14 +279,13 @@ ChainHash ChainMac::compute(const ChainKey& key, const ChainHash& prev, const Ch
   } else {
     ok = EVP_MAC_init(ctx_, nullptr, 0, nullptr) == 1;
   }
-  ChainHash out{};
   size_t len = 0;
   if (!ok ||
-      EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(scratch.data()),
-                     scratch.size()) != 1 ||
+      EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(message.data()),
+                     message.size()) != 1 ||
       EVP_MAC_final(ctx_, out.data(), &len, out.size()) != 1) {
     key_id_.clear();
-    return chainHash(key.secret, prev, fields, scratch);
+    hmacOf(key.secret, message, out);
   }
   return out;
 }
@@ -269,7 +298,7 @@ bool parseChainHash(std::string_view hex, ChainHash* out) {
 
 Status Chainer::link(RowValues& row, const TailLookup& lookup) {
   const std::string_view instance = row.values()[kInstanceIdField].text;
-  auto it = states_.find(std::string(instance));
+  auto it = states_.find(instance);
   if (it == states_.end()) {
     auto tail = lookup(instance);
     if (!tail.ok()) return Status::fail("reading the chain's last record: " + tail.error());
@@ -279,8 +308,7 @@ Status Chainer::link(RowValues& row, const TailLookup& lookup) {
   const ChainKey& key = keys_.current();
   const uint64_t seq = st.seq + 1;
   row.setChain(seq, key.id, "");
-  canonicalFields(row, fields_, &json_cache_);
-  st.hash = mac_.compute(key, st.hash, fields_, scratch_);
+  st.hash = mac_.compute(key, message_.build(st.hash, row));
   st.seq = seq;
   assignHex(hash_hex_, st.hash.data(), st.hash.size());
   row.setChain(seq, key.id, hash_hex_);

@@ -54,24 +54,40 @@ Result<std::string> rotateChainKey(const std::string& path);
 // missing record_uid "". Every store's reader can rebuild these from what it stored.
 using ChainFields = std::array<std::string, kColumns.size()>;
 std::string canonicalJson(std::string_view text);
-// `json_cache`: the last JSON text of each JSON column and its canonical form, kept by a caller
-// that encodes many records (the same guard_actions and tables come back again and again).
-void canonicalFields(const RowValues& row, ChainFields& out,
-                     std::array<std::string, kColumns.size()>* json_cache = nullptr);
+void canonicalFields(const RowValues& row, ChainFields& out);
 
-// HMAC-SHA256(key, prev || each field but chain_hash as a 4-byte little-endian length and its
-// bytes). `scratch` is reused between calls.
+// The message the HMAC covers: prev, then each field but chain_hash as a 4-byte little-endian
+// length and its bytes (the fields after chain_hash but before record_uid only when not empty).
+void chainMessage(const ChainHash& prev, const ChainFields& fields, std::string& out);
+
+// The same message written straight from a row, without the fields' copies (the writer's path).
+// Keeps the last JSON text of each JSON column and its canonical form: the same guard_actions and
+// tables come back again and again.
+class RowChainMessage {
+ public:
+  // The message for `row` after `prev`; valid until the next call.
+  const std::string& build(const ChainHash& prev, const RowValues& row);
+
+ private:
+  struct JsonCanon {
+    std::string text;
+    std::string canonical;
+  };
+  std::array<JsonCanon, kColumns.size()> json_;
+  std::string out_;
+};
+
+// HMAC-SHA256(key, chainMessage(prev, fields)). `scratch` is reused between calls.
 ChainHash chainHash(std::string_view secret, const ChainHash& prev, const ChainFields& fields,
                     std::string& scratch);
-// The same HMAC with the key's state kept between records (the writer's path).
+// HMAC-SHA256 of a built message with the key's state kept between records (the writer's path).
 class ChainMac {
  public:
   ChainMac();
   ~ChainMac();
   ChainMac(const ChainMac&) = delete;
   ChainMac& operator=(const ChainMac&) = delete;
-  ChainHash compute(const ChainKey& key, const ChainHash& prev, const ChainFields& fields,
-                    std::string& scratch);
+  ChainHash compute(const ChainKey& key, std::string_view message);
 
  private:
   evp_mac_st* mac_ = nullptr;
@@ -124,12 +140,16 @@ class Chainer {
     std::string hash_hex;
   };
 
+  // Found by the row's string_view: no key built per record.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   const ChainKeyring keys_;
-  std::unordered_map<std::string, State> states_;
+  std::unordered_map<std::string, State, NameHash, std::equal_to<>> states_;
   std::vector<Checkpoint> checkpoints_;
-  ChainFields fields_;
-  std::array<std::string, kColumns.size()> json_cache_;
-  std::string scratch_;
+  RowChainMessage message_;
   std::string hash_hex_;
   ChainMac mac_;
 };

@@ -169,12 +169,7 @@ class JsonlStore final : public Store {
     for (const Value& v : row_.values()) {
       w_.key(kColumns[i++].name);
       switch (v.type) {
-        case ColumnType::kTimestamp: {
-          char ts[kTimestampChars];
-          formatTimestampUs(v.i, ts);
-          w_.string(std::string_view(ts, sizeof ts));
-          break;
-        }
+        case ColumnType::kTimestamp: w_.string(v.text); break;
         case ColumnType::kInt: w_.number(v.i); break;
         case ColumnType::kBool: w_.boolean(v.i != 0); break;
         case ColumnType::kText: w_.string(v.text); break;

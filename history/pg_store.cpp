@@ -423,12 +423,7 @@ class PostgresStore final : public Store {
       if (!first) buffer_.push_back('\t');
       first = false;
       switch (v.type) {
-        case ColumnType::kTimestamp: {
-          char ts[kTimestampChars];
-          formatTimestampUs(v.i, ts);
-          buffer_.append(ts, sizeof ts);
-          break;
-        }
+        case ColumnType::kTimestamp: buffer_ += v.text; break;
         case ColumnType::kInt: buffer_ += std::to_string(v.i); break;
         case ColumnType::kBool: buffer_.push_back(v.i != 0 ? 't' : 'f'); break;
         case ColumnType::kText:

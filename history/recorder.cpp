@@ -173,6 +173,7 @@ class QueueRecorder final : public Recorder {
     // Kept across batches: the spool decodes into its records' storage (record_queue.h).
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);
+    std::string known_actions;  // prepareRecord's last guard_actions
     for (;;) {
       size_t want = config_.batch_size;
       {
@@ -194,7 +195,7 @@ class QueueRecorder final : public Recorder {
       bool abandoned = false;
       if (taken > 0) {
         const std::span<Record> records(batch.data(), taken);
-        for (auto& r : records) prepareRecord(r, config_);
+        for (auto& r : records) prepareRecord(r, config_, &known_actions);
         abandoned = !writeBatch(records, &resolved);
         queue_->release(resolved);
         keepForReuse(batch, std::max(taken, config_.batch_size));
@@ -405,7 +406,7 @@ class QueueRecorder final : public Recorder {
 
 }  // namespace
 
-void prepareRecord(Record& r, const HistoryConfig& config) {
+void prepareRecord(Record& r, const HistoryConfig& config, std::string* known_actions) {
   if (r.instance_id.empty()) r.instance_id = config.instance_id;
   // The daemon fingerprints every statement it parses; fill the gap for one it did not, from the
   // raw text (a cut text would give a different shape).
@@ -431,7 +432,10 @@ void prepareRecord(Record& r, const HistoryConfig& config) {
 
   if (r.guard_actions.empty()) {
     r.guard_actions = "[]";
-  } else if (!isJsonValue(r.guard_actions)) {
+    return;
+  }
+  if (known_actions != nullptr && r.guard_actions == *known_actions) return;  // as prepared before
+  if (!isJsonValue(r.guard_actions)) {
     // Keep what was given, as a JSON string, rather than lose it or poison the batch.
     std::string quoted;
     appendJsonString(quoted, r.guard_actions);
@@ -447,6 +451,7 @@ void prepareRecord(Record& r, const HistoryConfig& config) {
        p = r.guard_actions.find("\\u0000", p)) {
     r.guard_actions.replace(p, 6, "\\ufffd");
   }
+  if (known_actions != nullptr) *known_actions = r.guard_actions;
 }
 
 uint64_t minSpoolSize(size_t max_sql_bytes) {

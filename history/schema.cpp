@@ -64,14 +64,17 @@ void RowValues::assign(const Record& r) {
   tables_json_ += ']';
   const std::string_view uid = formatRecordUid(r, uid_.data(), uid_.size());
 
-  auto ts = [](int64_t v) { return Value{ColumnType::kTimestamp, v, {}}; };
+  auto ts = [this](int64_t v, size_t k) {
+    formatTimestampUs(v, stamps_[k].data());
+    return Value{ColumnType::kTimestamp, v, std::string_view(stamps_[k].data(), kTimestampChars)};
+  };
   auto num = [](int64_t v) { return Value{ColumnType::kInt, v, {}}; };
   auto txt = [](std::string_view v) { return Value{ColumnType::kText, 0, v}; };
   auto flag = [](bool v) { return Value{ColumnType::kBool, v ? 1 : 0, {}}; };
   auto json = [](std::string_view v) { return Value{ColumnType::kJson, 0, v}; };
   values_ = {{
-      ts(r.started_at_us),
-      ts(r.finished_at_us),
+      ts(r.started_at_us, 0),
+      ts(r.finished_at_us, 1),
       num(r.duration_us),
       txt(r.instance_id),
       num(static_cast<int64_t>(r.session_id)),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "history/record.h"
+#include "history/text.h"
 
 namespace pgwarden::history {
 
@@ -83,17 +84,18 @@ inline constexpr std::array<Column, 40> kColumns{{
     {"record_uid", ColumnType::kUid},    // last: the jsonl store finds it at the end of a line
 }};
 
-// One column's value for a record. Text and JSON point into the record or into `json_tables`
-// of the RowValues that holds it.
+// One column's value for a record. Text and JSON point into the record or into the RowValues
+// that holds it (the `tables` JSON, record_uid, the timestamps' text).
 struct Value {
   ColumnType type = ColumnType::kText;
   int64_t i = 0;             // kTimestamp (epoch microseconds), kInt; kBool as 0/1
-  std::string_view text;     // kText, kJson, kUid (empty: NULL)
+  std::string_view text;     // kText, kJson, kUid (empty: NULL); kTimestamp as SQLite stores it
 };
 
-// The values of one record in kColumns order. Keeps the JSON it builds for `tables` and the text
-// of record_uid; assign() reuses that storage, so a store that keeps one RowValues allocates
-// nothing per record once it has seen the longest.
+// The values of one record in kColumns order. Keeps the JSON it builds for `tables`, the text
+// of record_uid and of the timestamps (formatted once, for the store and the chain alike);
+// assign() reuses that storage, so a store that keeps one RowValues allocates nothing per record
+// once it has seen the longest.
 class RowValues {
  public:
   RowValues() = default;
@@ -109,6 +111,7 @@ class RowValues {
  private:
   std::string tables_json_;
   std::array<char, 40> uid_{};  // 16 hex digits, '-', up to 20 decimal digits
+  std::array<std::array<char, kTimestampChars>, 2> stamps_{};  // started_at, finished_at
   std::array<Value, kColumns.size()> values_;
 };
 

@@ -128,6 +128,7 @@ class SqliteStore final : public Store {
     for (size_t i = 0; i < kColumns.size(); ++i) insert += i == 0 ? "?" : ", ?";
     insert += ")";
     if (auto s = prepare(insert, &insert_); !s.ok()) return s;
+    bound_ = {};
     const std::string spool = kSpoolTable;
     if (auto s = prepare("SELECT last_seq FROM " + spool + " WHERE epoch = ?1", &load_mark_);
         !s.ok()) {
@@ -248,39 +249,41 @@ class SqliteStore final : public Store {
       }
     }
     sqlite3_reset(insert_);
-    int idx = 1;
-    size_t stamps = 0;
-    // Every buffer bound below (the record, row_, stamps_) stays as it is until the step, so
-    // SQLite reads the values in place (SQLITE_STATIC) instead of copying each one.
-    for (const Value& v : row_.values()) {
+    // Every buffer bound below (the record, row_) stays as it is until the step, so SQLite reads
+    // the values in place (SQLITE_STATIC) instead of copying each one.
+    const auto& values = row_.values();
+    for (size_t k = 0; k < values.size(); ++k) {
+      const Value& v = values[k];
+      const int idx = static_cast<int>(k) + 1;
       switch (v.type) {
-        case ColumnType::kTimestamp: {
-          char* ts = stamps_[stamps++].data();
-          formatTimestampUs(v.i, ts);
-          sqlite3_bind_text(insert_, idx, ts, static_cast<int>(kTimestampChars), SQLITE_STATIC);
-          break;
-        }
         case ColumnType::kInt:
         case ColumnType::kBool:
-          sqlite3_bind_int64(insert_, idx, v.i);
+          if (bound_[k].set(Bound::kInt, v.i)) sqlite3_bind_int64(insert_, idx, v.i);
           break;
         case ColumnType::kUid:
           if (v.text.empty()) {
-            sqlite3_bind_null(insert_, idx);
+            if (bound_[k].set(Bound::kNull, 0)) sqlite3_bind_null(insert_, idx);
             break;
           }
           [[fallthrough]];
+        case ColumnType::kTimestamp:
         case ColumnType::kText:
         case ColumnType::kJson:
+          if (v.text.empty()) {
+            // A literal: never NULL (an empty view's data may be), and valid for good.
+            if (bound_[k].set(Bound::kEmpty, 0)) {
+              sqlite3_bind_text(insert_, idx, "", 0, SQLITE_STATIC);
+            }
+            break;
+          }
+          bound_[k].set(Bound::kOther, 0);
           sqlite3_bind_text(insert_, idx, v.text.data(), static_cast<int>(v.text.size()),
                             SQLITE_STATIC);
           break;
       }
-      ++idx;
     }
     const int rc = sqlite3_step(insert_);
     sqlite3_reset(insert_);
-    // Every parameter is bound again for the next record: no need to clear them.
     return rc;
   }
 
@@ -306,6 +309,22 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_DONE) return Result<ChainTail>::fail(errorText(rc));
     return tail;
   }
+
+  // What a parameter of insert_ was last bound to, when that needs no buffer of a record: an
+  // integer, an empty text (a literal) or NULL. Bindings outlast sqlite3_reset, so a record whose
+  // value is the same (most columns of most records are empty or 0) is not bound again.
+  struct Bound {
+    enum Kind : uint8_t { kOther, kInt, kEmpty, kNull };
+    Kind kind = kOther;
+    int64_t i = 0;
+    // Records the binding; true when it differs from the last one (so it must be made).
+    bool set(Kind k, int64_t value) {
+      if (k != kOther && kind == k && i == value) return false;
+      kind = k;
+      i = value;
+      return true;
+    }
+  };
 
   // The highest sequence number stored for a spool epoch (0: none yet).
   struct SpoolMark {
@@ -423,6 +442,7 @@ class SqliteStore final : public Store {
   std::string path_;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_ = nullptr;
+  std::array<Bound, kColumns.size()> bound_{};  // insert_'s parameters
   sqlite3_stmt* prune_age_ = nullptr;
   sqlite3_stmt* prune_rows_ = nullptr;
   sqlite3_stmt* load_mark_ = nullptr;
@@ -431,7 +451,6 @@ class SqliteStore final : public Store {
   std::string chain_error_;  // why link() failed, for the write's error
   SpoolMark stored_;  // as committed (the writer is the only one writing its epoch)
   RowValues row_;
-  std::array<std::array<char, kTimestampChars>, 2> stamps_{};  // started_at, finished_at
 };
 
 }  // namespace

@@ -71,7 +71,9 @@ std::unique_ptr<Recorder> makeRecorderWithStore(const HistoryConfig& config,
 
 // The writer thread's preparation of one record: normalize (redact_literals), repair UTF-8, cut
 // sql_text and error_message to max_sql_bytes, make guard_actions valid JSON, fill a missing
-// fingerprint and the instance id. Exposed for tests.
-void prepareRecord(Record& r, const HistoryConfig& config);
+// fingerprint and the instance id. `known_actions`, when given, holds the last guard_actions
+// prepared (the same plan's actions come back record after record): a text equal to it is
+// already valid JSON and repaired, so it is not checked again. Exposed for tests.
+void prepareRecord(Record& r, const HistoryConfig& config, std::string* known_actions = nullptr);
 
 }  // namespace pgwarden::history

@@ -12,6 +12,7 @@
 
 #include "history/recorder.h"
 #include "history/schema.h"
+#include "history/store.h"
 #include "test_util.h"
 
 namespace pgwarden::history {
@@ -63,6 +64,36 @@ class WriteLock {
  private:
   sqlite3* db_ = nullptr;
 };
+
+// The writer skips the JSON check of a guard_actions equal to the last one it prepared; whatever
+// comes before, each record's actions end as valid, one-line JSON.
+TEST(PrepareRecord, ActionsSeenBeforeAreKeptAndEveryOtherIsCheckedAndRepaired) {
+  const HistoryConfig c;
+  std::string known;
+  auto prepared = [&](std::string actions) {
+    Record r = makeRecord(1, "SELECT 1");
+    r.guard_actions = std::move(actions);
+    prepareRecord(r, c, &known);
+    return r.guard_actions;
+  };
+  const std::string valid = R"([{"guard":"row_limit","action":"rewrite"}])";
+  EXPECT_EQ(prepared(valid), valid);
+  EXPECT_EQ(known, valid);
+  EXPECT_EQ(prepared(valid), valid);
+  EXPECT_EQ(prepared("not json {"), "\"not json {\"");
+  EXPECT_EQ(prepared("[1,\n2]"), "[1, 2]");
+  EXPECT_EQ(known, "[1, 2]");
+  EXPECT_EQ(prepared("[1,\n2]"), "[1, 2]") << "the raw text differs from the one remembered";
+  EXPECT_EQ(prepared("[1, 2"), "\"[1, 2\"") << "a prefix of the remembered text is checked";
+  EXPECT_EQ(prepared(""), "[]");
+  EXPECT_EQ(prepared(R"(["\u0000"])"), R"(["\ufffd"])");
+  for (const auto& text : {valid, std::string("[1, 2]"), std::string("x")}) {
+    Record r = makeRecord(1, "SELECT 1");
+    r.guard_actions = text;
+    prepareRecord(r, c);
+    EXPECT_EQ(prepared(text), r.guard_actions) << "the same as without a remembered text";
+  }
+}
 
 TEST(Durability, RecordsTheStoreNeverGotAreWrittenAtTheNextStart) {
   TempDir dir;

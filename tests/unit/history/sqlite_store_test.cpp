@@ -179,6 +179,48 @@ TEST(SqliteStore, RoundTripsEveryField) {
   EXPECT_EQ(b[30], "1");
 }
 
+// The store binds a value only when it differs from the parameter's last binding (an empty
+// text, NULL or an integer is kept across records). Values that go empty, come back, repeat and
+// change, inside a batch and across batches, must each land as given.
+TEST(SqliteStore, EachRecordKeepsItsOwnValuesWhenNeighboursRepeatOrEmptyThem) {
+  TempDir dir;
+  HistoryConfig c = sqliteConfig(dir);
+  c.batch_size = 7;  // batches end between records of every pattern below
+  auto rec = makeRecorder(c);
+  constexpr int kRecords = 60;
+  auto agentOf = [](int i) { return i % 3 == 0 ? std::string() : "agent-" + std::to_string(i % 4); };
+  auto rowsOf = [](int i) { return i % 5 < 2 ? int64_t{0} : int64_t{i % 5}; };
+  for (int i = 0; i < kRecords; ++i) {
+    Record r = makeRecord(static_cast<uint64_t>(i % 2), "SELECT " + std::to_string(i));
+    r.agent_id = agentOf(i);
+    r.conversation_id = i % 2 == 0 ? "" : "c";
+    r.error_message = i % 7 == 6 ? "boom " + std::to_string(i) : "";
+    r.rows_returned = rowsOf(i);
+    r.truncated = i % 4 == 1;
+    r.request_id = i % 6 == 0 ? std::to_string(i) : "";
+    ASSERT_TRUE(rec->submit(std::move(r)));
+  }
+  rec->shutdown(std::chrono::seconds(5));
+  const auto rows = sqliteQuery(c.path,
+                                "SELECT sql_text, agent_id, conversation_id, error_message, "
+                                "rows_returned, result_truncated, request_id, session_id, "
+                                "typeof(request_id) FROM pgwarden_history ORDER BY id");
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kRecords));
+  for (int i = 0; i < kRecords; ++i) {
+    const auto& row = rows[static_cast<size_t>(i)];
+    SCOPED_TRACE("record " + std::to_string(i));
+    EXPECT_EQ(row[0], "SELECT " + std::to_string(i));
+    EXPECT_EQ(row[1], agentOf(i));
+    EXPECT_EQ(row[2], i % 2 == 0 ? "" : "c");
+    EXPECT_EQ(row[3], i % 7 == 6 ? "boom " + std::to_string(i) : "");
+    EXPECT_EQ(row[4], std::to_string(rowsOf(i)));
+    EXPECT_EQ(row[5], i % 4 == 1 ? "1" : "0");
+    EXPECT_EQ(row[6], i % 6 == 0 ? std::to_string(i) : "");
+    EXPECT_EQ(row[7], std::to_string(i % 2));
+    EXPECT_EQ(row[8], "text") << "an empty text is stored as '', never NULL";
+  }
+}
+
 TEST(SqliteStore, FillsAMissingFingerprintFromTheWholeText) {
   TempDir dir;
   HistoryConfig c = sqliteConfig(dir);
