@@ -128,7 +128,7 @@ class SqliteStore final : public Store {
     for (size_t i = 0; i < kColumns.size(); ++i) insert += i == 0 ? "?" : ", ?";
     insert += ")";
     if (auto s = prepare(insert, &insert_); !s.ok()) return s;
-    bound_ = {};
+    for (Bound& b : bound_) b.kind = Bound::kNone;
     const std::string spool = kSpoolTable;
     if (auto s = prepare("SELECT last_seq FROM " + spool + " WHERE epoch = ?1", &load_mark_);
         !s.ok()) {
@@ -249,36 +249,39 @@ class SqliteStore final : public Store {
       }
     }
     sqlite3_reset(insert_);
-    // Every buffer bound below (the record, row_) stays as it is until the step, so SQLite reads
-    // the values in place (SQLITE_STATIC) instead of copying each one.
     const auto& values = row_.values();
     for (size_t k = 0; k < values.size(); ++k) {
       const Value& v = values[k];
+      Bound& b = bound_[k];
       const int idx = static_cast<int>(k) + 1;
       switch (v.type) {
         case ColumnType::kInt:
         case ColumnType::kBool:
-          if (bound_[k].set(Bound::kInt, v.i)) sqlite3_bind_int64(insert_, idx, v.i);
+          if (b.kind != Bound::kInt || b.i != v.i) {
+            sqlite3_bind_int64(insert_, idx, v.i);
+            b.kind = Bound::kInt;
+            b.i = v.i;
+          }
           break;
         case ColumnType::kUid:
           if (v.text.empty()) {
-            if (bound_[k].set(Bound::kNull, 0)) sqlite3_bind_null(insert_, idx);
+            if (b.kind != Bound::kNull) sqlite3_bind_null(insert_, idx);
+            b.kind = Bound::kNull;
             break;
           }
           [[fallthrough]];
         case ColumnType::kTimestamp:
         case ColumnType::kText:
         case ColumnType::kJson:
-          if (v.text.empty()) {
-            // A literal: never NULL (an empty view's data may be), and valid for good.
-            if (bound_[k].set(Bound::kEmpty, 0)) {
-              sqlite3_bind_text(insert_, idx, "", 0, SQLITE_STATIC);
-            }
-            break;
+          if (b.kind != Bound::kText || b.text != v.text) {
+            // SQLite reads the store's copy in place (SQLITE_STATIC) at the step; the copy
+            // changes only here, together with the binding. A std::string's data() is never
+            // NULL, so an empty text is stored as '', not NULL.
+            b.text.assign(v.text.data(), v.text.size());
+            sqlite3_bind_text(insert_, idx, b.text.data(), static_cast<int>(b.text.size()),
+                              SQLITE_STATIC);
+            b.kind = Bound::kText;
           }
-          bound_[k].set(Bound::kOther, 0);
-          sqlite3_bind_text(insert_, idx, v.text.data(), static_cast<int>(v.text.size()),
-                            SQLITE_STATIC);
           break;
       }
     }
@@ -310,20 +313,14 @@ class SqliteStore final : public Store {
     return tail;
   }
 
-  // What a parameter of insert_ was last bound to, when that needs no buffer of a record: an
-  // integer, an empty text (a literal) or NULL. Bindings outlast sqlite3_reset, so a record whose
-  // value is the same (most columns of most records are empty or 0) is not bound again.
+  // What a parameter of insert_ is bound to. Bindings outlast sqlite3_reset, so a value equal to
+  // the last record's (most columns of most records: the same user, group, outcome, an empty
+  // text, a 0) is not bound again; each bind costs SQLite more than comparing.
   struct Bound {
-    enum Kind : uint8_t { kOther, kInt, kEmpty, kNull };
-    Kind kind = kOther;
+    enum Kind : uint8_t { kNone, kInt, kText, kNull };
+    Kind kind = kNone;
     int64_t i = 0;
-    // Records the binding; true when it differs from the last one (so it must be made).
-    bool set(Kind k, int64_t value) {
-      if (k != kOther && kind == k && i == value) return false;
-      kind = k;
-      i = value;
-      return true;
-    }
+    std::string text;  // a kText parameter's value: the store's copy, which SQLite reads
   };
 
   // The highest sequence number stored for a spool epoch (0: none yet).
@@ -442,7 +439,7 @@ class SqliteStore final : public Store {
   std::string path_;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_ = nullptr;
-  std::array<Bound, kColumns.size()> bound_{};  // insert_'s parameters
+  std::array<Bound, kColumns.size()> bound_;  // insert_'s parameters
   sqlite3_stmt* prune_age_ = nullptr;
   sqlite3_stmt* prune_rows_ = nullptr;
   sqlite3_stmt* load_mark_ = nullptr;
