@@ -87,6 +87,8 @@ class Spool final : public RecordQueue {
   [[nodiscard]] Status load();
   void recover(uint64_t consumed_seq, uint64_t consumed_off);
   void markConsumed(uint64_t seq, uint64_t offset);
+  // Makes the ring's pages the producer writes next writable, on the consumer's thread.
+  void prepareAhead();
   // Where the entry at `off` really starts: 0 when fewer than a header's bytes are left.
   uint64_t entryStart(uint64_t off) const;
   void writeWrap(uint64_t off, uint64_t seq);
@@ -114,6 +116,7 @@ class Spool final : public RecordQueue {
   uint64_t read_seq_ = 1;  // its seq
   uint64_t mark_generation_ = 0;
   std::deque<Taken> taken_;
+  bool populate_ = true;  // MADV_POPULATE_WRITE works here (Linux 5.14 and later)
 };
 
 // Whether a spool of `capacity` ring bytes at `path` can be reserved now: the free space of its
