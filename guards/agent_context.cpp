@@ -318,10 +318,27 @@ bool mentionsNamespace(std::string_view sql) {
   return false;
 }
 
+// Whether the text's first word may be SET, RESET or SHOW: a command's first token is that word,
+// and nothing but white space or a comment comes before it. Most texts (SELECT ...) are settled
+// by their first few bytes, without the search for the namespace.
+bool mayBeCommand(std::string_view sql) {
+  size_t i = 0;
+  while (i < sql.size() && (sql[i] == ' ' || (sql[i] >= '\t' && sql[i] <= '\r'))) ++i;
+  if (i < sql.size() && (sql[i] == '-' || sql[i] == '/')) return true;  // perhaps a comment
+  size_t end = i;
+  while (end < sql.size() && end - i <= 5 &&
+         (std::isalnum(static_cast<unsigned char>(sql[end])) || sql[end] == '_' || sql[end] == '$' ||
+          static_cast<unsigned char>(sql[end]) >= 0x80)) {
+    ++end;
+  }
+  const std::string_view word = sql.substr(i, end - i);
+  return iequals(word, "set") || iequals(word, "reset") || iequals(word, "show");
+}
+
 }  // namespace
 
 AgentCommand parseAgentCommand(std::string_view sql) {
-  if (!mentionsNamespace(sql)) return {};
+  if (!mayBeCommand(sql) || !mentionsNamespace(sql)) return {};
   const Lexed lx = lex(sql);
   if (!lx.ok) return {};
   // The tokens without a trailing ';' (a span: the command's few tokens are never copied).

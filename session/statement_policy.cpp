@@ -74,11 +74,64 @@ std::string actionsJson(const std::vector<guards::Verdict>& actions) {
   return out;
 }
 
+// The last actions written as JSON, and the text: a shape's texts get the same actions statement
+// after statement, and comparing four short strings a verdict costs less than escaping them
+// again. Lists longer than kMaxActions or texts over kMaxJson are written, not remembered.
+class ActionsJsonMemo {
+ public:
+  explicit ActionsJsonMemo(bool on) : on_(on) {}
+
+  void assign(std::string& out, const std::vector<guards::Verdict>& actions) {
+    if (on_ && !keys_.empty() && same(actions)) {
+      out.assign(json_);
+      return;
+    }
+    assignActionsJson(out, actions);
+    if (!on_ || actions.empty() || actions.size() > kMaxActions || out.size() > kMaxJson) return;
+    keys_.resize(actions.size());
+    for (size_t i = 0; i < actions.size(); ++i) {
+      keys_[i].guard.assign(actions[i].guard);
+      keys_[i].action = actions[i].action;
+      keys_[i].code.assign(actions[i].code);
+      keys_[i].message.assign(actions[i].message);
+    }
+    json_.assign(out);
+  }
+
+ private:
+  static constexpr size_t kMaxActions = 8;
+  static constexpr size_t kMaxJson = 4096;
+  // What the JSON holds of a verdict.
+  struct Key {
+    std::string guard;
+    guards::Action action = guards::Action::kAllow;
+    std::string code;
+    std::string message;
+  };
+
+  bool same(const std::vector<guards::Verdict>& actions) const {
+    if (actions.size() != keys_.size()) return false;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Key& k = keys_[i];
+      const guards::Verdict& v = actions[i];
+      if (k.action != v.action || k.code != v.code || k.guard != v.guard ||
+          k.message != v.message) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  const bool on_;
+  std::vector<Key> keys_;  // empty: nothing remembered
+  std::string json_;
+};
+
 
 struct PolicyEngine::Impl {
   Impl(size_t cache, size_t max_sql)
       : analyzer(cache), max_sql_bytes(max_sql), plans(cache ? kPlanCacheEntries : 0),
-        blind(cache ? kPlanCacheEntries : 0) {}
+        blind(cache ? kPlanCacheEntries : 0), actions_json(cache != 0) {}
   // `by_shape`: the group is deterministic and the plan could be kept, so the chain's
   // literal-blind guards may be judged once per shape (see `blind` below); `shaped` comes back
   // true when they were skipped.
@@ -109,6 +162,7 @@ struct PolicyEngine::Impl {
   std::string key;
   LruMap<bool> blind;
   std::string blind_key;
+  ActionsJsonMemo actions_json;
   uint64_t plan_hits = 0;
   uint64_t plan_misses = 0;
   uint64_t plan_shapes = 0;
@@ -226,7 +280,7 @@ std::shared_ptr<const StatementPlan> PolicyEngine::Impl::build(
     plan->decision = guards::Decision{};
   }
   plan->budget = plan->decision.denied && plan->decision.deny.guard == "budget";
-  assignActionsJson(plan->guard_actions_json, plan->decision.actions);
+  actions_json.assign(plan->guard_actions_json, plan->decision.actions);
 
   const guards::Masking* masking = group ? group->masking() : nullptr;
   plan->history_sql.clear();

@@ -136,6 +136,11 @@ TEST(AgentCommand, NamespaceInAnyCase) {
     EXPECT_EQ(c.kind, AgentCommand::Kind::kSet) << sql << " " << c.error;
     EXPECT_EQ(c.value, "planner") << sql;
   }
+  // White space of every kind and comments may come before the command's first word.
+  for (const char* sql : {"\n\t\r\f\vset pgwarden.agent_id = 'planner'", "-- c\nSET pgwarden.agent_id = 'planner'",
+                          "/* a */ /* b */ ShOw pgwarden.agent_id", "reset pgwarden.agent_id"}) {
+    EXPECT_NE(parseAgentCommand(sql).kind, AgentCommand::Kind::kNone) << sql;
+  }
   EXPECT_EQ(parseAgentCommand("pgwarden").kind, AgentCommand::Kind::kNone);
   EXPECT_EQ(parseAgentCommand("SHOW \"PGWARDEN\".agent_id").kind, AgentCommand::Kind::kNone);
 }
@@ -143,7 +148,9 @@ TEST(AgentCommand, NamespaceInAnyCase) {
 TEST(AgentCommand, OtherStatementsAreNotOurs) {
   for (const char* sql : {"SET search_path = public", "SHOW statement_timeout", "SELECT 'SET pgwarden.agent_id = 1'",
                           "SET pgwardenx.agent_id = 'a'", "RESET ALL", "", "  ;", "SET", "SELECT 1",
-                          "SET application_name = 'pgwarden.agent_id'"}) {
+                          "SET application_name = 'pgwarden.agent_id'", "SETTINGS pgwarden.agent_id = 'a'",
+                          "SELECT pgwarden.agent_id", "(SET pgwarden.agent_id = 'a')", "\"SET\" pgwarden.agent_id = 'a'",
+                          "SHOWS pgwarden.agent_id", "select 1 -- SET pgwarden.agent_id = 'a'"}) {
     EXPECT_EQ(parseAgentCommand(sql).kind, AgentCommand::Kind::kNone) << sql;
   }
 }
