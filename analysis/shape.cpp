@@ -261,8 +261,17 @@ class ShapeLexer {
       return literal(LiteralClass::kFloat, start, j, std::move(text), v);
     }
     if (text.size() > 1 && text[0] == '0') return false;  // 007: the parser's text would be "7"
-    const double v = std::strtod(text.c_str(), nullptr);
-    const bool fits = text.size() <= 10 && std::strtoll(text.c_str(), nullptr, 10) <= 2147483647LL;
+    // Digits only: up to 18 of them are an exact int64, and its double is the one strtod gives.
+    double v = 0;
+    bool fits = false;
+    if (text.size() <= 18) {
+      int64_t n = 0;
+      for (const char c : text) n = n * 10 + (c - '0');
+      v = static_cast<double>(n);
+      fits = n <= 2147483647LL;
+    } else {
+      v = std::strtod(text.c_str(), nullptr);
+    }
     return literal(fits ? LiteralClass::kInteger : LiteralClass::kBigInteger, start, j,
                    std::move(text), v);
   }

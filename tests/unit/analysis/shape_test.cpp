@@ -3,6 +3,7 @@
 // and every text the lexer must refuse rather than guess about.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,16 @@ TEST(ShapeLexer, Integers) {
   EXPECT_EQ(s.literals[0].offset, 50u);
   EXPECT_EQ(s.literals[0].length, 5u);
   EXPECT_EQ(s.literals[0].number, 48213);
+  // An integer's value, read digit by digit, is the double the decimal text rounds to.
+  for (const char* digits : {"1", "99", "2147483647", "2147483648", "9007199254740993",
+                             "999999999999999999", "1000000000000000000", "12345678901234567891"}) {
+    const analysis::Shape d = lexOk(std::string("SELECT ") + digits);
+    ASSERT_EQ(d.literals.size(), 1u) << digits;
+    EXPECT_EQ(d.literals[0].number, std::strtod(digits, nullptr)) << digits;
+  }
+  expectOne("SELECT 9999999999", analysis::LiteralClass::kBigInteger, "9999999999");
+  expectOne("SELECT 999999999999999999", analysis::LiteralClass::kBigInteger,
+            "999999999999999999");
 }
 
 TEST(ShapeLexer, Floats) {
