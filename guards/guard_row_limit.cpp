@@ -29,7 +29,13 @@ void assignConcat(std::string& out, std::initializer_list<std::string_view> part
 class RowLimitGuard final : public Guard {
  public:
   RowLimitGuard(int64_t max_limit, int64_t max_rows, bool deny_recursion)
-      : max_limit_(max_limit), max_rows_(max_rows), deny_recursion_(deny_recursion) {}
+      : max_limit_(max_limit),
+        max_rows_(max_rows),
+        deny_recursion_(deny_recursion),
+        capped_("The result is capped at " + std::to_string(max_rows) + " rows."),
+        truncated_("The result was truncated at " + std::to_string(max_rows) +
+                   " rows; add a WHERE condition, aggregate with GROUP BY, or use "
+                   "ORDER BY ... LIMIT to choose which rows you get.") {}
 
   std::string_view kind() const override { return "row_limit"; }
   bool deterministic() const override { return true; }
@@ -83,15 +89,11 @@ class RowLimitGuard final : public Guard {
     const int64_t cap = direct ? max_rows_ + 1 : max_rows_;
     r.action = direct ? Action::kRewrite : Action::kWarn;
     r.code.assign(codes::kRowsCapped);
-    const std::string n = std::to_string(max_rows_);
     if (auto e = rowCapEdit(st, cap)) r.edits.push_back(std::move(*e));
     if (direct) {
       r.max_rows = max_rows_;
-      assignConcat(r.message, {"The result is capped at ", n, " rows."});
-      assignConcat(r.truncation_notice,
-                   {"The result was truncated at ", n,
-                    " rows; add a WHERE condition, aggregate with GROUP BY, or use "
-                    "ORDER BY ... LIMIT to choose which rows you get."});
+      r.message.assign(capped_);
+      r.truncation_notice.assign(truncated_);
       const std::string_view text = util::statementText(in.sql, st);
       // On its own lines, so a trailing "-- comment" in the statement cannot swallow the ")".
       if (text.size() <= 500) {
@@ -103,7 +105,7 @@ class RowLimitGuard final : public Guard {
       r.message = "Rows from this " +
                   std::string(st.kind == analysis::StatementKind::kPrepare ? "prepared statement"
                                                                            : "cursor") +
-                  " are capped at " + n +
+                  " are capped at " + std::to_string(max_rows_) +
                   "; add a WHERE condition or ORDER BY ... LIMIT to choose which rows you get.";
     }
     if (r.action != Action::kRewrite || in.group.hasReason(r.code)) {
@@ -194,6 +196,9 @@ class RowLimitGuard final : public Guard {
   int64_t max_limit_;
   int64_t max_rows_;
   bool deny_recursion_;
+  // A capped read's message and truncation notice: the same for every statement.
+  std::string capped_;
+  std::string truncated_;
 };
 
 }  // namespace
