@@ -6,11 +6,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "history/spool_codec.h"
@@ -330,7 +333,17 @@ long minorFaults() {
 
 TEST(Spool, TheProducerTakesNoPageFaultInTheStretchTheConsumerPrepared) {
   TempDir dir;
-  const std::string path = dir.file("s.spool");
+  // A spool lives on a disk. Pages of tmpfs are never written back, so never write-protected: on
+  // a machine whose temporary directory is one, the file goes next to the test instead.
+  struct statfs fs {};
+  const bool tmpfs = statfs(dir.file("").c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  const std::string path =
+      tmpfs ? (std::filesystem::current_path() / "spool-fault-test.spool").string()
+            : dir.file("s.spool");
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{tmpfs ? path : std::string()};
   auto s = openSpool(path, 8 << 20);
   ASSERT_NE(s, nullptr);
   std::vector<Record> ahead;  // built first: only the pushes below are measured
