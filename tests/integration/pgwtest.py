@@ -74,11 +74,22 @@ def is_root():
     return os.geteuid() == 0
 
 
+_PORTS_GIVEN = set()
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now (chosen by the kernel)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now (chosen by the kernel), and
+    that this process has not handed out before: the kernel may offer a port again once the probe
+    socket is closed, and two ports of one daemon's config (its listener and its metrics) must
+    differ."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no free TCP port that was not handed out already")
 
 
 def make_tempdir(prefix):
