@@ -242,7 +242,10 @@ std::shared_ptr<const Analysis> analyzeUncached(std::string_view sql) {
       simdjson::dom::element node;
       if (pgjson::get(o, "stmt", node)) {
         detail::walkStatement(node, sql, st);
-        if (st.kind == StatementKind::kSelect) detail::walkScreenFacts(node, sql, st.location, st.screen);
+        if (st.kind == StatementKind::kSelect) {
+          detail::walkScreenFacts(node, sql, st.location, st.screen);
+          detail::findKeyedRead(node, st.keyed);
+        }
       }
       analysis->statements.push_back(std::move(st));
     }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/keyed_read.h"
 #include "analysis/screen_facts.h"
 
 namespace pgwarden::analysis {
@@ -123,6 +124,8 @@ struct StatementInfo {
   // For the result screens (SELECT only): comparisons with constants, LIMIT without ORDER BY,
   // aggregates over joins (analysis/screen_facts.h).
   ScreenFacts screen;
+  // The outermost SELECT read one table by columns equated to literals (analysis/keyed_read.h).
+  KeyedRead keyed;
   // Field for field, so tests can compare a whole analysis (the shape cache's proof uses it too).
   bool operator==(const StatementInfo&) const = default;
 };

@@ -79,7 +79,8 @@ const char* columnStatsQuery() {
          "   AND s.attname = a.attname AND s.inherited = (c.relkind = 'p')"
          " CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
          "   WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts = 1"
-         "   AND i.indkey[0] = a.attnum AND i.indpred IS NULL) AS is_unique,"
+         "   AND i.indkey[0] = a.attnum AND i.indpred IS NULL AND i.indisvalid AND i.indimmediate)"
+         "   AS is_unique,"
          // min/max through the index (boundsProbeQuery()): a plain table, no row security (its
          // min/max could name rows a caller's policy hides; pg_stats hides those too), a column
          // the connection may read, a valid non-partial btree index that leads with it.

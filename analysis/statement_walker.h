@@ -19,6 +19,9 @@ void walkStatement(pgjson::element stmt, std::string_view sql, StatementInfo& ou
 // `sql` is the whole text and `location` the statement's offset in it (for the issues' spans).
 void walkScreenFacts(pgjson::element stmt, std::string_view sql, int location, ScreenFacts& out);
 
+// Fills `out` when the SELECT is a keyed read (keyed_read.cpp); leaves it empty otherwise.
+void findKeyedRead(pgjson::element stmt, KeyedRead& out);
+
 // The byte length of the literal token (number, ALL, NULL, quoted string) starting at `pos`.
 int literalLength(std::string_view sql, int pos);
 

@@ -29,7 +29,10 @@ const char* TableStatsSnapshot::catalogQuery() {
          " c.oid::text, coalesce((SELECT pg_catalog.json_object_agg(a.attname, a.attnum)"
          "   FROM pg_catalog.pg_attribute a"
          "   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)::text, '{}'),"
-         " c.relkind::text"
+         " c.relkind::text,"
+         // Inheritance children: a read of the parent reads their rows too, which its unique
+         // indexes do not cover.
+         " c.relhassubclass::text"
          " FROM pg_catalog.pg_class c"
          " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
          " CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind IN ('r', 'm')"
@@ -106,6 +109,7 @@ std::shared_ptr<const TableStatsSnapshot> TableStatsSnapshot::fromRows(
     TableStats stats;
     stats.estimated_rows = n;
     if (row.size() >= 8 && row[7].size() == 1) stats.kind = row[7][0];
+    if (row.size() >= 9) stats.has_children = row[8] != "false";
     const std::vector<std::string> cols = splitCommas(row[3]);
     const std::vector<std::string> types = row.size() >= 5 ? splitCommas(row[4]) : std::vector<std::string>{};
     for (size_t i = 0; i < cols.size(); ++i) {

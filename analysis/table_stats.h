@@ -32,6 +32,9 @@ struct TableStats {
   // pg_class.relkind: 'r' table, 'p' partitioned table, 'v' view, 'm' materialized view, 'f'
   // foreign table.
   char kind = 'r';
+  // pg_class.relhassubclass: the table has (or had) inheritance children or partitions. True
+  // when the catalog did not say.
+  bool has_children = true;
   std::vector<std::string> indexed_columns;  // leading column of each index, best first
   std::vector<std::string> indexed_column_types;  // same order: "date", "bigint", ... ("" unknown)
   // Columns with an enum type, a CHECK IN-list or pg_stats (columnStatsQuery()), by name.

@@ -2,7 +2,8 @@
 // receives by rewriting the statement so the engine itself stops after max_rows + 1 rows (the
 // extra row tells the session the result was cut). The rewrite edits only what the parser located:
 // an existing LIMIT literal is replaced in place, a missing LIMIT is added on a new line after the
-// statement's last byte, so a trailing ';' or '-- comment' cannot swallow it.
+// statement's last byte, so a trailing ';' or '-- comment' cannot swallow it. A read that returns
+// at most one row (a unique column equated to a literal) is left as written.
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -83,6 +84,13 @@ class RowLimitGuard final : public Guard {
       return;
     }
     if (st.limit == analysis::LimitKind::kConstant && st.limit_value <= max_rows_) return;
+    if (direct && atMostOneRow(in, st)) {
+      // Nothing to cut in the text; the session's count of rows stays as the backstop (a catalog
+      // older than a dropped unique index, a temporary table of the same name).
+      r.max_rows = max_rows_;
+      r.truncation_notice.assign(truncated_);
+      return;
+    }
 
     // Reads the session runs now get max_rows + 1 (to see a cut); a cursor or prepared statement
     // runs later, row by row, so it gets the cap itself and a notice now.
@@ -146,6 +154,24 @@ class RowLimitGuard final : public Guard {
                 "limit can be checked; write LIMIT " + max + " or less.";
     r.facts.add("max_limit", bound).add("next_step", "write LIMIT as a plain number");
     return r;
+  }
+
+  // A keyed read of a table whose key column is unique: at most one row. The table must be one
+  // whose unique index covers every row it reads: a plain table or materialized view without
+  // inheritance children, or a partitioned table (a unique index on one holds the partition key).
+  static bool atMostOneRow(const GuardInput& in, const analysis::StatementInfo& st) {
+    if (st.keyed.columns.empty() || in.stats == nullptr) return false;
+    const analysis::TableStats* stats =
+        util::findStats(in.stats, st.keyed.schema, st.keyed.table, in.group, nullptr);
+    if (stats == nullptr) return false;
+    const bool whole = stats->kind == 'p' ||
+                       ((stats->kind == 'r' || stats->kind == 'm') && !stats->has_children);
+    if (!whole) return false;
+    for (const auto& column : st.keyed.columns) {
+      const auto it = stats->columns.find(column);
+      if (it != stats->columns.end() && it->second.unique) return true;
+    }
+    return false;
   }
 
   // COPY streams rows the session does not count, so it is not rewritten; it may run without a

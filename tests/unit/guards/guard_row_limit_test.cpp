@@ -198,6 +198,68 @@ TEST(RowLimit, TruncationNoticeAndHint) {
   EXPECT_TRUE(hint->statements[0].has_aggregate);
 }
 
+// A table's row: schema, name, rows, index columns and types, oid, attributes, relkind and
+// whether it has inheritance children. A column's row marks `id` unique and `code` not.
+std::shared_ptr<const analysis::TableStatsSnapshot> keyedCatalog(const char* kind, const char* children) {
+  auto column = [](const char* table, const char* name, const char* unique) {
+    return std::vector<std::string>{"public", table, name, "integer", "N", "", "", "", "", "0", "", "false",
+                                    unique};
+  };
+  return analysis::TableStatsSnapshot::fromRows(
+      {{"public", "t", "5000000", "id,code", "integer,integer", "16400", "{}", kind, children},
+       {"public", "old", "5000000", "id", "integer", "16401", "{}", "r"}},
+      {column("t", "id", "true"), column("t", "code", "false"), column("old", "id", "true")});
+}
+
+// A read that returns at most one row needs no LIMIT: the text runs as written and no action is
+// recorded, while the session still counts the rows against max_rows.
+TEST(RowLimit, AReadOfOneRowByAUniqueColumnRunsAsWrittenAndStaysCounted) {
+  const auto stats = keyedCatalog("r", "false");
+  for (const char* sql : {"SELECT a FROM t WHERE id = 42", "SELECT * FROM public.t x WHERE x.code > 1 AND 7 = x.id",
+                          "SELECT a FROM t WHERE code = 1 AND id = 'x' ORDER BY a"}) {
+    const Decision d = evaluate(limits(), sql, stats.get());
+    ASSERT_FALSE(d.denied) << sql;
+    EXPECT_FALSE(d.rewritten_sql.has_value()) << sql << " -> " << *d.rewritten_sql;
+    EXPECT_TRUE(d.actions.empty()) << sql;
+    EXPECT_EQ(d.max_rows, 1000) << sql;
+    EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED") << sql;
+    EXPECT_NE(d.truncation.message.find("truncated at 1000 rows"), std::string::npos) << sql;
+  }
+  // A partitioned table's unique index holds the partition key: it covers every partition.
+  const auto partitioned = keyedCatalog("p", "true");
+  EXPECT_FALSE(evaluate(limits(), "SELECT a FROM t WHERE id = 42", partitioned.get()).rewritten_sql.has_value());
+}
+
+TEST(RowLimit, AnyOtherReadIsStillCappedInItsText) {
+  const auto plain = keyedCatalog("r", "false");
+  struct Case {
+    const char* sql;
+    std::shared_ptr<const analysis::TableStatsSnapshot> stats;
+  };
+  for (const Case& c : {
+           Case{"SELECT a FROM t WHERE code = 42", plain},                  // not unique
+           Case{"SELECT a FROM t WHERE id > 42", plain},                    // a range
+           Case{"SELECT a FROM t WHERE id::text = '42'", plain},            // the column cast
+           Case{"SELECT a FROM t WHERE id = $1", plain},                    // a parameter
+           Case{"SELECT a FROM t WHERE id IN (1, 2)", plain},               // two values
+           Case{"SELECT a FROM t WHERE id = 42 OR code = 1", plain},        // not a conjunct
+           Case{"SELECT a FROM t, u WHERE t.id = 42", plain},               // a join
+           Case{"SELECT unnest(a) FROM t WHERE id = 42", plain},            // a set-returning call
+           Case{"SELECT a FROM old WHERE id = 42", plain},                  // children unknown
+           Case{"SELECT a FROM other.t WHERE id = 42", plain},              // not in the catalog
+           Case{"SELECT a FROM t WHERE id = 42", keyedCatalog("r", "true")},  // inheritance children
+           Case{"SELECT a FROM t WHERE id = 42", keyedCatalog("v", "false")}, // a view
+           Case{"SELECT a FROM t WHERE id = 42", keyedCatalog("f", "false")}, // a foreign table
+           Case{"SELECT a FROM t WHERE id = 42", nullptr},                  // no catalog yet
+       }) {
+    const Decision d = evaluate(limits(), c.sql, c.stats.get());
+    ASSERT_FALSE(d.denied) << c.sql;
+    ASSERT_TRUE(d.rewritten_sql.has_value()) << c.sql;
+    EXPECT_EQ(*d.rewritten_sql, std::string(c.sql) + "\nLIMIT 1001");
+    EXPECT_EQ(d.max_rows, 1000);
+  }
+}
+
 // A door's own cap (an MCP call's max_rows) is the same rewrite: with no row_limit guard, or one
 // whose cap is larger, the text asks for max_rows + 1; where the group's cap is lower, nothing.
 TEST(DoorRowCap, ReachesTheSqlAsTheGuardsCapDoes) {
