@@ -3,8 +3,8 @@
 // a WITH (a CTE may take the table's name), GROUP BY (grouping sets repeat a row), a target list
 // or ORDER BY or DISTINCT ON that computes anything (a set-returning function there, or one behind
 // an operator, returns rows of its own), and a cast of the column (`ts::date = '2024-01-01'`
-// matches many unique timestamps). Parameters are left out: a client may declare $1 of a type
-// the column is cast to.
+// matches many unique timestamps). A parameter is noted as such: whether its type is the
+// column's depends on the Parse that brought the text.
 #include "analysis/keyed_read.h"
 
 #include <string>
@@ -60,9 +60,10 @@ bool plainTargets(object sel) {
   return true;
 }
 
-// `col = literal` or `literal = col`, the column bare (unqualified or qualified by the table's
-// name or alias), the literal not NULL: the column's name.
-bool keyColumn(object expr, std::string_view qualifier, std::string& column) {
+// `col = literal` or `literal = col` (or a parameter for the literal), the column bare
+// (unqualified or qualified by the table's name or alias), the literal not NULL: the column's
+// name, and the parameter's number (0 for a literal).
+bool keyColumn(object expr, std::string_view qualifier, std::string& column, int& param) {
   if (pgjson::str(expr, "kind") != "AEXPR_OP") return false;
   array names;
   if (!pgjson::getArray(expr, "name", names) || names.size() != 1) return false;
@@ -73,9 +74,17 @@ bool keyColumn(object expr, std::string_view qualifier, std::string& column) {
   if (!pgjson::get(expr, "lexpr", l) || !pgjson::get(expr, "rexpr", r)) return false;
   if (pgjson::asNode(l).type != "ColumnRef") std::swap(l, r);
   Node col = pgjson::asNode(l);
-  if (col.type != "ColumnRef" || pgjson::asNode(r).type != "A_Const") return false;
-  const ConstArg value = pgjson::constOf(r);
-  if (value.type == ConstArg::Type::kNone || value.type == ConstArg::Type::kNull) return false;
+  const Node value = pgjson::asNode(r);
+  if (col.type != "ColumnRef") return false;
+  param = 0;
+  if (value.type == "ParamRef") {
+    param = static_cast<int>(pgjson::int64(value.body, "number", 0));
+    if (param <= 0) return false;
+  } else {
+    if (value.type != "A_Const") return false;
+    const ConstArg c = pgjson::constOf(r);
+    if (c.type == ConstArg::Type::kNone || c.type == ConstArg::Type::kNull) return false;
+  }
   array fields;
   if (!pgjson::getArray(col.body, "fields", fields)) return false;
   std::vector<std::string_view> parts;
@@ -95,8 +104,11 @@ void keyConjuncts(element e, std::string_view qualifier, KeyedRead& out) {
     return;
   }
   std::string column;
-  if (n.type == "A_Expr" && out.columns.size() < kMaxKeyColumns && keyColumn(n.body, qualifier, column)) {
+  int param = 0;
+  if (n.type == "A_Expr" && out.columns.size() < kMaxKeyColumns &&
+      keyColumn(n.body, qualifier, column, param)) {
     out.columns.push_back(std::move(column));
+    out.params.push_back(param);
   }
 }
 

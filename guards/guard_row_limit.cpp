@@ -3,7 +3,8 @@
 // extra row tells the session the result was cut). The rewrite edits only what the parser located:
 // an existing LIMIT literal is replaced in place, a missing LIMIT is added on a new line after the
 // statement's last byte, so a trailing ';' or '-- comment' cannot swallow it. A read that returns
-// at most one row (a unique column equated to a literal) is left as written.
+// at most one row (a unique column equated to a literal, or to a parameter whose type the server
+// infers) is left as written.
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -167,8 +168,9 @@ class RowLimitGuard final : public Guard {
     const bool whole = stats->kind == 'p' ||
                        ((stats->kind == 'r' || stats->kind == 'm') && !stats->has_children);
     if (!whole) return false;
-    for (const auto& column : st.keyed.columns) {
-      const auto it = stats->columns.find(column);
+    for (size_t i = 0; i < st.keyed.columns.size(); ++i) {
+      if (st.keyed.params[i] != 0 && !in.ctx.inferred_params) continue;
+      const auto it = stats->columns.find(st.keyed.columns[i]);
       if (it != stats->columns.end() && it->second.unique) return true;
     }
     return false;

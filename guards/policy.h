@@ -132,6 +132,10 @@ struct RequestContext {
   std::string_view application_name;
   std::string_view client_addr;
   bool extended = false;  // came through Parse rather than Query
+  // No parameter's type was declared (a Query, which has no parameters, or a Parse that left
+  // every type to the server): the server infers each $n's type from where it stands (`id = $1`
+  // compares two values of id's type). Part of the plan's key.
+  bool inferred_params = false;
   // The front end's name for history ("mcp"); empty: "simple" or "extended" as `extended` says.
   std::string_view protocol;
   // The MCP tool the statement runs for, and an operator tool's validated arguments (JSON).

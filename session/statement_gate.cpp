@@ -1,5 +1,6 @@
 #include "session/statement_gate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "analysis/plan.h"
@@ -74,7 +75,9 @@ bool StatementGate::advance() {
         return false;  // cancelled meanwhile
       case Stage::kChain:
         if (!plan_) {
-          const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          const auto& types = request_.explain_args.param_types;
+          ctx.inferred_params = std::all_of(types.begin(), types.end(), [](uint32_t t) { return t == 0; });
           const auto stats = services_.stats ? services_.stats() : nullptr;
           if (request_.refusal) {
             plan_ = services_.policy->plan(nullptr, request_.sql, ctx, stats.get());
@@ -164,7 +167,9 @@ bool StatementGate::startWebhook() {
       [this](guards::WebhookOutcome o) {
         webhook_id_ = 0;
         if (o.status != guards::WebhookOutcome::Status::kCancelled) {
-          const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+          const auto& types = request_.explain_args.param_types;
+          ctx.inferred_params = std::all_of(types.begin(), types.end(), [](uint32_t t) { return t == 0; });
           if (ctx.observer) {
             ctx.observer->externalCall(guards::GuardObserver::External::kWebhook, guards::webhookCallResult(o),
                                        std::chrono::nanoseconds(monotonicNs() - webhook_started_ns_));

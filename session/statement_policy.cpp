@@ -222,7 +222,8 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
       !(group && !ctx.tool.empty() && guards::hasToolAssertions(group->settings()));
   bool shaped = false;
   if (!cacheable) return c.build(group, sql, ctx, stats, false, shaped);
-  const uint64_t ids[2] = {group ? group->id() : 0, group && stats ? stats->generation() : 0};
+  const uint64_t ids[3] = {group ? group->id() : 0, group && stats ? stats->generation() : 0,
+                           ctx.inferred_params ? 1u : 0u};
   c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
   c.key.append(sql);
   if (auto* hit = c.plans.find(c.key)) {

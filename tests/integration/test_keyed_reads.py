@@ -1,13 +1,16 @@
 """The row cap and reads of one row by a unique key, against PostgreSQL's own catalog. A read that
-equates a primary key or another unique column with a literal reaches the server as written (a
+equates a primary key or another unique column with a literal (or with a parameter whose type the
+server infers) reaches the server as written (a
 LIMIT there would cap nothing and cost the server a Limit node to plan); every other read of the same
-tables reaches it with the LIMIT that caps it: a column that is not unique, a table with
+tables reaches it with the LIMIT that caps it: a column that is not unique, a parameter whose type
+the client declared, a table with
 inheritance children (the parent's index does not cover their rows), a unique index left invalid by
 a failed CREATE INDEX CONCURRENTLY. And the session's own count still cuts a result the catalog did
 not foresee: an inheritance child added after the catalog was read."""
 
 import itertools
 import secrets
+import struct
 
 import psycopg2
 import pytest
@@ -65,9 +68,11 @@ def reached(pg, offset, marker):
     """The text the server logged for the one statement marked by `marker` (a comment); the
     server log continues a statement's further lines with a tab."""
     lines = pg.log_since(offset).splitlines()
-    found = [i for i, line in enumerate(lines) if "statement: " in line and marker in line]
+    heads = ("statement: ", "execute <unnamed>: ")
+    found = [i for i, line in enumerate(lines) if marker in line and any(h in line for h in heads)]
     assert len(found) == 1, "\n".join(lines[-40:])
-    text = [lines[found[0]].split("statement: ", 1)[1]]
+    line = lines[found[0]]
+    text = [line.split(next(h for h in heads if h in line), 1)[1]]
     for line in lines[found[0] + 1:]:
         if not line.startswith("\t"):
             break
@@ -85,6 +90,24 @@ def run_marked(c, pg, sql):
     offset = pg.log_offset()
     rows, tags, notices = c.query(f"{sql} {marker}")
     return rows, tags, notices, reached(pg, offset, marker), f"{sql} {marker}"
+
+
+def run_extended_marked(c, pg, sql, param, declared=0):
+    """`sql` with a unique comment through Parse (declaring $1's type when `declared` is an OID),
+    Bind of `param`, Describe, Execute and Sync: its row count, notices and the text that
+    reached the server."""
+    marker = f"-- keyed {next(MARKS)}"
+    sent = f"{sql} {marker}"
+    types = struct.pack("!HI", 1, declared) if declared else struct.pack("!H", 0)
+    c.send_msg(b"P", b"\0" + sent.encode() + b"\0" + types)
+    raw = str(param).encode()
+    c.send_msg(b"B", b"\0\0" + struct.pack("!HHi", 0, 1, len(raw)) + raw + struct.pack("!H", 0))
+    c.send_msg(b"D", b"P\0")
+    c.send_msg(b"E", b"\0" + struct.pack("!i", 0))
+    offset = pg.log_offset()
+    rows, _, notices, errors, _ = c.sync()
+    assert not errors, errors
+    return len(rows), notices, reached(pg, offset, marker), sent
 
 
 def wait_for_catalog(c, pg, sql):
@@ -122,11 +145,18 @@ def test_a_read_by_a_unique_key_reaches_the_server_as_written(daemon, pg):
                 assert got == rows and not truncations(notices), (sql, got, notices)
             assert tags == [f"SELECT {len(got)}"], tags
 
-        # The extended protocol: the same reads, the same rows.
-        count, _, notices = c.extended("SELECT id FROM keyed_plain WHERE id = 3")
-        assert count == 1 and not truncations(notices)
-        count, _, notices = c.extended("SELECT v FROM keyed_parent WHERE id = 1")
+        # The extended protocol: a parameter whose type the server infers is a key as a literal
+        # is; one whose type the client declared is not (float8: the column is cast to it).
+        count, notices, text, sent = run_extended_marked(c, pg, "SELECT id FROM keyed_plain WHERE id = $1", 3)
+        assert (count, truncations(notices), text) == (1, [], sent), text
+        for declared in (23, 701):  # int4, float8
+            count, notices, text, sent = run_extended_marked(
+                c, pg, "SELECT id FROM keyed_plain WHERE id = $1", 3, declared)
+            assert (count, truncations(notices)) == (1, []), notices
+            assert text == f"{sent}\nLIMIT {CAP + 1}", text
+        count, notices, text, sent = run_extended_marked(c, pg, "SELECT v FROM keyed_parent WHERE id = $1", 1)
         assert count == CAP and len(truncations(notices)) == 1, notices
+        assert text == f"{sent}\nLIMIT {CAP + 1}", text
 
 
 def test_the_session_still_cuts_what_the_catalog_did_not_foresee(daemon, pg):

@@ -40,6 +40,12 @@ TEST(KeyedRead, NamesTheTableAndEachColumnEquatedToALiteral) {
               "(id = 1 OR id = 2)");
   EXPECT_EQ(k.table, "Users");
   EXPECT_EQ(k.columns, Columns{"Email"});
+  EXPECT_EQ(k.params, std::vector<int>{0});
+
+  // A parameter is a key too, marked as such: its type may be one the client declared.
+  k = keyedOf("SELECT a FROM t WHERE id = $2 AND code = 'x' AND $1 = t.grp");
+  EXPECT_EQ(k.columns, (Columns{"id", "code", "grp"}));
+  EXPECT_EQ(k.params, (std::vector<int>{2, 0, 1}));
 }
 
 TEST(KeyedRead, LeavesOutWhatCanReturnManyRowsForOneTableRow) {
@@ -69,7 +75,7 @@ TEST(KeyedRead, LeavesOutComparisonsThatMatchMoreThanOneValue) {
            "SELECT a FROM t WHERE created::date = '2024-01-01'",
            "SELECT a FROM t WHERE CAST(id AS int) = 5",
            "SELECT a FROM t WHERE id = 5::real",
-           "SELECT a FROM t WHERE id = $1",
+           "SELECT a FROM t WHERE id = $1::float8",
            "SELECT a FROM t WHERE id = NULL",
            "SELECT a FROM t WHERE id IN (1, 2)",
            "SELECT a FROM t WHERE id = 1 OR b = 2",

@@ -225,6 +225,13 @@ TEST(RowLimit, AReadOfOneRowByAUniqueColumnRunsAsWrittenAndStaysCounted) {
     EXPECT_EQ(d.truncation.code, "ROWS_TRUNCATED") << sql;
     EXPECT_NE(d.truncation.message.find("truncated at 1000 rows"), std::string::npos) << sql;
   }
+  // A parameter whose type the server infers from the column (the Parse declared none).
+  for (const char* sql : {"SELECT a FROM t WHERE id = $1", "SELECT a FROM t WHERE code = $2 AND $1 = id"}) {
+    const Decision d = evaluate(limits(), sql, stats.get(), true, true);
+    EXPECT_FALSE(d.rewritten_sql.has_value()) << sql;
+    EXPECT_EQ(d.max_rows, 1000) << sql;
+  }
+  EXPECT_TRUE(evaluate(limits(), "SELECT a FROM t WHERE code = $1", stats.get(), true, true).rewritten_sql);
   // A partitioned table's unique index holds the partition key: it covers every partition.
   const auto partitioned = keyedCatalog("p", "true");
   EXPECT_FALSE(evaluate(limits(), "SELECT a FROM t WHERE id = 42", partitioned.get()).rewritten_sql.has_value());
@@ -240,7 +247,7 @@ TEST(RowLimit, AnyOtherReadIsStillCappedInItsText) {
            Case{"SELECT a FROM t WHERE code = 42", plain},                  // not unique
            Case{"SELECT a FROM t WHERE id > 42", plain},                    // a range
            Case{"SELECT a FROM t WHERE id::text = '42'", plain},            // the column cast
-           Case{"SELECT a FROM t WHERE id = $1", plain},                    // a parameter
+           Case{"SELECT a FROM t WHERE id = $1", plain},                    // a declared parameter
            Case{"SELECT a FROM t WHERE id IN (1, 2)", plain},               // two values
            Case{"SELECT a FROM t WHERE id = 42 OR code = 1", plain},        // not a conjunct
            Case{"SELECT a FROM t, u WHERE t.id = 42", plain},               // a join

@@ -48,12 +48,14 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 inline Decision evaluate(const PolicyGroup& group, const std::string& sql,
-                         const analysis::TableStatsSnapshot* stats, bool extended = false) {
+                         const analysis::TableStatsSnapshot* stats, bool extended = false,
+                         bool inferred_params = false) {
   const auto analysis = analysis::analyzeUncached(sql);
   RequestContext ctx;
   ctx.user = "agent";
   ctx.group = group.name();
   ctx.extended = extended;
+  ctx.inferred_params = inferred_params;
   return group.evaluate(*analysis, sql, ctx, stats);
 }
 

@@ -65,13 +65,29 @@ void expectSamePlan(const session::StatementPlan& got, const session::StatementP
   }
 }
 
+// A Query, or a Parse as pgbench and most drivers send it: no parameter type declared.
 guards::RequestContext contextFor(const guards::PolicyGroup* group, bool extended,
                                   std::string_view user) {
   guards::RequestContext ctx;
   ctx.user = user;
   ctx.group = group ? std::string_view(group->name()) : std::string_view();
   ctx.extended = extended;
+  ctx.inferred_params = true;
   return ctx;
+}
+
+// The sample catalog, and pgbench_accounts and fct_shipments as PostgreSQL describes them: a
+// primary key on aid and on id, no inheritance children, so reads by those keys need no LIMIT.
+std::shared_ptr<const analysis::TableStatsSnapshot> keyedStats() {
+  auto key = [](const char* table, const char* column) {
+    return std::vector<std::string>{"public", table, column, "bigint", "N", "", "", "", "", "-1", "", "true",
+                                    "true"};
+  };
+  return analysis::TableStatsSnapshot::fromRows(
+      {{"public", "fct_shipments", "1000000", "ship_date,id", "date,bigint", "16400", "{}", "r", "false"},
+       {"public", "dim_region", "12", "region", "text"},
+       {"public", "pgbench_accounts", "100000", "aid", "integer", "16401", "{}", "r", "false"}},
+      {key("fct_shipments", "id"), key("pgbench_accounts", "aid")});
 }
 
 std::vector<std::string> corpusTexts() {
@@ -94,7 +110,7 @@ std::vector<std::string> corpusTexts() {
 TEST(PlanCache, CachedPlansEqualUncachedOnesForEveryCorpusText) {
   const auto texts = corpusTexts();
   ASSERT_GE(texts.size(), 150u);
-  const auto stats = gt::sampleStats();
+  const auto stats = keyedStats();
   session::PolicyEngine cached(4096, 200);
   session::PolicyEngine uncached(0, 200);  // no caches at all: every plan built from a fresh parse
   size_t deterministic_groups = 0;
@@ -170,7 +186,7 @@ std::vector<std::vector<std::string>> shapeRuns(const std::vector<std::string>& 
 TEST(PlanCache, PlansJudgedByShapeEqualUncachedOnes) {
   const auto runs = shapeRuns(corpusTexts());
   ASSERT_GE(runs.size(), 60u);
-  const auto stats = gt::sampleStats();
+  const auto stats = keyedStats();
   size_t compared = 0;
   for (const auto& [name, group] : gt::exampleGroups()) {
     if (!group->deterministic()) continue;
@@ -328,6 +344,27 @@ TEST(PlanCache, AReloadedGroupOrARefreshedSnapshotNeverReusesAnOlderPlan) {
   EXPECT_EQ(engine.planCacheHits(), 0u);
   EXPECT_EQ(engine.plan(g1, sql, contextFor(g1, false, "agent"), stats.get()).get(), p1.get());
   EXPECT_EQ(engine.planCacheHits(), 1u);
+}
+
+// A read keyed by $1 needs no LIMIT only when the server infers $1's type: the same text with a
+// declared type is another plan, never the one kept for the other.
+TEST(PlanCache, AReadKeyedByAParameterIsPlannedApartForDeclaredAndInferredTypes) {
+  const auto groups = gt::groupsFromYaml("g:\n  guards:\n    - kind: row_limit\n      max_rows: 10\n");
+  const auto* g = groups.at("g").get();
+  session::PolicyEngine engine(4096, 200);
+  const auto stats = keyedStats();
+  const std::string sql = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
+  auto declared = contextFor(g, true, "agent");
+  declared.inferred_params = false;
+  for (int round = 0; round < 3; ++round) {
+    const auto typed = engine.plan(g, sql, declared, stats.get());
+    const auto inferred = engine.plan(g, sql, contextFor(g, true, "agent"), stats.get());
+    EXPECT_EQ(typed->decision.rewritten_sql, sql + "\nLIMIT 11") << round;
+    EXPECT_FALSE(inferred->decision.rewritten_sql.has_value()) << round;
+    EXPECT_EQ(typed->decision.max_rows, 10);
+    EXPECT_EQ(inferred->decision.max_rows, 10);
+  }
+  EXPECT_EQ(engine.planCacheHits(), 2u);  // each kept the second time, served the third
 }
 
 TEST(PlanCache, StaysWithinItsBounds) {
