@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 
+#include "history/crc32c.h"
 #include "history/spool_codec.h"
 
 namespace pgwarden::history {
@@ -25,11 +26,18 @@ namespace pgwarden::history {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'G', 'W', 'S', 'P', 'O', 'O', 'L'};
-constexpr uint32_t kVersion = 1;
+// Version 2 checks record entries with CRC-32C; a version 1 file (zlib's CRC-32 throughout) is
+// read as it is and stamped version 2 once recovered, so that an older pgwarden refuses it rather
+// than stop at the first entry it cannot check.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 using spool_layout::kEntryHeader;
 using spool_layout::kHeaderSize;
-constexpr uint32_t kKindRecord = 1;
+constexpr uint32_t kKindRecord = 1;  // a record checked with zlib's CRC-32 (version 1)
 constexpr uint32_t kKindWrap = 2;
+constexpr uint32_t kKindRecord32C = 3;  // a record checked with CRC-32C
+
+bool isRecord(uint32_t kind) { return kind == kKindRecord32C || kind == kKindRecord; }
 
 struct EntryHeader {
   uint32_t commit;  // commitWord(seq), stored last
@@ -76,6 +84,16 @@ uint32_t crcOf(uint32_t crc, const void* p, size_t n) {
 }
 
 uint32_t entryCrc(uint64_t epoch, const EntryHeader& h, const uint8_t* body) {
+  if (h.kind == kKindRecord32C) {
+    // One pass over the header's fields as they lie in a buffer, then the body.
+    uint8_t fields[sizeof epoch + sizeof h.seq + sizeof h.length + sizeof h.kind];
+    std::memcpy(fields, &epoch, sizeof epoch);
+    std::memcpy(fields + 8, &h.seq, sizeof h.seq);
+    std::memcpy(fields + 16, &h.length, sizeof h.length);
+    std::memcpy(fields + 20, &h.kind, sizeof h.kind);
+    const uint32_t c = crc32c(0, fields, sizeof fields);
+    return h.length == 0 ? c : crc32c(c, body, h.length);
+  }
   uint32_t c = crcOf(0, &epoch, sizeof epoch);
   c = crcOf(c, &h.seq, sizeof h.seq);
   c = crcOf(c, &h.length, sizeof h.length);
@@ -174,7 +192,7 @@ Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
     return R::fail(options.path + ": not a pgwarden history spool (move it away)");
   }
-  if (h.version != kVersion || h.header_size != kHeaderSize) {
+  if (h.version < kOldestVersion || h.version > kVersion || h.header_size != kHeaderSize) {
     return R::fail(options.path + ": spool version " + std::to_string(h.version) +
                    " is not this pgwarden's (" + std::to_string(kVersion) + ")");
   }
@@ -186,6 +204,7 @@ Result<std::unique_ptr<Spool>> Spool::open(const SpoolOptions& options) {
   }
   if (auto st2 = s->map(h.capacity); !st2.ok()) return R::fail(st2.error());
   if (auto st2 = s->load(); !st2.ok()) return R::fail(st2.error());
+  if (h.version != kVersion) s->stampVersion();
   if (s->capacity_ != align8(options.capacity)) {
     if (s->depth() == 0) {
       s->unmap();
@@ -227,6 +246,14 @@ Status Spool::initialize(uint64_t capacity) {
   epoch_ = h.epoch;
   recover(0, 0);
   return {};
+}
+
+void Spool::stampVersion() {
+  FileHeader h;
+  std::memcpy(&h, map_, sizeof h);
+  h.version = kVersion;
+  h.crc = headerCrc(h);
+  std::memcpy(map_, &h, offsetof(FileHeader, marks));
 }
 
 Status Spool::map(uint64_t capacity) {
@@ -295,7 +322,7 @@ void Spool::recover(uint64_t consumed_seq, uint64_t consumed_off) {
       continue;
     }
     const uint64_t total = align8(kEntryHeader + h.length);
-    if (h.kind != kKindRecord || start + total > capacity_ || used + pad + total > capacity_ ||
+    if (!isRecord(h.kind) || start + total > capacity_ || used + pad + total > capacity_ ||
         h.crc != entryCrc(epoch_, h, body)) {
       break;
     }
@@ -340,7 +367,7 @@ bool Spool::push(Record&& r) {
   if (pad >= kEntryHeader) writeWrap(head_, seq);
   uint8_t* entry = ring_ + start;
   encodeRecord(r, entry + kEntryHeader);
-  EntryHeader h{0, static_cast<uint32_t>(body), seq, 0, kKindRecord};
+  EntryHeader h{0, static_cast<uint32_t>(body), seq, 0, kKindRecord32C};
   h.crc = entryCrc(epoch_, h, entry + kEntryHeader);
   std::memcpy(entry, &h, sizeof h);
   // Clear the commit word where the next entry goes, when that is free space, so that recovery
@@ -373,7 +400,7 @@ size_t Spool::take(std::vector<Record>& out, size_t max) {
       at = 0;
       h = readHeader(ring_);
     }
-    if (h.kind != kKindRecord || h.seq != read_seq_) {
+    if (!isRecord(h.kind) || h.seq != read_seq_) {
       // Only memory corruption gets here: the entry the producer published is not where the
       // ring says. Stop taking rather than read garbage; what was taken is still released.
       spdlog::error(

@@ -9,8 +9,9 @@
 // consumed marks}, then `capacity` bytes of ring. Each ring entry is a 24-byte header {commit,
 // length, seq, crc, kind} and its body, padded to 8 bytes. The commit word, a function of seq, is
 // stored last, after the body: an entry cut short by a crash has no commit word for its seq and
-// ends recovery there. The CRC (zlib crc32, seeded with the file's random epoch) covers seq,
-// length, kind and body. A record that does not fit before the ring's end leaves a wrap entry (or
+// ends recovery there. The CRC covers the file's random epoch, seq, length, kind and body:
+// CRC-32C for records (kind 3; the CPU's crc32 instruction), zlib's crc32 for wrap entries, the
+// header and its marks, and for records of a version 1 file (kind 1), which are still read. A record that does not fit before the ring's end leaves a wrap entry (or
 // under 24 bytes of slack) and goes to offset 0. Sequence numbers run on across restarts; (epoch,
 // seq) is the record's unique id in the store.
 #pragma once
@@ -85,6 +86,8 @@ class Spool final : public RecordQueue {
   void unmap();
   // Reads the header of a mapped existing spool and finds the records not yet consumed.
   [[nodiscard]] Status load();
+  // A recovered older file now holds this version's entries too: its header says so.
+  void stampVersion();
   void recover(uint64_t consumed_seq, uint64_t consumed_off);
   void markConsumed(uint64_t seq, uint64_t offset);
   // Makes the ring's pages the producer writes next writable, on the consumer's thread.

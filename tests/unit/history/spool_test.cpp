@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <csignal>
 #include <cstring>
@@ -485,6 +486,110 @@ TEST(Spool, AFileThatIsNotASpoolIsRefusedAndLeftAlone) {
   EXPECT_NE(s.error().find("not a pgwarden history spool"), std::string::npos) << s.error();
   EXPECT_EQ(std::filesystem::file_size(path), 8192u);
   EXPECT_FALSE(Spool::open(SpoolOptions{dir.file("no/such/dir.spool"), 1 << 20, 100}).ok());
+}
+
+// A spool as version 1 wrote it: the same entries checked with zlib's crc32, kind 1. `entries`
+// are the ring offsets of the records the current code pushed.
+void rewriteAsVersion1(const std::string& path, const std::vector<uint64_t>& entries) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.is_open());
+  uint8_t header[40];
+  f.read(reinterpret_cast<char*>(header), sizeof header);
+  const uint32_t version = 1;
+  std::memcpy(header + 8, &version, 4);
+  uint64_t epoch = 0;
+  std::memcpy(&epoch, header + 24, 8);
+  const uint32_t header_crc = static_cast<uint32_t>(crc32(0, header, 32));
+  std::memcpy(header + 32, &header_crc, 4);
+  f.seekp(0);
+  f.write(reinterpret_cast<const char*>(header), sizeof header);
+  for (const uint64_t at : entries) {
+    uint8_t e[layout::kEntryHeader];
+    f.seekg(static_cast<std::streamoff>(layout::kHeaderSize + at));
+    f.read(reinterpret_cast<char*>(e), sizeof e);
+    uint32_t length = 0;
+    std::memcpy(&length, e + 4, 4);
+    std::string body(length, '\0');
+    f.read(body.data(), length);
+    const uint32_t kind = 1;
+    std::memcpy(e + 20, &kind, 4);
+    uLong c = crc32(0, reinterpret_cast<const Bytef*>(&epoch), 8);
+    c = crc32(c, e + 8, 8);   // seq
+    c = crc32(c, e + 4, 4);   // length
+    c = crc32(c, e + 20, 4);  // kind
+    c = crc32(c, reinterpret_cast<const Bytef*>(body.data()), length);
+    const auto entry_crc = static_cast<uint32_t>(c);
+    std::memcpy(e + 16, &entry_crc, 4);
+    f.seekp(static_cast<std::streamoff>(layout::kHeaderSize + at));
+    f.write(reinterpret_cast<const char*>(e), sizeof e);
+  }
+}
+
+uint32_t fileVersion(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  uint32_t v = 0;
+  f.seekg(8);
+  f.read(reinterpret_cast<char*>(&v), 4);
+  return v;
+}
+
+TEST(Spool, AVersion1SpoolIsRecoveredAndGoesOnInTheNewVersion) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  std::vector<uint64_t> offsets;
+  {
+    auto s = openSpool(path);
+    uint64_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      Record r = makeRecord(i, "SELECT " + std::to_string(i));
+      offsets.push_back(at);
+      at += entryBytes(r);
+      ASSERT_TRUE(s->push(std::move(r)));
+    }
+  }  // dies with three records unconsumed
+  rewriteAsVersion1(path, offsets);
+  ASSERT_EQ(fileVersion(path), 1u);
+  {
+    auto s = openSpool(path);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->recovered(), 3u);
+    EXPECT_EQ(fileVersion(path), 2u);
+    ASSERT_TRUE(s->push(makeRecord(3, "SELECT 3")));
+  }  // dies again: three version 1 entries and one of version 2
+  auto s = openSpool(path);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->recovered(), 4u);
+  const auto got = takeAll(*s);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].sql_text, "SELECT " + std::to_string(i));
+
+  // A version 1 entry whose body was damaged fails zlib's CRC and ends recovery there.
+  s.reset();
+  const char junk = '#';
+  pokeFile(path, layout::kHeaderSize + offsets[1] + layout::kEntryHeader + 2, &junk, 1);
+  s = openSpool(path);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->recovered(), 1u);
+}
+
+TEST(Spool, ASpoolOfALaterVersionIsRefusedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("h.spool");
+  {
+    auto s = openSpool(path);
+    ASSERT_TRUE(s->push(makeRecord(0, "SELECT 0")));
+  }
+  uint8_t header[36];
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(header), sizeof header);
+  const uint32_t version = 3;
+  std::memcpy(header + 8, &version, 4);
+  const auto crc = static_cast<uint32_t>(crc32(0, header, 32));
+  std::memcpy(header + 32, &crc, 4);
+  pokeFile(path, 0, header, sizeof header);
+  auto s = Spool::open(SpoolOptions{path, 1 << 20, 100});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("spool version 3"), std::string::npos) << s.error();
+  EXPECT_EQ(fileVersion(path), 3u);
 }
 
 // Lowers this process's file size limit (RLIMIT_FSIZE) for one scope, with SIGXFSZ ignored so a
