@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analysis/pg_json.h"
+#include "analysis/screen_facts_detail.h"
 #include "analysis/statement_walker.h"
 
 namespace pgwarden::analysis::detail {
@@ -95,23 +96,6 @@ bool keyColumn(object expr, std::string_view qualifier, std::string& column, int
   return true;
 }
 
-void keyConjuncts(element e, std::string_view qualifier, KeyedRead& out) {
-  Node n = pgjson::asNode(e);
-  if (n.type == "BoolExpr" && pgjson::str(n.body, "boolop") == "AND_EXPR") {
-    array args;
-    if (!pgjson::getArray(n.body, "args", args)) return;
-    for (element a : args) keyConjuncts(a, qualifier, out);
-    return;
-  }
-  std::string column;
-  int param = 0;
-  if (n.type == "A_Expr" && out.columns.size() < kMaxKeyColumns &&
-      keyColumn(n.body, qualifier, column, param)) {
-    out.columns.push_back(std::move(column));
-    out.params.push_back(param);
-  }
-}
-
 }  // namespace
 
 void findKeyedRead(element stmt, KeyedRead& out) {
@@ -137,7 +121,16 @@ void findKeyedRead(element stmt, KeyedRead& out) {
   object alias;
   std::string_view qualifier = pgjson::str(rel.body, "relname");
   if (pgjson::getObject(rel.body, "alias", alias)) qualifier = pgjson::str(alias, "aliasname");
-  keyConjuncts(where, qualifier, out);
+  std::vector<object> parts;
+  facts::conjuncts(where, parts);
+  for (object p : parts) {
+    std::string column;
+    int param = 0;
+    if (out.columns.size() < kMaxKeyColumns && keyColumn(p, qualifier, column, param)) {
+      out.columns.push_back(std::move(column));
+      out.params.push_back(param);
+    }
+  }
   if (out.columns.empty()) return;
   out.schema.assign(pgjson::str(rel.body, "schemaname"));
   out.table.assign(pgjson::str(rel.body, "relname"));

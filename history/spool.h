@@ -11,8 +11,9 @@
 // stored last, after the body: an entry cut short by a crash has no commit word for its seq and
 // ends recovery there. The CRC covers the file's random epoch, seq, length, kind and body:
 // CRC-32C for records (kind 3; the CPU's crc32 instruction), zlib's crc32 for wrap entries, the
-// header and its marks, and for records of a version 1 file (kind 1), which are still read. A record that does not fit before the ring's end leaves a wrap entry (or
-// under 24 bytes of slack) and goes to offset 0. Sequence numbers run on across restarts; (epoch,
+// header and its marks, and for records of a version 1 file (kind 1), which are still read. A
+// record that does not fit before the ring's end leaves a wrap entry (or under 24 bytes of
+// slack) and goes to offset 0. Sequence numbers run on across restarts; (epoch,
 // seq) is the record's unique id in the store.
 #pragma once
 

@@ -55,6 +55,13 @@ bool severalStatementsRefused(std::string_view error_response) {
 
 }  // namespace
 
+guards::RequestContext StatementGate::requestContext() const {
+  auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+  const auto& types = request_.explain_args.param_types;
+  ctx.inferred_params = std::all_of(types.begin(), types.end(), [](uint32_t t) { return t == 0; });
+  return ctx;
+}
+
 bool StatementGate::decide(GateRequest request, GateVerdict& out) {
   cancel();
   sql_.assign(request.sql);
@@ -75,9 +82,7 @@ bool StatementGate::advance() {
         return false;  // cancelled meanwhile
       case Stage::kChain:
         if (!plan_) {
-          auto ctx = caller_.requestContext(request_.extended, request_.overrides);
-          const auto& types = request_.explain_args.param_types;
-          ctx.inferred_params = std::all_of(types.begin(), types.end(), [](uint32_t t) { return t == 0; });
+          const auto ctx = requestContext();
           const auto stats = services_.stats ? services_.stats() : nullptr;
           if (request_.refusal) {
             plan_ = services_.policy->plan(nullptr, request_.sql, ctx, stats.get());
@@ -167,9 +172,7 @@ bool StatementGate::startWebhook() {
       [this](guards::WebhookOutcome o) {
         webhook_id_ = 0;
         if (o.status != guards::WebhookOutcome::Status::kCancelled) {
-          auto ctx = caller_.requestContext(request_.extended, request_.overrides);
-          const auto& types = request_.explain_args.param_types;
-          ctx.inferred_params = std::all_of(types.begin(), types.end(), [](uint32_t t) { return t == 0; });
+          const auto ctx = requestContext();
           if (ctx.observer) {
             ctx.observer->externalCall(guards::GuardObserver::External::kWebhook, guards::webhookCallResult(o),
                                        std::chrono::nanoseconds(monotonicNs() - webhook_started_ns_));
@@ -192,7 +195,7 @@ void StatementGate::onWebhookAnswer(guards::WebhookOutcome outcome) {
     }());
     return;
   }
-  const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+  const auto ctx = requestContext();
   const auto stats = services_.stats ? services_.stats() : nullptr;
   plan_ = PolicyEngine::withDecision(
       *plan_, group->resumeWebhook(plan_->decision, outcome, *plan_->analysis, request_.sql, ctx, stats.get()));
@@ -301,7 +304,7 @@ void StatementGate::judgeUntrusted() {
       !plan_->analysis->ok) {
     return;
   }
-  const auto ctx = caller_.requestContext(request_.extended, request_.overrides);
+  const auto ctx = requestContext();
   const std::string key =
       guards::ConversationMarks::key(group->name(), ctx.user, ctx.conversation_id, ctx.session_id);
   if (auto mark = services_.marks->find(key)) {

@@ -172,6 +172,8 @@ class StatementGate {
   enum class Stage : uint8_t { kIdle, kChain, kParse, kWebhook, kExplain, kBudget, kDone };
   // Runs stages from the current one until one waits (false) or the verdict is reached (true).
   bool advance();
+  // Who is asking, as the caller says, and whether the request declared its parameters' types.
+  guards::RequestContext requestContext() const;
   void resume();
   bool startWebhook();
   void onWebhookAnswer(guards::WebhookOutcome outcome);

@@ -43,8 +43,9 @@ struct StatementPlan {
 // kPlanCacheEntries per loop, least recently used first out: a driver that sends the same Parse text for every execution (pgbench -M extended,
 // JDBC before its prepare threshold), or an agent that retries a text, is judged once. The key
 // holds the group's id and the catalog snapshot's generation, so a reload or a refresh starts
-// afresh, and whether the server infers the parameters' types (RequestContext::inferred_params). Worst case, about kPlanCacheEntries x 3 x kPlanCacheMaxText bytes per loop (the key,
-// the statements' texts and a rewrite).
+// afresh, and whether the server infers the parameters' types (RequestContext::inferred_params).
+// Worst case, about kPlanCacheEntries x 3 x kPlanCacheMaxText bytes per loop (the key, the
+// statements' texts and a rewrite).
 // A text it has not judged before whose analysis came from a shape template (pgbench's simple
 // mode: a new literal each time) runs the whole chain only until the chain's literal-blind guards
 // have had nothing to say about one text of that shape; from then on only the guards that read
