@@ -5,6 +5,7 @@
 #include <atomic>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/shared_spares.h"
@@ -139,6 +140,9 @@ struct ShapeTemplate {
   Analysis base;
   std::vector<ShapeLiteral> literals;
   std::vector<Rule> spans, ints, texts, numbers;
+  // base's spans (offset, length), in forEachField's order: a span is mapped from these, never
+  // from what the analysis being refilled holds, which may be another text's.
+  std::vector<std::pair<int, int>> span_values;
 };
 
 namespace {
@@ -151,11 +155,17 @@ struct ApplyRules {
   bool ok = true;
 
   void span(int& pos, int& len) {
-    if (spans >= t.spans.size()) {
+    if (spans >= t.spans.size() || spans >= t.span_values.size()) {
       ok = false;
       return;
     }
-    if (t.spans[spans++].kind == RuleKind::kMapped && !mapSpan(pos, len, t.literals, lits, pos, len)) ok = false;
+    const auto [base_pos, base_len] = t.span_values[spans];
+    if (t.spans[spans++].kind != RuleKind::kMapped) {
+      pos = base_pos;
+      len = base_len;
+    } else if (!mapSpan(base_pos, base_len, t.literals, lits, pos, len)) {
+      ok = false;
+    }
   }
   void integer(int64_t& n) {
     if (const Rule* r = slotRule(t.ints, ints)) n = static_cast<int64_t>(slotNumber(lits[r->slot], r->kind));
@@ -189,17 +199,27 @@ SharedSpares<Analysis, kSpares>& rebuiltAnalyses() {
 
 }  // namespace
 
-std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& t, const Shape& shape) {
+bool refillFromShapeTemplate(const ShapeTemplate& t, const Shape& shape, bool holds_template,
+                             Analysis& out) {
   const std::vector<ShapeLiteral>& lits = shape.literals;
-  if (lits.size() != t.literals.size()) return nullptr;
-  std::shared_ptr<Analysis> out = rebuiltAnalyses().take();
-  *out = t.base;
+  if (lits.size() != t.literals.size()) return false;
+  // Every field a rule sets is set in full below (a span from base's value); every other field
+  // of an analysis this template last filled is still base's. So only a new one is copied.
+  if (!holds_template) out = t.base;
   ApplyRules rules{t, lits};
-  forEachField(*out, rules);
-  if (!rules.ok || rules.spans != t.spans.size() || rules.ints != t.ints.size() ||
-      rules.texts != t.texts.size() || rules.numbers != t.numbers.size()) {
-    return nullptr;
-  }
+  forEachField(out, rules);
+  return rules.ok && rules.spans == t.spans.size() && rules.ints == t.ints.size() &&
+         rules.texts == t.texts.size() && rules.numbers == t.numbers.size();
+}
+
+std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& t, const Shape& shape) {
+  if (shape.literals.size() != t.literals.size()) return nullptr;
+  uint64_t* filled_by = nullptr;  // the template whose refill the spare holds (0: none, or torn)
+  std::shared_ptr<Analysis> out = rebuiltAnalyses().take(&filled_by);
+  const bool same = *filled_by == t.id;
+  *filled_by = 0;
+  if (!refillFromShapeTemplate(t, shape, same, *out)) return nullptr;
+  *filled_by = t.id;
   return out;
 }
 
@@ -288,6 +308,7 @@ std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, co
       }
     }
     t->spans.push_back(Rule{RuleKind::kMapped, 0});
+    t->span_values.emplace_back(*f0.spans[i].first, *f0.spans[i].second);
   }
   struct TextSlot {
     std::string value;

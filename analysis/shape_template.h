@@ -30,6 +30,13 @@ std::shared_ptr<const ShapeTemplate> buildShapeTemplate(std::string_view sql, co
 // this text (the caller then analyses it in full).
 std::shared_ptr<const Analysis> applyShapeTemplate(const ShapeTemplate& tmpl, const Shape& shape);
 
+// The same analysis written into `out`. `holds_template`: `out` holds what this template's last
+// successful refill left there, so only the fields its rules set are written; otherwise `out`
+// becomes a copy of the template's base first. False when a rule does not apply (`out` is then
+// neither: refill it with holds_template false next time). Exposed for tests.
+bool refillFromShapeTemplate(const ShapeTemplate& tmpl, const Shape& shape, bool holds_template,
+                             Analysis& out);
+
 // A number no other template of this process has (never 0): what the analyses a template
 // rebuilds share, for a cache of decisions per shape (session/statement_policy.cpp).
 uint64_t shapeTemplateId(const ShapeTemplate& tmpl);

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "common/recycling_allocator.h"
@@ -22,18 +23,24 @@ class SharedSpares {
   // it), or a new default-constructed one, which is kept in place of the oldest. Under
   // AddressSanitizer always a new one, so that a reader who kept a reference without holding
   // the shared_ptr is still reported there.
-  std::shared_ptr<T> take() {
+  //
+  // `mark`, when given, points at the object's mark: a number the caller keeps with it to say
+  // what it left there (0 for a new object), so the next refill may rewrite only what differs.
+  std::shared_ptr<T> take(uint64_t** mark = nullptr) {
     if constexpr (kRecycleBlocks) {
-      for (std::shared_ptr<T>& kept : kept_) {
-        if (kept && kept.use_count() == 1) {
+      for (size_t i = 0; i < N; ++i) {
+        if (kept_[i] && kept_[i].use_count() == 1) {
           // The other holders' releases (possibly on another thread) happen before the refill.
           std::atomic_thread_fence(std::memory_order_acquire);
-          return kept;
+          if (mark != nullptr) *mark = &marks_[i];
+          return kept_[i];
         }
       }
     }
     auto fresh = std::make_shared<T>();
     kept_[next_] = fresh;
+    marks_[next_] = 0;
+    if (mark != nullptr) *mark = &marks_[next_];
     next_ = (next_ + 1) % N;
     return fresh;
   }
@@ -41,10 +48,12 @@ class SharedSpares {
   // Lets go of every kept object (those still held elsewhere live on with their holders).
   void clear() {
     for (std::shared_ptr<T>& kept : kept_) kept.reset();
+    marks_.fill(0);
   }
 
  private:
   std::array<std::shared_ptr<T>, N> kept_;
+  std::array<uint64_t, N> marks_{};
   size_t next_ = 0;
 };
 

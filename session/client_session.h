@@ -287,8 +287,8 @@ class ClientSession final : public net::StreamEvents, public pool::ServerLink, p
   // The statement gate (session/statement_gate.h): a Query, Parse, Bind or Execute is judged
   // there, then acted on here with its verdict. A message whose verdict waits is kept in pause_
   // and goes on from act() when the verdict comes.
-  bool judge(const protocol::Frame& f, GateRequest request);
-  bool act(const protocol::Frame& f, GateVerdict v);
+  bool judge(const protocol::Frame& f, GateRequest&& request);
+  bool act(const protocol::Frame& f, GateVerdict&& v);
   bool actQuery(const protocol::Frame& f, GateVerdict v);
   bool actParse(const protocol::Frame& f, GateVerdict v);
   bool actBind(const protocol::Frame& f, GateVerdict v);

@@ -276,7 +276,7 @@ bool ClientSession::handleAgentMessage(const protocol::Frame& f) {
 // The statement gate: judging a Query, Parse, Bind or Execute, and acting on its verdict
 // ---------------------------------------------------------------------------------------------
 
-bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
+bool ClientSession::judge(const protocol::Frame& f, GateRequest&& request) {
   GateVerdict v;
   if (!gate().decide(std::move(request), v)) {
     // Waiting for a webhook, the cost gate's EXPLAIN or the budget store: the message is kept
@@ -287,7 +287,7 @@ bool ClientSession::judge(const protocol::Frame& f, GateRequest request) {
   return act(f, std::move(v));
 }
 
-bool ClientSession::act(const protocol::Frame& f, GateVerdict v) {
+bool ClientSession::act(const protocol::Frame& f, GateVerdict&& v) {
   overrides_ = v.overrides;
   switch (f.type) {
     case protocol::fe::kQuery:

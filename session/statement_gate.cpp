@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
 
 #include "analysis/plan.h"
 #include "guards/codes.h"
@@ -62,7 +63,36 @@ guards::RequestContext StatementGate::requestContext() const {
   return ctx;
 }
 
-bool StatementGate::decide(GateRequest request, GateVerdict& out) {
+// Measured with GCC 12 / libstdc++ on x86-64: a request that grew has a field clear() does not
+// reset yet.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(GateRequest) == 576, "a new GateRequest field: reset it in clear()");
+#endif
+
+void GateRequest::clear() {
+  // Storage for this many parameters is kept for the next Bind; a longer list's is let go.
+  static constexpr size_t kKeepParams = 64;
+  sql = {};
+  plan.reset();
+  overrides = {};
+  extended = admit = false;
+  explain = Explain::kSkip;
+  auto empty = [](auto& list) {
+    if (list.capacity() > kKeepParams) {
+      std::remove_reference_t<decltype(list)>().swap(list);
+    } else {
+      list.clear();
+    }
+  };
+  empty(explain_args.param_types);
+  empty(explain_args.param_formats);
+  empty(explain_args.params);
+  explain_args.bound = false;
+  plan_check = nullptr;
+  refusal.reset();
+}
+
+bool StatementGate::decide(GateRequest&& request, GateVerdict& out) {
   cancel();
   sql_.assign(request.sql);
   request_ = std::move(request);
@@ -457,7 +487,7 @@ void StatementGate::cancel() {
 }
 
 void StatementGate::resetRequest() {
-  request_ = GateRequest{};
+  request_.clear();
   if (sql_.capacity() > kKeepTextBytes) sql_ = std::string();
 }
 

@@ -72,6 +72,9 @@ struct GateRequest {
   // its schema or range caps): the verdict is this denial, no guard runs, and the text is
   // analysed only so the denial is recorded against its statements.
   std::optional<guards::GuardResult> refusal;
+
+  // As a new request, keeping what a long list of parameters would not leave behind.
+  void clear();
 };
 
 struct GateVerdict {
@@ -145,7 +148,7 @@ class StatementGate {
   // Judges one statement. True: decided at once, `out` holds the verdict. False: waiting; the
   // verdict comes through `done` later, on the loop, never inside this call. One statement at a
   // time: the caller holds its next statement until then.
-  [[nodiscard]] bool decide(GateRequest request, GateVerdict& out);
+  [[nodiscard]] bool decide(GateRequest&& request, GateVerdict& out);
   bool waiting() const { return stage_ != Stage::kIdle; }
   // The verdict waits on something other than the caller's server connection (a webhook's
   // answer, the shared budget store): the caller need hold no connection meanwhile.

@@ -416,6 +416,43 @@ TEST(ShapeCache, WhichStatementsGetATemplate) {
   }
 }
 
+// A spare analysis that still holds another text of the same template is refilled with only
+// the fields the rules set: for every corpus statement's template, each of its variants in turn
+// written over the previous one (whose literals, and so offsets and lengths, differ) must equal
+// that variant written into a fresh analysis (the other tests hold that one to the full
+// analysis).
+TEST(ShapeCache, ARefillOverAnotherTextOfTheTemplateEqualsTheFullAnalysis) {
+  std::vector<std::string> statements = corpusStatements();
+  statements.insert(statements.end(), pgbenchStatements().begin(), pgbenchStatements().end());
+  statements.insert(statements.end(), agentStatements().begin(), agentStatements().end());
+  int over_another = 0;
+  for (const std::string& sql : statements) {
+    analysis::Shape shape;
+    if (!analysis::lexShape(sql, shape) || shape.literals.empty()) continue;
+    const auto tmpl = analysis::buildShapeTemplate(sql, shape, *analysis::analyzeUncached(sql),
+                                                   analysis::analyzeUncached);
+    if (!tmpl) continue;
+    analysis::Analysis spare;
+    bool holds = false;
+    std::vector<std::string> texts = variantsOf(sql);
+    texts.push_back(sql);
+    for (const std::string& text : texts) {
+      SCOPED_TRACE(sql + "  ->  " + text);
+      analysis::Shape s;
+      if (!analysis::lexShape(text, s) || s.key != shape.key) continue;
+      const bool was_holding = holds;
+      holds = analysis::refillFromShapeTemplate(*tmpl, s, holds, spare);
+      analysis::Analysis fresh;
+      const bool fresh_ok = analysis::refillFromShapeTemplate(*tmpl, s, false, fresh);
+      ASSERT_EQ(holds, fresh_ok);
+      if (!holds) continue;
+      EXPECT_EQ(spare, fresh);
+      if (was_holding) ++over_another;
+    }
+  }
+  EXPECT_GT(over_another, 100);
+}
+
 TEST(ShapeCache, ProbeTextsKeepTheShape) {
   for (const char* sql : {"SELECT * FROM t WHERE a = 1000 AND b = 'x' AND c = 1000 AND d = 'x'",
                           "SELECT E'a\\\\b', $q$z$q$, B'01', X'af', U&'u', 1.5, 0, ''"}) {

@@ -74,6 +74,35 @@ TEST(SharedSpares, RefilledStorageIsReusedByCopyAssignment) {
   }
 }
 
+TEST(SharedSpares, AMarkStaysWithItsObjectAndANewObjectsMarkIsZero) {
+  SharedSpares<Spare, 2> spares;
+  uint64_t* mark = nullptr;
+  const Spare* first = nullptr;
+  {
+    auto a = spares.take(&mark);
+    ASSERT_NE(mark, nullptr);
+    EXPECT_EQ(*mark, 0u);
+    *mark = 7;
+    first = a.get();
+  }
+  uint64_t* again = nullptr;
+  auto b = spares.take(&again);
+  if (kRecycleBlocks) {
+    EXPECT_EQ(b.get(), first);
+    EXPECT_EQ(*again, 7u);  // the same object: what its last filler left
+  } else {
+    EXPECT_EQ(*again, 0u);
+  }
+  // Both kept objects held: a new one replaces the oldest slot, and its mark starts at 0.
+  auto c = spares.take(&mark);
+  *mark = 9;
+  auto d = spares.take(&mark);
+  EXPECT_EQ(*mark, 0u);
+  spares.clear();
+  auto e = spares.take(&mark);
+  EXPECT_EQ(*mark, 0u);
+}
+
 TEST(SharedSpares, ClearLetsGoButHoldersKeepTheirObject) {
   SharedSpares<Spare> spares;
   auto a = spares.take();

@@ -72,6 +72,49 @@ class GateTest : public ::testing::Test {
   std::optional<session::GateVerdict> last_;
 };
 
+// The gate clears its request field by field between statements (no new request built and
+// moved in): every field must come back to a new request's value, and a long parameter list
+// must not keep its storage.
+TEST(GateRequest, ClearLeavesWhatANewRequestHolds) {
+  session::GateRequest r;
+  r.sql = "SELECT $1";
+  r.plan = std::make_shared<session::StatementPlan>();
+  r.overrides.agent_id = "a";
+  r.overrides.conversation_id = "c";
+  r.overrides.query_intent = "q";
+  r.extended = r.admit = true;
+  r.explain = session::GateRequest::Explain::kRunOrDefer;
+  for (int i = 0; i < 200; ++i) {
+    r.explain_args.param_types.push_back(23);
+    r.explain_args.param_formats.push_back(0);
+    r.explain_args.params.emplace_back(std::string(100, 'x'));
+  }
+  r.explain_args.bound = true;
+  r.plan_check = [](const analysis::PlanSummary&) { return std::optional<guards::GuardResult>{}; };
+  r.refusal = guards::GuardResult{};
+  r.clear();
+  const session::GateRequest fresh;
+  EXPECT_TRUE(r.sql.empty());
+  EXPECT_EQ(r.plan, nullptr);
+  EXPECT_FALSE(r.overrides.any());
+  EXPECT_EQ(r.extended, fresh.extended);
+  EXPECT_EQ(r.admit, fresh.admit);
+  EXPECT_EQ(r.explain, fresh.explain);
+  EXPECT_TRUE(r.explain_args.param_types.empty());
+  EXPECT_TRUE(r.explain_args.param_formats.empty());
+  EXPECT_TRUE(r.explain_args.params.empty());
+  EXPECT_EQ(r.explain_args.params.capacity(), 0u);  // 200 was more than is kept
+  EXPECT_FALSE(r.explain_args.bound);
+  EXPECT_FALSE(static_cast<bool>(r.plan_check));
+  EXPECT_FALSE(r.refusal.has_value());
+  // A short list keeps its storage for the next Bind.
+  r.explain_args.params.resize(3);
+  const auto* storage = r.explain_args.params.data();
+  r.clear();
+  EXPECT_TRUE(r.explain_args.params.empty());
+  EXPECT_EQ(r.explain_args.params.data(), storage);
+}
+
 TEST_F(GateTest, AStatementWithNothingToWaitForIsDecidedAtOnce) {
   session::GateVerdict v;
   ASSERT_TRUE(gate_.decide(query("SELECT 1"), v));

@@ -512,12 +512,12 @@ TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
   session::GateRequest r;
   r.sql = "UPDATE items SET qty = 1 WHERE id = 1";
   session::GateVerdict v;
-  ASSERT_TRUE(gate.decide(r, v));
+  ASSERT_TRUE(gate.decide(session::GateRequest(r), v));
   EXPECT_FALSE(v.plan->decision.denied);
   EXPECT_TRUE(v.write.wrap);
   EXPECT_EQ(v.write.table, "items");
   r.sql = "UPDATE items SET qty = 1";
-  ASSERT_TRUE(gate.decide(r, v));
+  ASSERT_TRUE(gate.decide(session::GateRequest(r), v));
   ASSERT_TRUE(v.plan->decision.denied);
   EXPECT_EQ(v.plan->decision.deny.code, "MISSING_PREDICATE");
   EXPECT_EQ(v.plan->decision.deny.guard, "guarded_writes");
@@ -526,13 +526,13 @@ TEST_F(WriteTxnTest, TheGateJudgesWritesBeforeTheChain) {
   WriteCaller mcp(group_, nullptr);
   session::StatementGate read_gate(services, mcp, [](session::GateVerdict) {});
   r.sql = "BEGIN READ WRITE";
-  ASSERT_TRUE(read_gate.decide(r, v));
+  ASSERT_TRUE(read_gate.decide(session::GateRequest(r), v));
   EXPECT_EQ(v.plan->decision.deny.code, "READ_ONLY");
   r.sql = "SET default_transaction_read_only = off";
-  ASSERT_TRUE(read_gate.decide(r, v));
+  ASSERT_TRUE(read_gate.decide(session::GateRequest(r), v));
   EXPECT_EQ(v.plan->decision.deny.code, "PROTECTED_SETTING");
   r.sql = "SELECT * FROM items WHERE id = 1";
-  ASSERT_TRUE(read_gate.decide(r, v));
+  ASSERT_TRUE(read_gate.decide(session::GateRequest(r), v));
   EXPECT_FALSE(v.plan->decision.denied);
 }
 
