@@ -3,7 +3,10 @@
 // as it needs to, and gives up ("not shape-cacheable") wherever the two could disagree.
 #include "analysis/shape.h"
 
+#include <array>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 #include "common/ascii.h"
@@ -12,25 +15,49 @@ namespace pgwarden::analysis {
 
 namespace {
 
-bool shapeDigit(char c) { return c >= '0' && c <= '9'; }
-bool shapeAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool shapeIdentStart(char c) {
-  return shapeAsciiAlpha(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
-}
-bool shapeIdentChar(char c) { return shapeIdentStart(c) || shapeDigit(c) || c == '$'; }
-bool shapeSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-// PostgreSQL's `self` and operator characters, minus ':' (handled apart for psql variables).
-bool shapePunct(char c) {
-  static constexpr std::string_view kChars = ",()[].;+-*/%^<>=~!@#&|`?";
-  return kChars.find(c) != std::string_view::npos;
-}
-// Inside a string, comment or quoted identifier: anything but control characters (NUL included).
-bool shapeTextByte(char c) {
-  return static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r';
+// What each byte may be, as PostgreSQL's scanner sees it: a table built once from the rules
+// below, so that the lexer's per-byte tests are one load each.
+enum CharClass : uint8_t {
+  kDigitClass = 1,
+  kAlphaClass = 2,       // ASCII letters
+  kIdentStartClass = 4,  // letters, '_', and any byte >= 0x80
+  kIdentCharClass = 8,   // an identifier's later bytes: also digits and '$'
+  kSpaceClass = 16,
+  kPunctClass = 32,      // PostgreSQL's `self` and operator characters, minus ':' (psql variables)
+  kTextClass = 64,       // inside a string, comment or quoted identifier: not a control character
+};
+
+constexpr std::array<uint8_t, 256> makeCharClasses() {
+  std::array<uint8_t, 256> t{};
+  constexpr std::string_view kPunct = ",()[].;+-*/%^<>=~!@#&|`?";
+  for (int i = 0; i < 256; ++i) {
+    const auto c = static_cast<char>(i);
+    uint8_t f = 0;
+    const bool digit = c >= '0' && c <= '9';
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    const bool ident_start = alpha || c == '_' || i >= 0x80;
+    if (digit) f |= kDigitClass;
+    if (alpha) f |= kAlphaClass;
+    if (ident_start) f |= kIdentStartClass;
+    if (ident_start || digit || c == '$') f |= kIdentCharClass;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') f |= kSpaceClass;
+    if (i != 0 && kPunct.find(c) != std::string_view::npos) f |= kPunctClass;
+    if (i >= 0x20 || c == '\t' || c == '\n' || c == '\r') f |= kTextClass;
+    t[static_cast<size_t>(i)] = f;
+  }
+  return t;
 }
 
+constexpr std::array<uint8_t, 256> kCharClasses = makeCharClasses();
+
+bool hasClass(char c, uint8_t cls) { return (kCharClasses[static_cast<unsigned char>(c)] & cls) != 0; }
+bool shapeDigit(char c) { return hasClass(c, kDigitClass); }
+bool shapeAsciiAlpha(char c) { return hasClass(c, kAlphaClass); }
+bool shapeIdentStart(char c) { return hasClass(c, kIdentStartClass); }
+bool shapeIdentChar(char c) { return hasClass(c, kIdentCharClass); }
+bool shapeSpace(char c) { return hasClass(c, kSpaceClass); }
+bool shapePunct(char c) { return hasClass(c, kPunctClass); }
+bool shapeTextByte(char c) { return hasClass(c, kTextClass); }
 
 ValueCategory stringCategory(std::string_view v) {
   if (v.empty()) return ValueCategory::kEmpty;
@@ -50,6 +77,13 @@ ValueCategory numberCategory(double v) {
 // are analysed the exact way.
 bool validUtf8(std::string_view s) {
   size_t i = 0;
+  // Eight ASCII bytes at a time: most texts are ASCII throughout.
+  while (i + 8 <= s.size()) {
+    uint64_t word = 0;
+    std::memcpy(&word, s.data() + i, sizeof word);
+    if ((word & 0x8080808080808080ULL) != 0) break;
+    i += 8;
+  }
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
