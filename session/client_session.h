@@ -289,10 +289,10 @@ class ClientSession final : public net::StreamEvents, public pool::ServerLink, p
   // and goes on from act() when the verdict comes.
   bool judge(const protocol::Frame& f, GateRequest&& request);
   bool act(const protocol::Frame& f, GateVerdict&& v);
-  bool actQuery(const protocol::Frame& f, GateVerdict v);
-  bool actParse(const protocol::Frame& f, GateVerdict v);
-  bool actBind(const protocol::Frame& f, GateVerdict v);
-  bool actExecute(const protocol::Frame& f, GateVerdict v);
+  bool actQuery(const protocol::Frame& f, GateVerdict&& v);
+  bool actParse(const protocol::Frame& f, GateVerdict&& v);
+  bool actBind(const protocol::Frame& f, GateVerdict&& v);
+  bool actExecute(const protocol::Frame& f, GateVerdict&& v);
   void onGateVerdict(GateVerdict v);
   // Acts on the paused message with its verdict and reads on.
   void actOnVerdict(GateVerdict v);

@@ -177,7 +177,7 @@ bool ClientSession::handleQuery(const protocol::Frame& f) {
   return judge(f, std::move(r));
 }
 
-bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict v) {
+bool ClientSession::actQuery(const protocol::Frame& f, GateVerdict&& v) {
   std::shared_ptr<const StatementPlan> plan = std::move(v.plan);
   if (!v.explain_error.empty()) {
     // The cost gate's EXPLAIN failed: its error (and the ReadyForQuery after it) answers the Query.
@@ -280,7 +280,7 @@ bool ClientSession::handleParse(const protocol::Frame& f) {
   return judge(f, std::move(r));
 }
 
-bool ClientSession::actParse(const protocol::Frame& f, GateVerdict v) {
+bool ClientSession::actParse(const protocol::Frame& f, GateVerdict&& v) {
   auto m = protocol::parseParse(f.body);
   if (!m) return false;  // checked when it arrived
   const std::string name(m->statement);
@@ -376,7 +376,7 @@ bool ClientSession::handleBind(const protocol::Frame& f) {
   return act(f, std::move(v));
 }
 
-bool ClientSession::actBind(const protocol::Frame& f, GateVerdict v) {
+bool ClientSession::actBind(const protocol::Frame& f, GateVerdict&& v) {
   // Decoded again: the verdict may have come later, after other Binds used bind_.
   if (!decodeBind(f.body, bind_)) return false;  // checked when it arrived
   const protocol::BindMsg* b = &bind_;
@@ -454,7 +454,7 @@ bool ClientSession::handleExecute(const protocol::Frame& f) {
   return act(f, std::move(v));
 }
 
-bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict v) {
+bool ClientSession::actExecute(const protocol::Frame& f, GateVerdict&& v) {
   auto e = protocol::parseExecute(f.body);
   if (!e) return false;  // checked when it arrived
   std::shared_ptr<StatementRun> run;

@@ -191,10 +191,10 @@ class ReplyQueue {
   auto end() { return pending_.end(); }
   auto begin() const { return pending_.begin(); }
   auto end() const { return pending_.end(); }
-  void push(Pending p) { pending_.push_back(std::move(p)); }
+  void push(Pending&& p) { pending_.push_back(std::move(p)); }
   // An answer the server owes before everything queued (the carried settings' sync, sent as the
   // connection is taken).
-  void pushFront(Pending p) { pending_.push_front(std::move(p)); }
+  void pushFront(Pending&& p) { pending_.push_front(std::move(p)); }
   // Before the message just queued (pgwarden's own Parse or Close sent ahead of it).
   void insertBeforeLast(Pending p);
   // The head is answered (nothing happens when the queue is empty).

@@ -93,7 +93,8 @@ void GateRequest::clear() {
 }
 
 bool StatementGate::decide(GateRequest&& request, GateVerdict& out) {
-  cancel();
+  // Idle and holding nothing: the last verdict taken (or cancel) cleared the request already.
+  if (stage_ != Stage::kIdle || webhook_id_ != 0 || budget_ticket_ != 0 || key_ || plan_) cancel();
   sql_.assign(request.sql);
   request_ = std::move(request);
   request_.sql = sql_;
