@@ -227,7 +227,8 @@ void AdminConsole::record(std::string_view command, int64_t started_us, std::str
     r.bytes_sent = static_cast<int64_t>(answer.size());
   }
   // The same sink as every other statement: counters, metrics and history.
-  home_.onStatement(std::move(r), nullptr);
+  history::RecordView view = history::viewOf(r);
+  home_.onStatement(view, nullptr);
 }
 
 void AdminConsole::runCommand(std::string_view command, std::string& out) {

@@ -51,11 +51,11 @@ const mcp::McpServer* Worker::mcpServer() const {
   return index_ == 0 ? daemon_.mcpServer() : nullptr;
 }
 
-void Worker::countDatabase(const history::Record& r) {
+void Worker::countDatabase(const history::RecordView& r) {
   auto it = database_stats_.find(r.database);
   if (it == database_stats_.end()) {
     const std::string key =
-        database_stats_.size() < kMaxDatabaseStats ? r.database : kOtherDatabases;
+        database_stats_.size() < kMaxDatabaseStats ? std::string(r.database) : kOtherDatabases;
     it = database_stats_.try_emplace(key).first;
   }
   DatabaseStats& d = it->second;

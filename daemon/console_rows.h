@@ -69,7 +69,7 @@ struct LoopRows {
   std::vector<std::vector<std::string>> servers;  // SHOW SERVERS' columns
   std::vector<pool::PoolStats> pools;
   metrics::Counters counters;
-  std::map<std::string, DatabaseStats> databases;
+  std::map<std::string, DatabaseStats, std::less<>> databases;
   std::vector<McpSessionRow> mcp_sessions;  // loop 0 only
   uint64_t uptime_ms = 0;
 };

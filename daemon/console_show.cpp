@@ -249,7 +249,7 @@ AdminConsole::Table AdminConsole::showDatabaseStats(StatsView v) const {
   Table t{{"database"}, {}};
   if (v != StatsView::kAverages) t.columns.insert(t.columns.end(), totals.begin(), totals.end());
   if (v != StatsView::kTotals) t.columns.insert(t.columns.end(), averages.begin(), averages.end());
-  std::map<std::string, DatabaseStats> all;
+  std::map<std::string, DatabaseStats, std::less<>> all;
   uint64_t uptime_ms = 1;
   for (const auto& l : view()) {
     for (const auto& [db, s] : l.databases) all[db].add(s);

@@ -551,14 +551,14 @@ void Daemon::routeCancel(Worker& from, int32_t pid, int32_t key) {
   if (!owner.worker->post(cancel)) spdlog::debug("cancel request for a loop that has finished ignored");
 }
 
-void Daemon::submitRecord(history::Record&& record, metrics::Counters& counters) {
+void Daemon::submitRecord(history::RecordView& record, metrics::Counters& counters) {
   if (!recorder_) return;
   ++counters.history_submitted;
   bool queued = false;
   {
     std::unique_lock lock(recorder_mu_, std::defer_lock);
     if (threaded()) lock.lock();
-    queued = recorder_->submit(std::move(record));
+    queued = recorder_->submit(record);
   }
   if (!queued) ++counters.history_dropped;
 }

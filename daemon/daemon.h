@@ -123,7 +123,7 @@ class Daemon final : public mcp::McpHost {
   void admitStartup(Worker& w, session::ClientSession& s);
   void leftStartup(uint64_t id);
   // History: never blocks; a record refused by a full queue is counted in `counters`.
-  void submitRecord(history::Record&& record, metrics::Counters& counters);
+  void submitRecord(history::RecordView& record, metrics::Counters& counters);
   // The thread of worker `w` starts; the loops' budget stores are told apart by it.
   void enterWorkerThread(Worker& w);
   void releaseBudgetStores(Worker& w);

@@ -257,13 +257,13 @@ void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::st
   });
 }
 
-metrics::GroupSeries& DaemonMetrics::group(const std::string& name) {
+metrics::GroupSeries& DaemonMetrics::group(std::string_view name) {
   auto it = groups_.find(name);
   if (it != groups_.end()) return *it->second;
   // Group names come from the config (a bounded set); "" is a session without a group.
-  const std::string label = name.empty() ? std::string("none") : name;
+  const std::string label = name.empty() ? std::string("none") : std::string(name);
   auto series = std::make_unique<metrics::GroupSeries>(metrics_, label);
-  return *groups_.emplace(name, std::move(series)).first->second;
+  return *groups_.emplace(std::string(name), std::move(series)).first->second;
 }
 
 size_t DaemonMetrics::hostSlot(std::string_view host) {
@@ -279,7 +279,7 @@ size_t DaemonMetrics::hostSlot(std::string_view host) {
   return slot;
 }
 
-void DaemonMetrics::onStatement(const history::Record& record, const session::StatementPlan* plan) {
+void DaemonMetrics::onStatement(const history::RecordView& record, const session::StatementPlan* plan) {
   const auto lock = hotLock();
   auto& g = group(record.policy_group);
   const auto outcome = record.outcome;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/lru_map.h"
 #include "daemon/worker.h"
 #include "metrics/counters.h"
 #include "net/metrics_endpoint.h"
@@ -68,7 +69,7 @@ class DaemonMetrics final : public guards::GuardObserver {
 
   // One statement, counted when its history record is submitted: statements, duration, rows,
   // truncation, budget exhaustion and the guard decisions the record carries. `plan` may be null.
-  void onStatement(const history::Record& record, const session::StatementPlan* plan);
+  void onStatement(const history::RecordView& record, const session::StatementPlan* plan);
 
   // A client waited `waited` for a server connection (a connection taken at once is no wait).
   void poolWait(bool transaction_mode, std::chrono::nanoseconds waited);
@@ -78,7 +79,7 @@ class DaemonMetrics final : public guards::GuardObserver {
   void externalCall(External kind, CallResult result, std::chrono::nanoseconds spent) override;
 
  private:
-  metrics::GroupSeries& group(const std::string& name);
+  metrics::GroupSeries& group(std::string_view name);
   void collectClients(metrics::SampleSink& sink);
   void collectServers(metrics::SampleSink& sink);
   // The upstream hosts' health (upstream.replicas), read from HostHealth when scraped.
@@ -103,7 +104,8 @@ class DaemonMetrics final : public guards::GuardObserver {
   metrics::Histogram* pool_wait_[2] = {nullptr, nullptr};  // {session, transaction}
   std::unique_ptr<net::MetricsEndpoint> http_;
   std::unique_ptr<studio::Studio> studio_;  // declared after http_: destroyed before it
-  std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>> groups_;
+  std::unordered_map<std::string, std::unique_ptr<metrics::GroupSeries>, StringViewHash, StringViewEqual>
+      groups_;
   // (group, guard, action, code) -> its series; bounded by kMaxDecisionCache.
   std::unordered_map<std::string, metrics::Counter*> decisions_;
   std::string decision_key_;  // scratch, reused so a lookup does not allocate once warm

@@ -257,12 +257,12 @@ std::unique_ptr<session::ConsoleSession> Worker::openConsole(uint64_t session_id
   return console;
 }
 
-void Worker::onStatement(history::Record&& record, const session::StatementPlan* plan) {
+void Worker::onStatement(history::RecordView& record, const session::StatementPlan* plan) {
   countDatabase(record);
   counters_.statement(record.outcome);
   if (record.truncated) ++counters_.statements_truncated;
   daemon_.metrics().onStatement(record, plan);
-  daemon_.submitRecord(std::move(record), counters_);
+  daemon_.submitRecord(record, counters_);
 }
 
 void Worker::applyConfig(std::shared_ptr<const config::Config> config, std::string salt_key) {

@@ -139,7 +139,7 @@ class Worker final : public session::StatementSink, public session::SessionHost 
       uint64_t session_id, const std::string& user, const std::string& client_addr,
       const std::string& application_name) override;
   // StatementSink: this loop's counters, then the process's metrics and history queue.
-  void onStatement(history::Record&& record, const session::StatementPlan* plan) override;
+  void onStatement(history::RecordView& record, const session::StatementPlan* plan) override;
 
   net::WebhookClient* webhooks() { return webhooks_.get(); }
 
@@ -154,7 +154,7 @@ class Worker final : public session::StatementSink, public session::SessionHost 
   void reconnect(const std::string& database);
   // Runs `task` on this loop at the janitor's next tick (at most 100 ms on).
   void runAtNextTick(LoopMailbox::Task task) { next_tick_.push_back(std::move(task)); }
-  const std::map<std::string, DatabaseStats>& databaseStats() const { return database_stats_; }
+  const std::map<std::string, DatabaseStats, std::less<>>& databaseStats() const { return database_stats_; }
   uint64_t uptimeMs() const { return nowMs() - started_ms_; }
   // Loop 0: the MCP endpoint (null elsewhere, or when it is off).
   const mcp::McpServer* mcpServer() const;
@@ -165,7 +165,7 @@ class Worker final : public session::StatementSink, public session::SessionHost 
   void tick();
   void sweep();
   // SHOW STATS: the record's statement counted under its database.
-  void countDatabase(const history::Record& r);
+  void countDatabase(const history::RecordView& r);
   void runThread();
   void detachSlots();
 
@@ -203,7 +203,7 @@ class Worker final : public session::StatementSink, public session::SessionHost 
   mutable std::mutex summary_mu_;
   WorkerSummary summary_;
   std::vector<LoopMailbox::Task> next_tick_;  // runAtNextTick (one per waiting console at most)
-  std::map<std::string, DatabaseStats> database_stats_;
+  std::map<std::string, DatabaseStats, std::less<>> database_stats_;
   uint64_t started_ms_ = 0;
 };
 

@@ -30,7 +30,51 @@ auto stringFields(R& r) {
                     &r.host};
 }
 
+// The fields that are not strings or lists, from a record or view to another.
+template <class From, class To>
+void copyScalars(const From& f, To& t) {
+  t.started_at_us = f.started_at_us;
+  t.finished_at_us = f.finished_at_us;
+  t.duration_us = f.duration_us;
+  t.session_id = f.session_id;
+  t.sql_truncated = f.sql_truncated;
+  t.outcome = f.outcome;
+  t.rows_returned = f.rows_returned;
+  t.truncated = f.truncated;
+  t.rows_affected = f.rows_affected;
+  t.bytes_sent = f.bytes_sent;
+  t.single_zero = f.single_zero;
+  t.spool_epoch = f.spool_epoch;
+  t.spool_seq = f.spool_seq;
+}
+
 }  // namespace
+
+// Measured with GCC 12 / libstdc++ on x86-64: a view that grew has a field viewOf and
+// assignRecord do not know of yet.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(RecordView) == 504, "a new RecordView field: copy it in viewOf and assignRecord");
+#endif
+
+RecordView viewOf(const Record& r) {
+  RecordView v;
+  copyScalars(r, v);
+  const auto from = stringFields(r);
+  const auto to = stringFields(v);
+  for (size_t i = 0; i < from.size(); ++i) *to[i] = *from[i];
+  v.tables = r.tables;
+  v.result_warnings = r.result_warnings;
+  return v;
+}
+
+void assignRecord(Record& r, const RecordView& v) {
+  copyScalars(v, r);
+  const auto from = stringFields(v);
+  const auto to = stringFields(r);
+  for (size_t i = 0; i < from.size(); ++i) to[i]->assign(from[i]->data(), from[i]->size());
+  r.tables.assign(v.tables.begin(), v.tables.end());
+  r.result_warnings.assign(v.result_warnings.begin(), v.result_warnings.end());
+}
 
 size_t heldBytes(const Record& r) {
   size_t n = r.tables.capacity() * sizeof(std::string) +
@@ -75,6 +119,13 @@ std::string_view formatRecordUid(const Record& r, char* buf, size_t size) {
 std::string recordUid(const Record& r) {
   char buf[40];
   return std::string(formatRecordUid(r, buf, sizeof buf));
+}
+
+std::string recordUid(uint64_t spool_epoch, uint64_t spool_seq) {
+  Record r;
+  r.spool_epoch = spool_epoch;
+  r.spool_seq = spool_seq;
+  return recordUid(r);
 }
 
 bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq) {

@@ -80,6 +80,7 @@ std::string hostName() {
 class OffRecorder final : public Recorder {
  public:
   bool submit(Record&&) override { return false; }
+  bool submit(RecordView&) override { return false; }
   void shutdown(milliseconds) override {}
   RecorderStats stats() const override { return {}; }
 };
@@ -108,27 +109,17 @@ class QueueRecorder final : public Recorder {
   ~QueueRecorder() override { shutdown(kDestructorFlush); }
 
   bool submit(Record&& r) override {
-    // Cut the text now so a queued record holds a bounded amount of it. The writer needs the
-    // whole text to normalize it (redact_literals) or to fingerprint it (a record that comes
-    // without one); those wait for the writer to cut them, after that work.
-    const bool writer_needs_text = config_.redact_literals || r.fingerprint.empty();
-    cutAndShrink(r.sql_text, writer_needs_text ? kMaxRawSqlBytes : config_.max_sql_bytes,
-                 &r.sql_truncated);
+    cutAndShrink(r.sql_text, sqlBound(r.fingerprint), &r.sql_truncated);
     cutAndShrink(r.error_message, config_.max_sql_bytes, nullptr);
-    submitted_.fetch_add(1, std::memory_order_relaxed);
-    bool wake = false;
-    {
-      // Held across the push so that no record lands after the writer's last look (closed_).
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_ || !queue_->push(std::move(r))) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-        if (!closed_) overflow_.fetch_add(1, std::memory_order_relaxed);
-        return false;
-      }
-      wake = queue_->ready() == config_.batch_size;
-    }
-    if (wake) cv_.notify_one();
-    return true;
+    return enqueue([&] { return queue_->push(std::move(r)); });
+  }
+
+  bool submit(RecordView& v) override {
+    const std::string_view sql = utf8Prefix(v.sql_text, sqlBound(v.fingerprint));
+    if (sql.size() < v.sql_text.size()) v.sql_truncated = true;
+    v.sql_text = sql;
+    v.error_message = utf8Prefix(v.error_message, config_.max_sql_bytes);
+    return enqueue([&] { return queue_->pushView(v); });
   }
 
   void shutdown(milliseconds timeout) override {
@@ -162,6 +153,31 @@ class QueueRecorder final : public Recorder {
   }
 
  private:
+  // How much of a statement's text a queued record holds. The writer needs the whole text to
+  // normalize it (redact_literals) or to fingerprint it (a record that comes without one); those
+  // wait for the writer to cut them, after that work.
+  size_t sqlBound(std::string_view fingerprint) const {
+    return config_.redact_literals || fingerprint.empty() ? kMaxRawSqlBytes : config_.max_sql_bytes;
+  }
+
+  template <class Push>
+  bool enqueue(Push push) {
+    submitted_.fetch_add(1, std::memory_order_relaxed);
+    bool wake = false;
+    {
+      // Held across the push so that no record lands after the writer's last look (closed_).
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || !push()) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        if (!closed_) overflow_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      wake = queue_->ready() == config_.batch_size;
+    }
+    if (wake) cv_.notify_one();
+    return true;
+  }
+
   // Writer thread.
   void run() {
     Clock::time_point next_prune = Clock::now();

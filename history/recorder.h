@@ -87,6 +87,13 @@ class Recorder {
   // memory). Returns false when the record was dropped (queue or spool full, or after shutdown)
   // or the store is `off` (not counted as a drop).
   virtual bool submit(Record&& record) = 0;
+  // The same for a view (the event loop's way): with the spool, the record is encoded where it
+  // lands and its id written back into `record`; otherwise it is copied into a Record.
+  virtual bool submit(RecordView& record) {
+    Record r;
+    assignRecord(r, record);
+    return submit(std::move(r));
+  }
   // Flushes what is queued (waiting up to `timeout`) and stops the writer thread. With the
   // spool, what the store did not take by then stays in the file for the next start.
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;

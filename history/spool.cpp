@@ -351,6 +351,14 @@ void Spool::writeWrap(uint64_t off, uint64_t seq) {
 }
 
 bool Spool::push(Record&& r) {
+  RecordView v = viewOf(r);
+  if (!pushView(v)) return false;
+  r.spool_epoch = v.spool_epoch;  // the caller may name the record now (record_uid)
+  r.spool_seq = v.spool_seq;
+  return true;
+}
+
+bool Spool::pushView(RecordView& r) {
   const uint64_t released = released_seq_.load(std::memory_order_acquire);
   if (next_seq_ - 1 - released >= max_records_) return false;
   const size_t body = encodedSize(r);
@@ -380,7 +388,7 @@ bool Spool::push(Record&& r) {
 
   head_ = next;
   ++next_seq_;
-  r.spool_epoch = epoch_;  // the caller may name the record now (record_uid)
+  r.spool_epoch = epoch_;
   r.spool_seq = seq;
   used_.fetch_add(pad + total, std::memory_order_release);
   published_seq_.store(seq, std::memory_order_release);

@@ -59,6 +59,7 @@ class Spool final : public RecordQueue {
   // RecordQueue. push() is the producer's; take(), release() and abandon() the consumer's.
   // push() copies `r` and, when it took it, sets r.spool_epoch and r.spool_seq (its record_uid).
   bool push(Record&& r) override;
+  bool pushView(RecordView& v) override;
   size_t take(std::vector<Record>& out, size_t max) override;
   void release(size_t n) override;
   size_t abandon() override { return 0; }  // unconsumed records wait in the file for the next start

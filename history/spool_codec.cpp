@@ -5,22 +5,28 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace pgwarden::history {
 
 namespace {
 
-constexpr std::array<std::string Record::*, 18> kStrings{
-    &Record::instance_id,       &Record::user,
-    &Record::database,          &Record::policy_group,
-    &Record::client_addr,       &Record::application_name,
-    &Record::agent_id,          &Record::conversation_id,
-    &Record::query_intent_sent, &Record::query_intent_inferred,
-    &Record::statement_kind,    &Record::sql_text,
-    &Record::fingerprint,       &Record::guard_actions,
-    &Record::deny_code,         &Record::sqlstate,
-    &Record::error_message,     &Record::protocol,
-};
+// The strings every record carries, in the order they are encoded: one list for the record and
+// its view.
+template <class R, class S>
+constexpr std::array<S R::*, 18> codecStrings() {
+  return {&R::instance_id,       &R::user,
+          &R::database,          &R::policy_group,
+          &R::client_addr,       &R::application_name,
+          &R::agent_id,          &R::conversation_id,
+          &R::query_intent_sent, &R::query_intent_inferred,
+          &R::statement_kind,    &R::sql_text,
+          &R::fingerprint,       &R::guard_actions,
+          &R::deny_code,         &R::sqlstate,
+          &R::error_message,     &R::protocol};
+}
+constexpr auto kStrings = codecStrings<Record, std::string>();
+constexpr auto kViewStrings = codecStrings<RecordView, std::string_view>();
 
 // started, finished, duration, session, rows_returned, rows_affected, bytes_sent; outcome and
 // flags; the table count.
@@ -42,7 +48,7 @@ class Writer {
     std::memcpy(p_, &v, sizeof v);
     p_ += sizeof v;
   }
-  void text(const std::string& s) {
+  void text(std::string_view s) {
     put(static_cast<uint32_t>(s.size()));
     if (!s.empty()) std::memcpy(p_, s.data(), s.size());
     p_ += s.size();
@@ -78,15 +84,19 @@ class Reader {
 
 // The tool fields ride after the tables, flagged, only when set, so a record without them is
 // encoded as older pgwarden versions encoded it and their spools still decode.
-bool hasTrailer(const Record& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
-bool hasRequest(const Record& r) { return !r.request_id.empty() || !r.traceparent.empty(); }
-bool hasHost(const Record& r) { return !r.host.empty(); }
+bool hasTrailer(const RecordView& r) { return !r.tool_name.empty() || !r.tool_args.empty(); }
+bool hasRequest(const RecordView& r) { return !r.request_id.empty() || !r.traceparent.empty(); }
+bool hasHost(const RecordView& r) { return !r.host.empty(); }
 
 }  // namespace
 
-size_t encodedSize(const Record& r) {
+size_t encodedSize(const Record& r) { return encodedSize(viewOf(r)); }
+
+void encodeRecord(const Record& r, uint8_t* out) { encodeRecord(viewOf(r), out); }
+
+size_t encodedSize(const RecordView& r) {
   size_t n = kFixedBytes;
-  for (auto field : kStrings) n += 4 + (r.*field).size();
+  for (auto field : kViewStrings) n += 4 + (r.*field).size();
   for (const auto& t : r.tables) n += 4 + t.size();
   if (hasTrailer(r)) n += 8 + r.tool_name.size() + r.tool_args.size();
   if (hasRequest(r)) n += 8 + r.request_id.size() + r.traceparent.size();
@@ -94,7 +104,7 @@ size_t encodedSize(const Record& r) {
   return n;
 }
 
-void encodeRecord(const Record& r, uint8_t* out) {
+void encodeRecord(const RecordView& r, uint8_t* out) {
   Writer w(out);
   w.put(r.started_at_us);
   w.put(r.finished_at_us);
@@ -109,7 +119,7 @@ void encodeRecord(const Record& r, uint8_t* out) {
                              (r.single_zero ? kSingleZero : 0) | (hasTrailer(r) ? kToolFields : 0) |
                              (hasRequest(r) ? kRequestFields : 0) | (hasHost(r) ? kHostField : 0)));
   w.put(static_cast<uint32_t>(r.tables.size()));
-  for (auto field : kStrings) w.text(r.*field);
+  for (auto field : kViewStrings) w.text(r.*field);
   for (const auto& t : r.tables) w.text(t);
   if (hasTrailer(r)) {
     w.text(r.tool_name);

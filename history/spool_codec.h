@@ -11,9 +11,11 @@
 namespace pgwarden::history {
 
 // Bytes encodeRecord writes for `r`.
+size_t encodedSize(const RecordView& r);
 size_t encodedSize(const Record& r);
 
-// Writes exactly encodedSize(r) bytes to `out`.
+// Writes exactly encodedSize(r) bytes to `out`. A record and its view encode the same bytes.
+void encodeRecord(const RecordView& r, uint8_t* out);
 void encodeRecord(const Record& r, uint8_t* out);
 
 // Reads a body written by encodeRecord. False when the bytes are not one well-formed record (a

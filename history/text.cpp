@@ -86,8 +86,8 @@ bool sanitizeUtf8(std::string& s) {
   return true;
 }
 
-bool truncateUtf8(std::string& s, size_t max_bytes) {
-  if (s.size() <= max_bytes) return false;
+std::string_view utf8Prefix(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
   size_t cut = max_bytes;
   // s[cut] is the first byte dropped; while it is a continuation byte, the character it belongs
   // to started before the cut, so move the cut back to that character's lead byte.
@@ -95,7 +95,12 @@ bool truncateUtf8(std::string& s, size_t max_bytes) {
        ++back) {
     --cut;
   }
-  s.resize(cut);
+  return s.substr(0, cut);
+}
+
+bool truncateUtf8(std::string& s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return false;
+  s.resize(utf8Prefix(s, max_bytes).size());
   return true;
 }
 

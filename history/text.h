@@ -24,6 +24,9 @@ bool sanitizeUtf8(std::string& s);
 // Cuts `s` to at most `max_bytes`, never inside a multi-byte character (for well-formed input).
 // Returns true when it cut. Looks back at most 3 bytes, so the cost does not grow with `s`.
 bool truncateUtf8(std::string& s, size_t max_bytes);
+// The longest prefix of `s` of at most `max_bytes` that ends on a character boundary (what
+// truncateUtf8 leaves).
+std::string_view utf8Prefix(std::string_view s, size_t max_bytes);
 
 // pg_query_normalize: constants become $1, $2... (the text kept when history.redact_literals is
 // on). Fails when the text does not parse.

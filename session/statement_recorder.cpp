@@ -6,10 +6,10 @@ namespace pgwarden::session {
 
 namespace {
 
-// `message` with every double-quoted part replaced by "...": what the server quotes is what the
-// caller typed, or a name.
-std::string withoutQuotedParts(std::string_view message) {
-  std::string out;
+// `message` with every double-quoted part replaced by "...", written into `out`: what the server
+// quotes is what the caller typed, or a name.
+void keepWithoutQuotedParts(std::string_view message, std::string& out) {
+  out.clear();
   out.reserve(message.size());
   bool quoted = false;
   for (const char c : message) {
@@ -20,7 +20,6 @@ std::string withoutQuotedParts(std::string_view message) {
       out.push_back(c);
     }
   }
-  return out;
 }
 
 }  // namespace
@@ -55,13 +54,10 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
     budgets_->release(*run.budget_key);
   }
 
-  // One record refilled per statement: a sink that copies it out (the spool) leaves its storage
-  // here for the next one; one that takes it (the in-memory queue) leaves it empty.
-  history::Record& r = record_;
-  // The table names are assigned over the last record's, whose strings clearRecord would free.
-  std::vector<std::string> tables = std::move(r.tables);
-  history::clearRecord(r);
-  r.tables = std::move(tables);
+  // The record is a view of what the statement left: the caller's context, the plan's texts, the
+  // run's figures. Only what is composed here (guard_actions with the screens' findings, a
+  // message without its quoted parts) is copied, into storage kept for the next statement.
+  history::RecordView r;
   r.started_at_us = run.started_us;
   r.finished_at_us = wallClockMicros();
   r.duration_us = r.finished_at_us - r.started_at_us;
@@ -75,24 +71,22 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   r.agent_id = who.agent_id;
   r.conversation_id = who.conversation_id;
   r.query_intent_sent = who.query_intent;
+  // Over masked columns the constants the caller typed may be their values: the plan keeps a
+  // text for history without them, and the server's quotes and the arguments go too.
+  const bool masked = run.plan && run.index < run.plan->history_sql.size() &&
+                      !run.plan->history_sql[run.index].empty();
   if (run.plan && run.index < run.plan->statements.size()) {
     const auto& st = run.plan->statements[run.index];
     r.query_intent_inferred = st.intent;
     r.statement_kind = st.kind;
     r.tables = st.tables;
-    r.sql_text = st.sql;
-    r.sql_truncated = st.sql_truncated;
-    if (run.index < run.plan->history_sql.size() && !run.plan->history_sql[run.index].empty()) {
-      // Over masked columns: the constants the caller typed may be their values.
-      r.sql_text = run.plan->history_sql[run.index];
-      r.sql_truncated = false;
-    }
+    r.sql_text = masked ? std::string_view(run.plan->history_sql[run.index]) : std::string_view(st.sql);
+    r.sql_truncated = !masked && st.sql_truncated;
     // The text's fingerprint is this statement's only when the text holds one statement; the
     // writer thread fingerprints a statement of a longer text from its own text.
     if (run.plan->statements.size() == 1) r.fingerprint = run.plan->fingerprint;
     r.guard_actions = run.plan->guard_actions_json;
   } else {
-    r.tables.clear();
     r.guard_actions = "[]";
   }
   r.outcome = outcome;
@@ -101,17 +95,19 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
   }
   r.sqlstate = sqlstate;
   r.error_message = message;
-  if (!r.error_message.empty() && run.plan && run.index < run.plan->history_sql.size() &&
-      !run.plan->history_sql[run.index].empty()) {
+  if (!message.empty() && masked) {
     // The server quotes what it could not take ("syntax error at or near \"'S001'\"", "invalid
     // input syntax for type integer: \"...\""): over masked columns that may be a value.
-    r.error_message = withoutQuotedParts(r.error_message);
+    keepWithoutQuotedParts(message, message_);
+    r.error_message = message_;
   }
   r.rows_returned = run.rows_sent;
   r.truncated = run.truncated;
   r.rows_affected = run.rows_affected;
   r.bytes_sent = run.bytes_sent;
-  r.protocol = !who.protocol.empty() ? who.protocol : run.extended ? "extended" : "simple";
+  r.protocol = !who.protocol.empty() ? std::string_view(who.protocol)
+               : run.extended         ? std::string_view("extended")
+                                      : std::string_view("simple");
   // A lone zero is "nothing matched" only as an aggregate's answer (count(*) = 0), not as a
   // row's own value (SELECT balance ... WHERE id = 7).
   const analysis::Analysis* a = run.plan ? run.plan->analysis.get() : nullptr;
@@ -119,28 +115,37 @@ void StatementRecorder::finish(StatementRun& run, const guards::RequestContext& 
                   a->statements[run.index].plain_aggregate;
   r.tool_name = who.tool;
   r.tool_args = who.tool_args;
-  if (!r.tool_args.empty() && run.plan && run.index < run.plan->history_sql.size() &&
-      !run.plan->history_sql[run.index].empty()) {
+  if (!r.tool_args.empty() && masked) {
     r.tool_args = R"({"redacted":"the arguments of a call over masked columns"})";
   }
   r.request_id = who.request_id;
   r.traceparent = who.traceparent;
   r.host = run.host;
+  warnings_.clear();
   if (!run.screens.empty()) {
     // The screens' findings join the guards' verdicts in one list.
     const std::string screens = actionsJson(run.screens);
-    r.guard_actions = r.guard_actions.size() <= 2
-                          ? screens
-                          : r.guard_actions.substr(0, r.guard_actions.size() - 1) + "," + screens.substr(1);
-    r.result_warnings.reserve(run.screens.size());
-    for (const auto& v : run.screens) r.result_warnings.push_back(v.code);
+    if (r.guard_actions.size() <= 2) {
+      actions_ = screens;
+    } else {
+      actions_.assign(r.guard_actions.substr(0, r.guard_actions.size() - 1));
+      actions_.append(",").append(std::string_view(screens).substr(1));
+    }
+    r.guard_actions = actions_;
+    for (const auto& v : run.screens) warnings_.push_back(v.code);
+    r.result_warnings = warnings_;
   }
-  sink_.onStatement(std::move(r), run.plan.get());
+  sink_.onStatement(r, run.plan.get());
   // A spool names the record as it takes it (Spool::push); the in-memory queue does not.
-  if (who.record_uids != nullptr && r.spool_seq != 0)
-    who.record_uids->push_back(history::recordUid(r));
-  // A long text or message is not held on to for the statements after it.
-  if (history::heldBytes(record_) > kKeepRecordBytes) record_ = history::Record{};
+  if (who.record_uids != nullptr && r.spool_seq != 0) {
+    who.record_uids->push_back(history::recordUid(r.spool_epoch, r.spool_seq));
+  }
+  // A long message or list is not held on to for the statements after it.
+  if (actions_.capacity() + message_.capacity() > kKeepScratchBytes) {
+    actions_ = std::string();
+    message_ = std::string();
+  }
+  if (warnings_.capacity() > 64) warnings_ = std::vector<std::string>();
 }
 
 void StatementRecorder::denied(const StatementPlan& plan, const guards::RequestContext& who,

@@ -111,7 +111,9 @@ history::Outcome outcomeForError(std::string_view sqlstate);
 class StatementSink {
  public:
   virtual ~StatementSink() = default;
-  virtual void onStatement(history::Record&& record, const StatementPlan* plan) = 0;
+  // `record`'s views hold only during the call; a sink that keeps it copies it
+  // (history::assignRecord).
+  virtual void onStatement(history::RecordView& record, const StatementPlan* plan) = 0;
 };
 
 class StatementRecorder {
@@ -137,13 +139,16 @@ class StatementRecorder {
   void setBudgets(budgets::BudgetLedger* budgets) { budgets_ = budgets; }
 
  private:
-  // The record finish() fills, kept with its storage (up to kKeepRecordBytes) for the next.
-  static constexpr size_t kKeepRecordBytes = 64 * 1024;
+  // What finish() composes for a record (the rest are views of the run, the plan and the
+  // caller), kept with its storage up to kKeepScratchBytes for the next.
+  static constexpr size_t kKeepScratchBytes = 64 * 1024;
 
   StatementSink& sink_;
   budgets::BudgetLedger* budgets_;
   std::string instance_id_;
-  history::Record record_;
+  std::string actions_;   // guard_actions with the screens' findings
+  std::string message_;   // an error message with its quoted parts taken out
+  std::vector<std::string> warnings_;  // the screens' codes
 };
 
 }  // namespace pgwarden::session

@@ -124,6 +124,36 @@ TEST(Durability, RecordsTheStoreNeverGotAreWrittenAtTheNextStart) {
             "300");
 }
 
+// The event loop submits views (history::RecordView): the recorder cuts the text it queues to
+// max_sql_bytes at a character boundary and marks it cut, as for a Record, the spool names the
+// view, and without a spool (durability off) the view is copied into the memory queue.
+TEST(Durability, AViewIsCutNamedAndStoredWithOrWithoutTheSpool) {
+  for (const Durability durability : {Durability::kProcess, Durability::kOff}) {
+    SCOPED_TRACE(durability == Durability::kProcess ? "process" : "off");
+    TempDir dir;
+    HistoryConfig c = fileConfig(dir, "sqlite");
+    c.durability = durability;
+    c.max_sql_bytes = 15;
+    auto rec = makeRecorder(c);
+    Record r = makeRecord(1, "SELECT 'abcdef\xC3\xA9' AS drink");  // bytes 14 and 15 are "é"
+    r.fingerprint = "0123456789abcdef";  // the writer needs no more of the text than it keeps
+    std::string kept_text = r.sql_text;
+    RecordView v = viewOf(r);
+    ASSERT_TRUE(rec->submit(v));
+    EXPECT_TRUE(v.sql_truncated);
+    EXPECT_EQ(v.sql_text, "SELECT 'abcdef");
+    EXPECT_EQ(r.sql_text, kept_text);  // the strings the view showed are untouched
+    EXPECT_EQ(v.spool_seq != 0, durability == Durability::kProcess);
+    rec->shutdown(std::chrono::seconds(10));
+    EXPECT_EQ(rec->stats().written, 1u);
+    const auto row = sqliteQuery(c.path, "SELECT sql_text, sql_truncated, record_uid IS NULL FROM pgwarden_history");
+    ASSERT_EQ(row.size(), 1u);
+    EXPECT_EQ(row[0][0], "SELECT 'abcdef");
+    EXPECT_EQ(row[0][1], "1");
+    EXPECT_EQ(row[0][2], durability == Durability::kProcess ? "0" : "1");
+  }
+}
+
 TEST(Durability, WithDurabilityOffTheSameRecordsAreLostAndCounted) {
   TempDir dir;
   HistoryConfig c = fileConfig(dir, "sqlite");

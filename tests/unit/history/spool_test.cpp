@@ -110,6 +110,47 @@ TEST(SpoolCodec, RoundTripsEveryFieldAndRefusesShortOrLongBodies) {
   EXPECT_TRUE(req_back.request_id.empty() && req_back.tool_name.empty());
 }
 
+// The loop hands the spool views (history::RecordView): a record seen as a view and written back
+// into another record, whose every field held something else, encodes the same bytes, and the
+// fields the spool does not carry come across too.
+TEST(SpoolCodec, ARecordAndItsViewAreTheSameRecord) {
+  Record r = makeRecord(7, "SELECT 'caf\xC3\xA9'");
+  r.tables = {"public.orders", std::string("x\0y", 3)};
+  r.guard_actions = R"([{"guard":"row_limit"}])";
+  r.deny_code = "ROWS_CAPPED";
+  r.sqlstate = "57P01";
+  r.error_message = "gone";
+  r.outcome = Outcome::kAborted;
+  r.sql_truncated = r.truncated = r.single_zero = true;
+  r.rows_returned = 3;
+  r.rows_affected = -1;
+  r.bytes_sent = int64_t{1} << 40;
+  r.tool_name = "late_shipments";
+  r.tool_args = R"({"to":"2024-10-01"})";
+  r.request_id = "7";
+  r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  r.host = "primary";
+  r.result_warnings = {"UNKNOWN_VALUE"};
+  r.spool_epoch = 5;
+  r.spool_seq = 9;
+  Record other = makeRecord(99, "SELECT something else entirely, and longer");
+  other.tables = {"a", "b", "c"};
+  other.host = "10.0.0.2:5432";
+  other.result_warnings = {"A", "B"};
+  assignRecord(other, viewOf(r));
+  std::vector<uint8_t> want(encodedSize(r));
+  encodeRecord(r, want.data());
+  const RecordView view = viewOf(other);
+  ASSERT_EQ(encodedSize(view), want.size());
+  std::vector<uint8_t> got(want.size());
+  encodeRecord(view, got.data());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(other.result_warnings, r.result_warnings);
+  EXPECT_EQ(other.spool_epoch, 5u);
+  EXPECT_EQ(other.spool_seq, 9u);
+  EXPECT_EQ(other.rows_returned, 3);
+}
+
 // A spool written before the host existed (schema 7) holds records encoded without it: they
 // decode with no host, also into a record reused from one that had one (the writer's batch).
 TEST(SpoolCodec, ARecordWithoutAHostIsEncodedAsBeforeAndDecodesWithNone) {
@@ -153,6 +194,23 @@ TEST(Spool, PushNamesTheRecordItTook) {
   auto taken = takeAll(*s);
   ASSERT_EQ(taken.size(), 2u);
   EXPECT_EQ(recordUid(taken[1]), recordUid(second));
+}
+
+TEST(Spool, AViewIsEncodedWhereItLandsAndLearnsItsId) {
+  TempDir dir;
+  auto s = openSpool(dir.file("h.spool"));
+  ASSERT_TRUE(s);
+  const Record r = makeRecord(1, "SELECT 1");
+  RecordView v = viewOf(r);
+  ASSERT_TRUE(s->pushView(v));
+  EXPECT_EQ(v.spool_epoch, s->epoch());
+  EXPECT_EQ(v.spool_seq, 1u);
+  EXPECT_EQ(r.spool_seq, 0u);  // the record the view shows is left as it was
+  auto taken = takeAll(*s);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].sql_text, "SELECT 1");
+  EXPECT_EQ(taken[0].user, r.user);
+  EXPECT_EQ(recordUid(taken[0]), recordUid(v.spool_epoch, v.spool_seq));
 }
 
 TEST(Spool, TakesRecordsBackInOrderAndReleaseFreesTheirSpace) {

@@ -59,8 +59,8 @@ class InertMcpHost : public McpHost, public session::StatementSink {
   }
   void loginFailed(const std::string&, const std::string&) override {}
   uint64_t nextSessionId() override { return ++session_ids_; }
-  void onStatement(history::Record&& record, const session::StatementPlan*) override {
-    records.push_back(std::move(record));
+  void onStatement(history::RecordView& record, const session::StatementPlan*) override {
+    history::assignRecord(records.emplace_back(), record);
   }
 
   bool stats_loading = false;

@@ -79,8 +79,8 @@ class FakeHost final : public session::SessionHost, public session::StatementSin
                                                        const std::string&) override {
     return nullptr;
   }
-  void onStatement(history::Record&& record, const session::StatementPlan*) override {
-    records.push_back(std::move(record));
+  void onStatement(history::RecordView& record, const session::StatementPlan*) override {
+    history::assignRecord(records.emplace_back(), record);
   }
 
   std::vector<history::Record> records;

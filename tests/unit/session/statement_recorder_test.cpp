@@ -10,22 +10,15 @@
 namespace pgwarden::daemon {
 namespace {
 
+// Keeps a copy of every record it is shown (the views hold only during the call).
 class CollectingSink : public session::StatementSink {
  public:
-  void onStatement(history::Record&& record, const session::StatementPlan*) override {
-    records.push_back(std::move(record));
+  void onStatement(history::RecordView& record, const session::StatementPlan*) override {
+    history::assignRecord(records.emplace_back(), record);
   }
   std::vector<history::Record> records;
 };
-
-// As the spool does: the record is copied out and left with the recorder.
-class CopyingSink : public session::StatementSink {
- public:
-  void onStatement(history::Record&& record, const session::StatementPlan*) override {
-    records.push_back(record);
-  }
-  std::vector<history::Record> records;
-};
+using CopyingSink = CollectingSink;
 
 guards::RequestContext who() {
   guards::RequestContext ctx;
