@@ -48,9 +48,10 @@ class LruMap {
   }
 
   // The entry for `key`, now the most recently used; null when absent.
-  Entry* find(std::string_view key) {
+  Entry* find(std::string_view key) { return find(key, StringViewHash{}(key)); }
+  // The same with the key's hash (StringViewHash) computed by the caller, who needs it too.
+  Entry* find(std::string_view key, size_t h) {
     if (slots_.empty()) return nullptr;
-    const size_t h = StringViewHash{}(key);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.entry == nullptr) return nullptr;
@@ -63,12 +64,16 @@ class LruMap {
 
   // Inserts a key that is not present (the caller looked it up first).
   void insert(std::string key, Value value) {
+    const size_t h = StringViewHash{}(key);
+    insert(std::move(key), std::move(value), h);
+  }
+  // The same with the key's hash (StringViewHash).
+  void insert(std::string key, Value value, size_t h) {
     if (capacity_ == 0) return;
     if (lru_.size() >= capacity_) {
       unindex(&lru_.back());
       lru_.pop_back();
     }
-    const size_t h = StringViewHash{}(key);
     lru_.push_front(Node{Entry{std::move(key), std::move(value), h}, {}});
     Node& node = lru_.front();
     node.self = lru_.begin();

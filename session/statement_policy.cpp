@@ -226,13 +226,14 @@ std::shared_ptr<const StatementPlan> PolicyEngine::plan(const guards::PolicyGrou
                            ctx.inferred_params ? 1u : 0u};
   c.key.assign(reinterpret_cast<const char*>(ids), sizeof ids);
   c.key.append(sql);
-  if (auto* hit = c.plans.find(c.key)) {
+  const size_t hash = StringViewHash{}(c.key);  // once, for the lookup and the admission
+  if (auto* hit = c.plans.find(c.key, hash)) {
     ++c.plan_hits;
     return hit->value;
   }
   auto plan = c.build(group, sql, ctx, stats, true, shaped);
   ++(shaped ? c.plan_shapes : c.plan_misses);
-  if (c.seen.seenBefore(std::hash<std::string_view>{}(c.key))) c.plans.insert(c.key, plan);
+  if (c.seen.seenBefore(hash)) c.plans.insert(c.key, plan, hash);
   return plan;
 }
 

@@ -29,6 +29,28 @@ TEST(LruMap, FindsWhatWasInsertedAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(m.find("a")->value, 5);
 }
 
+// A caller that hashed the key already (StringViewHash) passes the hash; entries put in one way
+// are found the other.
+TEST(LruMap, AHashFromTheCallerFindsWhatTheKeyFinds) {
+  LruMap<int> m(64);
+  const StringViewHash hash;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "key " + std::to_string(i);
+    if (i % 2 == 0) {
+      m.insert(key, i, hash(key));
+    } else {
+      m.insert(key, i);
+    }
+  }
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "key " + std::to_string(i);
+    ASSERT_NE(m.find(key), nullptr) << key;
+    ASSERT_NE(m.find(key, hash(key)), nullptr) << key;
+    EXPECT_EQ(m.find(key, hash(key))->value, i);
+  }
+  EXPECT_EQ(m.find("key 40", hash("key 40")), nullptr);
+}
+
 TEST(LruMap, ZeroCapacityKeepsNothing) {
   LruMap<int> m(0);
   m.insert("a", 1);
