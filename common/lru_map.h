@@ -15,16 +15,9 @@
 #include <utility>
 #include <vector>
 
-namespace pgwarden {
+#include "common/string_hash.h"
 
-struct StringViewHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-struct StringViewEqual {
-  using is_transparent = void;
-  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-};
+namespace pgwarden {
 
 // The index is open addressing over a flat array of (hash, entry) slots, at most half full, with
 // linear probing and backward-shift deletion: a lookup of an absent key (every text with a fresh

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/lru_map.h"
+#include "common/string_hash.h"
 #include "daemon/worker.h"
 #include "metrics/counters.h"
 #include "net/metrics_endpoint.h"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/string_hash.h"
 #include "history/schema.h"
 
 struct evp_mac_st;
@@ -140,14 +141,9 @@ class Chainer {
     std::string hash_hex;
   };
 
-  // Found by the row's string_view: no key built per record.
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-
   const ChainKeyring keys_;
-  std::unordered_map<std::string, State, NameHash, std::equal_to<>> states_;
+  // Found by the row's string_view: no key built per record.
+  std::unordered_map<std::string, State, StringViewHash, StringViewEqual> states_;
   std::vector<Checkpoint> checkpoints_;
   RowChainMessage message_;
   std::string hash_hex_;

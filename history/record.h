@@ -99,9 +99,6 @@ void assignRecord(Record& r, const RecordView& v);
 
 // Heap bytes a record holds beyond its own size (what keeping it for reuse keeps).
 size_t heldBytes(const Record& r);
-// `r` as a default-constructed Record, its strings' and lists' storage kept: for code that fills
-// one record after another.
-void clearRecord(Record& r);
 
 // record_uid as stored: the epoch as 16 hex digits, '-', the sequence number in decimal; "" for
 // a record without a spool id.
@@ -109,6 +106,7 @@ std::string recordUid(const Record& r);
 std::string recordUid(uint64_t spool_epoch, uint64_t spool_seq);
 // The same text written to `buf` (at least 40 bytes) without allocating; "" without a spool id.
 std::string_view formatRecordUid(const Record& r, char* buf, size_t size);
+std::string_view formatRecordUid(uint64_t spool_epoch, uint64_t spool_seq, char* buf, size_t size);
 // The inverse: false when `uid` is not one.
 bool parseRecordUid(std::string_view uid, uint64_t* epoch, uint64_t* seq);
 

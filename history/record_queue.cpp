@@ -38,6 +38,12 @@ class MemoryQueue final : public RecordQueue {
     return true;
   }
 
+  bool pushView(RecordView& v) override {
+    Record r;
+    assignRecord(r, v);
+    return push(std::move(r));
+  }
+
   size_t take(std::vector<Record>& out, size_t max) override {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t n = std::min(max, queue_.size());

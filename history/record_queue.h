@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "history/record.h"
@@ -21,12 +20,8 @@ class RecordQueue {
   // not fit (queue_size records, or the byte bound); the caller counts the drop.
   virtual bool push(Record&& r) = 0;
   // The same for a view: the spool encodes it in place and writes the record's id into `v`;
-  // this default (the memory queue) makes a Record of it.
-  virtual bool pushView(RecordView& v) {
-    Record r;
-    assignRecord(r, v);
-    return push(std::move(r));
-  }
+  // the memory queue makes a Record of it.
+  virtual bool pushView(RecordView& v) = 0;
 
   // Consumer: puts in out[0, n) up to `max` records that follow those already taken, oldest
   // first, and returns n. `out` grows when it holds fewer than n; the records already in it are

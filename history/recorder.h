@@ -89,11 +89,7 @@ class Recorder {
   virtual bool submit(Record&& record) = 0;
   // The same for a view (the event loop's way): with the spool, the record is encoded where it
   // lands and its id written back into `record`; otherwise it is copied into a Record.
-  virtual bool submit(RecordView& record) {
-    Record r;
-    assignRecord(r, record);
-    return submit(std::move(r));
-  }
+  virtual bool submit(RecordView& record) = 0;
   // Flushes what is queued (waiting up to `timeout`) and stops the writer thread. With the
   // spool, what the store did not take by then stays in the file for the next start.
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;
