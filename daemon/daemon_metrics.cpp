@@ -253,6 +253,8 @@ void DaemonMetrics::setRecorder(const history::Recorder* recorder, const std::st
     s.recovered = st.recovered;
     s.spool_used_bytes = st.spool_used_bytes;
     s.spool_size_bytes = st.spool_capacity;
+    s.writer_background = st.writer_background ? 1 : 0;
+    s.writer_promotions = st.writer_promotions;
     return s;
   });
 }

@@ -36,7 +36,7 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
       node, kPath,
       {"store", "path", "dsn", "dsn_file", "queue_size", "batch_size", "flush_interval",
        "max_sql_bytes", "redact_literals", "max_age", "max_rows", "instance_id", "durability",
-       "spool_path", "spool_size", "chain", "chain_key_file"});
+       "spool_path", "spool_size", "chain", "chain_key_file", "writer_priority"});
 
   c.store = config::getString(node, kPath, "store", c.store);
   if (c.store != "sqlite" && c.store != "postgres" && c.store != "jsonl" && c.store != "off") {
@@ -133,6 +133,13 @@ HistoryConfig parseHistoryConfig(const YAML::Node& node, const std::string& defa
                  "must be between " + std::to_string(min_spool >> 20) +
                      "MiB (four of the largest records max_sql_bytes allows) and " +
                      std::to_string(kMaxSpoolSize >> 30) + "GiB");
+  }
+  const std::string priority = config::getString(node, kPath, "writer_priority", "background");
+  if (priority == "normal") {
+    c.background_writer = false;
+  } else if (priority != "background") {
+    config::fail(node["writer_priority"], "history.writer_priority",
+                 "unknown writer_priority '" + priority + "' (expected background or normal)");
   }
   return c;
 }

@@ -23,6 +23,7 @@
 #include "history/spool.h"
 #include "history/store.h"
 #include "history/text.h"
+#include "history/writer_priority.h"
 
 namespace pgwarden::history {
 
@@ -95,7 +96,11 @@ class QueueRecorder final : public Recorder {
         store_(std::move(store)),
         queue_(std::move(queue)),
         spool_(spool),
-        recovered_(spool != nullptr ? spool->recovered() : 0) {
+        recovered_(spool != nullptr ? spool->recovered() : 0),
+        // Only behind the spool: the memory queue's take holds the lock the loop pushes under
+        // while it moves a batch, which a writer in the background could keep for long.
+        background_(spool != nullptr && config_.background_writer),
+        priority_(priorityMarks(config_.queue_size, spool != nullptr ? spool->capacity() : 0)) {
     if (!down_error.empty()) {
       down_ = true;
       down_since_ = Clock::now();
@@ -128,6 +133,7 @@ class QueueRecorder final : public Recorder {
       if (!stopping_) {
         stopping_ = true;
         deadline_ = Clock::now() + timeout;
+        priority_.finish();
       }
     }
     cv_.notify_all();
@@ -149,6 +155,8 @@ class QueueRecorder final : public Recorder {
       s.spool_used_bytes = spool_->usedBytes();
       s.spool_capacity = spool_->capacity();
     }
+    s.writer_background = priority_.background();
+    s.writer_promotions = priority_.promotions();
     return s;
   }
 
@@ -172,7 +180,9 @@ class QueueRecorder final : public Recorder {
         if (!closed_) overflow_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
-      wake = queue_->ready() == config_.batch_size;
+      const size_t ready = queue_->ready();
+      wake = ready == config_.batch_size;
+      if (background_) priority_.afterPush(ready, spool_->usedBytes());
     }
     if (wake) cv_.notify_one();
     return true;
@@ -190,10 +200,12 @@ class QueueRecorder final : public Recorder {
     std::vector<Record> batch;
     batch.reserve(config_.batch_size);
     std::string known_actions;  // prepareRecord's last guard_actions
+    if (background_) enterBackground();
     for (;;) {
       size_t want = config_.batch_size;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        if (background_) priority_.beforeWait(queue_->ready(), spool_->usedBytes());
         if (!stopping_ && queue_->ready() < config_.batch_size) {
           cv_.wait_for(lock, config_.flush_interval,
                        [&] { return stopping_ || queue_->ready() >= config_.batch_size; });
@@ -374,6 +386,22 @@ class QueueRecorder final : public Recorder {
     return !(stopping_ && Clock::now() >= deadline_);
   }
 
+  // Writer thread, at its start: into SCHED_IDLE when the process may come back from it (else a
+  // backlog could not promote it).
+  void enterBackground() {
+    std::string why;
+    bool entered = canLeaveBackground(&why);
+    if (entered) {
+      std::lock_guard<std::mutex> lock(mu_);
+      entered = priority_.enter(&why);
+    }
+    if (entered) {
+      spdlog::debug("history: the writer runs in the background (SCHED_IDLE) while it keeps up");
+    } else {
+      spdlog::info("history: the writer stays under the normal CPU policy ({})", why);
+    }
+  }
+
   // After shutdown's deadline: what the store has not taken is lost (memory queue, counted as
   // dropped) or stays in the spool for the next start.
   void abandonQueue() {
@@ -394,6 +422,8 @@ class QueueRecorder final : public Recorder {
   const std::unique_ptr<RecordQueue> queue_;
   const Spool* const spool_;
   const uint64_t recovered_;
+  const bool background_;     // the writer may run in the background (behind a spool)
+  WriterPriority priority_;   // its changes under mu_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

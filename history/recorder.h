@@ -43,6 +43,9 @@ struct HistoryConfig {
   // chain_key_file (default: history_chain.key in daemon.state_dir), created at first start.
   bool chain = true;
   std::string chain_key_file;
+  // writer_priority: background (the default) lets the writer run in SCHED_IDLE while it keeps
+  // up with a spool (history/writer_priority.h); normal keeps it under the normal policy.
+  bool background_writer = true;
 };
 
 // The spool file a config uses ("" with durability off or store off).
@@ -75,6 +78,10 @@ struct RecorderStats {
   // durability: process: ring bytes in use, and the ring's size (both 0 without a spool).
   uint64_t spool_used_bytes = 0;
   uint64_t spool_capacity = 0;
+  // The writer runs in the background now (history/writer_priority.h), and how many times a
+  // backlog has put it back under the normal policy.
+  bool writer_background = false;
+  uint64_t writer_promotions = 0;
   // The last attempt to reach the store succeeded (false from a failed write or open until the
   // next success: the store is down and records wait in the queue).
   bool store_up = true;

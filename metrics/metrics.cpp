@@ -203,6 +203,14 @@ Metrics::Metrics(const BuildInfo& build)
           "pgwarden_history_spool_used_bytes",
           "Bytes of the query-history spool holding records not yet stored.", MetricType::kGauge,
           {"store"})),
+      history_writer_background(registry.callbackFamily(
+          "pgwarden_history_writer_background",
+          "1 while the query-history writer runs in the background (SCHED_IDLE), 0 otherwise.",
+          MetricType::kGauge, {"store"})),
+      history_writer_promotions(registry.callbackFamily(
+          "pgwarden_history_writer_promotions_total",
+          "Times a backlog put the query-history writer back under the normal CPU policy.",
+          MetricType::kCounter, {"store"})),
       history_spool_size_bytes(registry.callbackFamily(
           "pgwarden_history_spool_size_bytes",
           "Size of the query-history spool's ring (0 with history.durability: off).",
@@ -272,6 +280,8 @@ void Metrics::setHistorySource(std::string store, std::function<HistorySnapshot(
   bind(history_records_recovered, &HistorySnapshot::recovered);
   bind(history_spool_used_bytes, &HistorySnapshot::spool_used_bytes);
   bind(history_spool_size_bytes, &HistorySnapshot::spool_size_bytes);
+  bind(history_writer_background, &HistorySnapshot::writer_background);
+  bind(history_writer_promotions, &HistorySnapshot::writer_promotions);
 }
 
 GroupSeries::GroupSeries(Metrics& metrics, std::string group)

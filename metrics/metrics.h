@@ -56,6 +56,8 @@ struct HistorySnapshot {
   uint64_t recovered = 0;         // records found in the spool at start-up
   uint64_t spool_used_bytes = 0;  // history.durability: process; 0 without a spool
   uint64_t spool_size_bytes = 0;
+  uint64_t writer_background = 0;   // 1 while the writer runs in SCHED_IDLE
+  uint64_t writer_promotions = 0;   // times a backlog put it back under the normal policy
 };
 
 struct Metrics {
@@ -112,6 +114,8 @@ struct Metrics {
   CallbackFamily& history_store_up;         // gauge {store}
   CallbackFamily& history_records_recovered;  // counter {store}
   CallbackFamily& history_spool_used_bytes;   // gauge {store}
+  CallbackFamily& history_writer_background;  // gauge {store}
+  CallbackFamily& history_writer_promotions;  // counter {store}
   CallbackFamily& history_spool_size_bytes;   // gauge {store}
   // webhook and Lua guards
   CounterFamily& external_guard_calls;       // {kind}

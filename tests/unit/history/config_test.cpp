@@ -42,6 +42,7 @@ TEST(HistoryConfig, AbsentSectionGivesDefaults) {
   EXPECT_EQ(c.durability, Durability::kProcess);
   EXPECT_EQ(spoolPath(c), "/var/lib/pgwarden/history.db.spool");
   EXPECT_EQ(c.spool_size, 64u << 20);
+  EXPECT_TRUE(c.background_writer);
 }
 
 TEST(HistoryConfig, EveryKey) {
@@ -59,7 +60,8 @@ TEST(HistoryConfig, EveryKey) {
       "  instance_id: pgw-a\n"
       "  durability: off\n"
       "  spool_path: /tmp/h.spool\n"
-      "  spool_size: 16MiB\n");
+      "  spool_size: 16MiB\n"
+      "  writer_priority: normal\n");
   EXPECT_EQ(c.path, "/tmp/h.db");
   EXPECT_EQ(c.queue_size, 1000u);
   EXPECT_EQ(c.batch_size, 100u);
@@ -73,6 +75,8 @@ TEST(HistoryConfig, EveryKey) {
   EXPECT_EQ(c.spool_path, "/tmp/h.spool");
   EXPECT_EQ(c.spool_size, 16u << 20);
   EXPECT_EQ(spoolPath(c), "");  // durability off: no spool
+  EXPECT_FALSE(c.background_writer);
+  EXPECT_TRUE(parse("history:\n  writer_priority: background\n").background_writer);
 }
 
 TEST(HistoryConfig, SpoolPathDefaultsBesideTheStore) {
@@ -146,6 +150,7 @@ TEST(HistoryConfig, BadValuesNameTheirKey) {
       {"history:\n  spool_path: ''\n", 2, "history.spool_path"},
       {"history:\n  spool_size: 1MiB\n", 2, "history.spool_size"},
       {"history:\n  max_sql_bytes: 4MiB\n  spool_size: 32MiB\n", 3, "history.spool_size"},
+      {"history:\n  writer_priority: high\n", 2, "history.writer_priority"},
   };
   for (const auto& c : cases) {
     const auto e = parseError(c.yaml);

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <set>
+#include <sstream>
 
 #include "history/recorder.h"
 #include "history/schema.h"
@@ -256,6 +258,72 @@ TEST(Durability, AFullSpoolDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(s.queue_depth, accepted);
   EXPECT_GT(s.spool_used_bytes, s.spool_capacity - (64u << 10) * 2);
   EXPECT_EQ(s.spool_capacity, c.spool_size);
+}
+
+// Threads of this process in SCHED_IDLE (policy 5, /proc's 41st field of a thread's stat).
+int idleThreads() {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(t.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 41 && fields >> field; ++i) {
+    }
+    n += field == "5" ? 1 : 0;
+  }
+  return n;
+}
+
+// Behind the spool the writer waits in the background; a backlog (the store locked while the
+// spool fills past an eighth) puts it back under the normal policy, and once it has drained it
+// returns. writer_priority: normal, or the memory queue, keep it normal throughout.
+TEST(Durability, TheWriterWaitsInTheBackgroundUntilABacklogPromotesIt) {
+  TempDir dir;
+  HistoryConfig c = fileConfig(dir, "sqlite");
+  c.max_sql_bytes = 64 << 10;
+  c.spool_size = minSpoolSize(c.max_sql_bytes);
+  auto rec = makeRecorder(c);
+  ASSERT_TRUE(test::waitFor([&] { return rec->stats().writer_background; }));
+  EXPECT_EQ(idleThreads(), 1);
+  uint64_t accepted = 0;
+  {
+    WriteLock lock(c.path);
+    const uint64_t mark = c.spool_size / 8;
+    for (;;) {
+      ASSERT_TRUE(rec->submit(makeRecord(accepted, std::string(16 << 10, 'x'))));
+      ++accepted;
+      const auto s = rec->stats();
+      if (s.spool_used_bytes < mark) {
+        ASSERT_EQ(s.writer_promotions, 0u) << s.spool_used_bytes << " of " << mark;
+        ASSERT_TRUE(s.writer_background);
+        continue;
+      }
+      EXPECT_EQ(s.writer_promotions, 1u);
+      EXPECT_FALSE(s.writer_background);
+      EXPECT_EQ(idleThreads(), 0);
+      break;
+    }
+    EXPECT_GT(accepted, 2u);
+  }
+  ASSERT_TRUE(test::waitFor([&] { return rec->stats().writer_background; }));
+  EXPECT_EQ(idleThreads(), 1);
+  EXPECT_EQ(rec->stats().written, accepted);
+  rec->shutdown(std::chrono::seconds(5));
+  EXPECT_EQ(idleThreads(), 0);
+  EXPECT_EQ(sqliteCount(c.path), static_cast<int64_t>(accepted));
+  rec.reset();
+
+  for (const bool memory : {false, true}) {
+    HistoryConfig n = fileConfig(dir, "sqlite");
+    n.background_writer = memory;  // the memory queue keeps it normal even when asked
+    n.durability = memory ? Durability::kOff : Durability::kProcess;
+    auto normal = makeRecorder(n);
+    submitRange(*normal, 100, 110);
+    ASSERT_TRUE(test::waitFor([&] { return normal->stats().written == 10; }));
+    EXPECT_FALSE(normal->stats().writer_background);
+    EXPECT_EQ(idleThreads(), 0);
+  }
 }
 
 TEST(Durability, AVersionOneTableGainsRecordUidInPlace) {
