@@ -8,6 +8,7 @@ the same crash loses the records, which shows the test can tell."""
 
 import collections
 import json
+import pathlib
 import secrets
 import sqlite3
 import urllib.request
@@ -151,3 +152,53 @@ def test_postgres_store_down_during_the_burst(pgwarden_factory, pg):
         assert restart_and_check_exactly_once(d, marker, dsn) == BURST
     finally:
         store.destroy()
+
+
+def idle_threads(d):
+    """Threads of the daemon in SCHED_IDLE (policy 5: the 41st field of a thread's stat)."""
+    n = 0
+    for stat in pathlib.Path(f"/proc/{d.proc.pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a thread that just ended
+        n += fields[41 - 3] == "5"
+    return n
+
+
+def test_the_writer_waits_in_the_background_until_a_backlog_promotes_it(pgwarden_factory, pg):
+    """history.writer_priority: background (the default). The writer thread is in SCHED_IDLE; with
+    the store locked, a burst piles records up past an eighth of queue_size (50 of 400) and the
+    loop puts it back under the normal policy; once the lock goes it drains everything and goes
+    back. writer_priority: normal keeps it there throughout."""
+    d = start_daemon(pgwarden_factory, pg, "sqlite", queue_size=400, batch_size=16)
+    pgwtest.wait_for(lambda: metric(d, "pgwarden_history_writer_background") == 1)
+    assert idle_threads(d) == 1
+    conn = d.connect(user="core")
+    cur = conn.cursor()
+    lock = sqlite3.connect(str(d.dir / STORE_FILES["sqlite"]), isolation_level=None, timeout=5)
+    lock.execute("BEGIN EXCLUSIVE")
+    for i in range(300):
+        cur.execute(f"SELECT 'prio-{i}'")
+    assert metric(d, "pgwarden_history_writer_promotions_total") == 1
+    assert metric(d, "pgwarden_history_writer_background") == 0
+    assert idle_threads(d) == 0
+    lock.execute("ROLLBACK")
+    lock.close()
+    pgwtest.wait_for(lambda: sum(marked(d, "prio").values()) == 300, timeout=30)
+    pgwtest.wait_for(lambda: metric(d, "pgwarden_history_writer_background") == 1)
+    assert idle_threads(d) == 1
+    assert set(marked(d, "prio").values()) == {1}
+    assert metric(d, "pgwarden_history_records_dropped_total") == 0
+    conn.close()
+    assert d.stop(by_test=True) == 0, d.log()[-4000:]
+
+    d.config["history"]["writer_priority"] = "normal"
+    d.write_config()
+    d.start()
+    conn = d.connect(user="core")
+    conn.cursor().execute("SELECT 1")
+    conn.close()
+    pgwtest.wait_for(lambda: metric(d, "pgwarden_history_records_written_total") == 1)
+    assert metric(d, "pgwarden_history_writer_background") == 0
+    assert idle_threads(d) == 0
