@@ -79,7 +79,8 @@ struct DaemonSection {
   // Where the process keeps state that must outlive it (the salt key; the history by default).
   std::string state_dir = "/var/lib/pgwarden";
   // Event loops serving client connections (`workers: auto|N`, docs/operations.md): 1 keeps one
-  // loop, as PgBouncer does; auto is one per CPU the process may run on. Fixed at start-up.
+  // loop, as PgBouncer does; auto (what a config that does not say gets) is one per CPU the
+  // process may run on. Fixed at start-up. A section built in code keeps one.
   int workers = 1;
   static constexpr int kMaxWorkers = 64;
 };

@@ -317,6 +317,8 @@ int autoWorkers() {
 
 void parseDaemonSection(const YAML::Node& n, const std::string& config_path,
                         config::DaemonSection& out) {
+  // Unset: one loop per CPU the process may run on (docs/operations.md, "Worker loops").
+  out.workers = autoWorkers();
   if (!n.IsDefined() || n.IsNull()) return;
   cfg::checkKeys(n, "daemon", {"state_dir", "workers"});
   if (const YAML::Node w = n["workers"]; w.IsDefined() && !w.IsNull()) {

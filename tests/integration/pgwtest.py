@@ -325,9 +325,9 @@ class Pgwarden:
         # The salt key (and anything else that must outlive the process) stays in the temp dir.
         cfg.setdefault("daemon", {})["state_dir"] = str(self.dir)
         # PGWARDEN_TEST_WORKERS=N runs every daemon of a test run with N loops (scripts/test runs
-        # the multi-loop tests this way too); a test's own overrides still win.
-        if TEST_WORKERS > 1:
-            cfg["daemon"]["workers"] = TEST_WORKERS
+        # the multi-loop tests this way too; the first pass keeps one, whatever the host's CPUs);
+        # a test's own overrides still win.
+        cfg["daemon"]["workers"] = TEST_WORKERS
         if users is None:
             self.passwords = {u: f"{u}-" + secrets.token_hex(6) for u in ("agent", "core", "md5user")}
             users = [

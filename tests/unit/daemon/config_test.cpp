@@ -3,6 +3,9 @@
 #include "daemon/config.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <algorithm>
 
 #include <fstream>
 
@@ -381,12 +384,18 @@ TEST(Config, WriteGroupsNeedTheirOwnWriteRole) {
   EXPECT_FALSE(c->findGroup("agents")->writes().guarded);
 }
 
-TEST(Config, WorkersAreOneByDefaultANumberOrAuto) {
-  EXPECT_EQ(parseConfig(baseConfig(), "test.yaml")->daemon.workers, 1);
+TEST(Config, WorkersAreAutoByDefaultANumberOrAuto) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cpus = std::min(CPU_COUNT(&set), config::DaemonSection::kMaxWorkers);
+  EXPECT_EQ(parseConfig(baseConfig(), "test.yaml")->daemon.workers, cpus);
+  EXPECT_EQ(parseConfig(baseConfig() + "daemon:\n  state_dir: /tmp\n", "test.yaml")->daemon.workers,
+            cpus);
+  EXPECT_EQ(parseConfig(baseConfig() + "daemon:\n  workers: 1\n", "test.yaml")->daemon.workers, 1);
   EXPECT_EQ(parseConfig(baseConfig() + "daemon:\n  workers: 3\n", "test.yaml")->daemon.workers, 3);
   const int autoWorkers = parseConfig(baseConfig() + "daemon:\n  workers: auto\n", "test.yaml")->daemon.workers;
-  EXPECT_GE(autoWorkers, 1);
-  EXPECT_LE(autoWorkers, config::DaemonSection::kMaxWorkers);
+  EXPECT_EQ(autoWorkers, cpus);
   for (const char* bad : {"0", "65", "many", "-1"}) {
     const std::string err = errorOf(baseConfig() + "daemon:\n  workers: " + bad + "\n");
     EXPECT_NE(err.find("daemon.workers"), std::string::npos) << bad << ": " << err;
