@@ -386,8 +386,8 @@ class QueueRecorder final : public Recorder {
     return !(stopping_ && Clock::now() >= deadline_);
   }
 
-  // Writer thread, at its start: into SCHED_IDLE when the process may come back from it (else a
-  // backlog could not promote it).
+  // Writer thread, at its start: into the background when the process may come back from it
+  // (else a backlog could not promote it).
   void enterBackground() {
     std::string why;
     bool entered = canLeaveBackground(&why);
@@ -396,7 +396,7 @@ class QueueRecorder final : public Recorder {
       entered = priority_.enter(&why);
     }
     if (entered) {
-      spdlog::debug("history: the writer runs in the background (SCHED_IDLE) while it keeps up");
+      spdlog::debug("history: the writer runs in the background (SCHED_BATCH, nice 19) while it keeps up");
     } else {
       spdlog::info("history: the writer stays under the normal CPU policy ({})", why);
     }

@@ -43,8 +43,9 @@ struct HistoryConfig {
   // chain_key_file (default: history_chain.key in daemon.state_dir), created at first start.
   bool chain = true;
   std::string chain_key_file;
-  // writer_priority: background (the default) lets the writer run in SCHED_IDLE while it keeps
-  // up with a spool (history/writer_priority.h); normal keeps it under the normal policy.
+  // writer_priority: background (the default) lets the writer run in the background (SCHED_BATCH
+  // at nice 19) while it keeps up with a spool (history/writer_priority.h); normal keeps it under
+  // the normal policy.
   bool background_writer = true;
 };
 

@@ -1,12 +1,13 @@
 // The history writer's share of the CPU. Records wait for the writer in the spool, which survives
 // the process, so the writer need not compete for a core with the event loop, PostgreSQL and the
-// clients on the same host: while it keeps up it runs in the background (SCHED_IDLE, the time no
-// other thread wants), and when records pile up the loop puts it back under the normal policy
-// until it has drained them, so a busy host never fills the spool because of it.
-// docs/history.md, "The writer's priority".
+// clients on the same host: while it keeps up it runs in the background (SCHED_BATCH at nice 19:
+// it never preempts another thread on waking and gets about 1.5% of a core against one busy
+// thread of nice 0, so it always progresses), and when records pile up the loop puts it back
+// under the normal policy until it has drained them, so a busy host never fills the spool because
+// of it. docs/history.md, "The writer's priority".
 #pragma once
 
-#include <pthread.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstddef>
@@ -27,8 +28,12 @@ struct PriorityMarks {
 // eighth of either (at most 8,192 records), back at a quarter of that.
 PriorityMarks priorityMarks(size_t queue_size, uint64_t capacity);
 
-// Whether a thread of this process that enters SCHED_IDLE may leave it again (RLIMIT_NICE, or
-// CAP_SYS_NICE): a short-lived thread tries both ways. On false, `why` says what refused.
+// The background: SCHED_BATCH at this nice value.
+inline constexpr int kBackgroundNice = 19;
+
+// Whether a thread of this process that enters the background may leave it again (RLIMIT_NICE
+// up to the process's nice value, or CAP_SYS_NICE): a short-lived thread tries both ways. On
+// false, `why` says what refused.
 bool canLeaveBackground(std::string* why);
 
 // One writer thread's policy. enter() runs on the writer; afterPush() on the producer and
@@ -63,11 +68,11 @@ class WriterPriority {
  private:
   enum State : int { kNormal, kBackground, kPromoted, kFinished };
   void promote();
-  bool set(int policy);
 
   const PriorityMarks marks_;
-  pthread_t writer_{};
-  bool background_ = false;  // under the lock: the writer is in SCHED_IDLE now
+  pid_t writer_ = 0;         // the writer's thread id
+  int normal_nice_ = 0;      // its nice value before it entered the background
+  bool background_ = false;  // under the lock: the writer is in the background now
   std::atomic<int> state_{kNormal};
   std::atomic<uint64_t> promotions_{0};
 };

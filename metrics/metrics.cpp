@@ -205,7 +205,8 @@ Metrics::Metrics(const BuildInfo& build)
           {"store"})),
       history_writer_background(registry.callbackFamily(
           "pgwarden_history_writer_background",
-          "1 while the query-history writer runs in the background (SCHED_IDLE), 0 otherwise.",
+          "1 while the query-history writer runs in the background (SCHED_BATCH, nice 19), 0 "
+          "otherwise.",
           MetricType::kGauge, {"store"})),
       history_writer_promotions(registry.callbackFamily(
           "pgwarden_history_writer_promotions_total",

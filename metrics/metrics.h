@@ -56,7 +56,7 @@ struct HistorySnapshot {
   uint64_t recovered = 0;         // records found in the spool at start-up
   uint64_t spool_used_bytes = 0;  // history.durability: process; 0 without a spool
   uint64_t spool_size_bytes = 0;
-  uint64_t writer_background = 0;   // 1 while the writer runs in SCHED_IDLE
+  uint64_t writer_background = 0;   // 1 while the writer runs in the background
   uint64_t writer_promotions = 0;   // times a backlog put it back under the normal policy
 };
 

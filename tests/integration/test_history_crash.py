@@ -155,19 +155,21 @@ def test_postgres_store_down_during_the_burst(pgwarden_factory, pg):
 
 
 def idle_threads(d):
-    """Threads of the daemon in SCHED_IDLE (policy 5: the 41st field of a thread's stat)."""
+    """Threads of the daemon in the background: SCHED_BATCH (3, the 41st field of a thread's
+    stat) at nice 19 (the 19th)."""
     n = 0
     for stat in pathlib.Path(f"/proc/{d.proc.pid}/task").glob("*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # a thread that just ended
-        n += fields[41 - 3] == "5"
+        n += fields[41 - 3] == "3" and fields[19 - 3] == "19"
     return n
 
 
 def test_the_writer_waits_in_the_background_until_a_backlog_promotes_it(pgwarden_factory, pg):
-    """history.writer_priority: background (the default). The writer thread is in SCHED_IDLE; with
+    """history.writer_priority: background (the default). The writer thread is in SCHED_BATCH at nice
+    19; with
     the store locked, a burst piles records up past an eighth of queue_size (50 of 400) and the
     loop puts it back under the normal policy; once the lock goes it drains everything and goes
     back. writer_priority: normal keeps it there throughout."""

@@ -4,7 +4,7 @@
 # user, the state/config/runtime directories, the watchdog), and `systemd-analyze security`
 # must not rate its sandbox worse than PGWARDEN_MAX_EXPOSURE (tenths; 12 = 1.2, the level the
 # shipped unit reaches: 1.1 before the history writer's one call from @resources,
-# sched_setscheduler, which the units allow with LimitNICE=+0 and RestrictRealtime=yes so that a
+# sched_setattr, which the units allow with LimitNICE=+0 and RestrictRealtime=yes so that a
 # thread can go no higher than nice 0). PID 1 need not be systemd: both analyses work offline.
 # Usage: test_units.sh SOURCE_DIR
 set -euo pipefail
@@ -41,12 +41,12 @@ for want in "StateDirectory=pgwarden/%i" "RuntimeDirectory=pgwarden/%i" "Type=no
 done
 ln -s "pgwarden@.service" "$work/pgwarden@a.service"
 
-# Of @resources, only sched_setscheduler, and only with the nice ceiling at 0 and no real-time
+# Of @resources, only sched_setattr, and only with the nice ceiling at 0 and no real-time
 # policy (history/writer_priority.h).
 for unit in pgwarden.service pgwarden@.service; do
   allowed=$(grep -E '^SystemCallFilter=[^~]' "$src/systemd/$unit" || true)
-  [[ "$allowed" == $'SystemCallFilter=@system-service\nSystemCallFilter=sched_setscheduler' ]] \
-    || fail "$unit allows more than @system-service and sched_setscheduler: $allowed"
+  [[ "$allowed" == $'SystemCallFilter=@system-service\nSystemCallFilter=sched_setattr' ]] \
+    || fail "$unit allows more than @system-service and sched_setattr: $allowed"
   for want in "LimitNICE=+0" "RestrictRealtime=yes" "SystemCallFilter=~@privileged @resources"; do
     grep -qxF -- "$want" "$src/systemd/$unit" || fail "$unit lacks '$want'"
   done

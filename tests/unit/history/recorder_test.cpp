@@ -260,7 +260,8 @@ TEST(Durability, AFullSpoolDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(s.spool_capacity, c.spool_size);
 }
 
-// Threads of this process in SCHED_IDLE (policy 5, /proc's 41st field of a thread's stat).
+// Threads of this process in the background: SCHED_BATCH (3, the 41st field of a thread's stat)
+// at nice 19 (the 19th).
 int idleThreads() {
   int n = 0;
   for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -268,9 +269,11 @@ int idleThreads() {
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
     std::string field;
+    std::string nice;
     for (int i = 3; i <= 41 && fields >> field; ++i) {
+      if (i == 19) nice = field;
     }
-    n += field == "5" ? 1 : 0;
+    n += field == "3" && nice == "19" ? 1 : 0;
   }
   return n;
 }

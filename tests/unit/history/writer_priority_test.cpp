@@ -1,6 +1,7 @@
-// history/writer_priority: the writer's thread between SCHED_IDLE and the normal policy, read
-// back from the kernel; the marks; and the probe refusing for a process whose RLIMIT_NICE does
-// not let a thread come back (in a child, without root's CAP_SYS_NICE).
+// history/writer_priority: the writer's thread between the background (SCHED_BATCH, nice 19) and
+// the normal policy at its own nice value, read back from the kernel; the marks; and the probe
+// refusing for a process whose RLIMIT_NICE does not let a thread come back (in a child, without
+// root's CAP_SYS_NICE).
 #include "history/writer_priority.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <condition_variable>
 #include <functional>
@@ -17,12 +20,22 @@
 namespace pgwarden::history {
 namespace {
 
-int policyOf(pthread_t thread) {
-  int policy = -1;
-  sched_param param{};
-  EXPECT_EQ(pthread_getschedparam(thread, &policy, &param), 0);
-  return policy;
+// A thread's policy and nice value, as the kernel has them.
+struct Policy {
+  int policy;
+  int nice;
+  bool operator==(const Policy&) const = default;
+};
+std::ostream& operator<<(std::ostream& out, const Policy& p) {
+  return out << "policy " << p.policy << " nice " << p.nice;
 }
+Policy policyOf(pid_t tid) {
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  EXPECT_EQ(errno, 0);
+  return {sched_getscheduler(tid), nice};
+}
+const Policy kBackground{SCHED_BATCH, kBackgroundNice};
 
 // A thread that runs what it is given, one job at a time, until destroyed.
 class Thread {
@@ -32,13 +45,17 @@ class Thread {
     call([this] { done_ = true; });
     thread_.join();
   }
+  pid_t tid() {
+    pid_t id = 0;
+    call([&] { id = gettid(); });
+    return id;
+  }
   void call(std::function<void()> job) {
     std::unique_lock<std::mutex> lock(mu_);
     job_ = std::move(job);
     cv_.notify_all();
     cv_.wait(lock, [&] { return !job_; });
   }
-  pthread_t handle() { return thread_.native_handle(); }
 
  private:
   void run() {
@@ -74,43 +91,47 @@ TEST(WriterPriority, PromotedAtAMarkAndBackInTheBackgroundOnlyUnderBoth) {
   ASSERT_TRUE(canLeaveBackground(&why)) << why;
   WriterPriority p(PriorityMarks{100, 1000, 10, 100});
   Thread writer;
+  const pid_t tid = writer.tid();
+  // The writer's own nice value is what it comes back to.
+  ASSERT_EQ(setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 3), 0);
+  const Policy normal{SCHED_OTHER, 3};
   bool entered = false;
   writer.call([&] { entered = p.enter(&why); });
   ASSERT_TRUE(entered) << why;
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_IDLE);
+  EXPECT_EQ(policyOf(tid), kBackground);
   EXPECT_TRUE(p.background());
 
   p.afterPush(99, 999);  // under both marks
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_IDLE);
+  EXPECT_EQ(policyOf(tid), kBackground);
   p.afterPush(5, 1000);  // the bytes' mark
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   EXPECT_FALSE(p.background());
   EXPECT_EQ(p.promotions(), 1u);
   p.afterPush(500, 5000);  // already promoted: no second promotion
   EXPECT_EQ(p.promotions(), 1u);
 
   writer.call([&] { p.beforeWait(11, 0); });  // records above the low mark
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   writer.call([&] { p.beforeWait(0, 101); });  // bytes above it
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   writer.call([&] { p.beforeWait(10, 100); });
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_IDLE);
+  EXPECT_EQ(policyOf(tid), kBackground);
   EXPECT_TRUE(p.background());
 
   p.afterPush(100, 0);  // the records' mark
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   EXPECT_EQ(p.promotions(), 2u);
   writer.call([&] { p.beforeWait(0, 0); });
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_IDLE);
+  EXPECT_EQ(policyOf(tid), kBackground);
 
   p.finish();
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   EXPECT_FALSE(p.background());
   writer.call([&] { p.beforeWait(0, 0); });  // finished: stays
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
   writer.call([&] { entered = p.enter(&why); });
   EXPECT_FALSE(entered);
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(tid), normal);
 }
 
 TEST(WriterPriority, FinishedBeforeTheWriterEntersKeepsItNormal) {
@@ -122,11 +143,11 @@ TEST(WriterPriority, FinishedBeforeTheWriterEntersKeepsItNormal) {
   writer.call([&] { entered = p.enter(&why); });
   EXPECT_FALSE(entered);
   EXPECT_FALSE(why.empty());
-  EXPECT_EQ(policyOf(writer.handle()), SCHED_OTHER);
+  EXPECT_EQ(policyOf(writer.tid()), (Policy{SCHED_OTHER, 0}));
 }
 
 // In a child that is not root (a root test run drops to nobody, and so loses CAP_SYS_NICE):
-// RLIMIT_NICE 0 lets a thread enter SCHED_IDLE but not leave it, so the probe refuses and says
+// RLIMIT_NICE 0 lets a thread go to nice 19 but not come back, so the probe refuses and says
 // why. (The other way, RLIMIT_NICE 20 as systemd's LimitNICE=+0 sets it, needs CAP_SYS_RESOURCE
 // to raise the hard limit, which a container's root may lack; root's own return is the test
 // above.)
@@ -157,7 +178,7 @@ int probeInChild(rlim_t nice_limit, std::string* why) {
 TEST(WriterPriority, TheProbeRefusesWhenAThreadCouldNotComeBack) {
   std::string why;
   EXPECT_EQ(probeInChild(0, &why), 1);
-  EXPECT_NE(why.find("cannot leave SCHED_IDLE"), std::string::npos) << why;
+  EXPECT_NE(why.find("cannot come back from nice 19"), std::string::npos) << why;
 }
 
 }  // namespace
