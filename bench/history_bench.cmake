@@ -3,4 +3,7 @@
 # Recorder::submit on the event loop.
 add_executable(history_bench ${CMAKE_CURRENT_SOURCE_DIR}/history_bench.cpp)
 find_package(SQLite3 REQUIRED)
-target_link_libraries(history_bench PRIVATE pgw_history SQLite::SQLite3 benchmark::benchmark)
+# spdlog the compiled library, as pgw_history uses it: one default logger, so the level main()
+# sets also quiets the writer thread's lines, which would otherwise land in the JSON on stdout.
+find_package(spdlog REQUIRED)
+target_link_libraries(history_bench PRIVATE pgw_history SQLite::SQLite3 spdlog::spdlog benchmark::benchmark)

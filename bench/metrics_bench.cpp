@@ -73,7 +73,7 @@ Metrics& scrapeMetrics() {
     for (int g = 0; g < 20; ++g) {
       std::string group = "group_" + std::to_string(g);
       for (const char* o : outcomes) {
-        for (const char* i : intents) metrics->statements.with({group, o, i}).inc(g * 7 + 3);
+        for (const char* i : intents) metrics->statements.with({group, o, i, "primary"}).inc(g * 7 + 3);
       }
       for (int k = 0; k < 5; ++k) {
         const char* histogram_outcomes[] = {"ok", "denied", "error", "cancelled", "budget"};
