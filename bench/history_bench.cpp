@@ -140,19 +140,27 @@ BENCHMARK(BM_SqliteWriter)
     ->UseRealTime()
     ->Iterations(3);
 
+// A SQLite store behind the spool at `path`, room for `records` records, the chain as `chain`
+// says: what BM_SqliteWriterSteady and BM_SqliteFloor write through.
+HistoryConfig spooledSqlite(const std::string& dir, const std::string& path, int64_t records,
+                            int64_t chain) {
+  HistoryConfig c;
+  c.store = "sqlite";
+  c.path = path;
+  c.queue_size = static_cast<size_t>(records);
+  setDurability(c, 1);
+  setChain(c, dir, chain);
+  return c;
+}
+
 // The writer as traffic meets it: records arrive at a steady pace (bursts of 250 every 5 ms,
 // 50,000 a second) that it keeps up with, so it wakes on its own (batch_size waiting, or
 // flush_interval) rather than always finding a full queue. What it costs per record then
 // depends on how many records each wake-up, and so each transaction, takes.
 void BM_SqliteWriterSteady(benchmark::State& state) {
   const std::string dir = tempDir();
-  HistoryConfig c;
-  c.store = "sqlite";
-  c.path = dir + "/history.db";
+  HistoryConfig c = spooledSqlite(dir, dir + "/history.db", state.range(0), state.range(2));
   c.batch_size = static_cast<size_t>(state.range(1));
-  c.queue_size = static_cast<size_t>(state.range(0));
-  setDurability(c, 1);
-  setChain(c, dir, state.range(2));
   const auto n = static_cast<uint64_t>(state.range(0));
   constexpr uint64_t kBurst = 250;
   uint64_t written = 0;
@@ -185,7 +193,7 @@ BENCHMARK(BM_SqliteWriterSteady)
     ->Args({100000, 4096, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
-    ->Iterations(3);
+    ->Iterations(1);
 
 // SQLite's own floor for the same rows: the writer stores `records` records (chain on or off)
 // into one store; then, into an empty store the daemon's code made (its schema, indexes, page
@@ -203,14 +211,9 @@ void execOrDie(sqlite3* db, const std::string& sql) {
 
 void BM_SqliteFloor(benchmark::State& state) {
   const std::string dir = tempDir();
-  HistoryConfig c;
-  c.store = "sqlite";
-  setDurability(c, 1);
-  setChain(c, dir, state.range(2));
+  HistoryConfig c = spooledSqlite(dir, dir + "/source.db", state.range(0), state.range(2));
   const auto n = static_cast<uint64_t>(state.range(0));
   const auto batch = static_cast<uint64_t>(state.range(1));
-  c.queue_size = n;
-  c.path = dir + "/source.db";
   {
     auto rec = makeRecorder(c);
     for (uint64_t i = 0; i < n; ++i) (void)rec->submit(sampleRecord(i));
